@@ -1,0 +1,7 @@
+"""``python -m stitchcore``: see :mod:`stitchcore.cli`."""
+
+import sys
+
+from stitchcore.cli import main
+
+sys.exit(main())

@@ -1,0 +1,260 @@
+"""``python -m stitchcore``: the same experiments and store as the app, from a shell.
+
+``--json`` prints exactly one JSON object on stdout; progress goes to stderr;
+bad input exits 2 with a one-line ``error: ...`` naming the fix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+from stitchcore.errors import StitchError
+
+__all__ = ["main", "build_parser"]
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr, redrawn at most 10 times a second."""
+
+    def __init__(self, enabled: bool = True, width: int = 30) -> None:
+        self.enabled = enabled
+        self.width = width
+        self._last = 0.0
+        self._shown = False
+
+    def __call__(self, fraction: float, message: str, metrics: dict[str, float]) -> None:
+        now = time.monotonic()
+        if not self.enabled or (now - self._last < 0.1 and fraction < 1.0):
+            return
+        self._last = now
+        filled = int(self.width * fraction)
+        extra = "  ".join(f"{k}={v:.4g}" for k, v in metrics.items())
+        line = f"\r[{'#' * filled}{'.' * (self.width - filled)}] {fraction:6.1%} {message[:60]:60s} {extra}"
+        sys.stderr.write(line[:160])
+        sys.stderr.flush()
+        self._shown = True
+
+    def close(self) -> None:
+        if self._shown:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def _pair(text: str) -> tuple[int, int]:
+    try:
+        x, y = text.split(":")
+        return int(x), int(y)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected X:Y (two class indices), got {text!r}") from None
+
+
+def _json_obj(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON ({exc.msg}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("expected a JSON object, e.g. '{\"width\": 32}'")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--store", help="results store directory (default: $STITCHLAB_STORE, else cache/)")
+    common.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    common.add_argument("--device", default=None, help="auto (default), cpu, cuda, cuda:N or mps")
+    common.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
+
+    p = argparse.ArgumentParser(prog="python -m stitchcore", description="Model stitching from the shell.")
+    verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    zoo = verbs.add_parser("zoo", help="train and list built-in models").add_subparsers(dest="zoo_verb", required=True)
+    zt = zoo.add_parser("train", parents=[common], help="train a zoo recipe (cached: never trained twice)")
+    zt.add_argument("--arch", default="cnn", help="mlp | cnn | resnet (see stitchcore.archs)")
+    zt.add_argument("--dataset", default="digits", help="digits | mnist | fashion-mnist | cifar10 | cifar100 | imagefolder:PATH")
+    zt.add_argument("--seed", type=int, default=0)
+    zt.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd")
+    zt.add_argument("--epochs", type=int, default=None, help="default 30")
+    zt.add_argument("--lr", type=float, default=None, help="default 0.05 (sgd) / 2e-3 (adamw)")
+    zt.add_argument("--batch-size", type=int, default=None)
+    zt.add_argument("--weight-decay", type=float, default=None)
+    zt.add_argument("--image-size", type=int, default=None, help="resize inputs (e.g. 16 or 32 for digits)")
+    zt.add_argument("--arch-kwargs", type=_json_obj, default=None, help='JSON, e.g. \'{"blocks": [1,1,1,1]}\'')
+    zt.add_argument("--relabel", type=_pair, default=None, metavar="X:Y", help="train with class X labelled Y")
+    zt.add_argument("--drop-class", type=int, default=None, metavar="X", help="never show class X in training")
+    zt.add_argument("--l1", type=float, default=0.0)
+    zt.add_argument("--l2", type=float, default=0.0)
+    zt.add_argument("--prune-every", type=int, default=0, metavar="EPOCHS")
+    zt.add_argument("--prune-fraction", type=float, default=0.0)
+    zt.add_argument("--rerun", action="store_true", help="train again even if the store has it")
+    zoo.add_parser("list", parents=[common], help="list trained zoo models")
+
+    cuts = verbs.add_parser("cuts", parents=[common], help="list the cut points of a model")
+    cuts.add_argument("ref", help="a ModelRef, e.g. zoo:cnn-digits-s0 or timm:resnet18?pretrained=false")
+
+    st = verbs.add_parser("stitch", parents=[common], help="stitch A's bottom to B's top and train the adapter")
+    st.add_argument("--a", required=True, help="ModelRef of the bottom model A")
+    st.add_argument("--b", required=True, help="ModelRef of the top model B")
+    st.add_argument("--cut-a", required=True, help="sender cut name in A")
+    st.add_argument("--cut-b", required=True, help="receiver cut name in B")
+    st.add_argument("--adapter", default="linear", help="identity|linear|linear_relu|conv3x3_relu|bottleneck|lowrank")
+    st.add_argument("--norm", default="both", help="none|bn_before|bn_after|both")
+    st.add_argument("--resample", default="bilinear", help="none|bilinear|nearest|strided")
+    st.add_argument("--init", default="random", help="random|identity|lstsq|procrustes")
+    st.add_argument("--rank", type=int, default=None, help="rank of a lowrank adapter")
+    st.add_argument("--objective", default="task", help="task|match|kd or a sum like task+0.5*kd")
+    st.add_argument("--optimizer", choices=("adamw", "sgd"), default="adamw")
+    st.add_argument("--lr", type=float, default=2e-3)
+    st.add_argument("--weight-decay", type=float, default=0.05)
+    st.add_argument("--epochs", type=int, default=3)
+    st.add_argument("--batch-size", type=int, default=64)
+    st.add_argument("--seed", type=int, default=0)
+    st.add_argument("--dataset", default=None, help="default: the dataset B was trained on")
+    st.add_argument("--max-train", type=int, default=None)
+    st.add_argument("--max-test", type=int, default=None)
+    st.add_argument("--rerun", action="store_true", help="run again even if the store has it")
+
+    runs = verbs.add_parser("runs", help="browse the results store").add_subparsers(dest="runs_verb", required=True)
+    rl = runs.add_parser("list", parents=[common], help="list runs, newest first")
+    rl.add_argument("--kind", default=None)
+    rl.add_argument("--status", default=None)
+    rl.add_argument("--limit", type=int, default=50)
+    rs = runs.add_parser("show", parents=[common], help="show one run with its curves and artifacts")
+    rs.add_argument("run_id")
+    return p
+
+
+def _emit(args: argparse.Namespace, obj: dict[str, Any], text: str) -> None:
+    if args.json:
+        print(json.dumps(obj, sort_keys=True, default=str))
+    else:
+        print(text)
+
+
+def _cmd_zoo_train(args, store, bar) -> None:
+    from stitchcore.experiments import run_experiment
+    from stitchcore.specs import ZooRecipe
+
+    kwargs: dict[str, Any] = dict(arch=args.arch, dataset=args.dataset, seed=args.seed, optimizer=args.optimizer)
+    optional = {
+        "epochs": args.epochs, "lr": args.lr, "batch_size": args.batch_size, "weight_decay": args.weight_decay,
+        "image_size": args.image_size, "arch_kwargs": args.arch_kwargs, "relabel": args.relabel,
+        "drop_class": args.drop_class,
+    }
+    kwargs.update({k: v for k, v in optional.items() if v is not None})
+    kwargs.update(l1=args.l1, l2=args.l2, prune_every=args.prune_every, prune_fraction=args.prune_fraction)
+    out = run_experiment("zoo", ZooRecipe(**kwargs), store, rerun=args.rerun, progress=bar, device=args.device)
+    bar.close()
+    s = out.record.summary
+    obj = {"run_id": out.record.id, "cached": out.cached, "elapsed": round(out.seconds, 3), **s}
+    _emit(args, obj, f"{s['ref']}  accuracy {s['accuracy']:.4f}  ({'cached' if out.cached else f'{out.seconds:.1f} s'})")
+
+
+def _cmd_zoo_list(args, store, bar) -> None:
+    from stitchcore.sources.zoo import list_zoo_models
+
+    models = [
+        {"ref": r.summary["ref"], "recipe": r.spec, "accuracy": r.summary.get("accuracy"), "run_id": r.id}
+        for r in list_zoo_models(store)
+    ]
+    lines = [f"{m['ref']:40s} accuracy {m['accuracy']:.4f}" for m in models] or ["(no zoo models trained yet)"]
+    _emit(args, {"models": models}, "\n".join(lines))
+
+
+def _cmd_cuts(args, store, bar) -> None:
+    from stitchcore.cuts import list_cuts
+    from stitchcore.sources import load_model
+
+    m = load_model(args.ref, store=store)
+    cuts = [
+        {"name": c.name, "shape": list(c.shape), "layout": c.layout, "depth": round(c.depth, 4)}
+        for c in list_cuts(m.model, m.example_input())
+    ]
+    lines = [f"{c['name']:24s} {c['layout']:9s} {str(tuple(c['shape'])):20s} depth {c['depth']:.2f}" for c in cuts]
+    _emit(args, {"model": m.ref, "cuts": cuts}, "\n".join(lines))
+
+
+def _cmd_stitch(args, store, bar) -> None:
+    from stitchcore.adapters import AdapterSpec
+    from stitchcore.experiments import run_experiment
+    from stitchcore.refs import parse_ref
+    from stitchcore.specs import StitchSpec
+
+    adapter = AdapterSpec(kind=args.adapter, norm=args.norm, resample=args.resample, init=args.init, rank=args.rank)
+    spec = StitchSpec(
+        a=str(parse_ref(args.a)), b=str(parse_ref(args.b)), cut_a=args.cut_a, cut_b=args.cut_b, adapter=adapter,
+        objective=args.objective, optimizer=args.optimizer, lr=args.lr, weight_decay=args.weight_decay,
+        epochs=args.epochs, batch_size=args.batch_size, seed=args.seed, dataset=args.dataset,
+        max_train=args.max_train, max_test=args.max_test,
+    )
+    out = run_experiment("stitch", spec, store, rerun=args.rerun, progress=bar, device=args.device)
+    bar.close()
+    s = out.record.summary
+    obj = {"run_id": out.record.id, "cached": out.cached, "elapsed": round(out.seconds, 3), **s}
+    text = (
+        f"stitched {s['accuracy']:.4f}  A {s['base']['a']:.4f}  B {s['base']['b']:.4f}  penalty {s['penalty']:+.4f}"
+        f"  params {s['params']}  flops {s['flops']}  ({'cached' if out.cached else f'{out.seconds:.1f} s'})"
+    )
+    _emit(args, obj, text)
+
+
+def _record_row(r) -> dict[str, Any]:
+    metric = r.summary.get("accuracy") if r.summary else None
+    return {"id": r.id, "kind": r.kind, "status": r.status, "label": r.label, "created": r.created,
+            "metric": metric, "error": r.error}
+
+
+def _cmd_runs_list(args, store, bar) -> None:
+    rows = [_record_row(r) for r in store.list_runs(kind=args.kind, status=args.status, limit=args.limit)]
+    lines = [f"{r['id']}  {r['kind']:7s} {r['status']:11s} {r['label']}" for r in rows] or ["(no runs)"]
+    _emit(args, {"runs": rows}, "\n".join(lines))
+
+
+def _cmd_runs_show(args, store, bar) -> None:
+    r = store.lookup(args.run_id)
+    if r is None:
+        raise StitchError(f"no run {args.run_id!r} in {store.root}; list runs with: python -m stitchcore runs list")
+    obj = {
+        "run": {**_record_row(r), "spec": r.spec, "summary": r.summary, "started": r.started, "finished": r.finished},
+        "series": {k: [list(p) for p in v] for k, v in store.series(r.id).items()},
+        "artifacts": [{k: str(v) for k, v in a.items()} for a in store.artifacts(r.id)],
+    }
+    _emit(args, obj, json.dumps(obj["run"], indent=2, default=str))
+
+
+COMMANDS = {
+    ("zoo", "train"): _cmd_zoo_train,
+    ("zoo", "list"): _cmd_zoo_list,
+    ("cuts", None): _cmd_cuts,
+    ("stitch", None): _cmd_stitch,
+    ("runs", "list"): _cmd_runs_list,
+    ("runs", "show"): _cmd_runs_show,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the process exit code (0 ok, 2 bad input, 1 bug)."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    args = build_parser().parse_args(argv)
+    sub = getattr(args, "zoo_verb", None) or getattr(args, "runs_verb", None)
+    bar = ProgressBar(enabled=not args.quiet)
+    try:
+        from stitchcore.store import Store
+
+        store = Store(args.store)
+        store.mark_interrupted()  # runs left by dead processes; live ones are left alone
+        COMMANDS[(args.verb, sub)](args, store, bar)
+    except StitchError as exc:
+        bar.close()
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        bar.close()
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    return 0

@@ -1,0 +1,63 @@
+"""User-facing error types.
+
+Every error a person can cause (bad model ref, missing file, incompatible cuts,
+NaN loss ...) is raised as a subclass of :class:`StitchError` whose message is
+one line that names the fix.  The CLI prints ``error: <message>`` and exits 2;
+the app shows the message in a red box.  Anything else is a bug and keeps its
+traceback.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "StitchError",
+    "RefError",
+    "SourceError",
+    "CheckpointError",
+    "CutError",
+    "AdapterError",
+    "DataError",
+    "TrainingError",
+    "StoreError",
+    "Cancelled",
+]
+
+
+class StitchError(Exception):
+    """Base class: an error caused by input, with a one-line message naming the fix."""
+
+
+class RefError(StitchError):
+    """A ModelRef string that cannot be parsed or names nothing known."""
+
+
+class SourceError(StitchError):
+    """A model that cannot be loaded (offline hub weights, missing package ...)."""
+
+
+class CheckpointError(SourceError):
+    """A checkpoint file that is missing, truncated, unsafe or mismatches its architecture."""
+
+
+class CutError(StitchError):
+    """A cut name that does not exist, or a model that cannot be cut."""
+
+
+class AdapterError(StitchError):
+    """A sender/receiver pair no adapter can join, or a bad adapter spec."""
+
+
+class DataError(StitchError):
+    """A dataset that cannot be found, is empty, or lacks classes."""
+
+
+class TrainingError(StitchError):
+    """Training that cannot go on (NaN/inf loss, out of memory)."""
+
+
+class StoreError(StitchError):
+    """A results-store problem (unknown run id, corrupt blob ...)."""
+
+
+class Cancelled(StitchError):
+    """Raised inside a run when its cancel event is set."""

@@ -1,0 +1,49 @@
+"""Evaluation: accuracy, per-class accuracy, penalties, parameter counts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import torch
+from torch import nn
+
+__all__ = ["ClassifierScore", "score_logits", "evaluate_batches", "count_params", "stitching_penalty"]
+
+
+class ClassifierScore(dict):
+    """{'accuracy': float, 'per_class': [float|None per class], 'n': int} (a plain dict for JSON)."""
+
+
+def score_logits(logits: torch.Tensor, labels: torch.Tensor, num_classes: int) -> ClassifierScore:
+    """logits [N, K], labels [N] -> accuracy and per-class accuracy (None for absent classes)."""
+    pred = logits.argmax(dim=1)
+    correct = (pred == labels).float()
+    per_class: list[float | None] = []
+    for k in range(num_classes):
+        mask = labels == k
+        per_class.append(round(correct[mask].mean().item(), 6) if mask.any() else None)
+    return ClassifierScore(accuracy=round(correct.mean().item(), 6), per_class=per_class, n=int(len(labels)))
+
+
+@torch.no_grad()
+def evaluate_batches(
+    forward: Callable[[torch.Tensor], torch.Tensor],
+    batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
+    num_classes: int,
+    device: torch.device,
+) -> ClassifierScore:
+    """Score ``forward`` (inputs [B, ...] -> logits [B, K]) over (input, label) batches."""
+    logits, labels = [], []
+    for x, y in batches:
+        logits.append(forward(x.to(device)).float().cpu())
+        labels.append(y)
+    return score_logits(torch.cat(logits), torch.cat(labels), num_classes)
+
+
+def count_params(module: nn.Module, trainable_only: bool = True) -> int:
+    return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)
+
+
+def stitching_penalty(base_accuracy: float, stitched_accuracy: float) -> float:
+    """Bansal et al.: accuracy(B) - accuracy(C), B being the model whose top is used."""
+    return round(base_accuracy - stitched_accuracy, 6)

@@ -1,0 +1,182 @@
+"""Experiment ``stitch``: join A's bottom to B's top with an adapter and train it.
+
+C(x) = suffix_B(S(prefix_A(x))).  A's prefix sees A's preprocessing of each
+image, B sees its own, and A, B and C are scored on the same test images.  The
+frozen prefix runs once over the data (cached activations); only the adapter
+and the frozen suffix run per step.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import torch
+from safetensors.torch import save
+
+from stitchcore.activations import collect
+from stitchcore.adapters import adapter_cost, build_adapter, compatibility
+from stitchcore.cuts import get_cut, split
+from stitchcore.data import ImageDataset, load_dataset
+from stitchcore.errors import AdapterError, DataError, StitchError
+from stitchcore.evaluate import evaluate_batches, stitching_penalty
+from stitchcore.experiments import RunContext, register_experiment
+from stitchcore.fits import fit_adapter
+from stitchcore.sources import load_model
+from stitchcore.sources.loaded import LoadedModel
+from stitchcore.specs import StitchSpec, parse_objective
+from stitchcore.train import AdapterTargets, train_adapter
+
+__all__ = ["run_stitch", "resolve_dataset"]
+
+log = logging.getLogger(__name__)
+
+ADAPTER_WEIGHTS = "adapter.safetensors"
+EVAL_BATCH = 256
+
+
+def resolve_dataset(spec_dataset: str | None, a: LoadedModel, b: LoadedModel) -> str:
+    """The spec's dataset, else B's training dataset, else A's; DataError if none is known."""
+    name = spec_dataset or b.dataset or a.dataset
+    if name is None:
+        raise DataError(
+            f"neither {a.ref} nor {b.ref} says which data it was trained on; pass --dataset (e.g. digits, cifar10)"
+        )
+    return name
+
+
+def _check_classes(model: LoadedModel, ds: ImageDataset, role: str) -> None:
+    if model.num_classes is not None and model.num_classes != ds.num_classes:
+        raise DataError(
+            f"model {role} ({model.ref}) has {model.num_classes} outputs but {ds.name} has {ds.num_classes}"
+            " classes; pick the dataset the model was trained on with --dataset"
+        )
+
+
+def _state_bytes(module: torch.nn.Module) -> bytes:
+    state = {k: v.detach().cpu().contiguous() for k, v in module.state_dict().items()}
+    return save(state)
+
+
+@register_experiment("stitch", StitchSpec.from_dict)
+def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
+    """Train the adapter of ``spec``; returns the summary stored with the run."""
+    t0 = time.perf_counter()
+    device = ctx.device
+    ctx.progress(0.0, "loading models")
+    a = load_model(spec.a, store=ctx.store)
+    b = load_model(spec.b, store=ctx.store)
+    for m, role in ((a, "A"), (b, "B")):
+        if m.input_kind != "image":
+            raise StitchError(f"model {role} ({m.ref}) is a language model; use the merge/LM stitching tools")
+    ds = load_dataset(resolve_dataset(spec.dataset, a, b))
+    _check_classes(b, ds, "B")
+    _check_classes(a, ds, "A")
+
+    cut_a = get_cut(a.model, a.example_input(), spec.cut_a)
+    cut_b = get_cut(b.model, b.example_input(), spec.cut_b)
+    reason = compatibility(cut_a, cut_b, spec.adapter)
+    if reason is not None:
+        raise AdapterError(f"cannot join A[{cut_a.name}] {cut_a.shape} to B[{cut_b.name}] {cut_b.shape}: {reason}")
+    prefix_a, _ = split(a.model, cut_a, a.example_input())
+    prefix_b, suffix_b = split(b.model, cut_b, b.example_input())
+    for m in (a.model, b.model, prefix_a, prefix_b, suffix_b):
+        m.to(device).eval()
+
+    torch.manual_seed(spec.seed)
+    adapter = build_adapter(spec.adapter, cut_a, cut_b)
+    params, flops = adapter_cost(adapter)
+    objective = parse_objective(spec.objective)
+    needs_receiver = "match" in objective or spec.adapter.init in ("lstsq", "procrustes")
+
+    ctx.progress(0.02, "caching prefix activations")
+    acts = dict(device=device, batch_size=EVAL_BATCH, check_cancel=ctx.check_cancel)
+    h_train = collect(prefix_a, ds, a.preprocess, "train", limit=spec.max_train, **acts)
+    h_test = collect(prefix_a, ds, a.preprocess, "test", limit=spec.max_test, **acts)
+    n_train = len(h_train)
+    y_train = ds.labels("train")[:n_train]
+    y_test = ds.labels("test")[: len(h_test)]
+    receiver = collect(prefix_b, ds, b.preprocess, "train", limit=n_train, **acts) if needs_receiver else None
+    teacher = collect(b.model, ds, b.preprocess, "train", limit=n_train, **acts) if "kd" in objective else None
+
+    residual = None
+    if spec.adapter.init in ("lstsq", "procrustes"):
+        ctx.progress(0.1, f"closed-form {spec.adapter.init} fit")
+        pairs = ((h_train[i : i + EVAL_BATCH], receiver[i : i + EVAL_BATCH]) for i in range(0, n_train, EVAL_BATCH))
+        residual = fit_adapter(adapter, pairs, method=spec.adapter.init)
+    adapter.to(device)
+
+    def stitched_logits(h: torch.Tensor) -> torch.Tensor:
+        return suffix_b(adapter(h.to(device, torch.float32)))
+
+    def eval_stitched() -> dict:
+        adapter.eval()
+        batches = ((h_test[i : i + EVAL_BATCH], y_test[i : i + EVAL_BATCH]) for i in range(0, len(h_test), EVAL_BATCH))
+        return evaluate_batches(stitched_logits, batches, ds.num_classes, device)
+
+    start_score = eval_stitched()
+    ctx.log(0, {"test_accuracy": start_score["accuracy"]}, epoch=0)
+    steps_per_epoch = -(-n_train // spec.batch_size)
+
+    def on_step(step: int, total: int, metrics: dict[str, float]) -> None:
+        ctx.progress(0.1 + 0.85 * step / total, f"training adapter: step {step}/{total}")
+        if step % 5 == 0 or step == total:
+            ctx.log(step, {"loss": metrics["loss"]})
+
+    def on_epoch(epoch: int) -> dict[str, float]:
+        acc = eval_stitched()["accuracy"]
+        ctx.log(epoch * steps_per_epoch, {"test_accuracy": acc}, epoch=epoch)
+        return {"test_accuracy": acc}
+
+    history = train_adapter(
+        adapter,
+        suffix_b,
+        h_train,
+        AdapterTargets(labels=y_train, receiver=receiver, teacher_logits=teacher),
+        objective=objective,
+        optimizer=spec.optimizer,
+        lr=spec.lr,
+        weight_decay=spec.weight_decay,
+        epochs=spec.epochs,
+        batch_size=spec.batch_size,
+        seed=spec.seed,
+        device=device,
+        kd_temperature=spec.kd_temperature,
+        on_step=on_step,
+        on_epoch=on_epoch,
+        check_cancel=ctx.check_cancel,
+    )
+    ctx.progress(0.96, "scoring A, B and the stitched model")
+    stitched = eval_stitched()
+    limit = len(h_test)
+    score_a = evaluate_batches(
+        lambda x: a.model(a.preprocess(x)), ds.batches("test", EVAL_BATCH, limit=limit), ds.num_classes, device
+    )
+    score_b = evaluate_batches(
+        lambda x: b.model(b.preprocess(x)), ds.batches("test", EVAL_BATCH, limit=limit), ds.num_classes, device
+    )
+    ctx.store.put_artifact(ctx.run_id, ADAPTER_WEIGHTS, _state_bytes(adapter))
+    return {
+        "accuracy": stitched["accuracy"],
+        "base": {"a": score_a["accuracy"], "b": score_b["accuracy"]},
+        "penalty": stitching_penalty(score_b["accuracy"], stitched["accuracy"]),
+        "start_accuracy": start_score["accuracy"],
+        "per_class": stitched["per_class"],
+        "per_class_base": {"a": score_a["per_class"], "b": score_b["per_class"]},
+        "classes": list(ds.classes),
+        "dataset": ds.name,
+        "n_train": n_train,
+        "n_test": limit,
+        "cut_a": {"name": cut_a.name, "shape": list(cut_a.shape), "layout": cut_a.layout, "depth": cut_a.depth},
+        "cut_b": {"name": cut_b.name, "shape": list(cut_b.shape), "layout": cut_b.layout, "depth": cut_b.depth},
+        "params": int(params),
+        "flops": int(flops),
+        "lstsq_residual": None if residual is None else round(float(residual), 6),
+        "history": history,
+        "preprocess": {
+            "a": a.preprocess.to_dict() if a.preprocess else None,
+            "b": b.preprocess.to_dict() if b.preprocess else None,
+        },
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+

@@ -1,0 +1,186 @@
+"""ModelRef: one string names any checkpoint.
+
+Grammar::
+
+    scheme:name[@file=PATH][?key=value&key=value...]
+
+``scheme`` says where the model comes from (see :data:`SCHEMES`), ``name`` is a
+model name or a path, ``@file=PATH`` gives local weights for a hub model, and the
+query carries options (``pretrained=false``, ``weights=none``, ``arch=zoo:cnn`` ...).
+There is no escaping: values may contain ``:``, ``,`` and ``=`` but not ``&``.
+
+>>> r = parse_ref("timm:resnet18?pretrained=false")
+>>> r.scheme, r.name, r.param("pretrained")
+('timm', 'resnet18', 'false')
+>>> str(parse_ref("file:/m.pt?num_classes=10&arch=zoo:cnn"))
+'file:/m.pt?arch=zoo:cnn&num_classes=10'
+
+Parsing, validation and the error for a bad string live here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+
+from stitchcore.errors import RefError
+
+__all__ = ["SCHEMES", "ModelRef", "parse_ref"]
+
+# Where a model can come from; the order is the order shown in help texts.
+SCHEMES: tuple[str, ...] = ("zoo", "timm", "torchvision", "hf", "file")
+
+# Spellings people reach for, mapped to the scheme they mean.
+_ALIASES = {
+    "tv": "torchvision",
+    "vision": "torchvision",
+    "huggingface": "hf",
+    "hf-hub": "hf",
+    "transformers": "hf",
+    "local": "file",
+    "path": "file",
+    "local-dir": "file",
+    "builtin": "zoo",
+}
+
+_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+_FILE_MARK = "@file="
+_CHECKPOINT_EXTS = (".pt", ".pth", ".safetensors", ".bin", ".ckpt")
+_SHAPE = "a model ref looks like 'timm:resnet18', 'zoo:cnn-digits-s0', 'hf:gpt2' or 'file:/path/model.pt?arch=zoo:cnn'"
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """A parsed model reference; ``str(ref)`` is its one canonical spelling."""
+
+    scheme: str  # one of SCHEMES: which loader builds the model
+    name: str  # model name (timm/torchvision/hf hub id, zoo model) or a path (file:, hf:/dir)
+    file: str | None = None  # local weights for a timm/torchvision model (the @file= part), else None
+    params: tuple[tuple[str, str], ...] = ()  # query options as (key, value) pairs, sorted by key
+
+    def __post_init__(self) -> None:
+        if self.scheme not in SCHEMES:
+            raise RefError(_scheme_message(self.scheme, f"{self.scheme}:{self.name}"))
+        if not self.name:
+            raise RefError(f"model ref '{self.scheme}:' has no name; {_SHAPE}")
+        if self.file is not None and (not self.file or "?" in self.file):
+            raise RefError(f"bad @file= path {self.file!r}; give a path without '?', e.g. @file=/path/w.safetensors")
+        params = tuple(sorted((str(k), str(v)) for k, v in self.params))
+        keys = [k for k, _ in params]
+        for key, value in params:
+            if not _KEY_RE.match(key):
+                raise RefError(f"bad option name {key!r} in model ref; use letters, digits and '_' like ?num_classes=10")
+            if "&" in value:
+                raise RefError(f"option {key}={value!r} contains '&'; values cannot contain '&'")
+        dupes = sorted({k for k in keys if keys.count(k) > 1})
+        if dupes:
+            raise RefError(f"option {dupes[0]!r} given twice in model ref; give each option once")
+        object.__setattr__(self, "params", params)
+
+    def __str__(self) -> str:
+        text = f"{self.scheme}:{self.name}"
+        if self.file is not None:
+            text += f"{_FILE_MARK}{self.file}"
+        if self.params:
+            text += "?" + "&".join(f"{k}={v}" for k, v in self.params)
+        return text
+
+    def param(self, key: str, default: str | None = None) -> str | None:
+        """The value of query option ``key``, or ``default`` when absent."""
+        for k, v in self.params:
+            if k == key:
+                return v
+        return default
+
+    def param_dict(self) -> dict[str, str]:
+        """All query options as a plain dict."""
+        return dict(self.params)
+
+    def without_params(self, *keys: str) -> dict[str, str]:
+        """Query options except ``keys`` (e.g. arch kwargs once ``arch`` is taken)."""
+        return {k: v for k, v in self.params if k not in keys}
+
+
+def _scheme_message(scheme: str, text: str) -> str:
+    """Error text for an unknown scheme, with a suggestion when one is close."""
+    options = ", ".join(f"{s}:" for s in SCHEMES)
+    guess = _ALIASES.get(scheme.lower())
+    if guess is None:
+        close = difflib.get_close_matches(scheme.lower(), SCHEMES, n=1, cutoff=0.5)
+        guess = close[0] if close else None
+    if guess is None and len(scheme) == 1 and scheme.isalpha():
+        guess = "file"  # a Windows drive letter: C:/models/x.pt
+    hint = f" (did you mean {guess}:?)" if guess else ""
+    return f"unknown model source '{scheme}' in '{text}'; use one of {options}{hint}"
+
+
+def _bare_message(text: str) -> str:
+    """Error text for a ref without a scheme, guessing what was meant."""
+    looks_like_path = text.startswith(("/", ".", "~")) or text.lower().endswith(_CHECKPOINT_EXTS)
+    if looks_like_path:
+        suggestion = f"file:{text}?arch=zoo:cnn" if not text.endswith(".safetensors") else f"file:{text}"
+        return f"model ref '{text}' has no source; for a checkpoint write '{suggestion}'"
+    if "/" in text:
+        return f"model ref '{text}' has no source; for a Hugging Face model write 'hf:{text}'"
+    return (
+        f"model ref '{text}' has no source; write e.g. 'timm:{text}' "
+        f"(or torchvision:{text}, zoo:{text}); sources are " + ", ".join(f"{s}:" for s in SCHEMES)
+    )
+
+
+def _parse_query(query: str, text: str) -> tuple[tuple[str, str], ...]:
+    pairs: list[tuple[str, str]] = []
+    for part in query.split("&"):
+        if not part:
+            continue
+        key, sep, value = part.partition("=")
+        if not sep or not key:
+            raise RefError(f"bad option {part!r} in '{text}'; options are key=value pairs joined by '&'")
+        pairs.append((key.strip(), value.strip()))
+    return tuple(pairs)
+
+
+def parse_ref(text: str | ModelRef) -> ModelRef:
+    """Parse ``scheme:name[@file=PATH][?k=v&...]`` into a :class:`ModelRef`.
+
+    >>> parse_ref("timm:resnet18@file=/w/r18.safetensors").file
+    '/w/r18.safetensors'
+    >>> parse_ref("tim:resnet18")
+    Traceback (most recent call last):
+    ...
+    stitchcore.errors.RefError: unknown model source 'tim' in 'tim:resnet18'; use one of zoo:, timm:, \
+torchvision:, hf:, file: (did you mean timm:?)
+
+    Raises :class:`RefError` with a one-line fix for anything malformed.
+    """
+    if isinstance(text, ModelRef):
+        return text
+    if not isinstance(text, str):
+        raise RefError(f"a model ref must be a string, got {type(text).__name__}; {_SHAPE}")
+    text = text.strip()
+    if not text:
+        raise RefError(f"empty model ref; {_SHAPE}")
+    scheme, sep, rest = text.partition(":")
+    if not sep:
+        raise RefError(_bare_message(text))
+    scheme = scheme.strip().lower()
+    if scheme not in SCHEMES:
+        raise RefError(_scheme_message(scheme, text))
+    body, qmark, query = rest.partition("?")
+    if qmark and not query:
+        raise RefError(f"model ref '{text}' ends with '?'; add options like ?pretrained=false or drop the '?'")
+    name, mark, file = body.partition(_FILE_MARK)
+    name = name.strip()
+    if not name:
+        example = {"file": "file:/path/model.pt?arch=zoo:cnn", "hf": "hf:gpt2", "zoo": "zoo:cnn-digits-s0"}
+        raise RefError(f"model ref '{text}' has no name after '{scheme}:'; e.g. {example.get(scheme, scheme + ':resnet18')}")
+    if mark:
+        file = file.strip()
+        if not file:
+            raise RefError(f"model ref '{text}' has an empty @file=; give a path like @file=/path/w.safetensors")
+        if scheme == "hf":
+            raise RefError(f"@file= is not used with hf:; for a local Hugging Face model write 'hf:/local/dir'")
+        if scheme in ("file", "zoo"):
+            raise RefError(f"@file= is for hub models (timm:, torchvision:); for a checkpoint write 'file:{file}'")
+    return ModelRef(scheme=scheme, name=name, file=file if mark else None, params=_parse_query(query, text))

@@ -1,0 +1,69 @@
+"""The CLI contract: one JSON object on stdout, one-line errors, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def cli(*args: str, store) -> subprocess.CompletedProcess:
+    env = {**os.environ, "STITCHLAB_STORE": str(store.root)}
+    return subprocess.run(
+        [sys.executable, "-m", "stitchcore", *args], capture_output=True, text=True, env=env, timeout=240
+    )
+
+
+def test_zoo_list_and_cached_train(trained_store):
+    store, refs = trained_store
+    p = cli("zoo", "list", "--json", store=store)
+    assert p.returncode == 0, p.stderr
+    listed = {m["ref"] for m in json.loads(p.stdout)["models"]}
+    assert set(refs) <= listed
+    p = cli("zoo", "train", "--arch", "cnn", "--dataset", "digits", "--seed", "0", "--epochs", "12", "--json", store=store)
+    out = json.loads(p.stdout)
+    assert out["cached"] is True and out["ref"] == "zoo:cnn-digits-s0" and out["accuracy"] > 0.9
+
+
+def test_cuts_json(trained_store):
+    store, refs = trained_store
+    p = cli("cuts", refs[0], "--json", store=store)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    names = [c["name"] for c in out["cuts"]]
+    assert out["model"] == refs[0]
+    assert "block1" in names and "block2" in names
+    assert all(set(c) == {"name", "shape", "layout", "depth"} for c in out["cuts"])
+
+
+def test_stitch_json_then_cached(trained_store):
+    store, refs = trained_store
+    args = ["stitch", "--a", refs[0], "--b", refs[1], "--cut-a", "fc1", "--cut-b", "fc1", "--init", "lstsq",
+            "--epochs", "1", "--json"]
+    first = json.loads(cli(*args, store=store).stdout)
+    for key in ("run_id", "cached", "accuracy", "base", "penalty", "params", "flops", "seconds"):
+        assert key in first
+    second = cli(*args, store=store)
+    out = json.loads(second.stdout)
+    assert out["cached"] is True and out["accuracy"] == first["accuracy"]
+    assert second.stdout.count("\n") == 1, "exactly one JSON object"
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["cuts", "tim:resnet18"], "timm:"),
+        (["cuts", "file:/nonexistent/model.pt?arch=zoo:cnn"], "/nonexistent/model.pt"),
+        (["cuts", "zoo:cnn-digits-s9"], "zoo train"),
+        (["runs", "show", "deadbeef"], "runs list"),
+    ],
+)
+def test_bad_input_is_one_line_error(trained_store, args, needle):
+    store, _ = trained_store
+    p = cli(*args, store=store)
+    assert p.returncode == 2
+    lines = [line for line in p.stderr.strip().splitlines() if line]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], p.stderr

@@ -1,0 +1,130 @@
+"""End-to-end stitching on the bundled digits data: real training, real store."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+from stitchcore.adapters import AdapterSpec
+from stitchcore.errors import AdapterError, Cancelled, CutError, RefError
+from stitchcore.experiments import run_experiment
+from stitchcore.specs import StitchSpec
+
+
+def _spec(refs, cut_a, cut_b, **kw):
+    return StitchSpec(a=refs[0], b=refs[1], cut_a=cut_a, cut_b=cut_b, **kw)
+
+
+def test_zoo_models_train_well_and_resolve(trained_store):
+    from stitchcore.sources import load_model
+
+    store, refs = trained_store
+    assert refs == ["zoo:cnn-digits-s0", "zoo:cnn-digits-s1"]
+    for ref in refs:
+        m = load_model(ref, store=store)
+        assert m.dataset == "digits" and m.num_classes == 10
+        assert m.meta["accuracy"] > 0.9
+        assert not m.model.training
+
+
+def test_zoo_recipe_is_never_trained_twice(trained_store):
+    from stitchcore.specs import ZooRecipe
+    from tests.conftest import QUICK_EPOCHS
+
+    store, _ = trained_store
+    out = run_experiment("zoo", ZooRecipe(seed=0, epochs=QUICK_EPOCHS), store)
+    assert out.cached
+
+
+def test_unknown_zoo_ref_says_how_to_train(trained_store):
+    from stitchcore.sources import load_model
+
+    store, _ = trained_store
+    with pytest.raises(RefError, match="zoo train --arch cnn --dataset digits --seed 7"):
+        load_model("zoo:cnn-digits-s7", store=store)
+
+
+def test_differently_seeded_cnns_stitch_with_small_penalty(trained_store):
+    store, refs = trained_store
+    spec = _spec(refs, "block2", "block2", adapter=AdapterSpec(init="lstsq"), epochs=2)
+    out = run_experiment("stitch", spec, store)
+    s = out.record.summary
+    assert not out.cached
+    assert s["base"]["b"] > 0.9
+    assert s["penalty"] < 0.05, s  # Bansal et al.: stitching connectivity
+    assert 0 <= s["lstsq_residual"] < 1
+    assert s["params"] > 0 and s["flops"] > 0
+    assert len(s["per_class"]) == 10
+    assert store.series(out.record.id)["loss"], "loss curve stored"
+    again = run_experiment("stitch", spec, store)
+    assert again.cached and again.record.summary == s
+    assert again.seconds < 0.5
+
+
+def test_random_init_bottom_is_worse_than_trained(trained_store):
+    """A random-weights A at a late cut cannot feed B as well as a trained A."""
+    store, refs = trained_store
+    kw = dict(adapter=AdapterSpec(init="lstsq"), epochs=1)
+    trained = run_experiment("stitch", _spec(refs, "fc2", "fc2", **kw), store).record.summary
+    rand = run_experiment(
+        "stitch", _spec([refs[0] + "?init=random&seed=5", refs[1]], "fc2", "fc2", **kw), store
+    ).record.summary
+    assert rand["accuracy"] < trained["accuracy"] - 0.1, (rand["accuracy"], trained["accuracy"])
+
+
+def test_bad_cut_and_incompatible_pair(trained_store):
+    store, refs = trained_store
+    with pytest.raises(CutError, match="block"):
+        run_experiment("stitch", _spec(refs, "blok2", "block2"), store)
+    with pytest.raises(AdapterError):
+        run_experiment("stitch", _spec(refs, "fc2", "block1", epochs=1), store)
+    failed = [r for r in store.list_runs(status="failed")]
+    assert failed and all(r.error for r in failed)
+
+
+def test_cancel_marks_run_cancelled(trained_store):
+    store, refs = trained_store
+    cancel = threading.Event()
+    seen = []
+
+    def progress(frac, msg, metrics):
+        seen.append(frac)
+        if "loss" in metrics:
+            cancel.set()
+
+    spec = _spec(refs, "block1", "block1", epochs=4, seed=11)
+    with pytest.raises(Cancelled):
+        run_experiment("stitch", spec, store, progress=progress, cancel=cancel)
+    from stitchcore.store import run_id_for
+
+    assert store.lookup(run_id_for("stitch", spec.to_dict())).status == "cancelled"
+
+
+def test_frozen_parts_are_bit_identical_after_adapter_training():
+    """BatchNorm statistics and weights of A and B never move while the adapter trains."""
+    from stitchcore.adapters import build_adapter
+    from stitchcore.archs import create_arch
+    from stitchcore.cuts import get_cut, split
+    from stitchcore.train import AdapterTargets, train_adapter
+
+    torch.manual_seed(0)
+    model = create_arch("resnet", blocks=(1, 1, 1, 1), width=8, in_chans=1, num_classes=10)
+    model.eval()
+    x = torch.randn(64, 1, 8, 8)
+    cut = get_cut(model, x[:2], "layer2.0")
+    prefix, suffix = split(model, cut, x[:2])
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        h = prefix(x)
+    adapter = build_adapter(AdapterSpec(), cut, cut)
+    train_adapter(
+        adapter, suffix, h, AdapterTargets(labels=torch.randint(0, 10, (64,)), receiver=h),
+        objective={"task": 1.0, "match": 1.0}, optimizer="adamw", lr=1e-2, weight_decay=0.05, epochs=2,
+        batch_size=16, seed=0, device=torch.device("cpu"),
+    )
+    after = model.state_dict()
+    for k, v in before.items():
+        assert torch.equal(v, after[k]), k
+    assert not suffix.training
