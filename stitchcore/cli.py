@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     zt.add_argument("--dataset", default="digits", help="digits | mnist | fashion-mnist | cifar10 | cifar100 | imagefolder:PATH")
     zt.add_argument("--seed", type=int, default=0)
     zt.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd")
-    zt.add_argument("--epochs", type=int, default=None, help="default 30")
+    zt.add_argument("--epochs", type=int, default=None, help="default 20")
     zt.add_argument("--lr", type=float, default=None, help="default 0.05 (sgd) / 2e-3 (adamw)")
     zt.add_argument("--batch-size", type=int, default=None)
     zt.add_argument("--weight-decay", type=float, default=None)

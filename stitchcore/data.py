@@ -4,35 +4,29 @@ Every dataset is an :class:`ImageDataset`: uint8 tensors ``[N, C, H, W]`` at the
 native size, handed out as floats in [0, 1].  Resizing, channel mapping and
 normalisation belong to the model's :class:`~stitchcore.preprocess.Preprocess`.
 
-Names are canonical and rebuild the dataset, transforms included::
+Names are canonical and rebuild the dataset, transforms included (files under :func:`data_root`)::
 
     digits                      scikit-learn's bundled 8x8 digits (offline default)
-    mnist  fashion-mnist        torchvision files under the data root
+    mnist  fashion-mnist        torchvision IDX files under the data root
     cifar10  cifar100           the python pickle batches under the data root
     imagefolder:PATH?size=32    PATH/train/<class>/*, PATH/test/<class>/* (or val)
     digits|relabel3to8          all train 3s labelled 8 (``@train+test`` for both splits)
     digits|drop3                class 3 removed from train
     digits|subset100s0          a stratified 100 train examples, seed 0
 
-The data root is ``root=``, else ``$STITCHLAB_DATA``, else ``~/.cache/stitchlab/data``.
-
->>> ds = load_dataset("digits")
->>> ds.image_shape, ds.num_classes, len(ds.y_train), len(ds.y_test)
-((1, 8, 8), 10, 1347, 450)
->>> load_dataset("digits|relabel3to8").name
-'digits|relabel3to8'
+>>> ds = load_dataset("digits|relabel3to8")
+>>> ds.name, ds.image_shape, ds.num_classes, len(ds.y_train), len(ds.y_test)
+('digits|relabel3to8', (1, 8, 8), 10, 1347, 450)
 """
 
 from __future__ import annotations
 
 import codecs
 import difflib
-import gzip
 import logging
 import os
 import pickle
 import re
-import shutil
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -45,17 +39,8 @@ import torch
 
 from .errors import DataError
 
-__all__ = [
-    "ImageDataset",
-    "SPLITS",
-    "clear_cache",
-    "data_root",
-    "drop_class",
-    "list_datasets",
-    "load_dataset",
-    "register_dataset",
-    "relabel",
-]
+__all__ = ["ImageDataset", "SPLITS", "clear_cache", "data_root", "drop_class"]
+__all__ += ["list_datasets", "load_dataset", "register_dataset", "relabel"]
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +49,7 @@ _CACHE_SIZE = 8  # loaded base datasets kept in memory (CIFAR-10 is ~180 MB as u
 
 
 def data_root(root: str | Path | None = None) -> Path:
-    """The folder holding dataset files: ``root``, else ``$STITCHLAB_DATA``, else ``~/.cache/stitchlab/data``."""
+    """Folder of dataset files: ``root``, else ``$STITCHLAB_DATA``, else ``~/.cache/stitchlab/data``."""
     if root is None:
         root = os.environ.get("STITCHLAB_DATA") or Path.home() / ".cache" / "stitchlab" / "data"
     return Path(root).expanduser()
@@ -83,33 +68,24 @@ class ImageDataset:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "classes", tuple(str(c) for c in self.classes))
-        if not self.classes:
-            raise DataError(f"{self.name}: no classes; a dataset needs at least one class folder or label")
         for split in SPLITS:
-            x, y = getattr(self, f"x_{split}"), getattr(self, f"y_{split}")
-            if x.dtype != torch.uint8 or x.ndim != 4 or y.dtype != torch.int64 or y.ndim != 1:
+            x, y = self._split(split)
+            if x.dtype != torch.uint8 or x.ndim != 4 or y.dtype != torch.int64 or y.shape != x.shape[:1]:
                 raise DataError(
-                    f"{self.name}: {split} split must be uint8 [N,C,H,W] images and int64 [N] labels, "
+                    f"{self.name}: the {split} split needs uint8 [N,C,H,W] images and int64 [N] labels, "
                     f"got {x.dtype} {tuple(x.shape)} and {y.dtype} {tuple(y.shape)}"
                 )
-            if len(x) != len(y):
-                raise DataError(f"{self.name}: {split} split has {len(x)} images but {len(y)} labels")
             if len(y) == 0:
-                raise DataError(f"{self.name}: the {split} split is empty; add examples or pick another dataset")
+                raise DataError(f"{self.name}: the {split} split is empty; add examples or use another one")
             if int(y.min()) < 0 or int(y.max()) >= len(self.classes):
                 raise DataError(f"{self.name}: {split} labels must lie in 0..{len(self.classes) - 1}")
         if self.x_train.shape[1:] != self.x_test.shape[1:]:
-            raise DataError(
-                f"{self.name}: train images are {tuple(self.x_train.shape[1:])} but test images are "
-                f"{tuple(self.x_test.shape[1:])}; resize them to one size"
-            )
+            shapes = f"{tuple(self.x_train.shape[1:])} and {tuple(self.x_test.shape[1:])}"
+            raise DataError(f"{self.name}: train and test images are {shapes}; resize them to one size")
 
     def __repr__(self) -> str:
-        c, h, w = self.image_shape
-        return (
-            f"ImageDataset({self.name!r}, {self.num_classes} classes, {c}x{h}x{w}, "
-            f"train={len(self.y_train)}, test={len(self.y_test)})"
-        )
+        shape, n, m = "x".join(map(str, self.image_shape)), len(self.y_train), len(self.y_test)
+        return f"ImageDataset({self.name!r}, {self.num_classes} classes, {shape}, train={n}, test={m})"
 
     @property
     def num_classes(self) -> int:
@@ -124,17 +100,12 @@ class ImageDataset:
 
     @cached_property
     def _moments(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
-        c = self.x_train.shape[1]
-        s = torch.zeros(c, dtype=torch.float64)
-        s2 = torch.zeros(c, dtype=torch.float64)
-        for chunk in self.x_train.split(1024):  # float64 chunks: bounded memory for CIFAR
-            f = chunk.to(torch.float64) / 255.0  # [b, C, H, W]
-            s += f.sum(dim=(0, 2, 3))
-            s2 += (f * f).sum(dim=(0, 2, 3))
-        n = self.x_train.shape[0] * self.x_train.shape[2] * self.x_train.shape[3]
-        mean = s / n
-        std = (s2 / n - mean * mean).clamp_min(0).sqrt()
-        return tuple(mean.tolist()), tuple(std.tolist())
+        """Per-channel (mean, std) of x_train in [0, 1] units, exact from 256-bin histograms."""
+        hist = torch.stack([torch.bincount(ch.flatten(), minlength=256) for ch in self.x_train.unbind(1)])
+        p = hist.double() / hist.sum(1, keepdim=True)  # [C, 256]
+        v = torch.arange(256, dtype=torch.float64) / 255.0
+        mean = p @ v
+        return tuple(mean.tolist()), tuple((p @ (v * v) - mean * mean).clamp_min(0).sqrt().tolist())
 
     @property
     def mean(self) -> tuple[float, ...]:
@@ -174,10 +145,8 @@ class ImageDataset:
         order); ``limit`` caps the number of examples, taken after shuffling.
         """
         x, y = self._split(split)
-        if batch_size < 1:
-            raise DataError(f"batch_size must be at least 1, got {batch_size}")
-        if limit is not None and limit < 1:
-            raise DataError(f"limit must be at least 1 (or None for all examples), got {limit}")
+        if batch_size < 1 or (limit is not None and limit < 1):
+            raise DataError(f"batch_size and limit must be >= 1 (or limit=None), got {batch_size}, {limit}")
         n = len(y) if limit is None else min(len(y), limit)
         order = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed)) if shuffle else None
         for start in range(0, n, batch_size):
@@ -186,43 +155,33 @@ class ImageDataset:
             yield x[idx].float().div_(255.0), y[idx]
 
     def subset(self, split: str, n: int, seed: int = 0) -> ImageDataset:
-        """Keep ``n`` examples of ``split``, as many per class as possible (seeded), in dataset order."""
-        pick = _stratified(self._split(split)[1], self.num_classes, n, seed)
+        """Keep ``n`` examples of ``split``, as even over classes as possible (seeded), in dataset order."""
         x, y = self._split(split)
-        suffix = "" if split == "train" else f"@{split}"
-        return replace(self, name=f"{self.name}|subset{n}s{seed}{suffix}", **{f"x_{split}": x[pick], f"y_{split}": y[pick]})
-
-
-def _stratified(y: torch.Tensor, k: int, n: int, seed: int) -> torch.Tensor:
-    """Indices of ``n`` rows taken round-robin over classes from a seeded shuffle, sorted. [n]"""
-    if n < 1:
-        raise DataError(f"subset size must be at least 1, got {n}")
-    perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))  # [N]
-    yp = y[perm]
-    order = torch.argsort(yp, stable=True)
-    counts = torch.bincount(yp, minlength=k)
-    starts = torch.cumsum(counts, 0) - counts
-    rank = torch.empty_like(order)
-    rank[order] = torch.arange(len(y)) - starts[yp[order]]  # position of each row within its class
-    return perm[torch.argsort(rank * k + yp)[:n]].sort().values
+        if n < 1:
+            raise DataError(f"subset size must be at least 1, got {n}")
+        perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))  # [N]
+        rank = torch.empty_like(y)  # position of each row within its class, in shuffled order
+        for c in range(self.num_classes):
+            rows = perm[y[perm] == c]
+            rank[rows] = torch.arange(len(rows))
+        pick = torch.argsort(rank * self.num_classes + y)[:n].sort().values  # round-robin over classes
+        name = f"{self.name}|subset{n}s{seed}{'' if split == 'train' else '@' + split}"
+        return replace(self, name=name, **{f"x_{split}": x[pick], f"y_{split}": y[pick]})
 
 
 # ---------------------------------------------------------------------------- label transforms
 
 
-def _check_class(ds: ImageDataset, cls: int) -> int:
+def _check_class(ds: ImageDataset, cls: int) -> None:
     if isinstance(cls, bool) or not isinstance(cls, int) or not 0 <= cls < ds.num_classes:
         raise DataError(f"{ds.name}: class {cls!r} does not exist; use an index in 0..{ds.num_classes - 1}")
-    return cls
 
 
 def _check_splits(splits: Sequence[str]) -> tuple[tuple[str, ...], str]:
     """Validated splits in canonical order and their name suffix ('' for train only)."""
-    if isinstance(splits, str):
-        splits = (splits,)
-    bad = [s for s in splits if s not in SPLITS]
-    if bad or not splits:
-        raise DataError(f"splits must be a non-empty subset of {SPLITS}, got {tuple(splits)}")
+    splits = (splits,) if isinstance(splits, str) else tuple(splits)
+    if not splits or any(s not in SPLITS for s in splits):
+        raise DataError(f"splits must be a non-empty subset of {SPLITS}, got {splits}")
     ordered = tuple(s for s in SPLITS if s in splits)
     return ordered, "" if ordered == ("train",) else "@" + "+".join(ordered)
 
@@ -233,15 +192,12 @@ def relabel(ds: ImageDataset, src: int, dst: int, *, splits: Sequence[str] = ("t
     >>> relabel(load_dataset("digits"), 3, 8).class_counts("train")[3].item()
     0
     """
-    _check_class(ds, src), _check_class(ds, dst)
+    for cls in (src, dst):
+        _check_class(ds, cls)
     if src == dst:
         raise DataError(f"relabel {src} to {dst} changes nothing; pick two different classes")
     splits, suffix = _check_splits(splits)
-    new = {}
-    for s in splits:
-        y = ds.labels(s).clone()
-        y[y == src] = dst
-        new[f"y_{s}"] = y
+    new = {f"y_{s}": torch.where(ds.labels(s) == src, dst, ds.labels(s)) for s in splits}
     return replace(ds, name=f"{ds.name}|relabel{src}to{dst}{suffix}", **new)
 
 
@@ -251,57 +207,44 @@ def drop_class(ds: ImageDataset, cls: int, *, splits: Sequence[str] = ("train",)
     splits, suffix = _check_splits(splits)
     new = {}
     for s in splits:
-        keep = ds.labels(s) != cls
-        new[f"x_{s}"], new[f"y_{s}"] = ds._split(s)[0][keep], ds.labels(s)[keep]
+        x, y = ds._split(s)
+        new[f"x_{s}"], new[f"y_{s}"] = x[y != cls], y[y != cls]
     return replace(ds, name=f"{ds.name}|drop{cls}{suffix}", **new)
 
 
-_TRANSFORMS = re.compile(
-    r"^(?:relabel(?P<src>\d+)to(?P<dst>\d+)|drop(?P<cls>\d+)|subset(?P<n>\d+)s(?P<seed>\d+))(?:@(?P<splits>[a-z+]+))?$"
-)
+_TRANSFORM = re.compile(r"(?:relabel(\d+)to(\d+)|drop(\d+)|subset(\d+)s(\d+))(?:@([a-z+]+))?")
 
 
 def _apply_transform(ds: ImageDataset, token: str) -> ImageDataset:
-    m = _TRANSFORMS.match(token)
+    m = _TRANSFORM.fullmatch(token)
     if m is None:
-        raise DataError(
-            f"unknown dataset transform {token!r} in {ds.name}|{token}; use relabelAtoB, dropC or subsetNsSEED, "
-            "optionally followed by @train+test"
-        )
-    splits = tuple(m["splits"].split("+")) if m["splits"] else ("train",)
-    if m["src"] is not None:
-        return relabel(ds, int(m["src"]), int(m["dst"]), splits=splits)
-    if m["cls"] is not None:
-        return drop_class(ds, int(m["cls"]), splits=splits)
+        raise DataError(f"unknown dataset transform {token!r}; use relabelAtoB, dropC, subsetNsS (+ @test)")
+    src, dst, cls, n, seed, splits = m.groups()
+    splits = tuple(splits.split("+")) if splits else ("train",)
+    if src is not None:
+        return relabel(ds, int(src), int(dst), splits=splits)
+    if cls is not None:
+        return drop_class(ds, int(cls), splits=splits)
     if len(splits) != 1:
         raise DataError(f"subset takes one split (@train or @test), got {token!r}")
-    return ds.subset(splits[0], int(m["n"]), int(m["seed"]))
+    return ds.subset(splits[0], int(n), int(seed))
 
 
 # ---------------------------------------------------------------------------- registry and loading
 
-
-@dataclass(frozen=True)
-class _Source:
-    load: Callable[[Path], ImageDataset]  # builds the dataset from files under the data root
-    download: Callable[[Path], None] | None  # fetches missing files into the root; None = bundled data
-    uses_root: bool  # False for bundled data: the root is not part of the cache key
-
-
-_SOURCES: dict[str, _Source] = {}
+Loader = Callable[[Path, bool], ImageDataset]  # (data root, download allowed) -> dataset
+_SOURCES: dict[str, Loader] = {}
 _CACHE: OrderedDict[tuple[str, str | None], ImageDataset] = OrderedDict()
 _CACHE_LOCK = threading.Lock()  # loads are serialised: two jobs asking for CIFAR read it once
 
 
-def register_dataset(
-    name: str, *, download: Callable[[Path], None] | None = None, uses_root: bool = True
-) -> Callable[[Callable[[Path], ImageDataset]], Callable[[Path], ImageDataset]]:
-    """Decorator: register ``fn(root) -> ImageDataset`` under ``name`` (a name registers once)."""
+def register_dataset(name: str) -> Callable[[Loader], Loader]:
+    """Decorator: register ``fn(root, download) -> ImageDataset`` under ``name`` (once per name)."""
 
-    def deco(fn: Callable[[Path], ImageDataset]) -> Callable[[Path], ImageDataset]:
+    def deco(fn: Loader) -> Loader:
         if name in _SOURCES:
             raise ValueError(f"dataset {name!r} is already registered")
-        _SOURCES[name] = _Source(fn, download, uses_root)
+        _SOURCES[name] = fn
         return fn
 
     return deco
@@ -325,30 +268,28 @@ def load_dataset(name: str, *, root: str | Path | None = None, download: bool = 
     """
     base, *tokens = name.strip().split("|")
     if base.startswith("imagefolder:"):
-        path, size = _parse_imagefolder(base)
-        key: tuple[str, str | None] = (_imagefolder_name(path, size), None)
-        loader: Callable[[], ImageDataset] = lambda: _load_imagefolder(path, size)  # noqa: E731
+        path, size, canonical = _parse_imagefolder(base)
+        key: tuple[str, str | None] = (canonical, None)
+        loader: Callable[[], ImageDataset] = lambda: _load_imagefolder(path, size, canonical)  # noqa: E731
     elif base in _SOURCES:
-        source = _SOURCES[base]
-        where = data_root(root)
-        key = (base, str(where.resolve()) if source.uses_root else None)
-        if download and source.download is not None:
-            source.download(where)
-        loader = lambda: source.load(where)  # noqa: E731
+        source, where = _SOURCES[base], data_root(root)
+        key = (base, str(where.resolve()))
+        loader = lambda: source(where, download)  # noqa: E731
     else:
         close = difflib.get_close_matches(base.lower(), list(_SOURCES), n=2)
         hint = f"did you mean {' or '.join(close)}? " if close else ""
-        raise DataError(
-            f"unknown dataset {base!r}; {hint}choose one of {', '.join(list_datasets())} or imagefolder:PATH"
-        )
+        raise DataError(f"unknown dataset {base!r}; {hint}use one of {list_datasets()} or imagefolder:PATH")
     with _CACHE_LOCK:
         ds = _CACHE.get(key)
         if ds is None:
             ds = loader()
-            _check_coverage(ds)
+            for split in SPLITS:  # a freshly loaded dataset has examples of every class in both splits
+                missing = ", ".join(c for c, n in zip(ds.classes, ds.class_counts(split).tolist()) if n == 0)
+                if missing:
+                    raise DataError(f"{ds.name}: no {split} examples of classes {missing}; add some")
             log.info("loaded %r", ds)
             _CACHE[key] = ds
-            while len(_CACHE) > _CACHE_SIZE:
+            if len(_CACHE) > _CACHE_SIZE:
                 _CACHE.popitem(last=False)
         _CACHE.move_to_end(key)
     for token in tokens:
@@ -356,23 +297,13 @@ def load_dataset(name: str, *, root: str | Path | None = None, download: bool = 
     return ds
 
 
-def _check_coverage(ds: ImageDataset) -> None:
-    """A freshly loaded dataset must have examples of every class in both splits."""
-    for split in SPLITS:
-        missing = [ds.classes[i] for i in (ds.class_counts(split) == 0).nonzero().flatten().tolist()]
-        if missing:
-            raise DataError(f"{ds.name}: no {split} examples for classes {', '.join(missing)}; add some")
-
-
 def _offline(name: str, where: Path, err: Exception) -> DataError:
-    return DataError(
-        f"could not download {name} ({err.__class__.__name__}: {err}); you look offline: "
-        f"copy the files into {where} and call again without download=True"
-    )
+    msg = f"could not download {name} ({type(err).__name__}: {err}); you look offline: copy the files"
+    return DataError(f"{msg} into {where} and call again without download=True")
 
 
-@register_dataset("digits", uses_root=False)
-def _load_digits(root: Path) -> ImageDataset:
+@register_dataset("digits")
+def _load_digits(root: Path, download: bool) -> ImageDataset:
     """scikit-learn's 1,797 8x8 digits (0..16 -> 0..255), fixed stratified 1,347/450 split."""
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
@@ -381,54 +312,40 @@ def _load_digits(root: Path) -> ImageDataset:
     x = torch.from_numpy(np.rint(bunch.images * (255.0 / 16.0)).astype(np.uint8)).unsqueeze(1)  # [1797,1,8,8]
     y = torch.from_numpy(bunch.target.astype(np.int64))
     tr, te = train_test_split(np.arange(len(y)), test_size=0.25, stratify=bunch.target, random_state=0)
-    tr, te = torch.from_numpy(tr), torch.from_numpy(te)
     return ImageDataset("digits", tuple(str(i) for i in range(10)), x[tr], y[tr], x[te], y[te])
 
 
 # ---------------------------------------------------------------------------- MNIST / Fashion-MNIST
 
-_IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+_IDX_FILES = (
+    "train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"
+)
 
 
-def _register_idx(name: str, tv_class: str) -> None:
-    def tv(root: Path, train: bool, download: bool = False):
+def _register_idx(name: str, tv_name: str) -> None:
+    """torchvision reads the IDX files (it checks only that they exist, no checksums)."""
+
+    @register_dataset(name)
+    def load(root: Path, download: bool) -> ImageDataset:
         import torchvision.datasets
 
-        return getattr(torchvision.datasets, tv_class)(str(root), train=train, download=download)
-
-    def download(root: Path) -> None:
-        if all((root / tv_class / "raw" / f).is_file() for f in _IDX_FILES):
-            return
-        try:
-            tv(root, True, download=True)
-        except (OSError, RuntimeError) as e:
-            raise _offline(name, root / tv_class / "raw", e) from e
-
-    def load(root: Path) -> ImageDataset:
-        raw = root / tv_class / "raw"
-        for f in _IDX_FILES:  # accept the .gz files as published
-            if not (raw / f).is_file() and (raw / f"{f}.gz").is_file():
-                with gzip.open(raw / f"{f}.gz", "rb") as src, open(raw / f, "wb") as dst:
-                    shutil.copyfileobj(src, dst)
+        tv, raw = getattr(torchvision.datasets, tv_name), root / tv_name / "raw"
         if not all((raw / f).is_file() for f in _IDX_FILES):
-            raise DataError(
-                f"{name} not found under {root}: put the IDX files in {raw} ({', '.join(_IDX_FILES)}) "
-                "or pass download=True when online"
-            )
+            if not download:
+                raise DataError(
+                    f"{name} not found under {root}: put the IDX files in {raw} ({', '.join(_IDX_FILES)}, "
+                    "gunzipped) or pass download=True when online"
+                )
+            try:
+                tv(str(root), train=True, download=True)
+            except (OSError, RuntimeError) as e:
+                raise _offline(name, raw, e) from e
         try:
-            train, test = tv(root, True), tv(root, False)
+            train, test = tv(str(root), train=True), tv(str(root), train=False)
         except (AssertionError, RuntimeError, ValueError, IndexError, OSError) as e:
-            raise DataError(f"{name}: the IDX files in {raw} are unreadable ({e}); replace them with the originals") from e
-        return ImageDataset(
-            name,
-            tuple(train.classes),
-            train.data.unsqueeze(1).contiguous(),  # [N, 28, 28] -> [N, 1, 28, 28]
-            train.targets.long(),
-            test.data.unsqueeze(1).contiguous(),
-            test.targets.long(),
-        )
-
-    register_dataset(name, download=download)(load)
+            raise DataError(f"{name}: the IDX files in {raw} are unreadable ({e}); replace them") from e
+        xy = [t for d in (train, test) for t in (d.data.unsqueeze(1).contiguous(), d.targets.long())]
+        return ImageDataset(name, tuple(train.classes), *xy)
 
 
 _register_idx("mnist", "MNIST")
@@ -444,12 +361,9 @@ def _numpy_globals() -> dict[tuple[str, str], object]:
         from numpy._core import multiarray, numeric
     except ImportError:  # numpy < 2
         from numpy.core import multiarray, numeric
-    table: dict[tuple[str, str], object] = {
-        ("numpy", "ndarray"): np.ndarray,
-        ("numpy", "dtype"): np.dtype,
-        ("_codecs", "encode"): codecs.encode,  # protocol-2 pickles of bytes
-    }
-    for pkg in ("numpy.core", "numpy._core"):  # files from numpy 1 and numpy 2
+    table = {("numpy", "ndarray"): np.ndarray, ("numpy", "dtype"): np.dtype}
+    table[("_codecs", "encode")] = codecs.encode  # protocol-2 pickles of bytes
+    for pkg in ("numpy.core", "numpy._core"):  # files written under numpy 1 and numpy 2
         table[(f"{pkg}.multiarray", "_reconstruct")] = multiarray._reconstruct
         table[(f"{pkg}.multiarray", "scalar")] = multiarray.scalar
         table[(f"{pkg}.numeric", "_frombuffer")] = numeric._frombuffer
@@ -473,49 +387,43 @@ def _read_batch(path: Path) -> dict[str, object]:
     try:
         with open(path, "rb") as f:
             entry = _ArrayUnpickler(f, encoding="latin1").load()
+        if not isinstance(entry, dict):
+            raise pickle.UnpicklingError(f"found a {type(entry).__name__}, not a dict")
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError) as e:
         raise DataError(f"{path} is not a CIFAR python batch ({e}); replace it with the original file") from e
-    if not isinstance(entry, dict):
-        raise DataError(f"{path} is not a CIFAR python batch (no dict inside); replace it with the original file")
     return {k.decode("latin1") if isinstance(k, bytes) else k: v for k, v in entry.items()}
 
 
-def _register_cifar(name: str, tv_class: str) -> None:
-    def files() -> tuple:
+def _register_cifar(name: str, tv_name: str) -> None:
+    """File names and URLs from torchvision; reading is ours (torchvision md5-checks every batch)."""
+
+    @register_dataset(name)
+    def load(root: Path, download: bool) -> ImageDataset:
         import torchvision.datasets
 
-        c = getattr(torchvision.datasets, tv_class)
-        return c, [f for f, _ in c.train_list], [f for f, _ in c.test_list], c.meta["filename"], c.meta["key"]
+        tv = getattr(torchvision.datasets, tv_name)
+        folder, meta, key = root / tv.base_folder, tv.meta["filename"], tv.meta["key"]
+        train, test = [f for f, _ in tv.train_list], [f for f, _ in tv.test_list]
+        if not all((folder / f).is_file() for f in [*train, *test, meta]):
+            if not download:
+                raise DataError(
+                    f"{name} not found under {root}: extract {tv.filename} there so that {folder} holds "
+                    f"{', '.join([*train, *test, meta])}, or pass download=True when online"
+                )
+            try:
+                fetch = torchvision.datasets.utils.download_and_extract_archive
+                fetch(tv.url, str(root), filename=tv.filename, md5=tv.tgz_md5)
+            except (OSError, RuntimeError) as e:
+                raise _offline(name, root, e) from e
 
-    def download(root: Path) -> None:
-        c, train, test, meta, _ = files()
-        if all((root / c.base_folder / f).is_file() for f in [*train, *test, meta]):
-            return
-        from torchvision.datasets import utils
-
-        try:
-            utils.download_and_extract_archive(c.url, str(root), filename=c.filename, md5=c.tgz_md5)
-        except (OSError, RuntimeError) as e:
-            raise _offline(name, root, e) from e
-
-    def load(root: Path) -> ImageDataset:
-        c, train, test, meta, key = files()
-        folder = root / c.base_folder
-        missing = [f for f in [*train, *test, meta] if not (folder / f).is_file()]
-        if missing:
-            raise DataError(
-                f"{name} not found under {root}: extract {c.filename} so that {folder} holds "
-                f"{', '.join([*train, *test, meta])} (missing {', '.join(missing)}) or pass download=True when online"
-            )
-
-        def split(names: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        def read(files: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
             xs, ys = [], []
-            for f in names:
+            for f in files:
                 entry = _read_batch(folder / f)
                 labels = entry.get("labels", entry.get("fine_labels"))
                 if "data" not in entry or labels is None:
                     raise DataError(f"{folder / f} lacks 'data' or labels; replace it with the original file")
-                xs.append(np.asarray(entry["data"], dtype=np.uint8).reshape(-1, 3, 32, 32))  # rows are R,G,B planes
+                xs.append(np.asarray(entry["data"], np.uint8).reshape(-1, 3, 32, 32))  # rows are R,G,B planes
                 ys.append(np.asarray(labels, dtype=np.int64))
             return torch.from_numpy(np.concatenate(xs)), torch.from_numpy(np.concatenate(ys))
 
@@ -523,9 +431,7 @@ def _register_cifar(name: str, tv_class: str) -> None:
         if names is None:
             raise DataError(f"{folder / meta} lacks {key!r}; replace it with the original file")
         classes = tuple(n.decode() if isinstance(n, bytes) else str(n) for n in names)
-        return ImageDataset(name, classes, *split(train), *split(test))
-
-    register_dataset(name, download=download)(load)
+        return ImageDataset(name, classes, *read(train), *read(test))
 
 
 _register_cifar("cifar10", "CIFAR10")
@@ -535,39 +441,33 @@ _register_cifar("cifar100", "CIFAR100")
 # ---------------------------------------------------------------------------- imagefolder
 
 
-def _parse_imagefolder(base: str) -> tuple[Path, tuple[int, int]]:
-    """'imagefolder:PATH?size=32' (or size=HxW) -> (absolute path, (H, W))."""
-    spec = base[len("imagefolder:") :]
-    path, _, query = spec.partition("?")
+def _parse_imagefolder(base: str) -> tuple[Path, tuple[int, int], str]:
+    """'imagefolder:PATH?size=32' (or size=HxW) -> (absolute path, (H, W), canonical name)."""
+    path, _, query = base.removeprefix("imagefolder:").partition("?")
     if not path:
-        raise DataError("imagefolder needs a path: imagefolder:/data/pets?size=32")
+        raise DataError("imagefolder needs a path, e.g. imagefolder:/data/pets?size=32")
     size = (32, 32)
     for part in filter(None, query.split("&")):
         k, _, v = part.partition("=")
-        m = re.fullmatch(r"(\d+)(?:x(\d+))?", v)
-        if k != "size" or m is None or int(m[1]) < 1:
-            raise DataError(f"bad imagefolder option {part!r}; the only option is size=N or size=HxW, e.g. ?size=32")
+        m = re.fullmatch(r"([1-9]\d*)(?:x([1-9]\d*))?", v)
+        if k != "size" or m is None:
+            raise DataError(f"bad imagefolder option {part!r}; the one option is size=N or size=HxW")
         size = (int(m[1]), int(m[2] or m[1]))
-    return Path(path).expanduser().resolve(), size
+    path = Path(path).expanduser().resolve()
+    opt = "" if size == (32, 32) else f"?size={size[0]}" + ("" if size[0] == size[1] else f"x{size[1]}")
+    return path, size, f"imagefolder:{path}{opt}"
 
 
-def _imagefolder_name(path: Path, size: tuple[int, int]) -> str:
-    if size == (32, 32):
-        return f"imagefolder:{path}"
-    return f"imagefolder:{path}?size={size[0]}" if size[0] == size[1] else f"imagefolder:{path}?size={size[0]}x{size[1]}"
-
-
-def _load_imagefolder(path: Path, size: tuple[int, int]) -> ImageDataset:
+def _load_imagefolder(path: Path, size: tuple[int, int], name: str) -> ImageDataset:
+    """torchvision ImageFolder finds classes and files; PIL reads them as RGB resized to ``size``."""
     from PIL import Image, UnidentifiedImageError
     from torchvision.datasets import ImageFolder
 
-    name = _imagefolder_name(path, size)
     layout = f"put images in {path}/train/<class>/ and {path}/test/<class>/ (or val/)"
-    if not path.is_dir():
-        raise DataError(f"{name}: {path} is not a folder; {layout}")
     test_dir = path / "test" if (path / "test").is_dir() else path / "val"
-    if not (path / "train").is_dir() or not test_dir.is_dir():
-        raise DataError(f"{name}: missing {'train' if not (path / 'train').is_dir() else 'test'} folder; {layout}")
+    for d in (path, path / "train", test_dir):
+        if not d.is_dir():
+            raise DataError(f"{name}: {d} is not a folder; {layout}")
 
     def read(p: str) -> np.ndarray:
         try:
@@ -578,22 +478,21 @@ def _load_imagefolder(path: Path, size: tuple[int, int]) -> ImageDataset:
         return np.asarray(rgb, dtype=np.uint8)  # [H, W, 3]
 
     folders = {}
-    for split, d in (("train", path / "train"), ("test", test_dir)):
+    for split, d in (("train", path / "train"), (test_dir.name, test_dir)):
         try:
             folders[split] = ImageFolder(str(d), loader=read, allow_empty=True)
         except FileNotFoundError as e:
             raise DataError(f"{name}: no class folders in {d}; {layout}") from e
     classes = folders["train"].classes
-    extra = sorted(set(folders["test"].classes) - set(classes))
+    extra = ", ".join(sorted(set(folders[test_dir.name].classes) - set(classes)))
     if extra:
-        raise DataError(f"{name}: classes {', '.join(extra)} are in {test_dir.name}/ but not in train/; add or remove them")
-    splits = []
+        raise DataError(f"{name}: classes {extra} are in {test_dir.name}/ but not in train/; add or drop")
+    tensors = []
     for split, folder in folders.items():
-        empty = [c for c in classes if c not in folder.class_to_idx or folder.targets.count(folder.class_to_idx[c]) == 0]
+        empty = ", ".join(c for c in classes if folder.class_to_idx.get(c) not in folder.targets)
         if empty:
-            where = "train" if split == "train" else test_dir.name
-            raise DataError(f"{name}: no {where} images for classes {', '.join(empty)}; add some to {path / where}/<class>/")
-        idx = [classes.index(folder.classes[t]) for t in folder.targets]  # test may index classes differently
+            raise DataError(f"{name}: no {split} images of classes {empty}; add some to {path / split}/")
         x = np.stack([read(p) for p, _ in folder.samples])  # [N, H, W, 3]
-        splits += [torch.from_numpy(x).permute(0, 3, 1, 2).contiguous(), torch.tensor(idx, dtype=torch.int64)]
-    return ImageDataset(name, tuple(classes), *splits)
+        y = [classes.index(folder.classes[t]) for t in folder.targets]  # test may index classes differently
+        tensors += [torch.from_numpy(x).permute(0, 3, 1, 2).contiguous(), torch.tensor(y, dtype=torch.int64)]
+    return ImageDataset(name, tuple(classes), *tensors)

@@ -47,7 +47,10 @@ _ALIASES = {
 _KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 _FILE_MARK = "@file="
 _CHECKPOINT_EXTS = (".pt", ".pth", ".safetensors", ".bin", ".ckpt")
-_SHAPE = "a model ref looks like 'timm:resnet18', 'zoo:cnn-digits-s0', 'hf:gpt2' or 'file:/path/model.pt?arch=zoo:cnn'"
+_SHAPE = (
+    "a model ref looks like 'timm:resnet18', 'zoo:cnn-digits-s0', 'hf:gpt2' "
+    "or 'file:/path/model.pt?arch=zoo:cnn'"
+)
 
 
 @dataclass(frozen=True)
@@ -65,12 +68,16 @@ class ModelRef:
         if not self.name:
             raise RefError(f"model ref '{self.scheme}:' has no name; {_SHAPE}")
         if self.file is not None and (not self.file or "?" in self.file):
-            raise RefError(f"bad @file= path {self.file!r}; give a path without '?', e.g. @file=/path/w.safetensors")
+            raise RefError(
+                f"bad @file= path {self.file!r}; give a path without '?', e.g. @file=/path/w.safetensors"
+            )
         params = tuple(sorted((str(k), str(v)) for k, v in self.params))
         keys = [k for k, _ in params]
         for key, value in params:
             if not _KEY_RE.match(key):
-                raise RefError(f"bad option name {key!r} in model ref; use letters, digits and '_' like ?num_classes=10")
+                raise RefError(
+                    f"bad option name {key!r} in model ref; use letters, digits and '_' like ?num_classes=10"
+                )
             if "&" in value:
                 raise RefError(f"option {key}={value!r} contains '&'; values cannot contain '&'")
         dupes = sorted({k for k in keys if keys.count(k) > 1})
@@ -169,18 +176,29 @@ torchvision:, hf:, file: (did you mean timm:?)
         raise RefError(_scheme_message(scheme, text))
     body, qmark, query = rest.partition("?")
     if qmark and not query:
-        raise RefError(f"model ref '{text}' ends with '?'; add options like ?pretrained=false or drop the '?'")
+        raise RefError(
+            f"model ref '{text}' ends with '?'; add options like ?pretrained=false or drop the '?'"
+        )
     name, mark, file = body.partition(_FILE_MARK)
     name = name.strip()
     if not name:
         example = {"file": "file:/path/model.pt?arch=zoo:cnn", "hf": "hf:gpt2", "zoo": "zoo:cnn-digits-s0"}
-        raise RefError(f"model ref '{text}' has no name after '{scheme}:'; e.g. {example.get(scheme, scheme + ':resnet18')}")
+        raise RefError(
+            f"model ref '{text}' has no name after '{scheme}:'; "
+            f"e.g. {example.get(scheme, scheme + ':resnet18')}"
+        )
     if mark:
         file = file.strip()
         if not file:
-            raise RefError(f"model ref '{text}' has an empty @file=; give a path like @file=/path/w.safetensors")
+            raise RefError(
+                f"model ref '{text}' has an empty @file=; give a path like @file=/path/w.safetensors"
+            )
         if scheme == "hf":
-            raise RefError(f"@file= is not used with hf:; for a local Hugging Face model write 'hf:/local/dir'")
+            raise RefError(
+                "@file= is not used with hf:; for a local Hugging Face model write 'hf:/local/dir'"
+            )
         if scheme in ("file", "zoo"):
-            raise RefError(f"@file= is for hub models (timm:, torchvision:); for a checkpoint write 'file:{file}'")
+            raise RefError(
+                f"@file= is for hub models (timm:, torchvision:); for a checkpoint write 'file:{file}'"
+            )
     return ModelRef(scheme=scheme, name=name, file=file if mark else None, params=_parse_query(query, text))

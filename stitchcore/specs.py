@@ -50,7 +50,7 @@ class ZooRecipe:
     dataset: str = "digits"  # a name for stitchcore.data.load_dataset
     seed: int = 0  # weight init and data order
     optimizer: str = "sgd"  # sgd (momentum) | adamw (cosine schedule)
-    epochs: int = 30  # digits has 1,347 training images: 30 epochs ~ 650 steps
+    epochs: int = 20  # digits: 1,347 training images, 20 epochs ~ 420 steps, ~97% in ~1 s
     lr: float | None = None  # None: 0.05 for sgd, 2e-3 for adamw
     batch_size: int = 64
     momentum: float = 0.9  # sgd only

@@ -13,12 +13,9 @@ torch.set_num_threads(min(2, os.cpu_count() or 1))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-QUICK_EPOCHS = 12  # enough for ~95% on digits, a few seconds on 2 cores
-
-
 @pytest.fixture(scope="session")
 def trained_store(tmp_path_factory):
-    """A store holding zoo:cnn-digits-s0 and zoo:cnn-digits-s1 (quick recipes)."""
+    """A store holding zoo:cnn-digits-s0 and zoo:cnn-digits-s1 (default recipes, ~1 s each)."""
     from stitchcore.experiments import run_experiment
     from stitchcore.specs import ZooRecipe
     from stitchcore.store import Store
@@ -26,6 +23,6 @@ def trained_store(tmp_path_factory):
     store = Store(tmp_path_factory.mktemp("store"))
     refs = []
     for seed in (0, 1):
-        out = run_experiment("zoo", ZooRecipe(arch="cnn", dataset="digits", seed=seed, epochs=QUICK_EPOCHS), store)
+        out = run_experiment("zoo", ZooRecipe(arch="cnn", dataset="digits", seed=seed), store)
         refs.append(out.record.summary["ref"])
     return store, refs

@@ -23,7 +23,7 @@ def test_zoo_list_and_cached_train(trained_store):
     assert p.returncode == 0, p.stderr
     listed = {m["ref"] for m in json.loads(p.stdout)["models"]}
     assert set(refs) <= listed
-    p = cli("zoo", "train", "--arch", "cnn", "--dataset", "digits", "--seed", "0", "--epochs", "12", "--json", store=store)
+    p = cli("zoo", "train", "--arch", "cnn", "--dataset", "digits", "--seed", "0", "--json", store=store)
     out = json.loads(p.stdout)
     assert out["cached"] is True and out["ref"] == "zoo:cnn-digits-s0" and out["accuracy"] > 0.9
 

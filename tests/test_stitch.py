@@ -31,10 +31,8 @@ def test_zoo_models_train_well_and_resolve(trained_store):
 
 def test_zoo_recipe_is_never_trained_twice(trained_store):
     from stitchcore.specs import ZooRecipe
-    from tests.conftest import QUICK_EPOCHS
-
     store, _ = trained_store
-    out = run_experiment("zoo", ZooRecipe(seed=0, epochs=QUICK_EPOCHS), store)
+    out = run_experiment("zoo", ZooRecipe(seed=0), store)
     assert out.cached
 
 
@@ -48,7 +46,7 @@ def test_unknown_zoo_ref_says_how_to_train(trained_store):
 
 def test_differently_seeded_cnns_stitch_with_small_penalty(trained_store):
     store, refs = trained_store
-    spec = _spec(refs, "block2", "block2", adapter=AdapterSpec(init="lstsq"), epochs=2)
+    spec = _spec(refs, "block1", "block1", adapter=AdapterSpec(init="lstsq"), epochs=2)
     out = run_experiment("stitch", spec, store)
     s = out.record.summary
     assert not out.cached

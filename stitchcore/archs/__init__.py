@@ -22,7 +22,8 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from torch import nn
 
@@ -32,7 +33,17 @@ from stitchcore.archs.mlp import MLP
 from stitchcore.archs.resnet import ResNet
 from stitchcore.errors import RefError
 
-__all__ = ["register_arch", "create_arch", "list_archs", "arch_defaults", "arch_config", "CNN", "GPT", "MLP", "ResNet"]
+__all__ = [
+    "register_arch",
+    "create_arch",
+    "list_archs",
+    "arch_defaults",
+    "arch_config",
+    "CNN",
+    "GPT",
+    "MLP",
+    "ResNet",
+]
 
 _ARCHS: dict[str, type[nn.Module]] = {}
 
@@ -129,13 +140,23 @@ def arch_config(name: str, **kwargs: Any) -> Any:
         if key not in fields:
             close = difflib.get_close_matches(key, sorted(fields), n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
-            raise RefError(f"unknown option {key!r} for architecture {name!r}{hint}; options: {', '.join(sorted(fields))}")
+            raise RefError(
+                f"unknown option {key!r} for architecture {name!r}{hint}; "
+                f"options: {', '.join(sorted(fields))}"
+            )
         default = getattr(defaults, key)
         try:
             resolved[key] = _coerce(value, default)
         except (TypeError, ValueError):
-            kind = f"a list of {type(default[0]).__name__}" if isinstance(default, tuple) and default else type(default).__name__
-            raise RefError(f"option {key}={value!r} for architecture {name!r} must be {kind}, e.g. {key}={_spell(default)}") from None
+            kind = (
+                f"a list of {type(default[0]).__name__}"
+                if isinstance(default, tuple) and default
+                else type(default).__name__
+            )
+            raise RefError(
+                f"option {key}={value!r} for architecture {name!r} must be {kind}, "
+                f"e.g. {key}={_spell(default)}"
+            ) from None
     return cls.config_cls(**resolved)
 
 

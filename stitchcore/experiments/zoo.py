@@ -23,7 +23,7 @@ from stitchcore.sources.file_source import save_checkpoint
 from stitchcore.specs import ZooRecipe
 from stitchcore.train import train_classifier
 
-__all__ = ["train_zoo", "zoo_name", "dataset_stats"]
+__all__ = ["train_zoo", "zoo_name"]
 
 log = logging.getLogger(__name__)
 
@@ -34,22 +34,6 @@ def zoo_name(recipe: ZooRecipe, run_id: str) -> str:
     """``cnn-digits-s0`` for plain recipes; a run-id suffix keeps other recipes apart."""
     name = recipe.short_name()
     return name if recipe.is_plain() else f"{name}-{run_id[:6]}"
-
-
-def dataset_stats(ds: ImageDataset, batch_size: int = 1024) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """Per-channel mean and std of the training images in [0, 1] units (float64 sums)."""
-    c = ds.x_train.shape[1]
-    s1 = torch.zeros(c, dtype=torch.float64)
-    s2 = torch.zeros(c, dtype=torch.float64)
-    n = 0
-    for x, _ in ds.batches("train", batch_size):
-        x = x.double()
-        s1 += x.sum(dim=(0, 2, 3))
-        s2 += (x * x).sum(dim=(0, 2, 3))
-        n += x.shape[0] * x.shape[2] * x.shape[3]
-    mean = s1 / n
-    std = (s2 / n - mean * mean).clamp_min(1e-12).sqrt()
-    return tuple(round(v, 6) for v in mean.tolist()), tuple(round(v, 6) for v in std.tolist())
 
 
 def _arch_kwargs(recipe: ZooRecipe, ds: ImageDataset) -> dict:
@@ -72,9 +56,8 @@ def train_zoo(recipe: ZooRecipe, ctx: RunContext) -> dict:
         train_ds = relabel(train_ds, *recipe.relabel)
     if recipe.drop_class is not None:
         train_ds = drop_class(train_ds, recipe.drop_class)
-    mean, std = dataset_stats(ds)
     size = recipe.image_size
-    preprocess = Preprocess(size=(size, size) if size else None, channels=ds.image_shape[0], mean=mean, std=std)
+    preprocess = Preprocess(size=(size, size) if size else None, channels=ds.image_shape[0], mean=ds.mean, std=ds.std)
     kwargs = _arch_kwargs(recipe, ds)
     torch.manual_seed(recipe.seed)
     model = create_arch(recipe.arch, **kwargs)
