@@ -72,7 +72,8 @@ def outputs_match(a: Any, b: Any) -> bool:
     """True where two model outputs hold the same tensors (allclose, atol 1e-5)."""
     ta, tb = tensors_of(a), tensors_of(b)
     return len(ta) == len(tb) and all(
-        x.shape == y.shape and torch.allclose(x.float(), y.float(), atol=1e-5, rtol=1e-4) for x, y in zip(ta, tb)
+        x.shape == y.shape and torch.allclose(x.float(), y.float(), atol=1e-5, rtol=1e-4)
+        for x, y in zip(ta, tb)
     )
 
 
@@ -177,7 +178,8 @@ def map_layout(model: nn.Module, names: Sequence[str], shape: tuple[int, ...], h
 _CHANNEL_FIRST_MODULES = (nn.Conv2d, nn.ConvTranspose2d, nn.BatchNorm2d, nn.GroupNorm, nn.InstanceNorm2d,
                           nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.AdaptiveMaxPool2d)
 _CHANNEL_LAST_MODULES = (nn.Linear, nn.LayerNorm)
-_CHANNEL_FIRST_FUNCS = {F.conv2d, F.batch_norm, F.group_norm, F.max_pool2d, F.avg_pool2d, F.adaptive_avg_pool2d}
+_CHANNEL_FIRST_FUNCS = {F.conv2d, F.batch_norm, F.group_norm, F.max_pool2d, F.avg_pool2d,
+                        F.adaptive_avg_pool2d}
 _CHANNEL_LAST_FUNCS = {F.linear, F.layer_norm}
 _INPLACE_FUNCS = {operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.iand, operator.ior}
 _VIEW_METHODS = {"view", "reshape", "permute", "transpose", "flatten", "contiguous", "expand", "unsqueeze",
@@ -228,7 +230,8 @@ def _tracer_for_loaded_libraries() -> _CutTracer:
         import torchvision.ops
 
         mods.append(torchvision.ops)
-        leaves += [v for _, v in inspect.getmembers(torchvision.ops, inspect.isclass) if issubclass(v, nn.Module)]
+        classes = inspect.getmembers(torchvision.ops, inspect.isclass)
+        leaves += [v for _, v in classes if issubclass(v, nn.Module)]
     return _CutTracer(tuple(leaves), tuple(funcs), tuple(mods))
 
 
@@ -311,13 +314,14 @@ class FxPlan:
             shape = self._meta[n.name][0][1:]
             layout = LAYOUT_BY_RANK[len(shape)]
             if layout == "map":
-                layout = map_layout(self._model, [name.split(":")[0], *module_outputs[n]], shape, self._channel_hint(n))
+                names = [name.split(":")[0], *module_outputs[n]]
+                layout = map_layout(self._model, names, shape, self._channel_hint(n))
             self._nodes[name] = n
             sites.append(Site(name, shape, layout))
         return sites
 
     def _is_output(self, node: fx.Node) -> bool:
-        """True where only pass-through ops (Identity, Dropout, Flatten, views) lie between node and output."""
+        """True where only pass-through ops (Identity, Dropout, Flatten, views) follow ``node``."""
         stack, seen = [node], {node}
         while stack:
             for u in stack.pop().users:

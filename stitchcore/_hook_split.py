@@ -23,7 +23,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from stitchcore._fx_split import BLOCK_LISTS, LAYOUT_BY_RANK, Site, choose_name, eval_mode, map_layout, outputs_match
+from stitchcore._fx_split import (BLOCK_LISTS, LAYOUT_BY_RANK, Site, choose_name, eval_mode, map_layout,
+                                  outputs_match)
 from stitchcore.errors import CutError
 
 log = logging.getLogger(__name__)
@@ -123,20 +124,17 @@ class HookPlan:
         if gpt2 is None:
             raise CutError(f"cannot split {type(model).__name__} at {name}: torch.fx could not trace it "
                            f"({self._reason}) and no block-list fallback knows its structure")
-        prefix_path, lm = gpt2
-        stage = self.sites_names().index(name) + 1  # stages: 0 embeddings, 1..L blocks, L+1 ln_f, L+2 head
+        _, lm = gpt2
+        stage = _candidate_modules(model).index(name)  # 0 embeddings, 1..L blocks, L+1 ln_f, L+2 head
         prefix = _HookPrefix(model, name)
-        suffix = _GPT2Part(lm, start=stage, stop=len(lm.transformer.h) + 3)
+        suffix = _GPT2Part(lm, start=stage + 1, stop=len(lm.transformer.h) + 3)
         with eval_mode(model):
             want = model(self._example)
             got = suffix(prefix(self._example))
         if not outputs_match(getattr(want, "logits", want), got):
-            raise CutError(f"cannot split {type(model).__name__} at {name}: the GPT-2 splitter does not reproduce "
-                           "its output (is forward(idx) -> logits?); make the model traceable by torch.fx")
+            raise CutError(f"cannot split {type(model).__name__} at {name}: the GPT-2 splitter does not "
+                           "reproduce its output (is forward(idx) -> logits?); make it traceable by torch.fx")
         return prefix, suffix
-
-    def sites_names(self) -> list[str]:
-        return [s.name for s in self.sites]
 
 
 class _HookPrefix(nn.Module):

@@ -99,7 +99,8 @@ _CACHE_PER_MODEL = 4  # input signatures kept per model
 def _fingerprint(model: nn.Module, example_input: torch.Tensor) -> tuple:
     mods = tuple((n, id(m)) for n, m in model.named_modules())
     tensors = tuple(id(t) for t in model.parameters()) + tuple(id(t) for t in model.buffers())
-    return (tuple(example_input.shape), example_input.dtype, str(example_input.device), hash(mods), hash(tensors))
+    x = example_input
+    return (tuple(x.shape), x.dtype, str(x.device), hash(mods), hash(tensors))
 
 
 def _plan(model: nn.Module, example_input: torch.Tensor) -> FxPlan | HookPlan:
@@ -107,7 +108,8 @@ def _plan(model: nn.Module, example_input: torch.Tensor) -> FxPlan | HookPlan:
     if not isinstance(model, nn.Module):
         raise CutError(f"expected a torch nn.Module, got {type(model).__name__}; load the model first")
     if not isinstance(example_input, torch.Tensor):
-        raise CutError(f"example_input must be a tensor batch (e.g. [2, 3, 64, 64]), got {type(example_input).__name__}")
+        raise CutError("example_input must be a tensor batch (e.g. [2, 3, 64, 64]), "
+                       f"got {type(example_input).__name__}")
     key = _fingerprint(model, example_input)
     with _CACHE_LOCK:
         plan = _CACHE.get(model, {}).get(key)

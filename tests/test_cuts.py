@@ -164,7 +164,8 @@ def test_model_left_as_found(resnet18):
     assert [m.training for m in model.modules()] == flags
     assert _hooks(model) == 0
     assert all(torch.equal(v, model.state_dict()[k]) for k, v in state.items())  # BN stats untouched
-    assert get_cut(model, x, "layer2.1") == Cut("layer2.1", (128, 8, 8), "map", get_cut(model, x, "layer2.1").depth)
+    cut = get_cut(model, x, "layer2.1")
+    assert cut == Cut("layer2.1", (128, 8, 8), "map", cut.depth)
 
 
 def test_models_are_not_kept_alive():

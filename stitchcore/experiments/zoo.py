@@ -105,7 +105,9 @@ def train_zoo(recipe: ZooRecipe, ctx: RunContext) -> dict:
     fd, tmp = tempfile.mkstemp(suffix=".safetensors", dir=ctx.store.root)
     os.close(fd)
     try:
-        save_checkpoint(model, tmp)
+        # The blob is a standalone checkpoint too: file:<blob> loads it with its preprocessing.
+        save_checkpoint(model, tmp, meta={"preprocess": preprocess.to_dict(), "dataset": recipe.dataset,
+                                          "class_names": list(ds.classes)})
         ctx.store.put_artifact_file(ctx.run_id, CHECKPOINT, tmp)
     finally:
         if os.path.exists(tmp):

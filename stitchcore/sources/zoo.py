@@ -11,12 +11,11 @@ from __future__ import annotations
 import difflib
 
 import torch
-from safetensors.torch import load_file
-
 from stitchcore.archs import create_arch
-from stitchcore.errors import CheckpointError, RefError
+from stitchcore.errors import RefError
 from stitchcore.preprocess import Preprocess
 from stitchcore.refs import ModelRef
+from stitchcore.sources.file_source import load_into, read_checkpoint
 from stitchcore.sources.loaded import LoadedModel
 from stitchcore.store import RunRecord, Store
 
@@ -62,11 +61,8 @@ def load_zoo_model(ref: ModelRef, store: Store | None = None) -> LoadedModel:
     elif ref.param("init", "trained") == "trained":
         model = create_arch(s["arch"], **s["arch_kwargs"])
         path = store.artifact_path(rec.id, "model.safetensors")
-        try:
-            state = load_file(str(path))
-        except Exception as exc:  # safetensors raises its own error types
-            raise CheckpointError(f"stored weights of zoo:{ref.name} are unreadable ({exc}); re-train it") from None
-        model.load_state_dict(state, strict=True)
+        state, _ = read_checkpoint(path)  # CheckpointError names a corrupt blob
+        load_into(model, state, f"zoo:{ref.name} ({path})", s["arch"])
     else:
         raise RefError(f"unknown init {ref.param('init')!r} in {ref}; use ?init=random or leave it out")
     model.eval()
@@ -75,11 +71,11 @@ def load_zoo_model(ref: ModelRef, store: Store | None = None) -> LoadedModel:
     return LoadedModel(
         ref=str(ref),
         model=model,
-        input_kind="image",
+        input_kind=getattr(model, "input_kind", "image"),
         input_shape=tuple(s["input_shape"]),
         preprocess=Preprocess.from_dict(s["preprocess"]),
         num_classes=len(s["classes"]),
         dataset=s["dataset"],
-        meta={"arch": s["arch"], "arch_kwargs": s["arch_kwargs"], "classes": s["classes"], "run_id": rec.id,
+        meta={"arch": s["arch"], "arch_kwargs": s["arch_kwargs"], "class_names": s["classes"], "run_id": rec.id,
               "accuracy": s.get("accuracy")},
     )
