@@ -366,6 +366,24 @@ class FxPlan:
         cls = type(self._model).__name__
         return self._prefix(cut, f"{cls}Prefix"), self._suffix(cut, f"{cls}Suffix")
 
+    def segment(self, start: str, end: str) -> fx.GraphModule | None:
+        """Graph from the value at cut ``start`` to the value at cut ``end``; None if ``end`` is not after it."""
+        first, last = self._nodes[start], self._nodes[end]
+        needed = _ancestors([last], stop=first)
+        if first not in needed or first is last:
+            return None
+        graph = fx.Graph()
+        h = graph.placeholder("h")
+        if _mutates_in_place(first, self._model):
+            h = graph.call_method("clone", (h,))
+        env: dict[fx.Node, fx.Node] = {first: h}
+        for n in self._graph.nodes:
+            if n in needed and n is not first:
+                env[n] = graph.node_copy(n, env.__getitem__)
+        graph.output(env[last])
+        graph.lint()
+        return fx.GraphModule(self._model, graph, class_name=f"{type(self._model).__name__}Segment")
+
     def _prefix(self, cut: fx.Node, class_name: str) -> fx.GraphModule:
         needed = _ancestors([cut], stop=None)
         graph = fx.Graph()

@@ -115,6 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--batch-size", type=int, default=64)
     st.add_argument("--seed", type=int, default=0)
     st.add_argument("--dataset", default=None, help="default: the dataset B was trained on")
+    st.add_argument("--head", choices=("b", "a"), default="b", help="a: keep A's head after B's middle (needs --head-cut)")
+    st.add_argument("--head-cut", default=None, help="with --head a: the cut where A's head takes over")
     st.add_argument("--max-train", type=int, default=None)
     st.add_argument("--max-test", type=int, default=None)
     st.add_argument("--rerun", action="store_true", help="run again even if the store has it")
@@ -190,7 +192,7 @@ def _cmd_stitch(args, store, bar) -> None:
         a=str(parse_ref(args.a)), b=str(parse_ref(args.b)), cut_a=args.cut_a, cut_b=args.cut_b, adapter=adapter,
         objective=args.objective, optimizer=args.optimizer, lr=args.lr, weight_decay=args.weight_decay,
         epochs=args.epochs, batch_size=args.batch_size, seed=args.seed, dataset=args.dataset,
-        max_train=args.max_train, max_test=args.max_test,
+        head=args.head, head_cut=args.head_cut, max_train=args.max_train, max_test=args.max_test,
     )
     out = run_experiment("stitch", spec, store, rerun=args.rerun, progress=bar, device=args.device)
     bar.close()

@@ -71,7 +71,7 @@ from stitchcore._fx_split import FxPlan, Site, TraceFailed
 from stitchcore._hook_split import HookPlan
 from stitchcore.errors import CutError
 
-__all__ = ["Cut", "list_cuts", "get_cut", "split"]
+__all__ = ["Cut", "list_cuts", "get_cut", "split", "split_segment"]
 
 log = logging.getLogger(__name__)
 
@@ -180,3 +180,24 @@ def split(model: nn.Module, cut: Cut | str, example_input: torch.Tensor) -> tupl
     if name not in {s.name for s in plan.sites}:
         get_cut(model, example_input, name)  # raises with the close names
     return plan.split(name)
+
+
+def split_segment(model: nn.Module, start: Cut | str, end: Cut | str, example_input: torch.Tensor) -> nn.Module:
+    """The part of ``model`` between two cuts: activation at ``start`` -> activation at ``end``.
+
+    With ``prefix, _ = split(model, start)`` and ``_, tail = split(model, end)``,
+    ``tail(segment(prefix(x)))`` equals ``model(x)``.  Used for head-preserving
+    stitches, C = A_tail(B_segment(S(A_prefix))).  Needs a torch.fx-traceable model.
+    """
+    names = [c.name if isinstance(c, Cut) else c for c in (start, end)]
+    for name in names:
+        get_cut(model, example_input, name)  # raises with the close names
+    plan = _plan(model, example_input)
+    if not isinstance(plan, FxPlan):
+        raise CutError(f"cannot take the segment {names[0]} -> {names[1]} of {type(model).__name__}: "
+                       "torch.fx could not trace it; pick a traceable model")
+    segment = plan.segment(*names)
+    if segment is None:
+        raise CutError(f"cut {names[1]!r} does not come after {names[0]!r}; the head cut must be deeper "
+                       "than the receiver cut")
+    return segment

@@ -144,6 +144,8 @@ class StitchSpec:
     batch_size: int = 64
     seed: int = 0
     dataset: str | None = None  # None: the dataset B was trained on
+    head: str = "b"  # "b": C = B_top(S(A_bottom)); "a": head-preserving C = A_head(B_middle(S(A_bottom)))
+    head_cut: str | None = None  # head="a" only: where B's middle hands over to A's head (same family)
     max_train: int | None = None  # cap on training images (quick runs); None = all
     max_test: int | None = None  # cap on test images; None = all
 
@@ -152,6 +154,9 @@ class StitchSpec:
         parse_objective(self.objective)
         if self.epochs < 0 or self.batch_size < 1:
             raise StitchError("epochs must be >= 0 and batch size >= 1")
+        _check_choice("head", self.head, ("a", "b"))
+        if (self.head == "a") != (self.head_cut is not None):
+            raise StitchError("head='a' needs head_cut (where A's head takes over), and head_cut needs head='a'")
         if isinstance(self.adapter, dict):
             object.__setattr__(self, "adapter", AdapterSpec.from_dict(self.adapter))
 
@@ -165,4 +170,5 @@ class StitchSpec:
         return _from_dict(cls, dict(d))
 
     def label(self) -> str:
-        return f"{self.a}[{self.cut_a}] -> {self.b}[{self.cut_b}] ({self.adapter.kind}, {self.adapter.init})"
+        head = f" -> {self.a}[{self.head_cut}:]" if self.head == "a" else ""
+        return f"{self.a}[{self.cut_a}] -> {self.b}[{self.cut_b}]{head} ({self.adapter.kind}, {self.adapter.init})"

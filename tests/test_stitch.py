@@ -126,3 +126,81 @@ def test_frozen_parts_are_bit_identical_after_adapter_training():
     for k, v in before.items():
         assert torch.equal(v, after[k]), k
     assert not suffix.training
+
+
+def test_head_preserving_stitch_uses_a_head(trained_store):
+    """C = A_head(B_middle(S(A_bottom))): scored against A, whose head it uses.
+
+    With B = A the lstsq adapter is the identity map, so C must reproduce A.
+    """
+    store, refs = trained_store
+    same = [refs[0], refs[0]]
+    spec = _spec(same, "block1", "block1", adapter=AdapterSpec(init="lstsq"), epochs=0, head="a", head_cut="fc2")
+    s = run_experiment("stitch", spec, store).record.summary
+    assert s["penalty_base"] == "a"
+    assert s["penalty"] == pytest.approx(s["base"]["a"] - s["accuracy"], abs=1e-6)
+    assert abs(s["penalty"]) < 0.01, s
+    other = _spec(refs, "block1", "block1", adapter=AdapterSpec(init="lstsq"), epochs=0, head="a", head_cut="fc2")
+    mixed = run_experiment("stitch", other, store).record.summary
+    assert mixed["penalty_base"] == "a" and mixed["accuracy"] < s["accuracy"]
+
+
+def test_segment_between_cuts_composes_exactly():
+    from stitchcore.archs import create_arch
+    from stitchcore.cuts import split, split_segment
+
+    torch.manual_seed(0)
+    model = create_arch("resnet", blocks=(1, 1, 1, 1), width=8, in_chans=1, num_classes=10).eval()
+    x = torch.randn(4, 1, 8, 8)
+    prefix, _ = split(model, "layer1.0", x[:2])
+    _, tail = split(model, "layer3.0", x[:2])
+    middle = split_segment(model, "layer1.0", "layer3.0", x[:2])
+    with torch.no_grad():
+        assert torch.allclose(tail(middle(prefix(x))), model(x), atol=1e-5)
+    with pytest.raises(CutError, match="does not come after"):
+        split_segment(model, "layer3.0", "layer1.0", x[:2])
+
+
+@pytest.mark.parametrize("objective", ["match", "kd", "task+0.5*kd"])
+def test_other_objectives_train(trained_store, objective):
+    store, refs = trained_store
+    spec = _spec(refs, "fc1", "fc1", objective=objective, epochs=2, max_train=512)
+    s = run_experiment("stitch", spec, store).record.summary
+    assert s["accuracy"] > 0.5, s["accuracy"]
+    assert s["n_train"] == 512
+
+
+def test_nan_loss_stops_with_clear_message():
+    from stitchcore.errors import TrainingError
+    from stitchcore.train import AdapterTargets, train_adapter
+
+    h = torch.randn(32, 8)
+    h[3, 0] = float("nan")
+    adapter = torch.nn.Linear(8, 8)
+    with pytest.raises(TrainingError, match="diverged"):
+        train_adapter(
+            adapter, torch.nn.Linear(8, 3), h, AdapterTargets(labels=torch.zeros(32, dtype=torch.long)),
+            objective={"task": 1.0}, optimizer="adamw", lr=1e-3, weight_decay=0.0, epochs=1, batch_size=32,
+            seed=0, device=torch.device("cpu"),
+        )
+
+
+def test_language_model_recipe_is_refused_clearly(trained_store):
+    from stitchcore.errors import StitchError
+    from stitchcore.specs import ZooRecipe
+
+    store, _ = trained_store
+    with pytest.raises(StitchError, match="language model"):
+        run_experiment("zoo", ZooRecipe(arch="gpt"), store)
+
+
+def test_zoo_recipe_with_traits_and_pruning(trained_store):
+    from stitchcore.specs import ZooRecipe
+
+    store, _ = trained_store
+    s = run_experiment(
+        "zoo", ZooRecipe(seed=3, epochs=6, drop_class=4, l1=1e-5, prune_every=2, prune_fraction=0.3), store
+    ).record.summary
+    assert s["per_class"][4] < 0.2, "class never seen in training is not recognised"
+    assert 0.4 < s["sparsity"] < 0.7  # two pruning steps of 30%: 1 - 0.7**2 = 0.51
+    assert s["name"].startswith("cnn-digits-s3-")

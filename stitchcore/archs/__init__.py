@@ -34,6 +34,7 @@ from stitchcore.archs.resnet import ResNet
 from stitchcore.errors import RefError
 
 __all__ = [
+    "arch_input_kind",
     "register_arch",
     "create_arch",
     "list_archs",
@@ -76,6 +77,11 @@ def _arch_class(name: str) -> type[nn.Module]:
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise RefError(f"unknown architecture {name!r}{hint}; built-in ones are {', '.join(_ARCHS)}")
     return _ARCHS[name]
+
+
+def arch_input_kind(name: str) -> str:
+    """``"image"`` or ``"tokens"``: what architecture ``name`` takes as input."""
+    return getattr(_arch_class(name), "input_kind", "image")
 
 
 def arch_defaults(name: str) -> dict[str, Any]:

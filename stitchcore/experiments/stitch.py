@@ -16,7 +16,7 @@ from safetensors.torch import save
 
 from stitchcore.activations import collect
 from stitchcore.adapters import adapter_cost, build_adapter, compatibility
-from stitchcore.cuts import get_cut, split
+from stitchcore.cuts import get_cut, split, split_segment
 from stitchcore.data import ImageDataset, load_dataset
 from stitchcore.errors import AdapterError, DataError, StitchError
 from stitchcore.evaluate import evaluate_batches, stitching_penalty
@@ -53,6 +53,20 @@ def _check_classes(model: LoadedModel, ds: ImageDataset, role: str) -> None:
         )
 
 
+def _head_preserving_top(a: LoadedModel, b: LoadedModel, cut_b: str, head_cut: str) -> torch.nn.Sequential:
+    """B's middle (cut_b -> head_cut) followed by A's head (head_cut -> output)."""
+    at_a = get_cut(a.model, a.example_input(), head_cut)
+    at_b = get_cut(b.model, b.example_input(), head_cut)
+    if (at_a.shape, at_a.layout) != (at_b.shape, at_b.layout):
+        raise AdapterError(
+            f"A's head cannot follow B's middle at {head_cut}: A has {at_a.shape} there, B has {at_b.shape};"
+            " head preservation needs same-family models"
+        )
+    middle = split_segment(b.model, cut_b, head_cut, b.example_input())
+    _, tail_a = split(a.model, at_a, a.example_input())
+    return torch.nn.Sequential(middle, tail_a)
+
+
 def _state_bytes(module: torch.nn.Module) -> bytes:
     state = {k: v.detach().cpu().contiguous() for k, v in module.state_dict().items()}
     return save(state)
@@ -80,6 +94,10 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
         raise AdapterError(f"cannot join A[{cut_a.name}] {cut_a.shape} to B[{cut_b.name}] {cut_b.shape}: {reason}")
     prefix_a, _ = split(a.model, cut_a, a.example_input())
     prefix_b, suffix_b = split(b.model, cut_b, b.example_input())
+    base, base_role = b, "b"
+    if spec.head == "a":
+        suffix_b = _head_preserving_top(a, b, cut_b.name, spec.head_cut)
+        base, base_role = a, "a"
     for m in (a.model, b.model, prefix_a, prefix_b, suffix_b):
         m.to(device).eval()
 
@@ -97,7 +115,7 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
     y_train = ds.labels("train")[:n_train]
     y_test = ds.labels("test")[: len(h_test)]
     receiver = collect(prefix_b, ds, b.preprocess, "train", limit=n_train, **acts) if needs_receiver else None
-    teacher = collect(b.model, ds, b.preprocess, "train", limit=n_train, **acts) if "kd" in objective else None
+    teacher = collect(base.model, ds, base.preprocess, "train", limit=n_train, **acts) if "kd" in objective else None
 
     residual = None
     if spec.adapter.init in ("lstsq", "procrustes"):
@@ -159,7 +177,8 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
     return {
         "accuracy": stitched["accuracy"],
         "base": {"a": score_a["accuracy"], "b": score_b["accuracy"]},
-        "penalty": stitching_penalty(score_b["accuracy"], stitched["accuracy"]),
+        "penalty": stitching_penalty((score_a if base_role == "a" else score_b)["accuracy"], stitched["accuracy"]),
+        "penalty_base": base_role,
         "start_accuracy": start_score["accuracy"],
         "per_class": stitched["per_class"],
         "per_class_base": {"a": score_a["per_class"], "b": score_b["per_class"]},

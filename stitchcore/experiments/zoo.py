@@ -14,7 +14,8 @@ import tempfile
 
 import torch
 
-from stitchcore.archs import arch_defaults, create_arch
+from stitchcore.archs import arch_defaults, create_arch, arch_input_kind
+from stitchcore.errors import StitchError
 from stitchcore.data import ImageDataset, drop_class, load_dataset, relabel
 from stitchcore.evaluate import count_params, evaluate_batches
 from stitchcore.experiments import RunContext, register_experiment
@@ -50,6 +51,11 @@ def _arch_kwargs(recipe: ZooRecipe, ds: ImageDataset) -> dict:
 @register_experiment("zoo", ZooRecipe.from_dict)
 def train_zoo(recipe: ZooRecipe, ctx: RunContext) -> dict:
     """Train ``recipe`` on its dataset; returns the summary stored with the run."""
+    if arch_input_kind(recipe.arch) != "image":
+        raise StitchError(
+            f"zoo recipes train image classifiers for now; {recipe.arch!r} is a language model"
+            " (load one with hf:/path/to/dir, or use an image arch: mlp, cnn, resnet)"
+        )
     ds = load_dataset(recipe.dataset)
     train_ds = ds
     if recipe.relabel is not None:
