@@ -63,6 +63,13 @@ def _json_obj(text: str) -> dict:
     return value
 
 
+def _spec_default(name: str) -> Any:
+    """The StitchSpec default for a field, so the CLI never restates it."""
+    from stitchcore.specs import StitchSpec
+
+    return StitchSpec.__dataclass_fields__[name].default
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--store", help="results store directory (default: $STITCHLAB_STORE, else cache/)")
@@ -109,11 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--rank", type=int, default=None, help="rank of a lowrank adapter")
     st.add_argument("--objective", default="task", help="task|match|kd or a sum like task+0.5*kd")
     st.add_argument("--optimizer", choices=("adamw", "sgd"), default="adamw")
-    st.add_argument("--lr", type=float, default=2e-3)
-    st.add_argument("--weight-decay", type=float, default=0.05)
-    st.add_argument("--epochs", type=int, default=3)
-    st.add_argument("--batch-size", type=int, default=64)
-    st.add_argument("--seed", type=int, default=0)
+    st.add_argument("--lr", type=float, default=_spec_default("lr"))
+    st.add_argument("--weight-decay", type=float, default=_spec_default("weight_decay"))
+    st.add_argument("--epochs", type=int, default=_spec_default("epochs"))
+    st.add_argument("--batch-size", type=int, default=_spec_default("batch_size"))
+    st.add_argument("--seed", type=int, default=_spec_default("seed"))
     st.add_argument("--dataset", default=None, help="default: the dataset B was trained on")
     st.add_argument("--head", choices=("b", "a"), default="b", help="a: keep A's head after B's middle (needs --head-cut)")
     st.add_argument("--head-cut", default=None, help="with --head a: the cut where A's head takes over")

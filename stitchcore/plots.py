@@ -1,0 +1,506 @@
+"""Plotly figure builders shared by the app pages, the CLI export and the HTML reports.
+
+Every builder is a pure function: plain data as the results store holds it (dicts, lists,
+``(step, value)`` tuples) in, a :class:`plotly.graph_objects.Figure` out.  The look is one
+house style: template ``plotly_white``, short titles, every axis titled, hover text with
+exact values, and three fixed colours for the three models of a stitch::
+
+    ROLE_COLORS == {"a": blue, "b": orange, "stitched": green}   # Okabe-Ito, colour-blind safe
+
+>>> fig = training_curves({"loss": [(5, 2.1), (10, 1.7)], "test_accuracy": [(10, 0.6)]})
+>>> [t.name for t in fig.data]
+['loss', 'test accuracy']
+>>> heatmap([[0.9, None]], ["block1"], ["block1", "block2"], title="accuracy").layout.yaxis.autorange
+'reversed'
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+__all__ = [
+    "ACCURACY_COLOR",
+    "LAYOUT_COLORS",
+    "LOSS_COLOR",
+    "ROLE_COLORS",
+    "RUN_COLORS",
+    "accuracy_bars",
+    "compare_curves",
+    "cut_diagram",
+    "heatmap",
+    "penalty_vs_depth",
+    "per_class_bars",
+    "training_curves",
+]
+
+logger = logging.getLogger(__name__)
+
+Series = Mapping[str, Sequence[tuple[int, float]]]  # {"loss": [(step, value), ...], ...} as Store.series returns
+
+# The three models of a stitch keep these colours in every figure (Okabe-Ito palette).
+ROLE_COLORS: dict[str, str] = {"a": "#0072B2", "b": "#E69F00", "stitched": "#009E73"}
+ROLE_NAMES: dict[str, str] = {"a": "A", "b": "B", "stitched": "stitched"}
+LOSS_COLOR = "#3B4A5A"  # one run's loss curve (slate: not a model colour)
+ACCURACY_COLOR = "#CC79A7"  # one run's test-accuracy markers
+# Several runs on one plot (compare_curves, penalty_vs_depth): Okabe-Ito without the role colours first.
+RUN_COLORS: tuple[str, ...] = (
+    "#D55E00", "#56B4E9", "#CC79A7", "#0072B2", "#E69F00", "#009E73", "#3B4A5A", "#F0E442", "#999999",
+)  # fmt: skip
+LAYOUT_COLORS: dict[str, str] = {"map": "#8DA0CB", "map_nhwc": "#5B6FA8", "tokens": "#E78AC3", "vector": "#A6D854"}
+_LAYOUT_HINT = {"map": "C×H×W", "map_nhwc": "H×W×C", "tokens": "N×D", "vector": "D"}
+_OTHER_LAYOUT_COLOR = "#BBBBBB"
+_MARK_COLOR = "#222222"
+TEMPLATE = "plotly_white"
+HEIGHT = 380  # default figure height in px: two fit on a laptop screen
+CUT_LABEL_LIMIT = 20  # cut_diagram: above this many cuts, names and shapes show on hover only
+CELL_TEXT_LIMIT = 15  # heatmap: values printed in the cells up to this many rows and columns
+TICK_LIMIT = 30  # heatmap: at most this many tick labels per axis (every cell keeps its hover)
+WAITING = "waiting for the first steps…"
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _clean(values: Sequence[Any]) -> list[float | None]:
+    """Floats with NaN / inf / None as None (a gap in a line, null in JSON)."""
+    return [float(v) if _finite(v) else None for v in values]
+
+
+def _label(key: str) -> str:
+    """Axis / legend label for a metric key: ``test_accuracy`` -> ``test accuracy``."""
+    return key.replace("_", " ")
+
+
+def _is_accuracy(key: str) -> bool:
+    return "acc" in key.lower()
+
+
+def _wants_log(values: Sequence[float | None]) -> bool:
+    """True when all finite values are positive and span more than 10x."""
+    vals = [v for v in values if v is not None]
+    return bool(vals) and min(vals) > 0 and max(vals) / min(vals) > 10
+
+
+def _log_axis(values: Sequence[float | None]) -> dict[str, Any]:
+    """Log-axis settings with ticks 1, 2, 5 x 10^k labelled in full (plotly's own labels "2", "5" are ambiguous)."""
+    vals = [v for v in values if v is not None]
+    lo, hi = math.floor(math.log10(min(vals))), math.ceil(math.log10(max(vals)))
+    ticks = [m * 10.0**k for k in range(lo, hi + 1) for m in (1, 2, 5)]
+    ticks = [t for t in ticks if min(vals) / 1.5 <= t <= max(vals) * 1.5]
+    return {"type": "log", "tickmode": "array", "tickvals": ticks, "ticktext": [f"{t:g}" for t in ticks]}
+
+
+def _style(fig: go.Figure, title: str | None, height: int = HEIGHT, legend: bool = True) -> go.Figure:
+    """The house layout: template, title, margins, legend on top."""
+    fig.update_layout(
+        template=TEMPLATE,
+        title={"text": title, "x": 0.01, "xanchor": "left"} if title else None,
+        height=height,
+        margin={"l": 64, "r": 24, "t": 64 if title else 36, "b": 56},
+        showlegend=legend,
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0},
+        hoverlabel={"align": "left"},
+    )
+    return fig
+
+
+def _note(fig: go.Figure, text: str) -> None:
+    """A grey message in the middle of the plot area (empty input)."""
+    fig.add_annotation(
+        text=text, xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False, font={"size": 14, "color": "#888"}
+    )
+
+
+def _pct(v: float) -> str:
+    return f"{100 * v:.1f}%"
+
+
+def _shape(shape: Sequence[int]) -> str:
+    return "×".join(str(int(s)) for s in shape) if shape else "scalar"
+
+
+# -- curves ------------------------------------------------------------------------------------
+
+
+def training_curves(series: Series, *, title: str | None = None) -> go.Figure:
+    """One run's training loss (left axis) and test accuracy (right axis, 0..1) against the step.
+
+    ``series`` is ``Store.series(run_id)``: ``{"loss": [(step, value), ...], "test_accuracy": [...]}``;
+    other names are ignored, either series may be missing or empty (the live view of a
+    run that has not logged yet shows "waiting for the first steps…").  The loss axis turns
+    logarithmic when the loss spans more than 10x.
+    """
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    loss = list(series.get("loss") or [])
+    acc = list(series.get("test_accuracy") or [])
+    if loss:
+        steps, ys = [s for s, _ in loss], _clean([v for _, v in loss])
+        fig.add_trace(
+            go.Scatter(
+                x=steps, y=ys, name="loss", mode="lines" if len(loss) > 1 else "markers",
+                line={"color": LOSS_COLOR, "width": 2}, marker={"color": LOSS_COLOR, "size": 7},
+                hovertemplate="step %{x}<br>loss %{y:.6g}<extra></extra>",
+            ),
+            secondary_y=False,
+        )  # fmt: skip
+        if _wants_log(ys):
+            fig.update_yaxes(**_log_axis(ys), secondary_y=False)
+    if acc:
+        fig.add_trace(
+            go.Scatter(
+                x=[s for s, _ in acc], y=_clean([v for _, v in acc]), name="test accuracy",
+                mode="lines+markers", line={"color": ACCURACY_COLOR, "width": 1.5, "dash": "dot"},
+                marker={"color": ACCURACY_COLOR, "size": 8},
+                hovertemplate="step %{x}<br>test accuracy %{y:.4f}<extra></extra>",
+            ),
+            secondary_y=True,
+        )  # fmt: skip
+    if not loss and not acc:
+        _note(fig, WAITING)
+    fig.update_xaxes(title_text="optimizer step", rangemode="tozero")
+    fig.update_yaxes(
+        title_text="loss", title_font={"color": LOSS_COLOR}, showticklabels=bool(loss), secondary_y=False
+    )
+    fig.update_yaxes(
+        title_text="test accuracy", title_font={"color": ACCURACY_COLOR}, range=[0, 1.02], tickformat=".0%",
+        tickmode="array", tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1.0], showgrid=False, secondary_y=True,
+    )  # fmt: skip
+    return _style(fig, title, legend=bool(loss) and bool(acc))
+
+
+def compare_curves(
+    runs: Sequence[tuple[str, Series]], metric: str = "loss", *, title: str | None = None
+) -> go.Figure:
+    """Several runs' ``metric`` on one plot against the step; the legend is the run label.
+
+    Colours follow the position in ``runs`` (``RUN_COLORS``), so a run keeps its colour when
+    the metric changes; a run without the metric is left out.  Accuracy-like metrics get a
+    0..1 axis and markers; others turn logarithmic when they span more than 10x.
+    """
+    fig = go.Figure()
+    accuracy = _is_accuracy(metric)
+    every: list[float | None] = []
+    for i, (label, series) in enumerate(runs):
+        points = list(series.get(metric) or [])
+        if not points:
+            continue
+        ys = _clean([v for _, v in points])
+        every += ys
+        color = RUN_COLORS[i % len(RUN_COLORS)]
+        fig.add_trace(
+            go.Scatter(
+                x=[s for s, _ in points], y=ys, name=label,
+                mode="lines+markers" if accuracy or len(points) == 1 else "lines",
+                line={"color": color, "width": 2}, marker={"color": color, "size": 7},
+                hovertemplate=f"{label}<br>step %{{x}}<br>{_label(metric)} %{{y:.6g}}<extra></extra>",
+            )
+        )  # fmt: skip
+    if not fig.data:
+        _note(fig, f"no {_label(metric)} logged yet")
+    fig.update_xaxes(title_text="optimizer step", rangemode="tozero")
+    fig.update_yaxes(title_text=_label(metric))
+    if accuracy:
+        fig.update_yaxes(range=[0, 1.02], tickformat=".0%")
+    elif _wants_log(every):
+        fig.update_yaxes(**_log_axis(every))
+    return _style(fig, title or _label(metric))
+
+
+# -- stitch results ----------------------------------------------------------------------------
+
+
+def _cut_text(cut: Mapping[str, Any] | None) -> str:
+    return f"{cut.get('name', '?')} ({_shape(cut.get('shape', ()))})" if cut else "?"
+
+
+def accuracy_bars(summary: Mapping[str, Any], *, title: str | None = None) -> go.Figure:
+    """A, B and the stitched model's test accuracy, with the stitching penalty (B − stitched) marked.
+
+    ``summary`` is a stitch run's summary (``accuracy``, ``base.a``, ``base.b``, ``penalty``,
+    ``cut_a``, ``cut_b``; optional ``start_accuracy`` = the stitched model before training,
+    drawn as a diamond).  The penalty is printed in percentage points.
+    """
+    base = summary.get("base") or {}
+    cut_a, cut_b = summary.get("cut_a"), summary.get("cut_b")
+    cut_names = f"{(cut_a or {}).get('name', '?')} → {(cut_b or {}).get('name', '?')}"
+    bars = [
+        ("a", base.get("a"), "A", f"A up to its output<br>(sender cut {_cut_text(cut_a)})"),
+        ("b", base.get("b"), "B", f"B on its own<br>(receiver cut {_cut_text(cut_b)})"),
+        ("stitched", summary.get("accuracy"), f"stitched<br><span style='font-size:11px;color:#666'>{cut_names}</span>",
+         f"A[..{_cut_text(cut_a)}] → adapter → B[{_cut_text(cut_b)}..]"),
+    ]  # fmt: skip
+    fig = go.Figure()
+    for x, (role, acc, _, what) in enumerate(bars):
+        if not _finite(acc):
+            continue
+        fig.add_trace(
+            go.Bar(
+                x=[x], y=[acc], name=ROLE_NAMES[role], marker_color=ROLE_COLORS[role], width=0.6,
+                text=[_pct(acc)], textposition="inside", insidetextanchor="end",
+                textfont={"color": "white", "size": 13},
+                hovertemplate=f"<b>{ROLE_NAMES[role]}</b>: accuracy %{{y:.4f}}<br>{what}<extra></extra>",
+            )
+        )  # fmt: skip
+    start = summary.get("start_accuracy")
+    if _finite(start):
+        fig.add_trace(
+            go.Scatter(
+                x=[2], y=[start], name="stitched before training", mode="markers+text",
+                marker={"symbol": "diamond", "size": 11, "color": "white", "line": {"color": "#222", "width": 2}},
+                text=[f"before training {_pct(start)}"], textposition="bottom center",
+                textfont={"color": "white", "size": 11},
+                hovertemplate="stitched before training (adapter init): accuracy %{y:.4f}<extra></extra>",
+            )
+        )  # fmt: skip
+    acc_b, acc_s = base.get("b"), summary.get("accuracy")
+    penalty = summary.get("penalty")
+    if not _finite(penalty) and _finite(acc_b) and _finite(acc_s):
+        penalty = acc_b - acc_s
+    if _finite(penalty) and _finite(acc_b) and _finite(acc_s):
+        # Dashed level of B carried over to the stitched bar, a bracket down to the stitched top.
+        fig.add_shape(type="line", x0=1.3, x1=2.42, y0=acc_b, y1=acc_b, line={"color": "#555", "dash": "dash"})
+        fig.add_shape(type="line", x0=2.38, x1=2.38, y0=acc_s, y1=acc_b, line={"color": "#555", "width": 2})
+        fig.add_annotation(
+            x=2.42, y=(acc_b + acc_s) / 2, xanchor="left", showarrow=False, align="left",
+            text=f"penalty<br>B − stitched<br><b>{100 * penalty:+.1f} pts</b>".replace("-", "−"),
+            hovertext=f"penalty = B − stitched = {acc_b:.4f} − {acc_s:.4f} = {penalty:.4f}",
+        )  # fmt: skip
+    fig.update_xaxes(
+        title_text="model", tickvals=[0, 1, 2], ticktext=[b[2] for b in bars], range=[-0.5, 3.1]
+    )
+    fig.update_yaxes(title_text="test accuracy", range=[0, 1.05], tickformat=".0%")
+    return _style(fig, title or "Stitched vs base accuracy", legend=False)
+
+
+def per_class_bars(summary: Mapping[str, Any], *, title: str | None = None) -> go.Figure:
+    """Per-class test accuracy of A, B and the stitched model as grouped bars, classes on x.
+
+    Reads ``per_class``, ``per_class_base.{a,b}`` and ``classes`` of a stitch summary;
+    ``None`` (a class absent from the test split) leaves its bar out.
+    """
+    stitched = list(summary.get("per_class") or [])
+    per_base = summary.get("per_class_base") or {}
+    rows = {"a": list(per_base.get("a") or []), "b": list(per_base.get("b") or []), "stitched": stitched}
+    n = max(len(v) for v in rows.values())
+    classes = [str(c) for c in (summary.get("classes") or [])][:n]
+    classes += [str(i) for i in range(len(classes), n)]
+    b_vals = rows["b"] + [None] * (n - len(rows["b"]))
+    fig = go.Figure()
+    for role, vals in rows.items():
+        keep = [i for i, v in enumerate(vals) if _finite(v)]
+        if not keep:
+            continue
+        delta = [
+            f"<br>{100 * (vals[i] - b_vals[i]):+.1f} pts vs B" if role == "stitched" and _finite(b_vals[i]) else ""
+            for i in keep
+        ]
+        fig.add_trace(
+            go.Bar(
+                x=[classes[i] for i in keep], y=[vals[i] for i in keep], name=ROLE_NAMES[role],
+                marker_color=ROLE_COLORS[role], customdata=delta,
+                hovertemplate=f"class %{{x}}<br>{ROLE_NAMES[role]}: %{{y:.4f}}%{{customdata}}<extra></extra>",
+            )
+        )  # fmt: skip
+    if not fig.data:
+        _note(fig, "no per-class accuracy")
+    fig.update_layout(barmode="group", bargap=0.25, bargroupgap=0.05)
+    fig.update_xaxes(title_text="class", type="category", categoryorder="array", categoryarray=classes)
+    fig.update_yaxes(title_text="test accuracy", range=[0, 1.05], tickformat=".0%")
+    return _style(fig, title or "Per-class accuracy")
+
+
+# -- networks and matrices ---------------------------------------------------------------------
+
+
+def _numel(shape: Sequence[int]) -> int:
+    return math.prod(int(s) for s in shape) if shape else 1
+
+
+def cut_diagram(
+    cuts: Sequence[Mapping[str, Any]],
+    *,
+    marked: Sequence[str] | Mapping[str, str] = (),
+    title: str | None = None,
+) -> go.Figure:
+    """A compact picture of a network: one box per cut in execution order.
+
+    Box height is the activation size on a log axis, colour the layout (``LAYOUT_COLORS``).
+    Up to ``CUT_LABEL_LIMIT`` cuts, names label the x axis and shapes sit on the boxes;
+    above it (a Swin has ~60 cuts) both show on hover only.  ``marked`` cut names get a
+    dark outline and a caption: a mapping gives the caption (``{"block1": "sender"}``),
+    a list uses the name.  Unknown marked names are logged and ignored.
+    """
+    cuts = list(cuts)
+    captions = dict(marked) if isinstance(marked, Mapping) else {m: m for m in marked}
+    names = [str(c.get("name", i)) for i, c in enumerate(cuts)]
+    unknown = sorted(set(captions) - set(names))
+    if unknown:
+        logger.warning("cut_diagram: marked cuts not in the list: %s", ", ".join(unknown))
+    fig = go.Figure()
+    labelled = len(cuts) <= CUT_LABEL_LIMIT
+    sizes = [_numel(c.get("shape") or ()) for c in cuts]
+    layouts = [str(c.get("layout", "?")) for c in cuts]
+    order = list(LAYOUT_COLORS) + sorted(set(layouts) - set(LAYOUT_COLORS))
+    for layout in order:
+        idx = [i for i, lay in enumerate(layouts) if lay == layout]
+        if not idx:
+            continue
+        hint = f" ({_LAYOUT_HINT[layout]})" if layout in _LAYOUT_HINT else ""
+        fig.add_trace(
+            go.Bar(
+                x=idx, y=[sizes[i] for i in idx], name=layout + hint, width=0.72,
+                marker={"color": LAYOUT_COLORS.get(layout, _OTHER_LAYOUT_COLOR), "line": {"width": 0}},
+                text=[_shape(cuts[i].get("shape") or ()) for i in idx] if labelled else None,
+                textposition="outside", cliponaxis=False,
+                customdata=[
+                    [names[i], _shape(cuts[i].get("shape") or ()), float(cuts[i].get("depth", math.nan))]
+                    for i in idx
+                ],
+                hovertemplate=(
+                    "<b>%{customdata[0]}</b> (cut %{x})<br>shape %{customdata[1]} · " + layout
+                    + "<br>%{y:,} values · depth %{customdata[2]:.3f}<extra></extra>"
+                ),
+            )
+        )  # fmt: skip
+    hit = [i for i, name in enumerate(names) if name in captions]
+    if hit:  # outlines on top of the boxes, kept out of the legend so its swatches stay plain
+        fig.add_trace(
+            go.Bar(
+                x=hit, y=[sizes[i] for i in hit], width=0.72, showlegend=False, hoverinfo="skip",
+                marker={"color": "rgba(0,0,0,0)", "line": {"color": _MARK_COLOR, "width": 3}},
+            )
+        )  # fmt: skip
+    for i in hit:
+        fig.add_annotation(
+            x=i, y=1, yref="paper", yanchor="bottom", text=f"<b>{captions[names[i]]}</b> ▼", showarrow=False,
+            font={"color": _MARK_COLOR, "size": 12},
+        )  # fmt: skip
+    if not cuts:
+        _note(fig, "no cuts")
+    top = math.log10(max(sizes, default=10)) * 1.2 + 0.3
+    fig.update_layout(barmode="overlay", bargap=0.2)
+    if labelled:
+        fig.update_xaxes(title_text="cut (execution order)", tickvals=list(range(len(cuts))), ticktext=names)
+    else:
+        fig.update_xaxes(title_text="cut index (execution order; names on hover)")
+    fig.update_xaxes(range=[-0.6, max(len(cuts), 1) - 0.4], showgrid=False, zeroline=False)
+    fig.update_yaxes(title_text="activation size<br>(values per example)", type="log", range=[0, top], dtick=1,
+                     tickformat="~s")  # fmt: skip
+    fig = _style(fig, title, height=340)
+    fig.update_layout(margin={"t": 96 if title else 72})
+    return fig
+
+
+def heatmap(
+    values: Sequence[Sequence[float | None]],
+    rows: Sequence[str],
+    cols: Sequence[str],
+    *,
+    title: str,
+    row_label: str = "sender (A)",
+    col_label: str = "receiver (B)",
+    diverging: bool = False,
+    zmin: float | None = None,
+    zmax: float | None = None,
+    text_format: str = ".2f",
+    value_label: str = "value",
+) -> go.Figure:
+    """A matrix ``values[i][j]`` for row ``rows[i]`` (top to bottom) and column ``cols[j]`` (left to right).
+
+    For similarity matrices rows are the sender cuts of A and columns the receiver cuts of B,
+    both in execution order.  ``None`` / NaN cells stay blank.  ``diverging`` uses a red-blue
+    scale centred at 0 with symmetric limits (e.g. debiased accuracy = trained − control).
+    Cells print their value (``text_format``) up to ``CELL_TEXT_LIMIT`` rows and columns.
+    Raises ``ValueError`` when the matrix does not match ``rows`` x ``cols``.
+    """
+    if len(values) != len(rows) or any(len(r) != len(cols) for r in values):
+        got = f"{len(values)}x{'/'.join(sorted({str(len(r)) for r in values})) or 0}"
+        raise ValueError(f"heatmap: values are {got}, expected {len(rows)} rows x {len(cols)} columns")
+    z = [_clean(r) for r in values]
+    finite = [v for r in z for v in r if v is not None]
+    if diverging:
+        m = max(abs(v) for v in (zmin, zmax) if v is not None) if (zmin, zmax) != (None, None) else None
+        if m is None:
+            m = max((abs(v) for v in finite), default=1.0) or 1.0
+        zmin, zmax, scale = -m, m, "RdBu"
+    else:
+        scale = "Viridis"
+    rows_s, cols_s = [str(r) for r in rows], [str(c) for c in cols]
+    # Integer positions + tick labels: names like "0" or repeated names never confuse the axis type.
+    custom = [[[r, c] for c in cols_s] for r in rows_s]
+    small = len(rows) <= CELL_TEXT_LIMIT and len(cols) <= CELL_TEXT_LIMIT
+    fig = go.Figure(
+        go.Heatmap(
+            z=z, x=list(range(len(cols))), y=list(range(len(rows))), customdata=custom,
+            colorscale=scale, zmin=zmin, zmax=zmax, zmid=0 if diverging else None, hoverongaps=False,
+            texttemplate=f"%{{z:{text_format}}}" if small else None, textfont={"size": 11},
+            colorbar={"title": {"text": value_label}, "thickness": 14},
+            hovertemplate=(
+                f"{row_label}: %{{customdata[0]}}<br>{col_label}: %{{customdata[1]}}"
+                f"<br>{value_label}: %{{z:.6g}}<extra></extra>"
+            ),
+        )
+    )  # fmt: skip
+    if not finite:
+        _note(fig, "no values yet")
+
+    def ticks(names: list[str]) -> dict[str, Any]:
+        step = max(1, math.ceil(len(names) / TICK_LIMIT))
+        keep = list(range(0, len(names), step))
+        return {"tickvals": keep, "ticktext": [names[i] for i in keep]}
+
+    fig.update_xaxes(title_text=col_label, showgrid=False, zeroline=False, **ticks(cols_s))
+    fig.update_yaxes(title_text=row_label, showgrid=False, zeroline=False, autorange="reversed", **ticks(rows_s))
+    height = int(min(900, max(320, 160 + 26 * len(rows))))
+    return _style(fig, title, height=height, legend=False)
+
+
+def penalty_vs_depth(
+    points: Sequence[Mapping[str, Any]],
+    x: str = "depth",
+    y: str = "penalty",
+    group: str = "label",
+    *,
+    title: str | None = None,
+) -> go.Figure:
+    """Lines of ``point[y]`` against ``point[x]``, one per ``point[group]`` (sweeps along depth).
+
+    Points lacking a finite ``x`` or ``y`` are skipped; groups keep their first-seen order and
+    ``RUN_COLORS``.  A ``cut`` or ``name`` field, when present, shows on hover.  A zero line
+    is drawn when ``y`` is a penalty.
+    """
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for p in points:
+        if _finite(p.get(x)) and _finite(p.get(y)):
+            groups.setdefault(str(p.get(group, "")), []).append(p)
+    fig = go.Figure()
+    for i, (name, pts) in enumerate(groups.items()):
+        pts = sorted(pts, key=lambda p: p[x])
+        color = RUN_COLORS[i % len(RUN_COLORS)]
+        fig.add_trace(
+            go.Scatter(
+                x=[p[x] for p in pts], y=[p[y] for p in pts], name=name or "(no label)", mode="lines+markers",
+                line={"color": color, "width": 2}, marker={"color": color, "size": 8},
+                customdata=[str(p.get("cut", p.get("name", ""))) for p in pts],
+                hovertemplate=(
+                    f"{name}<br>%{{customdata}}<br>{_label(x)} %{{x:.4g}}<br>{_label(y)} %{{y:.6g}}<extra></extra>"
+                ),
+            )
+        )  # fmt: skip
+    if not fig.data:
+        _note(fig, "no points yet")
+    if "penalty" in y:
+        fig.add_hline(y=0, line={"color": "#999", "width": 1})
+    fig.update_xaxes(title_text=_label(x))
+    fig.update_yaxes(title_text=_label(y))
+    return _style(fig, title or f"{_label(y)} vs {_label(x)}")
