@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import doctest
-from dataclasses import dataclass
 
 import pytest
 import torch
@@ -20,26 +19,10 @@ from stitchcore.adapters import (
 )
 from stitchcore.errors import AdapterError
 
-try:
-    from stitchcore.cuts import Cut
-except Exception:  # cuts.py is written in parallel; the adapters only read these four fields
-
-    @dataclass(frozen=True)
-    class Cut:  # type: ignore[no-redef]
-        name: str
-        shape: tuple[int, ...]
-        layout: str
-        depth: float = 0.5
+from stitchcore.cuts import Cut
 
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: thread start-up costs more than it saves (and stalls on a busy machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 def cut(layout: str, *shape: int, name: str = "c") -> Cut:
     return Cut(name=name, shape=tuple(shape), layout=layout, depth=0.5)
