@@ -25,23 +25,13 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 __all__ = [
-    "ACCURACY_COLOR",
-    "LAYOUT_COLORS",
-    "LOSS_COLOR",
-    "ROLE_COLORS",
-    "RUN_COLORS",
-    "accuracy_bars",
-    "compare_curves",
-    "cut_diagram",
-    "heatmap",
-    "penalty_vs_depth",
-    "per_class_bars",
-    "training_curves",
-]
+    "ACCURACY_COLOR", "LAYOUT_COLORS", "LOSS_COLOR", "ROLE_COLORS", "RUN_COLORS", "accuracy_bars",
+    "compare_curves", "cut_diagram", "heatmap", "penalty_vs_depth", "per_class_bars", "training_curves",
+]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
-Series = Mapping[str, Sequence[tuple[int, float]]]  # {"loss": [(step, value), ...], ...} as Store.series returns
+Series = Mapping[str, Sequence[tuple[int, float]]]  # Store.series: {"loss": [(step, value), ...], ...}
 
 # The three models of a stitch keep these colours in every figure (Okabe-Ito palette).
 ROLE_COLORS: dict[str, str] = {"a": "#0072B2", "b": "#E69F00", "stitched": "#009E73"}
@@ -52,10 +42,11 @@ ACCURACY_COLOR = "#CC79A7"  # one run's test-accuracy markers
 RUN_COLORS: tuple[str, ...] = (
     "#D55E00", "#56B4E9", "#CC79A7", "#0072B2", "#E69F00", "#009E73", "#3B4A5A", "#F0E442", "#999999",
 )  # fmt: skip
-LAYOUT_COLORS: dict[str, str] = {"map": "#8DA0CB", "map_nhwc": "#5B6FA8", "tokens": "#E78AC3", "vector": "#A6D854"}
+LAYOUT_COLORS = {"map": "#8DA0CB", "map_nhwc": "#5B6FA8", "tokens": "#E78AC3", "vector": "#A6D854"}
 _LAYOUT_HINT = {"map": "C×H×W", "map_nhwc": "H×W×C", "tokens": "N×D", "vector": "D"}
 _OTHER_LAYOUT_COLOR = "#BBBBBB"
 _MARK_COLOR = "#222222"
+_SMALL = "font-size:11px;color:#666"  # secondary tick-label text
 TEMPLATE = "plotly_white"
 HEIGHT = 380  # default figure height in px: two fit on a laptop screen
 CUT_LABEL_LIMIT = 20  # cut_diagram: above this many cuts, names and shapes show on hover only
@@ -92,12 +83,14 @@ def _wants_log(values: Sequence[float | None]) -> bool:
 
 
 def _log_axis(values: Sequence[float | None]) -> dict[str, Any]:
-    """Log-axis settings with ticks 1, 2, 5 x 10^k labelled in full (plotly's own labels "2", "5" are ambiguous)."""
+    """Log axis with ticks 1, 2, 5 x 10^k written in full (plotly's minor labels "2", "5" are ambiguous)."""
     vals = [v for v in values if v is not None]
     lo, hi = math.floor(math.log10(min(vals))), math.ceil(math.log10(max(vals)))
-    ticks = [m * 10.0**k for k in range(lo, hi + 1) for m in (1, 2, 5)]
+    steps = (1, 2, 5) if hi - lo <= 2 else (1,)  # over many decades, powers of ten only
+    ticks = [m * 10.0**k for k in range(lo, hi + 1) for m in steps]
     ticks = [t for t in ticks if min(vals) / 1.5 <= t <= max(vals) * 1.5]
-    return {"type": "log", "tickmode": "array", "tickvals": ticks, "ticktext": [f"{t:g}" for t in ticks]}
+    text = [f"{t:g}" if t >= 1e-3 else f"{t:.0e}".replace("e-0", "e-") for t in ticks]
+    return {"type": "log", "tickmode": "array", "tickvals": ticks, "ticktext": text}
 
 
 def _style(fig: go.Figure, title: str | None, height: int = HEIGHT, legend: bool = True) -> go.Figure:
@@ -116,9 +109,8 @@ def _style(fig: go.Figure, title: str | None, height: int = HEIGHT, legend: bool
 
 def _note(fig: go.Figure, text: str) -> None:
     """A grey message in the middle of the plot area (empty input)."""
-    fig.add_annotation(
-        text=text, xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False, font={"size": 14, "color": "#888"}
-    )
+    fig.add_annotation(text=text, xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False,
+                       font={"size": 14, "color": "#888"})  # fmt: skip
 
 
 def _pct(v: float) -> str:
@@ -136,9 +128,9 @@ def training_curves(series: Series, *, title: str | None = None) -> go.Figure:
     """One run's training loss (left axis) and test accuracy (right axis, 0..1) against the step.
 
     ``series`` is ``Store.series(run_id)``: ``{"loss": [(step, value), ...], "test_accuracy": [...]}``;
-    other names are ignored, either series may be missing or empty (the live view of a
-    run that has not logged yet shows "waiting for the first steps…").  The loss axis turns
-    logarithmic when the loss spans more than 10x.
+    other names are ignored; either may be missing or empty (a run that has not logged yet
+    shows "waiting for the first steps…").  The loss axis turns logarithmic when the loss
+    spans more than 10x; NaN values leave gaps.
     """
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     loss = list(series.get("loss") or [])
@@ -168,9 +160,8 @@ def training_curves(series: Series, *, title: str | None = None) -> go.Figure:
     if not loss and not acc:
         _note(fig, WAITING)
     fig.update_xaxes(title_text="optimizer step", rangemode="tozero")
-    fig.update_yaxes(
-        title_text="loss", title_font={"color": LOSS_COLOR}, showticklabels=bool(loss), secondary_y=False
-    )
+    fig.update_yaxes(title_text="loss", title_font={"color": LOSS_COLOR}, showticklabels=bool(loss),
+                     secondary_y=False)  # fmt: skip
     fig.update_yaxes(
         title_text="test accuracy", title_font={"color": ACCURACY_COLOR}, range=[0, 1.02], tickformat=".0%",
         tickmode="array", tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1.0], showgrid=False, secondary_y=True,
@@ -213,7 +204,7 @@ def compare_curves(
         fig.update_yaxes(range=[0, 1.02], tickformat=".0%")
     elif _wants_log(every):
         fig.update_yaxes(**_log_axis(every))
-    return _style(fig, title or _label(metric))
+    return _style(fig, title or _label(metric).capitalize())
 
 
 # -- stitch results ----------------------------------------------------------------------------
@@ -234,9 +225,9 @@ def accuracy_bars(summary: Mapping[str, Any], *, title: str | None = None) -> go
     cut_a, cut_b = summary.get("cut_a"), summary.get("cut_b")
     cut_names = f"{(cut_a or {}).get('name', '?')} → {(cut_b or {}).get('name', '?')}"
     bars = [
-        ("a", base.get("a"), "A", f"A up to its output<br>(sender cut {_cut_text(cut_a)})"),
+        ("a", base.get("a"), "A", f"A on its own<br>(sender cut {_cut_text(cut_a)})"),
         ("b", base.get("b"), "B", f"B on its own<br>(receiver cut {_cut_text(cut_b)})"),
-        ("stitched", summary.get("accuracy"), f"stitched<br><span style='font-size:11px;color:#666'>{cut_names}</span>",
+        ("stitched", summary.get("accuracy"), f"stitched<br><span style='{_SMALL}'>{cut_names}</span>",
          f"A[..{_cut_text(cut_a)}] → adapter → B[{_cut_text(cut_b)}..]"),
     ]  # fmt: skip
     fig = go.Figure()
@@ -256,7 +247,8 @@ def accuracy_bars(summary: Mapping[str, Any], *, title: str | None = None) -> go
         fig.add_trace(
             go.Scatter(
                 x=[2], y=[start], name="stitched before training", mode="markers+text",
-                marker={"symbol": "diamond", "size": 11, "color": "white", "line": {"color": "#222", "width": 2}},
+                marker={"symbol": "diamond", "size": 11, "color": "white", "line": {"color": _MARK_COLOR,
+                                                                                      "width": 2}},
                 text=[f"before training {_pct(start)}"], textposition="bottom center",
                 textfont={"color": "white", "size": 11},
                 hovertemplate="stitched before training (adapter init): accuracy %{y:.4f}<extra></extra>",
@@ -268,16 +260,15 @@ def accuracy_bars(summary: Mapping[str, Any], *, title: str | None = None) -> go
         penalty = acc_b - acc_s
     if _finite(penalty) and _finite(acc_b) and _finite(acc_s):
         # Dashed level of B carried over to the stitched bar, a bracket down to the stitched top.
-        fig.add_shape(type="line", x0=1.3, x1=2.42, y0=acc_b, y1=acc_b, line={"color": "#555", "dash": "dash"})
-        fig.add_shape(type="line", x0=2.38, x1=2.38, y0=acc_s, y1=acc_b, line={"color": "#555", "width": 2})
+        guide = {"color": "#555", "width": 1.5}
+        fig.add_shape(type="line", x0=1.3, x1=2.42, y0=acc_b, y1=acc_b, line=guide | {"dash": "dash"})
+        fig.add_shape(type="line", x0=2.38, x1=2.38, y0=acc_s, y1=acc_b, line=guide | {"width": 2})
         fig.add_annotation(
             x=2.42, y=(acc_b + acc_s) / 2, xanchor="left", showarrow=False, align="left",
             text=f"penalty<br>B − stitched<br><b>{100 * penalty:+.1f} pts</b>".replace("-", "−"),
             hovertext=f"penalty = B − stitched = {acc_b:.4f} − {acc_s:.4f} = {penalty:.4f}",
         )  # fmt: skip
-    fig.update_xaxes(
-        title_text="model", tickvals=[0, 1, 2], ticktext=[b[2] for b in bars], range=[-0.5, 3.1]
-    )
+    fig.update_xaxes(title_text="model", tickvals=[0, 1, 2], ticktext=[b[2] for b in bars], range=[-0.5, 3.1])
     fig.update_yaxes(title_text="test accuracy", range=[0, 1.05], tickformat=".0%")
     return _style(fig, title or "Stitched vs base accuracy", legend=False)
 
@@ -300,10 +291,8 @@ def per_class_bars(summary: Mapping[str, Any], *, title: str | None = None) -> g
         keep = [i for i, v in enumerate(vals) if _finite(v)]
         if not keep:
             continue
-        delta = [
-            f"<br>{100 * (vals[i] - b_vals[i]):+.1f} pts vs B" if role == "stitched" and _finite(b_vals[i]) else ""
-            for i in keep
-        ]
+        vs_b = [role == "stitched" and _finite(b_vals[i]) for i in keep]
+        delta = [f"<br>{100 * (vals[i] - b_vals[i]):+.1f} pts vs B" if v else "" for i, v in zip(keep, vs_b)]
         fig.add_trace(
             go.Bar(
                 x=[classes[i] for i in keep], y=[vals[i] for i in keep], name=ROLE_NAMES[role],
@@ -320,10 +309,6 @@ def per_class_bars(summary: Mapping[str, Any], *, title: str | None = None) -> g
 
 
 # -- networks and matrices ---------------------------------------------------------------------
-
-
-def _numel(shape: Sequence[int]) -> int:
-    return math.prod(int(s) for s in shape) if shape else 1
 
 
 def cut_diagram(
@@ -348,7 +333,7 @@ def cut_diagram(
         logger.warning("cut_diagram: marked cuts not in the list: %s", ", ".join(unknown))
     fig = go.Figure()
     labelled = len(cuts) <= CUT_LABEL_LIMIT
-    sizes = [_numel(c.get("shape") or ()) for c in cuts]
+    sizes = [math.prod(int(s) for s in c.get("shape") or ()) for c in cuts]  # values per example
     layouts = [str(c.get("layout", "?")) for c in cuts]
     order = list(LAYOUT_COLORS) + sorted(set(layouts) - set(LAYOUT_COLORS))
     for layout in order:
@@ -381,8 +366,13 @@ def cut_diagram(
             )
         )  # fmt: skip
     for i in hit:
+        # Thin bars near an edge: the caption grows inwards so it is not clipped.
+        edge = i / len(cuts)
+        side = "center" if labelled else "left" if edge < 0.15 else "right" if edge > 0.85 else "center"
+        cap = f"<b>{captions[names[i]]}</b>"
+        text = {"left": f"▼ {cap}", "right": f"{cap} ▼"}.get(side, f"{cap}<br>▼")
         fig.add_annotation(
-            x=i, y=1, yref="paper", yanchor="bottom", text=f"<b>{captions[names[i]]}</b> ▼", showarrow=False,
+            x=i, y=1, yref="paper", yanchor="bottom", xanchor=side, text=text, showarrow=False,
             font={"color": _MARK_COLOR, "size": 12},
         )  # fmt: skip
     if not cuts:
@@ -394,10 +384,11 @@ def cut_diagram(
     else:
         fig.update_xaxes(title_text="cut index (execution order; names on hover)")
     fig.update_xaxes(range=[-0.6, max(len(cuts), 1) - 0.4], showgrid=False, zeroline=False)
-    fig.update_yaxes(title_text="activation size<br>(values per example)", type="log", range=[0, top], dtick=1,
-                     tickformat="~s")  # fmt: skip
+    fig.update_yaxes(title_text="activation size<br>(values per example)", type="log", range=[0, top],
+                     dtick=1, tickformat="~s")  # fmt: skip
     fig = _style(fig, title, height=340)
-    fig.update_layout(margin={"t": 96 if title else 72})
+    # Legend one row above the captions of the marked cuts, so a marked last cut never hides under it.
+    fig.update_layout(margin={"t": 110 if title else 86}, legend={"y": 1.16})
     return fig
 
 
@@ -460,7 +451,8 @@ def heatmap(
         return {"tickvals": keep, "ticktext": [names[i] for i in keep]}
 
     fig.update_xaxes(title_text=col_label, showgrid=False, zeroline=False, **ticks(cols_s))
-    fig.update_yaxes(title_text=row_label, showgrid=False, zeroline=False, autorange="reversed", **ticks(rows_s))
+    fig.update_yaxes(title_text=row_label, showgrid=False, zeroline=False, **ticks(rows_s))
+    fig.update_yaxes(autorange="reversed")  # rows[0] at the top: senders read downwards in execution order
     height = int(min(900, max(320, 160 + 26 * len(rows))))
     return _style(fig, title, height=height, legend=False)
 
@@ -482,7 +474,7 @@ def penalty_vs_depth(
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for p in points:
         if _finite(p.get(x)) and _finite(p.get(y)):
-            groups.setdefault(str(p.get(group, "")), []).append(p)
+            groups.setdefault("" if p.get(group) is None else str(p[group]), []).append(p)
     fig = go.Figure()
     for i, (name, pts) in enumerate(groups.items()):
         pts = sorted(pts, key=lambda p: p[x])
@@ -492,9 +484,8 @@ def penalty_vs_depth(
                 x=[p[x] for p in pts], y=[p[y] for p in pts], name=name or "(no label)", mode="lines+markers",
                 line={"color": color, "width": 2}, marker={"color": color, "size": 8},
                 customdata=[str(p.get("cut", p.get("name", ""))) for p in pts],
-                hovertemplate=(
-                    f"{name}<br>%{{customdata}}<br>{_label(x)} %{{x:.4g}}<br>{_label(y)} %{{y:.6g}}<extra></extra>"
-                ),
+                hovertemplate=f"{name}<br>%{{customdata}}<br>{_label(x)} %{{x:.4g}}<br>"
+                f"{_label(y)} %{{y:.6g}}<extra></extra>",
             )
         )  # fmt: skip
     if not fig.data:
@@ -502,5 +493,5 @@ def penalty_vs_depth(
     if "penalty" in y:
         fig.add_hline(y=0, line={"color": "#999", "width": 1})
     fig.update_xaxes(title_text=_label(x))
-    fig.update_yaxes(title_text=_label(y))
-    return _style(fig, title or f"{_label(y)} vs {_label(x)}")
+    fig.update_yaxes(title_text=_label(y) + (" (B − stitched)" if y == "penalty" else ""))
+    return _style(fig, title or f"{_label(y)} vs {_label(x)}".capitalize())

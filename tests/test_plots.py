@@ -1,0 +1,277 @@
+"""Tests for stitchcore.plots: traces, axes, colours and edge inputs of every figure builder."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+
+import plotly.graph_objects as go
+import plotly.io as pio
+import pytest
+
+from stitchcore import plots
+from stitchcore.plots import ROLE_COLORS
+
+DIGIT_CUTS = [
+    {"name": "block1", "shape": [16, 4, 4], "layout": "map", "depth": 0.2},
+    {"name": "block2", "shape": [32, 2, 2], "layout": "map", "depth": 0.4},
+    {"name": "flatten", "shape": [128], "layout": "vector", "depth": 0.6},
+    {"name": "fc1", "shape": [64], "layout": "vector", "depth": 0.8},
+    {"name": "fc2", "shape": [32], "layout": "vector", "depth": 1.0},
+]
+SERIES = {
+    "loss": [(5, 2.1), (10, 1.7), (15, 0.9), (20, 0.12)],
+    "test_accuracy": [(0, 0.31), (22, 0.93)],
+    "lr": [(5, 0.01)],
+}
+SUMMARY = {
+    "accuracy": 0.9311, "base": {"a": 0.9583, "b": 0.9611}, "penalty": 0.03, "start_accuracy": 0.8,
+    "per_class": [0.95, None, 0.9], "per_class_base": {"a": [0.98, 0.99, 0.95], "b": [0.97, 1.0, None]},
+    "classes": ["0", "1", "2"], "params": 544, "flops": 8704, "lstsq_residual": 0.21,
+    "cut_a": DIGIT_CUTS[0], "cut_b": DIGIT_CUTS[1], "history": [], "seconds": 1.0,
+}  # fmt: skip
+
+
+def _check(fig: go.Figure) -> dict:
+    """Every figure: a Figure, JSON-serialisable, house template, titled axes."""
+    assert isinstance(fig, go.Figure)
+    data = json.loads(fig.to_json())
+    assert fig.layout.template == pio.templates[plots.TEMPLATE]
+    assert fig.layout.xaxis.title.text
+    assert fig.layout.yaxis.title.text
+    assert fig.layout.height and 250 <= fig.layout.height <= 900
+    return data
+
+
+def _notes(fig: go.Figure) -> list[str]:
+    return [a.text for a in fig.layout.annotations]
+
+
+# -- training_curves ---------------------------------------------------------------------------
+
+
+def test_training_curves_two_axes_and_log_loss():
+    fig = plots.training_curves(SERIES, title="run")
+    _check(fig)
+    loss, acc = fig.data
+    assert (loss.name, acc.name) == ("loss", "test accuracy")
+    assert list(loss.x) == [5, 10, 15, 20] and list(acc.y) == [0.31, 0.93]
+    assert loss.yaxis == "y" and acc.yaxis == "y2"
+    assert fig.layout.yaxis.type == "log"  # 2.1 / 0.12 > 10x
+    assert fig.layout.yaxis2.title.text == "test accuracy" and tuple(fig.layout.yaxis2.range) == (0, 1.02)
+    assert fig.layout.xaxis.title.text == "optimizer step"
+    assert "step" in loss.hovertemplate and "%{y" in acc.hovertemplate
+    assert fig.layout.title.text == "run"
+
+
+def test_training_curves_log_ticks_thin_out_over_many_decades():
+    fig = plots.training_curves({"loss": [(5, 2.3), (10, 0.01), (15, 7e-6)]})
+    ticks = list(fig.layout.yaxis.ticktext)
+    assert ticks == ["1e-5", "1e-4", "0.001", "0.01", "0.1", "1"]  # powers of ten, written in full
+    narrow = plots.training_curves(SERIES)
+    assert list(narrow.layout.yaxis.ticktext) == ["0.1", "0.2", "0.5", "1", "2"]
+
+
+def test_training_curves_linear_when_narrow_and_nan_is_a_gap():
+    fig = plots.training_curves({"loss": [(5, 1.0), (10, math.nan), (15, 0.5)]})
+    _check(fig)
+    assert fig.layout.yaxis.type != "log"
+    assert list(fig.data[0].y) == [1.0, None, 0.5]
+
+
+@pytest.mark.parametrize("series", [{}, {"loss": [], "test_accuracy": []}])
+def test_training_curves_empty_waits(series):
+    fig = plots.training_curves(series)
+    _check(fig)
+    assert len(fig.data) == 0
+    assert plots.WAITING in _notes(fig)
+
+
+def test_training_curves_single_series_and_single_point():
+    only_acc = plots.training_curves({"test_accuracy": [(0, 0.3)]})
+    _check(only_acc)
+    assert [t.name for t in only_acc.data] == ["test accuracy"] and "markers" in only_acc.data[0].mode
+    one = plots.training_curves({"loss": [(5, 2.2)]})
+    _check(one)
+    assert one.data[0].mode == "markers"  # a lone point must be visible
+    assert plots.WAITING not in _notes(one)
+
+
+# -- compare_curves ----------------------------------------------------------------------------
+
+
+def test_compare_curves_one_trace_per_run_with_stable_colours():
+    runs = [("seed 0", SERIES), ("empty", {}), ("seed 2", {"loss": [(5, 2.0), (10, 1.0)]})]
+    fig = plots.compare_curves(runs)
+    _check(fig)
+    assert [t.name for t in fig.data] == ["seed 0", "seed 2"]
+    assert fig.data[1].line.color == plots.RUN_COLORS[2]  # colour by position, not by drawn order
+    assert fig.layout.yaxis.title.text == "loss"
+    acc = plots.compare_curves(runs, "test_accuracy")
+    _check(acc)
+    assert acc.layout.yaxis.tickformat == ".0%" and [t.name for t in acc.data] == ["seed 0"]
+
+
+def test_compare_curves_empty():
+    fig = plots.compare_curves([], metric="loss")
+    _check(fig)
+    assert fig.data == () and any("no loss" in n for n in _notes(fig))
+
+
+# -- accuracy_bars / per_class_bars ------------------------------------------------------------
+
+
+def test_accuracy_bars_roles_colours_and_penalty():
+    fig = plots.accuracy_bars(SUMMARY)
+    _check(fig)
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert [t.name for t in bars] == ["A", "B", "stitched"]
+    assert [t.marker.color for t in bars] == [ROLE_COLORS["a"], ROLE_COLORS["b"], ROLE_COLORS["stitched"]]
+    assert [t.y[0] for t in bars] == [0.9583, 0.9611, 0.9311]
+    assert any("+3.0 pts" in n for n in _notes(fig))
+    assert any(t.type == "scatter" and t.y[0] == 0.8 for t in fig.data)  # before-training marker
+
+
+def test_accuracy_bars_penalty_computed_negative_and_missing_base():
+    s = dict(SUMMARY, accuracy=0.97, penalty=None, start_accuracy=None)
+    fig = plots.accuracy_bars(s)
+    _check(fig)
+    assert any("−0.9 pts" in n for n in _notes(fig))  # B − stitched = 0.9611 − 0.97
+    partial = plots.accuracy_bars({"accuracy": 0.5, "base": {"a": None, "b": None}})
+    _check(partial)
+    assert [t.name for t in partial.data] == ["stitched"] and not _notes(partial)
+
+
+def test_per_class_bars_skips_none():
+    fig = plots.per_class_bars(SUMMARY)
+    data = _check(fig)
+    by = {t.name: t for t in fig.data}
+    assert list(by) == ["A", "B", "stitched"]
+    assert list(by["stitched"].x) == ["0", "2"] and list(by["B"].x) == ["0", "1"]
+    assert by["stitched"].marker.color == ROLE_COLORS["stitched"]
+    assert fig.layout.barmode == "group" and fig.layout.xaxis.title.text == "class"
+    assert "pts vs B" in by["stitched"].customdata[0]
+    assert data["layout"]["xaxis"]["type"] == "category"  # class "0" stays a label
+
+
+def test_per_class_bars_without_classes_or_values():
+    fig = plots.per_class_bars({"per_class": [0.5, 0.7], "per_class_base": {}})
+    _check(fig)
+    assert list(fig.data[0].x) == ["0", "1"]
+    empty = plots.per_class_bars({"per_class": [None, None]})
+    _check(empty)
+    assert empty.data == () and _notes(empty)
+
+
+# -- cut_diagram -------------------------------------------------------------------------------
+
+
+def test_cut_diagram_digits_labels_layouts_and_marks():
+    fig = plots.cut_diagram(DIGIT_CUTS, marked={"block1": "sender", "fc1": "receiver"}, title="cnn")
+    _check(fig)
+    boxes = {t.name: t for t in fig.data if t.showlegend is not False}
+    assert list(boxes) == ["map (C×H×W)", "vector (D)"]
+    assert list(boxes["map (C×H×W)"].x) == [0, 1] and list(boxes["vector (D)"].x) == [2, 3, 4]
+    assert list(boxes["map (C×H×W)"].y) == [256, 128]
+    assert list(boxes["map (C×H×W)"].text) == ["16×4×4", "32×2×2"]
+    assert list(fig.layout.xaxis.ticktext) == [c["name"] for c in DIGIT_CUTS]
+    assert fig.layout.yaxis.type == "log"
+    outline = [t for t in fig.data if t.showlegend is False]
+    assert len(outline) == 1 and list(outline[0].x) == [0, 3]
+    assert {"sender", "receiver"} <= {n.replace("<b>", "").split("<")[0] for n in _notes(fig)}
+
+
+def test_cut_diagram_many_cuts_hover_only(caplog):
+    cuts = [
+        {"name": f"blocks.{i}", "shape": [196, 384] if i % 2 else [14, 14, 384],
+         "layout": "tokens" if i % 2 else "map_nhwc", "depth": (i + 1) / 60}
+        for i in range(60)
+    ]  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="stitchcore.plots"):
+        fig = plots.cut_diagram(cuts, marked=["blocks.59", "nope"])
+    _check(fig)
+    assert "nope" in caplog.text
+    assert all(t.text is None for t in fig.data)
+    assert fig.layout.xaxis.ticktext is None and "hover" in fig.layout.xaxis.title.text
+    assert sum(len(t.x) for t in fig.data if t.showlegend is not False) == 60
+    assert all("%{customdata[0]}" in t.hovertemplate for t in fig.data if t.showlegend is not False)
+    assert [a.xanchor for a in fig.layout.annotations] == ["right"]  # last cut: caption grows inwards
+
+
+def test_cut_diagram_empty():
+    fig = plots.cut_diagram([])
+    _check(fig)
+    assert "no cuts" in _notes(fig)
+
+
+# -- heatmap -----------------------------------------------------------------------------------
+
+
+def test_heatmap_orientation_blanks_and_hover():
+    rows, cols = ["block1", "block2"], ["0", "1", "fc2"]
+    fig = plots.heatmap([[0.9, None, 0.1], [0.5, math.nan, 0.2]], rows, cols, title="acc")
+    _check(fig)
+    hm = fig.data[0]
+    assert fig.layout.yaxis.autorange == "reversed"  # rows[0] at the top
+    assert list(hm.y) == [0, 1] and list(fig.layout.yaxis.ticktext) == rows
+    assert list(fig.layout.xaxis.ticktext) == cols  # names like "0" stay labels
+    assert hm.z[0][1] is None and hm.z[1][1] is None and hm.hoverongaps is False
+    assert tuple(hm.customdata[0][2]) == ("block1", "fc2")
+    assert "sender (A)" in hm.hovertemplate and "receiver (B)" in hm.hovertemplate
+    assert fig.layout.yaxis.title.text == "sender (A)" and fig.layout.xaxis.title.text == "receiver (B)"
+    assert hm.texttemplate == "%{z:.2f}"
+
+
+def test_heatmap_diverging_symmetric():
+    fig = plots.heatmap([[0.3, -0.1], [0.05, 0.0]], ["a", "b"], ["c", "d"], title="debiased", diverging=True)
+    _check(fig)
+    hm = fig.data[0]
+    assert hm.zmid == 0 and hm.zmin == -hm.zmax and hm.zmax == pytest.approx(0.3)
+    given = plots.heatmap([[0.3]], ["a"], ["c"], title="t", diverging=True, zmin=-0.1, zmax=0.5).data[0]
+    assert (given.zmin, given.zmax) == (-0.5, 0.5)
+    plain = plots.heatmap([[0.3]], ["a"], ["c"], title="t", zmin=0, zmax=1).data[0]
+    assert (plain.zmin, plain.zmax) == (0, 1) and plain.zmid is None
+
+
+def test_heatmap_large_thins_ticks_and_drops_cell_text():
+    names = [f"blocks.{i}" for i in range(60)]
+    fig = plots.heatmap([[0.5] * 60 for _ in range(60)], names, names, title="swin")
+    _check(fig)
+    assert fig.data[0].texttemplate is None
+    assert len(fig.layout.xaxis.tickvals) <= plots.TICK_LIMIT and fig.layout.yaxis.ticktext[0] == "blocks.0"
+
+
+def test_heatmap_bad_shape_and_empty():
+    with pytest.raises(ValueError, match="expected 2 rows x 2 columns"):
+        plots.heatmap([[1.0, 2.0]], ["a", "b"], ["c", "d"], title="t")
+    fig = plots.heatmap([[None]], ["a"], ["b"], title="t", diverging=True)
+    _check(fig)
+    assert "no values yet" in _notes(fig)
+
+
+# -- penalty_vs_depth --------------------------------------------------------------------------
+
+
+def test_penalty_vs_depth_groups_sorted():
+    pts = [
+        {"label": "s0→s1", "depth": 0.6, "penalty": 0.02, "cut": "flatten"},
+        {"label": "s0→s1", "depth": 0.2, "penalty": 0.01, "cut": "block1"},
+        {"label": "random", "depth": 0.2, "penalty": 0.5},
+        {"label": "random", "depth": 0.4, "penalty": None},
+    ]
+    fig = plots.penalty_vs_depth(pts)
+    _check(fig)
+    assert [t.name for t in fig.data] == ["s0→s1", "random"]
+    assert list(fig.data[0].x) == [0.2, 0.6] and list(fig.data[0].customdata) == ["block1", "flatten"]
+    assert list(fig.data[1].y) == [0.5]
+    assert fig.layout.xaxis.title.text == "depth" and fig.layout.yaxis.title.text.startswith("penalty")
+    other = plots.penalty_vs_depth([{"g": 1, "x": 1, "loss": 2.0}], x="x", y="loss", group="g")
+    _check(other)
+    assert other.layout.yaxis.title.text == "loss" and other.data[0].name == "1"
+
+
+def test_penalty_vs_depth_empty():
+    fig = plots.penalty_vs_depth([])
+    _check(fig)
+    assert fig.data == () and _notes(fig)
