@@ -48,6 +48,14 @@ class Preprocess:
         std = torch.tensor(self.std, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
         return (x - mean) / std
 
+    def describe(self) -> str:
+        """Short human form: 'resize 32x32 · 3 ch · mean 0.49,0.48,0.45 · std 0.25,0.24,0.26'."""
+        size = f"resize {self.size[0]}x{self.size[1]}" if self.size else "native size"
+        chans = f"{self.channels} ch" if self.channels else "data channels"
+        mean = ",".join(f"{v:.3g}" for v in self.mean)
+        std = ",".join(f"{v:.3g}" for v in self.std)
+        return f"{size} · {chans} · mean {mean} · std {std}"
+
     def to_dict(self) -> dict:
         """JSON-ready dict (tuples become lists)."""
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
