@@ -248,7 +248,7 @@ class JobRunner:
                 if self._closed:
                     raise StitchError("the job runner is shut down; start a new one")
                 live = self._jobs.get(run_id)
-                if False:
+                if live is not None and live.state in ("queued", "running"):
                     return live.snapshot()
             hit = None if rerun else self.store.lookup_done(run_id)
             now = time.time()

@@ -124,8 +124,9 @@ def run_experiment(
         if hit is not None:
             return RunOutcome(hit, True, time.perf_counter() - t0)
     label = spec.label() if hasattr(spec, "label") else kind
+    target = pick_device(device)  # a bad device fails before any row is written
     store.begin(run_id, kind, spec_dict, label=label)
-    ctx = RunContext(run_id, store, pick_device(device), cancel or threading.Event(), progress)
+    ctx = RunContext(run_id, store, target, cancel or threading.Event(), progress)
     try:
         summary = fn(spec, ctx)
     except Cancelled as exc:
