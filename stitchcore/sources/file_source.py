@@ -82,14 +82,18 @@ def _read_torch(path: Path) -> Any:
             return torch.load(str(path), map_location="cpu", weights_only=True)
     except Exception as e:  # the weights-only unpickler raises many types for bad input
         text = str(e)
-        if "Weights only load failed" in text:
-            found = re.search(r"GLOBAL ([\w.]+)|safe_globals\(\[([\w.]+)\]\)", text)
+        found = re.search(r"GLOBAL ([\w.]+)|safe_globals\(\[([\w.]+)\]\)", text)
+        with open(path, "rb") as fh:
+            is_pickle = fh.read(1) == b"\x80"  # a bare pickle (protocol 2+) rather than a torch zip
+        if "Weights only load failed" in text and (found or is_pickle):  # pickled Python objects
             named = f" (it names {found.group(1) or found.group(2)})" if found else ""
             raise CheckpointError(
                 f"{path} holds pickled Python objects, not only tensors{named}, and is refused for safety; "
                 "re-save it with torch.save(model.state_dict(), path) or as .safetensors"
             ) from e
-        reason = text.splitlines()[0][:120] if text else type(e).__name__
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        # torch's weights-only errors start with a long preamble; their last line says what broke
+        reason = (lines[-1] if "Weights only load failed" in text else lines[0])[:120] if lines else type(e).__name__
         raise CheckpointError(
             f"{path} is truncated or not a PyTorch checkpoint ({reason}); re-save or re-download it"
         ) from e
