@@ -91,9 +91,9 @@ def _read_torch(path: Path) -> Any:
                 f"{path} holds pickled Python objects, not only tensors{named}, and is refused for safety; "
                 "re-save it with torch.save(model.state_dict(), path) or as .safetensors"
             ) from e
-        lines = [line.strip() for line in text.splitlines() if line.strip()]
-        # torch's weights-only errors start with a long preamble; their last line says what broke
-        reason = (lines[-1] if "Weights only load failed" in text else lines[0])[:120] if lines else type(e).__name__
+        # torch's weights-only errors wrap the real cause ("Unsupported operand 149") in a long preamble
+        cause = re.search(r"WeightsUnpickler error:\s*(.+)", text)
+        reason = (cause.group(1) if cause else text.splitlines()[0] if text else type(e).__name__)[:120]
         raise CheckpointError(
             f"{path} is truncated or not a PyTorch checkpoint ({reason}); re-save or re-download it"
         ) from e
