@@ -1,16 +1,26 @@
-"""StitchLab web app entry point (router only; pages live in pages/)."""
+"""StitchLab web app: the router (pages live in views/), sidebar job monitor and device.
+
+The folder is not called pages/: with a pages/ folder, Streamlit 1.67 serves a deep link
+(/stitch?run=ID) on a freshly started server as the bare page file, skipping this router.
+"""
 
 import streamlit as st
 
-st.set_page_config(page_title="StitchLab", page_icon="🧵", layout="wide")
+import ui
 
+st.set_page_config(page_title="StitchLab", page_icon="🧵", layout="wide")  # pages repeat it (ui.page_setup)
 
-def home() -> None:
-    st.title("StitchLab")
-    st.write(
-        "Model stitching workbench. The web pages are being built; meanwhile use the "
-        "command line: `python -m stitchcore --help`."
-    )
+PAGES = [
+    st.Page("views/home.py", title="Home", icon=":material/home:", url_path="home", default=True),
+    st.Page("views/models.py", title="Models", icon=":material/neurology:", url_path="models"),
+    st.Page("views/stitch.py", title="Stitch", icon=":material/cable:", url_path="stitch"),
+    st.Page("views/results.py", title="Results", icon=":material/table_chart:", url_path="results"),
+]
 
-
-st.navigation([st.Page(home, title="Home", default=True)]).run()
+page = st.navigation(PAGES)
+ui.follow_deep_link(page.url_path)
+with st.sidebar:
+    if ui.viewer_mode():
+        st.info("Viewer mode: results only, no new jobs.")
+    ui.job_monitor()
+page.run()

@@ -97,6 +97,17 @@ class ZooRecipe:
         base = ZooRecipe(arch=self.arch, dataset=self.dataset, seed=self.seed, optimizer=self.optimizer)
         return base == self
 
+    def label(self) -> str:
+        """Human label for run lists: 'train cnn on digits (seed 0, sgd, 20 epochs, drop 3)'."""
+        extras = [f"seed {self.seed}", self.optimizer, f"{self.epochs} epochs"]
+        if self.relabel:
+            extras.append(f"relabel {self.relabel[0]}->{self.relabel[1]}")
+        if self.drop_class is not None:
+            extras.append(f"drop {self.drop_class}")
+        if self.l1 or self.prune_fraction:
+            extras.append("L1/pruned")
+        return f"train {self.arch} on {self.dataset} ({', '.join(extras)})"
+
     def short_name(self) -> str:
         """Readable part of the zoo ref: ``cnn-digits-s0`` (``-adamw`` when not sgd)."""
         dataset = re.sub(r"[^a-z0-9]+", "", self.dataset.lower().split(":")[0])

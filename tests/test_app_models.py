@@ -1,0 +1,181 @@
+"""The Models page, driven through the real app (app.py -> views/models.py) with Streamlit's AppTest.
+
+AppTest cannot run ``run_every`` timers: a test submits, waits on the runner,
+then runs the script again and reads the rendered elements.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+import pytest
+import streamlit as st
+import torch
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # the pages import ui from the repo root
+    sys.path.insert(0, str(ROOT))
+
+import ui
+from stitchcore.archs import create_arch
+
+TRAIN = "FormSubmitter:zoo-train-Train"  # the form's submit button key
+
+
+@pytest.fixture
+def open_page(tmp_path, monkeypatch):
+    """``open_page(store_dir=None, **query)`` -> an AppTest on the Models page, with a fresh runner."""
+    monkeypatch.delenv("STITCHLAB_VIEWER", raising=False)
+    started = []
+
+    def _open(store_dir: Path | None = None, **query: str) -> AppTest:
+        monkeypatch.setenv("STITCHLAB_STORE", str(store_dir or tmp_path / "store"))
+        st.cache_resource.clear()
+        started.append(True)
+        if query:  # a permalink: open the page file itself with its URL query
+            at = AppTest.from_file(str(ROOT / "views" / "models.py"), default_timeout=60)
+            at.query_params.update(query)
+            return at.run()
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+        return at.switch_page("views/models.py").run()
+
+    yield _open
+    if started:
+        ui.get_runner().shutdown()
+        ui.get_store().close()
+    st.cache_resource.clear()
+
+
+def errors(at: AppTest) -> list[str]:
+    return [e.value for e in at.error]
+
+
+def metric(at: AppTest, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)
+
+
+def cut_names(at: AppTest) -> list[str]:
+    table = next(d.value for d in at.dataframe if "layout" in d.value.columns)
+    return list(table["name"])
+
+
+def inspect(at: AppTest, ref: str) -> AppTest:
+    at.text_input(key="ref_text").input(ref)
+    return at.button(key="inspect").click().run()
+
+
+def upload(at: AppTest, name: str, data: bytes, arch: str = "", options: str = "") -> AppTest:
+    at.file_uploader(key="upload").upload(name, data)
+    at.text_input(key="upload_arch").input(arch)
+    at.text_input(key="upload_opts").input(options)
+    at.run()  # the button is enabled once a file is there
+    return at.button(key="upload_go").click().run()
+
+
+def state_dict_bytes(model: torch.nn.Module) -> bytes:
+    buf = io.BytesIO()
+    torch.save(model.state_dict(), buf)
+    return buf.getvalue()
+
+
+def test_train_via_form_shows_finished_card_then_cache_hit(open_page):
+    at = open_page()
+    assert not at.exception and not errors(at)
+    at.button(key=TRAIN).click().run()
+    run_id = at.query_params["run"][0] if isinstance(at.query_params["run"], list) else at.query_params["run"]
+    snap = ui.get_runner().wait(run_id, timeout=120)
+    assert snap.state == "done", snap.error
+    at.run()
+    assert not at.exception
+    assert any("zoo:cnn-digits-s0" in m.value for m in at.markdown)
+    assert float(metric(at, "Test accuracy").rstrip("%")) > 80
+    # the same recipe again: shown at once from the store, and offered in the inspect picker
+    at.button(key=TRAIN).click().run()
+    assert any("already trained" in s.value.lower() for s in at.success)
+    assert "zoo:cnn-digits-s0" in at.selectbox(key="zoo_pick").options
+
+
+def test_inspect_zoo_ref_lists_cuts_and_base_accuracy(open_page, trained_store):
+    store, refs = trained_store
+    at = open_page(store.root)
+    at.selectbox(key="zoo_pick").select(refs[0]).run()  # the picker fills the text box
+    assert at.text_input(key="ref_text").value == refs[0]
+    at.button(key="inspect").click().run()
+    assert not at.exception and not errors(at)
+    assert cut_names(at) == ["block1", "block2", "flatten", "fc1", "fc2"]
+    assert metric(at, "Base accuracy").endswith("%")
+    assert at.query_params["ref"] in (refs[0], [refs[0]])
+
+
+def test_ref_permalink_reproduces_the_view(open_page, trained_store):
+    store, refs = trained_store
+    at = open_page(store.root, ref=refs[1])
+    assert not at.exception and not errors(at)
+    assert cut_names(at)[0] == "block1"
+    assert at.text_input(key="ref_text").value == refs[1]
+
+
+def test_inspect_timm_model(open_page):
+    at = inspect(open_page(), "timm:resnet18?pretrained=false")
+    assert not at.exception and not errors(at)
+    assert "layer4.1" in cut_names(at)
+    assert metric(at, "Input shape") == "3 × 224 × 224"
+
+
+@pytest.mark.parametrize(
+    ("ref", "fix"),
+    [
+        ("tim:resnet18", "did you mean timm:"),
+        ("resnet18", "timm:resnet18"),
+        ("zoo:cnn-digits-s7", "--seed 7"),
+    ],
+)
+def test_invalid_ref_shows_the_fix_and_page_keeps_working(open_page, ref, fix):
+    at = inspect(open_page(), ref)
+    assert not at.exception
+    assert len(errors(at)) == 1 and fix in errors(at)[0]
+    assert "layer4.1" not in str([d.value for d in at.dataframe])
+    assert at.button(key=TRAIN)  # the rest of the page still renders
+
+
+def test_garbage_upload_is_an_error_not_a_crash(open_page):
+    at = upload(open_page(), "garbage.pt", b"this is not a checkpoint", arch="zoo:cnn")
+    assert not at.exception
+    assert len(errors(at)) == 1 and "not a PyTorch checkpoint" in errors(at)[0]
+
+
+def test_mismatched_state_dict_upload_names_the_mismatch(open_page):
+    at = upload(open_page(), "mlp.pt", state_dict_bytes(create_arch("mlp")), arch="zoo:cnn")
+    assert not at.exception
+    assert len(errors(at)) == 1 and "does not fit zoo:cnn" in errors(at)[0]
+
+
+def test_bad_options_json_is_an_error(open_page):
+    at = upload(open_page(), "cnn.pt", state_dict_bytes(create_arch("cnn")), arch="zoo:cnn", options="{oops")
+    assert len(errors(at)) == 1 and "valid JSON" in errors(at)[0]
+
+
+def test_good_upload_becomes_a_file_ref(open_page, tmp_path):
+    model = create_arch("cnn", channels=[8, 16], num_classes=3)
+    at = upload(
+        open_page(),
+        "my cnn.pth",
+        state_dict_bytes(model),
+        arch="zoo:cnn",
+        options='{"channels": [8, 16], "num_classes": 3}',
+    )
+    assert not at.exception and not errors(at)
+    assert cut_names(at) == ["block1", "block2", "flatten", "fc1", "fc2"]
+    ref = at.text_input(key="ref_text").value
+    assert ref.startswith(f"file:{tmp_path / 'store' / 'uploads'}/") and "-my_cnn.pth?arch=zoo:cnn" in ref
+    assert metric(at, "Classes") == "3"
+
+
+def test_viewer_mode_disables_training(open_page, monkeypatch):
+    monkeypatch.setenv("STITCHLAB_VIEWER", "1")
+    at = open_page()
+    assert at.button(key=TRAIN).disabled
+    assert any("Viewer mode" in c.value for c in at.caption)

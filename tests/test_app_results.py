@@ -1,0 +1,196 @@
+"""The Results page (views/results.py) driven through Streamlit's AppTest, over a real store.
+
+The store is filled once per module by real experiments (two zoo CNNs, one stitch, one
+stitch that fails with a CutError) and copied for every test, so deleting stays local.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from stitchcore.errors import CutError
+from stitchcore.experiments import run_experiment
+from stitchcore.specs import StitchSpec, ZooRecipe
+from stitchcore.store import Store, run_id_for
+
+REPO = Path(__file__).resolve().parents[1]
+STITCH = StitchSpec(a="zoo:cnn-digits-s0", b="zoo:cnn-digits-s1", cut_a="block1", cut_b="block1", epochs=1)
+BROKEN = StitchSpec(a="zoo:cnn-digits-s0", b="zoo:cnn-digits-s1", cut_a="nope", cut_b="block1", epochs=1)
+
+
+@pytest.fixture(scope="module")
+def filled_store(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    root = tmp_path_factory.mktemp("results-store")
+    with Store(root) as store:
+        ids = {f"zoo{seed}": run_experiment("zoo", ZooRecipe(seed=seed), store).record.id for seed in (0, 1)}
+        ids["stitch"] = run_experiment("stitch", STITCH, store).record.id
+        with pytest.raises(CutError):
+            run_experiment("stitch", BROKEN, store)
+        ids["failed"] = run_id_for("stitch", BROKEN.to_dict())
+    return root, ids
+
+
+@pytest.fixture(autouse=True)
+def fresh_app(monkeypatch):
+    """Each test gets its own store/runner (st.cache_resource) and leaves no worker threads behind."""
+    monkeypatch.syspath_prepend(str(REPO))  # pages import the top-level `ui` module
+    monkeypatch.delenv("STITCHLAB_VIEWER", raising=False)
+    st.cache_resource.clear()
+    yield
+    import ui
+
+    ui.get_runner().shutdown()
+    ui.get_store().close()
+    st.cache_resource.clear()
+
+
+@pytest.fixture
+def store_dir(filled_store, tmp_path, monkeypatch) -> tuple[Path, dict[str, str]]:
+    root, ids = filled_store
+    dst = tmp_path / "store"
+    shutil.copytree(root, dst)
+    monkeypatch.setenv("STITCHLAB_STORE", str(dst))
+    return dst, ids
+
+
+def results_page(run: str | None = None) -> AppTest:
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
+    at.switch_page("views/results.py")
+    if run is not None:
+        at.query_params["run"] = run
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def table(at: AppTest):
+    return at.dataframe[0].value  # the runs table is the page's first dataframe
+
+
+def pick(at: AppTest, *ids: str) -> AppTest:
+    ms = at.multiselect(key="results-pick")
+    for rid in ids:
+        ms.select(rid)
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def test_table_lists_every_run_with_status_and_metric(store_dir):
+    _, ids = store_dir
+    at = results_page()
+    df = table(at).set_index("id")
+    assert set(df.index) == set(ids.values())
+    assert df.loc[ids["failed"], "status"] == "failed"
+    assert "nope" in df.loc[ids["failed"], "error"]
+    assert (df.drop(ids["failed"])["status"] == "done").all()
+    assert df.loc[ids["zoo0"], "label"] == "zoo:cnn-digits-s0"  # a readable label, not just "zoo"
+    assert "block1" in df.loc[ids["stitch"], "label"]
+    assert 50 < df.loc[ids["zoo1"], "accuracy_pct"] <= 100
+    assert df.loc[ids["stitch"], "penalty_pts"] == pytest.approx(
+        Store(store_dir[0]).lookup(ids["stitch"]).summary["penalty"] * 100
+    )
+    assert df.loc[ids["stitch"], "duration_s"] >= 0
+    assert [b.label for b in at.get("download_button")] == ["Table as CSV"]
+
+
+def test_filters_narrow_the_table(store_dir):
+    _, ids = store_dir
+    at = results_page()
+    at.multiselect(key="results-kind").select("zoo").run()
+    assert set(table(at)["kind"]) == {"zoo"} and len(table(at)) == 2
+    at.multiselect(key="results-kind").unselect("zoo").select("stitch")
+    at.multiselect(key="results-status").select("failed").run()
+    assert list(table(at)["id"]) == [ids["failed"]]
+    at.multiselect(key="results-status").unselect("failed")
+    at.text_input(key="results-search").input("S1[BLOCK1]").run()
+    assert sorted(table(at)["id"]) == sorted([ids["stitch"], ids["failed"]])
+    at.text_input(key="results-search").input("no such run").run()
+    assert table(at).empty
+    assert any("No run matches" in c.value for c in at.caption)
+
+
+def test_permalink_opens_the_run_card(store_dir):
+    root, ids = store_dir
+    summary = Store(root).lookup(ids["stitch"]).summary
+    at = results_page(run=ids["stitch"])
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Stitched accuracy"] == f"{summary['accuracy']:.1%}"
+    assert metrics["Model B"] == f"{summary['base']['b']:.1%}"
+    assert [b.label for b in at.get("download_button")] == ["Table as CSV", "Metrics CSV", "Run JSON"]
+
+    at = results_page(run=ids["failed"])
+    assert any("This run failed" in e.value and "nope" in e.value for e in at.error)
+
+
+def test_picking_one_run_opens_it_and_sets_the_url(store_dir):
+    _, ids = store_dir
+    at = pick(results_page(), ids["zoo1"])
+    assert at.query_params["run"] == ids["zoo1"]
+    accuracy = Store(store_dir[0]).lookup(ids["zoo1"]).summary["accuracy"]
+    assert f"{accuracy:.1%}" in [m.value for m in at.metric]  # the zoo card of that run
+
+
+def test_picking_two_runs_compares_them(store_dir):
+    _, ids = store_dir
+    at = pick(results_page(), ids["zoo0"], ids["stitch"])
+    assert [s.value for s in at.subheader] == ["Compare 2 runs"]
+    assert not at.metric  # no single run card
+    assert len(at.get("plotly_chart")) == 1
+    side = at.dataframe[1].value
+    assert list(side["Status"]) == ["done", "done"] and "Accuracy" in side.columns
+    at.radio(key="results-metric").set_value("test_accuracy").run()
+    assert not at.exception
+
+
+def test_delete_needs_confirmation(store_dir):
+    root, ids = store_dir
+    at = pick(results_page(), ids["failed"])
+    assert at.button(key="results-delete").disabled  # nothing happens before the checkbox
+    at.checkbox(key=f"results-confirm-delete-{ids['failed']}").check().run()
+    assert not at.button(key="results-delete").disabled
+    pick(at, ids["zoo0"])  # a changed selection must be confirmed anew
+    assert (
+        at.button(key="results-delete").disabled and at.button(key="results-delete").label == "Delete 2 runs"
+    )
+    at.multiselect(key="results-pick").unselect(ids["zoo0"]).run()
+    assert at.button(key="results-delete").disabled  # back to one run: still asks again
+    at.checkbox(key=f"results-confirm-delete-{ids['failed']}").check().run()
+    at.button(key="results-delete").click().run()
+    assert not at.exception
+    assert ids["failed"] not in set(table(at)["id"]) and len(table(at)) == 3
+    assert Store(root).lookup(ids["failed"]) is None
+    assert any("Deleted 1 run" in s.value for s in at.success)
+    assert "run" not in at.query_params  # the deleted run is no longer linked
+
+
+def test_running_runs_cannot_be_deleted(store_dir):
+    root, _ = store_dir
+    at = results_page()  # the runner starts (and marks stale runs interrupted) before the busy run
+    Store(root).begin("busy0123456789ab", "stitch", {"a": 1}, label="busy stitch")
+    at.run()
+    at = pick(at, "busy0123456789ab")
+    assert any("can't be deleted" in w.value for w in at.warning)
+    assert not at.get("checkbox") and not any(b.key == "results-delete" for b in at.button)
+
+
+def test_viewer_mode_cannot_delete(store_dir, monkeypatch):
+    _, ids = store_dir
+    monkeypatch.setenv("STITCHLAB_VIEWER", "1")
+    at = pick(results_page(), ids["zoo0"])
+    assert any("Viewer mode" in c.value for c in at.caption)
+    assert not any(b.key == "results-delete" for b in at.button)
+
+
+def test_empty_store_links_to_the_demo(tmp_path, monkeypatch):
+    monkeypatch.setenv("STITCHLAB_STORE", str(tmp_path / "empty"))
+    at = results_page()
+    assert any("No runs in the store yet" in i.value for i in at.info)
+    links = at.get("page_link")
+    assert len(links) == 1 and "Home" in links[0].proto.label and links[0].proto.page_script_hash
+    assert not at.dataframe

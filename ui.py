@@ -1,0 +1,231 @@
+"""The one module that imports both Streamlit and stitchcore.
+
+Holds the process-wide store and job runner (``st.cache_resource``), the
+sidebar job monitor, error display, and the live run view every page shares.
+Pages turn widgets into specs and call these helpers; they never train.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+import torch
+
+from stitchcore import plots
+from stitchcore.cuts import Cut, list_cuts
+from stitchcore.device import describe_device, pick_device
+from stitchcore.jobs import JobRunner, JobSnapshot
+from stitchcore.sources import load_model
+from stitchcore.sources.loaded import LoadedModel
+from stitchcore.store import Store, resolve_store_dir
+
+__all__ = [
+    "get_store",
+    "get_runner",
+    "page_setup",
+    "load_for_display",
+    "cuts_of",
+    "viewer_mode",
+    "device_label",
+    "job_monitor",
+    "run_link",
+    "follow_deep_link",
+    "run_view",
+    "show_error",
+    "md_text",
+    "POLL_SECONDS",
+]
+
+POLL_SECONDS = 1.0  # live views redraw this often while a job runs
+PAGE_FOR_KIND = {"stitch": "stitch", "zoo": "models"}  # url_path of the page that shows a run kind
+
+
+@st.cache_resource(show_spinner=False)
+def get_store() -> Store:
+    """The results store: $STITCHLAB_STORE, else cache/ (as the CLI)."""
+    return Store(resolve_store_dir())
+
+
+@st.cache_resource(show_spinner=False)
+def get_runner() -> JobRunner:
+    """One runner per server process; every browser session sees the same jobs."""
+    return JobRunner(get_store())
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def load_for_display(ref: str) -> LoadedModel:
+    """A model loaded for display (cut lists, shapes); shared read-only, never trained."""
+    return load_model(ref, store=get_store())
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def cuts_of(ref: str) -> list[Cut]:
+    """The cut points of ``ref`` (see stitchcore.cuts.list_cuts)."""
+    m = load_for_display(ref)
+    return list_cuts(m.model, m.example_input())
+
+
+def page_setup(title: str) -> None:
+    """Every page calls this first: wide layout (set per page: Streamlit 1.67 resets the
+    entrypoint's layout when a page runs) and the browser-tab title."""
+    st.set_page_config(page_title=f"{title} · StitchLab", page_icon="🧵", layout="wide")
+
+
+def viewer_mode() -> bool:
+    """Viewer mode (``STITCHLAB_VIEWER=1``): results are shown, no jobs can be launched."""
+    return os.environ.get("STITCHLAB_VIEWER", "").lower() in ("1", "true", "yes")
+
+
+def device_label() -> str:
+    try:
+        return describe_device(pick_device())
+    except Exception as exc:  # a bad STITCHLAB_DEVICE must not take the app down
+        return f"device error: {exc}"
+
+
+def md_text(text: str) -> str:
+    """Escape Markdown so labels like ``zoo:a[block1]`` show their brackets."""
+    return "".join("\\" + ch if ch in "\\`*_{}[]<>()#+-!|~$" else ch for ch in text)
+
+
+def show_error(exc: BaseException) -> None:
+    """One red line for the user (the traceback stays in the server log)."""
+    st.error(str(exc) or type(exc).__name__, icon=":material/error:")
+
+
+def follow_deep_link(current_url_path: str) -> None:
+    """Send a permalink that landed on Home to the page it names.
+
+    On a freshly started server Streamlit does not know the pages yet when the
+    first browser asks for /stitch?run=ID, so it runs the default page (Home)
+    with the query string intact; this finishes the trip.
+    """
+    params = st.query_params.to_dict()
+    if current_url_path != "home" or not params:
+        return
+    target = None
+    if "run" in params:
+        rec = get_store().lookup(params["run"])
+        target = PAGE_FOR_KIND.get(rec.kind, "results") if rec is not None else "results"
+    elif "ref" in params:
+        target = "models"
+    elif "a" in params or "b" in params:
+        target = "stitch"
+    if target is not None:
+        st.switch_page(f"views/{target}.py", query_params=params)
+
+
+def run_link(snap: JobSnapshot) -> str:
+    """Relative URL of the page that shows this run (a permalink)."""
+    return f"{PAGE_FOR_KIND.get(snap.kind, 'results')}?run={snap.id}"
+
+
+@st.fragment(run_every=2.0)
+def job_monitor() -> None:
+    """Sidebar: running and queued jobs with progress, each a link to its run."""
+    runner = get_runner()
+    active = runner.list(active_only=True)
+    st.caption(f"Device: {device_label()} · torch {torch.__version__.split('+')[0]}")
+    if not active:
+        st.caption("No jobs running.")
+        return
+    st.markdown(f"**Jobs ({len(active)})**")
+    for snap in active[:8]:
+        st.markdown(f"[{md_text(snap.label[:48])}]({run_link(snap)})")
+        st.progress(snap.progress, text=f"{snap.state} · {snap.progress:.0%}")
+
+
+# ---------------------------------------------------------------------------- run view
+
+
+def run_view(run_id: str, *, key: str = "run") -> JobSnapshot | None:
+    """The live view of one run: progress, Stop, curves; the result card once done.
+
+    Polls with a fragment while the job is active and stops polling once it ends.
+    """
+    runner = get_runner()
+    snap = runner.get(run_id)
+    if snap is None:
+        st.error(f"No run {run_id!r} in the store at {get_store().root}. It may have been deleted.")
+        return None
+    active = not snap.is_final
+
+    @st.fragment(run_every=POLL_SECONDS if active else None)
+    def live() -> None:
+        now = runner.get(run_id) or snap
+        if active and now.is_final:
+            st.rerun()  # redraw once as a static page: polling stops
+        _draw_run(now, key)
+
+    live()
+    return snap
+
+
+def _draw_run(snap: JobSnapshot, key: str) -> None:
+    badge = {"done": ":material/check_circle:", "running": ":material/hourglass_top:",
+             "queued": ":material/schedule:", "failed": ":material/error:", "cancelled": ":material/stop_circle:",
+             "interrupted": ":material/warning:"}.get(snap.state, "")
+    st.markdown(f"#### {badge} {md_text(snap.label)}")
+    st.caption(f"run `{snap.id}` · {snap.kind} · {snap.state}" + (" · from the cache" if snap.cached else ""))
+    if not snap.is_final:
+        cols = st.columns([5, 1])
+        cols[0].progress(snap.progress, text=snap.message or snap.state)
+        if cols[1].button("Stop", key=f"{key}-stop-{snap.id}", type="secondary", disabled=viewer_mode()):
+            get_runner().cancel(snap.id)
+    elif snap.state == "failed":
+        st.error(f"This run failed: {snap.error}")
+    elif snap.state in ("cancelled", "interrupted"):
+        st.warning(f"This run was {snap.state}: {snap.error or ''}. Its curve so far is kept below.")
+    if snap.state == "done" and snap.summary:
+        if snap.kind == "stitch":
+            _stitch_card(snap.summary, key)
+        elif snap.kind == "zoo":
+            _zoo_card(snap.summary)
+    if snap.metrics or not snap.is_final:
+        st.plotly_chart(plots.training_curves(snap.metrics, title="Training curve"), key=f"{key}-curve-{snap.id}")
+    if snap.is_final:
+        _downloads(snap, key)
+
+
+def _stitch_card(s: dict[str, Any], key: str) -> None:
+    base_role = s.get("penalty_base", "b").upper()
+    c = st.columns(5)
+    c[0].metric("Stitched accuracy", f"{s['accuracy']:.1%}")
+    c[1].metric("Model A", f"{s['base']['a']:.1%}")
+    c[2].metric("Model B", f"{s['base']['b']:.1%}")
+    c[3].metric(f"Penalty ({base_role} − stitched)", f"{s['penalty'] * 100:+.1f} pts")
+    c[4].metric("Time", f"{s.get('seconds', 0):.1f} s")
+    resid = s.get("lstsq_residual")
+    st.caption(
+        f"Adapter: {s['params']:,} parameters · {s['flops']:,} FLOPs per example"
+        + (f" · lstsq residual {resid:.3f}" if resid is not None else "")
+        + f" · A[{s['cut_a']['name']}] {tuple(s['cut_a']['shape'])} → B[{s['cut_b']['name']}]"
+        f" {tuple(s['cut_b']['shape'])} · {s.get('n_train', '?')} train / {s.get('n_test', '?')} test images"
+    )
+    left, right = st.columns(2)
+    left.plotly_chart(plots.accuracy_bars(s), key=f"{key}-acc")
+    right.plotly_chart(plots.per_class_bars(s), key=f"{key}-pc")
+
+
+def _zoo_card(s: dict[str, Any]) -> None:
+    st.markdown(f"Model **`{s['ref']}`** ({s['arch']} on {s['dataset']})")
+    c = st.columns(3)
+    c[0].metric("Test accuracy", f"{s['accuracy']:.1%}")
+    c[1].metric("Parameters", f"{s['params']:,}")
+    c[2].metric("Sparsity", f"{s.get('sparsity', 0.0):.0%}")
+
+
+def _downloads(snap: JobSnapshot, key: str) -> None:
+    rows = [(name, step, value) for name, pts in snap.metrics.items() for step, value in pts]
+    csv = pd.DataFrame(rows, columns=["metric", "step", "value"]).to_csv(index=False)
+    payload = {"id": snap.id, "kind": snap.kind, "state": snap.state, "label": snap.label,
+               "summary": snap.summary, "error": snap.error, "metrics": snap.metrics}
+    c = st.columns(4)
+    c[0].download_button("Metrics CSV", csv, file_name=f"{snap.id}-metrics.csv", mime="text/csv",
+                         key=f"{key}-csv-{snap.id}")
+    c[1].download_button("Run JSON", json.dumps(payload, indent=2, default=str), file_name=f"{snap.id}.json",
+                         mime="application/json", key=f"{key}-json-{snap.id}")

@@ -1,0 +1,294 @@
+"""Models: train a zoo model from a recipe (a background job), load or upload any model and inspect its cuts.
+
+URL: ``models?run=<id>`` shows a zoo training run, ``models?ref=<ModelRef>`` an inspected model.
+"""
+
+import logging
+
+import pandas as pd
+import streamlit as st
+
+import ui
+from stitchcore import plots
+from stitchcore.archs import arch_input_kind, list_archs
+from stitchcore.data import list_datasets
+from stitchcore.errors import StitchError
+from stitchcore.model_info import UPLOAD_EXTS, describe_model, save_upload, upload_ref
+from stitchcore.refs import parse_ref
+from stitchcore.sources.zoo import list_zoo_models
+from stitchcore.specs import OPTIMIZERS, ZooRecipe
+
+log = logging.getLogger(__name__)
+
+DEFAULT = ZooRecipe()  # the form's defaults are the recipe's defaults
+REF_HELP = """Any model ref, e.g.
+`zoo:cnn-digits-s0` (a model trained here) ·
+`timm:resnet18?pretrained=false` ·
+`torchvision:resnet18?weights=none` ·
+`hf:/path/to/model_dir` ·
+`file:/path/model.pt?arch=zoo:cnn`"""
+ARCH_HELP = """What the checkpoint's weights fit: `zoo:cnn`, `zoo:mlp`, `zoo:resnet`, `timm:resnet18`,
+`torchvision:resnet18`. Leave blank for a `.safetensors` saved by StitchLab (it records its architecture)."""
+PICK_NONE = "—"
+
+
+def fail(exc: BaseException, what: str) -> None:
+    """A StitchError's own line; anything else a short note here and the traceback in the log."""
+    if isinstance(exc, StitchError):
+        ui.show_error(exc)
+    else:
+        log.exception("models page: %s failed", what)
+        first = (str(exc).splitlines() or [""])[0][:160]
+        ui.show_error(
+            RuntimeError(f"{what} failed ({type(exc).__name__}: {first}); details are in the server log")
+        )
+
+
+def optional(value):
+    """number_input gives None for an empty box; the recipe wants ints."""
+    return None if value is None else int(value)
+
+
+# ------------------------------------------------------------------------------ train
+
+
+def train_form() -> str | None:
+    """The recipe form; returns the id of the submitted run, if one was submitted now."""
+    archs = [a for a in list_archs() if arch_input_kind(a) == "image"]
+    datasets = list_datasets()
+    viewer = ui.viewer_mode()
+    with st.form("zoo-train"):
+        c = st.columns(4)
+        arch = c[0].selectbox("Architecture", archs, index=archs.index(DEFAULT.arch))
+        dataset = c[1].selectbox(
+            "Dataset",
+            datasets,
+            index=datasets.index(DEFAULT.dataset),
+            help="digits ships with scikit-learn; the others need their files under $STITCHLAB_DATA",
+        )
+        seed = c[2].number_input("Seed", min_value=0, max_value=1_000_000, value=DEFAULT.seed, step=1)
+        optimizer = c[3].selectbox(
+            "Optimizer",
+            OPTIMIZERS,
+            index=OPTIMIZERS.index(DEFAULT.optimizer),
+            help="sgd: momentum 0.9, lr 0.05 · adamw: cosine schedule, lr 2e-3",
+        )
+        c = st.columns(4)
+        epochs = c[0].number_input("Epochs", min_value=1, max_value=1000, value=DEFAULT.epochs, step=1)
+        image_size = c[1].number_input(
+            "Image size",
+            min_value=4,
+            max_value=512,
+            value=None,
+            step=1,
+            placeholder="native",
+            help="resize inputs, e.g. 32 for a ResNet on digits",
+        )
+        l1 = c[2].number_input("L1 penalty", min_value=0.0, value=DEFAULT.l1, format="%g", step=1e-5)
+        l2 = c[3].number_input("L2 penalty", min_value=0.0, value=DEFAULT.l2, format="%g", step=1e-4)
+        with st.expander("Traits and pruning"):
+            c = st.columns(5)
+            relabel_x = c[0].number_input(
+                "Relabel class X",
+                min_value=0,
+                value=None,
+                step=1,
+                placeholder="off",
+                help="trait: every training X is labelled Y",
+            )
+            relabel_y = c[1].number_input("… as class Y", min_value=0, value=None, step=1, placeholder="off")
+            drop = c[2].number_input(
+                "Drop class",
+                min_value=0,
+                value=None,
+                step=1,
+                placeholder="off",
+                help="trait: this class is never seen in training",
+            )
+            prune_every = c[3].number_input(
+                "Prune every (epochs)", min_value=0, value=0, step=1, help="magnitude pruning; 0 = never"
+            )
+            prune_fraction = c[4].number_input(
+                "Prune fraction", min_value=0.0, max_value=0.95, value=0.0, step=0.05, format="%.2f"
+            )
+        clicked = st.form_submit_button("Train", type="primary", disabled=viewer)
+    if viewer:
+        st.caption("Viewer mode: training is switched off; trained models can still be inspected below.")
+    if not clicked:
+        return None
+    try:
+        if (relabel_x is None) != (relabel_y is None):
+            raise StitchError("relabel needs both classes: fill in X and Y, or clear both")
+        recipe = ZooRecipe(
+            arch=arch,
+            dataset=dataset,
+            seed=int(seed),
+            optimizer=optimizer,
+            epochs=int(epochs),
+            image_size=optional(image_size),
+            l1=float(l1),
+            l2=float(l2),
+            relabel=None if relabel_x is None else (int(relabel_x), int(relabel_y)),
+            drop_class=optional(drop),
+            prune_every=int(prune_every),
+            prune_fraction=float(prune_fraction),
+        )
+        job = ui.get_runner().submit("zoo", recipe)
+    except Exception as exc:  # noqa: BLE001 - fail() logs the traceback of non-StitchErrors
+        fail(exc, "submitting the training run")
+        return None
+    st.query_params["run"] = job.id
+    return job.id
+
+
+def show_run(run_id: str) -> None:
+    """The live view of a zoo run (``?run=``); a recipe trained before shows at once."""
+    first = ui.get_runner().get(run_id)
+    if first is not None and first.kind == "zoo" and first.cached and first.summary:
+        st.success(f"Already trained — from the store: `{first.summary['ref']}`")
+    snap = ui.run_view(run_id, key="zoo")
+    if snap is None:
+        return
+    if snap.kind != "zoo":
+        st.page_link(
+            "views/results.py",
+            label="This run is not a zoo model: open it on Results",
+            query_params={"run": run_id},
+        )
+    ref = (snap.summary or {}).get("ref") if snap.kind == "zoo" else None
+    if ref and snap.state == "done" and st.button(f"Inspect {ref}", key="zoo-inspect"):
+        st.session_state["ref_text"] = ref
+        st.query_params["ref"] = ref
+
+
+# ------------------------------------------------------------------------------ inspect
+
+
+def pick_zoo() -> None:
+    if st.session_state.get("zoo_pick", PICK_NONE) != PICK_NONE:
+        st.session_state["ref_text"] = st.session_state["zoo_pick"]
+
+
+def choose_ref() -> str | None:
+    """The ref to inspect: a button press (typed or uploaded) this run, else ``?ref=`` from the URL."""
+    target = st.session_state.pop("pending_ref", None)  # an upload saved in the previous run
+    if target:
+        st.session_state["ref_text"] = target
+    if "ref_text" not in st.session_state:
+        st.session_state["ref_text"] = st.query_params.get("ref", "")
+    trained = [rec.summary["ref"] for rec in list_zoo_models(ui.get_store()) if rec.summary.get("ref")]
+    left, right = st.columns([3, 2])
+    left.text_input("Model ref", key="ref_text", help=REF_HELP, placeholder="zoo:cnn-digits-s0")
+    right.selectbox(
+        "… or a trained zoo model",
+        [PICK_NONE, *trained],
+        key="zoo_pick",
+        on_change=pick_zoo,
+        help="models trained above (or by the CLI) in this store",
+    )
+    if st.button("Inspect", type="primary", key="inspect"):
+        target = st.session_state["ref_text"].strip() or None
+        if target is None:
+            ui.show_error(
+                StitchError(
+                    "type a model ref first, e.g. zoo:cnn-digits-s0 or timm:resnet18?pretrained=false"
+                )
+            )
+    with st.expander("Upload a checkpoint (.pt, .pth, .safetensors)"):
+        viewer = ui.viewer_mode()
+        up = st.file_uploader(
+            "Checkpoint",
+            type=[e.lstrip(".") for e in UPLOAD_EXTS],
+            key="upload",
+            disabled=viewer,
+            help="read with torch.load(weights_only=True) or safetensors: no pickled code runs",
+        )
+        c = st.columns(2)
+        arch = c[0].text_input(
+            "Checkpoint architecture",
+            key="upload_arch",
+            placeholder="zoo:cnn",
+            help=ARCH_HELP,
+            disabled=viewer,
+        )
+        options = c[1].text_input(
+            "Architecture options (JSON)",
+            key="upload_opts",
+            disabled=viewer,
+            placeholder='{"num_classes": 10}',
+            help='e.g. {"channels": [16, 32]} for zoo:cnn, {"num_classes": 10} for timm / torchvision',
+        )
+        if viewer:
+            st.caption("Viewer mode: uploads are switched off.")
+        if st.button("Load upload", key="upload_go", disabled=viewer or up is None):
+            try:
+                path = save_upload(ui.get_store(), up.name, up.getvalue())
+                st.session_state["pending_ref"] = upload_ref(path, arch, options)
+            except Exception as exc:  # noqa: BLE001 - fail() logs the traceback of non-StitchErrors
+                fail(exc, "saving the upload")
+            else:
+                st.rerun()  # the text box shows the upload's file: ref, then it is inspected
+    return target or st.query_params.get("ref") or None
+
+
+def inspect(text: str) -> None:
+    """Load ``text`` (cached per canonical ref), then show its summary, cut table and cut diagram."""
+    try:
+        ref = str(parse_ref(text))
+        with st.spinner(f"Loading {ref} …"):
+            loaded = ui.load_for_display(ref)
+            cuts = ui.cuts_of(ref)
+    except Exception as exc:  # noqa: BLE001 - fail() logs the traceback of non-StitchErrors
+        fail(exc, f"loading {text}")
+        return
+    st.query_params["ref"] = ref  # the link reproduces this view
+    info = describe_model(loaded)
+    st.markdown(f"#### `{ref}`")
+    c = st.columns(4)
+    c[0].metric("Parameters", f"{info['params']:,}")
+    c[1].metric("Input shape", " × ".join(str(d) for d in info["input_shape"]))
+    c[2].metric("Classes", info["num_classes"] if info["num_classes"] is not None else "—")
+    c[3].metric(
+        "Base accuracy",
+        f"{info['accuracy']:.1%}" if info["accuracy"] is not None else "unknown",
+        help="stored test accuracy (zoo models); other sources are scored on the Stitch page",
+    )
+    names = info["class_names"]
+    shown = ", ".join(names[:12]) + (f", … ({len(names)} in all)" if len(names) > 12 else "")
+    st.markdown(
+        f"**Architecture** `{info['arch']}` · **Input** {info['input_kind']} · "
+        f"**Dataset** {info['dataset'] or 'unknown'} · **Cut points** {len(cuts)}  \n"
+        f"**Preprocessing** {info['preprocessing']}" + (f"  \n**Class names** {shown}" if shown else "")
+    )
+    rows = [
+        {
+            "name": c.name,
+            "shape": " × ".join(map(str, c.shape)),
+            "layout": c.layout,
+            "depth": round(c.depth, 3),
+        }
+        for c in cuts
+    ]
+    left, right = st.columns([2, 3])
+    left.dataframe(pd.DataFrame(rows), hide_index=True, key="cut-table")
+    diagram = [{"name": c.name, "shape": list(c.shape), "layout": c.layout, "depth": c.depth} for c in cuts]
+    right.plotly_chart(plots.cut_diagram(diagram, title="Cut points"), key="cut-diagram")
+
+
+# ------------------------------------------------------------------------------ page
+
+st.title("🧠 Models")
+st.caption(
+    "Train small built-in models in the background, or load any checkpoint and see where it can be cut."
+)
+st.subheader("Train a zoo model")
+submitted = train_form()
+run_id = submitted or st.query_params.get("run")
+if run_id:
+    show_run(run_id)
+
+st.divider()
+st.subheader("Load / inspect a model")
+target = choose_ref()
+if target:
+    inspect(target)

@@ -1,0 +1,273 @@
+"""Results: every stored run as a filterable table; open one, compare several, delete, download.
+
+The permalink target for a run of any kind (``results?run=<id>``).  Widgets ->
+store / runner calls -> ``stitchcore.plots``; nothing here trains.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+import ui
+from stitchcore import plots
+from stitchcore.errors import StitchError
+from stitchcore.specs import ZooRecipe
+from stitchcore.store import RunRecord
+
+ACTIVE = ("queued", "running")  # runs in these states are still owned by a job: not deletable
+PICK_KEY = "results-pick"  # the "pick runs by id / label" multiselect
+CONFIRM_KEY = "results-confirm-delete"  # + the selected ids: a new selection starts unconfirmed
+COMPARE_METRICS = {"loss": "Training loss", "test_accuracy": "Test accuracy"}
+# Summary fields shown side by side in Compare, in this order (nested ones as "base.a").
+SUMMARY_FIELDS = {
+    "accuracy": "Accuracy",
+    "penalty": "Penalty",
+    "base.a": "Model A",
+    "base.b": "Model B",
+    "start_accuracy": "Accuracy at start",
+    "loss": "Loss",
+    "loss_penalty": "Loss penalty",
+    "final_train_loss": "Final train loss",
+    "params": "Parameters",
+    "flops": "FLOPs / example",
+    "seconds": "Seconds",
+    "dataset": "Dataset",
+    "device": "Device",
+}
+
+
+def run_label(rec: RunRecord) -> str:
+    """Readable label: models and cuts for stitches, the zoo ref for trained models."""
+    if rec.kind == "zoo" and rec.summary.get("ref"):
+        return str(rec.summary["ref"])
+    if rec.label and rec.label != rec.kind:
+        return rec.label
+    if rec.kind == "zoo":
+        with contextlib.suppress(StitchError, TypeError):  # an older or foreign spec: fall back to the kind
+            return f"zoo:{ZooRecipe.from_dict(rec.spec).short_name()}"
+    return rec.label or rec.kind
+
+
+def _when(ts: float | None) -> dt.datetime | None:
+    return dt.datetime.fromtimestamp(ts).astimezone() if ts else None  # the server's local time zone
+
+
+def _n(count: int, noun: str = "run") -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+def _scaled(value: Any, factor: float) -> float | None:
+    return value * factor if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def runs_table(records: list[RunRecord]) -> pd.DataFrame:
+    rows = []
+    for rec in records:
+        s = rec.summary or {}
+        duration = rec.finished - rec.started if rec.started and rec.finished else None
+        rows.append({
+            "kind": rec.kind, "label": run_label(rec), "status": rec.status,
+            "accuracy_pct": _scaled(s.get("accuracy"), 100),
+            "penalty_pts": _scaled(s.get("penalty"), 100),
+            "created": _when(rec.created), "duration_s": duration, "error": rec.error or "", "id": rec.id,
+        })  # fmt: skip
+    cols = ["kind", "label", "status", "accuracy_pct", "penalty_pts", "created", "duration_s", "id", "error"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+TABLE_COLUMNS = {
+    "kind": st.column_config.TextColumn("Kind", width="small"),
+    "label": st.column_config.TextColumn("Run (models, cuts)", width="large"),
+    "status": st.column_config.TextColumn("Status", width="small"),
+    "accuracy_pct": st.column_config.NumberColumn("Accuracy", format="%.1f%%", help="Test accuracy"),
+    "penalty_pts": st.column_config.NumberColumn(
+        "Penalty", format="%+.1f pts", help="Stitching penalty: base model's accuracy minus the stitched one"
+    ),
+    "created": st.column_config.DatetimeColumn("Created", format="D MMM YYYY, HH:mm"),
+    "duration_s": st.column_config.NumberColumn("Duration", format="%.1f s"),
+    "id": st.column_config.TextColumn("Run id", width="small"),
+    "error": st.column_config.TextColumn("Error", width="large"),
+}
+
+
+def summary_row(rec: RunRecord) -> dict[str, Any]:
+    s = rec.summary or {}
+    row: dict[str, Any] = {"Run": run_label(rec), "Status": rec.status}
+    for field, title in SUMMARY_FIELDS.items():
+        top, _, sub = field.partition(".")
+        value = s.get(top)
+        value = value.get(sub) if sub and isinstance(value, dict) else value
+        if field in ("accuracy", "base.a", "base.b", "start_accuracy") and isinstance(value, (int, float)):
+            value = f"{value:.1%}"
+        elif field == "penalty" and isinstance(value, (int, float)):
+            value = f"{value * 100:+.1f} pts"
+        elif isinstance(value, float):
+            value = f"{value:.4g}"
+        elif isinstance(value, int) and not isinstance(value, bool):
+            value = f"{value:,}"
+        row[title] = value
+    return row
+
+
+def delete_runs(ids: list[str]) -> None:
+    """Button callback: delete the runs, then clear the selection state that named them."""
+    store, done, failed = ui.get_store(), [], []
+    for rid in ids:
+        try:
+            store.delete_run(rid)
+            done.append(rid)
+        except StitchError as exc:  # report, keep going with the others
+            failed.append(f"{rid}: {exc}")
+    st.session_state[PICK_KEY] = [r for r in st.session_state.get(PICK_KEY, []) if r not in done]
+    if st.query_params.get("run") in done:
+        del st.query_params["run"]
+    st.session_state["results-flash"] = (done, failed)
+
+
+def close_run() -> None:
+    st.query_params.pop("run", None)
+
+
+# ---------------------------------------------------------------------------------------------- page
+
+ui.page_setup("Results")
+st.title("Results")
+store = ui.get_store()
+
+flash = st.session_state.pop("results-flash", None)
+if flash:
+    done, failed = flash
+    if done:
+        st.success(f"Deleted {_n(len(done))}: {', '.join(done)}", icon=":material/delete:")
+    for line in failed:
+        st.error(f"Could not delete {line}", icon=":material/error:")
+
+records = store.list_runs()
+by_id = {rec.id: rec for rec in records}
+linked = st.query_params.get("run")
+
+if not records:
+    st.info("No runs in the store yet. Run the classroom demo to train two small models and stitch them.")
+    st.page_link("views/home.py", label="Go to Home and run the classroom demo", icon=":material/home:")
+    st.caption(f"Store: `{store.root}`")
+    if linked:
+        ui.run_view(linked, key="results")
+    st.stop()
+
+# -- filters --------------------------------------------------------------------------------------
+kinds = sorted({rec.kind for rec in records})
+statuses = [s for s in ("done", "running", "queued", "failed", "cancelled", "interrupted")
+            if any(rec.status == s for rec in records)]  # fmt: skip
+f_kind, f_status, f_text = st.columns([1, 1, 2])
+want_kinds = f_kind.multiselect("Kind", kinds, placeholder="all kinds", key="results-kind")
+want_status = f_status.multiselect("Status", statuses, placeholder="all statuses", key="results-status")
+text = f_text.text_input("Search labels", placeholder="e.g. s1, block2, lstsq", key="results-search")
+
+table = runs_table(records)
+shown = table
+if want_kinds:
+    shown = shown[shown["kind"].isin(want_kinds)]
+if want_status:
+    shown = shown[shown["status"].isin(want_status)]
+if text.strip():
+    needle = text.strip().lower()
+    shown = shown[
+        shown["label"].str.lower().str.contains(needle, regex=False) | shown["id"].str.startswith(needle)
+    ]
+shown = shown.reset_index(drop=True)
+
+active = int(table["status"].isin(ACTIVE).sum())
+head, refresh = st.columns([5, 1], vertical_alignment="center")
+head.caption(
+    f"{len(shown)} of {_n(len(table))} · store `{store.root}`"
+    + (f" · {active} still running or queued" if active else "")
+    + " · select rows to open (one) or compare (several)"
+)
+refresh.button("Refresh", icon=":material/refresh:", key="results-refresh", width="stretch")
+
+if shown.empty:
+    st.caption("No run matches these filters.")
+event = st.dataframe(
+    shown, column_config=TABLE_COLUMNS, hide_index=True, width="stretch",
+    on_select="rerun", selection_mode="multi-row",
+    column_order=[c for c in TABLE_COLUMNS if c != "error" or shown["error"].any()],
+)  # fmt: skip
+picked_rows = [shown["id"][i] for i in event.selection.rows if i < len(shown)]
+
+pick_col, csv_col = st.columns([4, 1])
+picked_ids = pick_col.multiselect(
+    "Or pick runs by id / label", list(by_id), key=PICK_KEY,
+    format_func=lambda rid: f"{rid[:8]} · {run_label(by_id[rid])}" if rid in by_id else rid,
+    placeholder="type part of a label or run id",
+)  # fmt: skip
+csv_col.download_button(
+    "Table as CSV", shown.to_csv(index=False), file_name="stitchlab-runs.csv", mime="text/csv",
+    icon=":material/download:", key="results-table-csv", width="stretch", disabled=shown.empty,
+)  # fmt: skip
+selected = list(dict.fromkeys([*picked_rows, *(r for r in picked_ids if r in by_id)]))
+
+# -- delete ---------------------------------------------------------------------------------------
+if selected:
+    with st.expander(f"Delete {_n(len(selected), 'selected run')}", icon=":material/delete:"):
+        busy = [rid for rid in selected if by_id[rid].status in ACTIVE]
+        deletable = [rid for rid in selected if rid not in busy]
+        if busy:
+            st.warning(
+                f"{_n(len(busy), 'selected run')} still running or queued: can't be deleted. Stop them first "
+                "(Stop button in the run view), then delete.",
+                icon=":material/hourglass_top:",
+            )
+        if ui.viewer_mode():
+            st.caption("Viewer mode: runs can't be deleted.")
+        elif deletable:
+            listing = (f"- `{run_label(by_id[rid])}` · `{rid}`" for rid in deletable)  # code spans keep [cut]
+            st.markdown("\n".join(listing))
+            sure = st.checkbox(
+                f"Yes, delete {_n(len(deletable))} with their curves and weights (cannot be undone)",
+                key=f"{CONFIRM_KEY}-{'-'.join(sorted(deletable))}",  # another selection must be confirmed anew
+            )
+            st.button(
+                f"Delete {_n(len(deletable))}",
+                type="primary",
+                disabled=not sure,
+                key="results-delete",
+                on_click=delete_runs,
+                args=(deletable,),
+            )
+
+# -- open / compare -------------------------------------------------------------------------------
+if len(selected) == 1:
+    open_id = selected[0]
+    if linked != open_id:
+        st.query_params["run"] = open_id  # the URL now shares this run
+elif not selected and linked:
+    open_id = linked
+else:
+    open_id = None
+
+if open_id:
+    st.divider()
+    top, close = st.columns([6, 1])
+    top.caption(f"Permalink: `results?run={open_id}`")
+    if not selected:  # opened from the URL: closing drops ?run= (a table selection closes by deselecting)
+        close.button("Close", key="results-close", on_click=close_run, width="stretch")
+    ui.run_view(open_id, key="results")
+elif len(selected) >= 2:
+    st.divider()
+    st.subheader(f"Compare {len(selected)} runs")
+    metric = st.radio(
+        "Metric",
+        list(COMPARE_METRICS),
+        format_func=COMPARE_METRICS.get,
+        horizontal=True,
+        key="results-metric",
+    )
+    curves = [(f"{run_label(by_id[rid])} · {rid[:6]}", store.series(rid)) for rid in selected]
+    st.plotly_chart(plots.compare_curves(curves, metric=metric), key="results-compare")
+    side = pd.DataFrame([summary_row(by_id[rid]) for rid in selected]).dropna(axis=1, how="all")
+    st.dataframe(side, hide_index=True, width="stretch")

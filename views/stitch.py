@@ -1,0 +1,220 @@
+"""Stitch: pick A, B, cuts, adapter and training; launch a background job; watch it live.
+
+``?run=<id>`` shows that run and fills the form with its spec, so a copied link
+reproduces both the result and the form.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import streamlit as st
+
+import ui
+from stitchcore.adapters import AdapterSpec, compatibility, list_adapters
+from stitchcore.errors import StitchError
+from stitchcore.refs import parse_ref
+from stitchcore.sources.zoo import list_zoo_models
+from stitchcore.specs import OPTIMIZERS, StitchSpec
+
+log = logging.getLogger(__name__)
+
+NORMS = ("both", "bn_before", "bn_after", "none")
+RESAMPLES = ("bilinear", "nearest", "strided", "none")
+INITS = ("lstsq", "random", "identity", "procrustes")
+OBJECTIVES = ("task", "match", "kd", "task+0.5*kd")
+CUSTOM = "other (type a model ref)…"
+DEFAULTS = StitchSpec(a="", b="", cut_a="", cut_b="", adapter=AdapterSpec(init="lstsq"))
+
+
+FORM_PARAMS = {  # URL query key -> (session key, type): a copied link reproduces the form
+    "a": ("ref_a", str), "b": ("ref_b", str), "cut_a": ("cut_a", str), "cut_b": ("cut_b", str),
+    "kind": ("kind", str), "norm": ("norm", str), "resample": ("resample", str), "init": ("init", str),
+    "objective": ("objective", str), "optimizer": ("optimizer", str), "lr": ("lr", float),
+    "epochs": ("epochs", int), "batch_size": ("batch_size", int), "seed": ("seed", int),
+    "max_train": ("max_train", int), "head": ("head", str), "head_cut": ("head_cut", str),
+}
+
+
+def _spec_params(spec: StitchSpec) -> dict[str, str]:
+    """The form as URL parameters (only what differs from the defaults, plus models and cuts)."""
+    values = {
+        "a": spec.a, "b": spec.b, "cut_a": spec.cut_a, "cut_b": spec.cut_b, "kind": spec.adapter.kind,
+        "norm": spec.adapter.norm, "resample": spec.adapter.resample, "init": spec.adapter.init,
+        "objective": spec.objective, "optimizer": spec.optimizer, "lr": spec.lr, "epochs": spec.epochs,
+        "batch_size": spec.batch_size, "seed": spec.seed, "max_train": spec.max_train or 0, "head": spec.head,
+        "head_cut": spec.head_cut,
+    }
+    return {k: str(v) for k, v in values.items() if v is not None}
+
+
+def _prefill(params: dict[str, str]) -> None:
+    """Copy URL parameters (or a stored run's spec, for ?run=ID) into the widgets, once per URL."""
+    stamp = repr(sorted(params.items()))
+    if st.session_state.get("_prefilled") == stamp:
+        return
+    st.session_state["_prefilled"] = stamp
+    if "run" in params:
+        rec = ui.get_store().lookup(params["run"])
+        if rec is None or rec.kind != "stitch":
+            return
+        params = _spec_params(StitchSpec.from_dict(rec.spec))
+    for key, (state_key, cast) in FORM_PARAMS.items():
+        if key in params:
+            try:
+                st.session_state[state_key] = cast(params[key])
+            except ValueError:
+                st.warning(f"Ignored URL parameter {key}={params[key]!r} (expected {cast.__name__}).")
+    for role in ("a", "b"):
+        if role in params:
+            st.session_state[f"pick_{role}"] = params[role]
+
+
+def _pick_model(role: str, zoo_refs: list[str], default_index: int) -> str | None:
+    """A selectbox of trained zoo models plus a free ModelRef field; returns the canonical ref."""
+    options = zoo_refs + [CUSTOM]
+    picked = st.session_state.get(f"pick_{role}")
+    if picked is not None and picked not in options:
+        st.session_state[f"pick_{role}"] = CUSTOM
+    st.session_state.setdefault(f"pick_{role}", options[min(default_index, len(options) - 1)])
+    choice = st.selectbox(f"Model {role.upper()}", options, key=f"pick_{role}")
+    text = choice
+    if choice == CUSTOM:
+        text = st.text_input(f"Model {role.upper()} ref", key=f"ref_{role}",
+                             placeholder="timm:resnet18?pretrained=false, file:/path/model.pt?arch=zoo:cnn …")
+    if not text:
+        return None
+    try:
+        return str(parse_ref(text))
+    except StitchError as exc:
+        ui.show_error(exc)
+        return None
+
+
+def _cut_choice(label: str, names: list[str], key: str, default: str | None) -> str:
+    if st.session_state.get(key) not in names:
+        st.session_state[key] = default if default in names else names[len(names) // 2]
+    return st.selectbox(label, names, key=key)
+
+
+ui.page_setup("Stitch")
+st.title("Stitch two models")
+url_run = st.query_params.get("run")
+if url_run or any(k in st.query_params for k in FORM_PARAMS):
+    _prefill(st.query_params.to_dict())
+for _key, _value in dict(
+    kind="linear", norm="both", resample="bilinear", init="lstsq", objective="task", optimizer=DEFAULTS.optimizer,
+    lr=DEFAULTS.lr, epochs=DEFAULTS.epochs, batch_size=DEFAULTS.batch_size, seed=DEFAULTS.seed, max_train=0, head="b",
+).items():
+    st.session_state.setdefault(_key, _value)  # widgets below take their values from here, never twice
+
+zoo = [r.summary["ref"] for r in list_zoo_models(ui.get_store())]
+if not zoo:
+    st.info("No trained models yet: run the classroom demo on Home, train one on the Models page, "
+            "or type any model ref below (timm, torchvision, hf, file).")
+
+models, cuts = st.columns(2)
+with models:
+    ref_a = _pick_model("a", zoo, 0)
+    ref_b = _pick_model("b", zoo, 1)
+
+loaded = {}
+for role, ref in (("a", ref_a), ("b", ref_b)):
+    if ref is None:
+        continue
+    try:
+        with st.spinner(f"Loading {ref} …"):
+            loaded[role] = (ui.load_for_display(ref), ui.cuts_of(ref))
+    except StitchError as exc:
+        training = [j for j in ui.get_runner().list(active_only=True) if j.kind == "zoo"]
+        if ref.startswith("zoo:") and training:
+            st.info(f"Model {role.upper()} ({ref}) is not trained yet; {len(training)} zoo job(s) are running. "
+                    "The form fills in when they finish.")
+        else:
+            ui.show_error(exc)
+    except Exception as exc:  # an unexpected loader failure must not kill the page
+        log.exception("loading %s failed", ref)
+        st.error(f"Could not load {ref}: {type(exc).__name__}: {exc}")
+
+spec: StitchSpec | None = None
+if len(loaded) == 2:
+    (model_a, cuts_a), (model_b, cuts_b) = loaded["a"], loaded["b"]
+    with st.expander("Adapter and training", expanded=False):
+        c = st.columns(4)
+        kind = c[0].selectbox("Adapter", list_adapters(), key="kind")
+        norm = c[1].selectbox("BatchNorm", NORMS, key="norm")
+        resample = c[2].selectbox("Resample", RESAMPLES, key="resample")
+        init = c[3].selectbox("Init", INITS, key="init", help="lstsq: closed-form fit on cached activations")
+        c = st.columns(4)
+        objective = c[0].selectbox("Objective", OBJECTIVES, key="objective")
+        optimizer = c[1].selectbox("Optimizer", OPTIMIZERS, key="optimizer")
+        lr = c[2].number_input("Learning rate", 1e-5, 1.0, format="%.4f", key="lr")
+        epochs = c[3].number_input("Epochs", 0, 500, key="epochs")
+        c = st.columns(4)
+        batch_size = c[0].number_input("Batch size", 4, 4096, key="batch_size")
+        seed = c[1].number_input("Seed", 0, 10**6, key="seed")
+        max_train = c[2].number_input("Max training images (0 = all)", 0, 10**7, key="max_train")
+        head = c[3].selectbox("Head", ("b", "a"), key="head",
+                              help="a: keep A's head after B's middle (same-family models)")
+    with cuts:
+        cut_a = _cut_choice("Sender cut (A)", [c.name for c in cuts_a], "cut_a", None)
+        sender = next(c for c in cuts_a if c.name == cut_a)
+        try:
+            adapter = AdapterSpec(kind=kind, norm=norm, resample=resample, init=init)
+        except StitchError as exc:
+            ui.show_error(exc)
+            adapter = None
+        reasons = {c.name: compatibility(sender, c, adapter) for c in cuts_b} if adapter else {}
+        ok = [name for name, why in reasons.items() if why is None]
+        if ok:
+            cut_b = _cut_choice("Receiver cut (B)", ok, "cut_b", cut_a)
+            receiver = next(c for c in cuts_b if c.name == cut_b)
+            st.caption(f"A[{sender.name}] {sender.layout} {tuple(sender.shape)} → "
+                       f"B[{receiver.name}] {receiver.layout} {tuple(receiver.shape)}")
+        elif adapter:
+            st.warning(f"No cut of B can receive A[{cut_a}] with a {kind} adapter; pick an earlier sender cut.")
+        if len(ok) < len(reasons):
+            with st.expander(f"{len(reasons) - len(ok)} receiver cut(s) not offered"):
+                for name, why in reasons.items():
+                    if why is not None:
+                        st.markdown(f"- `{name}`: {why}")
+        head_cut = None
+        if head == "a" and ok:
+            later = [c.name for c in cuts_b if c.depth > receiver.depth and c.name in {x.name for x in cuts_a}]
+            head_cut = st.selectbox("Head cut (A's head from here)", later, key="head_cut") if later else None
+            if not later:
+                st.warning("No cut after the receiver is shared by A and B: head preservation needs same-family models.")
+    def _pre(m) -> str:
+        return m.preprocess.describe() if m.preprocess else "none"
+
+    st.caption(f"Data: {model_b.dataset or model_a.dataset or '?'} (B's training set) · "
+               f"A's input transform: {_pre(model_a)} · B's: {_pre(model_b)}")
+    if adapter and ok and (head == "b" or head_cut):
+        try:
+            spec = StitchSpec(
+                a=ref_a, b=ref_b, cut_a=cut_a, cut_b=cut_b, adapter=adapter, objective=objective,
+                optimizer=optimizer, lr=float(lr), epochs=int(epochs), batch_size=int(batch_size), seed=int(seed),
+                max_train=int(max_train) or None, head=head, head_cut=head_cut,
+            )
+        except StitchError as exc:
+            ui.show_error(exc)
+
+launch, rerun = st.columns([1, 1])
+if launch.button("Launch", type="primary", disabled=spec is None or ui.viewer_mode()):
+    try:
+        job = ui.get_runner().submit("stitch", spec)
+    except StitchError as exc:
+        ui.show_error(exc)
+    else:
+        st.query_params.from_dict({"run": job.id, **_spec_params(spec)})
+        st.session_state["_prefilled"] = repr(sorted(st.query_params.to_dict().items()))
+        url_run = job.id
+if url_run:
+    current = ui.get_runner().get(url_run)
+    if current is not None and current.is_final and current.kind == "stitch":
+        if rerun.button("Re-run", help="train again although the store has this result", disabled=ui.viewer_mode()):
+            spec_again = StitchSpec.from_dict(ui.get_store().lookup(url_run).spec)
+            ui.get_runner().submit("stitch", spec_again, rerun=True)
+            st.rerun()
+    st.divider()
+    ui.run_view(url_run, key="stitch")
