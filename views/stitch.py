@@ -108,7 +108,7 @@ for _key, _value in dict(
 ).items():
     st.session_state.setdefault(_key, _value)  # widgets below take their values from here, never twice
 
-zoo = [r.summary["ref"] for r in list_zoo_models(ui.get_store())]
+zoo = sorted(r.summary["ref"] for r in list_zoo_models(ui.get_store()))
 if not zoo:
     st.info("No trained models yet: run the classroom demo on Home, train one on the Models page, "
             "or type any model ref below (timm, torchvision, hf, file).")

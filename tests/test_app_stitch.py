@@ -1,0 +1,100 @@
+"""Home and Stitch pages through Streamlit's AppTest, over a real store and job runner.
+
+AppTest cannot run ``run_every`` timers: a test submits, waits on the runner,
+then runs the script again and reads what it drew.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # the pages import ui from the repo root
+    sys.path.insert(0, str(ROOT))
+
+import ui
+
+
+@pytest.fixture
+def app(tmp_path, monkeypatch, trained_store):
+    """An AppTest of app.py over a copy of the session store (two trained digit CNNs)."""
+    store, _ = trained_store
+    copy = tmp_path / "store"
+    shutil.copytree(store.root, copy, ignore=shutil.ignore_patterns("*-wal", "*-shm"))
+    store_src = store.root / "stitchlab.sqlite"
+    import sqlite3
+
+    with sqlite3.connect(store_src) as src, sqlite3.connect(copy / "stitchlab.sqlite") as dst:
+        src.backup(dst)  # a consistent copy of a WAL database
+    monkeypatch.setenv("STITCHLAB_STORE", str(copy))
+    monkeypatch.delenv("STITCHLAB_VIEWER", raising=False)
+    st.cache_resource.clear()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
+    yield at
+    ui.get_runner().shutdown()
+    ui.get_store().close()
+    st.cache_resource.clear()
+
+
+def _metric(at: AppTest, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)
+
+
+def test_home_demo_button_runs_the_demo(app):
+    at = app.run()
+    assert not at.exception
+    at.button[0].click().run()
+    runner = ui.get_runner()
+    jobs = runner.list()
+    assert {j.kind for j in jobs} == {"zoo", "stitch"}
+    stitch = next(j for j in jobs if j.kind == "stitch")
+    assert runner.wait(stitch.id, timeout=120).state == "done"
+
+
+def test_stitch_form_launch_then_result_card_and_permalink(app):
+    at = app.run().switch_page("views/stitch.py").run()
+    assert not at.exception and not at.error
+    assert at.selectbox(key="pick_a").value == "zoo:cnn-digits-s0"
+    assert at.selectbox(key="pick_b").value == "zoo:cnn-digits-s1"
+    assert "fc2" in at.selectbox(key="cut_a").options
+    at.selectbox(key="cut_a").set_value("fc1").run()
+    at.selectbox(key="cut_b").set_value("fc1").run()
+    at.number_input(key="epochs").set_value(2).run()
+    next(b for b in at.button if b.label == "Launch").click().run()
+    run_id = at.query_params["run"][0] if isinstance(at.query_params["run"], list) else at.query_params["run"]
+    assert ui.get_runner().wait(run_id, timeout=120).state == "done"
+    at.run()
+    assert float(_metric(at, "Stitched accuracy").rstrip("%")) > 80
+    assert "Re-run" in [b.label for b in at.button]
+    # the URL carries the form: a fresh page with only these parameters reproduces it
+    params = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+    assert params["cut_a"] == "fc1" and params["epochs"] == "2"
+    fresh = AppTest.from_file(str(ROOT / "views" / "stitch.py"), default_timeout=90)
+    fresh.query_params.update(params)
+    fresh.run()
+    assert not fresh.exception
+    assert fresh.selectbox(key="cut_a").value == "fc1"
+    assert fresh.number_input(key="epochs").value == 2
+    assert _metric(fresh, "Stitched accuracy") == _metric(at, "Stitched accuracy")
+
+
+def test_incompatible_receivers_are_explained_not_offered(app):
+    at = app.run().switch_page("views/stitch.py").run()
+    at.selectbox(key="cut_a").set_value("fc2").run()
+    offered = at.selectbox(key="cut_b").options
+    assert "block1" not in offered and "fc2" in offered
+    assert any("not offered" in e.label for e in at.expander)
+
+
+def test_bad_model_ref_shows_error_and_page_survives(app):
+    at = app.run().switch_page("views/stitch.py").run()
+    at.selectbox(key="pick_a").set_value("other (type a model ref)…").run()
+    at.text_input(key="ref_a").input("tim:resnet18").run()
+    assert not at.exception
+    assert any("timm:" in e.value for e in at.error)
