@@ -135,7 +135,8 @@ def job_monitor() -> None:
         return
     st.markdown(f"**Jobs ({len(active)})**")
     for snap in active[:8]:
-        st.markdown(f"[{md_text(snap.label[:48])}]({run_link(snap)})")
+        label = snap.label if len(snap.label) <= 72 else snap.label[:71] + "…"
+        st.markdown(f"[{md_text(label)}]({run_link(snap)})")
         st.progress(snap.progress, text=f"{snap.state} · {snap.progress:.0%}")
 
 
@@ -179,7 +180,7 @@ def _draw_run(snap: JobSnapshot, key: str) -> None:
     elif snap.state == "failed":
         st.error(f"This run failed: {snap.error}")
     elif snap.state in ("cancelled", "interrupted"):
-        st.warning(f"This run was {snap.state}: {snap.error or ''}. Its curve so far is kept below.")
+        st.warning(f"This run was {snap.state} ({snap.error or 'no reason given'}). Its curve so far is kept below.")
     if snap.state == "done" and snap.summary:
         if snap.kind == "stitch":
             _stitch_card(snap.summary, key)

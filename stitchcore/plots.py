@@ -380,7 +380,8 @@ def cut_diagram(
     top = math.log10(max(sizes, default=10)) * 1.2 + 0.3
     fig.update_layout(barmode="overlay", bargap=0.2)
     if labelled:
-        fig.update_xaxes(title_text="cut (execution order)", tickvals=list(range(len(cuts))), ticktext=names)
+        fig.update_xaxes(title_text="cut (execution order)", tickvals=list(range(len(cuts))), ticktext=names,
+                         tickangle=-45 if len(cuts) > 8 else 0)  # fixed angle: plotly drops auto-angled labels
     else:
         fig.update_xaxes(title_text="cut index (execution order; names on hover)")
     fig.update_xaxes(range=[-0.6, max(len(cuts), 1) - 0.4], showgrid=False, zeroline=False)
@@ -388,7 +389,8 @@ def cut_diagram(
                      dtick=1, tickformat="~s")  # fmt: skip
     fig = _style(fig, title, height=340)
     # Legend one row above the captions of the marked cuts, so a marked last cut never hides under it.
-    fig.update_layout(margin={"t": 110 if title else 86}, legend={"y": 1.16})
+    fig.update_layout(margin={"t": 110 if title else 86, "b": 96 if labelled and len(cuts) > 8 else 56},
+                      legend={"y": 1.16})
     return fig
 
 

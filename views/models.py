@@ -277,7 +277,7 @@ def inspect(text: str) -> None:
 
 # ------------------------------------------------------------------------------ page
 
-st.title("🧠 Models")
+st.title("Models")
 st.caption(
     "Train small built-in models in the background, or load any checkpoint and see where it can be cut."
 )
