@@ -61,6 +61,7 @@ if not runs:
     st.caption("No runs yet: run the demo, or train a model on the Models page.")
 for rec in runs:
     metric = rec.summary.get("accuracy") if rec.summary else None
-    text = f"{rec.label or rec.kind}" + (f" — {metric:.1%}" if isinstance(metric, float) else "")
+    name = rec.summary.get("ref") if rec.kind == "zoo" and rec.summary else None  # a trained model: its ref
+    text = f"{name or rec.label or rec.kind}" + (f" — {metric:.1%}" if isinstance(metric, float) else "")
     page = "views/stitch.py" if rec.kind == "stitch" else "views/results.py"
     st.page_link(page, label=ui.md_text(f"{rec.status} · {text}"), query_params={"run": rec.id})
