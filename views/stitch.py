@@ -11,7 +11,7 @@ import logging
 import streamlit as st
 
 import ui
-from stitchcore.adapters import AdapterSpec, compatibility, list_adapters
+from stitchcore.adapters import INITS, NORMS, RESAMPLES, AdapterSpec, compatibility, list_adapters
 from stitchcore.errors import StitchError
 from stitchcore.refs import parse_ref
 from stitchcore.sources.zoo import list_zoo_models
@@ -19,9 +19,6 @@ from stitchcore.specs import OPTIMIZERS, StitchSpec
 
 log = logging.getLogger(__name__)
 
-NORMS = ("both", "bn_before", "bn_after", "none")
-RESAMPLES = ("bilinear", "nearest", "strided", "none")
-INITS = ("lstsq", "random", "identity", "procrustes")
 OBJECTIVES = ("task", "match", "kd", "task+0.5*kd")
 CUSTOM = "other (type a model ref)…"
 DEFAULTS = StitchSpec(a="", b="", cut_a="", cut_b="", adapter=AdapterSpec(init="lstsq"))
