@@ -128,6 +128,20 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--max-test", type=int, default=None)
     st.add_argument("--rerun", action="store_true", help="run again even if the store has it")
 
+    mx = verbs.add_parser("matrix", parents=[common], help="stitching matrix: every sender cut x receiver cut")
+    mx.add_argument("--a", required=True, help="ModelRef of the sender model A")
+    mx.add_argument("--b", required=True, help="ModelRef of the receiver model B")
+    mx.add_argument("--senders", default=None, help="comma-separated cut names of A (default: all)")
+    mx.add_argument("--receivers", default=None, help="comma-separated cut names of B (default: all)")
+    mx.add_argument("--mode", choices=("closed-form", "trained"), default="closed-form")
+    mx.add_argument("--epochs", type=int, default=None, help="trained mode (default 3)")
+    mx.add_argument("--controls", action="store_true", help="also random sender / receiver / both (zoo refs)")
+    mx.add_argument("--dataset", default=None)
+    mx.add_argument("--max-train", type=int, default=None)
+    mx.add_argument("--max-test", type=int, default=None)
+    mx.add_argument("--seed", type=int, default=0)
+    mx.add_argument("--rerun", action="store_true")
+
     runs = verbs.add_parser("runs", help="browse the results store").add_subparsers(dest="runs_verb", required=True)
     rl = runs.add_parser("list", parents=[common], help="list runs, newest first")
     rl.add_argument("--kind", default=None)
@@ -212,6 +226,35 @@ def _cmd_stitch(args, store, bar) -> None:
     _emit(args, obj, text)
 
 
+def _names(text: str | None) -> tuple[str, ...] | None:
+    return tuple(n.strip() for n in text.split(",") if n.strip()) if text else None
+
+
+def _cmd_matrix(args, store, bar) -> None:
+    from stitchcore.experiments import run_experiment
+    from stitchcore.experiments.matrix import MatrixSpec
+
+    kwargs: dict[str, Any] = dict(
+        a=args.a, b=args.b, senders=_names(args.senders), receivers=_names(args.receivers), mode=args.mode,
+        controls=args.controls, dataset=args.dataset, max_train=args.max_train, max_test=args.max_test,
+        seed=args.seed,
+    )
+    if args.epochs is not None:
+        kwargs["epochs"] = args.epochs
+    out = run_experiment("matrix", MatrixSpec(**kwargs), store, rerun=args.rerun, progress=bar, device=args.device)
+    bar.close()
+    s = out.record.summary
+    obj = {"run_id": out.record.id, "cached": out.cached, "elapsed": round(out.seconds, 3), **s}
+    width = max(len(n) for n in s["senders"] + s["receivers"])
+    lines = [" " * width + " " + " ".join(f"{r[:7]:>7s}" for r in s["receivers"])]
+    for name, row in zip(s["senders"], s["values"], strict=True):
+        cells = " ".join("      -" if v is None else f"{v:7.3f}" for v in row)
+        lines.append(f"{name:>{width}s} {cells}")
+    lines.append(f"{s['metric']} of the stitched model; rows = A's cuts, columns = B's cuts"
+                 f" ({'cached' if out.cached else f'{out.seconds:.1f} s'})")
+    _emit(args, obj, "\n".join(lines))
+
+
 def _record_row(r) -> dict[str, Any]:
     metric = r.summary.get("accuracy") if r.summary else None
     return {"id": r.id, "kind": r.kind, "status": r.status, "label": r.label, "created": r.created,
@@ -241,6 +284,7 @@ COMMANDS = {
     ("zoo", "list"): _cmd_zoo_list,
     ("cuts", None): _cmd_cuts,
     ("stitch", None): _cmd_stitch,
+    ("matrix", None): _cmd_matrix,
     ("runs", "list"): _cmd_runs_list,
     ("runs", "show"): _cmd_runs_show,
 }

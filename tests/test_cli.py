@@ -77,3 +77,16 @@ def test_every_command_has_help(capsys):
         with pytest.raises(SystemExit) as exit_info:
             build_parser().parse_args(args)
         assert exit_info.value.code == 0 and "usage:" in capsys.readouterr().out, args
+
+
+def test_matrix_json(trained_store):
+    store, refs = trained_store
+    args = ["matrix", "--a", refs[0], "--b", refs[1], "--senders", "block2,fc1", "--receivers", "block1,fc1", "--json"]
+    p = cli(*args, store=store)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    for key in ("run_id", "senders", "receivers", "values", "metric", "controls", "cached"):
+        assert key in out
+    assert out["senders"] == ["block2", "fc1"] and out["receivers"] == ["block1", "fc1"]
+    assert out["values"][1][0] is None, "vector -> map is skipped, not failed"
+    assert out["values"][1][1] > 0.8

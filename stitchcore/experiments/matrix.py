@@ -1,0 +1,488 @@
+"""Experiment ``matrix``: stitch every sender cut of A into every receiver cut of B.
+
+The heat map of stitched accuracies is Hernandez, Dangovski & Lu's functional
+similarity matrix.  One forward pass of A over the data records every sender
+cut at once (forward hooks on the cut modules, each checked against the
+``split`` prefix; a cut whose hook disagrees runs its own prefix), and one pass
+of B records every receiver cut (the least-squares targets).  Every cell then
+works on those cached activations only:
+
+* ``closed-form``: fit the linear adapter by least squares (``fits.fit_adapter``)
+  and score suffix_B(S(h)) on the test split -- every cell in seconds.
+* ``trained``: start from that fit (or from random weights with init="random")
+  and train the adapter for ``epochs`` on the task loss through B's frozen suffix.
+
+Cells that no adapter can join (a vector sender into a spatial receiver) are
+skipped with the reason; they never fail the matrix.  Finished cells stream
+into the store (``cell_acc`` metric points and the ``cells.json`` artifact,
+rewritten after every cell) and into a resume file, so a cancelled or crashed
+matrix keeps its cells and a re-run of the same spec does not recompute them.
+
+Controls (``controls=True``, zoo models only): the same matrix with a random-init
+sender (A?init=random&seed=SEED), a random-init receiver (B?init=random), and
+both random.  ``debiased`` = values - random_sender values: what the trained
+bottom contributes beyond the adapter + trained top alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from stitchcore.activations import memory_budget_bytes
+from stitchcore.adapters import AdapterSpec, build_adapter, compatibility
+from stitchcore.cuts import Cut, get_cut, list_cuts, split
+from stitchcore.data import ImageDataset, load_dataset
+from stitchcore.errors import StitchError
+from stitchcore.evaluate import evaluate_batches, stitching_penalty
+from stitchcore.experiments import RunContext, register_experiment
+from stitchcore.experiments.stitch import _check_classes, resolve_dataset
+from stitchcore.fits import FIT_METHODS, fit_adapter
+from stitchcore.refs import ModelRef, parse_ref
+from stitchcore.sources import load_model
+from stitchcore.sources.loaded import LoadedModel
+from stitchcore.specs import OPTIMIZERS
+from stitchcore.train import AdapterTargets, train_adapter
+
+__all__ = ["CELLS_ARTIFACT", "MODES", "VARIANTS", "MatrixSpec", "collect_cuts", "partial_path", "run_matrix"]
+
+log = logging.getLogger(__name__)
+
+MODES = ("closed-form", "trained")
+VARIANTS = ("trained", "random_sender", "random_receiver", "random_both")  # matrix first, then the controls
+CELLS_ARTIFACT = "cells.json"
+EVAL_BATCH = 256
+
+
+def _lstsq_adapter() -> AdapterSpec:
+    return AdapterSpec(kind="linear", norm="both", resample="bilinear", init="lstsq")
+
+
+@dataclass(frozen=True)
+class MatrixSpec:
+    """Every sender cut of A x every receiver cut of B; hashed into the run id like any spec.
+
+    >>> MatrixSpec("zoo:cnn-digits-s0", "zoo:cnn-digits-s1", senders=["block1", "fc1"]).label()
+    'matrix zoo:cnn-digits-s0 x zoo:cnn-digits-s1 (closed-form, 2 x all cuts)'
+    """
+
+    a: str  # ModelRef of the sender model (its bottoms); canonical spelling
+    b: str  # ModelRef of the receiver model (its tops; penalties are against B)
+    senders: tuple[str, ...] | None = None  # sender cut names of A, in order; None = every cut of A
+    receivers: tuple[str, ...] | None = None  # receiver cut names of B; None = every cut of B
+    adapter: AdapterSpec = field(default_factory=_lstsq_adapter)  # linear + BN both, lstsq: Csiszarik et al.
+    mode: str = "closed-form"  # closed-form (lstsq fit only, seconds) | trained (fit, then task training)
+    epochs: int = 3  # trained mode: few epochs, the lstsq start is already close (Csiszarik et al.)
+    optimizer: str = "adamw"  # trained mode: adamw | sgd
+    lr: float = 1e-2  # trained mode; as StitchSpec (small data gives few steps)
+    weight_decay: float = 0.05  # trained mode; Traft & Cheney
+    batch_size: int = 64  # trained mode
+    seed: int = 0  # adapter init, data order, and the random-init controls' weights
+    dataset: str | None = None  # None: the dataset B was trained on
+    max_train: int | None = None  # cap on training images (fits and training); None = all
+    max_test: int | None = None  # cap on test images; None = all
+    controls: bool = False  # also random sender / random receiver / both random (zoo refs only)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "a", str(parse_ref(self.a)))
+        object.__setattr__(self, "b", str(parse_ref(self.b)))
+        for role in ("senders", "receivers"):
+            names = getattr(self, role)
+            if names is None:
+                continue
+            if isinstance(names, str) or not all(isinstance(n, str) and n for n in names):
+                raise StitchError(
+                    f"{role} is a list of cut names (e.g. ['block1', 'fc1']) or None for all cuts"
+                )
+            names = tuple(names)
+            if not names or len(set(names)) != len(names):
+                raise StitchError(f"{role} must name at least one cut, each once; got {list(names)}")
+            object.__setattr__(self, role, names)
+        if isinstance(self.adapter, dict):
+            object.__setattr__(self, "adapter", AdapterSpec.from_dict(self.adapter))
+        if self.mode not in MODES:
+            raise StitchError(f"unknown matrix mode {self.mode!r}; use one of: {', '.join(MODES)}")
+        if self.mode == "closed-form" and self.adapter.init not in FIT_METHODS:
+            raise StitchError(
+                f"closed-form mode fits each adapter on cached activations, so init must be one of"
+                f" {', '.join(FIT_METHODS)} (got {self.adapter.init!r}); or use mode='trained'"
+            )
+        if self.optimizer not in OPTIMIZERS:
+            raise StitchError(f"unknown optimizer {self.optimizer!r}; use one of: {', '.join(OPTIMIZERS)}")
+        if self.epochs < 0 or self.batch_size < 1:
+            raise StitchError("epochs must be >= 0 and batch size >= 1")
+        for name in ("max_train", "max_test"):
+            value = getattr(self, name)
+            if value is not None and value < 2:
+                raise StitchError(f"{name} must be at least 2 (or None for all images), got {value}")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["adapter"] = self.adapter.to_dict()
+        d["senders"] = list(self.senders) if self.senders is not None else None
+        d["receivers"] = list(self.receivers) if self.receivers is not None else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> MatrixSpec:
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise StitchError(f"unknown MatrixSpec field(s) {unknown}; known: {sorted(names)}")
+        return cls(**d)
+
+    def label(self) -> str:
+        n_s = len(self.senders) if self.senders is not None else "all cuts"
+        n_r = len(self.receivers) if self.receivers is not None else "all cuts"
+        extra = ", controls" if self.controls else ""
+        return f"matrix {self.a} x {self.b} ({self.mode}, {n_s} x {n_r}{extra})"
+
+
+# ---------------------------------------------------------------------------- activations
+
+
+@contextlib.contextmanager
+def _recording(modules: dict[str, nn.Module]) -> Iterator[dict[str, torch.Tensor]]:
+    """Forward hooks storing each module's first output of a forward; removed on exit."""
+    got: dict[str, torch.Tensor] = {}
+    handles = []
+
+    def make(name: str):
+        def hook(_module, _inputs, output):
+            if name not in got and isinstance(output, torch.Tensor):
+                got[name] = output
+
+        return hook
+
+    try:
+        for name, module in modules.items():
+            handles.append(module.register_forward_hook(make(name)))
+        yield got
+    finally:
+        for h in handles:
+            h.remove()
+
+
+@torch.no_grad()
+def _hookable(model: nn.Module, cuts: list[Cut], example: torch.Tensor) -> tuple[dict[str, nn.Module], dict]:
+    """Split the cuts into those a forward hook records exactly (checked against ``split``) and the rest.
+
+    Returns ({name: module to hook}, {name: prefix module}) for the two kinds.
+    """
+    modules: dict[str, nn.Module] = {}
+    for cut in cuts:
+        with contextlib.suppress(AttributeError):
+            modules[cut.name] = model.get_submodule(cut.name)
+    with _recording(modules) as got:
+        model(example)
+    hooked, prefixes = {}, {}
+    for cut in cuts:
+        prefix, _ = split(model, cut, example)
+        h = got.get(cut.name)
+        if h is not None and h.shape == (len(example), *cut.shape) and torch.equal(h, prefix(example)):
+            hooked[cut.name] = modules[cut.name]
+        else:
+            log.info("cut %s is not a hookable module output; its prefix runs on its own", cut.name)
+            prefixes[cut.name] = prefix.eval()
+    return hooked, prefixes
+
+
+@torch.no_grad()
+def collect_cuts(
+    m: LoadedModel,
+    cuts: list[Cut],
+    ds: ImageDataset,
+    split_name: str,
+    *,
+    device: torch.device,
+    limit: int | None = None,
+    check_cancel=None,
+) -> dict[str, torch.Tensor]:
+    """Activations at every cut from one forward pass per batch: {cut name: float32 [N, *cut.shape]} on the CPU."""
+    model = m.model.to(device).eval()
+    hooked, prefixes = _hookable(model, cuts, m.example_input().to(device))
+    n = len(ds.labels(split_name)) if limit is None else min(limit, len(ds.labels(split_name)))
+    out = {c.name: torch.empty((n, *c.shape), dtype=torch.float32) for c in cuts}
+    i = 0
+    for x, _ in ds.batches(split_name, EVAL_BATCH, limit=n):
+        if check_cancel is not None:
+            check_cancel()
+        x = x.to(device)
+        x = m.preprocess(x) if m.preprocess is not None else x  # [B, C, H, W] model input
+        if hooked:
+            with _recording(hooked) as got:
+                model(x)
+            for name in hooked:
+                out[name][i : i + len(x)] = got[name].to("cpu", torch.float32)
+        for name, prefix in prefixes.items():
+            out[name][i : i + len(x)] = prefix(x).to("cpu", torch.float32)
+        i += len(x)
+    return out
+
+
+def _nbytes(cuts: list[Cut], n: int) -> int:
+    return sum(math.prod(c.shape) for c in cuts) * n * 4
+
+
+# ---------------------------------------------------------------------------- resume file
+
+
+def partial_path(store, run_id: str) -> Path:
+    """Where a matrix run keeps its finished cells until it succeeds (survives a re-run's reset)."""
+    return Path(store.root) / "partial" / f"{run_id}.json"
+
+
+def _cell_key(variant: str, sender: str, receiver: str) -> str:
+    return f"{variant}|{sender}|{receiver}"
+
+
+def _read_partial(path: Path, run_id: str) -> dict[str, dict]:
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        log.warning("ignoring unreadable matrix resume file %s (%s)", path, exc)
+        return {}
+    if not isinstance(data, dict) or data.get("run_id") != run_id or not isinstance(data.get("cells"), list):
+        return {}
+    return {_cell_key(c["variant"], c["sender"], c["receiver"]): c for c in data["cells"]}
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------------------- the experiment
+
+
+def _random_ref(ref: str, seed: int) -> str:
+    r = parse_ref(ref)
+    params = dict(r.params)
+    params.update(init="random", seed=str(seed))
+    return str(ModelRef(r.scheme, r.name, r.file, tuple(params.items())))
+
+
+def _resolve_cuts(m: LoadedModel, names: tuple[str, ...] | None) -> list[Cut]:
+    ex = m.example_input()
+    if names is None:
+        return list_cuts(m.model, ex)
+    return [get_cut(m.model, ex, name) for name in names]  # CutError names the close ones
+
+
+def _base_accuracy(m: LoadedModel, ds: ImageDataset, n_test: int, device: torch.device) -> float:
+    def forward(x: torch.Tensor) -> torch.Tensor:  # [B, C, H, W] images in [0, 1] -> logits [B, K]
+        return m.model(m.preprocess(x) if m.preprocess is not None else x)
+
+    batches = ds.batches("test", EVAL_BATCH, limit=n_test)
+    return evaluate_batches(forward, batches, ds.num_classes, device)["accuracy"]
+
+
+def _batched(*tensors: torch.Tensor) -> Iterator[tuple[torch.Tensor, ...]]:
+    n = len(tensors[0])
+    for i in range(0, n, EVAL_BATCH):
+        yield tuple(t[i : i + EVAL_BATCH] for t in tensors)
+
+
+@dataclass
+class _Workspace:
+    """Everything the cells share: cuts, cached activations, labels, suffixes and base accuracies.
+
+    Model keys: "a", "b" (the spec's models) and "a_rand", "b_rand" (their random-init twins, controls).
+    """
+
+    senders: list[Cut]
+    receivers: list[Cut]
+    num_classes: int
+    sender_train: dict[str, dict[str, torch.Tensor]]  # model key -> cut -> [N_train, *cut.shape]
+    sender_test: dict[str, dict[str, torch.Tensor]]  # model key -> cut -> [N_test, *cut.shape]
+    receiver_train: dict[str, dict[str, torch.Tensor]]  # model key -> cut -> [N_train, *cut.shape] (targets)
+    y_train: torch.Tensor  # int64 [N_train]
+    y_test: torch.Tensor  # int64 [N_test]
+    suffixes: dict[tuple[str, str], nn.Module]  # (model key, receiver cut) -> frozen eval-mode suffix
+    bases: dict[str, float]  # model key -> test accuracy of the whole model
+
+
+def _prepare(
+    spec: MatrixSpec, ctx: RunContext, variants: list[tuple[str, str, str]]
+) -> tuple[_Workspace, str]:
+    """Load the models, check the memory budget, then cache every cut's activations (one pass per model)."""
+    device = ctx.device
+    ctx.progress(0.0, "loading models")
+    models = {"a": load_model(spec.a, store=ctx.store), "b": load_model(spec.b, store=ctx.store)}
+    for key, role in (("a", "A"), ("b", "B")):
+        if models[key].input_kind != "image":
+            raise StitchError(
+                f"model {role} ({models[key].ref}) is a language model; matrices need image models"
+            )
+    ds = load_dataset(resolve_dataset(spec.dataset, models["a"], models["b"]))
+    _check_classes(models["b"], ds, "B")
+    _check_classes(models["a"], ds, "A")
+    if spec.controls:
+        models["a_rand"] = load_model(_random_ref(spec.a, spec.seed), store=ctx.store)
+        models["b_rand"] = load_model(_random_ref(spec.b, spec.seed), store=ctx.store)
+    senders = _resolve_cuts(models["a"], spec.senders)
+    receivers = _resolve_cuts(models["b"], spec.receivers)
+    n_train, n_test = (len(ds.labels(s)) for s in ("train", "test"))
+    n_train = n_train if spec.max_train is None else min(spec.max_train, n_train)
+    n_test = n_test if spec.max_test is None else min(spec.max_test, n_test)
+
+    sending = sorted({v[1] for v in variants})
+    receiving = sorted({v[2] for v in variants})  # random twins have the same cut shapes
+    need = len(sending) * _nbytes(senders, n_train + n_test) + len(receiving) * _nbytes(receivers, n_train)
+    budget = memory_budget_bytes()
+    if need > budget:
+        raise StitchError(
+            f"this matrix caches {need / 2**20:.1f} MB of activations, over the {budget / 2**20:.0f} MB budget"
+            " (STITCHLAB_ACT_BUDGET_MB): use fewer samples (max_train / max_test) or fewer cuts"
+            " (senders / receivers), or raise the budget"
+        )
+
+    ctx.progress(0.0, "caching activations")
+    acts = {"device": device, "check_cancel": ctx.check_cancel}
+    suffixes = {}
+    for key in receiving:
+        m = models[key]
+        for r in receivers:
+            suffixes[key, r.name] = split(m.model, r, m.example_input())[1].to(device).eval()
+    ws = _Workspace(
+        senders=senders,
+        receivers=receivers,
+        num_classes=ds.num_classes,
+        sender_train={
+            k: collect_cuts(models[k], senders, ds, "train", limit=n_train, **acts) for k in sending
+        },
+        sender_test={k: collect_cuts(models[k], senders, ds, "test", limit=n_test, **acts) for k in sending},
+        receiver_train={
+            k: collect_cuts(models[k], receivers, ds, "train", limit=n_train, **acts) for k in receiving
+        },
+        y_train=ds.labels("train")[:n_train],
+        y_test=ds.labels("test")[:n_test],
+        suffixes=suffixes,
+        bases={key: _base_accuracy(m, ds, n_test, device) for key, m in models.items()},
+    )
+    return ws, ds.name
+
+
+def _run_cell(
+    spec: MatrixSpec, ctx: RunContext, ws: _Workspace, send: str, recv: str, s: Cut, r: Cut
+) -> dict:
+    """One cell: fit (and in trained mode train) the adapter A_send[s] -> B_recv[r], score it on the test split."""
+    cell = {"sender": s.name, "receiver": r.name, "accuracy": None, "penalty": None, "residual": None,
+            "skipped_reason": compatibility(s, r, spec.adapter)}  # fmt: skip
+    if cell["skipped_reason"] is not None:
+        return cell
+    h_train, h_test = ws.sender_train[send][s.name], ws.sender_test[send][s.name]  # [N, *s.shape]
+    suffix = ws.suffixes[recv, r.name]
+    torch.manual_seed(spec.seed)
+    adapter = build_adapter(spec.adapter, s, r)
+    if spec.adapter.init in FIT_METHODS:
+        pairs = _batched(h_train, ws.receiver_train[recv][r.name])
+        cell["residual"] = round(float(fit_adapter(adapter, pairs, method=spec.adapter.init)), 6)
+    adapter.to(ctx.device)
+    if spec.mode == "trained":  # the frozen suffix runs every step, in eval mode
+        train_adapter(
+            adapter, suffix, h_train, AdapterTargets(labels=ws.y_train), objective={"task": 1.0},
+            optimizer=spec.optimizer, lr=spec.lr, weight_decay=spec.weight_decay, epochs=spec.epochs,
+            batch_size=spec.batch_size, seed=spec.seed, device=ctx.device, check_cancel=ctx.check_cancel,
+        )  # fmt: skip
+    adapter.eval()
+    score = evaluate_batches(lambda h: suffix(adapter(h.float())), _batched(h_test, ws.y_test), ws.num_classes,
+                             ctx.device)  # fmt: skip
+    cell["accuracy"] = score["accuracy"]
+    cell["penalty"] = stitching_penalty(ws.bases[recv], score["accuracy"])
+    return cell
+
+
+def _table(cells: list[dict], ws: _Workspace, variant: str, what: str) -> list[list]:
+    """[senders][receivers] of one cell field (None where skipped)."""
+    by = {(c["sender"], c["receiver"]): c[what] for c in cells if c["variant"] == variant}
+    return [[by[s.name, r.name] for r in ws.receivers] for s in ws.senders]
+
+
+@register_experiment("matrix", MatrixSpec.from_dict)
+def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
+    """Fill the sender x receiver matrix of ``spec`` cell by cell; returns the summary stored with the run."""
+    t0 = time.perf_counter()
+    if spec.controls:
+        for ref in (spec.a, spec.b):
+            r = parse_ref(ref)
+            if r.scheme != "zoo" or r.param("init", "trained") != "trained":
+                raise StitchError(
+                    f"controls need trained zoo models for now (random-init twins come from zoo:NAME?init=random);"
+                    f" {ref} is not one: run without controls"
+                )
+    variants = [("trained", "a", "b")]  # (variant, sender model key, receiver model key)
+    if spec.controls:
+        variants += [("random_sender", "a_rand", "b"), ("random_receiver", "a", "b_rand"),
+                     ("random_both", "a_rand", "b_rand")]  # fmt: skip
+    ws, dataset = _prepare(spec, ctx, variants)
+
+    resume = partial_path(ctx.store, ctx.run_id)
+    done = _read_partial(resume, ctx.run_id)
+    if done:
+        log.info("matrix %s: resuming with %d finished cell(s)", ctx.run_id, len(done))
+    grid = [(v, s, r) for v in variants for s in ws.senders for r in ws.receivers]
+    cells: list[dict] = []
+    for index, ((variant, send, recv), s, r) in enumerate(grid):
+        ctx.check_cancel()
+        where = f"{s.name} -> {r.name}" + ("" if variant == "trained" else f" ({variant.replace('_', ' ')})")
+        ctx.progress(index / len(grid), f"cell {index + 1}/{len(grid)}: {where}")
+        cell = done.get(_cell_key(variant, s.name, r.name))
+        if cell is None:
+            cell = {"variant": variant, **_run_cell(spec, ctx, ws, send, recv, s, r)}
+        cells.append(cell)
+        if cell["accuracy"] is not None:
+            ctx.log(index, {"cell_acc" if variant == "trained" else f"cell_acc:{variant}": cell["accuracy"]})
+        _write_atomic(resume, json.dumps({"run_id": ctx.run_id, "cells": cells}))
+        ctx.store.put_artifact(ctx.run_id, CELLS_ARTIFACT, json.dumps(cells, indent=1).encode())
+    ctx.progress(1.0, f"{len(grid)} cells done")
+
+    values = _table(cells, ws, "trained", "accuracy")
+    controls = debiased = None
+    if spec.controls:
+        controls = {v: _table(cells, ws, v, "accuracy") for v, _, _ in variants[1:]}
+        debiased = [
+            [None if t is None or c is None else round(t - c, 6) for t, c in zip(row_t, row_c, strict=True)]
+            for row_t, row_c in zip(values, controls["random_sender"], strict=True)
+        ]
+    skipped = [c for c in cells if c["variant"] == "trained" and c["skipped_reason"] is not None]
+    summary = {
+        "senders": [s.name for s in ws.senders],
+        "receivers": [r.name for r in ws.receivers],
+        "values": values,
+        "metric": "accuracy",
+        "penalty": _table(cells, ws, "trained", "penalty"),
+        "residual": _table(cells, ws, "trained", "residual"),
+        "skipped": {f"{c['sender']}->{c['receiver']}": c["skipped_reason"] for c in skipped},
+        "base": {"a": ws.bases["a"], "b": ws.bases["b"]},
+        "base_random": {"a": ws.bases["a_rand"], "b": ws.bases["b_rand"]} if spec.controls else None,
+        "controls": controls,
+        "debiased": debiased,  # values - controls["random_sender"]
+        "debiased_control": "random_sender" if spec.controls else None,
+        "mode": spec.mode,
+        "dataset": dataset,
+        "n_train": len(ws.y_train),
+        "n_test": len(ws.y_test),
+        "n_cells": len(ws.senders) * len(ws.receivers),
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+    resume.unlink(missing_ok=True)  # the run is about to be stored as done; cells.json stays with it
+    return summary

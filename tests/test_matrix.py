@@ -1,0 +1,213 @@
+"""Similarity matrices (Hernandez, Dangovski & Lu) of the two digit CNNs: real fits, real store."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+import torch
+
+import stitchcore.experiments.matrix as mx  # registers the "matrix" experiment
+from stitchcore.activations import collect
+from stitchcore.adapters import AdapterSpec
+from stitchcore.cuts import list_cuts, split
+from stitchcore.data import load_dataset
+from stitchcore.errors import Cancelled, CutError, StitchError
+from stitchcore.experiments import run_experiment
+from stitchcore.experiments.matrix import CELLS_ARTIFACT, MatrixSpec, collect_cuts, partial_path
+from stitchcore.sources import load_model
+from stitchcore.store import run_id_for
+
+CUTS = ["block1", "block2", "flatten", "fc1", "fc2"]
+MAPS = {"block1", "block2"}
+
+
+def _cells(store, run_id):
+    return json.loads(store.artifact_path(run_id, CELLS_ARTIFACT).read_text())
+
+
+def _count_fits(monkeypatch):
+    calls = []
+    real = mx.fit_adapter
+
+    def counting(*args, **kw):
+        calls.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(mx, "fit_adapter", counting)
+    return calls
+
+
+def test_spec_round_trip_and_validation():
+    spec = MatrixSpec("zoo:cnn-digits-s0", "zoo:cnn-digits-s1", senders=["block1", "fc1"], mode="trained")
+    assert spec.senders == ("block1", "fc1")
+    d = spec.to_dict()
+    assert json.loads(json.dumps(d)) == d
+    assert MatrixSpec.from_dict(d) == spec
+    assert spec.adapter == AdapterSpec(init="lstsq")
+    assert "trained" in spec.label() and "2 x all cuts" in spec.label()
+    with pytest.raises(StitchError, match="unknown MatrixSpec field"):
+        MatrixSpec.from_dict({**d, "cut_a": "x"})
+    with pytest.raises(StitchError, match="mode"):
+        MatrixSpec("zoo:a", "zoo:b", mode="fast")
+    with pytest.raises(StitchError, match="closed-form mode .* init"):
+        MatrixSpec("zoo:a", "zoo:b", adapter=AdapterSpec(init="random"))
+    with pytest.raises(StitchError, match="each once"):
+        MatrixSpec("zoo:a", "zoo:b", senders=("fc1", "fc1"))
+
+
+def test_collect_cuts_matches_split_prefixes(trained_store):
+    store, refs = trained_store
+    m = load_model(refs[0], store=store)
+    ds = load_dataset("digits")
+    cuts = list_cuts(m.model, m.example_input())
+    got = collect_cuts(m, cuts, ds, "test", device=torch.device("cpu"), limit=300)
+    for cut in cuts:
+        prefix, _ = split(m.model, cut, m.example_input())
+        want = collect(prefix, ds, m.preprocess, "test", device=torch.device("cpu"), limit=300)
+        assert got[cut.name].shape == want.shape == (300, *cut.shape)
+        torch.testing.assert_close(got[cut.name], want, rtol=0, atol=0)
+
+
+def test_collect_cuts_falls_back_to_prefixes_when_a_hook_disagrees(trained_store, monkeypatch):
+    store, refs = trained_store
+    m = load_model(refs[0], store=store)
+    ds = load_dataset("digits")
+    cuts = list_cuts(m.model, m.example_input())
+    wrong = m.model.get_submodule("block1")
+    monkeypatch.setattr(m.model, "get_submodule", lambda name: wrong)  # every hook records block1's output
+    got = collect_cuts(m, cuts, ds, "test", device=torch.device("cpu"), limit=50)
+    for cut in cuts:
+        prefix, _ = split(m.model, cut, m.example_input())
+        want = collect(prefix, ds, m.preprocess, "test", device=torch.device("cpu"), limit=50)
+        torch.testing.assert_close(got[cut.name], want, rtol=0, atol=0)
+
+
+def test_closed_form_matrix_of_two_digit_cnns(trained_store):
+    store, refs = trained_store
+    out = run_experiment("matrix", MatrixSpec(refs[0], refs[1]), store)
+    s = out.record.summary
+    assert out.record.status == "done" and not out.cached
+    assert s["senders"] == CUTS and s["receivers"] == CUTS
+    assert s["metric"] == "accuracy" and s["mode"] == "closed-form" and s["n_cells"] == 25
+    assert s["controls"] is None
+    values = s["values"]
+    assert len(values) == 5 and all(len(row) == 5 for row in values)
+    print("\n5x5 closed-form matrix (rows: senders of A, columns: receivers of B):", s["base"])
+    for name, row in zip(CUTS, values):
+        print(f"  {name:8s}", ["  --  " if v is None else f"{v:.3f}" for v in row])
+    for i, sender in enumerate(CUTS):
+        for j, receiver in enumerate(CUTS):
+            key = f"{sender}->{receiver}"
+            if sender not in MAPS and receiver in MAPS:  # vector -> spatial map: no adapter joins them
+                assert values[i][j] is None and s["penalty"][i][j] is None
+                assert "vector" in s["skipped"][key]
+            else:
+                assert key not in s["skipped"]
+                assert 0.0 <= values[i][j] <= 1.0
+                assert 0.0 <= s["residual"][i][j] < 1.0
+                assert s["penalty"][i][j] == pytest.approx(s["base"]["b"] - values[i][j], abs=1e-5)
+        assert values[i][i] > 0.8, (sender, values[i][i])  # same-depth cuts of seeds 0 and 1 stitch well
+    assert len(s["skipped"]) == 6
+    cells = _cells(store, out.record.id)
+    assert len(cells) == 25 and {c["sender"] for c in cells} == set(CUTS)
+    assert len(store.series(out.record.id)["cell_acc"]) == 19
+    assert not partial_path(store, out.record.id).exists()  # the resume file goes on success
+    assert run_experiment("matrix", MatrixSpec(refs[0], refs[1]), store).cached
+
+
+def test_model_with_itself_has_identity_diagonal(trained_store):
+    store, refs = trained_store
+    s = run_experiment("matrix", MatrixSpec(refs[0], refs[0]), store).record.summary
+    assert s["base"]["a"] == s["base"]["b"]
+    for i in range(len(CUTS)):  # lstsq of a layer onto itself is the identity
+        assert abs(s["values"][i][i] - s["base"]["a"]) <= 0.01, (CUTS[i], s["values"][i][i])
+        assert s["residual"][i][i] < 1e-3
+
+
+def test_trained_mode_on_a_subset(trained_store):
+    store, refs = trained_store
+    spec = MatrixSpec(refs[0], refs[1], senders=("block2", "fc1"), receivers=("fc1", "fc2"), mode="trained",
+                      epochs=1, max_train=400)  # fmt: skip
+    out = run_experiment("matrix", spec, store)
+    s = out.record.summary
+    assert s["mode"] == "trained" and s["senders"] == ["block2", "fc1"] and s["receivers"] == ["fc1", "fc2"]
+    assert s["n_train"] == 400
+    assert all(0.5 < v <= 1.0 for row in s["values"] for v in row), s["values"]
+    assert len(_cells(store, out.record.id)) == 4
+    assert run_experiment("matrix", spec, store).cached
+
+
+def test_cancel_keeps_cells_and_rerun_resumes(trained_store, monkeypatch):
+    store, refs = trained_store
+    spec = MatrixSpec(refs[0], refs[1], seed=3, max_test=300)
+    cancel = threading.Event()
+    logged = []
+
+    def progress(fraction, message, metrics):
+        if "cell_acc" in metrics:
+            logged.append(metrics["cell_acc"])
+            if len(logged) == 3:
+                cancel.set()
+
+    fits = _count_fits(monkeypatch)
+    with pytest.raises(Cancelled):
+        run_experiment("matrix", spec, store, progress=progress, cancel=cancel)
+    rec = store.lookup(run_id_for("matrix", spec.to_dict()))
+    assert rec.status == "cancelled"
+    assert len(fits) == 3
+    kept = json.loads(partial_path(store, rec.id).read_text())["cells"]
+    assert len(kept) >= 3 and len(_cells(store, rec.id)) == len(kept)  # the partial matrix is viewable
+
+    fits.clear()
+    out = run_experiment("matrix", spec, store)
+    s = out.record.summary
+    assert out.record.status == "done" and not out.cached
+    assert len(fits) == 19 - 3, "finished cells are not fitted again"
+    assert sum(v is not None for row in s["values"] for v in row) == 19
+    assert s["values"][0][:3] == logged
+    assert not partial_path(store, out.record.id).exists()
+
+
+def test_controls_random_sender_is_worse_at_late_cuts(trained_store):
+    store, refs = trained_store
+    spec = MatrixSpec(refs[0], refs[1], senders=("block2", "fc2"), receivers=("fc1", "fc2"), controls=True)
+    s = run_experiment("matrix", spec, store).record.summary
+    c = s["controls"]
+    assert set(c) == {"random_sender", "random_receiver", "random_both"}
+    assert s["debiased_control"] == "random_sender"
+    for i in range(2):
+        for j in range(2):
+            assert s["debiased"][i][j] == pytest.approx(
+                s["values"][i][j] - c["random_sender"][i][j], abs=1e-5
+            )
+    assert c["random_sender"][1][1] < s["values"][1][1] - 0.1  # fc2 of a random CNN carries little
+    assert max(max(row) for row in c["random_receiver"]) < 0.3  # a random top is near chance
+    assert 0 <= s["base_random"]["b"] < 0.3
+
+
+def test_controls_need_zoo_models(trained_store):
+    store, _ = trained_store
+    spec = MatrixSpec("timm:resnet18", "timm:resnet18", controls=True)
+    with pytest.raises(StitchError, match="controls need trained zoo models"):
+        run_experiment("matrix", spec, store)
+
+
+def test_unknown_cut_names_the_close_ones(trained_store):
+    store, refs = trained_store
+    with pytest.raises(CutError, match="close"):
+        run_experiment("matrix", MatrixSpec(refs[0], refs[1], senders=("fc9",)), store)
+
+
+def test_too_large_for_memory_fails_before_any_cell(trained_store, monkeypatch):
+    store, refs = trained_store
+    monkeypatch.setenv("STITCHLAB_ACT_BUDGET_MB", "0.01")
+    fits = _count_fits(monkeypatch)
+    spec = MatrixSpec(refs[0], refs[1], seed=9)
+    with pytest.raises(StitchError, match="fewer samples .*max_train.* fewer cuts"):
+        run_experiment("matrix", spec, store)
+    assert fits == []
+    rec = store.lookup(run_id_for("matrix", spec.to_dict()))
+    assert rec.status == "failed" and "budget" in rec.error
+    assert store.artifacts(rec.id) == []
