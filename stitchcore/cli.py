@@ -142,6 +142,17 @@ def build_parser() -> argparse.ArgumentParser:
     mx.add_argument("--seed", type=int, default=0)
     mx.add_argument("--rerun", action="store_true")
 
+    sm = verbs.add_parser("similarity", parents=[common], help="CKA / Procrustes of every cut pair")
+    sm.add_argument("--a", required=True, help="ModelRef of model A (rows)")
+    sm.add_argument("--b", required=True, help="ModelRef of model B (columns)")
+    sm.add_argument("--senders", default=None, help="comma-separated cut names of A (default: all)")
+    sm.add_argument("--receivers", default=None, help="comma-separated cut names of B (default: all)")
+    sm.add_argument("--measure", default="cka-linear", help="cka-linear | cka-rbf | procrustes")
+    sm.add_argument("--dataset", default=None)
+    sm.add_argument("--max-samples", type=int, default=None)
+    sm.add_argument("--batch-size", type=int, default=256)
+    sm.add_argument("--rerun", action="store_true")
+
     runs = verbs.add_parser("runs", help="browse the results store").add_subparsers(dest="runs_verb", required=True)
     rl = runs.add_parser("list", parents=[common], help="list runs, newest first")
     rl.add_argument("--kind", default=None)
@@ -255,6 +266,26 @@ def _cmd_matrix(args, store, bar) -> None:
     _emit(args, obj, "\n".join(lines))
 
 
+def _cmd_similarity(args, store, bar) -> None:
+    from stitchcore.experiments import run_experiment
+    from stitchcore.experiments.similarity import SimilaritySpec
+
+    spec = SimilaritySpec(
+        a=args.a, b=args.b, senders=_names(args.senders), receivers=_names(args.receivers), measure=args.measure,
+        dataset=args.dataset, max_samples=args.max_samples, batch_size=args.batch_size,
+    )
+    out = run_experiment("similarity", spec, store, rerun=args.rerun, progress=bar, device=args.device)
+    bar.close()
+    s = out.record.summary
+    obj = {"run_id": out.record.id, "cached": out.cached, "elapsed": round(out.seconds, 3), **s}
+    width = max(len(n) for n in s["senders"] + s["receivers"])
+    lines = [" " * width + " " + " ".join(f"{r[:7]:>7s}" for r in s["receivers"])]
+    for name, row in zip(s["senders"], s["values"], strict=True):
+        lines.append(f"{name:>{width}s} " + " ".join(f"{v:7.3f}" for v in row))
+    lines.append(f"{s['measure']} on {s['n']} images; rows = A's cuts, columns = B's cuts")
+    _emit(args, obj, "\n".join(lines))
+
+
 def _record_row(r) -> dict[str, Any]:
     metric = r.summary.get("accuracy") if r.summary else None
     return {"id": r.id, "kind": r.kind, "status": r.status, "label": r.label, "created": r.created,
@@ -285,6 +316,7 @@ COMMANDS = {
     ("cuts", None): _cmd_cuts,
     ("stitch", None): _cmd_stitch,
     ("matrix", None): _cmd_matrix,
+    ("similarity", None): _cmd_similarity,
     ("runs", "list"): _cmd_runs_list,
     ("runs", "show"): _cmd_runs_show,
 }

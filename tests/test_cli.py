@@ -90,3 +90,17 @@ def test_matrix_json(trained_store):
     assert out["senders"] == ["block2", "fc1"] and out["receivers"] == ["block1", "fc1"]
     assert out["values"][1][0] is None, "vector -> map is skipped, not failed"
     assert out["values"][1][1] > 0.8
+
+
+def test_similarity_json_with_baseline(trained_store):
+    store, refs = trained_store
+    p = cli("similarity", "--a", refs[0], "--b", refs[0], "--senders", "block1,fc1", "--receivers", "block1,fc1",
+            "--max-samples", "256", "--batch-size", "64", "--json", store=store)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["measure"] == "cka-linear" and out["n"] == 256
+    assert abs(out["values"][0][0] - 1) < 1e-6 and abs(out["values"][1][1] - 1) < 1e-6, "a model with itself"
+    assert out["baseline"][0][0] < 0.5, "shuffled inputs are dissimilar"
+    again = cli("similarity", "--a", refs[0], "--b", refs[0], "--senders", "block1,fc1", "--receivers",
+                "block1,fc1", "--max-samples", "256", "--batch-size", "64", "--json", store=store)
+    assert json.loads(again.stdout)["cached"] is True

@@ -1,0 +1,91 @@
+"""Experiment ``similarity``: representational similarity (CKA, Procrustes) of every cut pair.
+
+The representational companion of the stitching matrix (Bansal et al. compare
+the two): the same images go through A (A's preprocessing) and B (B's), one
+forward pass each per batch collects every cut, and the measure is computed for
+all pairs, with a shuffled-input baseline because small-batch HSIC is biased.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from stitchcore.cuts import get_cut, list_cuts
+from stitchcore.data import load_dataset
+from stitchcore.errors import StitchError
+from stitchcore.experiments import RunContext, register_experiment
+from stitchcore.experiments.stitch import resolve_dataset
+from stitchcore.refs import parse_ref
+from stitchcore.similarity import list_measures, similarity_matrix
+from stitchcore.sources import load_model
+
+__all__ = ["SimilaritySpec", "run_similarity"]
+
+
+@dataclass(frozen=True)
+class SimilaritySpec:
+    """Every cut of A against every cut of B under one measure, on one image set."""
+
+    a: str  # ModelRef of A (rows)
+    b: str  # ModelRef of B (columns)
+    senders: tuple[str, ...] | None = None  # A's cuts; None = every cut
+    receivers: tuple[str, ...] | None = None  # B's cuts; None = every cut
+    measure: str = "cka-linear"  # cka-linear (debiased minibatch) | cka-rbf | procrustes
+    token_mode: str = "mean"  # token layouts: mean-pooled per example, or "tokens" as samples
+    dataset: str | None = None  # None: the dataset B was trained on
+    split: str = "test"  # images compared (held-out by default)
+    max_samples: int | None = None  # cap on images; None = the whole split
+    batch_size: int = 256  # minibatch for debiased CKA (at least 4)
+    baseline: bool = True  # also the shuffled-input baseline
+    seed: int = 0  # baseline shuffle
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "a", str(parse_ref(self.a)))
+        object.__setattr__(self, "b", str(parse_ref(self.b)))
+        for role in ("senders", "receivers"):
+            if getattr(self, role) is not None:
+                object.__setattr__(self, role, tuple(getattr(self, role)))
+        if self.measure not in list_measures():
+            raise StitchError(f"unknown measure {self.measure!r}; use one of {', '.join(list_measures())}")
+        if self.batch_size < 4:
+            raise StitchError("debiased CKA needs batches of at least 4 examples; raise the batch size")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for role in ("senders", "receivers"):
+            d[role] = list(d[role]) if d[role] is not None else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SimilaritySpec:
+        return cls(**d)
+
+    def label(self) -> str:
+        return f"{self.measure} {self.a} x {self.b}"
+
+
+@register_experiment("similarity", SimilaritySpec.from_dict)
+def run_similarity(spec: SimilaritySpec, ctx: RunContext) -> dict:
+    ctx.progress(0.0, "loading models")
+    a = load_model(spec.a, store=ctx.store)
+    b = load_model(spec.b, store=ctx.store)
+    ds = load_dataset(resolve_dataset(spec.dataset, a, b))
+    cuts = []
+    for m, names in ((a, spec.senders), (b, spec.receivers)):
+        all_cuts = list_cuts(m.model, m.example_input())
+        cuts.append([get_cut(m.model, m.example_input(), n) for n in names] if names else all_cuts)
+    for m in (a, b):
+        m.model.to(ctx.device).eval()
+
+    def batches(model):
+        for x, _ in ds.batches(spec.split, spec.batch_size, limit=spec.max_samples):
+            x = x.to(ctx.device)
+            yield model.preprocess(x) if model.preprocess is not None else x
+
+    result = similarity_matrix(
+        a.model, b.model, cuts[0], cuts[1], batches(a), batches(b), measure=spec.measure,
+        token_mode=spec.token_mode, shuffle_baseline=spec.baseline, check_cancel=ctx.check_cancel,
+        progress=lambda f, msg: ctx.progress(f, msg), seed=spec.seed,
+    )
+    return {**result, "dataset": ds.name, "split": spec.split}
