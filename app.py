@@ -14,6 +14,7 @@ PAGES = [
     st.Page("views/home.py", title="Home", icon=":material/home:", url_path="home", default=True),
     st.Page("views/models.py", title="Models", icon=":material/neurology:", url_path="models"),
     st.Page("views/stitch.py", title="Stitch", icon=":material/cable:", url_path="stitch"),
+    st.Page("views/similarity.py", title="Similarity", icon=":material/grid_on:", url_path="similarity"),
     st.Page("views/results.py", title="Results", icon=":material/table_chart:", url_path="results"),
 ]
 

@@ -18,6 +18,8 @@ import torch
 from stitchcore import plots
 from stitchcore.cuts import Cut, list_cuts
 from stitchcore.device import describe_device, pick_device
+from stitchcore.errors import StitchError
+from stitchcore.refs import parse_ref
 from stitchcore.jobs import JobRunner, JobSnapshot
 from stitchcore.sources import load_model
 from stitchcore.sources.loaded import LoadedModel
@@ -29,6 +31,7 @@ __all__ = [
     "page_setup",
     "load_for_display",
     "cuts_of",
+    "pick_model",
     "viewer_mode",
     "device_label",
     "job_monitor",
@@ -41,7 +44,7 @@ __all__ = [
 ]
 
 POLL_SECONDS = 1.0  # live views redraw this often while a job runs
-PAGE_FOR_KIND = {"stitch": "stitch", "zoo": "models"}  # url_path of the page that shows a run kind
+PAGE_FOR_KIND = {"stitch": "stitch", "zoo": "models", "matrix": "similarity"}  # url_path of the page that shows a run kind
 
 
 @st.cache_resource(show_spinner=False)
@@ -73,6 +76,34 @@ def page_setup(title: str) -> None:
     """Every page calls this first: wide layout (set per page: Streamlit 1.67 resets the
     entrypoint's layout when a page runs) and the browser-tab title."""
     st.set_page_config(page_title=f"{title} · StitchLab", page_icon="🧵", layout="wide")
+
+
+CUSTOM_REF = "other (type a model ref)…"
+
+
+def pick_model(role: str, zoo_refs: list[str], default_index: int, prefix: str = "") -> str | None:
+    """A selectbox of trained zoo models plus a free ModelRef field; returns the canonical ref.
+
+    Widget keys are ``{prefix}pick_{role}`` and ``{prefix}ref_{role}`` (URL prefill writes them).
+    """
+    pick_key, ref_key = f"{prefix}pick_{role}", f"{prefix}ref_{role}"
+    options = zoo_refs + [CUSTOM_REF]
+    picked = st.session_state.get(pick_key)
+    if picked is not None and picked not in options:
+        st.session_state[pick_key] = CUSTOM_REF
+    st.session_state.setdefault(pick_key, options[min(default_index, len(options) - 1)])
+    choice = st.selectbox(f"Model {role.upper()}", options, key=pick_key)
+    text = choice
+    if choice == CUSTOM_REF:
+        text = st.text_input(f"Model {role.upper()} ref", key=ref_key,
+                             placeholder="timm:resnet18?pretrained=false, file:/path/model.pt?arch=zoo:cnn …")
+    if not text:
+        return None
+    try:
+        return str(parse_ref(text))
+    except StitchError as exc:
+        show_error(exc)
+        return None
 
 
 def viewer_mode() -> bool:

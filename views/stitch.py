@@ -13,14 +13,12 @@ import streamlit as st
 import ui
 from stitchcore.adapters import INITS, NORMS, RESAMPLES, AdapterSpec, compatibility, list_adapters
 from stitchcore.errors import StitchError
-from stitchcore.refs import parse_ref
 from stitchcore.sources.zoo import list_zoo_models
 from stitchcore.specs import OPTIMIZERS, StitchSpec
 
 log = logging.getLogger(__name__)
 
 OBJECTIVES = ("task", "match", "kd", "task+0.5*kd")
-CUSTOM = "other (type a model ref)…"
 DEFAULTS = StitchSpec(a="", b="", cut_a="", cut_b="", adapter=AdapterSpec(init="lstsq"))
 
 
@@ -67,27 +65,6 @@ def _prefill(params: dict[str, str]) -> None:
             st.session_state[f"pick_{role}"] = params[role]
 
 
-def _pick_model(role: str, zoo_refs: list[str], default_index: int) -> str | None:
-    """A selectbox of trained zoo models plus a free ModelRef field; returns the canonical ref."""
-    options = zoo_refs + [CUSTOM]
-    picked = st.session_state.get(f"pick_{role}")
-    if picked is not None and picked not in options:
-        st.session_state[f"pick_{role}"] = CUSTOM
-    st.session_state.setdefault(f"pick_{role}", options[min(default_index, len(options) - 1)])
-    choice = st.selectbox(f"Model {role.upper()}", options, key=f"pick_{role}")
-    text = choice
-    if choice == CUSTOM:
-        text = st.text_input(f"Model {role.upper()} ref", key=f"ref_{role}",
-                             placeholder="timm:resnet18?pretrained=false, file:/path/model.pt?arch=zoo:cnn …")
-    if not text:
-        return None
-    try:
-        return str(parse_ref(text))
-    except StitchError as exc:
-        ui.show_error(exc)
-        return None
-
-
 def _cut_choice(label: str, names: list[str], key: str, default: str | None) -> str:
     if st.session_state.get(key) not in names:
         st.session_state[key] = default if default in names else names[len(names) // 2]
@@ -112,8 +89,8 @@ if not zoo:
 
 models, cuts = st.columns(2)
 with models:
-    ref_a = _pick_model("a", zoo, 0)
-    ref_b = _pick_model("b", zoo, 1)
+    ref_a = ui.pick_model("a", zoo, 0)
+    ref_b = ui.pick_model("b", zoo, 1)
 
 loaded = {}
 for role, ref in (("a", ref_a), ("b", ref_b)):

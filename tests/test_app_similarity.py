@@ -1,0 +1,60 @@
+"""The Similarity page through AppTest: launch a matrix with controls and CKA, see the heat maps."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # the pages import ui from the repo root
+    sys.path.insert(0, str(ROOT))
+
+import ui
+
+
+@pytest.fixture
+def app(tmp_path, monkeypatch, trained_store):
+    store, _ = trained_store
+    copy = tmp_path / "store"
+    shutil.copytree(store.root, copy, ignore=shutil.ignore_patterns("*-wal", "*-shm", "*.sqlite"))
+    with sqlite3.connect(store.root / "stitchlab.sqlite") as src, sqlite3.connect(copy / "stitchlab.sqlite") as dst:
+        src.backup(dst)  # a consistent copy of a WAL database
+    monkeypatch.setenv("STITCHLAB_STORE", str(copy))
+    monkeypatch.delenv("STITCHLAB_VIEWER", raising=False)
+    st.cache_resource.clear()
+    yield AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    ui.get_runner().shutdown()
+    ui.get_store().close()
+    st.cache_resource.clear()
+
+
+def test_launch_matrix_with_controls_and_cka_then_permalink(app):
+    at = app.run().switch_page("views/similarity.py").run()
+    assert not at.exception and not at.error
+    at.checkbox(key="sim_controls").check().run()
+    at.button(key="sim_launch").click().run()
+    run_id, cka_id = at.query_params["run"], at.query_params["cka"]
+    run_id = run_id[0] if isinstance(run_id, list) else run_id
+    cka_id = cka_id[0] if isinstance(cka_id, list) else cka_id
+    runner = ui.get_runner()
+    assert runner.wait(run_id, timeout=180).state == "done"
+    assert runner.wait(cka_id, timeout=180).state == "done"
+    at.run()
+    assert not at.exception and not at.error
+    charts = at.get("plotly_chart")
+    assert len(charts) == 5, "accuracy, control, debiased, CKA, CKA baseline"
+    assert any("skipped" in e.label for e in at.expander)
+    # the permalink in a fresh session shows the same panels and fills the form
+    # (AppTest does not follow st.switch_page from the router; the real browser test does)
+    fresh = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    fresh.query_params.update({"run": run_id, "cka": cka_id})
+    fresh.run().switch_page("views/similarity.py").run()
+    assert not fresh.exception
+    assert fresh.checkbox(key="sim_controls").value is True
+    assert len(fresh.get("plotly_chart")) == 5
