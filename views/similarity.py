@@ -63,10 +63,11 @@ def _matrix_panels(run_id: str, cka_id: str | None) -> None:
                        "resumes from them.")
         spec = MatrixSpec.from_dict(ui.get_store().lookup(run_id).spec)
         s = now.summary or {}
-        senders = s.get("senders") or list(spec.senders or [])
-        receivers = s.get("receivers") or list(spec.receivers or [])
         cells = _partial_cells(run_id)
-        if not senders or not receivers:
+        try:  # the full grid from the start, so cells fill in where they belong
+            senders = s.get("senders") or list(spec.senders or [c.name for c in ui.cuts_of(spec.a)])
+            receivers = s.get("receivers") or list(spec.receivers or [c.name for c in ui.cuts_of(spec.b)])
+        except StitchError:
             senders = list(dict.fromkeys(c["sender"] for c in cells))
             receivers = list(dict.fromkeys(c["receiver"] for c in cells))
         if not senders:
