@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import sqlite3
+from pathlib import Path
 
 import pytest
 import torch
@@ -27,3 +31,16 @@ def trained_store(tmp_path_factory):
         out = run_experiment("zoo", ZooRecipe(arch="cnn", dataset="digits", seed=seed), store)
         refs.append(out.record.summary["ref"])
     return store, refs
+
+
+def copy_store(src: Path, dst: Path) -> None:
+    """A consistent copy of a store directory: SQLite's backup API for the database, files for blobs.
+
+    Connections are closed explicitly: a leftover connection in the test process to the
+    session store would otherwise outlive the copy.
+    """
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("*.sqlite", "*.sqlite-wal", "*.sqlite-shm"))
+    with contextlib.closing(sqlite3.connect(src / "stitchlab.sqlite")) as a, contextlib.closing(
+        sqlite3.connect(dst / "stitchlab.sqlite")
+    ) as b:
+        a.backup(b)

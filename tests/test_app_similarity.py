@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import sqlite3
 import sys
 from pathlib import Path
 
@@ -16,15 +14,14 @@ if str(ROOT) not in sys.path:  # the pages import ui from the repo root
     sys.path.insert(0, str(ROOT))
 
 import ui
+from tests.conftest import copy_store
 
 
 @pytest.fixture
 def app(tmp_path, monkeypatch, trained_store):
     store, _ = trained_store
     copy = tmp_path / "store"
-    shutil.copytree(store.root, copy, ignore=shutil.ignore_patterns("*-wal", "*-shm", "*.sqlite"))
-    with sqlite3.connect(store.root / "stitchlab.sqlite") as src, sqlite3.connect(copy / "stitchlab.sqlite") as dst:
-        src.backup(dst)  # a consistent copy of a WAL database
+    copy_store(store.root, copy)
     monkeypatch.setenv("STITCHLAB_STORE", str(copy))
     monkeypatch.delenv("STITCHLAB_VIEWER", raising=False)
     st.cache_resource.clear()

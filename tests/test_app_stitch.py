@@ -6,7 +6,6 @@ then runs the script again and reads what it drew.
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ if str(ROOT) not in sys.path:  # the pages import ui from the repo root
     sys.path.insert(0, str(ROOT))
 
 import ui
+from tests.conftest import copy_store
 
 
 @pytest.fixture
@@ -26,12 +26,7 @@ def app(tmp_path, monkeypatch, trained_store):
     """An AppTest of app.py over a copy of the session store (two trained digit CNNs)."""
     store, _ = trained_store
     copy = tmp_path / "store"
-    shutil.copytree(store.root, copy, ignore=shutil.ignore_patterns("*-wal", "*-shm"))
-    store_src = store.root / "stitchlab.sqlite"
-    import sqlite3
-
-    with sqlite3.connect(store_src) as src, sqlite3.connect(copy / "stitchlab.sqlite") as dst:
-        src.backup(dst)  # a consistent copy of a WAL database
+    copy_store(store.root, copy)
     monkeypatch.setenv("STITCHLAB_STORE", str(copy))
     monkeypatch.delenv("STITCHLAB_VIEWER", raising=False)
     st.cache_resource.clear()
