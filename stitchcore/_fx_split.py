@@ -13,6 +13,7 @@ import logging
 import math
 import operator
 import sys
+import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -194,19 +195,41 @@ def _op_name(node: fx.Node) -> str:
     return node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
 
 
+# torch.fx patches nn.Module.__call__ / __getattr__ process-wide while it traces: one trace at
+# a time, and module calls from other threads (a job training in a worker) pass straight through.
+_TRACE_LOCK = threading.Lock()
+
+
 class _CutTracer(fx.Tracer):
-    """fx tracer that knows timm / torchvision leaf modules and records which modules return which node."""
+    """fx tracer that knows timm / torchvision leaf modules and records which modules return which node.
+
+    Thread-safe in the way a server needs: calls made by other threads while this tracer's
+    process-wide patches are active run the real module, untraced.
+    """
 
     def __init__(self, leaf_types: tuple[type, ...], autowrap_functions: tuple[Callable, ...],
                  autowrap_modules: tuple[Any, ...]) -> None:
         super().__init__(autowrap_modules=autowrap_modules, autowrap_functions=autowrap_functions)
         self._leaf_types = leaf_types
+        self._thread = threading.get_ident()  # the thread that traces; set again in trace()
         self.module_outputs: dict[fx.Node, list[str]] = {}  # node -> modules returning it, innermost first
+
+    def trace(self, root: Any, concrete_args: dict[str, Any] | None = None) -> fx.Graph:
+        with _TRACE_LOCK:
+            self._thread = threading.get_ident()
+            return super().trace(root, concrete_args=concrete_args)
+
+    def getattr(self, attr: str, attr_val: Any, parameter_proxy_cache: dict[str, Any]) -> Any:
+        if threading.get_ident() != self._thread:
+            return attr_val
+        return super().getattr(attr, attr_val, parameter_proxy_cache)
 
     def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
         return isinstance(m, self._leaf_types) or super().is_leaf_module(m, module_qualified_name)
 
     def call_module(self, m: nn.Module, forward: Callable, args: tuple, kwargs: dict) -> Any:
+        if threading.get_ident() != self._thread:  # another thread's forward pass: run it for real
+            return forward(*args, **kwargs)
         out = super().call_module(m, forward, args, kwargs)
         if isinstance(out, fx.Proxy):
             self.module_outputs.setdefault(out.node, []).append(self.path_of_module(m))

@@ -6,6 +6,7 @@ import contextlib
 import os
 import shutil
 import sqlite3
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,10 @@ import torch
 
 # Tiny ops are faster (and timings steadier) on one thread than on two contended ones.
 torch.set_num_threads(1)
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # the app's pages import ui from the repo root
+    sys.path.insert(0, str(ROOT))
 
 # Tests never reach a model hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -44,3 +49,23 @@ def copy_store(src: Path, dst: Path) -> None:
         sqlite3.connect(dst / "stitchlab.sqlite")
     ) as b:
         a.backup(b)
+
+
+@pytest.fixture
+def app(tmp_path, monkeypatch, trained_store):
+    """An AppTest of app.py over a copy of the session store (two trained digit CNNs); runner shut down after."""
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    import ui
+
+    store, _ = trained_store
+    copy = tmp_path / "store"
+    copy_store(store.root, copy)
+    monkeypatch.setenv("STITCHLAB_STORE", str(copy))
+    monkeypatch.delenv("STITCHLAB_VIEWER", raising=False)
+    st.cache_resource.clear()
+    yield AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    ui.get_runner().shutdown()
+    ui.get_store().close()
+    st.cache_resource.clear()

@@ -17,11 +17,8 @@ from stitchcore.adapters import (
     list_adapters,
     register_adapter,
 )
-from stitchcore.errors import AdapterError
-
 from stitchcore.cuts import Cut
-
-
+from stitchcore.errors import AdapterError
 
 
 def cut(layout: str, *shape: int, name: str = "c") -> Cut:

@@ -2,33 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # the pages import ui from the repo root
-    sys.path.insert(0, str(ROOT))
-
 import ui
-from tests.conftest import copy_store
-
-
-@pytest.fixture
-def app(tmp_path, monkeypatch, trained_store):
-    store, _ = trained_store
-    copy = tmp_path / "store"
-    copy_store(store.root, copy)
-    monkeypatch.setenv("STITCHLAB_STORE", str(copy))
-    monkeypatch.delenv("STITCHLAB_VIEWER", raising=False)
-    st.cache_resource.clear()
-    yield AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    ui.get_runner().shutdown()
-    ui.get_store().close()
-    st.cache_resource.clear()
+from tests.conftest import ROOT
 
 
 def test_launch_matrix_with_controls_and_cka_then_permalink(app):

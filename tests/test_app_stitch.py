@@ -6,35 +6,10 @@ then runs the script again and reads what it drew.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # the pages import ui from the repo root
-    sys.path.insert(0, str(ROOT))
-
 import ui
-from tests.conftest import copy_store
-
-
-@pytest.fixture
-def app(tmp_path, monkeypatch, trained_store):
-    """An AppTest of app.py over a copy of the session store (two trained digit CNNs)."""
-    store, _ = trained_store
-    copy = tmp_path / "store"
-    copy_store(store.root, copy)
-    monkeypatch.setenv("STITCHLAB_STORE", str(copy))
-    monkeypatch.delenv("STITCHLAB_VIEWER", raising=False)
-    st.cache_resource.clear()
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
-    yield at
-    ui.get_runner().shutdown()
-    ui.get_store().close()
-    st.cache_resource.clear()
+from tests.conftest import ROOT
 
 
 def _metric(at: AppTest, label: str) -> str:
@@ -49,7 +24,8 @@ def test_home_demo_button_runs_the_demo(app):
     jobs = runner.list()
     assert {j.kind for j in jobs} == {"zoo", "stitch"}
     stitch = next(j for j in jobs if j.kind == "stitch")
-    assert runner.wait(stitch.id, timeout=120).state == "done"
+    final = runner.wait(stitch.id, timeout=120)
+    assert final.state == "done", final.error
 
 
 def test_stitch_form_launch_then_result_card_and_permalink(app):

@@ -299,3 +299,38 @@ def test_zoo_arch(arch):
     torch.manual_seed(0)
     cuts = check_all_cuts(archs.create_arch(arch), _zoo_input(arch))
     assert len(cuts) >= 3
+
+
+def test_tracing_does_not_break_forward_passes_in_other_threads():
+    """torch.fx patches nn.Module.__call__ process-wide while tracing; a job's forward in a
+    worker thread must keep working (the app traces in its script thread meanwhile)."""
+    import threading
+
+    import torchvision
+
+    from stitchcore.cuts import list_cuts
+
+    worker_model = torchvision.models.resnet18(weights=None).eval()
+    x = torch.randn(2, 3, 32, 32)
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def work() -> None:
+        with torch.no_grad():
+            while not stop.is_set():
+                try:
+                    worker_model(x)
+                except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+                    errors.append(exc)
+                    return
+
+    t = threading.Thread(target=work)
+    t.start()
+    try:
+        for _ in range(6):  # fresh models: no plan cache, every call traces
+            cuts = list_cuts(torchvision.models.resnet18(weights=None), torch.randn(2, 3, 32, 32))
+            assert "layer4.1" in [c.name for c in cuts]
+    finally:
+        stop.set()
+        t.join()
+    assert not errors, errors[0]

@@ -10,12 +10,9 @@ import torch
 
 import stitchcore.fits as fits_mod
 from stitchcore.adapters import AdapterSpec, build_adapter
+from stitchcore.cuts import Cut
 from stitchcore.errors import AdapterError
 from stitchcore.fits import LstsqAccumulator, fit_adapter, procrustes, to_rows
-
-from stitchcore.cuts import Cut
-
-
 
 
 def cut(layout: str, *shape: int) -> Cut:
