@@ -128,30 +128,26 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--max-test", type=int, default=None)
     st.add_argument("--rerun", action="store_true", help="run again even if the store has it")
 
-    mx = verbs.add_parser("matrix", parents=[common], help="stitching matrix: every sender cut x receiver cut")
-    mx.add_argument("--a", required=True, help="ModelRef of the sender model A")
-    mx.add_argument("--b", required=True, help="ModelRef of the receiver model B")
-    mx.add_argument("--senders", default=None, help="comma-separated cut names of A (default: all)")
-    mx.add_argument("--receivers", default=None, help="comma-separated cut names of B (default: all)")
+    pair = argparse.ArgumentParser(add_help=False)  # every cut of A against every cut of B
+    pair.add_argument("--a", required=True, help="ModelRef of model A (rows: sender cuts)")
+    pair.add_argument("--b", required=True, help="ModelRef of model B (columns: receiver cuts)")
+    pair.add_argument("--senders", default=None, help="comma-separated cut names of A (default: all)")
+    pair.add_argument("--receivers", default=None, help="comma-separated cut names of B (default: all)")
+    pair.add_argument("--dataset", default=None, help="default: the dataset B was trained on")
+    pair.add_argument("--rerun", action="store_true", help="run again even if the store has it")
+
+    mx = verbs.add_parser("matrix", parents=[common, pair], help="stitching matrix: every sender cut x receiver cut")
     mx.add_argument("--mode", choices=("closed-form", "trained"), default="closed-form")
     mx.add_argument("--epochs", type=int, default=None, help="trained mode (default 3)")
     mx.add_argument("--controls", action="store_true", help="also random sender / receiver / both (zoo refs)")
-    mx.add_argument("--dataset", default=None)
     mx.add_argument("--max-train", type=int, default=None)
     mx.add_argument("--max-test", type=int, default=None)
     mx.add_argument("--seed", type=int, default=0)
-    mx.add_argument("--rerun", action="store_true")
 
-    sm = verbs.add_parser("similarity", parents=[common], help="CKA / Procrustes of every cut pair")
-    sm.add_argument("--a", required=True, help="ModelRef of model A (rows)")
-    sm.add_argument("--b", required=True, help="ModelRef of model B (columns)")
-    sm.add_argument("--senders", default=None, help="comma-separated cut names of A (default: all)")
-    sm.add_argument("--receivers", default=None, help="comma-separated cut names of B (default: all)")
+    sm = verbs.add_parser("similarity", parents=[common, pair], help="CKA / Procrustes of every cut pair")
     sm.add_argument("--measure", default="cka-linear", help="cka-linear | cka-rbf | procrustes")
-    sm.add_argument("--dataset", default=None)
     sm.add_argument("--max-samples", type=int, default=None)
     sm.add_argument("--batch-size", type=int, default=256)
-    sm.add_argument("--rerun", action="store_true")
 
     runs = verbs.add_parser("runs", help="browse the results store").add_subparsers(dest="runs_verb", required=True)
     rl = runs.add_parser("list", parents=[common], help="list runs, newest first")
@@ -237,6 +233,15 @@ def _cmd_stitch(args, store, bar) -> None:
     _emit(args, obj, text)
 
 
+def _grid_text(summary: dict[str, Any], footer: str) -> str:
+    """A senders x receivers table of ``summary["values"]`` for the terminal ("-" = skipped cell)."""
+    width = max(len(n) for n in summary["senders"] + summary["receivers"])
+    lines = [" " * width + " " + " ".join(f"{r[:7]:>7s}" for r in summary["receivers"])]
+    for name, row in zip(summary["senders"], summary["values"], strict=True):
+        lines.append(f"{name:>{width}s} " + " ".join("      -" if v is None else f"{v:7.3f}" for v in row))
+    return "\n".join([*lines, footer])
+
+
 def _names(text: str | None) -> tuple[str, ...] | None:
     return tuple(n.strip() for n in text.split(",") if n.strip()) if text else None
 
@@ -256,14 +261,9 @@ def _cmd_matrix(args, store, bar) -> None:
     bar.close()
     s = out.record.summary
     obj = {"run_id": out.record.id, "cached": out.cached, "elapsed": round(out.seconds, 3), **s}
-    width = max(len(n) for n in s["senders"] + s["receivers"])
-    lines = [" " * width + " " + " ".join(f"{r[:7]:>7s}" for r in s["receivers"])]
-    for name, row in zip(s["senders"], s["values"], strict=True):
-        cells = " ".join("      -" if v is None else f"{v:7.3f}" for v in row)
-        lines.append(f"{name:>{width}s} {cells}")
-    lines.append(f"{s['metric']} of the stitched model; rows = A's cuts, columns = B's cuts"
-                 f" ({'cached' if out.cached else f'{out.seconds:.1f} s'})")
-    _emit(args, obj, "\n".join(lines))
+    footer = (f"{s['metric']} of the stitched model; rows = A's cuts, columns = B's cuts"
+              f" ({'cached' if out.cached else f'{out.seconds:.1f} s'})")
+    _emit(args, obj, _grid_text(s, footer))
 
 
 def _cmd_similarity(args, store, bar) -> None:
@@ -278,12 +278,7 @@ def _cmd_similarity(args, store, bar) -> None:
     bar.close()
     s = out.record.summary
     obj = {"run_id": out.record.id, "cached": out.cached, "elapsed": round(out.seconds, 3), **s}
-    width = max(len(n) for n in s["senders"] + s["receivers"])
-    lines = [" " * width + " " + " ".join(f"{r[:7]:>7s}" for r in s["receivers"])]
-    for name, row in zip(s["senders"], s["values"], strict=True):
-        lines.append(f"{name:>{width}s} " + " ".join(f"{v:7.3f}" for v in row))
-    lines.append(f"{s['measure']} on {s['n']} images; rows = A's cuts, columns = B's cuts")
-    _emit(args, obj, "\n".join(lines))
+    _emit(args, obj, _grid_text(s, f"{s['measure']} on {s['n']} images; rows = A's cuts, columns = B's cuts"))
 
 
 def _record_row(r) -> dict[str, Any]:
