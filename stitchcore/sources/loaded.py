@@ -107,6 +107,21 @@ def freeze(model: nn.Module) -> nn.Module:
     return model
 
 
+def hub_image_model(ref: str, model: nn.Module, pre: Preprocess, num_classes: int | None,
+                    meta: dict[str, Any]) -> LoadedModel:
+    """A frozen hub image classifier (timm, torchvision): input shape from its preprocessing."""
+    return LoadedModel(
+        ref=ref,
+        model=freeze(model),
+        input_kind="image",
+        input_shape=(pre.channels, *pre.size),
+        preprocess=pre,
+        num_classes=num_classes,
+        dataset=None,
+        meta=meta,
+    )
+
+
 def parse_bool(ref: ModelRef, key: str, default: bool) -> bool:
     """Boolean query option ``key`` of ``ref`` (true/false/1/0/yes/no)."""
     from stitchcore.errors import RefError

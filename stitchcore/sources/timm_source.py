@@ -27,7 +27,7 @@ from torch import nn
 from stitchcore.errors import RefError, SourceError
 from stitchcore.preprocess import Preprocess
 from stitchcore.refs import ModelRef
-from stitchcore.sources.loaded import LoadedModel, freeze, host_reachable, parse_bool, register_source
+from stitchcore.sources.loaded import LoadedModel, host_reachable, hub_image_model, parse_bool, register_source
 
 __all__ = ["load_timm", "build_for_file", "timm_preprocess"]
 
@@ -119,16 +119,7 @@ def _finisher(name: str, ref: str, weights: str, in_chans: int | None) -> Callab
         }
         if cfg.get("label_names"):
             meta["class_names"] = list(cfg["label_names"])
-        return LoadedModel(
-            ref=ref,
-            model=freeze(model),
-            input_kind="image",
-            input_shape=(pre.channels, *pre.size),
-            preprocess=pre,
-            num_classes=num_classes,
-            dataset=None,
-            meta=meta,
-        )
+        return hub_image_model(ref, model, pre, num_classes, meta)
 
     return finish
 

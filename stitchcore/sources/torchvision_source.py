@@ -30,8 +30,8 @@ from stitchcore.sources.loaded import (
     IMAGENET_MEAN,
     IMAGENET_STD,
     LoadedModel,
-    freeze,
     host_reachable,
+    hub_image_model,
     register_source,
 )
 
@@ -105,16 +105,7 @@ def _finisher(
         }
         if weights is not None and weights.meta.get("categories"):
             meta["class_names"] = list(weights.meta["categories"])
-        return LoadedModel(
-            ref=ref,
-            model=freeze(model),
-            input_kind="image",
-            input_shape=(pre.channels, *pre.size),
-            preprocess=pre,
-            num_classes=num_classes or 1000,  # torchvision's default head
-            dataset=None,
-            meta=meta,
-        )
+        return hub_image_model(ref, model, pre, num_classes or 1000, meta)  # 1000: torchvision's default head
 
     return finish
 
