@@ -13,6 +13,7 @@ import sys
 import time
 from typing import Any
 
+from stitchcore import cli_lm
 from stitchcore.errors import StitchError
 
 __all__ = ["main", "build_parser"]
@@ -148,6 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--measure", default="cka-linear", help="cka-linear | cka-rbf | procrustes")
     sm.add_argument("--max-samples", type=int, default=None)
     sm.add_argument("--batch-size", type=int, default=256)
+
+    cli_lm.add_verbs(verbs, common)  # merge: language models (stitchcore/cli_lm.py)
 
     runs = verbs.add_parser("runs", help="browse the results store").add_subparsers(dest="runs_verb", required=True)
     rl = runs.add_parser("list", parents=[common], help="list runs, newest first")
@@ -315,6 +318,7 @@ COMMANDS = {
     ("runs", "list"): _cmd_runs_list,
     ("runs", "show"): _cmd_runs_show,
 }
+COMMANDS.update({**cli_lm.COMMANDS, ("stitch", None): cli_lm.lm_aware_stitch(_cmd_stitch)})  # LM refs -> lmstitch
 
 
 def main(argv: list[str] | None = None) -> int:

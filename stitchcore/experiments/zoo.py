@@ -51,11 +51,10 @@ def _arch_kwargs(recipe: ZooRecipe, ds: ImageDataset) -> dict:
 @register_experiment("zoo", ZooRecipe.from_dict)
 def train_zoo(recipe: ZooRecipe, ctx: RunContext) -> dict:
     """Train ``recipe`` on its dataset; returns the summary stored with the run."""
-    if arch_input_kind(recipe.arch) != "image":
-        raise StitchError(
-            f"zoo recipes train image classifiers for now; {recipe.arch!r} is a language model"
-            " (load one with hf:/path/to/dir, or use an image arch: mlp, cnn, resnet)"
-        )
+    if arch_input_kind(recipe.arch) != "image":  # language models: stitchcore.experiments.lm_zoo
+        from stitchcore.experiments.lm_zoo import train_lm_zoo
+
+        return train_lm_zoo(recipe, ctx, zoo_name(recipe, ctx.run_id))
     ds = load_dataset(recipe.dataset)
     train_ds = ds
     if recipe.relabel is not None:

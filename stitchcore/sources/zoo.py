@@ -68,6 +68,14 @@ def load_zoo_model(ref: ModelRef, store: Store | None = None) -> LoadedModel:
     model.eval()
     for p in model.parameters():
         p.requires_grad_(False)
+    if s.get("input_kind") == "tokens":  # a char-GPT: its vocabulary travels in meta
+        return LoadedModel(
+            ref=str(ref), model=model, input_kind="tokens", input_shape=tuple(s["input_shape"]), preprocess=None,
+            num_classes=len(s["vocab"]), dataset=s["dataset"],
+            meta={"arch": s["arch"], "arch_kwargs": s["arch_kwargs"], "vocab": s["vocab"], "run_id": rec.id,
+                  "accuracy": s.get("accuracy"), "val_loss": s.get("val_loss"),
+                  "context_length": s["input_shape"][0]},
+        )
     return LoadedModel(
         ref=str(ref),
         model=model,

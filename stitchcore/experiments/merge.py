@@ -1,0 +1,280 @@
+"""Experiments ``merge``, ``lmstitch`` and ``lmdepth``: GPT-style models joined by block substitution
+(merge, no new parameters) or through an adapter (stitch), scored by validation loss.
+
+Every run loads A and B, takes them apart on private copies (:func:`stitchcore.lm.lm_parts`),
+encodes the corpus with their shared vocabulary, and scores A, B and the joined model C on
+the same validation windows.  The loss penalty ``(L_base - L_C) / L_base`` is against the
+model whose head C uses (``penalty_base``); negative = C is worse (see :mod:`stitchcore.lm_eval`).
+Each run also stores a short sample from every model, generated at a fixed seed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from safetensors.torch import save
+from torch import nn
+
+from stitchcore.adapters import adapter_cost
+from stitchcore.errors import StitchError
+from stitchcore.experiments import RunContext, register_experiment
+from stitchcore.fits import fit_adapter
+from stitchcore.lm import (ComposedLM, LMParts, TokenwiseAdapter, build_merge, build_stitch, check_same_vocab,
+                           cut_name, lm_parts, make_token_adapter, merge_layout, stitch_layout)
+from stitchcore.lm_eval import LMData, eval_windows, lm_data, lm_loss, loss_penalty, sample_text, train_lm_adapter
+from stitchcore.lm_specs import DepthSpec, LMStitchSpec, MergeSpec
+from stitchcore.sources import load_model
+from stitchcore.specs import parse_objective
+
+__all__ = ["run_merge", "run_lm_stitch", "run_depth", "LMSetup", "setup_pair"]
+
+log = logging.getLogger(__name__)
+
+FIT_BATCHES = 8  # training batches whose tokens feed the least-squares start of an adapter
+ADAPTER_WEIGHTS = "adapter.safetensors"
+
+
+@dataclass
+class LMSetup:
+    """Both models taken apart, the shared data and the base scores."""
+
+    a: LMParts
+    b: LMParts
+    data: LMData
+    windows: torch.Tensor  # int64 [n, T+1] validation windows, the same for every model
+    block: int  # T, the training / scoring context
+    base: dict[str, dict[str, float]]  # {"a": {"loss", "perplexity", "accuracy"}, "b": {...}}
+    samples: dict[str, str]  # "a", "b" -> generated text
+    device: torch.device
+
+
+def _whole(p: LMParts, role: str) -> ComposedLM:
+    layout = [f"{role}.wte", f"{role}.wpe", *[f"{role}.h.{k}" for k in range(p.n_layer)], f"{role}.ln_f",
+              f"{role}.lm_head"]
+    return ComposedLM(p.embed, p.blocks, p.head, layout, p.context)
+
+
+def setup_pair(spec: MergeSpec | LMStitchSpec | DepthSpec, ctx: RunContext,
+               check: Callable[[LMParts, LMParts], object] | None = None) -> LMSetup:
+    """Load, take apart (copies), check the vocabularies (and ``check(a, b)``: positions), encode the
+    text, score A and B, sample them."""
+    ctx.progress(0.0, "loading models")
+    la, lb = load_model(spec.a, store=ctx.store), load_model(spec.b, store=ctx.store)
+    for m, role in ((la, "A"), (lb, "B")):
+        if m.input_kind != "tokens":
+            raise StitchError(f"model {role} ({m.ref}) is not a language model; use the Stitch page / stitch verb")
+    a, b = lm_parts(la), lm_parts(lb)
+    check_same_vocab(a.codec, b.codec, "joined")
+    if check is not None:
+        check(a, b)  # bad positions fail before any scoring
+    for p in (a, b):
+        for mod in (p.embed, p.head, *p.blocks):
+            mod.to(ctx.device)
+    text = spec.text or la.dataset or lb.dataset or "pydoc"
+    ctx.progress(0.02, f"encoding {text}")
+    data = lm_data(text, a.codec)
+    block = min(la.input_shape[0], lb.input_shape[0], a.context, b.context)
+    windows = eval_windows(data.val, block, spec.eval_windows)
+    base, samples = {}, {}
+    for role, p in (("a", a), ("b", b)):
+        model = _whole(p, role.upper())
+        base[role] = lm_loss(model, windows, ctx.device, ctx.check_cancel)
+        samples[role] = _sample(model, a, data, spec, block, ctx.device)
+    ctx.progress(0.05, f"A: loss {base['a']['loss']:.3f}, B: loss {base['b']['loss']:.3f}", {})
+    return LMSetup(a, b, data, windows, block, base, samples, ctx.device)
+
+
+def _sample(model: nn.Module, p: LMParts, data: LMData, spec, block: int, device: torch.device) -> str:
+    if spec.sample_tokens <= 0:
+        return ""
+    return sample_text(model, p.codec, data.prompt, spec.sample_tokens, block, device, seed=spec.seed)
+
+
+def _common(s: LMSetup, spec) -> dict:
+    return {
+        "base": s.base,
+        "samples": dict(s.samples),
+        "prompt": s.data.prompt,
+        "text": s.data.text,
+        "block_size": s.block,
+        "eval_tokens": int(s.windows.shape[0] * (s.windows.shape[1] - 1)),
+        "n_layer": {"a": s.a.n_layer, "b": s.b.n_layer},
+        "width": {"a": s.a.width, "b": s.b.width},
+        "vocab": s.a.codec.describe(),
+        "penalty_sign": "loss_penalty = (L_base - L) / L_base; negative = worse than the base model",
+    }
+
+
+# ------------------------------------------------------------------------------------ merge
+
+
+@register_experiment("merge", MergeSpec.from_dict)
+def run_merge(spec: MergeSpec, ctx: RunContext) -> dict:
+    """A with B's blocks ``start .. end-1``; scores A, B and the merged model."""
+    t0 = time.perf_counter()
+    def ends(a: LMParts, b: LMParts) -> int:
+        end = min(a.n_layer, b.n_layer) if spec.end is None else spec.end
+        merge_layout(a.n_layer, b.n_layer, spec.start, end, spec.head, spec.embed)  # CutError when out of range
+        return end
+
+    s = setup_pair(spec, ctx, ends)
+    end = ends(s.a, s.b)
+    merged = build_merge(s.a, s.b, spec.start, end, spec.head, spec.embed)
+    ctx.progress(0.5, "scoring the merged model")
+    score = lm_loss(merged, s.windows, s.device, ctx.check_cancel)
+    out = _common(s, spec)
+    out["samples"]["merged"] = _sample(merged, s.a, s.data, spec, s.block, s.device)
+    out.update({
+        "mode": "merge", "layout": merged.layout, "start": spec.start, "end": end, "head": spec.head,
+        "embed": spec.embed, **score, "loss_penalty": loss_penalty(s.base[spec.head]["loss"], score["loss"]),
+        "penalty_base": spec.head, "params": 0, "seconds": round(time.perf_counter() - t0, 3),
+    })
+    return out
+
+
+# ------------------------------------------------------------------------------------ stitch
+
+
+def stitch_once(s: LMSetup, spec: LMStitchSpec | DepthSpec, ctx: RunContext, i: int, j: int, head: str,
+                head_at: int | None = None, step0: int = 0, span: tuple[float, float] = (0.1, 0.9),
+                log_every: int = 5) -> tuple[ComposedLM, dict]:
+    """Build, fit (lstsq) and train one stitch from A's position ``i`` to B's ``j``; returns (model, scores)."""
+    torch.manual_seed(spec.seed)
+    adapter = make_token_adapter(spec.adapter, s.a, i, s.b, j)
+    model = build_stitch(s.a, s.b, i, j, adapter, head, head_at)
+    residual = None
+    if spec.adapter.init in ("lstsq", "procrustes"):
+        batches = [x for x, _ in _train_batches(s, spec, FIT_BATCHES)]
+        pairs = ((s.a.residual(x.to(s.device), i).flatten(0, 1), s.b.residual(x.to(s.device), j).flatten(0, 1))
+                 for x in batches)
+        residual = fit_adapter(adapter.inner, pairs, method=spec.adapter.init)
+    adapter.to(s.device)
+    start = lm_loss(model, s.windows, s.device, ctx.check_cancel)
+    objective = parse_objective(spec.objective)
+    teacher = _whole(s.a if head == "a" else s.b, head.upper()) if "kd" in objective else None
+    lo, hi = span
+
+    def on_step(step: int, total: int, metrics: dict[str, float]) -> None:
+        ctx.progress(lo + (hi - lo) * step / total, f"training adapter {i}->{j} (head {head}): step {step}/{total}")
+        if step % log_every == 0 or step == total:
+            ctx.log(step0 + step, {"loss": metrics["loss"]})
+
+    losses = train_lm_adapter(
+        model, i, adapter, s.data.train, block_size=s.block, objective=objective, steps=spec.steps,
+        batch_size=spec.batch_size, lr=spec.lr, weight_decay=spec.weight_decay, seed=spec.seed, device=s.device,
+        receiver=lambda x: s.b.residual(x, j), teacher=teacher, on_step=on_step, check_cancel=ctx.check_cancel,
+    )
+    score = lm_loss(model, s.windows, s.device, ctx.check_cancel)
+    params, _ = adapter_cost(adapter.inner)
+    result = {
+        **score, "start_loss": start["loss"], "loss_penalty": loss_penalty(s.base[head]["loss"], score["loss"]),
+        "penalty_base": head, "params": int(params), "steps": len(losses),
+        "lstsq_residual": None if residual is None else round(float(residual), 6),
+        "final_train_loss": round(losses[-1], 6) if losses else None,
+    }
+    return model, result
+
+
+def _train_batches(s: LMSetup, spec, n: int):
+    from stitchcore.text import lm_batches
+
+    return lm_batches(s.data.train, s.block, spec.batch_size, spec.seed + 7919, n)
+
+
+@register_experiment("lmstitch", LMStitchSpec.from_dict)
+def run_lm_stitch(spec: LMStitchSpec, ctx: RunContext) -> dict:
+    """One LM stitch: train the adapter, score A, B and C, sample all three."""
+    t0 = time.perf_counter()
+    j = spec.cut_a if spec.cut_b is None else spec.cut_b
+    s = setup_pair(spec, ctx, lambda a, b: stitch_layout(a.n_layer, b.n_layer, spec.cut_a, j, spec.head, spec.head_at))
+    model, result = stitch_once(s, spec, ctx, spec.cut_a, j, spec.head, spec.head_at, span=(0.1, 0.95))
+    out = _common(s, spec)
+    out["samples"]["stitched"] = _sample(model, s.a, s.data, spec, s.block, s.device)
+    adapter = next(p for p in model.parts if isinstance(p, TokenwiseAdapter))
+    state = {k: v.detach().cpu().contiguous() for k, v in adapter.state_dict().items()}
+    ctx.store.put_artifact(ctx.run_id, ADAPTER_WEIGHTS, save(state))
+    out.update({
+        "mode": "stitch", "layout": model.layout, "cut_a": spec.cut_a, "cut_b": j, "head": spec.head,
+        "cut_names": {"a": cut_name(s.a.family, spec.cut_a), "b": cut_name(s.b.family, j)},
+        **result, "seconds": round(time.perf_counter() - t0, 3),
+    })
+    return out
+
+
+# ------------------------------------------------------------------------------------ depth sweep
+
+
+def _receiver(i: int, n_a: int, n_b: int) -> int:
+    """B's position matching A's split ``i`` (the same relative depth when the depths differ)."""
+    return i if n_a == n_b else round(i * n_b / max(n_a, 1))
+
+
+@register_experiment("lmdepth", DepthSpec.from_dict)
+def run_depth(spec: DepthSpec, ctx: RunContext) -> dict:
+    """Merge and stitch penalties at every split, per head; optionally every (i, j) stitch."""
+    t0 = time.perf_counter()
+    def check(a: LMParts, _b: LMParts) -> None:
+        if bad := [k for k in spec.splits or () if not 0 <= k <= a.n_layer]:
+            raise StitchError(f"splits {bad} are outside 0..{a.n_layer} (A has {a.n_layer} blocks)")
+
+    s = setup_pair(spec, ctx, check)
+    n_a, n_b = s.a.n_layer, s.b.n_layer
+    splits = list(spec.splits) if spec.splits is not None else list(range(n_a + 1))
+    tasks, skipped = [], {}
+    for mode in spec.modes:
+        for head in spec.heads:
+            why = None
+            if s.a.width != s.b.width and (mode == "merge" or head == "a"):
+                why = f"needs equal widths (A: D={s.a.width}, B: D={s.b.width})"
+            elif mode == "merge" and n_a != n_b:
+                why = f"needs equal depths to substitute blocks i..L (A: {n_a}, B: {n_b} blocks)"
+            if why:
+                skipped[f"{mode}, head {head}"] = why
+            else:
+                tasks += [(mode, head, k) for k in splits]
+    cells = [(i, j) for i in range(n_a + 1) for j in range(n_b + 1)] if spec.heatmap else []
+    if not tasks and not cells:
+        raise StitchError(f"nothing to run: {'; '.join(f'{k} {v}' for k, v in skipped.items())}; use mode stitch, head b")
+    per_stitch = max(spec.steps, 1)
+    total = sum(per_stitch if m == "stitch" else 1 for m, _, _ in tasks) + per_stitch * len(cells)
+    done, points, samples = 0, [], dict(s.samples)
+    for mode, head, k in tasks:
+        ctx.check_cancel()
+        lo = 0.05 + 0.9 * done / total
+        j = _receiver(k, n_a, n_b)
+        if mode == "merge":
+            model = build_merge(s.a, s.b, k, n_a, head)
+            res = lm_loss(model, s.windows, s.device, ctx.check_cancel)
+            res["loss_penalty"] = loss_penalty(s.base[head]["loss"], res["loss"])
+            done += 1
+        else:
+            hi = 0.05 + 0.9 * (done + per_stitch) / total
+            model, res = stitch_once(s, spec, ctx, k, j, head, step0=done, span=(lo, hi), log_every=10)
+            done += per_stitch
+        point = {"mode": mode, "head": head, "split": k, "receiver": j, "depth": round(k / max(n_a, 1), 6),
+                 "cut": cut_name(s.a.family, k), "label": f"{mode}, head {head.upper()}",
+                 "loss": res["loss"], "loss_penalty": res["loss_penalty"], "penalty_base": head}
+        points.append(point)
+        ctx.log(k, {f"penalty:{mode}:{head}": res["loss_penalty"]})
+        ctx.progress(0.05 + 0.9 * done / total, f"{mode}, head {head}, split {k}: penalty {res['loss_penalty']:+.3f}")
+        if k == splits[len(splits) // 2]:  # one sample per curve, at the middle split
+            samples[f"{mode}, head {head.upper()}, split {k}"] = _sample(model, s.a, s.data, spec, s.block, s.device)
+    heat = None
+    if cells:
+        values = [[None] * (n_b + 1) for _ in range(n_a + 1)]
+        for i, j in cells:
+            ctx.check_cancel()
+            lo, hi = 0.05 + 0.9 * done / total, 0.05 + 0.9 * (done + per_stitch) / total
+            _, res = stitch_once(s, spec, ctx, i, j, "b", step0=done, span=(lo, hi), log_every=25)
+            values[i][j] = res["loss_penalty"]
+            done += per_stitch
+        heat = {"rows": [cut_name(s.a.family, i) for i in range(n_a + 1)],
+                "cols": [cut_name(s.b.family, j) for j in range(n_b + 1)], "values": values, "head": "b"}
+    out = _common(s, spec)
+    out.update({"mode": "depth", "points": points, "splits": splits, "skipped": skipped, "heatmap": heat,
+                "samples": samples, "seconds": round(time.perf_counter() - t0, 3)})
+    return out

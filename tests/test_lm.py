@@ -1,0 +1,179 @@
+"""Language models: GPT parts reproduce the model, merge layouts and identities, penalties, vocab and
+width errors, the char-GPT zoo recipe, the HF GPT-2 path, and the merge / lmstitch / lmdepth runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from stitchcore.errors import AdapterError, CutError, DataError
+from stitchcore.experiments import run_experiment
+from stitchcore.lm import (build_merge, build_stitch, cut_name, lm_parts, make_token_adapter, merge_layout,
+                           parse_position, stitch_layout)
+from stitchcore.lm_eval import eval_windows, lm_data, lm_loss, loss_penalty
+from stitchcore.lm_specs import DepthSpec, LMStitchSpec, MergeSpec
+from stitchcore.sources import load_model
+from stitchcore.store import Store
+from tests.lm_helpers import save_tiny_gpt2, train_tiny
+
+QUICK = {"eval_windows": 8, "sample_tokens": 12}
+
+
+@pytest.fixture(scope="module")
+def lm_store(tmp_path_factory):
+    """A store with two tiny char-GPTs (seeds 0 and 1) and one of another width."""
+    store = Store(tmp_path_factory.mktemp("lmstore"))
+    refs = [train_tiny(store, 0), train_tiny(store, 1), train_tiny(store, 2, n_embd=16)]
+    return store, refs
+
+
+def _state(m: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in m.state_dict().items()}
+
+
+def test_zoo_recipe_trains_and_resolves(lm_store):
+    store, (a, _, _) = lm_store
+    assert a.startswith("zoo:gpt-pydoc-s0-adamw")
+    m = load_model(a, store=store)
+    assert m.input_kind == "tokens" and m.preprocess is None and m.input_shape == (32,)
+    assert isinstance(m.meta["vocab"], str) and m.num_classes == len(m.meta["vocab"])
+    rec = store.list_runs(kind="zoo")[0]
+    assert rec.summary["val_loss"] < 4.0 and rec.summary["sample"]  # learned something in 50 steps
+
+
+def test_parts_reproduce_logits_exactly(lm_store):
+    store, (a, _, _) = lm_store
+    m = load_model(a, store=store)
+    p = lm_parts(m)
+    x = torch.randint(0, m.num_classes, (3, 32))
+    want = m.model(x)
+    whole = build_merge(p, p, 0, 0, "a")
+    assert torch.equal(whole(x), want)
+    for k in range(p.n_layer + 1):  # every residual position: prefix + suffix = the model
+        assert torch.equal(whole.finish(whole.residual(x, k), k), want)
+    assert [cut_name("gpt", k) for k in range(3)] == ["drop", "h.0", "h.1"]
+    assert parse_position("h.1", 2) == 2 and parse_position("drop", 2) == 0 and parse_position("1", 2) == 1
+
+
+def test_merge_identities_and_no_mutation(lm_store):
+    store, (a, b, _) = lm_store
+    ma, mb = load_model(a, store=store), load_model(b, store=store)
+    before = _state(ma.model)
+    pa, pb = lm_parts(ma), lm_parts(mb)
+    x = torch.randint(0, ma.num_classes, (2, 32))
+    assert torch.equal(build_merge(pa, pb, 1, 1, head="a")(x), ma.model(x))  # no blocks: A
+    all_b = build_merge(pa, pb, 0, 2, head="b", embed="b")
+    assert torch.equal(all_b(x), mb.model(x))  # all of B's blocks, B's ends: B
+    assert all_b.layout == ["B.wte", "B.wpe", "B.h.0", "B.h.1", "B.ln_f", "B.lm_head"]
+    half = build_merge(pa, pb, 1, 2, head="b")
+    assert not torch.equal(half(x), mb.model(x))
+    assert all(torch.equal(v, before[k]) for k, v in ma.model.state_dict().items())
+
+
+def test_layouts_are_half_open_and_checked():
+    assert merge_layout(4, 4, 1, 3, head="a") == [
+        "A.wte", "A.wpe", "A.h.0", "B.h.1", "B.h.2", "A.h.3", "A.ln_f", "A.lm_head"]
+    assert merge_layout(2, 2, 0, 0) == ["A.wte", "A.wpe", "A.h.0", "A.h.1", "A.ln_f", "A.lm_head"]
+    assert stitch_layout(3, 3, 1, 2, head="b") == ["A.wte", "A.wpe", "A.h.0", "S", "B.h.2", "B.ln_f", "B.lm_head"]
+    assert stitch_layout(3, 3, 1, 1, head="a", head_at=2) == [
+        "A.wte", "A.wpe", "A.h.0", "S", "B.h.1", "A.h.2", "A.ln_f", "A.lm_head"]
+    with pytest.raises(CutError, match="half-open"):
+        merge_layout(2, 2, 1, 3)
+
+
+def test_penalty_sign_and_base():
+    assert loss_penalty(2.0, 2.5) == -0.25  # worse than the base: negative
+    assert loss_penalty(2.0, 1.5) == 0.25
+    assert loss_penalty(2.0, 2.0) == 0.0
+
+
+def test_merge_run_penalty_base_is_the_head_model(lm_store):
+    store, (a, b, _) = lm_store
+    s = run_experiment("merge", MergeSpec(a=a, b=b, start=1, head="b", **QUICK), store).record.summary
+    assert s["penalty_base"] == "b" and s["layout"][-2:] == ["B.ln_f", "B.lm_head"]
+    assert s["loss_penalty"] == loss_penalty(s["base"]["b"]["loss"], s["loss"])
+    assert s["loss"] > s["base"]["b"]["loss"] and s["loss_penalty"] < 0
+    assert set(s["samples"]) == {"a", "b", "merged"}
+    none = run_experiment("merge", MergeSpec(a=a, b=b, start=1, end=1, head="a", **QUICK), store).record.summary
+    assert none["loss_penalty"] == 0.0 and none["loss"] == none["base"]["a"]["loss"]
+    assert none["samples"]["merged"] == none["samples"]["a"]  # same model, same seed, same text
+
+
+def test_width_and_vocab_errors(lm_store, tmp_path):
+    store, (a, _, narrow) = lm_store
+    pa, pn = lm_parts(load_model(a, store=store)), lm_parts(load_model(narrow, store=store))
+    with pytest.raises(AdapterError, match="widths must be equal"):
+        build_merge(pa, pn, 0, 1)
+    with pytest.raises(AdapterError, match="widths must be equal"):
+        build_stitch(pa, pn, 1, 1, make_token_adapter(LMStitchSpec(a="x", b="y").adapter, pa, 1, pn, 1), head="a")
+    stitched = build_stitch(pa, pn, 1, 1, make_token_adapter(LMStitchSpec(a="x", b="y").adapter, pa, 1, pn, 1))
+    assert stitched(torch.zeros(2, 8, dtype=torch.long)).shape[-1] == pa.codec.size  # D_A=32 -> D_B=16
+    other = tmp_path / "other.txt"
+    other.write_text("a small corpus with another alphabet " * 400)
+    from tests.lm_helpers import tiny_recipe
+    from dataclasses import replace
+
+    ref = run_experiment("zoo", replace(tiny_recipe(0), dataset=f"file:{other}"), store).record.summary["ref"]
+    with pytest.raises(DataError, match="different vocabularies"):
+        run_experiment("merge", MergeSpec(a=a, b=ref, start=1, **QUICK), store)
+
+
+def test_lmstitch_run_trains_and_keeps_models_frozen(lm_store):
+    store, (a, b, narrow) = lm_store
+    spec = LMStitchSpec(a=a, b=narrow, cut_a=1, steps=10, **QUICK)  # D 32 -> 16, head b
+    s = run_experiment("lmstitch", spec, store).record.summary
+    assert s["layout"] == ["A.wte", "A.wpe", "A.h.0", "S(linear)", "B.h.1", "B.ln_f", "B.lm_head"]
+    assert s["params"] == 32 * 16 + 16 and s["penalty_base"] == "b" and s["lstsq_residual"] is not None
+    assert s["loss_penalty"] == loss_penalty(s["base"]["b"]["loss"], s["loss"])
+    kept = run_experiment("lmstitch", LMStitchSpec(a=a, b=b, cut_a=1, head="a", steps=5, **QUICK), store)
+    assert kept.record.summary["penalty_base"] == "a" and kept.record.summary["layout"][-1] == "A.lm_head"
+    assert store.series(kept.record.id)["loss"]
+
+
+def test_depth_sweep_points_and_heatmap(lm_store):
+    store, (a, b, _) = lm_store
+    spec = DepthSpec(a=a, b=b, steps=2, heatmap=True, **QUICK)
+    out = run_experiment("lmdepth", spec, store)
+    s = out.record.summary
+    assert len(s["points"]) == 2 * 2 * 3  # modes x heads x splits 0..2
+    merge_a = {p["split"]: p["loss_penalty"] for p in s["points"] if p["mode"] == "merge" and p["head"] == "a"}
+    assert merge_a[2] == 0.0  # nothing substituted with A's head: A itself
+    assert len(s["heatmap"]["values"]) == 3 and all(v is not None for r in s["heatmap"]["values"] for v in r)
+    assert "penalty:merge:a" in store.series(out.record.id)
+
+
+def test_hf_gpt2_path(tmp_path):
+    pytest.importorskip("transformers")
+    da = save_tiny_gpt2(tmp_path / "a", seed=0)
+    db = save_tiny_gpt2(tmp_path / "b", seed=1)
+    ma, mb = load_model(f"hf:{da}"), load_model(f"hf:{db}")
+    pa, pb = lm_parts(ma), lm_parts(mb)
+    assert pa.family == "gpt2" and pa.n_layer == 2 and cut_name("gpt2", 1) == "hf.transformer.h.0"
+    x = torch.randint(0, ma.num_classes, (2, 16))
+    whole = build_merge(pa, pa, 0, 0)
+    for k in range(3):
+        torch.testing.assert_close(whole.finish(whole.residual(x, k), k), ma.model(x))
+    torch.testing.assert_close(build_merge(pa, pb, 0, 2, "b", "b")(x), mb.model(x))
+    data = lm_data("pydoc", pa.codec)
+    assert lm_loss(whole, eval_windows(data.val, 32, 4), torch.device("cpu"))["loss"] > 0
+    store = Store(tmp_path / "store")
+    s = run_experiment("merge", MergeSpec(a=f"hf:{da}", b=f"hf:{db}", start=1, text="pydoc", **QUICK), store)
+    assert s.record.summary["layout"] == ["A.wte", "A.wpe", "A.h.0", "B.h.1", "A.ln_f", "A.lm_head"]
+
+
+def test_cli_merge_json(lm_store, capsys):
+    from stitchcore.cli import main
+
+    store, (a, b, _) = lm_store
+    rc = main(["merge", "--a", a, "--b", b, "--split", "1", "--head", "b", "--eval-windows", "8",
+               "--sample-tokens", "8", "--store", str(store.root), "--json", "--quiet"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["layout"][2:4] == ["A.h.0", "B.h.1"] and out["penalty_base"] == "b" and "loss_penalty" in out
+    rc = main(["merge", "--a", a, "--b", b, "--mode", "stitch", "--split", "1", "--steps", "3", "--eval-windows",
+               "8", "--sample-tokens", "0", "--store", str(store.root), "--json", "--quiet"])
+    assert rc == 0 and json.loads(capsys.readouterr().out)["mode"] == "stitch"
+    rc = main(["merge", "--a", a, "--b", b, "--split", "5", "--store", str(store.root), "--json", "--quiet"])
+    assert rc == 2 and "half-open" in capsys.readouterr().err
