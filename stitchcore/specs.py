@@ -63,6 +63,12 @@ class ZooRecipe:
     l2: float = 0.0  # explicit L2 penalty on weights (beyond weight decay)
     prune_every: int = 0  # epochs between magnitude-pruning steps (0 = never)
     prune_fraction: float = 0.0  # fraction of remaining weights pruned at each step
+    # Special layer (trait localization): after the main training, fine-tune only this named layer
+    # (e.g. "fc2"; all others frozen) for finetune_epochs on finetune_data (None: the untransformed dataset).
+    finetune_layer: str | None = None
+    finetune_epochs: int = 10  # digits: enough for the last hidden layer to bring a dropped class back
+    finetune_data: str | None = None  # e.g. "digits|relabel3to8": the trait is taught to that layer only
+    finetune_lr: float | None = None  # None: the recipe's lr; smaller keeps the layer's other behaviour
 
     def __post_init__(self) -> None:
         _check_choice("optimizer", self.optimizer, OPTIMIZERS)
@@ -72,6 +78,10 @@ class ZooRecipe:
             raise StitchError("prune fraction must be in [0, 1)")
         if self.relabel is not None:
             object.__setattr__(self, "relabel", tuple(int(v) for v in self.relabel))
+        if self.finetune_layer is None and (self.finetune_data is not None or self.finetune_lr is not None):
+            raise StitchError("finetune_data and finetune_lr need a finetune_layer (the one layer trained)")
+        if self.finetune_layer is not None and self.finetune_epochs < 1:
+            raise StitchError("finetune_epochs must be at least 1 when a finetune_layer is set")
 
     @property
     def resolved_lr(self) -> float:
@@ -86,6 +96,8 @@ class ZooRecipe:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["relabel"] = list(self.relabel) if self.relabel else None
+        if self.finetune_layer is None:  # absent unless used: run ids of older recipes stay the same
+            del d["finetune_layer"], d["finetune_epochs"], d["finetune_data"], d["finetune_lr"]
         return d
 
     @classmethod
@@ -106,6 +118,8 @@ class ZooRecipe:
             extras.append(f"drop {self.drop_class}")
         if self.l1 or self.prune_fraction:
             extras.append("L1/pruned")
+        if self.finetune_layer is not None:
+            extras.append(f"fine-tune {self.finetune_layer}" + (f" on {self.finetune_data}" if self.finetune_data else ""))
         return f"train {self.arch} on {self.dataset} ({', '.join(extras)})"
 
     def short_name(self) -> str:

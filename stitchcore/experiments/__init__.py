@@ -50,7 +50,7 @@ def list_experiments() -> list[str]:
 
 def _load_builtin() -> None:
     # Import for the registration side effect (kept out of import time of this package).
-    from stitchcore.experiments import matrix, merge, similarity, stitch, zoo  # noqa: F401
+    from stitchcore.experiments import matrix, merge, similarity, stitch, sweep, zoo  # noqa: F401
 
 
 @dataclass

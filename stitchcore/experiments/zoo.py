@@ -42,10 +42,55 @@ def _arch_kwargs(recipe: ZooRecipe, ds: ImageDataset) -> dict:
     c, h, w = ds.image_shape
     size = recipe.image_size or h
     accepted = set(arch_defaults(recipe.arch))
-    derived = {"in_chans": c, "image_size": size, "in_shape": (c, size, size), "num_classes": ds.num_classes}
+    in_shape = (c, size, size) if recipe.image_size else (c, h, w)  # two-cue images are [C, H, 2W]
+    derived = {"in_chans": c, "image_size": size, "in_shape": in_shape, "num_classes": ds.num_classes}
     kwargs = {k: v for k, v in derived.items() if k in accepted}
     kwargs.update(recipe.arch_kwargs)
     return kwargs
+
+
+def _special_layer(model: torch.nn.Module, name: str) -> torch.nn.Module:
+    """The named submodule a special-layer recipe fine-tunes; StitchError listing the choices otherwise."""
+    layers = {n: m for n, m in model.named_modules() if n and any(True for _ in m.parameters())}
+    if name not in layers:
+        raise StitchError(f"finetune_layer {name!r} is not a layer with weights of this model; use one of: "
+                          f"{', '.join(n for n in layers if '.' not in n)}")  # fmt: skip
+    return layers[name]
+
+
+def _finetune(model, layer, recipe: ZooRecipe, ds: ImageDataset, preprocess, evaluate, ctx: RunContext) -> list:
+    """Special layer: train only ``layer`` (all other weights frozen) on ``finetune_data`` (default: ``ds``)."""
+    if recipe.finetune_data is not None:
+        other = load_dataset(recipe.finetune_data)
+        if (other.image_shape, other.num_classes) != (ds.image_shape, ds.num_classes):
+            raise StitchError(f"finetune_data {other.name} must be a variant of {ds.name} (same image shape and"
+                              " classes), e.g. digits|relabel3to8")  # fmt: skip
+        ds = other
+    frozen = [(p, p.requires_grad) for p in model.parameters()]
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for p in layer.parameters():
+        p.requires_grad_(True)
+    steps = -(-len(ds.labels("train")) // recipe.batch_size)
+
+    def batches(epoch: int):
+        for x, y in ds.batches("train", recipe.batch_size, shuffle=True, seed=recipe.seed * 100_003 + 7919 + epoch):
+            yield preprocess(x), y
+
+    def on_step(step: int, total: int, metrics: dict[str, float]) -> None:
+        ctx.progress(step / total, f"fine-tuning {recipe.finetune_layer} on all of {recipe.dataset}: {step}/{total}")
+
+    try:
+        return train_classifier(
+            model, batches, steps, optimizer=recipe.optimizer,
+            lr=recipe.finetune_lr if recipe.finetune_lr is not None else recipe.resolved_lr,
+            weight_decay=recipe.resolved_weight_decay, momentum=recipe.momentum, epochs=recipe.finetune_epochs,
+            device=ctx.device, on_step=on_step, on_epoch=lambda e: evaluate(recipe.epochs + e),
+            check_cancel=ctx.check_cancel,
+        )  # fmt: skip
+    finally:
+        for p, flag in frozen:
+            p.requires_grad_(flag)
 
 
 @register_experiment("zoo", ZooRecipe.from_dict)
@@ -66,6 +111,7 @@ def train_zoo(recipe: ZooRecipe, ctx: RunContext) -> dict:
     kwargs = _arch_kwargs(recipe, ds)
     torch.manual_seed(recipe.seed)
     model = create_arch(recipe.arch, **kwargs)
+    special = _special_layer(model, recipe.finetune_layer) if recipe.finetune_layer else None
     device = ctx.device
     bs = recipe.batch_size
     n_train = len(train_ds.labels("train"))
@@ -105,6 +151,8 @@ def train_zoo(recipe: ZooRecipe, ctx: RunContext) -> dict:
         on_epoch=evaluate,
         check_cancel=ctx.check_cancel,
     )
+    if special is not None:
+        history += _finetune(model, special, recipe, ds, preprocess, evaluate, ctx)
     model.to("cpu").eval()
     final = evaluate_batches(lambda x: model(preprocess(x)), ds.batches("test", 512), ds.num_classes, torch.device("cpu"))
     fd, tmp = tempfile.mkstemp(suffix=".safetensors", dir=ctx.store.root)

@@ -1,0 +1,385 @@
+"""Experiment ``sweep``: move the cut along depth and see where a trait lives (Oxford report).
+
+A and B share an architecture.  At every position (a block-level cut ``c``) the
+stitched model is C_c(x) = suffix_B,c(S(prefix_A,c(x))): A's layers up to and
+including ``c``, a trained adapter, B's layers after ``c``.  At each position the
+adapter is trained (task loss on ``train_data``'s train split, A and B frozen; the
+same building blocks as the ``stitch`` experiment) and then measured on the test
+split of ``dataset``:
+
+* the chosen trait metrics (:mod:`stitchcore.traits`), and per-class accuracy;
+* the simplicity measures of C_c (:mod:`stitchcore.simplicity`);
+* the random-init control: the same stitch between untrained twins of A and B
+  (``zoo:NAME?init=random&seed=S``, one pair per control seed), to show what the
+  adapter alone can learn.
+
+A alone and B alone give the reference lines.  Each finished position is appended
+to the ``positions.json`` artifact (with the references) and logged as metric
+points, so a page shows the curves growing while the job runs.
+
+``train_data`` lets the adapter be trained on data that lacks the trait's evidence
+(e.g. ``digits|drop3`` for a class-3 trait): whatever C then does with class 3
+comes from A's and B's layers, not from the adapter.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import torch
+from torch import nn
+
+from stitchcore.activations import collect
+from stitchcore.adapters import AdapterSpec, build_adapter
+from stitchcore.cuts import Cut, list_cuts, split
+from stitchcore.data import ImageDataset, load_dataset
+from stitchcore.errors import AdapterError, StitchError
+from stitchcore.evaluate import score_logits
+from stitchcore.experiments import RunContext, register_experiment
+from stitchcore.experiments.stitch import _check_classes, resolve_dataset
+from stitchcore.fits import FIT_METHODS, fit_adapter
+from stitchcore.refs import ModelRef, parse_ref
+from stitchcore.simplicity import GZIP_LEVEL, SHARPNESS_DEFINITION, simplicity
+from stitchcore.sources import load_model
+from stitchcore.sources.loaded import LoadedModel
+from stitchcore.specs import OPTIMIZERS
+from stitchcore.train import AdapterTargets, train_adapter
+from stitchcore.traits import check_classes, compute, metric_dataset, parse_metric
+
+__all__ = ["POSITIONS_ARTIFACT", "SIMPLICITY_KEYS", "SweepSpec", "curves", "run_sweep"]
+
+log = logging.getLogger(__name__)
+
+POSITIONS_ARTIFACT = "positions.json"
+SIMPLICITY_KEYS = ("grad_norm", "sharpness", "gzip_bits")
+EVAL_BATCH = 256
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """Stitch A's bottom to B's top at every depth; measure traits and simplicity at each.
+
+    >>> SweepSpec("zoo:cnn-digits-s0", "zoo:cnn-digits-s1", metrics=("class_acc:3",)).label()
+    'sweep zoo:cnn-digits-s0 -> zoo:cnn-digits-s1 (class_acc:3, all cuts)'
+    """
+
+    a: str  # ModelRef of the bottom model (its layers up to the cut)
+    b: str  # ModelRef of the top model (its layers after the cut); same architecture as A
+    positions: tuple[str, ...] | None = None  # cut names in execution order; None = every cut
+    metrics: tuple[str, ...] = ("accuracy",)  # trait metrics, see stitchcore.traits
+    dataset: str | None = None  # evaluation data (test split); None = the dataset B was trained on
+    train_data: str | None = None  # adapter training data (train split); None = the evaluation dataset
+    adapter: AdapterSpec = field(default_factory=AdapterSpec)  # linear, BN both sides, random init
+    optimizer: str = "adamw"  # as StitchSpec
+    lr: float = 1e-2  # as StitchSpec: small data gives few steps
+    weight_decay: float = 0.05
+    epochs: int = 10  # digits: ~210 steps per position
+    batch_size: int = 64
+    seed: int = 0  # adapter init and data order; control twins use seed, seed+1, ...
+    control: bool = True  # the random-init control at every position (zoo refs only)
+    control_seeds: int = 2  # random pairs per position; the band spans their min..max
+    simplicity: bool = True  # gradient norm, sharpness, gzip size per position and for A, B
+    sharpness_eps: float = 0.1  # relative perturbation size per tensor (0.05 gives increases near the noise)
+    sharpness_draws: int = 5  # perturbations averaged
+    max_train: int | None = None  # cap on adapter training images; None = all
+    max_test: int | None = None  # cap on test images; None = all
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "a", str(parse_ref(self.a)))
+        object.__setattr__(self, "b", str(parse_ref(self.b)))
+        if isinstance(self.metrics, str) or not self.metrics:
+            raise StitchError("metrics is a non-empty list of trait metrics, e.g. ['accuracy', 'class_acc:3']")
+        keys = tuple(dict.fromkeys(parse_metric(m).key for m in self.metrics))
+        object.__setattr__(self, "metrics", keys)
+        if self.positions is not None:
+            names = (self.positions,) if isinstance(self.positions, str) else tuple(self.positions)
+            if not names or len(set(names)) != len(names):
+                raise StitchError(f"positions must name at least one cut, each once; got {list(names)}")
+            object.__setattr__(self, "positions", names)
+        if isinstance(self.adapter, dict):
+            object.__setattr__(self, "adapter", AdapterSpec.from_dict(self.adapter))
+        if self.optimizer not in OPTIMIZERS:
+            raise StitchError(f"unknown optimizer {self.optimizer!r}; use one of: {', '.join(OPTIMIZERS)}")
+        if self.epochs < 0 or self.batch_size < 1 or self.control_seeds < 1 or self.sharpness_draws < 1:
+            raise StitchError("epochs must be >= 0; batch size, control seeds and sharpness draws >= 1")
+        if self.sharpness_eps < 0:
+            raise StitchError(f"sharpness_eps is a relative size >= 0 (e.g. 0.05), got {self.sharpness_eps}")
+        for name in ("max_train", "max_test"):
+            value = getattr(self, name)
+            if value is not None and value < 2:
+                raise StitchError(f"{name} must be at least 2 (or None for all images), got {value}")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["adapter"] = self.adapter.to_dict()
+        d["metrics"] = list(self.metrics)
+        d["positions"] = list(self.positions) if self.positions is not None else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SweepSpec:
+        unknown = sorted(set(d) - {f.name for f in fields(cls)})
+        if unknown:
+            raise StitchError(f"unknown SweepSpec field(s) {unknown}; known: {sorted(f.name for f in fields(cls))}")
+        return cls(**d)
+
+    def label(self) -> str:
+        where = f"{len(self.positions)} cuts" if self.positions else "all cuts"
+        return f"sweep {self.a} -> {self.b} ({', '.join(self.metrics)}, {where})"
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def _random_ref(ref: str, seed: int) -> str:
+    """The untrained twin of a zoo ref: ``zoo:NAME?init=random&seed=S``."""
+    r = parse_ref(ref)
+    params = dict(r.params)
+    params.update(init="random", seed=str(seed))
+    return str(ModelRef(r.scheme, r.name, r.file, tuple(params.items())))
+
+
+def _positions(spec: SweepSpec, a: LoadedModel, b: LoadedModel) -> list[Cut]:
+    """The swept cuts: every cut of A (or the named ones), each with the same shape in B."""
+    cuts_a = list_cuts(a.model, a.example_input())
+    cuts_b = {c.name: c for c in list_cuts(b.model, b.example_input())}
+    by_name = {c.name: c for c in cuts_a}
+    names = spec.positions or tuple(c.name for c in cuts_a)
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise StitchError(f"no cut(s) {unknown} in {a.ref}; its cuts are: {', '.join(by_name)}")
+    for n in names:
+        other = cuts_b.get(n)
+        if other is None or other.shape != by_name[n].shape:
+            raise AdapterError(
+                f"a sweep needs A and B of one architecture: {a.ref}[{n}] is {by_name[n].shape}, {b.ref} has "
+                f"{other.shape if other else 'no such cut'}; pick two models of the same arch and size"
+            )
+    order = [c.name for c in cuts_a]
+    return [by_name[n] for n in sorted(names, key=order.index)]
+
+
+def _forward(model: nn.Module, m: LoadedModel) -> nn.Module:
+    """model(preprocess(x)) as one module (preprocessing has no weights)."""
+
+    class WithPreprocess(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = model
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:  # [B, C, H, W] images in [0, 1] -> logits [B, K]
+            return self.net(m.preprocess(x) if m.preprocess is not None else x)
+
+    return WithPreprocess()
+
+
+@dataclass
+class _Data:
+    """Datasets of one sweep: adapter training data and every evaluation set the metrics read."""
+
+    train: ImageDataset
+    base: ImageDataset  # the evaluation set proper (accuracy, per-class, simplicity)
+    evals: dict[str, ImageDataset]  # metric_dataset name -> dataset (base included)
+    metric_sets: dict[str, str]  # metric key -> evaluation dataset name
+    n_train: int
+    n_test: int
+
+
+def _batches(ds: ImageDataset, n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    return list(ds.batches("test", EVAL_BATCH, limit=n))
+
+
+def _measure(spec: SweepSpec, data: _Data, logits: dict[str, torch.Tensor]) -> tuple[dict, list]:
+    """Trait metric values and per-class accuracy from logits [N, K] per evaluation set."""
+    values = {}
+    for key, name in data.metric_sets.items():
+        values[key] = compute(parse_metric(key), logits[name], data.evals[name].labels("test")[: data.n_test])
+    score = score_logits(logits[data.base.name], data.base.labels("test")[: data.n_test], data.base.num_classes)
+    return values, score["per_class"]
+
+
+def _simplicity(spec: SweepSpec, model: nn.Module, data: _Data, exclude: nn.Module | None = None) -> dict[str, Any]:
+    """Measures over the weights taken from A and B (an adapter is part of the function, not of the weights)."""
+    out = simplicity(model, _batches(data.base, data.n_test), eps=spec.sharpness_eps, draws=spec.sharpness_draws,
+                     seed=spec.seed, exclude=exclude.parameters() if exclude is not None else ())  # fmt: skip
+    out.pop("definition", None)
+    return {k: (round(v, 8) if isinstance(v, float) else v) for k, v in out.items()}
+
+
+def _stitch_at(
+    spec: SweepSpec, ctx: RunContext, a: LoadedModel, b: LoadedModel, cut: Cut, data: _Data, with_simplicity: bool
+) -> dict[str, Any]:
+    """Train the adapter A[cut] -> B[cut] and measure C = suffix_B(S(prefix_A(x)))."""
+    device = ctx.device
+    prefix_a, _ = split(a.model, cut, a.example_input())
+    prefix_b, suffix_b = split(b.model, cut, b.example_input())
+    for m in (prefix_a, prefix_b, suffix_b):
+        m.to(device).eval()
+    acts = {"device": device, "batch_size": EVAL_BATCH, "check_cancel": ctx.check_cancel}
+    h_train = collect(prefix_a, data.train, a.preprocess, "train", limit=data.n_train, **acts)  # [N, *cut.shape]
+    y_train = data.train.labels("train")[: data.n_train]
+    torch.manual_seed(spec.seed)
+    adapter = build_adapter(spec.adapter, cut, cut)
+    if spec.adapter.init in FIT_METHODS:
+        target = collect(prefix_b, data.train, b.preprocess, "train", limit=data.n_train, **acts)
+        pairs = ((h_train[i : i + EVAL_BATCH], target[i : i + EVAL_BATCH]) for i in range(0, len(h_train), EVAL_BATCH))
+        fit_adapter(adapter, pairs, method=spec.adapter.init)
+    adapter.to(device)
+    train_adapter(
+        adapter, suffix_b, h_train, AdapterTargets(labels=y_train), objective={"task": 1.0}, optimizer=spec.optimizer,
+        lr=spec.lr, weight_decay=spec.weight_decay, epochs=spec.epochs, batch_size=spec.batch_size, seed=spec.seed,
+        device=device, check_cancel=ctx.check_cancel,
+    )  # fmt: skip
+    adapter.eval()
+    logits = {}
+    with torch.no_grad():
+        for name, ds in data.evals.items():
+            h = collect(prefix_a, ds, a.preprocess, "test", limit=data.n_test, **acts)
+            logits[name] = torch.cat([suffix_b(adapter(h[i : i + EVAL_BATCH].to(device))).float().cpu()
+                                      for i in range(0, len(h), EVAL_BATCH)])  # fmt: skip
+    values, per_class = _measure(spec, data, logits)
+    out: dict[str, Any] = {"metrics": values, "per_class": per_class}
+    if with_simplicity:
+        stitched = _forward(nn.Sequential(prefix_a, adapter, suffix_b), a)
+        out["simplicity"] = _simplicity(spec, stitched, data, exclude=adapter)
+    return out
+
+
+@torch.no_grad()
+def _reference(spec: SweepSpec, ctx: RunContext, m: LoadedModel, data: _Data) -> dict[str, Any]:
+    """A or B alone: trait metrics, per-class accuracy, simplicity."""
+    model = _forward(m.model.to(ctx.device).eval(), m)
+    logits = {name: torch.cat([model(x.to(ctx.device)).float().cpu() for x, _ in _batches(ds, data.n_test)])
+              for name, ds in data.evals.items()}  # fmt: skip
+    values, per_class = _measure(spec, data, logits)
+    out: dict[str, Any] = {"metrics": values, "per_class": per_class}
+    if spec.simplicity:
+        with torch.enable_grad():
+            out["simplicity"] = _simplicity(spec, model, data)
+    return out
+
+
+def _load_data(spec: SweepSpec, a: LoadedModel, b: LoadedModel) -> _Data:
+    base = load_dataset(resolve_dataset(spec.dataset, a, b))
+    _check_classes(b, base, "B")
+    _check_classes(a, base, "A")
+    train = load_dataset(spec.train_data) if spec.train_data else base
+    if train.image_shape != base.image_shape or train.num_classes != base.num_classes:
+        raise StitchError(f"train_data {train.name} ({train.image_shape}, {train.num_classes} classes) does not match"
+                          f" {base.name} ({base.image_shape}, {base.num_classes}); use a variant of the same data")
+    metric_sets = {}
+    for key in spec.metrics:
+        metric = parse_metric(key)
+        check_classes(metric, base.num_classes)
+        metric_sets[key] = metric_dataset(metric, base.name)
+    evals = {base.name: base}
+    for name in metric_sets.values():
+        evals.setdefault(name, load_dataset(name))
+    n_train = len(train.labels("train")) if spec.max_train is None else min(spec.max_train, len(train.labels("train")))
+    n_test = min(len(ds.labels("test")) for ds in evals.values())
+    n_test = n_test if spec.max_test is None else min(spec.max_test, n_test)
+    return _Data(train, base, evals, metric_sets, n_train, n_test)
+
+
+# ---------------------------------------------------------------------------- curves
+
+
+def curves(rows: list[dict], metrics: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """Per-position records -> plot-ready lists (also for a running sweep's partial rows).
+
+    Returns {"positions", "depths", "stitched": {metric: [v]}, "control": {metric: {"min", "max", "mean"}} | None,
+    "per_class": [[acc per position] per class], "simplicity": {measure: [v]} | None}.
+    """
+    out: dict[str, Any] = {"positions": [r["position"] for r in rows], "depths": [r["depth"] for r in rows]}
+    out["stitched"] = {k: [r["metrics"].get(k) for r in rows] for k in metrics}
+    if rows and rows[0].get("control"):
+        control = {}
+        for k in metrics:
+            per = [[c["metrics"].get(k) for c in r["control"]] for r in rows]
+            per = [[v for v in vals if v is not None] for vals in per]
+            control[k] = {"min": [min(v) if v else None for v in per], "max": [max(v) if v else None for v in per],
+                          "mean": [sum(v) / len(v) if v else None for v in per]}  # fmt: skip
+        out["control"] = control
+    else:
+        out["control"] = None
+    n_classes = len(rows[0]["per_class"]) if rows else 0
+    out["per_class"] = [[r["per_class"][k] for r in rows] for k in range(n_classes)]
+    if rows and rows[0].get("simplicity"):
+        out["simplicity"] = {k: [r["simplicity"][k] for r in rows] for k in SIMPLICITY_KEYS}
+    else:
+        out["simplicity"] = None
+    return out
+
+
+# ---------------------------------------------------------------------------- the experiment
+
+
+@register_experiment("sweep", SweepSpec.from_dict)
+def run_sweep(spec: SweepSpec, ctx: RunContext) -> dict:
+    """Stitch at every position of ``spec``; returns the summary stored with the run."""
+    t0 = time.perf_counter()
+    ctx.progress(0.0, "loading models")
+    a, b = load_model(spec.a, store=ctx.store), load_model(spec.b, store=ctx.store)
+    for m, role in ((a, "A"), (b, "B")):
+        if m.input_kind != "image":
+            raise StitchError(f"model {role} ({m.ref}) is a language model; sweeps need image classifiers")
+    cuts = _positions(spec, a, b)
+    data = _load_data(spec, a, b)
+    controls: list[tuple[LoadedModel, LoadedModel]] = []
+    control_note = None
+    if spec.control:
+        if all(parse_ref(r).scheme == "zoo" and parse_ref(r).param("init", "trained") == "trained"
+               for r in (spec.a, spec.b)):  # fmt: skip
+            controls = [(load_model(_random_ref(spec.a, spec.seed + k), store=ctx.store),
+                         load_model(_random_ref(spec.b, spec.seed + k), store=ctx.store))
+                        for k in range(spec.control_seeds)]  # fmt: skip
+        else:
+            control_note = "the random-init control needs trained zoo models (zoo:NAME); it was skipped"
+    ctx.progress(0.02, "scoring A and B alone")
+    reference = {"a": _reference(spec, ctx, a, data), "b": _reference(spec, ctx, b, data)}
+    header = {"reference": reference, "metrics": list(spec.metrics), "classes": list(data.base.classes),
+              "all_positions": [c.name for c in cuts]}  # fmt: skip
+    rows: list[dict] = []
+    steps = len(cuts) * (1 + len(controls))
+    for i, cut in enumerate(cuts):
+        ctx.check_cancel()
+        ctx.progress((0.05 + 0.95 * i * (1 + len(controls)) / steps), f"position {i + 1}/{len(cuts)}: {cut.name}")
+        row = {"position": cut.name, "depth": round(cut.depth, 4),
+               **_stitch_at(spec, ctx, a, b, cut, data, spec.simplicity)}  # fmt: skip
+        row["control"] = []
+        for k, (ra, rb) in enumerate(controls):
+            ctx.progress(0.05 + 0.95 * (i * (1 + len(controls)) + 1 + k) / steps,
+                         f"position {i + 1}/{len(cuts)}: {cut.name} (random-init control {k + 1})")  # fmt: skip
+            row["control"].append(_stitch_at(spec, ctx, ra, rb, cut, data, False))
+        rows.append(row)
+        ctx.log(i, {f"stitched:{k}": v for k, v in row["metrics"].items() if v is not None})
+        ctx.store.put_artifact(ctx.run_id, POSITIONS_ARTIFACT,
+                               json.dumps({**header, "positions": rows}, default=float).encode())  # fmt: skip
+    ctx.progress(1.0, f"{len(cuts)} positions done")
+    definition = {
+        "sharpness": SHARPNESS_DEFINITION, "eps": spec.sharpness_eps, "draws": spec.sharpness_draws,
+        "grad_norm": "||grad of mean test cross-entropy||_2 over weights and biases (norm layers excluded)",
+        "gzip_bits": f"gzip level {GZIP_LEVEL} of the parameters as float32 little-endian, in bits",
+        "weights": "the stitched model's weights taken from A and B; the adapter is not measured",
+    }  # fmt: skip
+    return {
+        **curves(rows, spec.metrics),
+        "metrics": list(spec.metrics),
+        "metric_labels": {k: parse_metric(k).label for k in spec.metrics},
+        "reference": reference,
+        "classes": list(data.base.classes),
+        "rows": rows,
+        "control_note": control_note,
+        "control_seeds": len(controls),
+        "simplicity_definition": definition if spec.simplicity else None,
+        "dataset": data.base.name,
+        "train_data": data.train.name,
+        "eval_sets": data.metric_sets,
+        "n_train": data.n_train,
+        "n_test": data.n_test,
+        "seconds": round(time.perf_counter() - t0, 3),
+    }

@@ -1,0 +1,110 @@
+"""Experiment ``sweep`` and the four presets: each finding's direction on the bundled digits.
+
+Thresholds come from the preset run with its fixed seeds and from three more seed pairs
+(every recipe seed + 2, + 4, + 6; run by hand on 2026-11-22), each threshold with margin
+beyond the worst of the four.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+
+import pytest
+
+from stitchcore.errors import AdapterError, StitchError
+from stitchcore.experiments import run_experiment
+from stitchcore.experiments.sweep import POSITIONS_ARTIFACT, SweepSpec
+from stitchcore.presets import get_preset, list_presets, run_preset, zoo_ref
+from stitchcore.specs import ZooRecipe
+from stitchcore.store import Store
+
+
+@pytest.fixture(scope="module")
+def preset_store(tmp_path_factory):
+    return Store(tmp_path_factory.mktemp("presets"))
+
+
+def _run(name: str, store: Store) -> list[dict]:
+    _, sweeps = run_preset(name, store)
+    return [s.record.summary for s in sweeps]
+
+
+def test_inheritance_late_cuts_take_on_a_s_relabelling(preset_store):
+    (s,) = _run("inheritance", preset_store)
+    assert s["positions"] == ["block1", "block2", "flatten", "fc1", "fc2"]
+    conf = s["stitched"]["confusion:3->8"]  # fixed seeds: [0.0, 0.0, 0.043, 0.804, 0.913]
+    # four seed pairs: early cuts (B's layers) <= 0.26, late cuts (A's fc layers) >= 0.70
+    assert max(conf[:3]) <= 0.35 and min(conf[3:]) >= 0.5
+    assert s["reference"]["a"]["metrics"]["confusion:3->8"] > 0.95 and s["reference"]["b"]["metrics"][
+        "confusion:3->8"] < 0.05  # fmt: skip
+    assert max(s["control"]["confusion:3->8"]["max"]) <= 0.05  # random-init control: 0.0 in all four
+    assert s["stitched"]["class_acc:3"][0] > 0.85 and s["stitched"]["class_acc:3"][-1] < 0.2
+
+
+def test_special_layer_trait_appears_only_with_its_layer(preset_store):
+    summaries = _run("special-layer", preset_store)
+    assert [s["positions"] for s in summaries] == [["flatten", "fc1", "fc2", "fc3"]] * 3
+    for k, s in enumerate(summaries, start=1):
+        conf = s["stitched"]["confusion:3->8"]
+        # B's fc_k is in C at the cuts before it: 0.96-1.0 there, 0.0 from fc_k on (four seed pairs)
+        assert min(conf[:k]) >= 0.85, (k, conf)
+        assert max(conf[k:]) <= 0.05, (k, conf)
+        assert s["reference"]["b"]["metrics"]["confusion:3->8"] > 0.9
+
+
+def test_distributed_trait_fades_gradually_with_layers_from_a(preset_store):
+    (s,) = _run("distributed", preset_store)
+    acc = s["stitched"]["class_acc:3"]  # fixed seeds: [0.978, 0.87, 0.826, 0.609, 0.587]
+    # four seed pairs: block1 >= 0.93, fc2 <= 0.59, drop >= 0.39, never a 0/1 step
+    assert acc[0] >= 0.85 and acc[-1] <= 0.7 and acc[0] - acc[-1] >= 0.3
+    assert sum(acc[1:3]) > sum(acc[3:])  # more of A, less of class 3
+    assert sum(0.15 < v < 0.9 for v in acc) >= 2  # gradual: intermediate values, unlike the special layer
+    assert s["reference"]["a"]["metrics"]["class_acc:3"] == 0.0
+
+
+def test_simplicity_moves_from_b_to_a_along_the_cut(preset_store):
+    (s,) = _run("simplicity", preset_store)
+    bits = s["simplicity"]["gzip_bits"]  # fixed seeds: [456992, 352024, 352024, 162352, 112656]
+    ref_a, ref_b = (s["reference"][r]["simplicity"]["gzip_bits"] for r in ("a", "b"))
+    assert ref_a < ref_b / 3  # pruned A compresses to ~23% of B
+    assert all(x >= y for x, y in itertools.pairwise(bits))  # monotone in all four seed pairs
+    assert abs(bits[0] - ref_b) / ref_b < 0.05 and abs(bits[-1] - ref_a) / ref_a < 0.2
+    for key in ("grad_norm", "sharpness"):
+        assert len(s["simplicity"][key]) == 5 and all(math.isfinite(v) for v in s["simplicity"][key])
+    assert "sigma_t" in s["simplicity_definition"]["sharpness"]
+
+
+def test_positions_stream_into_an_artifact_and_progress(trained_store):
+    store, (ref0, ref1) = trained_store
+    seen = []
+    spec = SweepSpec(ref0, ref1, positions=("fc2", "block1"), metrics=("accuracy", "class_acc:3"), epochs=1,
+                     control_seeds=1, max_train=200, max_test=100)  # fmt: skip
+    out = run_experiment("sweep", spec, store, progress=lambda f, m, _: seen.append(m))
+    s = out.record.summary
+    assert s["positions"] == ["block1", "fc2"]  # execution order
+    assert any("position 2/2: fc2" in m for m in seen) and any("control" in m for m in seen)
+    rows = json.loads(store.artifact_path(out.record.id, POSITIONS_ARTIFACT).read_text())
+    assert [r["position"] for r in rows["positions"]] == ["block1", "fc2"] and rows["reference"]["a"]["metrics"]
+    assert len(s["per_class"]) == 10 and len(s["per_class"][0]) == 2
+    assert s["n_test"] == 100 and s["control_seeds"] == 1
+    assert store.series(out.record.id)["stitched:accuracy"]
+
+
+def test_spec_errors_name_the_fix(trained_store):
+    store, (ref0, _) = trained_store
+    with pytest.raises(StitchError, match="class_acc"):
+        SweepSpec(ref0, ref0, metrics=("precision",))
+    with pytest.raises(StitchError, match="its cuts are"):
+        run_experiment("sweep", SweepSpec(ref0, ref0, positions=("fc9",), control=False), store)
+    with pytest.raises(StitchError, match="classes 0..9"):
+        run_experiment("sweep", SweepSpec(ref0, ref0, metrics=("class_acc:12",), control=False), store)
+    mlp = ZooRecipe(arch="mlp", epochs=1)
+    run_experiment("zoo", mlp, store)
+    with pytest.raises(AdapterError, match="same arch"):
+        run_experiment("sweep", SweepSpec(ref0, zoo_ref(mlp), control=False), store)
+    assert {p.name for p in list_presets()} == {"inheritance", "special-layer", "distributed", "simplicity"}
+    with pytest.raises(StitchError, match="special-layer"):
+        get_preset("nope")
+
