@@ -43,7 +43,8 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     mg.add_argument("--head-at", default=None, help="stitch with --head a: where B hands back to A's blocks "
                                                     "(default: after B's last block)")
     mg.add_argument("--heatmap", action="store_true", help="over depth: also stitch every (i, j) pair (head b)")
-    mg.add_argument("--adapter", default=LM_ADAPTER.kind, help="linear | lowrank | mlp | linear_relu")
+    mg.add_argument("--adapter", default=LM_ADAPTER.kind, help="linear | lowrank | mlp (linear + GELU MLP branch)")
+    mg.add_argument("--hidden", type=int, default=128, help="hidden width of the mlp adapter's branch")
     mg.add_argument("--init", default=LM_ADAPTER.init, help="lstsq | random | identity | procrustes")
     mg.add_argument("--rank", type=int, default=None, help="rank of a lowrank adapter")
     mg.add_argument("--objective", default=d.objective, help="task | match | kd | task+0.5*match")
@@ -61,7 +62,8 @@ def _adapter(args: argparse.Namespace):
     from stitchcore.adapters import AdapterSpec
     from stitchcore.lm_specs import LM_ADAPTER
 
-    return AdapterSpec(kind=args.adapter, norm=LM_ADAPTER.norm, resample="none", init=args.init, rank=args.rank)
+    kind = "linear" if args.adapter == "mlp" else args.adapter
+    return AdapterSpec(kind=kind, norm=LM_ADAPTER.norm, resample="none", init=args.init, rank=args.rank)
 
 
 def _position(text: str | None) -> int | str | None:
@@ -85,7 +87,7 @@ def _specs(args, store) -> tuple[str, Any]:
 
     evals = dict(text=args.text, eval_windows=args.eval_windows, sample_tokens=args.sample_tokens, seed=args.seed)
     train = dict(adapter=_adapter(args), objective=args.objective, steps=args.steps, batch_size=args.batch_size,
-                 lr=args.lr)
+                 lr=args.lr, mlp_hidden=getattr(args, "hidden", 128) if args.adapter == "mlp" else 0)
     split = _position(args.split)
     if split is None:
         modes = ("merge", "stitch") if args.mode in (None, "both") else (args.mode,)

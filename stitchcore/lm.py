@@ -47,7 +47,7 @@ from stitchcore.sources.loaded import LoadedModel
 __all__ = [
     "TokenCodec", "codec_of", "check_same_vocab", "LMParts", "lm_parts", "cut_name", "parse_position",
     "merge_layout", "stitch_layout", "ComposedLM", "build_merge", "build_stitch", "TokenwiseAdapter",
-    "make_token_adapter", "HEADS", "n_layers",
+    "make_token_adapter", "HEADS", "n_layers", "lm_shape",
 ]  # fmt: skip
 
 log = logging.getLogger(__name__)
@@ -224,6 +224,21 @@ def n_layers(m: LoadedModel) -> int:
     raise SourceError(f"{m.ref} is not a GPT-style model; use a zoo gpt or an hf: GPT-2 family model")
 
 
+def lm_shape(m: LoadedModel) -> dict[str, int | str]:
+    """``{"n_layer", "width", "context", "family"}`` of a loaded GPT, read without copying it (for display)."""
+    from stitchcore._hook_split import _gpt2_root
+
+    root = _gpt2_root(m.model)
+    if root is not None:
+        tr = root[1].transformer
+        return {"n_layer": len(tr.h), "width": int(tr.wte.embedding_dim), "context": int(tr.wpe.num_embeddings),
+                "family": "gpt2"}
+    c = getattr(m.model, "config", None)
+    if c is None or not hasattr(m.model, "h"):
+        raise SourceError(f"{m.ref} is not a GPT-style model; use a zoo gpt or an hf: GPT-2 family model")
+    return {"n_layer": c.n_layer, "width": c.n_embd, "context": c.block_size, "family": "gpt"}
+
+
 def cut_name(family: str, k: int) -> str:
     """The list_cuts name of residual position ``k``: ``drop`` / ``h.{k-1}`` (HF: ``hf.transformer.`` prefix)."""
     name = "drop" if k == 0 else f"h.{k - 1}"
@@ -327,30 +342,48 @@ def build_merge(a: LMParts, b: LMParts, start: int, end: int, head: str = "a", e
 
 
 class TokenwiseAdapter(nn.Module):
-    """An :class:`~stitchcore.adapters.Adapter` on vectors, applied to every token: [B, T, D_A] -> [B, T, D_B]."""
+    """An :class:`~stitchcore.adapters.Adapter` on vectors, applied to every token: [B, T, D_A] -> [B, T, D_B].
 
-    def __init__(self, inner: Adapter) -> None:
+    With ``hidden > 0`` an MLP branch (D_A -> hidden -> GELU -> D_B) is added to the adapter's
+    output; its last layer starts at zero, so an "mlp" adapter starts as its (least-squares)
+    linear map and training can only add to it.
+    """
+
+    def __init__(self, inner: Adapter, hidden: int = 0) -> None:
         super().__init__()
         self.inner = inner  # sender (D_A,) -> receiver (D_B,), layout "vector"
+        self.mlp: nn.Sequential | None = None
+        if hidden > 0:
+            d_a, d_b = inner.sender.shape[0], inner.receiver.shape[0]
+            self.mlp = nn.Sequential(nn.Linear(d_a, hidden), nn.GELU(), nn.Linear(hidden, d_b))
+            nn.init.zeros_(self.mlp[2].weight)
+            nn.init.zeros_(self.mlp[2].bias)
+
+    @property
+    def label(self) -> str:
+        return f"S({self.inner.spec.kind}{f'+mlp{self.mlp[0].out_features}' if self.mlp is not None else ''})"
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         B, T, D = h.shape
-        return self.inner(h.reshape(B * T, D)).reshape(B, T, -1)  # (B, T, D_B)
+        flat = h.reshape(B * T, D)  # (B*T, D_A)
+        z = self.inner(flat)  # (B*T, D_B)
+        if self.mlp is not None:
+            z = z + self.mlp(flat)
+        return z.reshape(B, T, -1)  # (B, T, D_B)
 
 
-def make_token_adapter(spec: AdapterSpec, a: LMParts, i: int, b: LMParts, j: int) -> TokenwiseAdapter:
-    """A per-token adapter from A's stream at ``i`` (D_A) to B's at ``j`` (D_B)."""
+def make_token_adapter(spec: AdapterSpec, a: LMParts, i: int, b: LMParts, j: int, hidden: int = 0) -> TokenwiseAdapter:
+    """A per-token adapter from A's stream at ``i`` (D_A) to B's at ``j`` (D_B); ``hidden``: MLP branch width."""
     sender = Cut(f"A:{cut_name(a.family, i)}", (a.width,), "vector", i / max(a.n_layer, 1))
     receiver = Cut(f"B:{cut_name(b.family, j)}", (b.width,), "vector", j / max(b.n_layer, 1))
-    return TokenwiseAdapter(build_adapter(spec, sender, receiver))
+    return TokenwiseAdapter(build_adapter(spec, sender, receiver), hidden)
 
 
 def build_stitch(a: LMParts, b: LMParts, i: int, j: int, adapter: nn.Module, head: str = "b",
                  head_at: int | None = None) -> ComposedLM:
     """The stitched LM (see the module docstring); ``adapter`` maps [B, T, D_A] -> [B, T, D_B]."""
     check_same_vocab(a.codec, b.codec, "stitched")
-    kind = getattr(getattr(adapter, "inner", None), "spec", None)
-    layout = stitch_layout(a.n_layer, b.n_layer, i, j, head, head_at, f"S({kind.kind})" if kind else "S")
+    layout = stitch_layout(a.n_layer, b.n_layer, i, j, head, head_at, getattr(adapter, "label", "S"))
     parts = a.blocks[:i] + [adapter]
     if head == "b":
         return ComposedLM(a.embed, parts + b.blocks[j:], b.head, layout, min(a.context, b.context))

@@ -94,14 +94,20 @@ class _Train:
     batch_size: int = 32  # windows per step
     lr: float = 1e-3  # AdamW, cosine to 0
     weight_decay: float = 0.0
+    mlp_hidden: int = 0  # > 0: the "mlp" adapter, linear map + a zero-initialised GELU MLP branch of this width
 
     def _check_train(self) -> None:
         object.__setattr__(self, "adapter", _adapter(self.adapter))
         parse_objective(self.objective)
         if self.adapter.kind == "identity":
             raise StitchError("an identity adapter is a merge; use mode merge")
-        if self.steps < 0 or self.batch_size < 1:
-            raise StitchError("steps must be >= 0 and batch_size >= 1")
+        if self.steps < 0 or self.batch_size < 1 or self.mlp_hidden < 0:
+            raise StitchError("steps and mlp_hidden must be >= 0 and batch_size >= 1")
+
+    @property
+    def adapter_name(self) -> str:
+        """linear | lowrank | mlp (as the page and the CLI spell it)."""
+        return "mlp" if self.mlp_hidden else self.adapter.kind
 
 
 @dataclass(frozen=True)
@@ -134,7 +140,7 @@ class LMStitchSpec(_Train, _Eval):
 
     def label(self) -> str:
         j = self.cut_a if self.cut_b is None else self.cut_b
-        return f"lm stitch {self.a}[{self.cut_a}] -> {self.b}[{j}], head {self.head} ({self.adapter.kind})"
+        return f"lm stitch {self.a}[{self.cut_a}] -> {self.b}[{j}], head {self.head} ({self.adapter_name})"
 
 
 @dataclass(frozen=True)

@@ -177,3 +177,16 @@ def test_cli_merge_json(lm_store, capsys):
     assert rc == 0 and json.loads(capsys.readouterr().out)["mode"] == "stitch"
     rc = main(["merge", "--a", a, "--b", b, "--split", "5", "--store", str(store.root), "--json", "--quiet"])
     assert rc == 2 and "half-open" in capsys.readouterr().err
+
+
+def test_mlp_and_lowrank_adapters(lm_store):
+    from stitchcore.adapters import AdapterSpec
+
+    store, (a, b, _) = lm_store
+    mlp = LMStitchSpec(a=a, b=b, cut_a=1, steps=3, mlp_hidden=16, **QUICK)
+    s = run_experiment("lmstitch", mlp, store).record.summary
+    assert s["layout"][3] == "S(linear+mlp16)" and s["params"] == 32 * 32 + 32 + (32 * 16 + 16) + (16 * 32 + 32)
+    low = LMStitchSpec(a=a, b=b, cut_a=1, steps=3, adapter=AdapterSpec("lowrank", norm="none", resample="none",
+                                                                       init="lstsq", rank=4), **QUICK)
+    s = run_experiment("lmstitch", low, store).record.summary
+    assert s["layout"][3] == "S(lowrank)" and s["params"] == 32 * 4 + 4 * 32 + 32

@@ -19,7 +19,6 @@ import torch
 from safetensors.torch import save
 from torch import nn
 
-from stitchcore.adapters import adapter_cost
 from stitchcore.errors import StitchError
 from stitchcore.experiments import RunContext, register_experiment
 from stitchcore.fits import fit_adapter
@@ -144,7 +143,7 @@ def stitch_once(s: LMSetup, spec: LMStitchSpec | DepthSpec, ctx: RunContext, i: 
                 log_every: int = 5) -> tuple[ComposedLM, dict]:
     """Build, fit (lstsq) and train one stitch from A's position ``i`` to B's ``j``; returns (model, scores)."""
     torch.manual_seed(spec.seed)
-    adapter = make_token_adapter(spec.adapter, s.a, i, s.b, j)
+    adapter = make_token_adapter(spec.adapter, s.a, i, s.b, j, spec.mlp_hidden)
     model = build_stitch(s.a, s.b, i, j, adapter, head, head_at)
     residual = None
     if spec.adapter.init in ("lstsq", "procrustes"):
@@ -169,7 +168,7 @@ def stitch_once(s: LMSetup, spec: LMStitchSpec | DepthSpec, ctx: RunContext, i: 
         receiver=lambda x: s.b.residual(x, j), teacher=teacher, on_step=on_step, check_cancel=ctx.check_cancel,
     )
     score = lm_loss(model, s.windows, s.device, ctx.check_cancel)
-    params, _ = adapter_cost(adapter.inner)
+    params = sum(p.numel() for p in adapter.parameters() if p.requires_grad)
     result = {
         **score, "start_loss": start["loss"], "loss_penalty": loss_penalty(s.base[head]["loss"], score["loss"]),
         "penalty_base": head, "params": int(params), "steps": len(losses),

@@ -1,0 +1,75 @@
+"""The Language models page through AppTest: a tiny merge launched from the form, its results, the permalink."""
+
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import ui
+from stitchcore.store import Store
+from tests.conftest import ROOT
+from tests.lm_helpers import train_tiny
+
+
+@pytest.fixture
+def lm_app(tmp_path, monkeypatch):
+    """AppTest of app.py over a fresh store holding two tiny char-GPTs; runner shut down after."""
+    import streamlit as st
+
+    store = Store(tmp_path / "store")
+    refs = [train_tiny(store, 0), train_tiny(store, 1)]
+    store.close()
+    monkeypatch.setenv("STITCHLAB_STORE", str(tmp_path / "store"))
+    monkeypatch.delenv("STITCHLAB_VIEWER", raising=False)
+    st.cache_resource.clear()
+    yield AppTest.from_file(str(ROOT / "app.py"), default_timeout=120), refs
+    ui.get_runner().shutdown()
+    ui.get_store().close()
+    st.cache_resource.clear()
+
+
+def _metric(at: AppTest, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)
+
+
+def test_merge_from_the_page_then_results_and_permalink(lm_app):
+    app, (a, b) = lm_app
+    at = app.run().switch_page("views/language.py").run()
+    assert not at.exception and not at.error
+    assert at.selectbox(key="lm_pick_a").value == a and at.selectbox(key="lm_pick_b").value == b
+    at.radio(key="lm_kind").set_value("Merge").run()
+    at.number_input(key="lm_samples").set_value(20).run()
+    assert not at.exception
+    assert "A.wte → A.wpe → A.h.0 → B.h.1 → A.ln_f → A.lm_head" in [c.value for c in at.code]  # shown before running
+    at.radio(key="lm_head").set_value("b").run()
+    at.button(key="lm_launch").click().run()
+    run_id = at.query_params["run"]
+    run_id = run_id[0] if isinstance(run_id, list) else run_id
+    assert ui.get_runner().wait(run_id, timeout=120).state == "done"
+    at.run()
+    assert not at.exception and not at.error
+    assert float(_metric(at, "Loss merged")) > 0
+    assert _metric(at, "Loss penalty (base B)").startswith("-")  # worse than B: negative
+    assert len(at.get("plotly_chart")) >= 1
+    assert len(at.code) >= 4  # the layout and three samples (A, B, merged)
+    fresh = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    fresh.query_params["run"] = run_id
+    fresh.run().switch_page("views/language.py").run()
+    assert not fresh.exception
+    assert fresh.radio(key="lm_kind").value == "Merge" and fresh.radio(key="lm_head").value == "b"
+    assert _metric(fresh, "Loss merged") == _metric(at, "Loss merged")
+
+
+def test_depth_sweep_from_the_page_draws_the_curves(lm_app):
+    app, _ = lm_app
+    at = app.run().switch_page("views/language.py").run()
+    at.number_input(key="lm_samples").set_value(0).run()
+    at.number_input(key="lm_windows").set_value(8).run()
+    at.number_input(key="lm_steps").set_value(2).run()
+    at.button(key="lm_launch").click().run()
+    run_id = at.query_params["run"]
+    run_id = run_id[0] if isinstance(run_id, list) else run_id
+    assert ui.get_runner().wait(run_id, timeout=120).state == "done"
+    at.run()
+    assert not at.exception and not at.error
+    assert _metric(at, "Points") == "12"  # (merge, stitch) x (head a, head b) x splits 0..2

@@ -1,0 +1,268 @@
+"""Language models: merge (block substitution) or stitch two GPTs, keep or swap the head, see the loss penalty.
+
+``?run=<id>`` shows a merge, lmstitch or lmdepth run and fills the form with its spec.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import streamlit as st
+
+import ui
+from stitchcore import plots, plots_lm
+from stitchcore.adapters import AdapterSpec
+from stitchcore.errors import StitchError
+from stitchcore.lm import lm_shape, merge_layout, stitch_layout
+from stitchcore.lm_specs import LM_ADAPTER, DepthSpec, LMStitchSpec, MergeSpec
+from stitchcore.sources.zoo import list_zoo_models
+from stitchcore.specs import OPTIMIZERS, ZooRecipe
+from stitchcore.text import list_texts
+
+log = logging.getLogger(__name__)
+
+KINDS = {"Penalty over depth": "lmdepth", "Merge": "merge", "Stitch": "lmstitch"}
+SPEC_OF = {"lmdepth": DepthSpec, "merge": MergeSpec, "lmstitch": LMStitchSpec}
+D = DepthSpec(a="-", b="-")
+HEAD_HELP = "a: preserve A's head (A's wte, wpe and ln_f; the head is tied to wte) · b: B's ln_f and lm_head"
+
+
+def _prefill(run_id: str) -> None:
+    """A permalink fills the form from its run's spec, once per run id."""
+    if st.session_state.get("_lm_prefilled") == run_id:
+        return
+    st.session_state["_lm_prefilled"] = run_id
+    rec = ui.get_store().lookup(run_id)
+    if rec is None or rec.kind not in SPEC_OF:
+        return
+    spec = SPEC_OF[rec.kind].from_dict(rec.spec)
+    st.session_state.update(lm_kind=next(k for k, v in KINDS.items() if v == rec.kind), lm_pick_a=spec.a,
+                            lm_ref_a=spec.a, lm_pick_b=spec.b, lm_ref_b=spec.b, lm_windows=spec.eval_windows,
+                            lm_samples=spec.sample_tokens)
+    if rec.kind == "merge":
+        st.session_state.update(lm_start=spec.start, lm_head=spec.head, lm_embed=spec.embed,
+                                lm_end=spec.end if spec.end is not None else -1)
+    else:
+        st.session_state.update(lm_adapter=spec.adapter_name, lm_init=spec.adapter.init, lm_steps=spec.steps,
+                                lm_lr=spec.lr, lm_objective=spec.objective)
+    if rec.kind == "lmstitch":
+        st.session_state.update(lm_i=spec.cut_a, lm_j=spec.cut_a if spec.cut_b is None else spec.cut_b,
+                                lm_head=spec.head)
+    if rec.kind == "lmdepth":
+        st.session_state.update(lm_modes=list(spec.modes), lm_heads=list(spec.heads), lm_heatmap=spec.heatmap)
+
+
+def _train_form() -> None:
+    """Train a char-GPT zoo recipe here (a background job; the pickers list it once done)."""
+    with st.form("lm-train"):
+        c = st.columns(5)
+        text = c[0].selectbox("Corpus", [*list_texts(), "file:…"], help="pydoc works offline; "
+                              "tinyshakespeare downloads once")
+        path = c[1].text_input("Text file (for file:…)", placeholder="/path/to/text.txt")
+        seed = c[2].number_input("Seed", 0, 10**6, 0)
+        optimizer = c[3].selectbox("Optimizer", OPTIMIZERS, index=1)
+        epochs = c[4].number_input("Epochs (50 steps each)", 1, 400, ZooRecipe().epochs)
+        clicked = st.form_submit_button("Train char-GPT", disabled=ui.viewer_mode())
+    if clicked:
+        dataset = f"file:{path.strip()}" if text == "file:…" else text
+        try:
+            job = ui.get_runner().submit("zoo", ZooRecipe(arch="gpt", dataset=dataset, seed=int(seed),
+                                                          optimizer=optimizer, epochs=int(epochs)))
+        except StitchError as exc:
+            ui.show_error(exc)
+        else:
+            st.success(f"Training queued: {job.label} ([follow it](models?run={job.id})). "
+                       "It shows up in the model lists when done.")
+
+
+def _shape(ref: str) -> dict | None:
+    try:
+        return lm_shape(ui.load_for_display(ref))
+    except StitchError as exc:
+        ui.show_error(exc)
+    except Exception as exc:  # an unexpected loader failure must not kill the page
+        log.exception("loading %s failed", ref)
+        st.error(f"Could not load {ref}: {type(exc).__name__}: {exc}")
+    return None
+
+
+def _adapter_widgets() -> dict:
+    c = st.columns(5)
+    kind = c[0].selectbox("Adapter", ("linear", "lowrank", "mlp"), key="lm_adapter",
+                          help="per token; mlp = linear + a GELU MLP branch starting at zero")
+    init = c[1].selectbox("Init", ("lstsq", "random"), key="lm_init", help="lstsq: least squares A -> B stream")
+    steps = c[2].number_input("Training steps", 0, 20000, key="lm_steps")
+    lr = c[3].number_input("Learning rate", 1e-5, 1.0, format="%.4f", key="lm_lr")
+    objective = c[4].selectbox("Objective", ("task", "match", "kd", "task+0.5*match"), key="lm_objective")
+    spec = AdapterSpec(kind="linear" if kind == "mlp" else kind, norm=LM_ADAPTER.norm, resample="none", init=init)
+    return dict(adapter=spec, steps=int(steps), lr=float(lr), objective=objective, mlp_hidden=128 if kind == "mlp"
+                else 0)
+
+
+def _form(ref_a: str, ref_b: str, sa: dict, sb: dict):
+    """The experiment widgets -> (kind, spec) or None."""
+    kind = KINDS[st.radio("Experiment", list(KINDS), horizontal=True, key="lm_kind")]
+    n = min(sa["n_layer"], sb["n_layer"])
+    evals = dict(eval_windows=int(st.session_state["lm_windows"]), sample_tokens=int(st.session_state["lm_samples"]))
+    if kind == "merge":
+        c = st.columns(4)
+        start = c[0].number_input("First substituted block (start)", 0, n, key="lm_start")
+        end = c[1].number_input("End (exclusive; -1 = last block)", -1, n, key="lm_end")
+        head = c[2].radio("Head", ("a", "b"), key="lm_head", horizontal=True, help=HEAD_HELP)
+        embed = c[3].radio("Embeddings (wte, wpe)", ("a", "b"), key="lm_embed", horizontal=True)
+        end = n if end < 0 else int(end)
+        layout = merge_layout(sa["n_layer"], sb["n_layer"], int(start), end, head, embed)
+        st.markdown(f"Merged model, in order (B's blocks `[{int(start)}, {end})`, half-open):")
+        st.code(" → ".join(layout), language=None)
+        return kind, MergeSpec(a=ref_a, b=ref_b, start=int(start), end=None if end == n else end, head=head,
+                               embed=embed, **evals)
+    if kind == "lmstitch":
+        c = st.columns(3)
+        i = c[0].number_input("A's stream after i blocks (i)", 0, sa["n_layer"], key="lm_i")
+        j = c[1].number_input("B from block j (j)", 0, sb["n_layer"], key="lm_j")
+        head = c[2].radio("Head", ("a", "b"), key="lm_head", horizontal=True, help=HEAD_HELP)
+        if head == "a" and sa["width"] != sb["width"]:
+            st.warning(f"Head preservation needs equal widths (A: {sa['width']}, B: {sb['width']}); use head b.")
+            return kind, None
+        train = _adapter_widgets()
+        st.code(" → ".join(stitch_layout(sa["n_layer"], sb["n_layer"], int(i), int(j), head)), language=None)
+        return kind, LMStitchSpec(a=ref_a, b=ref_b, cut_a=int(i), cut_b=int(j), head=head, **train, **evals)
+    c = st.columns(3)
+    modes = c[0].multiselect("Modes", ("merge", "stitch"), key="lm_modes")
+    heads = c[1].multiselect("Heads", ("a", "b"), key="lm_heads", help=HEAD_HELP)
+    heat = c[2].checkbox("Heat map: stitch every (i, j), head b", key="lm_heatmap")
+    train = _adapter_widgets() if "stitch" in modes or heat else {}
+    return kind, DepthSpec(a=ref_a, b=ref_b, modes=tuple(modes), heads=tuple(heads), heatmap=heat, **train, **evals)
+
+
+# ------------------------------------------------------------------------------ results
+
+
+def _results(run_id: str) -> None:
+    runner = ui.get_runner()
+    snap = runner.get(run_id)
+    if snap is None:
+        st.error(f"No run {run_id!r} in the store at {ui.get_store().root}.")
+        return
+    active = not snap.is_final
+
+    @st.fragment(run_every=ui.POLL_SECONDS if active else None)
+    def live() -> None:
+        now = runner.get(run_id) or snap
+        if active and now.is_final:
+            st.rerun()
+        st.markdown(f"#### {ui.md_text(now.label)}")
+        st.caption(f"run `{now.id}` · {now.kind} · {now.state}" + (" · from the cache" if now.cached else ""))
+        if not now.is_final:
+            cols = st.columns([5, 1])
+            cols[0].progress(now.progress, text=now.message or now.state)
+            if cols[1].button("Stop", key=f"lm-stop-{run_id}", disabled=ui.viewer_mode()):
+                runner.cancel(run_id)
+        elif now.state != "done":
+            st.error(f"This run is {now.state}: {now.error}")
+        s = now.summary if now.state == "done" else {}
+        if s:
+            _cards(s, now.kind)
+        left, right = st.columns(2)
+        if now.kind == "lmdepth":
+            points = s.get("points") if s else plots_lm.partial_points(now.metrics)
+            left.plotly_chart(plots_lm.penalty_by_depth(points or []), key=f"lm-depth-{run_id}")
+        elif s:
+            left.plotly_chart(plots_lm.loss_bars(s), key=f"lm-bars-{run_id}")
+        if "loss" in now.metrics or not now.is_final:
+            curves = {"loss": now.metrics.get("loss", [])}
+            right.plotly_chart(plots.training_curves(curves, title="Adapter training loss"), key=f"lm-loss-{run_id}")
+        if s.get("heatmap"):
+            st.plotly_chart(plots_lm.penalty_heatmap(s["heatmap"]), key=f"lm-heat-{run_id}")
+        if s.get("samples"):
+            _samples(s)
+
+    live()
+
+
+def _cards(s: dict, kind: str) -> None:
+    base = s["base"]
+    c = st.columns(5)
+    c[0].metric("Loss A", f"{base['a']['loss']:.3f}", help=f"perplexity {base['a']['perplexity']:.2f}")
+    c[1].metric("Loss B", f"{base['b']['loss']:.3f}", help=f"perplexity {base['b']['perplexity']:.2f}")
+    if kind != "lmdepth":
+        joined = "merged" if kind == "merge" else "stitched"
+        c[2].metric(f"Loss {joined}", f"{s['loss']:.3f}", help=f"perplexity {s['perplexity']:.2f}")
+        c[3].metric(f"Loss penalty (base {s['penalty_base'].upper()})", f"{s['loss_penalty']:+.3f}",
+                    help="(L_base − L) / L_base; negative = higher loss than the base model")
+        c[4].metric("Perplexity", f"{s['perplexity']:.2f}")
+        st.code(" → ".join(s["layout"]), language=None)
+    else:
+        c[2].metric("Points", len(s["points"]))
+        c[3].metric("Time", f"{s.get('seconds', 0):.0f} s")
+        for what, why in (s.get("skipped") or {}).items():
+            st.caption(f"{what}: skipped, {why}")
+    st.caption(f"{s['eval_tokens']:,} validation tokens of {s['text']} ({s['vocab']}) · context {s['block_size']} · "
+               "loss in nats per token · " + s["penalty_sign"])
+
+
+def _samples(s: dict) -> None:
+    st.markdown(f"**Samples** (same prompt, seed and temperature 0.8; prompt: `{ui.md_text(s['prompt'])}`)")
+    items = list(s["samples"].items())
+    for row in range(0, len(items), 3):
+        cols = st.columns(3)
+        for col, (name, text) in zip(cols, items[row:row + 3], strict=False):
+            col.caption({"a": "Model A", "b": "Model B"}.get(name, name))
+            col.code(text, language=None, wrap_lines=True)
+
+
+# ------------------------------------------------------------------------------ page
+
+ui.page_setup("Language models")
+st.title("Language models: merge and stitch")
+st.caption("Join two GPTs between transformer blocks, by substituting B's blocks into A (merge, no new "
+           "parameters) or through a per-token adapter (stitch), keep A's head or use B's, and compare validation "
+           "losses. Loss penalty = (L_base − L) / L_base with the base the model whose head is used: below 0 the "
+           "joined model is worse.")
+url_run = st.query_params.get("run")
+if url_run:
+    _prefill(url_run)
+for _key, _value in dict(lm_kind="Penalty over depth", lm_start=1, lm_end=-1, lm_head="a", lm_embed="a", lm_i=1,
+                         lm_j=1, lm_modes=["merge", "stitch"], lm_heads=["a", "b"], lm_heatmap=False,
+                         lm_adapter="linear", lm_init="lstsq", lm_steps=D.steps, lm_lr=D.lr, lm_objective="task",
+                         lm_windows=D.eval_windows, lm_samples=D.sample_tokens).items():
+    st.session_state.setdefault(_key, _value)  # widgets take their values from here, never twice
+
+lm_refs = sorted(r.summary["ref"] for r in list_zoo_models(ui.get_store()) if r.summary.get("input_kind") == "tokens")
+with st.expander("Train a character-level GPT here", expanded=not lm_refs):
+    _train_form()
+if not lm_refs:
+    st.info("No char-GPTs trained yet: train two above (e.g. seeds 0 and 1), or type hf: refs "
+            "(hf:gpt2, hf:/path/to/save_pretrained_dir) below.")
+left, right = st.columns(2)
+with left:
+    ref_a = ui.pick_model("a", lm_refs, 0, prefix="lm_")
+    ref_b = ui.pick_model("b", lm_refs, 1, prefix="lm_")
+shapes = {role: _shape(ref) for role, ref in (("a", ref_a), ("b", ref_b)) if ref}
+with right:
+    for role, sh in shapes.items():
+        if sh:
+            st.caption(f"{role.upper()}: {sh['n_layer']} blocks, width {sh['width']}, context {sh['context']} "
+                       f"({sh['family']})")
+    c = st.columns(2)
+    c[0].number_input("Validation windows", 1, 4096, key="lm_windows")
+    c[1].number_input("Sample tokens", 0, 1000, key="lm_samples")
+
+spec = kind = None
+if ref_a and ref_b and shapes.get("a") and shapes.get("b"):
+    try:
+        kind, spec = _form(ref_a, ref_b, shapes["a"], shapes["b"])
+    except StitchError as exc:
+        ui.show_error(exc)
+if st.button("Launch", type="primary", disabled=spec is None or ui.viewer_mode(), key="lm_launch"):
+    try:
+        job = ui.get_runner().submit(kind, spec)
+    except StitchError as exc:
+        ui.show_error(exc)
+    else:
+        st.query_params["run"] = job.id
+        st.session_state["_lm_prefilled"] = job.id
+        url_run = job.id
+if url_run:
+    st.divider()
+    _results(url_run)
