@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any
 
-from stitchcore import cli_lm
+from stitchcore import cli_lm, cli_sweep
 from stitchcore.errors import StitchError
 
 __all__ = ["main", "build_parser"]
@@ -151,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--batch-size", type=int, default=256)
 
     cli_lm.add_verbs(verbs, common)  # merge: language models (stitchcore/cli_lm.py)
+    cli_sweep.add_verbs(verbs, common)  # sweep: traits along depth (stitchcore/cli_sweep.py)
 
     runs = verbs.add_parser("runs", help="browse the results store").add_subparsers(dest="runs_verb", required=True)
     rl = runs.add_parser("list", parents=[common], help="list runs, newest first")
@@ -318,6 +319,7 @@ COMMANDS = {
     ("runs", "list"): _cmd_runs_list,
     ("runs", "show"): _cmd_runs_show,
 }
+COMMANDS.update(cli_sweep.COMMANDS)
 COMMANDS.update({**cli_lm.COMMANDS, ("stitch", None): cli_lm.lm_aware_stitch(_cmd_stitch)})  # LM refs -> lmstitch
 
 

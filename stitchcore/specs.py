@@ -118,6 +118,8 @@ class ZooRecipe:
             extras.append(f"drop {self.drop_class}")
         if self.l1 or self.prune_fraction:
             extras.append("L1/pruned")
+        if self.l2:
+            extras.append(f"L2 {self.l2:g}")
         if self.finetune_layer is not None:
             extras.append(f"fine-tune {self.finetune_layer}" + (f" on {self.finetune_data}" if self.finetune_data else ""))
         return f"train {self.arch} on {self.dataset} ({', '.join(extras)})"

@@ -108,3 +108,19 @@ def test_spec_errors_name_the_fix(trained_store):
     with pytest.raises(StitchError, match="special-layer"):
         get_preset("nope")
 
+
+
+def test_cli_sweep_json_presets_and_errors(trained_store, capsys):
+    from stitchcore.cli import main
+
+    store, (ref0, ref1) = trained_store
+    argv = ["sweep", "--a", ref0, "--b", ref1, "--positions", "fc2,fc1", "--metrics", "accuracy,confusion:3->8",
+            "--init", "lstsq", "--epochs", "0", "--no-control", "--store", str(store.root), "--quiet"]  # fmt: skip
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["positions"] == ["fc1", "fc2"] and out["control"] is None and len(out["simplicity"]["gzip_bits"]) == 2
+    assert main(argv) == 0 and "B alone" in capsys.readouterr().out  # the table, now from the cache
+    assert main(["sweep", "--list-presets", "--json", "--store", str(store.root)]) == 0
+    assert json.loads(capsys.readouterr().out)["presets"][0]["name"] == "inheritance"
+    assert main(["sweep", "--a", ref0, "--store", str(store.root)]) == 2
+    assert "--preset NAME" in capsys.readouterr().err

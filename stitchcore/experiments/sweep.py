@@ -368,6 +368,8 @@ def run_sweep(spec: SweepSpec, ctx: RunContext) -> dict:
     }  # fmt: skip
     return {
         **curves(rows, spec.metrics),
+        "a": spec.a,
+        "b": spec.b,
         "metrics": list(spec.metrics),
         "metric_labels": {k: parse_metric(k).label for k in spec.metrics},
         "reference": reference,
