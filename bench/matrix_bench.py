@@ -139,6 +139,8 @@ def main() -> None:
     )
     ap.add_argument("--quick", action="store_true", help="smoke run: 2 x 2 cuts, 1 epoch")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                    help="trained matrix precision (bf16: autocast, fast with AMX / a GPU); the baseline stays fp32")
     ap.add_argument(
         "--repeats",
         type=int,
@@ -188,7 +190,7 @@ def main() -> None:
     cf_summary, closed_form_s = cf_runs[0][0], min(t for _, t in cf_runs)
 
     tr_spec = MatrixSpec(ref_a, ref_b, senders=names_a, receivers=names_b, mode="trained",
-                         adapter=AdapterSpec(init="random"), epochs=epochs)  # fmt: skip
+                         adapter=AdapterSpec(init="random"), epochs=epochs, precision=args.precision)  # fmt: skip
     cells = [(s, r) for s in cuts_a for r in cuts_b if compatibility(s, r, tr_spec.adapter) is None]
     order = list(cells)
     random.Random(0).shuffle(order)  # timed subset (if any) spread over senders and receivers
@@ -244,6 +246,7 @@ def main() -> None:
         "cells": len(cuts_a) * len(cuts_b),
         "cells_trainable": len(cells),
         "epochs": epochs,
+        "precision": args.precision,
         "repeats": repeats,
         "closed_form_s": round(closed_form_s, 2),
         "closed_form_runs_s": [round(t, 2) for _, t in cf_runs],

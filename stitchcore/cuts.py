@@ -71,7 +71,7 @@ from stitchcore._fx_split import FxPlan, Site, TraceFailed
 from stitchcore._hook_split import HookPlan
 from stitchcore.errors import CutError
 
-__all__ = ["Cut", "list_cuts", "get_cut", "split", "split_segment"]
+__all__ = ["Cut", "coarse_cuts", "list_cuts", "get_cut", "split", "split_segment"]
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +143,22 @@ def list_cuts(model: nn.Module, example_input: torch.Tensor) -> list[Cut]:
     Raises :class:`CutError` for a model that fx cannot trace and that has no known block list.
     """
     return _to_cuts(_plan(model, example_input).sites)
+
+
+def coarse_cuts(cuts: list[Cut], n: int = 6) -> list[Cut]:
+    """At most ``n`` cuts spread evenly over depth, the last cut always included (a "coarse" matrix).
+
+    >>> [c.name for c in coarse_cuts([Cut(f"l{i}", (4,), "vector", (i + 1) / 10) for i in range(10)], 4)]
+    ['l0', 'l3', 'l6', 'l9']
+    """
+    if n < 1:
+        raise CutError("a coarse cut set needs at least one cut")
+    if len(cuts) <= n:
+        return list(cuts)
+    if n == 1:
+        return [cuts[-1]]
+    picks = sorted({round(i * (len(cuts) - 1) / (n - 1)) for i in range(n)})
+    return [cuts[i] for i in picks]
 
 
 def _close_names(name: str, names: list[str]) -> list[str]:

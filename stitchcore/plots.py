@@ -1,5 +1,6 @@
 """Plotly figure builders shared by the app pages, the CLI export and the HTML reports.
 
+Heat maps live in :mod:`stitchcore.plots_heatmap` (``plots.heatmap`` is the same function).
 Every builder is a pure function: plain data as the results store holds it (dicts, lists,
 ``(step, value)`` tuples) in, a :class:`plotly.graph_objects.Figure` out.  The look is one
 house style: template ``plotly_white``, short titles, every axis titled, hover text with
@@ -10,8 +11,6 @@ exact values, and three fixed colours for the three models of a stitch::
 >>> fig = training_curves({"loss": [(5, 2.1), (10, 1.7)], "test_accuracy": [(10, 0.6)]})
 >>> [t.name for t in fig.data]
 ['loss', 'test accuracy']
->>> heatmap([[0.9, None]], ["block1"], ["block1", "block2"], title="accuracy").layout.yaxis.autorange
-'reversed'
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ from plotly.subplots import make_subplots
 
 __all__ = [
     "ACCURACY_COLOR", "LAYOUT_COLORS", "LOSS_COLOR", "ROLE_COLORS", "RUN_COLORS", "accuracy_bars",
-    "compare_curves", "cut_diagram", "heatmap", "penalty_vs_depth", "per_class_bars", "training_curves",
+    "compare_curves", "cut_diagram", "penalty_vs_depth", "per_class_bars", "training_curves",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -50,8 +49,6 @@ _SMALL = "font-size:11px;color:#666"  # secondary tick-label text
 TEMPLATE = "plotly_white"
 HEIGHT = 380  # default figure height in px: two fit on a laptop screen
 CUT_LABEL_LIMIT = 20  # cut_diagram: above this many cuts, names and shapes show on hover only
-CELL_TEXT_LIMIT = 15  # heatmap: values printed in the cells up to this many rows and columns
-TICK_LIMIT = 30  # heatmap: at most this many tick labels per axis (every cell keeps its hover)
 WAITING = "waiting for the first steps…"
 
 
@@ -394,71 +391,6 @@ def cut_diagram(
     return fig
 
 
-def heatmap(
-    values: Sequence[Sequence[float | None]],
-    rows: Sequence[str],
-    cols: Sequence[str],
-    *,
-    title: str,
-    row_label: str = "sender (A)",
-    col_label: str = "receiver (B)",
-    diverging: bool = False,
-    zmin: float | None = None,
-    zmax: float | None = None,
-    text_format: str = ".2f",
-    value_label: str = "value",
-) -> go.Figure:
-    """A matrix ``values[i][j]`` for row ``rows[i]`` (top to bottom) and column ``cols[j]`` (left to right).
-
-    For similarity matrices rows are the sender cuts of A and columns the receiver cuts of B,
-    both in execution order.  ``None`` / NaN cells stay blank.  ``diverging`` uses a red-blue
-    scale centred at 0 with symmetric limits (e.g. debiased accuracy = trained − control).
-    Cells print their value (``text_format``) up to ``CELL_TEXT_LIMIT`` rows and columns.
-    Raises ``ValueError`` when the matrix does not match ``rows`` x ``cols``.
-    """
-    if len(values) != len(rows) or any(len(r) != len(cols) for r in values):
-        got = f"{len(values)}x{'/'.join(sorted({str(len(r)) for r in values})) or 0}"
-        raise ValueError(f"heatmap: values are {got}, expected {len(rows)} rows x {len(cols)} columns")
-    z = [_clean(r) for r in values]
-    finite = [v for r in z for v in r if v is not None]
-    if diverging:
-        m = max(abs(v) for v in (zmin, zmax) if v is not None) if (zmin, zmax) != (None, None) else None
-        if m is None:
-            m = max((abs(v) for v in finite), default=1.0) or 1.0
-        zmin, zmax, scale = -m, m, "RdBu"
-    else:
-        scale = "Viridis"
-    rows_s, cols_s = [str(r) for r in rows], [str(c) for c in cols]
-    # Integer positions + tick labels: names like "0" or repeated names never confuse the axis type.
-    custom = [[[r, c] for c in cols_s] for r in rows_s]
-    small = len(rows) <= CELL_TEXT_LIMIT and len(cols) <= CELL_TEXT_LIMIT
-    fig = go.Figure(
-        go.Heatmap(
-            z=z, x=list(range(len(cols))), y=list(range(len(rows))), customdata=custom,
-            colorscale=scale, zmin=zmin, zmax=zmax, zmid=0 if diverging else None, hoverongaps=False,
-            texttemplate=f"%{{z:{text_format}}}" if small else None, textfont={"size": 11},
-            colorbar={"title": {"text": value_label}, "thickness": 14},
-            hovertemplate=(
-                f"{row_label}: %{{customdata[0]}}<br>{col_label}: %{{customdata[1]}}"
-                f"<br>{value_label}: %{{z:.6g}}<extra></extra>"
-            ),
-        )
-    )  # fmt: skip
-    if not finite:
-        _note(fig, "no values yet")
-
-    def ticks(names: list[str]) -> dict[str, Any]:
-        step = max(1, math.ceil(len(names) / TICK_LIMIT))
-        keep = list(range(0, len(names), step))
-        return {"tickvals": keep, "ticktext": [names[i] for i in keep]}
-
-    fig.update_xaxes(title_text=col_label, showgrid=False, zeroline=False, **ticks(cols_s))
-    fig.update_yaxes(title_text=row_label, showgrid=False, zeroline=False, **ticks(rows_s))
-    fig.update_yaxes(autorange="reversed")  # rows[0] at the top: senders read downwards in execution order
-    height = int(min(900, max(320, 160 + 26 * len(rows))))
-    return _style(fig, title, height=height, legend=False)
-
-
 def penalty_vs_depth(
     points: Sequence[Mapping[str, Any]],
     x: str = "depth",
@@ -497,3 +429,12 @@ def penalty_vs_depth(
     fig.update_xaxes(title_text=_label(x))
     fig.update_yaxes(title_text=_label(y) + (" (B − stitched)" if y == "penalty" else ""))
     return _style(fig, title or f"{_label(y)} vs {_label(x)}".capitalize())
+
+
+def __getattr__(name: str) -> Any:
+    """``plots.heatmap`` without an import cycle (plots_heatmap uses this module's house style)."""
+    if name == "heatmap":
+        from stitchcore.plots_heatmap import heatmap
+
+        return heatmap
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -349,15 +349,22 @@ class Store:
         args = [kind, kind, *wanted, -1 if limit is None else int(limit)]
         return [_record(r) for r in self._query(sql, args)]
 
+    def partial_path(self, run_id: str) -> Path:
+        """A run's resume file (finished parts of an unfinished run; survives a re-run's reset)."""
+        _check_name(run_id, "run id")
+        return self.root / "partial" / f"{run_id}.json"
+
     def delete_run(self, run_id: str) -> None:
-        """Delete the run's rows (one transaction), then its blobs."""
+        """Delete the run's rows (one transaction), then its blobs and resume file."""
         _check_name(run_id, "run id")
         with self._tx() as conn:
             deleted = conn.execute("DELETE FROM runs WHERE id = ?", (run_id,)).rowcount  # cascades
         blob_dir = self.blobs / run_id
-        if not deleted and not blob_dir.exists():
+        partial = self.partial_path(run_id)
+        if not deleted and not blob_dir.exists() and not partial.exists():
             raise StoreError(f"unknown run id {run_id!r}: see `python -m stitchcore runs list`")
         shutil.rmtree(blob_dir, ignore_errors=True)
+        partial.unlink(missing_ok=True)
 
     def mark_interrupted(self, force: bool = False) -> int:
         """Turn ``running``/``queued`` runs ``interrupted`` (call at process start); returns the count.

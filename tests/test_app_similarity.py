@@ -32,3 +32,40 @@ def test_launch_matrix_with_controls_and_cka_then_permalink(app):
     assert not fresh.exception
     assert fresh.checkbox(key="sim_controls").value is True
     assert len(fresh.get("plotly_chart")) == 5
+
+
+def test_chosen_cuts_and_measure_reach_the_specs(app):
+    at = app.run().switch_page("views/similarity.py").run()
+    at.radio(key="sim_cutset").set_value("choose").run()
+    assert at.multiselect(key="sim_cuts_a").value == ["block1", "block2", "flatten", "fc1", "fc2"]
+    at.multiselect(key="sim_cuts_a").set_value(["fc1", "block2"]).run()
+    at.multiselect(key="sim_cuts_b").set_value(["fc2"]).run()
+    at.selectbox(key="sim_measure").set_value("procrustes").run()
+    at.button(key="sim_launch").click().run()
+    assert not at.exception and not at.error
+    run_id, cka_id = (at.query_params[k] for k in ("run", "cka"))
+    run_id = run_id[0] if isinstance(run_id, list) else run_id
+    cka_id = cka_id[0] if isinstance(cka_id, list) else cka_id
+    store = ui.get_store()
+    assert store.lookup(run_id).spec["senders"] == ["block2", "fc1"]  # execution order, not click order
+    assert store.lookup(run_id).spec["receivers"] == ["fc2"]
+    assert store.lookup(cka_id).spec["measure"] == "procrustes"
+    assert store.lookup(cka_id).spec["senders"] == ["block2", "fc1"]
+    runner = ui.get_runner()
+    assert runner.wait(run_id, timeout=180).state == "done" and runner.wait(cka_id, timeout=180).state == "done"
+    at.run()
+    titles = [c.proto.spec for c in at.get("plotly_chart")]
+    assert any("Procrustes distance" in t for t in titles)
+    at.radio(key="sim_metric").set_value("penalty").run()
+    assert not at.exception
+    assert any("Stitching penalty" in c.proto.spec for c in at.get("plotly_chart"))
+
+
+def test_coarse_cut_set_and_empty_choice(app):
+    at = app.run().switch_page("views/similarity.py").run()
+    at.radio(key="sim_cutset").set_value("choose").run()
+    at.multiselect(key="sim_cuts_b").set_value([]).run()
+    assert at.button(key="sim_launch").disabled
+    assert any("at least one cut" in i.value for i in at.info)
+    at.radio(key="sim_cutset").set_value("coarse").run()
+    assert not at.button(key="sim_launch").disabled

@@ -334,3 +334,18 @@ def test_tracing_does_not_break_forward_passes_in_other_threads():
         stop.set()
         t.join()
     assert not errors, errors[0]
+
+
+def test_coarse_cuts_spread_over_depth_and_keep_the_last():
+    import doctest
+
+    import stitchcore.cuts as cuts_mod
+    from stitchcore.cuts import Cut, coarse_cuts
+
+    assert doctest.testmod(cuts_mod).failed == 0
+    cuts = [Cut(f"l{i}", (4,), "vector", (i + 1) / 11) for i in range(11)]
+    picked = coarse_cuts(cuts, 6)
+    assert [c.name for c in picked] == ["l0", "l2", "l4", "l6", "l8", "l10"]
+    assert coarse_cuts(cuts[:3], 6) == cuts[:3] and coarse_cuts(cuts, 1) == [cuts[-1]]
+    with pytest.raises(CutError):
+        coarse_cuts(cuts, 0)

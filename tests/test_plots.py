@@ -10,8 +10,9 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
 
-from stitchcore import plots
+from stitchcore import plots, plots_heatmap
 from stitchcore.plots import ROLE_COLORS
+from stitchcore.plots_heatmap import TICK_LIMIT, cell_of_point
 
 DIGIT_CUTS = [
     {"name": "block1", "shape": [16, 4, 4], "layout": "map", "depth": 0.2},
@@ -239,7 +240,26 @@ def test_heatmap_large_thins_ticks_and_drops_cell_text():
     fig = plots.heatmap([[0.5] * 60 for _ in range(60)], names, names, title="swin")
     _check(fig)
     assert fig.data[0].texttemplate is None
-    assert len(fig.layout.xaxis.tickvals) <= plots.TICK_LIMIT and fig.layout.yaxis.ticktext[0] == "blocks.0"
+    assert len(fig.layout.xaxis.tickvals) <= TICK_LIMIT and fig.layout.yaxis.ticktext[0] == "blocks.0"
+
+
+def test_clickable_heatmap_has_one_selectable_marker_per_cell():
+    rows, cols = ["block1", "fc1"], ["block1", "block2", "fc2"]
+    fig = plots.heatmap([[0.9, None, 0.1], [0.5, 0.4, 0.2]], rows, cols, title="acc", clickable=True)
+    heat, cells = fig.data
+    assert heat.hoverinfo == "skip" and cells.type == "scatter" and len(cells.x) == 6
+    assert fig.layout.clickmode == "event+select"
+    k = 1 * 3 + 2  # row fc1, column fc2
+    assert (cells.x[k], cells.y[k]) == (2, 1) and list(cells.customdata[k]) == ["fc1", "fc2", 0.2]
+    assert cell_of_point({"customdata": list(cells.customdata[k])}) == ("fc1", "fc2")
+    assert cell_of_point({"customdata": None}) is None and cell_of_point({}) is None
+    assert len(plots.heatmap([[0.5]], ["a"], ["b"], title="t").data) == 1  # not clickable: the heat map only
+
+
+def test_heatmap_module_doctests():
+    import doctest
+
+    assert doctest.testmod(plots_heatmap).failed == 0
 
 
 def test_heatmap_bad_shape_and_empty():

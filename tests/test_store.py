@@ -215,9 +215,11 @@ def test_delete_run(store):
     store.log_metrics(rid, 0, {"loss": 1.0})
     store.put_artifact(rid, "a.bin", b"x")
     store.put_artifact(keep, "a.bin", b"y")
+    store.partial_path(rid).parent.mkdir(parents=True, exist_ok=True)
+    store.partial_path(rid).write_text("{}")  # a cancelled matrix's resume file
     store.delete_run(rid)
     assert store.lookup(rid) is None and store.series(rid) == {} and store.artifacts(rid) == []
-    assert not (store.blobs / rid).exists()
+    assert not (store.blobs / rid).exists() and not store.partial_path(rid).exists()
     assert store.artifact_path(keep, "a.bin").read_bytes() == b"y"
     assert store.integrity_check() == []
 

@@ -12,16 +12,22 @@ import streamlit as st
 
 import ui
 from stitchcore import plots
+from stitchcore.cuts import coarse_cuts
 from stitchcore.errors import StitchError
 from stitchcore.experiments.matrix import MatrixSpec
 from stitchcore.experiments.similarity import SimilaritySpec
+from stitchcore.plots_heatmap import cell_of_point
 from stitchcore.sources.zoo import list_zoo_models
+
+CKA_TITLES = {"cka-linear": "Linear CKA", "cka-rbf": "RBF CKA", "procrustes": "Procrustes distance"}
+CUT_SETS = ("all", "coarse", "choose")  # every block-level cut | a few spread over depth | picked by hand
+COARSE_CUTS = 6  # cuts per model in the coarse set
 
 ui.page_setup("Similarity")
 st.title("Similarity matrices")
 st.caption(
     "Cell (i, j): how well A's layer i can feed B's layer j through a linear adapter (Hernandez, Dangovski "
-    "& Lu; Bansal et al.), beside linear CKA of the same two layers. Rows are A's cuts, columns B's, in "
+    "& Lu; Bansal et al.), beside CKA (or Procrustes distance) of the same two layers. Rows are A's cuts, columns B's, in "
     "execution order."
 )
 
@@ -34,8 +40,9 @@ def _partial_cells(run_id: str) -> list[dict]:
         return []
 
 
-def _grid(cells: list[dict], senders: list[str], receivers: list[str], variant: str = "trained") -> list:
-    values = {(c["sender"], c["receiver"]): c.get("accuracy") for c in cells if c.get("variant", "trained") == variant}
+def _grid(cells: list[dict], senders: list[str], receivers: list[str], field: str = "accuracy") -> list:
+    """[senders][receivers] of one field of the trained variant's finished cells (None where not yet done)."""
+    values = {(c["sender"], c["receiver"]): c.get(field) for c in cells if c.get("variant", "trained") == "trained"}
     return [[values.get((s, r)) for r in receivers] for s in senders]
 
 
@@ -73,27 +80,40 @@ def _matrix_panels(run_id: str, cka_id: str | None) -> None:
         if not senders:
             st.caption("Waiting for the first cells…")
             return
-        # (title, values [rows x cols], row names, column names, diverging colour scale)
-        panels = [("Stitching accuracy", s.get("values") or _grid(cells, senders, receivers), senders, receivers,
-                   False)]
+        metric = st.radio("Stitching panel shows", ("accuracy", "penalty"), horizontal=True, key="sim_metric",
+                          help="penalty = B's accuracy − stitched accuracy (Bansal et al.); lower is better")
+        # (title, values [rows x cols], row names, column names, diverging colour scale, opens on the Stitch page)
+        main = s.get("values" if metric == "accuracy" else "penalty") or _grid(cells, senders, receivers,
+                                                                                field=metric)
+        panels = [(f"Stitching {metric}", main, senders, receivers, metric == "penalty", True)]
         controls = s.get("controls") or {}
         if controls.get("random_sender"):
-            panels.append(("Control: random sender", controls["random_sender"], senders, receivers, False))
+            panels.append(("Control: random sender", controls["random_sender"], senders, receivers, False, False))
         if s.get("debiased"):
-            panels.append(("Debiased (trained − control)", s["debiased"], senders, receivers, True))
+            panels.append(("Debiased (trained − control)", s["debiased"], senders, receivers, True, False))
         cka = runner.get(cka_id) if cka_id else None
         if cka is not None and cka.summary:
             k = cka.summary
-            panels.append(("Linear CKA", k["values"], k["senders"], k["receivers"], False))
+            name = CKA_TITLES.get(k.get("measure", "cka-linear"), k.get("measure", "similarity"))
+            panels.append((name, k["values"], k["senders"], k["receivers"], False, False))
             if k.get("baseline"):
-                panels.append(("CKA, shuffled inputs (baseline)", k["baseline"], k["senders"], k["receivers"], False))
+                panels.append((f"{name}, shuffled inputs (baseline)", k["baseline"], k["senders"], k["receivers"],
+                               False, False))
         elif cka is not None:
             st.caption(f"CKA: {cka.state} {cka.message}")
+        if now.state == "done":
+            st.caption("Click a cell of the stitching panel to open that pair on the Stitch page.")
         cols = st.columns(min(len(panels), 2))
-        for i, (title, values, rows, columns, diverging) in enumerate(panels):
-            fig = plots.heatmap(values, rows, columns, title=title, diverging=diverging,
-                                zmin=None if diverging else 0.0, zmax=None if diverging else 1.0)
-            cols[i % len(cols)].plotly_chart(fig, key=f"heat-{i}-{run_id}")
+        for i, (title, values, rows, columns, diverging, opens) in enumerate(panels):
+            bounded = not diverging and "rocrustes" not in title
+            fig = plots.heatmap(values, rows, columns, title=title, diverging=diverging, clickable=opens,
+                                zmin=0.0 if bounded else None, zmax=1.0 if bounded else None)
+            key = f"heat-{i}-{metric}-{run_id}"
+            if opens and now.state == "done":
+                event = cols[i % len(cols)].plotly_chart(fig, key=key, on_select="rerun", selection_mode="points")
+                _open_selected_cell(spec, event)
+            else:
+                cols[i % len(cols)].plotly_chart(fig, key=key)
         if s.get("skipped"):
             with st.expander(f"{len(s['skipped'])} pair(s) skipped"):
                 for pair, why in s["skipped"].items():
@@ -104,18 +124,30 @@ def _matrix_panels(run_id: str, cka_id: str | None) -> None:
     live()
 
 
+def _stitch_params(spec: MatrixSpec, sender: str, receiver: str) -> dict[str, str]:
+    """Stitch-page query parameters for one cell (the page pre-fills its form from them)."""
+    return {"a": spec.a, "b": spec.b, "cut_a": sender, "cut_b": receiver, "init": "lstsq"}
+
+
+def _open_selected_cell(spec: MatrixSpec, event) -> None:
+    """A click on a cell of the stitching panel opens that pair on the Stitch page."""
+    for point in (event.selection.points if event is not None else []):
+        cell = cell_of_point(point)
+        if cell is not None:
+            st.switch_page("views/stitch.py", query_params=_stitch_params(spec, *cell))
+
+
 def _open_in_stitch(spec: MatrixSpec, senders: list[str], receivers: list[str]) -> None:
-    """Open one cell as a full stitch (train the adapter, per-class accuracy ...) on the Stitch page."""
+    """The keyboard way to open one cell as a full stitch (train the adapter, per-class accuracy ...)."""
     c = st.columns([2, 2, 3])
     sender = c[0].selectbox("Sender (A)", senders, key="cell_sender")
     receiver = c[1].selectbox("Receiver (B)", receivers, key="cell_receiver")
-    params = {"a": spec.a, "b": spec.b, "cut_a": sender, "cut_b": receiver, "init": "lstsq"}
-    c[2].page_link("views/stitch.py", label="Open this cell on the Stitch page", query_params=params,
-                   icon=":material/cable:")
+    c[2].page_link("views/stitch.py", label="Open this cell on the Stitch page",
+                   query_params=_stitch_params(spec, sender, receiver), icon=":material/cable:")
 
 
 def _prefill(run_id: str) -> None:
-    """A permalink fills the form with its matrix spec, once per run id."""
+    """A permalink fills the form with its matrix (and CKA) spec, once per run id."""
     if st.session_state.get("_sim_prefilled") == run_id:
         return
     st.session_state["_sim_prefilled"] = run_id
@@ -123,39 +155,81 @@ def _prefill(run_id: str) -> None:
     if rec is None or rec.kind != "matrix":
         return
     spec = MatrixSpec.from_dict(rec.spec)
+    chosen = spec.senders is not None or spec.receivers is not None
     st.session_state.update(
         sim_pick_a=spec.a, sim_ref_a=spec.a, sim_pick_b=spec.b, sim_ref_b=spec.b, sim_mode=spec.mode,
         sim_epochs=spec.epochs, sim_controls=spec.controls, sim_max_train=spec.max_train or 0,
-        sim_cka=bool(st.query_params.get("cka")),
+        sim_cka=bool(st.query_params.get("cka")), sim_cutset="choose" if chosen else "all",
     )
+    if chosen:
+        st.session_state.update(sim_cuts_a=list(spec.senders or []), sim_cuts_b=list(spec.receivers or []))
+    cka = ui.get_store().lookup(st.query_params.get("cka", "")) if st.query_params.get("cka") else None
+    if cka is not None and cka.kind == "similarity":
+        st.session_state["sim_measure"] = cka.spec.get("measure", "cka-linear")
+
+
+def _cut_set(ref: str, role: str, how: str) -> tuple[str, ...] | None:
+    """The cut names of one model for the chosen cut set (None = every cut); a multiselect for "choose"."""
+    if how == "all":
+        return None
+    try:
+        cuts = ui.cuts_of(ref)
+    except StitchError as exc:
+        ui.show_error(exc)
+        return None
+    if how == "coarse":
+        return tuple(c.name for c in coarse_cuts(cuts, COARSE_CUTS))
+    names = [c.name for c in cuts]
+    key = f"sim_cuts_{role}"
+    if key in st.session_state:
+        st.session_state[key] = [n for n in st.session_state[key] if n in names]
+    else:
+        st.session_state[key] = [c.name for c in coarse_cuts(cuts, COARSE_CUTS)]
+    label = "Sender cuts of A (rows)" if role == "a" else "Receiver cuts of B (columns)"
+    picked = set(st.multiselect(label, names, key=key))
+    return tuple(n for n in names if n in picked)  # execution order, whatever the click order
 
 
 if st.query_params.get("run"):
     _prefill(st.query_params["run"])
-for _key, _value in dict(sim_mode="closed-form", sim_epochs=3, sim_controls=False, sim_cka=True,
-                         sim_max_train=0).items():
+for _key, _value in {"sim_mode": "closed-form", "sim_epochs": 3, "sim_controls": False, "sim_cka": True,
+                         "sim_max_train": 0, "sim_cutset": "all", "sim_measure": "cka-linear"}.items():
     st.session_state.setdefault(_key, _value)  # widgets take their values from here, never twice
 zoo = sorted(r.summary["ref"] for r in list_zoo_models(ui.get_store()))
 left, right = st.columns(2)
 with left:
     ref_a = ui.pick_model("a", zoo, 0, prefix="sim_")
     ref_b = ui.pick_model("b", zoo, 1, prefix="sim_")
+    cut_set = st.radio("Cuts", CUT_SETS, horizontal=True, key="sim_cutset",
+                       format_func={"all": "all (fine)", "coarse": f"coarse (≤{COARSE_CUTS} each)",
+                                    "choose": "choose…"}.get,
+                       help="all: every block-level cut; coarse: a few spread over depth; choose: pick them")
+    senders = _cut_set(ref_a, "a", cut_set) if ref_a else None
+    receivers = _cut_set(ref_b, "b", cut_set) if ref_b else None
 with right:
     mode = st.radio("Mode", ("closed-form", "trained"), horizontal=True, key="sim_mode",
                     help="closed-form: ridge least-squares fit per cell (seconds); trained: then train each cell")
     epochs = st.number_input("Epochs (trained mode)", 1, 100, key="sim_epochs")
     controls = st.checkbox("Controls (random sender / receiver / both; zoo models)", key="sim_controls")
-    with_cka = st.checkbox("Linear CKA beside it", key="sim_cka")
+    c1, c2 = st.columns([1, 1])
+    with_cka = c1.checkbox("Similarity beside it", key="sim_cka", help="CKA or Procrustes of the same pairs")
+    measure = c2.selectbox("Measure", tuple(CKA_TITLES), key="sim_measure", format_func=CKA_TITLES.get,
+                           disabled=not with_cka)
     max_train = st.number_input("Max training images (0 = all)", 0, 10**7, key="sim_max_train")
 
 specs = None
 if ref_a and ref_b:
     try:
-        matrix = MatrixSpec(a=ref_a, b=ref_b, mode=mode, epochs=int(epochs), controls=controls,
-                            max_train=int(max_train) or None)
-        specs = (matrix, SimilaritySpec(a=ref_a, b=ref_b) if with_cka else None)
+        matrix = MatrixSpec(a=ref_a, b=ref_b, senders=senders or None, receivers=receivers or None, mode=mode,
+                            epochs=int(epochs), controls=controls, max_train=int(max_train) or None)
+        cka_spec = SimilaritySpec(a=ref_a, b=ref_b, senders=matrix.senders, receivers=matrix.receivers,
+                                  measure=measure)
+        specs = (matrix, cka_spec if with_cka else None)
     except StitchError as exc:
         ui.show_error(exc)
+    if cut_set == "choose" and not (senders and receivers):
+        st.info("Choose at least one cut of A and one of B.")
+        specs = None
 
 if st.button("Launch", type="primary", disabled=specs is None or ui.viewer_mode(), key="sim_launch"):
     try:

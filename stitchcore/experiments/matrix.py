@@ -26,7 +26,6 @@ bottom contributes beyond the adapter + trained top alone.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
@@ -40,7 +39,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from stitchcore.activations import memory_budget_bytes
+from stitchcore.activations import collect_cuts, memory_budget_bytes
 from stitchcore.adapters import AdapterSpec, build_adapter, compatibility
 from stitchcore.cuts import Cut, get_cut, list_cuts, split
 from stitchcore.data import ImageDataset, load_dataset
@@ -53,9 +52,10 @@ from stitchcore.refs import ModelRef, parse_ref
 from stitchcore.sources import load_model
 from stitchcore.sources.loaded import LoadedModel
 from stitchcore.specs import OPTIMIZERS
-from stitchcore.train import AdapterTargets, train_adapter
+from stitchcore.store import Store
+from stitchcore.train_shared_suffix import PRECISIONS, frozen_for_training, train_adapters_shared_suffix
 
-__all__ = ["CELLS_ARTIFACT", "MODES", "VARIANTS", "MatrixSpec", "collect_cuts", "partial_path", "run_matrix"]
+__all__ = ["CELLS_ARTIFACT", "MODES", "VARIANTS", "MatrixSpec", "partial_path", "run_matrix"]
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +93,7 @@ class MatrixSpec:
     max_train: int | None = None  # cap on training images (fits and training); None = all
     max_test: int | None = None  # cap on test images; None = all
     controls: bool = False  # also random sender / random receiver / both random (zoo refs only)
+    precision: str = "fp32"  # trained mode: fp32 | bf16 (autocast; fast on GPUs and AMX CPUs, slow elsewhere)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "a", str(parse_ref(self.a)))
@@ -118,6 +119,8 @@ class MatrixSpec:
                 f"closed-form mode fits each adapter on cached activations, so init must be one of"
                 f" {', '.join(FIT_METHODS)} (got {self.adapter.init!r}); or use mode='trained'"
             )
+        if self.precision not in PRECISIONS:
+            raise StitchError(f"unknown precision {self.precision!r}; use one of: {', '.join(PRECISIONS)}")
         if self.optimizer not in OPTIMIZERS:
             raise StitchError(f"unknown optimizer {self.optimizer!r}; use one of: {', '.join(OPTIMIZERS)}")
         if self.epochs < 0 or self.batch_size < 1:
@@ -149,88 +152,6 @@ class MatrixSpec:
         return f"matrix {self.a} x {self.b} ({self.mode}, {n_s} x {n_r}{extra})"
 
 
-# ---------------------------------------------------------------------------- activations
-
-
-@contextlib.contextmanager
-def _recording(modules: dict[str, nn.Module]) -> Iterator[dict[str, torch.Tensor]]:
-    """Forward hooks storing each module's first output of a forward; removed on exit."""
-    got: dict[str, torch.Tensor] = {}
-    handles = []
-
-    def make(name: str):
-        def hook(_module, _inputs, output):
-            if name not in got and isinstance(output, torch.Tensor):
-                got[name] = output
-
-        return hook
-
-    try:
-        for name, module in modules.items():
-            handles.append(module.register_forward_hook(make(name)))
-        yield got
-    finally:
-        for h in handles:
-            h.remove()
-
-
-@torch.no_grad()
-def _hookable(model: nn.Module, cuts: list[Cut], example: torch.Tensor) -> tuple[dict[str, nn.Module], dict]:
-    """Split the cuts into those a forward hook records exactly (checked against ``split``) and the rest.
-
-    Returns ({name: module to hook}, {name: prefix module}) for the two kinds.
-    """
-    modules: dict[str, nn.Module] = {}
-    for cut in cuts:
-        with contextlib.suppress(AttributeError):
-            modules[cut.name] = model.get_submodule(cut.name)
-    with _recording(modules) as got:
-        model(example)
-    hooked, prefixes = {}, {}
-    for cut in cuts:
-        prefix, _ = split(model, cut, example)
-        h = got.get(cut.name)
-        if h is not None and h.shape == (len(example), *cut.shape) and torch.equal(h, prefix(example)):
-            hooked[cut.name] = modules[cut.name]
-        else:
-            log.info("cut %s is not a hookable module output; its prefix runs on its own", cut.name)
-            prefixes[cut.name] = prefix.eval()
-    return hooked, prefixes
-
-
-@torch.no_grad()
-def collect_cuts(
-    m: LoadedModel,
-    cuts: list[Cut],
-    ds: ImageDataset,
-    split_name: str,
-    *,
-    device: torch.device,
-    limit: int | None = None,
-    check_cancel=None,
-) -> dict[str, torch.Tensor]:
-    """Activations at every cut from one forward pass per batch: {cut name: float32 [N, *cut.shape]} on the CPU."""
-    model = m.model.to(device).eval()
-    hooked, prefixes = _hookable(model, cuts, m.example_input().to(device))
-    n = len(ds.labels(split_name)) if limit is None else min(limit, len(ds.labels(split_name)))
-    out = {c.name: torch.empty((n, *c.shape), dtype=torch.float32) for c in cuts}
-    i = 0
-    for x, _ in ds.batches(split_name, EVAL_BATCH, limit=n):
-        if check_cancel is not None:
-            check_cancel()
-        x = x.to(device)
-        x = m.preprocess(x) if m.preprocess is not None else x  # [B, C, H, W] model input
-        if hooked:
-            with _recording(hooked) as got:
-                model(x)
-            for name in hooked:
-                out[name][i : i + len(x)] = got[name].to("cpu", torch.float32)
-        for name, prefix in prefixes.items():
-            out[name][i : i + len(x)] = prefix(x).to("cpu", torch.float32)
-        i += len(x)
-    return out
-
-
 def _nbytes(cuts: list[Cut], n: int) -> int:
     return sum(math.prod(c.shape) for c in cuts) * n * 4
 
@@ -238,9 +159,9 @@ def _nbytes(cuts: list[Cut], n: int) -> int:
 # ---------------------------------------------------------------------------- resume file
 
 
-def partial_path(store, run_id: str) -> Path:
+def partial_path(store: Store, run_id: str) -> Path:
     """Where a matrix run keeps its finished cells until it succeeds (survives a re-run's reset)."""
-    return Path(store.root) / "partial" / f"{run_id}.json"
+    return store.partial_path(run_id)
 
 
 def _cell_key(variant: str, sender: str, receiver: str) -> str:
@@ -381,34 +302,58 @@ def _prepare(
     return ws, ds.name
 
 
-def _run_cell(
+def _fitted_cell(
     spec: MatrixSpec, ctx: RunContext, ws: _Workspace, send: str, recv: str, s: Cut, r: Cut
-) -> dict:
-    """One cell: fit (and in trained mode train) the adapter A_send[s] -> B_recv[r], score it on the test split."""
+) -> tuple[dict, nn.Module | None]:
+    """A cell's record and its adapter A_send[s] -> B_recv[r], fitted by least squares where the spec says so.
+
+    The adapter is None when the two cuts cannot be joined (the record says why).
+    """
     cell = {"sender": s.name, "receiver": r.name, "accuracy": None, "penalty": None, "residual": None,
             "skipped_reason": compatibility(s, r, spec.adapter)}  # fmt: skip
     if cell["skipped_reason"] is not None:
-        return cell
-    h_train, h_test = ws.sender_train[send][s.name], ws.sender_test[send][s.name]  # [N, *s.shape]
-    suffix = ws.suffixes[recv, r.name]
+        return cell, None
     torch.manual_seed(spec.seed)
     adapter = build_adapter(spec.adapter, s, r)
     if spec.adapter.init in FIT_METHODS:
-        pairs = _batched(h_train, ws.receiver_train[recv][r.name])
+        pairs = _batched(ws.sender_train[send][s.name], ws.receiver_train[recv][r.name])
         cell["residual"] = round(float(fit_adapter(adapter, pairs, method=spec.adapter.init)), 6)
-    adapter.to(ctx.device)
-    if spec.mode == "trained":  # the frozen suffix runs every step, in eval mode
-        train_adapter(
-            adapter, suffix, h_train, AdapterTargets(labels=ws.y_train), objective={"task": 1.0},
-            optimizer=spec.optimizer, lr=spec.lr, weight_decay=spec.weight_decay, epochs=spec.epochs,
-            batch_size=spec.batch_size, seed=spec.seed, device=ctx.device, check_cancel=ctx.check_cancel,
-        )  # fmt: skip
+    return cell, adapter.to(ctx.device)
+
+
+def _score_cell(cell: dict, adapter: nn.Module, ctx: RunContext, ws: _Workspace, send: str, recv: str) -> dict:
+    """Test accuracy and penalty (against B_recv) of suffix_B(S(h_test)); fills and returns ``cell``."""
     adapter.eval()
+    suffix = ws.suffixes[recv, cell["receiver"]]
+    h_test = ws.sender_test[send][cell["sender"]]  # [N_test, *s.shape]
     score = evaluate_batches(lambda h: suffix(adapter(h.float())), _batched(h_test, ws.y_test), ws.num_classes,
                              ctx.device)  # fmt: skip
     cell["accuracy"] = score["accuracy"]
     cell["penalty"] = stitching_penalty(ws.bases[recv], score["accuracy"])
     return cell
+
+
+def _run_receiver(
+    spec: MatrixSpec, ctx: RunContext, ws: _Workspace, send: str, recv: str, senders: list[Cut], r: Cut
+) -> list[dict]:
+    """Every cell A_send[s] -> B_recv[r] for s in ``senders``: fit, train (trained mode), score.
+
+    In trained mode all the receiver's adapters train together through one pass of B's frozen
+    suffix per step (see :mod:`stitchcore.train_shared_suffix`); each gets the gradient of its own loss.
+    """
+    fitted = [_fitted_cell(spec, ctx, ws, send, recv, s, r) for s in senders]
+    live = [(cell, adapter) for cell, adapter in fitted if adapter is not None]
+    if spec.mode == "trained" and live:
+        train_adapters_shared_suffix(
+            [adapter for _, adapter in live], frozen_for_training(ws.suffixes[recv, r.name]),  # BN folded copy
+            [ws.sender_train[send][cell["sender"]] for cell, _ in live], ws.y_train,
+            optimizer=spec.optimizer, lr=spec.lr, weight_decay=spec.weight_decay, epochs=spec.epochs,
+            batch_size=spec.batch_size, seed=spec.seed, device=ctx.device, check_cancel=ctx.check_cancel,
+            precision=spec.precision,
+        )  # fmt: skip
+    for cell, adapter in live:
+        _score_cell(cell, adapter, ctx, ws, send, recv)
+    return [cell for cell, _ in fitted]
 
 
 def _table(cells: list[dict], ws: _Workspace, variant: str, what: str) -> list[list]:
@@ -439,21 +384,33 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
     done = _read_partial(resume, ctx.run_id)
     if done:
         log.info("matrix %s: resuming with %d finished cell(s)", ctx.run_id, len(done))
-    grid = [(v, s, r) for v in variants for s in ws.senders for r in ws.receivers]
+    n_cells = len(variants) * len(ws.senders) * len(ws.receivers)
     cells: list[dict] = []
-    for index, ((variant, send, recv), s, r) in enumerate(grid):
-        ctx.check_cancel()
-        where = f"{s.name} -> {r.name}" + ("" if variant == "trained" else f" ({variant.replace('_', ' ')})")
-        ctx.progress(index / len(grid), f"cell {index + 1}/{len(grid)}: {where}")
-        cell = done.get(_cell_key(variant, s.name, r.name))
-        if cell is None:
-            cell = {"variant": variant, **_run_cell(spec, ctx, ws, send, recv, s, r)}
+
+    def keep(cell: dict) -> None:
         cells.append(cell)
         if cell["accuracy"] is not None:
-            ctx.log(index, {"cell_acc" if variant == "trained" else f"cell_acc:{variant}": cell["accuracy"]})
-        _write_atomic(resume, json.dumps({"run_id": ctx.run_id, "cells": cells}))
-        ctx.store.put_artifact(ctx.run_id, CELLS_ARTIFACT, json.dumps(cells, indent=1).encode())
-    ctx.progress(1.0, f"{len(grid)} cells done")
+            metric = "cell_acc" if cell["variant"] == "trained" else f"cell_acc:{cell['variant']}"
+            ctx.log(len(cells) - 1, {metric: cell["accuracy"]})
+
+    for variant, send, recv in variants:  # receiver by receiver: trained adapters into one receiver share its suffix
+        for r in ws.receivers:
+            pending = [s for s in ws.senders if _cell_key(variant, s.name, r.name) not in done]
+            for s in ws.senders:
+                if s not in pending:
+                    keep(done[_cell_key(variant, s.name, r.name)])
+            groups = [pending] if spec.mode == "trained" and pending else [[s] for s in pending]
+            for group in groups:
+                ctx.check_cancel()
+                where = f"{len(group)} sender(s) into {r.name}" + (
+                    "" if variant == "trained" else f" ({variant.replace('_', ' ')})"
+                )
+                ctx.progress(len(cells) / n_cells, f"cell {len(cells) + 1}/{n_cells}: {where}")
+                for cell in _run_receiver(spec, ctx, ws, send, recv, group, r):
+                    keep({"variant": variant, **cell})
+                _write_atomic(resume, json.dumps({"run_id": ctx.run_id, "cells": cells}))
+                ctx.store.put_artifact(ctx.run_id, CELLS_ARTIFACT, json.dumps(cells, indent=1).encode())
+    ctx.progress(1.0, f"{n_cells} cells done")
 
     values = _table(cells, ws, "trained", "accuracy")
     controls = debiased = None

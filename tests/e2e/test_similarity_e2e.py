@@ -1,0 +1,32 @@
+"""The Similarity page in a real browser: launch a matrix, watch it fill, click a cell to open it."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlparse
+
+from tests.e2e.conftest import open_app
+
+
+def test_matrix_cell_click_opens_the_stitch_page(app_url, page):
+    open_app(page, f"{app_url}/")
+    page.get_by_role("button", name="Run the classroom demo").click()  # trains the two digit CNNs (or cached)
+    page.locator('[data-testid="stMetric"]', has_text="Stitched accuracy").first.wait_for(timeout=180_000)
+    open_app(page, f"{app_url}/similarity")
+    page.get_by_role("button", name="Launch").click()
+    page.get_by_text("Click a cell of the stitching panel").wait_for(timeout=120_000)
+    assert "run=" in page.url and "cka=" in page.url
+    page.get_by_text("Linear CKA", exact=True).first.wait_for(timeout=60_000)
+    assert page.locator(".js-plotly-plot").count() >= 2  # stitching accuracy + CKA (+ its baseline)
+
+    # The digit CNN has 5 cuts (block1, block2, flatten, fc1, fc2): click row fc1, column fc2.
+    area = page.locator(".js-plotly-plot").first.locator(".nsewdrag").first.bounding_box()
+    rows = cols = 5
+    x = area["x"] + (4 + 0.5) * area["width"] / cols
+    y = area["y"] + (3 + 0.5) * area["height"] / rows
+    page.mouse.move(x, y)
+    page.mouse.click(x, y)
+    page.wait_for_url("**/stitch?**", timeout=60_000)
+    query = parse_qs(urlparse(page.url).query)
+    assert query["cut_a"] == ["fc1"] and query["cut_b"] == ["fc2"], page.url
+    assert query["a"] == ["zoo:cnn-digits-s0"] and query["b"] == ["zoo:cnn-digits-s1"]
+    page.get_by_text("A[fc1] vector (64,) → B[fc2] vector (32,)").wait_for(timeout=60_000)
