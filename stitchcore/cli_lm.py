@@ -56,6 +56,7 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     mg.add_argument("--sample-tokens", type=int, default=d.sample_tokens)
     mg.add_argument("--seed", type=int, default=d.seed)
     mg.add_argument("--rerun", action="store_true", help="run again even if the store has it")
+    mg.add_argument("--dry-run", action="store_true", help="with --split: print the joined model's parts and exit")
 
 
 def _adapter(args: argparse.Namespace):
@@ -130,11 +131,31 @@ def _cmd_merge(args, store, bar) -> None:
     from stitchcore.experiments import run_experiment
 
     kind, spec = _specs(args, store)
+    if getattr(args, "dry_run", False):
+        return _dry_run(args, kind, spec, store)
     out = run_experiment(kind, spec, store, rerun=args.rerun, progress=bar, device=args.device)
     bar.close()
     s = out.record.summary
     obj = {"run_id": out.record.id, "kind": kind, "cached": out.cached, "elapsed": round(out.seconds, 3), **s}
     _emit(args, obj, _text(kind, s, out.cached, out.seconds))
+
+
+def _dry_run(args, kind: str, spec: Any, store) -> None:
+    """Print the part list (``merge_layout`` / ``stitch_layout``) without scoring anything."""
+    from stitchcore.cli import _emit
+    from stitchcore.lm import merge_layout, n_layers, stitch_layout
+    from stitchcore.sources import load_model
+
+    if kind == "lmdepth":
+        raise StitchError("--dry-run needs --split (one merge or stitch)")
+    n_a, n_b = (n_layers(load_model(r, store=store)) for r in (spec.a, spec.b))
+    if kind == "merge":
+        end = min(n_a, n_b) if spec.end is None else spec.end
+        layout = merge_layout(n_a, n_b, spec.start, end, spec.head, spec.embed)
+    else:
+        j = spec.cut_a if spec.cut_b is None else spec.cut_b
+        layout = stitch_layout(n_a, n_b, spec.cut_a, j, spec.head, spec.head_at)
+    _emit(args, {"kind": kind, "layout": layout, "spec": spec.to_dict()}, " ".join(layout))
 
 
 def is_lm_ref(ref: str, store) -> bool:

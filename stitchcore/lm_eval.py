@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -54,9 +55,9 @@ def lm_data(text: str, codec: TokenCodec, prompt_chars: int = 24) -> LMData:
     if len(train) < 2 or len(val) < 2:
         raise DataError(f"text {text!r} is too short to split into train and validation; use a longer corpus")
     start = raw[cut:]
-    nl = start.find("\n")
-    prompt = start[nl + 1:][:prompt_chars] if 0 <= nl < 200 else start[:prompt_chars]
-    return LMData(text, train, val, prompt or start[:prompt_chars])
+    line = re.search(r"\n([A-Za-z][^\n]{%d,})" % prompt_chars, start[:20000])  # a line of prose, not code
+    prompt = line.group(1)[:prompt_chars] if line else start[:prompt_chars]
+    return LMData(text, train, val, prompt)
 
 
 def eval_windows(ids: torch.Tensor, block_size: int, n: int, seed: int = 1234) -> torch.Tensor:

@@ -175,6 +175,9 @@ def test_cli_merge_json(lm_store, capsys):
     rc = main(["merge", "--a", a, "--b", b, "--mode", "stitch", "--split", "1", "--steps", "3", "--eval-windows",
                "8", "--sample-tokens", "0", "--store", str(store.root), "--json", "--quiet"])
     assert rc == 0 and json.loads(capsys.readouterr().out)["mode"] == "stitch"
+    rc = main(["merge", "--a", a, "--b", b, "--split", "h.0", "--dry-run", "--store", str(store.root), "--json"])
+    assert rc == 0 and json.loads(capsys.readouterr().out)["layout"] == [  # after h.0: B's blocks from 1
+        "A.wte", "A.wpe", "A.h.0", "B.h.1", "A.ln_f", "A.lm_head"]
     rc = main(["merge", "--a", a, "--b", b, "--split", "5", "--store", str(store.root), "--json", "--quiet"])
     assert rc == 2 and "half-open" in capsys.readouterr().err
 
@@ -190,3 +193,29 @@ def test_mlp_and_lowrank_adapters(lm_store):
                                                                        init="lstsq", rank=4), **QUICK)
     s = run_experiment("lmstitch", low, store).record.summary
     assert s["layout"][3] == "S(lowrank)" and s["params"] == 32 * 4 + 4 * 32 + 32
+
+
+def test_cli_stitch_verb_takes_lm_refs(lm_store, capsys):
+    from stitchcore.cli import main
+
+    store, (a, b, _) = lm_store
+    rc = main(["stitch", "--a", a, "--b", b, "--cut-a", "h.0", "--cut-b", "h.0", "--epochs", "1", "--store",
+               str(store.root), "--json", "--quiet"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["kind"] == "lmstitch" and out["cut_a"] == 1 and out["steps"] == 20
+    assert out["cut_names"] == {"a": "h.0", "b": "h.0"}
+
+
+def test_lm_plots():
+    from stitchcore import plots_lm
+
+    pts = [{"label": f"{m}, head {h}", "split": k, "loss_penalty": -0.1 * k, "cut": f"h.{k}"}
+           for m in ("merge", "stitch") for h in "AB" for k in range(3)]
+    fig = plots_lm.penalty_by_depth(pts)
+    assert len(fig.data) == 4 and "L_base" in fig.layout.yaxis.title.text
+    heat = plots_lm.penalty_heatmap({"rows": ["drop", "h.0"], "cols": ["drop", "h.0"], "values": [[-0.1, 0], [0, None]]})
+    assert heat.data[0].zmid == 0
+    bars = plots_lm.loss_bars({"mode": "merge", "loss": 2.0, "base": {"a": {"loss": 1.5}, "b": {"loss": 1.6}}})
+    assert list(bars.data[0].x) == ["A", "B", "merged"]
+    partial = plots_lm.partial_points({"penalty:merge:a": [(0, -0.5), (1, -0.2)], "loss": [(1, 2.0)]})
+    assert [(p["label"], p["split"]) for p in partial] == [("merge, head A", 0), ("merge, head A", 1)]
