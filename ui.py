@@ -45,7 +45,7 @@ __all__ = [
 
 POLL_SECONDS = 1.0  # live views redraw this often while a job runs
 PAGE_FOR_KIND = {"stitch": "stitch", "zoo": "models", "matrix": "similarity",
-                 "merge": "language", "lmstitch": "language", "lmdepth": "language"}  # url_path of the page that shows a run kind
+                 "merge": "language", "lmstitch": "language", "lmdepth": "language", "sweep": "traits"}  # url_path of the page that shows a run kind
 
 
 @st.cache_resource(show_spinner=False)

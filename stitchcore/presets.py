@@ -133,6 +133,35 @@ def _simplicity() -> Preset:
     )  # fmt: skip
 
 
+TRAITS = ("plain", "relabel", "drop", "special-relabel", "special-drop", "l1-prune", "l2")  # trait_recipe kinds
+
+
+def trait_recipe(kind: str, *, arch: str = "cnn", seed: int = 0, x: int = TRAIT_CLASS, y: int = RELABEL_TO,
+                 layer: str = "fc1", dataset: str = "digits") -> ZooRecipe:  # fmt: skip
+    """A zoo recipe that gives a model one trait (the Traits page's "build A and B" form).
+
+    plain; relabel (every x labelled y); drop (x never seen); special-relabel (plain, then only ``layer``
+    fine-tuned with x labelled y); special-drop (x dropped, then only ``layer`` fine-tuned on all data);
+    l1-prune (L1 + magnitude pruning); l2 (L2 penalty).
+    """
+    if kind == "plain":
+        return ZooRecipe(arch=arch, dataset=dataset, seed=seed)
+    if kind == "relabel":
+        return ZooRecipe(arch=arch, dataset=dataset, seed=seed, relabel=(x, y))
+    if kind == "drop":
+        return ZooRecipe(arch=arch, dataset=dataset, seed=seed, drop_class=x)
+    if kind == "special-relabel":
+        return ZooRecipe(arch=arch, dataset=dataset, seed=seed, finetune_layer=layer,
+                         finetune_data=f"{dataset}|relabel{x}to{y}")  # fmt: skip
+    if kind == "special-drop":
+        return ZooRecipe(arch=arch, dataset=dataset, seed=seed, drop_class=x, finetune_layer=layer)
+    if kind == "l1-prune":
+        return ZooRecipe(arch=arch, dataset=dataset, seed=seed, l1=1e-4, prune_every=4, prune_fraction=0.4)
+    if kind == "l2":
+        return ZooRecipe(arch=arch, dataset=dataset, seed=seed, l2=1e-3)
+    raise StitchError(f"unknown trait recipe {kind!r}; use one of: {', '.join(TRAITS)}")
+
+
 _PRESETS: dict[str, Callable[[], Preset]] = {
     "inheritance": _inheritance, "special-layer": _special_layer, "distributed": _distributed,
     "simplicity": _simplicity,

@@ -1,0 +1,235 @@
+"""Traits: sweep the cut along depth and see where a trait lives (Oxford stitching report).
+
+``?run=<sweep run id>`` shows one sweep (filling in while it runs); ``?preset=<name>`` shows a
+preset's sweeps.  Presets and the forms submit background jobs: zoo recipes first, then the sweep.
+"""
+
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+
+import ui
+from stitchcore import plots_traits
+from stitchcore.adapters import AdapterSpec
+from stitchcore.errors import StitchError
+from stitchcore.experiments.sweep import POSITIONS_ARTIFACT, SweepSpec, curves
+from stitchcore.presets import TRAITS, get_preset, list_presets, trait_recipe, zoo_ref
+from stitchcore.sources.zoo import list_zoo_models
+from stitchcore.store import run_id_for
+from stitchcore.traits import METRIC_HELP
+
+ui.page_setup("Traits")
+st.title("Traits along depth")
+st.caption(
+    "C = B after the cut ∘ adapter ∘ A up to the cut, at every depth. Where a trait of A or B shows up in C "
+    "locates it; the random-init control (two untrained twins stitched the same way) shows what the adapter "
+    "alone can do."
+)
+ADAPTERS = {  # label -> (adapter spec, epochs)
+    "least-squares match, fitted only (label-free)": (AdapterSpec(init="lstsq"), 0),
+    "task-trained (random init, 10 epochs)": (AdapterSpec(), 10),
+    "none: weight substitution (identity)": (AdapterSpec(kind="identity", norm="none", init="identity"), 0),
+}
+
+
+def _submit(jobs: list[tuple[str, object]]) -> str | None:
+    """Queue (kind, spec) jobs in order (one CPU worker runs them in order); returns the last id."""
+    last = None
+    try:
+        for kind, spec in jobs:
+            last = ui.get_runner().submit(kind, spec).id
+    except StitchError as exc:
+        ui.show_error(exc)
+        return None
+    return last
+
+
+# ---------------------------------------------------------------------------- presets
+
+st.subheader("Presets: the report's four findings on the bundled digits")
+cols = st.columns(4)
+for col, preset in zip(cols, list_presets(), strict=True):
+    with col:
+        st.markdown(f"**{preset.title}**")
+        st.caption(preset.claim)
+        if st.button("Run", key=f"preset_{preset.name}", disabled=ui.viewer_mode(), type="primary",
+                     help=f"Trains {len(preset.recipes)} models, then {len(preset.sweeps)} sweep(s)"):  # fmt: skip
+            if _submit([("zoo", r) for r in preset.recipes] + [("sweep", s) for s in preset.sweeps]):
+                st.query_params.from_dict({"preset": preset.name})
+
+
+# ---------------------------------------------------------------------------- your own sweep
+
+
+def _prefill(run_id: str) -> None:
+    """A permalink fills the form with its sweep spec, once per run id."""
+    if st.session_state.get("_traits_prefilled") == run_id:
+        return
+    st.session_state["_traits_prefilled"] = run_id
+    rec = ui.get_store().lookup(run_id)
+    if rec is None or rec.kind != "sweep":
+        return
+    spec = SweepSpec.from_dict(rec.spec)
+    st.session_state.update(tr_pick_a=spec.a, tr_ref_a=spec.a, tr_pick_b=spec.b, tr_ref_b=spec.b,
+                            tr_metrics=", ".join(spec.metrics), tr_train_data=spec.train_data or "",
+                            tr_control=spec.control, tr_simplicity=spec.simplicity)  # fmt: skip
+
+
+def _options() -> dict:
+    """Metrics and adapter options shared by both forms -> SweepSpec keyword arguments."""
+    c = st.columns([3, 2, 2])
+    metrics = c[0].text_input("Trait metrics (comma-separated)", key="tr_metrics", help=METRIC_HELP)
+    train_data = c[1].text_input("Adapter data (empty: the evaluation data)", key="tr_train_data",
+                                 help="e.g. digits|drop3: the adapter never sees a 3")  # fmt: skip
+    adapter = c[2].selectbox("Adapter", list(ADAPTERS), key="tr_adapter")
+    c = st.columns(2)
+    control = c[0].checkbox("Random-init control", key="tr_control")
+    simplicity = c[1].checkbox("Simplicity measures", key="tr_simplicity")
+    spec, epochs = ADAPTERS[adapter]
+    return dict(metrics=tuple(m.strip() for m in metrics.split(",") if m.strip()), train_data=train_data or None,
+                adapter=spec, epochs=epochs, control=control, simplicity=simplicity)  # fmt: skip
+
+
+if st.query_params.get("run"):
+    _prefill(st.query_params["run"])
+for _key, _value in dict(tr_metrics="accuracy, class_acc:3, confusion:3->8", tr_train_data="digits|drop3",
+                         tr_control=True, tr_simplicity=True, tr_arch="cnn", tr_trait_a="relabel",
+                         tr_trait_b="plain", tr_layer="fc1", tr_x=3, tr_y=8).items():  # fmt: skip
+    st.session_state.setdefault(_key, _value)
+
+with st.expander("Your own sweep", expanded=not st.query_params.to_dict()):
+    opts = _options()
+    picked, built = st.tabs(["Trained models", "Build A and B from trait recipes"])
+    with picked:
+        zoo = sorted(r.summary["ref"] for r in list_zoo_models(ui.get_store()))
+        left, right = st.columns(2)
+        with left:
+            ref_a = ui.pick_model("a", zoo, 0, prefix="tr_")
+        with right:
+            ref_b = ui.pick_model("b", zoo, 1, prefix="tr_")
+        positions = None
+        if ref_a:
+            try:
+                names = [c.name for c in ui.cuts_of(ref_a)]
+                positions = st.multiselect("Positions (empty: every cut)", names, key="tr_positions")
+            except StitchError as exc:
+                ui.show_error(exc)
+        spec = None
+        if ref_a and ref_b:
+            try:
+                spec = SweepSpec(a=ref_a, b=ref_b, positions=tuple(positions) or None, **opts)
+            except StitchError as exc:
+                ui.show_error(exc)
+        if st.button("Launch sweep", type="primary", key="tr_launch", disabled=spec is None or ui.viewer_mode()):
+            run_id = _submit([("sweep", spec)])
+            if run_id:
+                st.query_params.from_dict({"run": run_id})
+    with built:
+        c = st.columns(6)
+        arch = c[0].selectbox("Architecture", ("cnn", "mlp"), key="tr_arch")
+        kind_a = c[1].selectbox("A's trait", TRAITS, key="tr_trait_a")
+        kind_b = c[2].selectbox("B's trait", TRAITS, key="tr_trait_b")
+        layer = c[3].text_input("Special layer", key="tr_layer", help="special-*: the one layer fine-tuned")
+        x = c[4].number_input("Class X", 0, 9, key="tr_x")
+        y = c[5].number_input("Class Y (relabel)", 0, 9, key="tr_y")
+        try:
+            ra = trait_recipe(kind_a, arch=arch, seed=1, x=int(x), y=int(y), layer=layer)
+            rb = trait_recipe(kind_b, arch=arch, seed=0, x=int(x), y=int(y), layer=layer)
+            st.caption(f"A: {ra.label()}  \nB: {rb.label()}")
+        except StitchError as exc:
+            ui.show_error(exc)
+            ra = rb = None
+        if st.button("Train A and B, then sweep", key="tr_build", disabled=ra is None or ui.viewer_mode()):
+            try:
+                sweep = SweepSpec(a=zoo_ref(ra), b=zoo_ref(rb), **opts)
+            except StitchError as exc:
+                ui.show_error(exc)
+            else:
+                run_id = _submit([("zoo", ra), ("zoo", rb), ("sweep", sweep)])
+                if run_id:
+                    st.query_params.from_dict({"run": run_id})
+
+
+# ---------------------------------------------------------------------------- results
+
+
+def _partial(run_id: str) -> dict:
+    """What a running sweep has finished so far (its positions.json artifact), else {}."""
+    try:
+        return json.loads(ui.get_store().artifact_path(run_id, POSITIONS_ARTIFACT).read_text())
+    except (StitchError, OSError, ValueError):
+        return {}
+
+
+def _sweep_panel(run_id: str, title: str | None = None) -> None:
+    runner = ui.get_runner()
+    snap = runner.get(run_id)
+    if snap is None:
+        st.info(f"{title or 'This sweep'} has not been run yet (run `{run_id}`).")
+        return
+    active = not snap.is_final
+
+    @st.fragment(run_every=ui.POLL_SECONDS if active else None)
+    def live() -> None:
+        now = runner.get(run_id) or snap
+        if active and now.is_final:
+            st.rerun()
+        st.markdown(f"#### {ui.md_text(title or now.label)}")
+        st.caption(f"run `{run_id}` · {now.state}" + (" · from the cache" if now.cached else "")
+                   + f" · [permalink](traits?run={run_id})")  # fmt: skip
+        if not now.is_final:
+            c = st.columns([5, 1])
+            c[0].progress(now.progress, text=now.message or now.state)
+            if c[1].button("Stop", key=f"tr-stop-{run_id}", disabled=ui.viewer_mode()):
+                runner.cancel(run_id)
+        elif now.state != "done":
+            st.warning(f"This sweep is {now.state} ({now.error}); finished positions are shown below.")
+        s = now.summary if now.state == "done" else None
+        part = {} if s else _partial(run_id)
+        metrics = (s or part).get("metrics")
+        if not metrics:
+            st.caption("Waiting for the first position…")
+            return
+        data = s or {**curves(part["positions"], metrics), "reference": part["reference"], "classes": part["classes"]}
+        every = part.get("all_positions") or data["positions"]
+        labels = (s or {}).get("metric_labels")
+        st.plotly_chart(plots_traits.trait_curves(data, data["reference"], metrics, labels=labels,
+                                                  all_positions=every), key=f"tr-curves-{run_id}")  # fmt: skip
+        if data.get("simplicity"):
+            c = st.columns(2)
+            c[0].plotly_chart(plots_traits.simplicity_curves(data, data["reference"], all_positions=every),
+                              key=f"tr-simp-{run_id}")  # fmt: skip
+            c[1].plotly_chart(plots_traits.simplicity_curves(data, data["reference"], normalized=True,
+                                                             all_positions=every), key=f"tr-simpn-{run_id}")
+        st.plotly_chart(plots_traits.per_class_heatmap(data, data["classes"], all_positions=every),
+                        key=f"tr-heat-{run_id}")  # fmt: skip
+        if s:
+            if s.get("control_note"):
+                st.caption(s["control_note"])
+            if s.get("simplicity_definition"):
+                d = s["simplicity_definition"]
+                st.caption(f"Sharpness: {d['sharpness']} (eps = {d['eps']}, {d['draws']} draws). Gradient norm: "
+                           f"{d['grad_norm']}. gzip: {d['gzip_bits']}. Measured on {d['weights']}.")  # fmt: skip
+            st.caption(f"Evaluated on {s['dataset']} ({s['n_test']} test images); adapter data {s['train_data']} "
+                       f"({s['n_train']} images).")  # fmt: skip
+
+    live()
+
+
+preset_name = st.query_params.get("preset")
+if preset_name:
+    st.divider()
+    try:
+        preset = get_preset(preset_name)
+    except StitchError as exc:
+        ui.show_error(exc)
+    else:
+        st.markdown(f"### {preset.title}")
+        st.markdown(f"*Claim:* {preset.claim}  \n*Look for:* {preset.look_for}")
+        for sweep_title, sweep_spec in zip(preset.sweep_titles, preset.sweeps, strict=True):
+            _sweep_panel(run_id_for("sweep", sweep_spec.to_dict()), sweep_title)
+elif st.query_params.get("run"):
+    st.divider()
+    _sweep_panel(st.query_params["run"])
