@@ -31,16 +31,18 @@ def penalty_by_depth(points: Sequence[Mapping[str, Any]], *, title: str | None =
         fig.update_xaxes(tickmode="array", tickvals=splits, ticktext=[f"{k}<br>{names[k]}" for k in splits],
                          title_text="split i (A's blocks < i, B's from i) · cut")
     fig.update_yaxes(title_text=PENALTY_AXIS)
-    fig.add_annotation(text=_SIGN_NOTE, xref="paper", yref="paper", x=0.0, y=-0.3, showarrow=False,
-                       font={"size": 11, "color": "#666"}, xanchor="left")
-    fig.update_layout(margin={"b": 96})
+    # Legend under the axis (four curves do not fit beside the title); the sign convention as its title.
+    fig.update_layout(legend={"orientation": "h", "x": 0.0, "xanchor": "left", "y": -0.28, "yanchor": "top",
+                              "title": {"text": _SIGN_NOTE + "<br>", "side": "top", "font": {"size": 11}}},
+                      margin={"b": 130}, height=460)
     return fig
 
 
 def penalty_heatmap(heat: Mapping[str, Any], *, title: str | None = None) -> go.Figure:
     """Stitch penalty for every (A position i, B position j), B's head; red = worse than B."""
     return heatmap(heat["values"], heat["rows"], heat["cols"], title=title or "Stitch loss penalty, every (i, j)",
-                   row_label="A's stream after (i)", col_label="B from (j)", diverging=True, text_format=".3f",
+                   row_label="A's stream after cut i", col_label="B continues after cut j", diverging=True,
+                   text_format=".3f",
                    value_label="penalty")
 
 

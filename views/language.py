@@ -171,7 +171,7 @@ def _results(run_id: str) -> None:
             left.plotly_chart(plots_lm.loss_bars(s), key=f"lm-bars-{run_id}")
         if "loss" in now.metrics or not now.is_final:
             curves = {"loss": now.metrics.get("loss", [])}
-            right.plotly_chart(plots.training_curves(curves, title="Adapter training loss"), key=f"lm-loss-{run_id}")
+            right.plotly_chart(plots.training_curves(curves, title="Adapter training loss (stitches one after another)"), key=f"lm-loss-{run_id}")
         if s.get("heatmap"):
             st.plotly_chart(plots_lm.penalty_heatmap(s["heatmap"]), key=f"lm-heat-{run_id}")
         if s.get("samples"):
@@ -202,7 +202,8 @@ def _cards(s: dict, kind: str) -> None:
 
 
 def _samples(s: dict) -> None:
-    st.markdown(f"**Samples** (same prompt, seed and temperature 0.8; prompt: `{ui.md_text(s['prompt'])}`)")
+    st.markdown("**Samples**: each model continues the same prompt (seed and temperature 0.8 fixed); prompt:")
+    st.code(s["prompt"], language=None)
     items = list(s["samples"].items())
     for row in range(0, len(items), 3):
         cols = st.columns(3)
