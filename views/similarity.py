@@ -52,12 +52,14 @@ def _matrix_panels(run_id: str, cka_id: str | None) -> None:
     if snap is None:
         st.error(f"No matrix run {run_id!r} in the store.")
         return
-    active = not snap.is_final
+    cka_snap = runner.get(cka_id) if cka_id else None
+    active = not snap.is_final or (cka_snap is not None and not cka_snap.is_final)  # poll until both are final
 
     @st.fragment(run_every=ui.POLL_SECONDS if active else None)
     def live() -> None:
         now = runner.get(run_id) or snap
-        if active and now.is_final:
+        cka_now = runner.get(cka_id) if cka_id else None
+        if active and now.is_final and (cka_now is None or cka_now.is_final):
             st.rerun()
         st.markdown(f"#### {ui.md_text(now.label)}")
         if not now.is_final:
@@ -65,6 +67,8 @@ def _matrix_panels(run_id: str, cka_id: str | None) -> None:
             cols[0].progress(now.progress, text=now.message or now.state)
             if cols[1].button("Stop", key=f"sim-stop-{run_id}", disabled=ui.viewer_mode()):
                 runner.cancel(run_id)
+                if cka_id:
+                    runner.cancel(cka_id)  # the CKA beside it too (False when it has finished)
         elif now.state != "done":
             st.warning(f"The matrix run is {now.state} ({now.error}); finished cells are kept and a re-launch "
                        "resumes from them.")
@@ -91,7 +95,7 @@ def _matrix_panels(run_id: str, cka_id: str | None) -> None:
             panels.append(("Control: random sender", controls["random_sender"], senders, receivers, False, False))
         if s.get("debiased"):
             panels.append(("Debiased (trained − control)", s["debiased"], senders, receivers, True, False))
-        cka = runner.get(cka_id) if cka_id else None
+        cka = cka_now
         if cka is not None and cka.summary:
             k = cka.summary
             name = CKA_TITLES.get(k.get("measure", "cka-linear"), k.get("measure", "similarity"))

@@ -19,11 +19,15 @@ def test_matrix_cell_click_opens_the_stitch_page(app_url, page):
     assert page.locator(".js-plotly-plot").count() >= 2  # stitching accuracy + CKA (+ its baseline)
 
     # The digit CNN has 5 cuts (block1, block2, flatten, fc1, fc2): click row fc1, column fc2.
-    area = page.locator(".js-plotly-plot").first.locator(".nsewdrag").first.bounding_box()
+    chart = page.locator(".js-plotly-plot").first
+    chart.scroll_into_view_if_needed()
+    page.wait_for_timeout(500)
+    area = chart.locator(".nsewdrag").first.bounding_box()  # the plot area, in viewport coordinates
     rows = cols = 5
     x = area["x"] + (4 + 0.5) * area["width"] / cols
     y = area["y"] + (3 + 0.5) * area["height"] / rows
     page.mouse.move(x, y)
+    page.wait_for_timeout(300)  # plotly picks the hovered point, then the click selects it
     page.mouse.click(x, y)
     page.wait_for_url("**/stitch?**", timeout=60_000)
     query = parse_qs(urlparse(page.url).query)
