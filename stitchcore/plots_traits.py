@@ -70,14 +70,14 @@ def trait_curves(
         color = RUN_COLORS[i % len(RUN_COLORS)]
         name = labels.get(key, key)
         band = control.get(key)
-        if band and done:
-            xs = list(range(done))
-            fig.add_trace(go.Scatter(x=xs, y=_clean(band["max"]), mode="lines", line={"width": 0}, showlegend=False,
-                                     legendgroup="control", hoverinfo="skip"))  # fmt: skip
-            fig.add_trace(go.Scatter(x=xs, y=_clean(band["min"]), mode="lines", line={"width": 0}, fill="tonexty",
-                                     fillcolor=_rgba(color, 0.18), name="random-init control", legendgroup="control",
-                                     showlegend=i == 0, customdata=_clean(band["max"]),
-                                     hovertemplate=f"control, {name}: %{{y:.3f}} – %{{customdata:.3f}}<extra></extra>"))
+        if band and done:  # one closed polygon per metric: max left to right, then min right to left
+            lo, hi = _clean(band["min"]), _clean(band["max"])
+            keep = [j for j in range(done) if lo[j] is not None and hi[j] is not None]
+            fig.add_trace(go.Scatter(x=keep + keep[::-1], y=[hi[j] for j in keep] + [lo[j] for j in keep[::-1]],
+                                     mode="lines", fill="toself", fillcolor=_rgba(color, 0.15),
+                                     line={"color": _rgba(color, 0.5), "width": 1}, name="random-init control",
+                                     legendgroup="control", showlegend=i == 0,
+                                     hovertemplate=f"control, {name}: %{{y:.3f}}<extra></extra>"))  # fmt: skip
         fig.add_trace(go.Scatter(x=list(range(done)), y=_clean(curves["stitched"].get(key, [])), mode="lines+markers",
                                  name=name, line={"color": color, "width": 2.5}, marker={"size": 8},
                                  customdata=positions[:done],
@@ -126,7 +126,7 @@ def simplicity_curves(
         fig.update_yaxes(title_text="(value − B) / (A − B)")
         if not done:
             _note(fig, plots.WAITING)
-        return _style(fig, title or "Simplicity along the cut, normalised (0 = like B, 1 = like A)")
+        return _style(fig, title or "Simplicity, normalised: 0 = B, 1 = A")
     fig = make_subplots(rows=1, cols=3, subplot_titles=list(SIMPLICITY_LABELS.values()), horizontal_spacing=0.08)
     for j, (key, label) in enumerate(SIMPLICITY_LABELS.items(), start=1):
         fig.add_trace(go.Scatter(x=list(range(done)), y=_clean(simp.get(key, [])), mode="lines+markers",
@@ -140,7 +140,8 @@ def simplicity_curves(
                       j == 1, row=1, col=j)  # fmt: skip
         _x_axis(fig, positions, row=1, col=j)
     fig.update_xaxes(title_text=None)
-    fig = _style(fig, title or "Simplicity along the cut (weights taken from A and B)", height=HEIGHT)
+    fig = _style(fig, title or "Simplicity (raw)", height=HEIGHT)
+    fig.update_layout(margin={"t": 100}, legend={"y": 1.16})  # the legend above the panel titles
     if not done:
         _note(fig, plots.WAITING)
     return fig

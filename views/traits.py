@@ -54,10 +54,10 @@ for col, preset in zip(cols, list_presets(), strict=True):
     with col:
         st.markdown(f"**{preset.title}**")
         st.caption(preset.claim)
+        jobs = [("zoo", r) for r in preset.recipes] + [("sweep", s) for s in preset.sweeps]
         if st.button("Run", key=f"preset_{preset.name}", disabled=ui.viewer_mode(), type="primary",
-                     help=f"Trains {len(preset.recipes)} models, then {len(preset.sweeps)} sweep(s)"):  # fmt: skip
-            if _submit([("zoo", r) for r in preset.recipes] + [("sweep", s) for s in preset.sweeps]):
-                st.query_params.from_dict({"preset": preset.name})
+                     help=f"Trains {len(preset.recipes)} models, then {len(preset.sweeps)} sweep(s)") and _submit(jobs):
+            st.query_params.from_dict({"preset": preset.name})
 
 
 # ---------------------------------------------------------------------------- your own sweep
@@ -198,11 +198,10 @@ def _sweep_panel(run_id: str, title: str | None = None) -> None:
         st.plotly_chart(plots_traits.trait_curves(data, data["reference"], metrics, labels=labels,
                                                   all_positions=every), key=f"tr-curves-{run_id}")  # fmt: skip
         if data.get("simplicity"):
-            c = st.columns(2)
-            c[0].plotly_chart(plots_traits.simplicity_curves(data, data["reference"], all_positions=every),
-                              key=f"tr-simp-{run_id}")  # fmt: skip
-            c[1].plotly_chart(plots_traits.simplicity_curves(data, data["reference"], normalized=True,
-                                                             all_positions=every), key=f"tr-simpn-{run_id}")
+            st.plotly_chart(plots_traits.simplicity_curves(data, data["reference"], all_positions=every),
+                            key=f"tr-simp-{run_id}")  # fmt: skip
+            st.plotly_chart(plots_traits.simplicity_curves(data, data["reference"], normalized=True,
+                                                           all_positions=every), key=f"tr-simpn-{run_id}")
         st.plotly_chart(plots_traits.per_class_heatmap(data, data["classes"], all_positions=every),
                         key=f"tr-heat-{run_id}")  # fmt: skip
         if s:
