@@ -16,7 +16,7 @@ from typing import Any
 
 from stitchcore.errors import StitchError
 
-__all__ = ["add_verbs", "COMMANDS", "lm_aware_stitch", "is_lm_ref"]
+__all__ = ["COMMANDS", "add_verbs", "is_lm_ref", "lm_aware_stitch"]
 
 
 def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

@@ -45,9 +45,23 @@ from stitchcore.errors import AdapterError, CutError, DataError, SourceError
 from stitchcore.sources.loaded import LoadedModel
 
 __all__ = [
-    "TokenCodec", "codec_of", "check_same_vocab", "LMParts", "lm_parts", "cut_name", "parse_position",
-    "merge_layout", "stitch_layout", "ComposedLM", "build_merge", "build_stitch", "TokenwiseAdapter",
-    "make_token_adapter", "HEADS", "n_layers", "lm_shape",
+    "HEADS",
+    "ComposedLM",
+    "LMParts",
+    "TokenCodec",
+    "TokenwiseAdapter",
+    "build_merge",
+    "build_stitch",
+    "check_same_vocab",
+    "codec_of",
+    "cut_name",
+    "lm_parts",
+    "lm_shape",
+    "make_token_adapter",
+    "merge_layout",
+    "n_layers",
+    "parse_position",
+    "stitch_layout",
 ]  # fmt: skip
 
 log = logging.getLogger(__name__)

@@ -26,8 +26,16 @@ from stitchcore.lm import ComposedLM, TokenCodec
 from stitchcore.text import lm_batches
 from stitchcore.train import check_finite, cosine_schedule, make_optimizer
 
-__all__ = ["LMData", "lm_data", "eval_windows", "lm_loss", "loss_penalty", "sample_text", "train_lm_adapter",
-           "EVAL_BATCH"]
+__all__ = [
+    "EVAL_BATCH",
+    "LMData",
+    "eval_windows",
+    "lm_data",
+    "lm_loss",
+    "loss_penalty",
+    "sample_text",
+    "train_lm_adapter",
+]
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +63,7 @@ def lm_data(text: str, codec: TokenCodec, prompt_chars: int = 24) -> LMData:
     if len(train) < 2 or len(val) < 2:
         raise DataError(f"text {text!r} is too short to split into train and validation; use a longer corpus")
     start = raw[cut:]
-    line = re.search(r"\n([A-Za-z][^\n]{%d,})" % prompt_chars, start[:20000])  # a line of prose, not code
+    line = re.search(rf"\n([A-Za-z][^\n]{{{prompt_chars},}})", start[:20000])  # a line of prose, not code
     prompt = line.group(1)[:prompt_chars] if line else start[:prompt_chars]
     return LMData(text, train, val, prompt)
 

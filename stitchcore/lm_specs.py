@@ -17,7 +17,7 @@ from stitchcore.adapters import AdapterSpec
 from stitchcore.errors import StitchError
 from stitchcore.specs import parse_objective
 
-__all__ = ["MergeSpec", "LMStitchSpec", "DepthSpec", "LM_ADAPTER", "MODES"]
+__all__ = ["LM_ADAPTER", "MODES", "DepthSpec", "LMStitchSpec", "MergeSpec"]
 
 MODES = ("merge", "stitch")
 # Per-token linear map, least-squares start, no BatchNorm (train-mode BN would mix a batch's

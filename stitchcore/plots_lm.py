@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 
 from stitchcore.plots import ROLE_COLORS, _finite, _note, _style, heatmap, penalty_vs_depth
 
-__all__ = ["penalty_by_depth", "penalty_heatmap", "loss_bars", "partial_points", "PENALTY_AXIS"]
+__all__ = ["PENALTY_AXIS", "loss_bars", "partial_points", "penalty_by_depth", "penalty_heatmap"]
 
 PENALTY_AXIS = "loss penalty (L_base − L) / L_base"
 _SIGN_NOTE = "below 0: higher loss than the base model (the one whose head is used)"
@@ -28,7 +28,8 @@ def penalty_by_depth(points: Sequence[Mapping[str, Any]], *, title: str | None =
     splits = sorted({int(p["split"]) for p in points if _finite(p.get("split"))})
     names = {int(p["split"]): str(p.get("cut", p["split"])) for p in points if _finite(p.get("split"))}
     if splits:
-        fig.update_xaxes(tickmode="array", tickvals=splits, ticktext=[f"{k}<br>{names[k]}" for k in splits],
+        text = [f"{k}<br>{names[k]}" if names[k] not in ("", str(k)) else str(k) for k in splits]
+        fig.update_xaxes(tickmode="array", tickvals=splits, ticktext=text,
                          title_text="split i (A's blocks < i, B's from i) · cut")
     fig.update_yaxes(title_text=PENALTY_AXIS)
     # Legend under the axis (four curves do not fit beside the title); the sign convention as its title.
@@ -70,6 +71,6 @@ def partial_points(metrics: Mapping[str, Sequence[tuple[int, float]]]) -> list[d
     for name, pts in metrics.items():
         if name.startswith("penalty:"):
             _, mode, head = name.split(":")
-            out += [{"label": f"{mode}, head {head.upper()}", "split": int(k), "loss_penalty": v, "cut": str(k)}
+            out += [{"label": f"{mode}, head {head.upper()}", "split": int(k), "loss_penalty": v, "cut": ""}
                     for k, v in pts]
     return out

@@ -27,6 +27,7 @@ def train_tiny(store, seed: int, optimizer: str = "adamw", **arch) -> str:
 def save_tiny_gpt2(path: Path, seed: int, n_embd: int = 32, vocab_size: int = 300) -> Path:
     """A random GPT2LMHeadModel with a BPE tokenizer trained on CPython's docs, save_pretrained into ``path``."""
     from pydoc_data.topics import topics
+
     from tokenizers import ByteLevelBPETokenizer
     from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 

@@ -10,8 +10,16 @@ import torch
 
 from stitchcore.errors import AdapterError, CutError, DataError
 from stitchcore.experiments import run_experiment
-from stitchcore.lm import (build_merge, build_stitch, cut_name, lm_parts, make_token_adapter, merge_layout,
-                           parse_position, stitch_layout)
+from stitchcore.lm import (
+    build_merge,
+    build_stitch,
+    cut_name,
+    lm_parts,
+    make_token_adapter,
+    merge_layout,
+    parse_position,
+    stitch_layout,
+)
 from stitchcore.lm_eval import eval_windows, lm_data, lm_loss, loss_penalty
 from stitchcore.lm_specs import DepthSpec, LMStitchSpec, MergeSpec
 from stitchcore.sources import load_model
@@ -112,8 +120,9 @@ def test_width_and_vocab_errors(lm_store, tmp_path):
     assert stitched(torch.zeros(2, 8, dtype=torch.long)).shape[-1] == pa.codec.size  # D_A=32 -> D_B=16
     other = tmp_path / "other.txt"
     other.write_text("a small corpus with another alphabet " * 400)
-    from tests.lm_helpers import tiny_recipe
     from dataclasses import replace
+
+    from tests.lm_helpers import tiny_recipe
 
     ref = run_experiment("zoo", replace(tiny_recipe(0), dataset=f"file:{other}"), store).record.summary["ref"]
     with pytest.raises(DataError, match="different vocabularies"):

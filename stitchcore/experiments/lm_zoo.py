@@ -31,7 +31,7 @@ from stitchcore.specs import ZooRecipe
 from stitchcore.text import CharVocab, char_splits, lm_batches, load_text
 from stitchcore.train import check_finite, make_optimizer
 
-__all__ = ["train_lm_zoo", "STEPS_PER_EPOCH", "LM_DEFAULT_LR"]
+__all__ = ["LM_DEFAULT_LR", "STEPS_PER_EPOCH", "train_lm_zoo"]
 
 log = logging.getLogger(__name__)
 

@@ -22,14 +22,33 @@ from torch import nn
 from stitchcore.errors import StitchError
 from stitchcore.experiments import RunContext, register_experiment
 from stitchcore.fits import fit_adapter
-from stitchcore.lm import (ComposedLM, LMParts, TokenwiseAdapter, build_merge, build_stitch, check_same_vocab,
-                           cut_name, lm_parts, make_token_adapter, merge_layout, stitch_layout)
-from stitchcore.lm_eval import LMData, eval_windows, lm_data, lm_loss, loss_penalty, sample_text, train_lm_adapter
+from stitchcore.lm import (
+    ComposedLM,
+    LMParts,
+    TokenwiseAdapter,
+    build_merge,
+    build_stitch,
+    check_same_vocab,
+    cut_name,
+    lm_parts,
+    make_token_adapter,
+    merge_layout,
+    stitch_layout,
+)
+from stitchcore.lm_eval import (
+    LMData,
+    eval_windows,
+    lm_data,
+    lm_loss,
+    loss_penalty,
+    sample_text,
+    train_lm_adapter,
+)
 from stitchcore.lm_specs import DepthSpec, LMStitchSpec, MergeSpec
 from stitchcore.sources import load_model
 from stitchcore.specs import parse_objective
 
-__all__ = ["run_merge", "run_lm_stitch", "run_depth", "LMSetup", "setup_pair"]
+__all__ = ["LMSetup", "run_depth", "run_lm_stitch", "run_merge", "setup_pair"]
 
 log = logging.getLogger(__name__)
 
