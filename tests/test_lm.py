@@ -228,3 +228,34 @@ def test_lm_plots():
     assert list(bars.data[0].x) == ["A", "B", "merged"]
     partial = plots_lm.partial_points({"penalty:merge:a": [(0, -0.5), (1, -0.2)], "loss": [(1, 2.0)]})
     assert [(p["label"], p["split"]) for p in partial] == [("merge, head A", 0), ("merge, head A", 1)]
+
+
+def test_adapter_training_leaves_frozen_parts_untouched(lm_store):
+    from stitchcore.lm_eval import train_lm_adapter
+
+    store, (a, b, _) = lm_store
+    ma, mb = load_model(a, store=store), load_model(b, store=store)
+    pa, pb = lm_parts(ma), lm_parts(mb)
+    adapter = make_token_adapter(LMStitchSpec(a="x", b="y").adapter, pa, 1, pb, 1)
+    model = build_stitch(pa, pb, 1, 1, adapter)
+    frozen = {k: v.clone() for k, v in model.state_dict().items() if not k.startswith("parts.1.")}
+    data = lm_data("pydoc", pa.codec)
+    losses = train_lm_adapter(model, 1, adapter, data.train, block_size=32, objective={"task": 1.0}, steps=5,
+                              batch_size=4, lr=1e-2, weight_decay=0.0, seed=0, device=torch.device("cpu"))
+    assert len(losses) == 5
+    after = model.state_dict()
+    assert all(torch.equal(after[k], v) for k, v in frozen.items())  # only the adapter (parts.1) moved
+    assert not any(m.training for name, m in model.named_modules() if not name.startswith("parts.1"))
+    assert ma.model.wte.weight.data_ptr() != pa.embed.wte.weight.data_ptr()  # parts are a copy
+
+
+def test_depth_job_can_be_cancelled(lm_store):
+    from stitchcore.jobs import JobRunner
+
+    store, (a, b, _) = lm_store
+    with JobRunner(store) as runner:
+        job = runner.submit("lmdepth", DepthSpec(a=a, b=b, modes=("stitch",), heads=("b",), steps=5000, **QUICK))
+        runner.add_listener(lambda s: s.id == job.id and "loss" in s.metrics and runner.cancel(job.id))
+        final = runner.wait(job.id, timeout=120)
+    assert final.state == "cancelled"
+    assert store.lookup(job.id).status == "cancelled"
