@@ -88,15 +88,16 @@ def _options() -> dict:
     control = c[0].checkbox("Random-init control", key="tr_control")
     simplicity = c[1].checkbox("Simplicity measures", key="tr_simplicity")
     spec, epochs = ADAPTERS[adapter]
-    return dict(metrics=tuple(m.strip() for m in metrics.split(",") if m.strip()), train_data=train_data or None,
-                adapter=spec, epochs=epochs, control=control, simplicity=simplicity)  # fmt: skip
+    return {"metrics": tuple(m.strip() for m in metrics.split(",") if m.strip()), "train_data": train_data or None,
+            "adapter": spec, "epochs": epochs, "control": control, "simplicity": simplicity}  # fmt: skip
 
 
 if st.query_params.get("run"):
     _prefill(st.query_params["run"])
-for _key, _value in dict(tr_metrics="accuracy, class_acc:3, confusion:3->8", tr_train_data="digits|drop3",
-                         tr_control=True, tr_simplicity=True, tr_arch="cnn", tr_trait_a="relabel",
-                         tr_trait_b="plain", tr_layer="fc1", tr_x=3, tr_y=8).items():  # fmt: skip
+_DEFAULTS = {"tr_metrics": "accuracy, class_acc:3, confusion:3->8", "tr_train_data": "digits|drop3",
+             "tr_control": True, "tr_simplicity": True, "tr_arch": "cnn", "tr_trait_a": "relabel",
+             "tr_trait_b": "plain", "tr_layer": "fc1", "tr_x": 3, "tr_y": 8}  # fmt: skip
+for _key, _value in _DEFAULTS.items():
     st.session_state.setdefault(_key, _value)
 
 with st.expander("Your own sweep", expanded=not st.query_params.to_dict()):
