@@ -103,6 +103,8 @@ def _form(ref_a: str, ref_b: str, sa: dict, sb: dict):
     """The experiment widgets -> (kind, spec) or None."""
     kind = KINDS[st.radio("Experiment", list(KINDS), horizontal=True, key="lm_kind")]
     n = min(sa["n_layer"], sb["n_layer"])
+    for key, top in (("lm_start", n), ("lm_end", n), ("lm_i", sa["n_layer"]), ("lm_j", sb["n_layer"])):
+        st.session_state[key] = min(st.session_state[key], top)  # other models may have fewer blocks
     evals = dict(eval_windows=int(st.session_state["lm_windows"]), sample_tokens=int(st.session_state["lm_samples"]))
     if kind == "merge":
         c = st.columns(4)
