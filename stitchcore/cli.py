@@ -144,6 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     mx.add_argument("--max-train", type=int, default=None)
     mx.add_argument("--max-test", type=int, default=None)
     mx.add_argument("--seed", type=int, default=0)
+    mx.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                    help="trained mode: bf16 autocast (fast on GPUs and AMX CPUs)")
 
     sm = verbs.add_parser("similarity", parents=[common, pair], help="CKA / Procrustes of every cut pair")
     sm.add_argument("--measure", default="cka-linear", help="cka-linear | cka-rbf | procrustes")
@@ -257,7 +259,7 @@ def _cmd_matrix(args, store, bar) -> None:
     kwargs: dict[str, Any] = dict(
         a=args.a, b=args.b, senders=_names(args.senders), receivers=_names(args.receivers), mode=args.mode,
         controls=args.controls, dataset=args.dataset, max_train=args.max_train, max_test=args.max_test,
-        seed=args.seed,
+        seed=args.seed, precision=args.precision,
     )
     if args.epochs is not None:
         kwargs["epochs"] = args.epochs

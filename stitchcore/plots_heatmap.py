@@ -8,6 +8,8 @@ marker's ``customdata`` is ``[row name, column name, value]``.
 >>> fig = heatmap([[0.9, None]], ["block1"], ["block1", "block2"], title="accuracy")
 >>> fig.layout.yaxis.autorange
 'reversed'
+>>> heatmap([[0.9, None]], ["block1"], ["block1", "block2"], title="a", clickable=True).layout.yaxis.range
+(0.5, -0.5)
 >>> cell_of_point({"customdata": ["block1", "block2", None]})
 ('block1', 'block2')
 """
@@ -93,7 +95,9 @@ def heatmap(
     fig.update_yaxes(autorange="reversed")  # rows[0] at the top: senders read downwards in execution order
     height = int(min(900, max(320, 160 + 26 * len(rows))))
     fig = _style(fig, title, height=height, legend=False)
-    if clickable:
+    if clickable:  # fixed ranges: the markers' size must not pad the axes (plotly autorange would)
+        fig.update_xaxes(range=[-0.5, len(cols) - 0.5])
+        fig.update_yaxes(range=[len(rows) - 0.5, -0.5], autorange=False)
         fig.update_layout(clickmode="event+select", dragmode=False, hovermode="closest")
     return fig
 

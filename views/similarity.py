@@ -111,7 +111,8 @@ def _matrix_panels(run_id: str, cka_id: str | None) -> None:
         for i, (title, values, rows, columns, diverging, opens) in enumerate(panels):
             bounded = not diverging and "rocrustes" not in title
             fig = plots.heatmap(values, rows, columns, title=title, diverging=diverging, clickable=opens,
-                                zmin=0.0 if bounded else None, zmax=1.0 if bounded else None)
+                                zmin=0.0 if bounded else None, zmax=1.0 if bounded else None,
+                                value_label=_value_label(title))
             key = f"heat-{i}-{metric}-{run_id}"
             if opens and now.state == "done":
                 event = cols[i % len(cols)].plotly_chart(fig, key=key, on_select="rerun", selection_mode="points")
@@ -126,6 +127,15 @@ def _matrix_panels(run_id: str, cka_id: str | None) -> None:
             _open_in_stitch(spec, senders, receivers)
 
     live()
+
+
+def _value_label(title: str) -> str:
+    """Colour-bar title of a panel (hover uses it too)."""
+    for word, label in (("Debiased", "Δ accuracy"), ("penalty", "penalty"), ("Procrustes", "distance"),
+                        ("CKA", "CKA")):
+        if word in title:
+            return label
+    return "accuracy"
 
 
 def _stitch_params(spec: MatrixSpec, sender: str, receiver: str) -> dict[str, str]:
