@@ -259,3 +259,11 @@ def test_depth_job_can_be_cancelled(lm_store):
         final = runner.wait(job.id, timeout=120)
     assert final.state == "cancelled"
     assert store.lookup(job.id).status == "cancelled"
+
+
+def test_gpt_recipe_on_an_image_dataset_is_refused(lm_store):
+    from stitchcore.specs import ZooRecipe
+
+    store, _ = lm_store
+    with pytest.raises(DataError, match="language model: train it on a text corpus"):
+        run_experiment("zoo", ZooRecipe(arch="gpt", dataset="digits"), store)

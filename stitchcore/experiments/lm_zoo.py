@@ -22,13 +22,14 @@ import torch
 import torch.nn.functional as F
 
 from stitchcore.archs import create_arch
+from stitchcore.errors import DataError
 from stitchcore.evaluate import count_params
 from stitchcore.experiments import RunContext
 from stitchcore.lm import TokenCodec
 from stitchcore.lm_eval import eval_windows, lm_loss, sample_text
 from stitchcore.sources.file_source import save_checkpoint
 from stitchcore.specs import ZooRecipe
-from stitchcore.text import CharVocab, char_splits, lm_batches, load_text
+from stitchcore.text import CharVocab, char_splits, list_texts, lm_batches, load_text
 from stitchcore.train import check_finite, make_optimizer
 
 __all__ = ["LM_DEFAULT_LR", "STEPS_PER_EPOCH", "train_lm_zoo"]
@@ -50,6 +51,9 @@ def _lr_at(step: int, total: int, base: float) -> float:
 
 def train_lm_zoo(recipe: ZooRecipe, ctx: RunContext, name: str) -> dict:
     """Train a char-GPT from ``recipe`` on its corpus; returns the zoo summary (ref ``zoo:{name}``)."""
+    if recipe.dataset not in list_texts() and not recipe.dataset.startswith("file:"):
+        raise DataError(f"{recipe.arch!r} is a language model: train it on a text corpus ({', '.join(list_texts())} "
+                        f"or file:PATH), not on {recipe.dataset!r}")
     text = load_text(recipe.dataset)
     vocab = CharVocab.from_text(text)
     train_ids, val_ids = char_splits(text, vocab)
