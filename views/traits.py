@@ -18,7 +18,7 @@ from stitchcore.experiments.sweep import POSITIONS_ARTIFACT, SweepSpec, curves
 from stitchcore.presets import TRAITS, get_preset, list_presets, trait_recipe, zoo_ref
 from stitchcore.sources.zoo import list_zoo_models
 from stitchcore.store import run_id_for
-from stitchcore.traits import METRIC_HELP
+from stitchcore.traits import METRIC_HELP, parse_metric
 
 ui.page_setup("Traits")
 st.title("Traits along depth")
@@ -195,7 +195,7 @@ def _sweep_panel(run_id: str, title: str | None = None) -> None:
             return
         data = s or {**curves(part["positions"], metrics), "reference": part["reference"], "classes": part["classes"]}
         every = part.get("all_positions") or data["positions"]
-        labels = (s or {}).get("metric_labels")
+        labels = {k: parse_metric(k).label for k in metrics}
         st.plotly_chart(plots_traits.trait_curves(data, data["reference"], metrics, labels=labels,
                                                   all_positions=every), key=f"tr-curves-{run_id}")  # fmt: skip
         if data.get("simplicity"):
