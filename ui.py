@@ -44,8 +44,9 @@ __all__ = [
 ]
 
 POLL_SECONDS = 1.0  # live views redraw this often while a job runs
-PAGE_FOR_KIND = {"stitch": "stitch", "zoo": "models", "matrix": "similarity",
-                 "merge": "language", "lmstitch": "language", "lmdepth": "language", "sweep": "traits"}  # url_path of the page that shows a run kind
+# url_path of the page that shows a run kind (permalinks, the job monitor, deep links)
+PAGE_FOR_KIND = {"stitch": "stitch", "zoo": "models", "matrix": "similarity", "similarity": "similarity",
+                 "merge": "language", "lmstitch": "language", "lmdepth": "language", "sweep": "traits"}
 
 
 @st.cache_resource(show_spinner=False)
@@ -145,6 +146,8 @@ def follow_deep_link(current_url_path: str) -> None:
         target = PAGE_FOR_KIND.get(rec.kind, "results") if rec is not None else "results"
     elif "ref" in params:
         target = "models"
+    elif "preset" in params:
+        target = "traits"
     elif "a" in params or "b" in params:
         target = "stitch"
     if target is not None:
