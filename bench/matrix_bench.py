@@ -9,7 +9,9 @@ Timed, in one process:
 - ``closed_form_s``: ``run_experiment("matrix", MatrixSpec(a, b, mode="closed-form"), rerun=True)``
   -- end to end (load models, cache every cut's activations, lstsq fit + test score per cell).
 - ``trained_s``: the same with ``mode="trained", adapter=AdapterSpec(init="random"), epochs=N``:
-  each adapter trained through B's frozen suffix on cached sender activations.
+  adapters trained on cached sender activations, all the adapters into one receiver together
+  through one pass of B's frozen suffix (BatchNorm folded, channels-last) per step;
+  ``--precision bf16`` runs them under bfloat16 autocast (the baseline stays fp32).
 - ``baseline_s``: the same trained matrix written by hand in plain PyTorch: per cell
   ``torch.manual_seed(seed)``; ``build_adapter``; AdamW (same lr / wd) + cosine schedule; for each
   epoch, for each batch (same batch size, same per-epoch ``randperm`` from a generator seeded with
