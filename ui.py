@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -35,6 +36,7 @@ __all__ = [
     "viewer_mode",
     "device_label",
     "job_monitor",
+    "live_while_running",
     "run_link",
     "follow_deep_link",
     "run_view",
@@ -178,6 +180,30 @@ def job_monitor() -> None:
 # ---------------------------------------------------------------------------- run view
 
 
+def live_while_running(*run_ids: str | None) -> Callable[[Callable[[], None]], Callable[[], None]]:
+    """Decorator for a page's live panel: a fragment that redraws every ``POLL_SECONDS`` while any
+    of ``run_ids`` (None entries ignored) is queued or running, then reruns the page once, so the
+    finished panel is drawn as a static page and polling stops."""
+    runner = get_runner()
+    ids = [r for r in run_ids if r]
+
+    def running() -> bool:
+        return any(s is not None and not s.is_final for s in map(runner.get, ids))
+
+    active = running()
+
+    def deco(draw: Callable[[], None]) -> Callable[[], None]:
+        @st.fragment(run_every=POLL_SECONDS if active else None)
+        def live() -> None:
+            if active and not running():
+                st.rerun()  # redraw once as a static page: polling stops
+            draw()
+
+        return live
+
+    return deco
+
+
 def run_view(run_id: str, *, key: str = "run") -> JobSnapshot | None:
     """The live view of one run: progress, Stop, curves; the result card once done.
 
@@ -188,14 +214,10 @@ def run_view(run_id: str, *, key: str = "run") -> JobSnapshot | None:
     if snap is None:
         st.error(f"No run {run_id!r} in the store at {get_store().root}. It may have been deleted.")
         return None
-    active = not snap.is_final
 
-    @st.fragment(run_every=POLL_SECONDS if active else None)
+    @live_while_running(run_id)
     def live() -> None:
-        now = runner.get(run_id) or snap
-        if active and now.is_final:
-            st.rerun()  # redraw once as a static page: polling stops
-        _draw_run(now, key)
+        _draw_run(runner.get(run_id) or snap, key)
 
     live()
     return snap

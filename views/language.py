@@ -146,13 +146,10 @@ def _results(run_id: str) -> None:
     if snap is None:
         st.error(f"No run {run_id!r} in the store at {ui.get_store().root}.")
         return
-    active = not snap.is_final
 
-    @st.fragment(run_every=ui.POLL_SECONDS if active else None)
+    @ui.live_while_running(run_id)
     def live() -> None:
         now = runner.get(run_id) or snap
-        if active and now.is_final:
-            st.rerun()
         st.markdown(f"#### {ui.md_text(now.label)}")
         st.caption(f"run `{now.id}` · {now.kind} · {now.state}" + (" · from the cache" if now.cached else ""))
         if not now.is_final:

@@ -52,15 +52,11 @@ def _matrix_panels(run_id: str, cka_id: str | None) -> None:
     if snap is None:
         st.error(f"No matrix run {run_id!r} in the store.")
         return
-    cka_snap = runner.get(cka_id) if cka_id else None
-    active = not snap.is_final or (cka_snap is not None and not cka_snap.is_final)  # poll until both are final
 
-    @st.fragment(run_every=ui.POLL_SECONDS if active else None)
+    @ui.live_while_running(run_id, cka_id)  # until the matrix and the CKA beside it have both ended
     def live() -> None:
         now = runner.get(run_id) or snap
         cka_now = runner.get(cka_id) if cka_id else None
-        if active and now.is_final and (cka_now is None or cka_now.is_final):
-            st.rerun()
         st.markdown(f"#### {ui.md_text(now.label)}")
         if not now.is_final:
             cols = st.columns([5, 1])

@@ -170,13 +170,10 @@ def _sweep_panel(run_id: str, title: str | None = None) -> None:
     if snap is None:
         st.info(f"{title or 'This sweep'} has not been run yet (run `{run_id}`).")
         return
-    active = not snap.is_final
 
-    @st.fragment(run_every=ui.POLL_SECONDS if active else None)
+    @ui.live_while_running(run_id)
     def live() -> None:
         now = runner.get(run_id) or snap
-        if active and now.is_final:
-            st.rerun()
         st.markdown(f"#### {ui.md_text(title or now.label)}")
         st.caption(f"run `{run_id}` · {now.state}" + (" · from the cache" if now.cached else "")
                    + f" · [permalink](traits?run={run_id})")  # fmt: skip
