@@ -33,9 +33,15 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def app_url(tmp_path_factory):
+def e2e_store(tmp_path_factory) -> Path:
+    """The store directory of the e2e server (empty at start; tests may add models to it)."""
+    return tmp_path_factory.mktemp("e2e-store")
+
+
+@pytest.fixture(scope="session")
+def app_url(e2e_store):
     """Base URL of a StitchLab server with its own empty store; stopped after the session."""
-    store = tmp_path_factory.mktemp("e2e-store")
+    store = e2e_store
     port = _free_port()
     log = open(store / "server.log", "w")
     env = {**os.environ, "STITCHLAB_STORE": str(store), "HF_HUB_OFFLINE": "1"}
