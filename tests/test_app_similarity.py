@@ -69,3 +69,11 @@ def test_coarse_cut_set_and_empty_choice(app):
     assert any("at least one cut" in i.value for i in at.info)
     at.radio(key="sim_cutset").set_value("coarse").run()
     assert not at.button(key="sim_launch").disabled
+
+
+def test_a_link_to_a_model_pair_picks_the_models(app):
+    app.query_params.update({"a": "zoo:cnn-digits-s1", "b": "zoo:cnn-digits-s0?init=random"})
+    at = app.run().switch_page("views/similarity.py").run()
+    assert not at.exception
+    assert at.selectbox(key="sim_pick_a").value == "zoo:cnn-digits-s1"
+    assert at.text_input(key="sim_ref_b").value == "zoo:cnn-digits-s0?init=random"  # not in the list: typed

@@ -1,7 +1,7 @@
 """Similarity: stitching heat maps over every layer pair, with controls, beside CKA.
 
 ``?run=<matrix run id>`` (and ``&cka=<similarity run id>``) shows a launched pair;
-the heat maps fill in while the matrix job runs.
+the heat maps fill in while the matrix job runs.  ``?a=REF&b=REF`` picks the two models.
 """
 
 from __future__ import annotations
@@ -200,8 +200,21 @@ def _cut_set(ref: str, role: str, how: str) -> tuple[str, ...] | None:
     return tuple(n for n in names if n in picked)  # execution order, whatever the click order
 
 
+def _prefill_models() -> None:
+    """``?a=REF&b=REF`` (a link to a model pair) picks the two models, once per pair."""
+    pair = (st.query_params.get("a"), st.query_params.get("b"))
+    if st.session_state.get("_sim_pair") == pair:
+        return
+    st.session_state["_sim_pair"] = pair
+    for role, ref in zip("ab", pair, strict=True):
+        if ref:
+            st.session_state.update({f"sim_pick_{role}": ref, f"sim_ref_{role}": ref})
+
+
 if st.query_params.get("run"):
     _prefill(st.query_params["run"])
+elif st.query_params.get("a") or st.query_params.get("b"):
+    _prefill_models()
 for _key, _value in {"sim_mode": "closed-form", "sim_epochs": 3, "sim_controls": False, "sim_cka": True,
                          "sim_max_train": 0, "sim_cutset": "all", "sim_measure": "cka-linear"}.items():
     st.session_state.setdefault(_key, _value)  # widgets take their values from here, never twice

@@ -11,7 +11,7 @@ def test_matrix_cell_click_opens_the_stitch_page(app_url, page):
     open_app(page, f"{app_url}/")
     page.get_by_role("button", name="Run the classroom demo").click()  # trains the two digit CNNs (or cached)
     page.locator('[data-testid="stMetric"]', has_text="Stitched accuracy").first.wait_for(timeout=180_000)
-    open_app(page, f"{app_url}/similarity")
+    open_app(page, f"{app_url}/similarity?a=zoo:cnn-digits-s0&b=zoo:cnn-digits-s1")  # other tests add models
     page.get_by_role("button", name="Launch").click()
     page.get_by_text("Click a cell of the stitching panel").wait_for(timeout=120_000)
     assert "run=" in page.url and "cka=" in page.url
