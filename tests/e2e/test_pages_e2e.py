@@ -13,8 +13,8 @@ def test_traits_preset_runs_and_draws_its_plots(app_url, page):
     open_app(page, f"{app_url}/traits")
     page.locator(".st-key-preset_distributed button").first.click()  # recipes, then the sweep, as background jobs
     page.wait_for_url("**preset=distributed**", timeout=60_000)
-    page.get_by_text("Per-class accuracy of the stitched model", exact=True).wait_for(timeout=240_000)
     page.get_by_text(re.compile(r"· done")).first.wait_for(timeout=240_000)  # the sweep has finished
+    page.get_by_text("Per-class accuracy of the stitched model", exact=True).first.wait_for(timeout=60_000)
     assert page.locator(".js-plotly-plot").count() >= 4  # trait curves, simplicity raw + normalised, classes
     assert "Traceback" not in page.content()
 
@@ -24,7 +24,7 @@ def test_language_models_merge_shows_losses_and_samples(app_url, e2e_store, page
     refs = [train_tiny(store, 0), train_tiny(store, 1)]
     store.close()
     open_app(page, f"{app_url}/language")
-    page.get_by_text("Merge", exact=True).click()
+    page.get_by_text("Merge", exact=True).first.click()
     page.get_by_text("A.wte → A.wpe").first.wait_for(timeout=60_000)  # the part list, shown before running
     page.get_by_role("button", name="Launch").click()
     page.locator('[data-testid="stMetric"]', has_text="Loss merged").first.wait_for(timeout=180_000)
