@@ -63,7 +63,7 @@ MODES = ("closed-form", "trained")
 VARIANTS = ("trained", "random_sender", "random_receiver", "random_both")  # matrix first, then the controls
 CELLS_ARTIFACT = "cells.json"
 EVAL_BATCH = 256
-JOINT_SAMPLES = 512  # trained mode: at most this many stacked samples (adapters x batch) per suffix pass
+JOINT_ELEMENTS = 2**24  # trained mode: at most this many stacked suffix-input values (adapters x batch x receiver size)
 
 
 def _lstsq_adapter() -> AdapterSpec:
@@ -400,7 +400,7 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
             for s in ws.senders:
                 if s not in pending:
                     keep(done[_cell_key(variant, s.name, r.name)])
-            per_pass = max(1, JOINT_SAMPLES // spec.batch_size) if spec.mode == "trained" else 1
+            per_pass = max(1, JOINT_ELEMENTS // (spec.batch_size * math.prod(r.shape))) if spec.mode == "trained" else 1
             groups = [pending[i : i + per_pass] for i in range(0, len(pending), per_pass)]
             for group in groups:
                 ctx.check_cancel()
