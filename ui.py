@@ -33,6 +33,7 @@ __all__ = [
     "load_for_display",
     "cuts_of",
     "pick_model",
+    "progress_with_stop",
     "viewer_mode",
     "device_label",
     "job_monitor",
@@ -223,6 +224,16 @@ def run_view(run_id: str, *, key: str = "run") -> JobSnapshot | None:
     return snap
 
 
+def progress_with_stop(snap: JobSnapshot, key: str, also_cancel: tuple[str | None, ...] = ()) -> None:
+    """A running job's progress bar and its Stop button (which also cancels the ``also_cancel`` runs)."""
+    cols = st.columns([5, 1])
+    cols[0].progress(snap.progress, text=snap.message or snap.state)
+    if cols[1].button("Stop", key=key, type="secondary", disabled=viewer_mode()):
+        for run_id in (snap.id, *also_cancel):
+            if run_id:
+                get_runner().cancel(run_id)  # False for a run that has already ended
+
+
 def _draw_run(snap: JobSnapshot, key: str) -> None:
     badge = {"done": ":material/check_circle:", "running": ":material/hourglass_top:",
              "queued": ":material/schedule:", "failed": ":material/error:", "cancelled": ":material/stop_circle:",
@@ -230,10 +241,7 @@ def _draw_run(snap: JobSnapshot, key: str) -> None:
     st.markdown(f"#### {badge} {md_text(snap.label)}")
     st.caption(f"run `{snap.id}` · {snap.kind} · {snap.state}" + (" · from the cache" if snap.cached else ""))
     if not snap.is_final:
-        cols = st.columns([5, 1])
-        cols[0].progress(snap.progress, text=snap.message or snap.state)
-        if cols[1].button("Stop", key=f"{key}-stop-{snap.id}", type="secondary", disabled=viewer_mode()):
-            get_runner().cancel(snap.id)
+        progress_with_stop(snap, f"{key}-stop-{snap.id}")
     elif snap.state == "failed":
         st.error(f"This run failed: {snap.error}")
     elif snap.state in ("cancelled", "interrupted"):

@@ -153,10 +153,7 @@ def _results(run_id: str) -> None:
         st.markdown(f"#### {ui.md_text(now.label)}")
         st.caption(f"run `{now.id}` · {now.kind} · {now.state}" + (" · from the cache" if now.cached else ""))
         if not now.is_final:
-            cols = st.columns([5, 1])
-            cols[0].progress(now.progress, text=now.message or now.state)
-            if cols[1].button("Stop", key=f"lm-stop-{run_id}", disabled=ui.viewer_mode()):
-                runner.cancel(run_id)
+            ui.progress_with_stop(now, f"lm-stop-{run_id}")
         elif now.state != "done":
             st.error(f"This run is {now.state}: {now.error}")
         s = now.summary if now.state == "done" else {}

@@ -59,12 +59,7 @@ def _matrix_panels(run_id: str, cka_id: str | None) -> None:
         cka_now = runner.get(cka_id) if cka_id else None
         st.markdown(f"#### {ui.md_text(now.label)}")
         if not now.is_final:
-            cols = st.columns([5, 1])
-            cols[0].progress(now.progress, text=now.message or now.state)
-            if cols[1].button("Stop", key=f"sim-stop-{run_id}", disabled=ui.viewer_mode()):
-                runner.cancel(run_id)
-                if cka_id:
-                    runner.cancel(cka_id)  # the CKA beside it too (False when it has finished)
+            ui.progress_with_stop(now, f"sim-stop-{run_id}", also_cancel=(cka_id,))  # the CKA beside it too
         elif now.state != "done":
             st.warning(f"The matrix run is {now.state} ({now.error}); finished cells are kept and a re-launch "
                        "resumes from them.")

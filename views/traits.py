@@ -178,10 +178,7 @@ def _sweep_panel(run_id: str, title: str | None = None) -> None:
         st.caption(f"run `{run_id}` · {now.state}" + (" · from the cache" if now.cached else "")
                    + f" · [permalink](traits?run={run_id})")  # fmt: skip
         if not now.is_final:
-            c = st.columns([5, 1])
-            c[0].progress(now.progress, text=now.message or now.state)
-            if c[1].button("Stop", key=f"tr-stop-{run_id}", disabled=ui.viewer_mode()):
-                runner.cancel(run_id)
+            ui.progress_with_stop(now, f"tr-stop-{run_id}")
         elif now.state != "done":
             st.warning(f"This sweep is {now.state} ({now.error}); finished positions are shown below.")
         s = now.summary if now.state == "done" else None
