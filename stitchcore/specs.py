@@ -18,15 +18,32 @@ from typing import Any
 from stitchcore.adapters import AdapterSpec
 from stitchcore.errors import StitchError
 
-__all__ = ["ZooRecipe", "StitchSpec", "parse_objective", "OPTIMIZERS", "OBJECTIVES"]
+__all__ = [
+    "OBJECTIVES",
+    "OPTIMIZERS",
+    "StitchSpec",
+    "ZooRecipe",
+    "check_choice",
+    "check_sample_caps",
+    "parse_objective",
+]
 
 OPTIMIZERS = ("sgd", "adamw")
 OBJECTIVES = ("task", "match", "kd")
 
 
-def _check_choice(what: str, value: str, choices: tuple[str, ...]) -> None:
+def check_choice(what: str, value: str, choices: tuple[str, ...]) -> None:
+    """StitchError naming the choices when ``value`` is not one of them."""
     if value not in choices:
         raise StitchError(f"unknown {what} {value!r}; use one of: {', '.join(choices)}")
+
+
+def check_sample_caps(spec: Any) -> None:
+    """A spec's ``max_train`` / ``max_test`` image caps are None (all images) or at least 2."""
+    for name in ("max_train", "max_test"):
+        value = getattr(spec, name)
+        if value is not None and value < 2:
+            raise StitchError(f"{name} must be at least 2 (or None for all images), got {value}")
 
 
 def _from_dict(cls, d: dict[str, Any]):
@@ -71,7 +88,7 @@ class ZooRecipe:
     finetune_lr: float | None = None  # None: the recipe's lr; smaller keeps the layer's other behaviour
 
     def __post_init__(self) -> None:
-        _check_choice("optimizer", self.optimizer, OPTIMIZERS)
+        check_choice("optimizer", self.optimizer, OPTIMIZERS)
         if self.epochs < 1 or self.batch_size < 1:
             raise StitchError("epochs and batch size must be at least 1")
         if not 0.0 <= self.prune_fraction < 1.0:
@@ -144,7 +161,7 @@ def parse_objective(text: str) -> dict[str, float]:
             w = float(weight) if weight else 1.0
         except ValueError:
             raise StitchError(f"bad objective term {term!r}; write e.g. 'task', 'match' or 'task+0.5*kd'") from None
-        _check_choice("objective", name, OBJECTIVES)
+        check_choice("objective", name, OBJECTIVES)
         weights[name] = weights.get(name, 0.0) + w
     return weights
 
@@ -178,11 +195,11 @@ class StitchSpec:
     max_test: int | None = None  # cap on test images; None = all
 
     def __post_init__(self) -> None:
-        _check_choice("optimizer", self.optimizer, OPTIMIZERS)
+        check_choice("optimizer", self.optimizer, OPTIMIZERS)
         parse_objective(self.objective)
         if self.epochs < 0 or self.batch_size < 1:
             raise StitchError("epochs must be >= 0 and batch size >= 1")
-        _check_choice("head", self.head, ("a", "b"))
+        check_choice("head", self.head, ("a", "b"))
         if (self.head == "a") != (self.head_cut is not None):
             raise StitchError("head='a' needs head_cut (where A's head takes over), and head_cut needs head='a'")
         if isinstance(self.adapter, dict):

@@ -51,7 +51,7 @@ from stitchcore.fits import FIT_METHODS, fit_adapter
 from stitchcore.refs import ModelRef, parse_ref
 from stitchcore.sources import load_model
 from stitchcore.sources.loaded import LoadedModel
-from stitchcore.specs import OPTIMIZERS
+from stitchcore.specs import OPTIMIZERS, check_choice, check_sample_caps
 from stitchcore.store import Store
 from stitchcore.train_shared_suffix import PRECISIONS, frozen_for_training, train_adapters_shared_suffix
 
@@ -120,16 +120,11 @@ class MatrixSpec:
                 f"closed-form mode fits each adapter on cached activations, so init must be one of"
                 f" {', '.join(FIT_METHODS)} (got {self.adapter.init!r}); or use mode='trained'"
             )
-        if self.precision not in PRECISIONS:
-            raise StitchError(f"unknown precision {self.precision!r}; use one of: {', '.join(PRECISIONS)}")
-        if self.optimizer not in OPTIMIZERS:
-            raise StitchError(f"unknown optimizer {self.optimizer!r}; use one of: {', '.join(OPTIMIZERS)}")
+        check_choice("precision", self.precision, PRECISIONS)
+        check_choice("optimizer", self.optimizer, OPTIMIZERS)
         if self.epochs < 0 or self.batch_size < 1:
             raise StitchError("epochs must be >= 0 and batch size >= 1")
-        for name in ("max_train", "max_test"):
-            value = getattr(self, name)
-            if value is not None and value < 2:
-                raise StitchError(f"{name} must be at least 2 (or None for all images), got {value}")
+        check_sample_caps(self)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

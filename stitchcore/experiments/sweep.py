@@ -46,7 +46,7 @@ from stitchcore.refs import ModelRef, parse_ref
 from stitchcore.simplicity import GZIP_LEVEL, SHARPNESS_DEFINITION, simplicity
 from stitchcore.sources import load_model
 from stitchcore.sources.loaded import LoadedModel
-from stitchcore.specs import OPTIMIZERS
+from stitchcore.specs import OPTIMIZERS, check_choice, check_sample_caps
 from stitchcore.train import AdapterTargets, train_adapter
 from stitchcore.traits import check_classes, compute, metric_dataset, parse_metric
 
@@ -102,16 +102,12 @@ class SweepSpec:
             object.__setattr__(self, "positions", names)
         if isinstance(self.adapter, dict):
             object.__setattr__(self, "adapter", AdapterSpec.from_dict(self.adapter))
-        if self.optimizer not in OPTIMIZERS:
-            raise StitchError(f"unknown optimizer {self.optimizer!r}; use one of: {', '.join(OPTIMIZERS)}")
+        check_choice("optimizer", self.optimizer, OPTIMIZERS)
         if self.epochs < 0 or self.batch_size < 1 or self.control_seeds < 1 or self.sharpness_draws < 1:
             raise StitchError("epochs must be >= 0; batch size, control seeds and sharpness draws >= 1")
         if self.sharpness_eps < 0:
             raise StitchError(f"sharpness_eps is a relative size >= 0 (e.g. 0.05), got {self.sharpness_eps}")
-        for name in ("max_train", "max_test"):
-            value = getattr(self, name)
-            if value is not None and value < 2:
-                raise StitchError(f"{name} must be at least 2 (or None for all images), got {value}")
+        check_sample_caps(self)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
