@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stitchcore.canonical_json import canonical_json, plain_json
 from stitchcore.errors import StoreError
 
 __all__ = ["SCHEMA_VERSION", "STATUSES", "RunRecord", "Store", "resolve_store_dir", "run_id_for"]
@@ -75,42 +76,10 @@ def resolve_store_dir(explicit: str | Path | None = None) -> Path:
     return Path(__file__).resolve().parents[1] / "cache"
 
 
-def _plain(obj: Any, path: str, lenient: bool) -> Any:
-    """``obj`` as plain JSON, else StoreError naming the offending key under ``path``.
-
-    Strict (specs): finite numbers and JSON types only.  Lenient (summaries):
-    NaN/inf become None, numpy/torch scalars and arrays become Python values.
-    """
-    if obj is None or isinstance(obj, (str, bool, int)):
-        return obj
-    if isinstance(obj, float):
-        if math.isfinite(obj):
-            return float(obj)
-        if lenient:
-            return None
-        raise StoreError(f"{path} is {obj}: specs must hold finite numbers; fix the value")
-    if isinstance(obj, dict):
-        bad = [k for k in obj if not isinstance(k, str)]
-        if bad:
-            raise StoreError(f"{path} has key {bad[0]!r} ({type(bad[0]).__name__}): use string keys")
-        return {k: _plain(v, f"{path}[{k!r}]", lenient) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v, f"{path}[{i}]", lenient) for i, v in enumerate(obj)]
-    for convert in ("tolist", "item") if lenient else ():  # numpy/torch, without importing them
-        if callable(getattr(obj, convert, None)):
-            return _plain(getattr(obj, convert)(), path, lenient)
-    raise StoreError(f"{path} is a {type(obj).__name__}, not JSON: use str/int/float/bool/list/dict")
-
-
-def _dumps(obj: Any) -> str:
-    """Canonical JSON text (the form hashed into run ids and stored in JSON columns)."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
-
-
 def run_id_for(kind: str, spec: dict) -> str:
     """First 16 hex chars of sha256 over canonical JSON of kind, spec and SCHEMA_VERSION."""
-    _plain(spec, "spec", lenient=False)
-    text = _dumps({"kind": kind, "spec": spec, "schema": SCHEMA_VERSION})
+    plain_json(spec, "spec", lenient=False)
+    text = canonical_json({"kind": kind, "spec": spec, "schema": SCHEMA_VERSION})
     return hashlib.sha256(text.encode("ascii")).hexdigest()[:16]
 
 
@@ -276,7 +245,7 @@ class Store:
 
     def _upsert(self, run_id: str, kind: str, spec: dict, label: str, status: str) -> RunRecord:
         _check_name(run_id, "run id")
-        spec_text = _dumps(_plain(spec, "spec", lenient=False))
+        spec_text = canonical_json(plain_json(spec, "spec", lenient=False))
         now = time.time()
         with self._tx() as conn:
             row = conn.execute("SELECT status, created, owner FROM runs WHERE id = ?", (run_id,)).fetchone()
@@ -322,7 +291,7 @@ class Store:
 
     def finish(self, run_id: str, summary: dict) -> RunRecord:
         """Mark the run done with its summary (NaN/inf become null), in one transaction."""
-        text = _dumps(_plain(dict(summary), "summary", lenient=True))
+        text = canonical_json(plain_json(dict(summary), "summary", lenient=True))
         with self._tx() as conn:
             cur = conn.execute(
                 "UPDATE runs SET status = 'done', summary = ?, error = NULL, finished = ? WHERE id = ?",

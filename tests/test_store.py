@@ -361,3 +361,11 @@ def test_concurrent_writers_and_reader(store):
         assert len(store.series(rid)["loss"]) == 150 and store.lookup_done(rid) is not None
     assert len(store.series(extra)["x"]) == 150
     assert store.integrity_check() == []
+
+
+def test_canonical_json_doctests():
+    import doctest
+
+    import stitchcore.canonical_json as canonical_json_mod
+
+    assert doctest.testmod(canonical_json_mod).failed == 0
