@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import plotly.graph_objects as go
 
-from stitchcore import plots
+from stitchcore import plots, plots_heatmap
 
 DIGIT_CUTS = [
     {"name": "block1", "shape": [16, 4, 4], "layout": "map", "depth": 0.2},
@@ -123,9 +123,9 @@ def figures() -> dict[str, go.Figure]:
         "cut_diagram_swin": plots.cut_diagram(
             swin, marked={"layers.2.blocks.3": "sender", "head.fc": "receiver"}, title="timm:swin_tiny"
         ),
-        "heatmap": plots.heatmap(sim, names, names, title="Stitching accuracy", value_label="accuracy"),
-        "heatmap_diverging": plots.heatmap(deb, names, names, title="Debiased accuracy", diverging=True),
-        "heatmap_swin": plots.heatmap(
+        "heatmap": plots_heatmap.heatmap(sim, names, names, title="Stitching accuracy", value_label="accuracy"),
+        "heatmap_diverging": plots_heatmap.heatmap(deb, names, names, title="Debiased accuracy", diverging=True),
+        "heatmap_swin": plots_heatmap.heatmap(
             big, [c["name"] for c in swin], [c["name"] for c in swin], title="Swin"
         ),
         "penalty_vs_depth": plots.penalty_vs_depth(sweep),

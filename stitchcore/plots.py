@@ -1,6 +1,6 @@
 """Plotly figure builders shared by the app pages, the CLI export and the HTML reports.
 
-Heat maps live in :mod:`stitchcore.plots_heatmap` (``plots.heatmap`` is the same function).
+Heat maps live in :mod:`stitchcore.plots_heatmap`.
 Every builder is a pure function: plain data as the results store holds it (dicts, lists,
 ``(step, value)`` tuples) in, a :class:`plotly.graph_objects.Figure` out.  The look is one
 house style: template ``plotly_white``, short titles, every axis titled, hover text with
@@ -429,12 +429,3 @@ def penalty_vs_depth(
     fig.update_xaxes(title_text=_label(x))
     fig.update_yaxes(title_text=_label(y) + (" (B − stitched)" if y == "penalty" else ""))
     return _style(fig, title or f"{_label(y)} vs {_label(x)}".capitalize())
-
-
-def __getattr__(name: str) -> Any:
-    """``plots.heatmap`` without an import cycle (plots_heatmap uses this module's house style)."""
-    if name == "heatmap":
-        from stitchcore.plots_heatmap import heatmap
-
-        return heatmap
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

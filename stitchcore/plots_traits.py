@@ -24,7 +24,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from stitchcore import plots
+from stitchcore import plots, plots_heatmap
 from stitchcore.plots import HEIGHT, RUN_COLORS, _clean, _note, _style
 
 __all__ = ["SIMPLICITY_LABELS", "per_class_heatmap", "simplicity_curves", "trait_curves"]
@@ -156,5 +156,5 @@ def per_class_heatmap(
     done = len(curves.get("positions") or [])
     per_class = curves.get("per_class") or [[] for _ in classes]
     values = [list(row[:done]) + [None] * (len(positions) - done) for row in per_class]
-    return plots.heatmap(values, list(classes), positions, title=title, row_label="class",
+    return plots_heatmap.heatmap(values, list(classes), positions, title=title, row_label="class",
                          col_label="cut position", zmin=0.0, zmax=1.0, value_label="accuracy")  # fmt: skip

@@ -211,7 +211,7 @@ def test_cut_diagram_empty():
 
 def test_heatmap_orientation_blanks_and_hover():
     rows, cols = ["block1", "block2"], ["0", "1", "fc2"]
-    fig = plots.heatmap([[0.9, None, 0.1], [0.5, math.nan, 0.2]], rows, cols, title="acc")
+    fig = plots_heatmap.heatmap([[0.9, None, 0.1], [0.5, math.nan, 0.2]], rows, cols, title="acc")
     _check(fig)
     hm = fig.data[0]
     assert fig.layout.yaxis.autorange == "reversed"  # rows[0] at the top
@@ -225,19 +225,19 @@ def test_heatmap_orientation_blanks_and_hover():
 
 
 def test_heatmap_diverging_symmetric():
-    fig = plots.heatmap([[0.3, -0.1], [0.05, 0.0]], ["a", "b"], ["c", "d"], title="debiased", diverging=True)
+    fig = plots_heatmap.heatmap([[0.3, -0.1], [0.05, 0.0]], ["a", "b"], ["c", "d"], title="debiased", diverging=True)
     _check(fig)
     hm = fig.data[0]
     assert hm.zmid == 0 and hm.zmin == -hm.zmax and hm.zmax == pytest.approx(0.3)
-    given = plots.heatmap([[0.3]], ["a"], ["c"], title="t", diverging=True, zmin=-0.1, zmax=0.5).data[0]
+    given = plots_heatmap.heatmap([[0.3]], ["a"], ["c"], title="t", diverging=True, zmin=-0.1, zmax=0.5).data[0]
     assert (given.zmin, given.zmax) == (-0.5, 0.5)
-    plain = plots.heatmap([[0.3]], ["a"], ["c"], title="t", zmin=0, zmax=1).data[0]
+    plain = plots_heatmap.heatmap([[0.3]], ["a"], ["c"], title="t", zmin=0, zmax=1).data[0]
     assert (plain.zmin, plain.zmax) == (0, 1) and plain.zmid is None
 
 
 def test_heatmap_large_thins_ticks_and_drops_cell_text():
     names = [f"blocks.{i}" for i in range(60)]
-    fig = plots.heatmap([[0.5] * 60 for _ in range(60)], names, names, title="swin")
+    fig = plots_heatmap.heatmap([[0.5] * 60 for _ in range(60)], names, names, title="swin")
     _check(fig)
     assert fig.data[0].texttemplate is None
     assert len(fig.layout.xaxis.tickvals) <= TICK_LIMIT and fig.layout.yaxis.ticktext[0] == "blocks.0"
@@ -245,7 +245,7 @@ def test_heatmap_large_thins_ticks_and_drops_cell_text():
 
 def test_clickable_heatmap_has_one_selectable_marker_per_cell():
     rows, cols = ["block1", "fc1"], ["block1", "block2", "fc2"]
-    fig = plots.heatmap([[0.9, None, 0.1], [0.5, 0.4, 0.2]], rows, cols, title="acc", clickable=True)
+    fig = plots_heatmap.heatmap([[0.9, None, 0.1], [0.5, 0.4, 0.2]], rows, cols, title="acc", clickable=True)
     heat, cells = fig.data
     assert heat.hoverinfo == "skip" and cells.type == "scatter" and len(cells.x) == 6
     assert fig.layout.clickmode == "event+select"
@@ -253,7 +253,7 @@ def test_clickable_heatmap_has_one_selectable_marker_per_cell():
     assert (cells.x[k], cells.y[k]) == (2, 1) and list(cells.customdata[k]) == ["fc1", "fc2", 0.2]
     assert cell_of_point({"customdata": list(cells.customdata[k])}) == ("fc1", "fc2")
     assert cell_of_point({"customdata": None}) is None and cell_of_point({}) is None
-    assert len(plots.heatmap([[0.5]], ["a"], ["b"], title="t").data) == 1  # not clickable: the heat map only
+    assert len(plots_heatmap.heatmap([[0.5]], ["a"], ["b"], title="t").data) == 1  # not clickable: the heat map only
 
 
 def test_heatmap_module_doctests():
@@ -264,8 +264,8 @@ def test_heatmap_module_doctests():
 
 def test_heatmap_bad_shape_and_empty():
     with pytest.raises(ValueError, match="expected 2 rows x 2 columns"):
-        plots.heatmap([[1.0, 2.0]], ["a", "b"], ["c", "d"], title="t")
-    fig = plots.heatmap([[None]], ["a"], ["b"], title="t", diverging=True)
+        plots_heatmap.heatmap([[1.0, 2.0]], ["a", "b"], ["c", "d"], title="t")
+    fig = plots_heatmap.heatmap([[None]], ["a"], ["b"], title="t", diverging=True)
     _check(fig)
     assert "no values yet" in _notes(fig)
 

@@ -11,12 +11,11 @@ import json
 import streamlit as st
 
 import ui
-from stitchcore import plots
+from stitchcore import plots_heatmap
 from stitchcore.cuts import coarse_cuts
 from stitchcore.errors import StitchError
 from stitchcore.experiments.matrix import MatrixSpec
 from stitchcore.experiments.similarity import SimilaritySpec
-from stitchcore.plots_heatmap import cell_of_point
 from stitchcore.sources.zoo import list_zoo_models
 
 CKA_TITLES = {"cka-linear": "Linear CKA", "cka-rbf": "RBF CKA", "procrustes": "Procrustes distance"}
@@ -101,7 +100,7 @@ def _matrix_panels(run_id: str, cka_id: str | None) -> None:
         cols = st.columns(min(len(panels), 2))
         for i, (title, values, rows, columns, diverging, opens) in enumerate(panels):
             bounded = not diverging and "rocrustes" not in title
-            fig = plots.heatmap(values, rows, columns, title=title, diverging=diverging, clickable=opens,
+            fig = plots_heatmap.heatmap(values, rows, columns, title=title, diverging=diverging, clickable=opens,
                                 zmin=0.0 if bounded else None, zmax=1.0 if bounded else None,
                                 value_label=_value_label(title))
             key = f"heat-{i}-{metric}-{run_id}"
@@ -137,7 +136,7 @@ def _stitch_params(spec: MatrixSpec, sender: str, receiver: str) -> dict[str, st
 def _open_selected_cell(spec: MatrixSpec, event) -> None:
     """A click on a cell of the stitching panel opens that pair on the Stitch page."""
     for point in (event.selection.points if event is not None else []):
-        cell = cell_of_point(point)
+        cell = plots_heatmap.cell_of_point(point)
         if cell is not None:
             st.switch_page("views/stitch.py", query_params=_stitch_params(spec, *cell))
 
