@@ -330,18 +330,20 @@ def _score_cell(cell: dict, adapter: nn.Module, ctx: RunContext, ws: _Workspace,
 
 
 def _run_receiver(
-    spec: MatrixSpec, ctx: RunContext, ws: _Workspace, send: str, recv: str, senders: list[Cut], r: Cut
+    spec: MatrixSpec, ctx: RunContext, ws: _Workspace, send: str, recv: str, senders: list[Cut], r: Cut,
+    train_suffix: nn.Module | None,
 ) -> list[dict]:
     """Every cell A_send[s] -> B_recv[r] for s in ``senders``: fit, train (trained mode), score.
 
-    In trained mode all the receiver's adapters train together through one pass of B's frozen
-    suffix per step (see :mod:`stitchcore.train_shared_suffix`); each gets the gradient of its own loss.
+    In trained mode all these adapters train together through one pass of ``train_suffix`` (B's
+    frozen suffix, BN folded) per step (see :mod:`stitchcore.train_shared_suffix`); each gets the
+    gradient of its own loss.
     """
     fitted = [_fitted_cell(spec, ctx, ws, send, recv, s, r) for s in senders]
     live = [(cell, adapter) for cell, adapter in fitted if adapter is not None]
     if spec.mode == "trained" and live:
         train_adapters_shared_suffix(
-            [adapter for _, adapter in live], frozen_for_training(ws.suffixes[recv, r.name]),  # BN folded copy
+            [adapter for _, adapter in live], train_suffix,
             [ws.sender_train[send][cell["sender"]] for cell, _ in live], ws.y_train,
             optimizer=spec.optimizer, lr=spec.lr, weight_decay=spec.weight_decay, epochs=spec.epochs,
             batch_size=spec.batch_size, seed=spec.seed, device=ctx.device, check_cancel=ctx.check_cancel,
@@ -395,15 +397,17 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
             for s in ws.senders:
                 if s not in pending:
                     keep(done[_cell_key(variant, s.name, r.name)])
-            per_pass = max(1, JOINT_ELEMENTS // (spec.batch_size * math.prod(r.shape))) if spec.mode == "trained" else 1
+            trained = spec.mode == "trained" and bool(pending)
+            per_pass = max(1, JOINT_ELEMENTS // (spec.batch_size * math.prod(r.shape))) if trained else 1
             groups = [pending[i : i + per_pass] for i in range(0, len(pending), per_pass)]
+            train_suffix = frozen_for_training(ws.suffixes[recv, r.name]) if trained else None  # once per receiver
             for group in groups:
                 ctx.check_cancel()
                 where = f"{len(group)} sender(s) into {r.name}" + (
                     "" if variant == "trained" else f" ({variant.replace('_', ' ')})"
                 )
                 ctx.progress(len(cells) / n_cells, f"cell {len(cells) + 1}/{n_cells}: {where}")
-                for cell in _run_receiver(spec, ctx, ws, send, recv, group, r):
+                for cell in _run_receiver(spec, ctx, ws, send, recv, group, r, train_suffix):
                     keep({"variant": variant, **cell})
                 _write_atomic(resume, json.dumps({"run_id": ctx.run_id, "cells": cells}))
                 ctx.store.put_artifact(ctx.run_id, CELLS_ARTIFACT, json.dumps(cells, indent=1).encode())
