@@ -13,7 +13,8 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from stitchcore.plots import ROLE_COLORS, _finite, _note, _style, heatmap, penalty_vs_depth
+from stitchcore.plots import ROLE_COLORS, _finite, _note, _style, penalty_vs_depth
+from stitchcore.plots_heatmap import heatmap
 
 __all__ = ["PENALTY_AXIS", "loss_bars", "partial_points", "penalty_by_depth", "penalty_heatmap"]
 
