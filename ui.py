@@ -16,15 +16,15 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from stitchcore import plots
+from stitchcore.plots import runs as plots
 from stitchcore.cuts import Cut, list_cuts
 from stitchcore.device import describe_device, pick_device
 from stitchcore.errors import StitchError
-from stitchcore.refs import parse_ref
-from stitchcore.jobs import JobRunner, JobSnapshot
-from stitchcore.sources import load_model
-from stitchcore.sources.loaded import LoadedModel
-from stitchcore.store import Store, resolve_store_dir
+from stitchcore.models.refs import parse_ref
+from stitchcore.experiments.jobs import JobRunner, JobSnapshot
+from stitchcore.models.sources import load_model
+from stitchcore.models.loaded import LoadedModel
+from stitchcore.store.results import Store, resolve_store_dir
 
 __all__ = [
     "get_store",

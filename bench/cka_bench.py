@@ -38,10 +38,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from stitchcore.archs import create_arch
-from stitchcore.data import load_dataset
-from stitchcore.preprocess import Preprocess
-from stitchcore.similarity import (
+from stitchcore.models.archs import create_arch
+from stitchcore.data.images import load_dataset
+from stitchcore.models.preprocess import Preprocess
+from stitchcore.measures.similarity import (
     MinibatchCKA,
     features_at,
     flatten,

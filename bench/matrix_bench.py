@@ -46,15 +46,15 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from stitchcore.adapters import AdapterSpec, build_adapter, compatibility
+from stitchcore.stitching.adapters import AdapterSpec, build_adapter, compatibility
 from stitchcore.cuts import list_cuts, split
-from stitchcore.data import load_dataset
+from stitchcore.data.images import load_dataset
 from stitchcore.experiments import run_experiment
 from stitchcore.experiments.matrix import MatrixSpec
-from stitchcore.sources import load_model
-from stitchcore.specs import ZooRecipe
-from stitchcore.store import Store
-from stitchcore.train import cosine_schedule, make_optimizer
+from stitchcore.models.sources import load_model
+from stitchcore.experiments.zoo import ZooRecipe
+from stitchcore.store.results import Store
+from stitchcore.stitching.train import cosine_schedule, make_optimizer
 
 ZOO_EPOCHS = 20  # sgd defaults; measured > 90% digits test accuracy for both seeds (see zoo_acc in the JSON)
 QUICK_ZOO_EPOCHS = 5  # --quick in a fresh store: the two zoo trainings dominate; 5 epochs keeps it < 30 s

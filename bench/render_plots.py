@@ -23,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import plotly.graph_objects as go
 
-from stitchcore import plots, plots_heatmap
+from stitchcore.plots import runs as plots
+from stitchcore.plots import heatmap as plots_heatmap
 
 DIGIT_CUTS = [
     {"name": "block1", "shape": [16, 4, 4], "layout": "map", "depth": 0.2},

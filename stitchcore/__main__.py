@@ -2,6 +2,6 @@
 
 import sys
 
-from stitchcore.cli import main
+from stitchcore.cli.main import main
 
 sys.exit(main())

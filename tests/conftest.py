@@ -27,8 +27,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 def trained_store(tmp_path_factory):
     """A store holding zoo:cnn-digits-s0 and zoo:cnn-digits-s1 (default recipes, ~1 s each)."""
     from stitchcore.experiments import run_experiment
-    from stitchcore.specs import ZooRecipe
-    from stitchcore.store import Store
+    from stitchcore.experiments.zoo import ZooRecipe
+    from stitchcore.store.results import Store
 
     store = Store(tmp_path_factory.mktemp("store"))
     refs = []

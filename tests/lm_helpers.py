@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from stitchcore.specs import ZooRecipe
+from stitchcore.experiments.zoo import ZooRecipe
 
 TINY = {"n_layer": 2, "n_embd": 32, "n_head": 2, "block_size": 32}  # ~30k parameters: one epoch ~1 s
 

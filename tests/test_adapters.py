@@ -7,8 +7,8 @@ import doctest
 import pytest
 import torch
 
-import stitchcore.adapters as adapters_mod
-from stitchcore.adapters import (
+import stitchcore.stitching.adapters as adapters_mod
+from stitchcore.stitching.adapters import (
     AdapterCore,
     AdapterSpec,
     adapter_cost,

@@ -6,7 +6,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import ui
-from stitchcore.store import Store
+from stitchcore.store.results import Store
 from tests.conftest import ROOT
 from tests.lm_helpers import train_tiny
 

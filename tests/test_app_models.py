@@ -20,7 +20,7 @@ if str(ROOT) not in sys.path:  # the pages import ui from the repo root
     sys.path.insert(0, str(ROOT))
 
 import ui
-from stitchcore.archs import create_arch
+from stitchcore.models.archs import create_arch
 
 TRAIN = "FormSubmitter:zoo-train-Train"  # the form's submit button key
 

@@ -15,8 +15,9 @@ from streamlit.testing.v1 import AppTest
 
 from stitchcore.errors import CutError
 from stitchcore.experiments import run_experiment
-from stitchcore.specs import StitchSpec, ZooRecipe
-from stitchcore.store import Store, run_id_for
+from stitchcore.experiments.stitch import StitchSpec
+from stitchcore.experiments.zoo import ZooRecipe
+from stitchcore.store.results import Store, run_id_for
 
 REPO = Path(__file__).resolve().parents[1]
 STITCH = StitchSpec(a="zoo:cnn-digits-s0", b="zoo:cnn-digits-s1", cut_a="block1", cut_b="block1", epochs=1)

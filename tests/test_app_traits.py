@@ -8,8 +8,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import ui
-from stitchcore.presets import get_preset
-from stitchcore.store import run_id_for
+from stitchcore.experiments.trait_presets import get_preset
+from stitchcore.store.results import run_id_for
 from tests.conftest import ROOT
 
 

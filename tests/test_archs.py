@@ -10,7 +10,7 @@ import torch.fx
 import torch.nn.functional as F
 from torch import nn
 
-from stitchcore.archs import arch_defaults, create_arch, list_archs, register_arch
+from stitchcore.models.archs import arch_defaults, create_arch, list_archs, register_arch
 from stitchcore.errors import RefError
 
 # name -> (kwargs, input maker, expected output shape)

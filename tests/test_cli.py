@@ -70,7 +70,7 @@ def test_bad_input_is_one_line_error(trained_store, args, needle):
 
 
 def test_every_command_has_help(capsys):
-    from stitchcore.cli import COMMANDS, build_parser
+    from stitchcore.cli.main import COMMANDS, build_parser
 
     for verb, sub in COMMANDS:
         args = [verb] + ([sub] if sub else []) + ["--help"]

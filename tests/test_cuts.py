@@ -287,7 +287,7 @@ def _zoo_input(arch: str) -> torch.Tensor:
 
 def _zoo_archs() -> list[str]:
     try:
-        from stitchcore.archs import list_archs
+        from stitchcore.models.archs import list_archs
     except ImportError:
         return ["mlp", "cnn", "resnet", "gpt"]
     return list_archs()
@@ -295,7 +295,7 @@ def _zoo_archs() -> list[str]:
 
 @pytest.mark.parametrize("arch", _zoo_archs())
 def test_zoo_arch(arch):
-    archs = pytest.importorskip("stitchcore.archs")
+    archs = pytest.importorskip("stitchcore.models.archs")
     torch.manual_seed(0)
     cuts = check_all_cuts(archs.create_arch(arch), _zoo_input(arch))
     assert len(cuts) >= 3

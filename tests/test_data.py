@@ -19,10 +19,10 @@ import pytest
 import torch
 from PIL import Image
 
-from stitchcore import data as D
-from stitchcore.data import ImageDataset, drop_class, list_datasets, load_dataset, relabel
+from stitchcore.data import images as D
+from stitchcore.data.images import ImageDataset, drop_class, list_datasets, load_dataset, relabel
 from stitchcore.errors import DataError
-from stitchcore.text import CharVocab, char_splits, list_texts, lm_batches, load_text
+from stitchcore.data.text import CharVocab, char_splits, list_texts, lm_batches, load_text
 
 
 @pytest.fixture(autouse=True)

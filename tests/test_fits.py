@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-import stitchcore.fits as fits_mod
-from stitchcore.adapters import AdapterSpec, build_adapter
+import stitchcore.stitching.fits as fits_mod
+from stitchcore.stitching.adapters import AdapterSpec, build_adapter
 from stitchcore.cuts import Cut
 from stitchcore.errors import AdapterError
-from stitchcore.fits import LstsqAccumulator, fit_adapter, procrustes, to_rows
+from stitchcore.stitching.fits import LstsqAccumulator, fit_adapter, procrustes, to_rows
 
 
 def cut(layout: str, *shape: int) -> Cut:

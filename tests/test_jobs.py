@@ -19,9 +19,9 @@ import pytest
 
 from stitchcore.errors import StitchError
 from stitchcore.experiments import RunContext, list_experiments, register_experiment
-from stitchcore.jobs import JobRunner, JobSnapshot
-from stitchcore.specs import StitchSpec
-from stitchcore.store import Store, run_id_for
+from stitchcore.experiments.jobs import JobRunner, JobSnapshot
+from stitchcore.experiments.stitch import StitchSpec
+from stitchcore.store.results import Store, run_id_for
 
 TIMEOUT = 60.0  # generous upper bound for any wait; a healthy run takes ~1-3 s
 

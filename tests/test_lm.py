@@ -10,7 +10,7 @@ import torch
 
 from stitchcore.errors import AdapterError, CutError, DataError
 from stitchcore.experiments import run_experiment
-from stitchcore.lm import (
+from stitchcore.lm.parts import (
     build_merge,
     build_stitch,
     cut_name,
@@ -20,10 +20,10 @@ from stitchcore.lm import (
     parse_position,
     stitch_layout,
 )
-from stitchcore.lm_eval import eval_windows, lm_data, lm_loss, loss_penalty
-from stitchcore.lm_specs import DepthSpec, LMStitchSpec, MergeSpec
-from stitchcore.sources import load_model
-from stitchcore.store import Store
+from stitchcore.lm.evaluate import eval_windows, lm_data, lm_loss, loss_penalty
+from stitchcore.experiments.merge import DepthSpec, LMStitchSpec, MergeSpec
+from stitchcore.models.sources import load_model
+from stitchcore.store.results import Store
 from tests.lm_helpers import save_tiny_gpt2, train_tiny
 
 QUICK = {"eval_windows": 8, "sample_tokens": 12}
@@ -173,7 +173,7 @@ def test_hf_gpt2_path(tmp_path):
 
 
 def test_cli_merge_json(lm_store, capsys):
-    from stitchcore.cli import main
+    from stitchcore.cli.main import main
 
     store, (a, b, _) = lm_store
     rc = main(["merge", "--a", a, "--b", b, "--split", "1", "--head", "b", "--eval-windows", "8",
@@ -192,7 +192,7 @@ def test_cli_merge_json(lm_store, capsys):
 
 
 def test_mlp_and_lowrank_adapters(lm_store):
-    from stitchcore.adapters import AdapterSpec
+    from stitchcore.stitching.adapters import AdapterSpec
 
     store, (a, b, _) = lm_store
     mlp = LMStitchSpec(a=a, b=b, cut_a=1, steps=3, mlp_hidden=16, **QUICK)
@@ -205,7 +205,7 @@ def test_mlp_and_lowrank_adapters(lm_store):
 
 
 def test_cli_stitch_verb_takes_lm_refs(lm_store, capsys):
-    from stitchcore.cli import main
+    from stitchcore.cli.main import main
 
     store, (a, b, _) = lm_store
     rc = main(["stitch", "--a", a, "--b", b, "--cut-a", "h.0", "--cut-b", "h.0", "--epochs", "1", "--store",
@@ -216,7 +216,7 @@ def test_cli_stitch_verb_takes_lm_refs(lm_store, capsys):
 
 
 def test_lm_plots():
-    from stitchcore import plots_lm
+    from stitchcore.plots import lm as plots_lm
 
     pts = [{"label": f"{m}, head {h}", "split": k, "loss_penalty": -0.1 * k, "cut": f"h.{k}"}
            for m in ("merge", "stitch") for h in "AB" for k in range(3)]
@@ -231,7 +231,7 @@ def test_lm_plots():
 
 
 def test_adapter_training_leaves_frozen_parts_untouched(lm_store):
-    from stitchcore.lm_eval import train_lm_adapter
+    from stitchcore.lm.evaluate import train_lm_adapter
 
     store, (a, b, _) = lm_store
     ma, mb = load_model(a, store=store), load_model(b, store=store)
@@ -250,7 +250,7 @@ def test_adapter_training_leaves_frozen_parts_untouched(lm_store):
 
 
 def test_depth_job_can_be_cancelled(lm_store):
-    from stitchcore.jobs import JobRunner
+    from stitchcore.experiments.jobs import JobRunner
 
     store, (a, b, _) = lm_store
     with JobRunner(store) as runner:
@@ -262,7 +262,7 @@ def test_depth_job_can_be_cancelled(lm_store):
 
 
 def test_gpt_recipe_on_an_image_dataset_is_refused(lm_store):
-    from stitchcore.specs import ZooRecipe
+    from stitchcore.experiments.zoo import ZooRecipe
 
     store, _ = lm_store
     with pytest.raises(DataError, match="language model: train it on a text corpus"):

@@ -9,15 +9,15 @@ import pytest
 import torch
 
 import stitchcore.experiments.matrix as mx  # registers the "matrix" experiment
-from stitchcore.activations import collect, collect_cuts
-from stitchcore.adapters import AdapterSpec
+from stitchcore.stitching.activations import collect, collect_cuts
+from stitchcore.stitching.adapters import AdapterSpec
 from stitchcore.cuts import list_cuts, split
-from stitchcore.data import load_dataset
+from stitchcore.data.images import load_dataset
 from stitchcore.errors import Cancelled, CutError, StitchError
 from stitchcore.experiments import run_experiment
 from stitchcore.experiments.matrix import CELLS_ARTIFACT, MatrixSpec, partial_path
-from stitchcore.sources import load_model
-from stitchcore.store import run_id_for
+from stitchcore.models.sources import load_model
+from stitchcore.store.results import run_id_for
 
 CUTS = ["block1", "block2", "flatten", "fc1", "fc2"]
 MAPS = {"block1", "block2"}

@@ -7,12 +7,12 @@ import io
 import pytest
 import torch
 
-from stitchcore.archs import create_arch
+from stitchcore.models.archs import create_arch
 from stitchcore.errors import CheckpointError, RefError
-from stitchcore.model_info import describe_model, describe_preprocess, save_upload, upload_ref
-from stitchcore.preprocess import Preprocess
-from stitchcore.sources import load_model, wrap_arch_model
-from stitchcore.store import Store
+from stitchcore.models.info import describe_model, describe_preprocess, save_upload, upload_ref
+from stitchcore.models.preprocess import Preprocess
+from stitchcore.models.sources import load_model, wrap_arch_model
+from stitchcore.store.results import Store
 
 
 @pytest.fixture

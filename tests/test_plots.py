@@ -10,9 +10,10 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
 
-from stitchcore import plots, plots_heatmap
-from stitchcore.plots import ROLE_COLORS
-from stitchcore.plots_heatmap import TICK_LIMIT, cell_of_point
+from stitchcore.plots import runs as plots
+from stitchcore.plots import heatmap as plots_heatmap
+from stitchcore.plots.runs import ROLE_COLORS
+from stitchcore.plots.heatmap import TICK_LIMIT, cell_of_point
 
 DIGIT_CUTS = [
     {"name": "block1", "shape": [16, 4, 4], "layout": "map", "depth": 0.2},
@@ -189,7 +190,7 @@ def test_cut_diagram_many_cuts_hover_only(caplog):
          "layout": "tokens" if i % 2 else "map_nhwc", "depth": (i + 1) / 60}
         for i in range(60)
     ]  # fmt: skip
-    with caplog.at_level(logging.WARNING, logger="stitchcore.plots"):
+    with caplog.at_level(logging.WARNING, logger="stitchcore.plots.runs"):
         fig = plots.cut_diagram(cuts, marked=["blocks.59", "nope"])
     _check(fig)
     assert "nope" in caplog.text

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from stitchcore.errors import RefError
-from stitchcore.refs import SCHEMES, ModelRef, parse_ref
+from stitchcore.models.refs import SCHEMES, ModelRef, parse_ref
 
 
 @pytest.mark.parametrize(

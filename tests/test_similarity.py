@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from stitchcore.errors import CutError, StitchError
-from stitchcore.similarity import (
+from stitchcore.measures.similarity import (
     MinibatchCKA,
     cka_linear,
     cka_rbf,
@@ -220,7 +220,7 @@ def test_registry():
 
 @pytest.fixture(scope="module")
 def resnets():
-    from stitchcore.archs import create_arch
+    from stitchcore.models.archs import create_arch
 
     torch.manual_seed(0)
     a = create_arch("resnet", blocks=(1, 1, 1, 1), width=8, in_chans=1, num_classes=10)
@@ -230,7 +230,7 @@ def resnets():
 
 
 def _digit_batches(limit: int = 256, bs: int = 64):
-    from stitchcore.data import load_dataset
+    from stitchcore.data.images import load_dataset
 
     return [x for x, _ in load_dataset("digits").batches("train", bs, limit=limit)]
 

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from stitchcore.errors import StitchError
-from stitchcore.simplicity import gradient_norm, gzip_bits, select_params, sharpness, simplicity
+from stitchcore.measures.simplicity import gradient_norm, gzip_bits, select_params, sharpness, simplicity
 
 
 def _linear_case(seed: int = 0):

@@ -16,11 +16,12 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from stitchcore.archs import create_arch
+from stitchcore.models.archs import create_arch
 from stitchcore.errors import CheckpointError, RefError, SourceError
-from stitchcore.preprocess import Preprocess
-from stitchcore.sources import (
+from stitchcore.models.preprocess import Preprocess
+from stitchcore.models.sources import (
     LoadedModel,
+    get_source,
     list_sources,
     load_checkpoint,
     load_model,
@@ -380,13 +381,17 @@ def test_zoo_scheme_dispatches_to_zoo_module(monkeypatch):
         calls.append((str(ref), store))
         return load_checkpoint_free_model()
 
-    monkeypatch.setitem(sys.modules, "stitchcore.sources.zoo", types.SimpleNamespace(load_zoo_model=fake))
+    from stitchcore.models.sources import zoo
+    from stitchcore.models.sources._registry import SOURCES
+
+    assert get_source("zoo") is zoo.load_zoo_model
+    monkeypatch.setitem(SOURCES._entries, "zoo", fake)
     lm = load_model("zoo:cnn-digits-s0", store="STORE")
     assert calls == [("zoo:cnn-digits-s0", "STORE")] and _frozen(lm)
 
 
 def load_checkpoint_free_model() -> LoadedModel:
-    from stitchcore.sources import wrap_arch_model
+    from stitchcore.models.sources import wrap_arch_model
 
     model = create_arch("cnn").train()
     return wrap_arch_model(model, "zoo:cnn-digits-s0", dataset="digits")

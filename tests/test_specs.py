@@ -1,9 +1,11 @@
 import pytest
 
-from stitchcore.adapters import AdapterSpec
+from stitchcore.stitching.adapters import AdapterSpec
 from stitchcore.errors import StitchError
-from stitchcore.specs import StitchSpec, ZooRecipe, parse_objective
-from stitchcore.store import run_id_for
+from stitchcore.experiments.stitch import StitchSpec
+from stitchcore.experiments.zoo import ZooRecipe
+from stitchcore.stitching.train import parse_objective
+from stitchcore.store.results import run_id_for
 
 
 def test_recipe_names_and_roundtrip():

@@ -7,10 +7,10 @@ import threading
 import pytest
 import torch
 
-from stitchcore.adapters import AdapterSpec
+from stitchcore.stitching.adapters import AdapterSpec
 from stitchcore.errors import AdapterError, Cancelled, CutError, RefError
 from stitchcore.experiments import run_experiment
-from stitchcore.specs import StitchSpec
+from stitchcore.experiments.stitch import StitchSpec
 
 
 def _spec(refs, cut_a, cut_b, **kw):
@@ -18,7 +18,7 @@ def _spec(refs, cut_a, cut_b, **kw):
 
 
 def test_zoo_models_train_well_and_resolve(trained_store):
-    from stitchcore.sources import load_model
+    from stitchcore.models.sources import load_model
 
     store, refs = trained_store
     assert refs == ["zoo:cnn-digits-s0", "zoo:cnn-digits-s1"]
@@ -30,14 +30,14 @@ def test_zoo_models_train_well_and_resolve(trained_store):
 
 
 def test_zoo_recipe_is_never_trained_twice(trained_store):
-    from stitchcore.specs import ZooRecipe
+    from stitchcore.experiments.zoo import ZooRecipe
     store, _ = trained_store
     out = run_experiment("zoo", ZooRecipe(seed=0), store)
     assert out.cached
 
 
 def test_unknown_zoo_ref_says_how_to_train(trained_store):
-    from stitchcore.sources import load_model
+    from stitchcore.models.sources import load_model
 
     store, _ = trained_store
     with pytest.raises(RefError, match="zoo train --arch cnn --dataset digits --seed 7"):
@@ -95,17 +95,17 @@ def test_cancel_marks_run_cancelled(trained_store):
     spec = _spec(refs, "block1", "block1", epochs=4, seed=11)
     with pytest.raises(Cancelled):
         run_experiment("stitch", spec, store, progress=progress, cancel=cancel)
-    from stitchcore.store import run_id_for
+    from stitchcore.store.results import run_id_for
 
     assert store.lookup(run_id_for("stitch", spec.to_dict())).status == "cancelled"
 
 
 def test_frozen_parts_are_bit_identical_after_adapter_training():
     """BatchNorm statistics and weights of A and B never move while the adapter trains."""
-    from stitchcore.adapters import build_adapter
-    from stitchcore.archs import create_arch
+    from stitchcore.stitching.adapters import build_adapter
+    from stitchcore.models.archs import create_arch
     from stitchcore.cuts import get_cut, split
-    from stitchcore.train import AdapterTargets, train_adapter
+    from stitchcore.stitching.train import AdapterTargets, train_adapter
 
     torch.manual_seed(0)
     model = create_arch("resnet", blocks=(1, 1, 1, 1), width=8, in_chans=1, num_classes=10)
@@ -146,7 +146,7 @@ def test_head_preserving_stitch_uses_a_head(trained_store):
 
 
 def test_segment_between_cuts_composes_exactly():
-    from stitchcore.archs import create_arch
+    from stitchcore.models.archs import create_arch
     from stitchcore.cuts import split, split_segment
 
     torch.manual_seed(0)
@@ -172,7 +172,7 @@ def test_other_objectives_train(trained_store, objective):
 
 def test_nan_loss_stops_with_clear_message():
     from stitchcore.errors import TrainingError
-    from stitchcore.train import AdapterTargets, train_adapter
+    from stitchcore.stitching.train import AdapterTargets, train_adapter
 
     h = torch.randn(32, 8)
     h[3, 0] = float("nan")
@@ -187,7 +187,7 @@ def test_nan_loss_stops_with_clear_message():
 
 def test_language_model_recipe_is_refused_clearly(trained_store):
     from stitchcore.errors import StitchError
-    from stitchcore.specs import ZooRecipe
+    from stitchcore.experiments.zoo import ZooRecipe
 
     store, _ = trained_store
     with pytest.raises(StitchError, match="language model"):
@@ -195,7 +195,7 @@ def test_language_model_recipe_is_refused_clearly(trained_store):
 
 
 def test_zoo_recipe_with_traits_and_pruning(trained_store):
-    from stitchcore.specs import ZooRecipe
+    from stitchcore.experiments.zoo import ZooRecipe
 
     store, _ = trained_store
     s = run_experiment(

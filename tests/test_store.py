@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from stitchcore import store as store_mod
+from stitchcore.store import results as store_mod
 from stitchcore.errors import StoreError
-from stitchcore.store import SCHEMA_VERSION, Store, resolve_store_dir, run_id_for
+from stitchcore.store.results import SCHEMA_VERSION, Store, resolve_store_dir, run_id_for
 
 SPEC = {"arch": "cnn", "dataset": "digits", "seed": 0, "optim": {"lr": 0.1, "name": "sgd"}}
 
@@ -281,7 +281,7 @@ def test_integrity_check_detects_tampering(store):
 
 def test_store_dir_resolution(tmp_path, monkeypatch):
     monkeypatch.delenv("STITCHLAB_STORE", raising=False)
-    assert resolve_store_dir() == Path(store_mod.__file__).resolve().parents[1] / "cache"
+    assert resolve_store_dir() == Path(store_mod.__file__).resolve().parents[2] / "cache"
     monkeypatch.setenv("STITCHLAB_STORE", str(tmp_path / "env"))
     assert resolve_store_dir() == (tmp_path / "env").resolve()
     assert resolve_store_dir(tmp_path / "cli") == (tmp_path / "cli").resolve()  # --store wins
@@ -366,6 +366,6 @@ def test_concurrent_writers_and_reader(store):
 def test_canonical_json_doctests():
     import doctest
 
-    import stitchcore.canonical_json as canonical_json_mod
+    import stitchcore.store.canonical_json as canonical_json_mod
 
     assert doctest.testmod(canonical_json_mod).failed == 0

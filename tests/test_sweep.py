@@ -16,9 +16,9 @@ import pytest
 from stitchcore.errors import AdapterError, StitchError
 from stitchcore.experiments import run_experiment
 from stitchcore.experiments.sweep import POSITIONS_ARTIFACT, SweepSpec
-from stitchcore.presets import get_preset, list_presets, run_preset, zoo_ref
-from stitchcore.specs import ZooRecipe
-from stitchcore.store import Store
+from stitchcore.experiments.trait_presets import get_preset, list_presets, run_preset, zoo_ref
+from stitchcore.experiments.zoo import ZooRecipe
+from stitchcore.store.results import Store
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +111,7 @@ def test_spec_errors_name_the_fix(trained_store):
 
 
 def test_cli_sweep_json_presets_and_errors(trained_store, capsys):
-    from stitchcore.cli import main
+    from stitchcore.cli.main import main
 
     store, (ref0, ref1) = trained_store
     argv = ["sweep", "--a", ref0, "--b", ref1, "--positions", "fc2,fc1", "--metrics", "accuracy,confusion:3->8",

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from stitchcore.activations import collect_cuts
-from stitchcore.adapters import AdapterSpec, build_adapter
+from stitchcore.stitching.activations import collect_cuts
+from stitchcore.stitching.adapters import AdapterSpec, build_adapter
 from stitchcore.cuts import get_cut, split
-from stitchcore.data import load_dataset
-from stitchcore.sources import load_model
-from stitchcore.train import AdapterTargets, train_adapter
-from stitchcore.train_shared_suffix import train_adapters_shared_suffix
+from stitchcore.data.images import load_dataset
+from stitchcore.models.sources import load_model
+from stitchcore.stitching.train import AdapterTargets, train_adapter
+from stitchcore.stitching.shared_suffix import train_adapters_shared_suffix
 
 CPU = torch.device("cpu")
 SENDERS = ("block1", "block2", "fc1")  # map (16,4,4), map (32,2,2), vector (64,): three adapter shapes
@@ -71,8 +71,8 @@ def test_mismatched_inputs_are_refused(setting):
 
 
 def test_frozen_for_training_folds_batchnorm_without_touching_the_suffix():
-    from stitchcore.archs import create_arch
-    from stitchcore.train_shared_suffix import frozen_for_training
+    from stitchcore.models.archs import create_arch
+    from stitchcore.stitching.shared_suffix import frozen_for_training
 
     torch.manual_seed(0)
     model = create_arch("resnet", blocks=[1, 1, 1, 1], width=8, in_chans=1, num_classes=10).eval()

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from stitchcore.errors import DataError, StitchError
-from stitchcore.traits import check_classes, compute, metric_dataset, parse_metric
+from stitchcore.measures.traits import check_classes, compute, metric_dataset, parse_metric
 
 # 4 examples, 3 classes: predictions 0, 2, 2, 1 for labels 0, 1, 2, 1
 LOGITS = torch.tensor([[3.0, 0, 0], [0, 0, 3.0], [0, 0, 3.0], [0, 3.0, 0]])

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from stitchcore.data import load_dataset
+from stitchcore.data.images import load_dataset
 from stitchcore.errors import DataError
-from stitchcore.twocue import is_twocue, twocue_variant
+from stitchcore.data.twocue import is_twocue, twocue_variant
 
 
 def test_halves_are_digits_and_labels_correlated():
@@ -48,8 +48,8 @@ def test_names_and_errors():
 def test_a_model_trained_with_the_right_cue_decorrelated_relies_on_the_left(tmp_path):
     from stitchcore.experiments import run_experiment
     from stitchcore.experiments.sweep import SweepSpec
-    from stitchcore.specs import ZooRecipe
-    from stitchcore.store import Store
+    from stitchcore.experiments.zoo import ZooRecipe
+    from stitchcore.store.results import Store
 
     store = Store(tmp_path)
     left = run_experiment("zoo", ZooRecipe(arch="mlp", dataset="twocue-digits-decorright", epochs=10), store)

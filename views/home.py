@@ -3,8 +3,9 @@
 import streamlit as st
 
 import ui
-from stitchcore.adapters import AdapterSpec
-from stitchcore.specs import StitchSpec, ZooRecipe
+from stitchcore.stitching.adapters import AdapterSpec
+from stitchcore.experiments.stitch import StitchSpec
+from stitchcore.experiments.zoo import ZooRecipe
 
 DEMO_MODELS = (ZooRecipe(arch="cnn", dataset="digits", seed=0), ZooRecipe(arch="cnn", dataset="digits", seed=1))
 DEMO_STITCH = StitchSpec(

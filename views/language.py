@@ -10,14 +10,16 @@ import logging
 import streamlit as st
 
 import ui
-from stitchcore import plots, plots_lm
-from stitchcore.adapters import AdapterSpec
+from stitchcore.plots import runs as plots
+from stitchcore.plots import lm as plots_lm
+from stitchcore.stitching.adapters import AdapterSpec
 from stitchcore.errors import StitchError
-from stitchcore.lm import lm_shape, merge_layout, stitch_layout
-from stitchcore.lm_specs import LM_ADAPTER, DepthSpec, LMStitchSpec, MergeSpec
-from stitchcore.sources.zoo import list_zoo_models
-from stitchcore.specs import OPTIMIZERS, ZooRecipe
-from stitchcore.text import list_texts
+from stitchcore.lm.parts import lm_shape, merge_layout, stitch_layout
+from stitchcore.experiments.merge import LM_ADAPTER, DepthSpec, LMStitchSpec, MergeSpec
+from stitchcore.models.sources.zoo import list_zoo_models
+from stitchcore.stitching.train import OPTIMIZERS
+from stitchcore.experiments.zoo import ZooRecipe
+from stitchcore.data.text import list_texts
 
 log = logging.getLogger(__name__)
 

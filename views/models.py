@@ -9,14 +9,15 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from stitchcore import plots
-from stitchcore.archs import arch_input_kind, list_archs
-from stitchcore.data import list_datasets
+from stitchcore.plots import runs as plots
+from stitchcore.models.archs import arch_input_kind, list_archs
+from stitchcore.data.images import list_datasets
 from stitchcore.errors import StitchError
-from stitchcore.model_info import UPLOAD_EXTS, describe_model, save_upload, upload_ref
-from stitchcore.refs import parse_ref
-from stitchcore.sources.zoo import list_zoo_models
-from stitchcore.specs import OPTIMIZERS, ZooRecipe
+from stitchcore.models.info import UPLOAD_EXTS, describe_model, save_upload, upload_ref
+from stitchcore.models.refs import parse_ref
+from stitchcore.models.sources.zoo import list_zoo_models
+from stitchcore.stitching.train import OPTIMIZERS
+from stitchcore.experiments.zoo import ZooRecipe
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,10 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from stitchcore import plots
+from stitchcore.plots import runs as plots
 from stitchcore.errors import StitchError
-from stitchcore.specs import ZooRecipe
-from stitchcore.store import RunRecord
+from stitchcore.experiments.zoo import ZooRecipe
+from stitchcore.store.results import RunRecord
 
 ACTIVE = ("queued", "running")  # runs in these states are still owned by a job: not deletable
 PICK_KEY = "results-pick"  # the "pick runs by id / label" multiselect

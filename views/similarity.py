@@ -11,12 +11,12 @@ import json
 import streamlit as st
 
 import ui
-from stitchcore import plots_heatmap
+from stitchcore.plots import heatmap as plots_heatmap
 from stitchcore.cuts import coarse_cuts
 from stitchcore.errors import StitchError
 from stitchcore.experiments.matrix import MatrixSpec
 from stitchcore.experiments.similarity import SimilaritySpec
-from stitchcore.sources.zoo import list_zoo_models
+from stitchcore.models.sources.zoo import list_zoo_models
 
 CKA_TITLES = {"cka-linear": "Linear CKA", "cka-rbf": "RBF CKA", "procrustes": "Procrustes distance"}
 CUT_SETS = ("all", "coarse", "choose")  # every block-level cut | a few spread over depth | picked by hand

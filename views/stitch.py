@@ -11,10 +11,11 @@ import logging
 import streamlit as st
 
 import ui
-from stitchcore.adapters import INITS, NORMS, RESAMPLES, AdapterSpec, compatibility, list_adapters
+from stitchcore.stitching.adapters import INITS, NORMS, RESAMPLES, AdapterSpec, compatibility, list_adapters
 from stitchcore.errors import StitchError
-from stitchcore.sources.zoo import list_zoo_models
-from stitchcore.specs import OPTIMIZERS, StitchSpec
+from stitchcore.models.sources.zoo import list_zoo_models
+from stitchcore.stitching.train import OPTIMIZERS
+from stitchcore.experiments.stitch import StitchSpec
 
 log = logging.getLogger(__name__)
 

@@ -11,14 +11,14 @@ import json
 import streamlit as st
 
 import ui
-from stitchcore import plots_traits
-from stitchcore.adapters import AdapterSpec
+from stitchcore.plots import traits as plots_traits
+from stitchcore.stitching.adapters import AdapterSpec
 from stitchcore.errors import StitchError
 from stitchcore.experiments.sweep import POSITIONS_ARTIFACT, SweepSpec, curves
-from stitchcore.presets import TRAITS, get_preset, list_presets, trait_recipe, zoo_ref
-from stitchcore.sources.zoo import list_zoo_models
-from stitchcore.store import run_id_for
-from stitchcore.traits import METRIC_HELP, parse_metric
+from stitchcore.experiments.trait_presets import TRAITS, get_preset, list_presets, trait_recipe, zoo_ref
+from stitchcore.models.sources.zoo import list_zoo_models
+from stitchcore.store.results import run_id_for
+from stitchcore.measures.traits import METRIC_HELP, parse_metric
 
 ui.page_setup("Traits")
 st.title("Traits along depth")

@@ -20,7 +20,7 @@ import torch
 
 from stitchcore.device import pick_device
 from stitchcore.errors import Cancelled, StitchError, TrainingError
-from stitchcore.store import RunRecord, Store, run_id_for
+from stitchcore.store.results import RunRecord, Store, run_id_for
 
 __all__ = ["RunContext", "RunOutcome", "register_experiment", "run_experiment", "list_experiments"]
 

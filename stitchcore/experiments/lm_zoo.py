@@ -18,19 +18,23 @@ import math
 import os
 import tempfile
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
 
-from stitchcore.archs import create_arch
+from stitchcore.models.archs import create_arch
 from stitchcore.errors import DataError
-from stitchcore.evaluate import count_params
+from stitchcore.stitching.evaluate import count_params
 from stitchcore.experiments import RunContext
-from stitchcore.lm import TokenCodec
-from stitchcore.lm_eval import eval_windows, lm_loss, sample_text
-from stitchcore.sources.file_source import save_checkpoint
-from stitchcore.specs import ZooRecipe
-from stitchcore.text import CharVocab, char_splits, list_texts, lm_batches, load_text
-from stitchcore.train import check_finite, make_optimizer
+from stitchcore.lm.parts import TokenCodec
+from stitchcore.lm.evaluate import eval_windows, lm_loss, sample_text
+from stitchcore.models.sources.checkpoint import save_checkpoint
+from stitchcore.data.text import CharVocab, char_splits, list_texts, lm_batches, load_text
+from stitchcore.stitching.train import check_finite, make_optimizer
+
+if TYPE_CHECKING:  # zoo.py calls this module for gpt recipes; the recipe type is only a hint here
+    from stitchcore.experiments.zoo import ZooRecipe
 
 __all__ = ["LM_DEFAULT_LR", "STEPS_PER_EPOCH", "train_lm_zoo"]
 

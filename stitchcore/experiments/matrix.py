@@ -39,21 +39,22 @@ from typing import Any
 import torch
 from torch import nn
 
-from stitchcore.activations import collect_cuts, memory_budget_bytes
-from stitchcore.adapters import AdapterSpec, build_adapter, compatibility
+from stitchcore.stitching.activations import collect_cuts, memory_budget_bytes
+from stitchcore.stitching.adapters import AdapterSpec, build_adapter, compatibility
 from stitchcore.cuts import Cut, get_cut, list_cuts, split
-from stitchcore.data import ImageDataset, load_dataset
+from stitchcore.data.images import ImageDataset, load_dataset
 from stitchcore.errors import StitchError
-from stitchcore.evaluate import evaluate_batches, stitching_penalty
+from stitchcore.stitching.evaluate import evaluate_batches, stitching_penalty
 from stitchcore.experiments import RunContext, register_experiment
-from stitchcore.experiments.stitch import _check_classes, resolve_dataset
-from stitchcore.fits import FIT_METHODS, fit_adapter
-from stitchcore.refs import ModelRef, parse_ref
-from stitchcore.sources import load_model
-from stitchcore.sources.loaded import LoadedModel
-from stitchcore.specs import OPTIMIZERS, check_choice, check_sample_caps
-from stitchcore.store import Store
-from stitchcore.train_shared_suffix import PRECISIONS, frozen_for_training, train_adapters_shared_suffix
+from stitchcore.experiments._shared import check_head_classes, resolve_dataset
+from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
+from stitchcore.models.refs import ModelRef, parse_ref
+from stitchcore.models.sources import load_model
+from stitchcore.models.loaded import LoadedModel
+from stitchcore.stitching.train import OPTIMIZERS
+from stitchcore.experiments._shared import check_choice, check_sample_caps
+from stitchcore.store.results import Store
+from stitchcore.stitching.shared_suffix import PRECISIONS, frozen_for_training, train_adapters_shared_suffix
 
 __all__ = ["CELLS_ARTIFACT", "MODES", "VARIANTS", "MatrixSpec", "partial_path", "run_matrix"]
 
@@ -250,8 +251,8 @@ def _prepare(
                 f"model {role} ({models[key].ref}) is a language model; matrices need image models"
             )
     ds = load_dataset(resolve_dataset(spec.dataset, models["a"], models["b"]))
-    _check_classes(models["b"], ds, "B")
-    _check_classes(models["a"], ds, "A")
+    check_head_classes(models["b"], ds, "B")
+    check_head_classes(models["a"], ds, "A")
     if spec.controls:
         models["a_rand"] = load_model(_random_ref(spec.a, spec.seed), store=ctx.store)
         models["b_rand"] = load_model(_random_ref(spec.b, spec.seed), store=ctx.store)

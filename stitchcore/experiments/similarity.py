@@ -12,13 +12,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from stitchcore.cuts import get_cut, list_cuts
-from stitchcore.data import load_dataset
+from stitchcore.data.images import load_dataset
 from stitchcore.errors import StitchError
 from stitchcore.experiments import RunContext, register_experiment
-from stitchcore.experiments.stitch import resolve_dataset
-from stitchcore.refs import parse_ref
-from stitchcore.similarity import list_measures, similarity_matrix
-from stitchcore.sources import load_model
+from stitchcore.experiments._shared import resolve_dataset
+from stitchcore.models.refs import parse_ref
+from stitchcore.measures.similarity import list_measures, similarity_matrix
+from stitchcore.models.sources import load_model
 
 __all__ = ["SimilaritySpec", "run_similarity"]
 

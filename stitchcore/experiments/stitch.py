@@ -10,24 +10,26 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import torch
 from safetensors.torch import save
 
-from stitchcore.activations import collect
-from stitchcore.adapters import adapter_cost, build_adapter, compatibility
+from stitchcore.stitching.activations import collect
+from stitchcore.stitching.adapters import AdapterSpec, adapter_cost, build_adapter, compatibility
 from stitchcore.cuts import get_cut, split, split_segment
-from stitchcore.data import ImageDataset, load_dataset
+from stitchcore.data.images import ImageDataset, load_dataset
 from stitchcore.errors import AdapterError, DataError, StitchError
-from stitchcore.evaluate import evaluate_batches, stitching_penalty
+from stitchcore.stitching.evaluate import evaluate_batches, stitching_penalty
 from stitchcore.experiments import RunContext, register_experiment
-from stitchcore.fits import fit_adapter
-from stitchcore.sources import load_model
-from stitchcore.sources.loaded import LoadedModel
-from stitchcore.specs import StitchSpec, parse_objective
-from stitchcore.train import AdapterTargets, train_adapter
+from stitchcore.stitching.fits import fit_adapter
+from stitchcore.models.sources import load_model
+from stitchcore.models.loaded import LoadedModel
+from stitchcore.experiments._shared import check_choice, check_head_classes, resolve_dataset, spec_from_dict
+from stitchcore.stitching.train import OPTIMIZERS, AdapterTargets, parse_objective, train_adapter
 
-__all__ = ["run_stitch", "resolve_dataset"]
+__all__ = ["StitchSpec", "run_stitch"]
 
 log = logging.getLogger(__name__)
 
@@ -35,22 +37,57 @@ ADAPTER_WEIGHTS = "adapter.safetensors"
 EVAL_BATCH = 256
 
 
-def resolve_dataset(spec_dataset: str | None, a: LoadedModel, b: LoadedModel) -> str:
-    """The spec's dataset, else B's training dataset, else A's; DataError if none is known."""
-    name = spec_dataset or b.dataset or a.dataset
-    if name is None:
-        raise DataError(
-            f"neither {a.ref} nor {b.ref} says which data it was trained on; pass --dataset (e.g. digits, cifar10)"
-        )
-    return name
+@dataclass(frozen=True)
+class StitchSpec:
+    """One stitch: C = suffix_B(S(prefix_A(x))), train S, compare C with A and B.
 
+    The defaults follow Traft & Cheney (AdamW, wd 0.05, cosine to 0; a larger lr
+    because small datasets give few steps) with Bansal et al.'s low-capacity
+    adapter (linear, BatchNorm before and after).
+    """
 
-def _check_classes(model: LoadedModel, ds: ImageDataset, role: str) -> None:
-    if model.num_classes is not None and model.num_classes != ds.num_classes:
-        raise DataError(
-            f"model {role} ({model.ref}) has {model.num_classes} outputs but {ds.name} has {ds.num_classes}"
-            " classes; pick the dataset the model was trained on with --dataset"
-        )
+    a: str  # ModelRef of the bottom model (canonical spelling)
+    b: str  # ModelRef of the top model (its head is used; penalty is against B)
+    cut_a: str  # sender cut name in A (see stitchcore.cuts.list_cuts)
+    cut_b: str  # receiver cut name in B
+    adapter: AdapterSpec = field(default_factory=AdapterSpec)
+    objective: str = "task"  # task | match | kd | weighted sum "task+0.5*match"
+    kd_temperature: float = 2.0  # softmax temperature for the kd objective
+    optimizer: str = "adamw"  # adamw | sgd (momentum 0.9)
+    lr: float = 1e-2  # Traft & Cheney use 2e-3 over ImageNet-sized epochs; small data has few steps
+    weight_decay: float = 0.05
+    epochs: int = 10  # digits: ~210 steps; random-init adapters reach a ~1-3 point penalty
+    batch_size: int = 64
+    seed: int = 0
+    dataset: str | None = None  # None: the dataset B was trained on
+    head: str = "b"  # "b": C = B_top(S(A_bottom)); "a": head-preserving C = A_head(B_middle(S(A_bottom)))
+    head_cut: str | None = None  # head="a" only: where B's middle hands over to A's head (same family)
+    max_train: int | None = None  # cap on training images (quick runs); None = all
+    max_test: int | None = None  # cap on test images; None = all
+
+    def __post_init__(self) -> None:
+        check_choice("optimizer", self.optimizer, OPTIMIZERS)
+        parse_objective(self.objective)
+        if self.epochs < 0 or self.batch_size < 1:
+            raise StitchError("epochs must be >= 0 and batch size >= 1")
+        check_choice("head", self.head, ("a", "b"))
+        if (self.head == "a") != (self.head_cut is not None):
+            raise StitchError("head='a' needs head_cut (where A's head takes over), and head_cut needs head='a'")
+        if isinstance(self.adapter, dict):
+            object.__setattr__(self, "adapter", AdapterSpec.from_dict(self.adapter))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["adapter"] = self.adapter.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> StitchSpec:
+        return spec_from_dict(cls, dict(d))
+
+    def label(self) -> str:
+        head = f" -> {self.a}[{self.head_cut}:]" if self.head == "a" else ""
+        return f"{self.a}[{self.cut_a}] -> {self.b}[{self.cut_b}]{head} ({self.adapter.kind}, {self.adapter.init})"
 
 
 def _head_preserving_top(a: LoadedModel, b: LoadedModel, cut_b: str, head_cut: str) -> torch.nn.Sequential:
@@ -84,8 +121,8 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
         if m.input_kind != "image":
             raise StitchError(f"model {role} ({m.ref}) is a language model; use the merge/LM stitching tools")
     ds = load_dataset(resolve_dataset(spec.dataset, a, b))
-    _check_classes(b, ds, "B")
-    _check_classes(a, ds, "A")
+    check_head_classes(b, ds, "B")
+    check_head_classes(a, ds, "A")
 
     cut_a = get_cut(a.model, a.example_input(), spec.cut_a)
     cut_b = get_cut(b.model, b.example_input(), spec.cut_b)

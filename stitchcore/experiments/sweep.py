@@ -33,22 +33,23 @@ from typing import Any
 import torch
 from torch import nn
 
-from stitchcore.activations import collect
-from stitchcore.adapters import AdapterSpec, build_adapter
+from stitchcore.stitching.activations import collect
+from stitchcore.stitching.adapters import AdapterSpec, build_adapter
 from stitchcore.cuts import Cut, list_cuts, split
-from stitchcore.data import ImageDataset, load_dataset
+from stitchcore.data.images import ImageDataset, load_dataset
 from stitchcore.errors import AdapterError, StitchError
-from stitchcore.evaluate import score_logits
+from stitchcore.stitching.evaluate import score_logits
 from stitchcore.experiments import RunContext, register_experiment
-from stitchcore.experiments.stitch import _check_classes, resolve_dataset
-from stitchcore.fits import FIT_METHODS, fit_adapter
-from stitchcore.refs import ModelRef, parse_ref
-from stitchcore.simplicity import GZIP_LEVEL, SHARPNESS_DEFINITION, simplicity
-from stitchcore.sources import load_model
-from stitchcore.sources.loaded import LoadedModel
-from stitchcore.specs import OPTIMIZERS, check_choice, check_sample_caps
-from stitchcore.train import AdapterTargets, train_adapter
-from stitchcore.traits import check_classes, compute, metric_dataset, parse_metric
+from stitchcore.experiments._shared import check_head_classes, resolve_dataset
+from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
+from stitchcore.models.refs import ModelRef, parse_ref
+from stitchcore.measures.simplicity import GZIP_LEVEL, SHARPNESS_DEFINITION, simplicity
+from stitchcore.models.sources import load_model
+from stitchcore.models.loaded import LoadedModel
+from stitchcore.stitching.train import OPTIMIZERS
+from stitchcore.experiments._shared import check_choice, check_sample_caps
+from stitchcore.stitching.train import AdapterTargets, train_adapter
+from stitchcore.measures.traits import check_classes, compute, metric_dataset, parse_metric
 
 __all__ = ["POSITIONS_ARTIFACT", "SIMPLICITY_KEYS", "SweepSpec", "curves", "run_sweep"]
 
@@ -261,8 +262,8 @@ def _reference(spec: SweepSpec, ctx: RunContext, m: LoadedModel, data: _Data) ->
 
 def _load_data(spec: SweepSpec, a: LoadedModel, b: LoadedModel) -> _Data:
     base = load_dataset(resolve_dataset(spec.dataset, a, b))
-    _check_classes(b, base, "B")
-    _check_classes(a, base, "A")
+    check_head_classes(b, base, "B")
+    check_head_classes(a, base, "A")
     train = load_dataset(spec.train_data) if spec.train_data else base
     if train.image_shape != base.image_shape or train.num_classes != base.num_classes:
         raise StitchError(f"train_data {train.name} ({train.image_shape}, {train.num_classes} classes) does not match"

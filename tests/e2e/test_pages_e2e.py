@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from stitchcore.store import Store
+from stitchcore.store.results import Store
 from tests.e2e.conftest import open_app
 from tests.lm_helpers import train_tiny
 

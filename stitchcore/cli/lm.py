@@ -1,0 +1,205 @@
+"""CLI verbs for language models: ``merge`` (merge / LM stitch, one split or every depth), and
+``stitch`` with LM refs (dispatched here by :func:`lm_aware_stitch`).
+
+    python -m stitchcore merge --a zoo:gpt-pydoc-s0-adamw --b zoo:gpt-pydoc-s1-adamw --split 2 --head b --json
+    python -m stitchcore merge --a A --b B --mode stitch --split 2 --steps 200 --json
+    python -m stitchcore merge --a A --b B                       # every split, merge + stitch, heads a and b
+    python -m stitchcore merge --a A --b B --mode stitch --head b --heatmap
+    python -m stitchcore stitch --a A --b B --cut-a h.1 --cut-b h.1 --json   # LM refs: an lmstitch run
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from stitchcore.errors import StitchError
+
+__all__ = ["COMMANDS", "add_verbs", "is_lm_ref", "lm_aware_stitch"]
+
+
+def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """Add ``merge`` to the CLI's sub-parsers (``common``: --store, --json, --device, --quiet)."""
+    from stitchcore.experiments.merge import LM_ADAPTER, DepthSpec
+
+    d = DepthSpec(a="-", b="-")
+    mg = verbs.add_parser("merge", parents=[common], help="LM merge (block substitution) or stitch, one split or all")
+    mg.add_argument("--a", required=True, help="ModelRef of A (zoo gpt or hf: GPT-2 family)")
+    mg.add_argument("--b", required=True, help="ModelRef of B (same vocabulary as A)")
+    mg.add_argument("--mode", choices=("merge", "stitch", "both"), default=None,
+                    help="merge: B's blocks in place of A's; stitch: adapter between A and B (default: merge with "
+                         "--split, both over depth)")
+    mg.add_argument("--head", choices=("a", "b", "both"), default=None,
+                    help="a: keep A's head (wte, wpe, ln_f); b: B's (default: a for merge, b for stitch with "
+                         "--split; both over depth)")
+    mg.add_argument("--split", default=None, help="residual position i (or a cut name, e.g. h.1); "
+                                                  "merge: B's blocks from i; stitch: A's stream at i. Leave out "
+                                                  "for every depth")
+    mg.add_argument("--end", type=int, default=None, help="merge: one past the last substituted block "
+                                                          "(half-open; default: the last block)")
+    mg.add_argument("--embed", choices=("a", "b"), default="a", help="merge: whose wte/wpe read the input")
+    mg.add_argument("--cut-b", default=None, help="stitch: B's position j (default: the same as --split)")
+    mg.add_argument("--head-at", default=None, help="stitch with --head a: where B hands back to A's blocks "
+                                                    "(default: after B's last block)")
+    mg.add_argument("--heatmap", action="store_true", help="over depth: also stitch every (i, j) pair (head b)")
+    mg.add_argument("--adapter", default=LM_ADAPTER.kind, help="linear | lowrank | mlp (linear + GELU MLP branch)")
+    mg.add_argument("--hidden", type=int, default=128, help="hidden width of the mlp adapter's branch")
+    mg.add_argument("--init", default=LM_ADAPTER.init, help="lstsq | random | identity | procrustes")
+    mg.add_argument("--rank", type=int, default=None, help="rank of a lowrank adapter")
+    mg.add_argument("--objective", default=d.objective, help="task | match | kd | task+0.5*match")
+    mg.add_argument("--steps", type=int, default=d.steps, help="adapter training steps per stitch")
+    mg.add_argument("--batch-size", type=int, default=d.batch_size)
+    mg.add_argument("--lr", type=float, default=d.lr)
+    mg.add_argument("--text", default=None, help="corpus: pydoc | tinyshakespeare | file:PATH (default: A's)")
+    mg.add_argument("--eval-windows", type=int, default=d.eval_windows)
+    mg.add_argument("--sample-tokens", type=int, default=d.sample_tokens)
+    mg.add_argument("--seed", type=int, default=d.seed)
+    mg.add_argument("--rerun", action="store_true", help="run again even if the store has it")
+    mg.add_argument("--dry-run", action="store_true", help="with --split: print the joined model's parts and exit")
+
+
+def _adapter(args: argparse.Namespace):
+    from stitchcore.stitching.adapters import AdapterSpec
+    from stitchcore.experiments.merge import LM_ADAPTER
+
+    kind = "linear" if args.adapter == "mlp" else args.adapter
+    return AdapterSpec(kind=kind, norm=LM_ADAPTER.norm, resample="none", init=args.init, rank=args.rank)
+
+
+def _position(text: str | None) -> int | str | None:
+    if text is None:
+        return None
+    return int(text) if text.strip().isdigit() else text
+
+
+def _resolve(text: int | str | None, ref: str, store) -> int | None:
+    """An int position, or a cut name (``h.1``, ``drop``) resolved against the model's depth."""
+    if text is None or isinstance(text, int):
+        return text
+    from stitchcore.lm.parts import n_layers, parse_position
+    from stitchcore.models.sources import load_model
+
+    return parse_position(text, n_layers(load_model(ref, store=store)))
+
+
+def _specs(args, store) -> tuple[str, Any]:
+    from stitchcore.experiments.merge import DepthSpec, LMStitchSpec, MergeSpec
+
+    evals = dict(text=args.text, eval_windows=args.eval_windows, sample_tokens=args.sample_tokens, seed=args.seed)
+    train = dict(adapter=_adapter(args), objective=args.objective, steps=args.steps, batch_size=args.batch_size,
+                 lr=args.lr, mlp_hidden=getattr(args, "hidden", 128) if args.adapter == "mlp" else 0)
+    split = _position(args.split)
+    if split is None:
+        modes = ("merge", "stitch") if args.mode in (None, "both") else (args.mode,)
+        heads = ("a", "b") if args.head in (None, "both") else (args.head,)
+        return "lmdepth", DepthSpec(a=args.a, b=args.b, modes=modes, heads=heads, heatmap=args.heatmap,
+                                    **train, **evals)
+    if args.mode == "both" or args.head == "both":
+        raise StitchError("with --split give one --mode (merge or stitch) and one --head (a or b)")
+    i = _resolve(split, args.a, store)
+    if args.mode in (None, "merge"):
+        return "merge", MergeSpec(a=args.a, b=args.b, start=i, end=args.end, head=args.head or "a",
+                                  embed=args.embed, **evals)
+    j = _resolve(_position(args.cut_b), args.b, store)
+    head = args.head or "b"
+    head_at = _resolve(_position(args.head_at), args.b, store) if head == "a" else None
+    return "lmstitch", LMStitchSpec(a=args.a, b=args.b, cut_a=i, cut_b=j, head=head, head_at=head_at, **train,
+                                    **evals)
+
+
+def _text(kind: str, s: dict[str, Any], cached: bool, seconds: float) -> str:
+    when = "cached" if cached else f"{seconds:.1f} s"
+    base = f"A loss {s['base']['a']['loss']:.4f}  B loss {s['base']['b']['loss']:.4f}"
+    if kind == "lmdepth":
+        lines = [f"{'curve':18s} " + " ".join(f"{'split ' + str(k):>9s}" for k in s["splits"])]
+        curves: dict[str, dict[int, float]] = {}
+        for p in s["points"]:
+            curves.setdefault(p["label"], {})[p["split"]] = p["loss_penalty"]
+        for label, vals in curves.items():
+            lines.append(f"{label:18s} " + " ".join(f"{vals.get(k, float('nan')):+9.4f}" for k in s["splits"]))
+        for what, why in s.get("skipped", {}).items():
+            lines.append(f"{what}: skipped, {why}")
+        return "\n".join([*lines, f"{base}  loss_penalty = (L_base - L)/L_base, negative = worse ({when})"])
+    layout = " ".join(s["layout"])
+    return (f"{layout}\nloss {s['loss']:.4f}  {base}  loss_penalty {s['loss_penalty']:+.4f} "
+            f"(base {s['penalty_base'].upper()})  ({when})")
+
+
+def _cmd_merge(args, store, bar) -> None:
+    from stitchcore.cli.main import _emit
+    from stitchcore.experiments import run_experiment
+
+    kind, spec = _specs(args, store)
+    if getattr(args, "dry_run", False):
+        return _dry_run(args, kind, spec, store)
+    out = run_experiment(kind, spec, store, rerun=args.rerun, progress=bar, device=args.device)
+    bar.close()
+    s = out.record.summary
+    obj = {"run_id": out.record.id, "kind": kind, "cached": out.cached, "elapsed": round(out.seconds, 3), **s}
+    _emit(args, obj, _text(kind, s, out.cached, out.seconds))
+
+
+def _dry_run(args, kind: str, spec: Any, store) -> None:
+    """Print the part list (``merge_layout`` / ``stitch_layout``) without scoring anything."""
+    from stitchcore.cli.main import _emit
+    from stitchcore.lm.parts import merge_layout, n_layers, stitch_layout
+    from stitchcore.models.sources import load_model
+
+    if kind == "lmdepth":
+        raise StitchError("--dry-run needs --split (one merge or stitch)")
+    n_a, n_b = (n_layers(load_model(r, store=store)) for r in (spec.a, spec.b))
+    if kind == "merge":
+        end = min(n_a, n_b) if spec.end is None else spec.end
+        layout = merge_layout(n_a, n_b, spec.start, end, spec.head, spec.embed)
+    else:
+        j = spec.cut_a if spec.cut_b is None else spec.cut_b
+        layout = stitch_layout(n_a, n_b, spec.cut_a, j, spec.head, spec.head_at)
+    _emit(args, {"kind": kind, "layout": layout, "spec": spec.to_dict()}, " ".join(layout))
+
+
+def is_lm_ref(ref: str, store) -> bool:
+    """Whether ``ref`` names a language model, decided without loading weights where possible."""
+    from stitchcore.models.refs import parse_ref
+
+    r = parse_ref(ref)
+    if r.scheme == "zoo":
+        from stitchcore.models.sources.zoo import find_zoo_run
+
+        try:
+            return find_zoo_run(store, r.name).summary.get("input_kind") == "tokens"
+        except StitchError:
+            return False
+    if r.scheme == "hf":
+        return r.param("task", "causal-lm") == "causal-lm" and "ForImageClassification" not in _hf_archs(r.name)
+    return False
+
+
+def _hf_archs(name: str) -> str:
+    import json
+    from pathlib import Path
+
+    cfg = Path(name).expanduser() / "config.json"
+    try:
+        return " ".join(json.loads(cfg.read_text()).get("architectures") or [])
+    except (OSError, ValueError):
+        return ""  # hub ids: transformers decides at load time
+
+
+def lm_aware_stitch(image_stitch: Callable) -> Callable:
+    """Wrap the image ``stitch`` command: LM refs run an ``lmstitch`` (cuts are names like h.1 or positions)."""
+
+    def command(args, store, bar) -> None:
+        if not (is_lm_ref(args.a, store) or is_lm_ref(args.b, store)):
+            return image_stitch(args, store, bar)
+        ns = argparse.Namespace(**vars(args))
+        ns.split, ns.cut_b, ns.mode, ns.end, ns.embed, ns.heatmap = args.cut_a, args.cut_b, "stitch", None, "a", False
+        ns.text, ns.eval_windows, ns.sample_tokens = args.dataset, 128, 160
+        ns.steps = args.epochs * 20 if args.epochs else 0  # an LM "epoch" here is 20 adapter steps
+        ns.head_at = args.head_cut
+        return _cmd_merge(ns, store, bar)
+
+    return command
+
+
+COMMANDS = {("merge", None): _cmd_merge}

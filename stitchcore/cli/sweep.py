@@ -1,0 +1,137 @@
+"""CLI verb ``sweep``: move the cut along depth; trait metrics and simplicity per position.
+
+    python -m stitchcore sweep --a zoo:cnn-digits-s1 --b zoo:cnn-digits-s0 --metrics accuracy,class_acc:3 --json
+    python -m stitchcore sweep --preset inheritance          # train the preset's models, then its sweeps
+    python -m stitchcore sweep --list-presets
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from stitchcore.errors import StitchError
+
+__all__ = ["COMMANDS", "add_verbs", "table"]
+
+
+def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """Add ``sweep`` to the CLI's sub-parsers (``common``: --store, --json, --device, --quiet)."""
+    from stitchcore.experiments.sweep import SweepSpec
+
+    d = SweepSpec(a="zoo:x", b="zoo:x")
+    sw = verbs.add_parser("sweep", parents=[common], help="cut at every depth: trait metrics + simplicity")
+    sw.add_argument("--a", help="ModelRef of the bottom model A (layers up to the cut)")
+    sw.add_argument("--b", help="ModelRef of the top model B (layers after the cut; same architecture)")
+    sw.add_argument("--preset", help="run a ready-made experiment (see --list-presets) instead of --a/--b")
+    sw.add_argument("--list-presets", action="store_true", help="list the presets and exit")
+    sw.add_argument("--positions", default=None, help="comma-separated cut names (default: every cut)")
+    sw.add_argument("--metrics", default="accuracy",
+                    help="comma-separated: accuracy, class_acc:3, confusion:3->8, blackout:left, decor:right")
+    sw.add_argument("--dataset", default=None, help="evaluation data (default: B's dataset)")
+    sw.add_argument("--train-data", default=None, help="adapter training data, e.g. digits|drop3 (default: --dataset)")
+    sw.add_argument("--adapter", default="linear", help="linear|linear_relu|identity|... (see stitch --adapter)")
+    sw.add_argument("--init", default="random", help="random|lstsq|procrustes|identity")
+    sw.add_argument("--epochs", type=int, default=d.epochs, help="adapter epochs per position (0: fit only)")
+    sw.add_argument("--lr", type=float, default=d.lr)
+    sw.add_argument("--seed", type=int, default=d.seed)
+    sw.add_argument("--no-control", action="store_true", help="skip the random-init control")
+    sw.add_argument("--control-seeds", type=int, default=d.control_seeds)
+    sw.add_argument("--no-simplicity", action="store_true", help="skip gradient norm, sharpness, gzip size")
+    sw.add_argument("--eps", type=float, default=d.sharpness_eps, help="sharpness: relative perturbation size")
+    sw.add_argument("--draws", type=int, default=d.sharpness_draws, help="sharpness: perturbations averaged")
+    sw.add_argument("--max-train", type=int, default=None)
+    sw.add_argument("--max-test", type=int, default=None)
+    sw.add_argument("--rerun", action="store_true", help="run the sweep(s) again even if the store has them")
+
+
+def table(s: dict[str, Any]) -> str:
+    """One sweep as a terminal table: a row per position, a column per metric (+ gzip bits), A and B last."""
+    keys = list(s["metrics"])
+    cols = [*keys, "control:" + keys[-1]] if s.get("control") else list(keys)
+    if s.get("simplicity"):
+        cols += ["grad_norm", "sharpness", "gzip_bits"]
+    widths = [max(len(c), 8) + 2 for c in cols]
+    lines = [f"{'position':10s}" + "".join(f"{c:>{w}s}" for c, w in zip(cols, widths, strict=True))]
+
+    def fmt(values: list[Any]) -> str:
+        return "".join(f"{'-':>{w}s}" if v is None else (f"{v:>{w}.0f}" if abs(v) >= 1000 else f"{v:>{w}.3f}")
+                       for v, w in zip(values, widths, strict=True))  # fmt: skip
+
+    for i, pos in enumerate(s["positions"]):
+        vals = [s["stitched"][k][i] for k in keys]
+        if s.get("control"):
+            vals.append(s["control"][keys[-1]]["max"][i])
+        if s.get("simplicity"):
+            vals += [s["simplicity"][k][i] for k in ("grad_norm", "sharpness", "gzip_bits")]
+        lines.append(f"{pos:10s}" + fmt(vals))
+    for role in ("a", "b"):
+        ref = s["reference"][role]
+        vals = [ref["metrics"][k] for k in keys] + ([None] if s.get("control") else [])
+        if s.get("simplicity"):
+            vals += [ref["simplicity"][k] for k in ("grad_norm", "sharpness", "gzip_bits")]
+        lines.append(f"{role.upper() + ' alone':10s}" + fmt(vals))
+    return "\n".join(lines)
+
+
+def _names(text: str | None) -> tuple[str, ...] | None:
+    return tuple(n.strip() for n in text.split(",") if n.strip()) if text else None
+
+
+def _cmd_sweep(args, store, bar) -> None:
+    from stitchcore.cli.main import _emit
+    from stitchcore.experiments.trait_presets import get_preset, list_presets
+
+    if args.list_presets:
+        rows = [{"name": p.name, "title": p.title, "claim": p.claim, "look_for": p.look_for,
+                 "models": len(p.recipes), "sweeps": len(p.sweeps)} for p in list_presets()]  # fmt: skip
+        _emit(args, {"presets": rows}, "\n".join(f"{r['name']:14s} {r['title']}: {r['claim']}" for r in rows))
+        return
+    if args.preset:
+        if args.a or args.b:
+            raise StitchError("use either --preset NAME or --a/--b, not both")
+        _run_preset(args, store, bar, get_preset(args.preset))
+        return
+    if not (args.a and args.b):
+        raise StitchError("sweep needs --a REF and --b REF (same architecture), or --preset NAME")
+    from stitchcore.stitching.adapters import AdapterSpec
+    from stitchcore.experiments import run_experiment
+    from stitchcore.experiments.sweep import SweepSpec
+
+    spec = SweepSpec(
+        a=args.a, b=args.b, positions=_names(args.positions), metrics=_names(args.metrics) or ("accuracy",),
+        dataset=args.dataset, train_data=args.train_data, adapter=AdapterSpec(kind=args.adapter, init=args.init),
+        epochs=args.epochs, lr=args.lr, seed=args.seed, control=not args.no_control, control_seeds=args.control_seeds,
+        simplicity=not args.no_simplicity, sharpness_eps=args.eps, sharpness_draws=args.draws,
+        max_train=args.max_train, max_test=args.max_test,
+    )  # fmt: skip
+    out = run_experiment("sweep", spec, store, rerun=args.rerun, progress=bar, device=args.device)
+    bar.close()
+    s = out.record.summary
+    obj = {"run_id": out.record.id, "cached": out.cached, "elapsed": round(out.seconds, 3), **s}
+    _emit(args, obj, table(s) + f"\n({'cached' if out.cached else f'{out.seconds:.1f} s'}; run {out.record.id})")
+
+
+def _run_preset(args, store, bar, preset) -> None:
+    from stitchcore.cli.main import _emit
+    from stitchcore.experiments import run_experiment
+
+    models, sweeps = [], []
+    for recipe in preset.recipes:
+        out = run_experiment("zoo", recipe, store, progress=bar, device=args.device)
+        models.append({"ref": out.record.summary["ref"], "run_id": out.record.id, "cached": out.cached,
+                       "accuracy": out.record.summary["accuracy"], "recipe": recipe.label()})  # fmt: skip
+    for title, spec in zip(preset.sweep_titles, preset.sweeps, strict=True):
+        out = run_experiment("sweep", spec, store, rerun=args.rerun, progress=bar, device=args.device)
+        sweeps.append({"title": title, "run_id": out.record.id, "cached": out.cached, **out.record.summary})
+    bar.close()
+    obj = {"preset": preset.name, "claim": preset.claim, "look_for": preset.look_for, "models": models,
+           "sweeps": sweeps}  # fmt: skip
+    text = [f"{preset.title}: {preset.claim}", f"look for: {preset.look_for}"]
+    text += [f"  {m['ref']:32s} {m['accuracy']:.3f}  {m['recipe']}" for m in models]
+    for s in sweeps:
+        text += ["", f"{s['title']}  (A {s['a']} -> B {s['b']})", table(s)]
+    _emit(args, obj, "\n".join(text))
+
+
+COMMANDS = {("sweep", None): _cmd_sweep}

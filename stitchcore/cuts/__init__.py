@@ -1,0 +1,219 @@
+"""Cut points: discover where a model can be cut in two, then split it there.
+
+Discover, then select (as torchvision's ``get_graph_node_names`` /
+``create_feature_extractor``): :func:`list_cuts` names every cut, :func:`split`
+returns ``(prefix, suffix)`` with ``suffix(prefix(x)) == model(x)``.
+
+>>> import torch, torchvision
+>>> model = torchvision.models.resnet18(weights=None)
+>>> x = torch.randn(2, 3, 64, 64)
+>>> [c.name for c in list_cuts(model, x)][:6]
+['conv1', 'bn1', 'relu', 'maxpool', 'layer1.0', 'layer1.1']
+>>> prefix, suffix = split(model, "layer2.1", x)
+>>> prefix(x).shape
+torch.Size([2, 128, 8, 8])
+
+**What is a cut.**  The model is traced with torch.fx in eval mode (timm and
+torchvision leaf modules / wrapped functions are honoured).  A graph node is a cut
+when it is the only live tensor: nothing that depends on the input and was
+computed before it is read after it, so a residual skip never straddles a cut.
+Of those nodes, a cut must also be
+
+- the output of a module call (functions like ``torch.flatten`` are not cuts),
+- a floating tensor of rank 2, 3 or 4 whose first dim is the batch,
+- not the model output itself (nothing would follow it; the last pre-head
+  features, e.g. ``avgpool`` / ``norm`` / ``ln_f``, are the last cut).
+
+**Naming.**  A cut's name is the qualified path of the outermost module whose
+output is that node, where a positional ``nn.Sequential`` is transparent (its last
+item names the node instead: ``layer1.1``, never ``layer1``) and ``nn.Identity``
+names nothing; a Sequential with named children (``fc1 = Sequential(OrderedDict(
+linear=..., relu=...))``) is a block named ``fc1``.  Names inside another cut are
+dropped unless they are block-list items (items of a ModuleList, or of a Sequential
+called blocks/stages/layers/layer/h or holding 2+ modules of one class):
+``layers.0.blocks.0`` stays inside ``layers.0``; ``fc1.linear`` never shows.
+A module called at several cut points gets ``name``, ``name:1``, ``name:2`` ...
+There is no second spelling: the same string is used in specs, caches and the UI.
+
+**Layout** (per sample ``shape`` drops the batch dim): rank 1 -> ``vector`` (D,);
+rank 2 -> ``tokens`` (N, D); rank 3 -> ``map`` (C, H, W) or ``map_nhwc`` (H, W, C).
+NHWC is decided by, in order: an ``output_fmt`` attribute of the producing module
+(timm ``PatchEmbed``), the ``num_chs`` of the enclosing timm ``feature_info`` stage
+(Swin ``layers.N`` -> map_nhwc, ConvNeXt ``stages.N`` -> map), the nearest upstream
+conv/batch-norm (channel first) or linear/layer-norm (channel last), and last
+square spatial dims.
+
+**Depth** is ``(i + 1) / n`` for the i-th of n cuts in execution order (last = 1.0).
+
+**Fallback.**  When fx cannot trace a model, cuts come from forward hooks on known
+block lists (timm ``feature_info`` modules, ``blocks`` / ``stages`` / ``layers``,
+HF ``transformer.h`` / ``model.layers`` ...); only HF GPT-2 style models can then
+be split (see :mod:`stitchcore._hook_split`).  The traced graph is always checked
+against the model's own forward on ``example_input``.
+
+``prefix`` and ``suffix`` share modules and parameters with ``model`` (no copies);
+listing and splitting leave ``model`` as found: training flags restored, no hooks.
+The graph is traced in eval mode: train-only branches of ``forward`` are not kept.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import threading
+import weakref
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from stitchcore.cuts._fx import FxPlan, Site, TraceFailed
+from stitchcore.cuts._hooks import HookPlan
+from stitchcore.errors import CutError
+
+__all__ = ["Cut", "coarse_cuts", "list_cuts", "get_cut", "split", "split_segment"]
+
+log = logging.getLogger(__name__)
+
+LAYOUTS = ("map", "map_nhwc", "tokens", "vector")
+
+
+@dataclass(frozen=True)
+class Cut:
+    """A place where a model can be cut in two; the contract between models and adapters."""
+
+    name: str  # canonical module-boundary name: "layer2.1", "blocks.3", "hf.transformer.h.0", "fc1"
+    shape: tuple[int, ...]  # activation shape without batch: (C,H,W) | (H,W,C) | (N,D) | (D,)
+    layout: str  # "map" [B,C,H,W] | "map_nhwc" [B,H,W,C] | "tokens" [B,N,D] | "vector" [B,D]
+    depth: float  # (i + 1) / n for the i-th of n cuts in execution order; the last cut is 1.0
+
+
+# Plans are cached per live model (weak keys: a dropped model frees its plans) and per
+# input signature; the key also fingerprints every submodule, parameter and buffer object,
+# so replacing a layer or a parameter re-traces.  In-place weight updates need no re-trace.
+_CACHE: weakref.WeakKeyDictionary[nn.Module, dict[tuple, FxPlan | HookPlan]] = weakref.WeakKeyDictionary()
+_CACHE_LOCK = threading.Lock()
+_CACHE_PER_MODEL = 4  # input signatures kept per model
+
+
+def _fingerprint(model: nn.Module, example_input: torch.Tensor) -> tuple:
+    mods = tuple((n, id(m)) for n, m in model.named_modules())
+    tensors = tuple(id(t) for t in model.parameters()) + tuple(id(t) for t in model.buffers())
+    x = example_input
+    return (tuple(x.shape), x.dtype, str(x.device), hash(mods), hash(tensors))
+
+
+def _plan(model: nn.Module, example_input: torch.Tensor) -> FxPlan | HookPlan:
+    """The traced (or hooked) plan of ``model`` for inputs shaped like ``example_input``."""
+    if not isinstance(model, nn.Module):
+        raise CutError(f"expected a torch nn.Module, got {type(model).__name__}; load the model first")
+    if not isinstance(example_input, torch.Tensor):
+        raise CutError("example_input must be a tensor batch (e.g. [2, 3, 64, 64]), "
+                       f"got {type(example_input).__name__}")
+    key = _fingerprint(model, example_input)
+    with _CACHE_LOCK:
+        plan = _CACHE.get(model, {}).get(key)
+    if plan is not None:
+        return plan
+    try:
+        plan = FxPlan(model, example_input)
+    except TraceFailed as exc:
+        reason = str(exc)
+        log.info("torch.fx could not trace %s (%s); trying block-list hooks", type(model).__name__, reason)
+        plan = HookPlan(model, example_input, reason)
+    if not plan.sites:
+        raise CutError(f"found no cut in {type(model).__name__}: no module output is the only live tensor; "
+                       "cut a model built from blocks (nn.Sequential, timm, torchvision, HF GPT-2)")
+    with _CACHE_LOCK:
+        plans = _CACHE.setdefault(model, {})
+        if len(plans) >= _CACHE_PER_MODEL:
+            plans.pop(next(iter(plans)))
+        plans[key] = plan
+    return plan
+
+
+def _to_cuts(sites: list[Site]) -> list[Cut]:
+    n = len(sites)
+    return [Cut(s.name, s.shape, s.layout, round((i + 1) / n, 6)) for i, s in enumerate(sites)]
+
+
+def list_cuts(model: nn.Module, example_input: torch.Tensor) -> list[Cut]:
+    """Every cut of ``model`` in execution order, shapes as seen for ``example_input`` ([B, ...]).
+
+    Raises :class:`CutError` for a model that fx cannot trace and that has no known block list.
+    """
+    return _to_cuts(_plan(model, example_input).sites)
+
+
+def coarse_cuts(cuts: list[Cut], n: int = 6) -> list[Cut]:
+    """At most ``n`` cuts spread evenly over depth, the last cut always included (a "coarse" matrix).
+
+    >>> [c.name for c in coarse_cuts([Cut(f"l{i}", (4,), "vector", (i + 1) / 10) for i in range(10)], 4)]
+    ['l0', 'l3', 'l6', 'l9']
+    """
+    if n < 1:
+        raise CutError("a coarse cut set needs at least one cut")
+    if len(cuts) <= n:
+        return list(cuts)
+    if n == 1:
+        return [cuts[-1]]
+    picks = sorted({round(i * (len(cuts) - 1) / (n - 1)) for i in range(n)})
+    return [cuts[i] for i in picks]
+
+
+def _close_names(name: str, names: list[str]) -> list[str]:
+    inside = [n for n in names if n.startswith(name + ".")]
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+    return list(dict.fromkeys(inside[:1] + inside[-1:] + close))[:3]
+
+
+def get_cut(model: nn.Module, example_input: torch.Tensor, name: str) -> Cut:
+    """The cut called ``name``; :class:`CutError` with the close names when there is none."""
+    cuts = list_cuts(model, example_input)
+    for cut in cuts:
+        if cut.name == name:
+            return cut
+    close = _close_names(name, [c.name for c in cuts])
+    hint = f"close: {', '.join(close)}" if close else f"cuts run from {cuts[0].name} to {cuts[-1].name}"
+    if name in dict(model.named_modules()):
+        hint = ("it is a module, but its output is the model output, lies inside a residual skip or a block, "
+                f"or is named by its last item; {hint}")
+    raise CutError(f"no cut '{name}' in this model ({type(model).__name__}); {hint}. "
+                   "Hint: list the cuts with `python -m stitchcore cuts REF`")
+
+
+def split(model: nn.Module, cut: Cut | str, example_input: torch.Tensor) -> tuple[nn.Module, nn.Module]:
+    """Cut ``model`` in two at ``cut``: ``prefix(x)`` -> activation, ``suffix(h)`` -> model output.
+
+    ``prefix(x)`` returns the activation laid out as ``cut.layout`` says, e.g. [B, C, H, W]
+    for ``map``; ``suffix(prefix(x))`` equals ``model(x)`` (eval mode).  Both share
+    parameters with ``model``; ``model`` itself is not changed.
+    """
+    name = cut.name if isinstance(cut, Cut) else cut
+    if not isinstance(name, str):
+        raise CutError(f"a cut is a Cut or its name string, got {type(cut).__name__}")
+    plan = _plan(model, example_input)
+    if name not in {s.name for s in plan.sites}:
+        get_cut(model, example_input, name)  # raises with the close names
+    return plan.split(name)
+
+
+def split_segment(model: nn.Module, start: Cut | str, end: Cut | str, example_input: torch.Tensor) -> nn.Module:
+    """The part of ``model`` between two cuts: activation at ``start`` -> activation at ``end``.
+
+    With ``prefix, _ = split(model, start)`` and ``_, tail = split(model, end)``,
+    ``tail(segment(prefix(x)))`` equals ``model(x)``.  Used for head-preserving
+    stitches, C = A_tail(B_segment(S(A_prefix))).  Needs a torch.fx-traceable model.
+    """
+    names = [c.name if isinstance(c, Cut) else c for c in (start, end)]
+    for name in names:
+        get_cut(model, example_input, name)  # raises with the close names
+    plan = _plan(model, example_input)
+    if not isinstance(plan, FxPlan):
+        raise CutError(f"cannot take the segment {names[0]} -> {names[1]} of {type(model).__name__}: "
+                       "torch.fx could not trace it; pick a traceable model")
+    segment = plan.segment(*names)
+    if segment is None:
+        raise CutError(f"cut {names[1]!r} does not come after {names[0]!r}; the head cut must be deeper "
+                       "than the receiver cut")
+    return segment

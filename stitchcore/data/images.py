@@ -1,0 +1,498 @@
+"""Image datasets and the trait transforms applied to their labels.
+
+Every dataset is an :class:`ImageDataset`: uint8 tensors ``[N, C, H, W]`` at the
+native size, handed out as floats in [0, 1].  Resizing, channel mapping and
+normalisation belong to the model's :class:`~stitchcore.preprocess.Preprocess`.
+
+Names are canonical and rebuild the dataset, transforms included (files under :func:`data_root`)::
+
+    digits                      scikit-learn's bundled 8x8 digits (offline default)
+    mnist  fashion-mnist        torchvision IDX files under the data root
+    cifar10  cifar100           the python pickle batches under the data root
+    imagefolder:PATH?size=32    PATH/train/<class>/*, PATH/test/<class>/* (or val)
+    digits|relabel3to8          all train 3s labelled 8 (``@train+test`` for both splits)
+    digits|drop3                class 3 removed from train
+    digits|subset100s0          a stratified 100 train examples, seed 0
+
+>>> ds = load_dataset("digits|relabel3to8")
+>>> ds.name, ds.image_shape, ds.num_classes, len(ds.y_train), len(ds.y_test)
+('digits|relabel3to8', (1, 8, 8), 10, 1347, 450)
+"""
+
+from __future__ import annotations
+
+import codecs
+import difflib
+import logging
+import os
+import pickle
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from stitchcore.errors import DataError
+
+__all__ = ["ImageDataset", "SPLITS", "clear_cache", "data_root", "drop_class"]
+__all__ += ["list_datasets", "load_dataset", "register_dataset", "relabel"]
+
+log = logging.getLogger(__name__)
+
+SPLITS = ("train", "test")
+_CACHE_SIZE = 8  # loaded base datasets kept in memory (CIFAR-10 is ~180 MB as uint8)
+
+
+def data_root(root: str | Path | None = None) -> Path:
+    """Folder of dataset files: ``root``, else ``$STITCHLAB_DATA``, else ``~/.cache/stitchlab/data``."""
+    if root is None:
+        root = os.environ.get("STITCHLAB_DATA") or Path.home() / ".cache" / "stitchlab" / "data"
+    return Path(root).expanduser()
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class ImageDataset:
+    """A labelled image dataset with fixed train and test splits, kept as uint8."""
+
+    name: str  # canonical name; load_dataset(name) rebuilds this dataset, transforms included
+    classes: tuple[str, ...]  # class names, index = label; transforms keep them so logits stay aligned
+    x_train: torch.Tensor  # uint8 [N, C, H, W]
+    y_train: torch.Tensor  # int64 [N]
+    x_test: torch.Tensor  # uint8 [M, C, H, W]
+    y_test: torch.Tensor  # int64 [M]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "classes", tuple(str(c) for c in self.classes))
+        for split in SPLITS:
+            x, y = self._split(split)
+            if x.dtype != torch.uint8 or x.ndim != 4 or y.dtype != torch.int64 or y.shape != x.shape[:1]:
+                raise DataError(
+                    f"{self.name}: the {split} split needs uint8 [N,C,H,W] images and int64 [N] labels, "
+                    f"got {x.dtype} {tuple(x.shape)} and {y.dtype} {tuple(y.shape)}"
+                )
+            if len(y) == 0:
+                raise DataError(f"{self.name}: the {split} split is empty; add examples or use another one")
+            if int(y.min()) < 0 or int(y.max()) >= len(self.classes):
+                raise DataError(f"{self.name}: {split} labels must lie in 0..{len(self.classes) - 1}")
+        if self.x_train.shape[1:] != self.x_test.shape[1:]:
+            shapes = f"{tuple(self.x_train.shape[1:])} and {tuple(self.x_test.shape[1:])}"
+            raise DataError(f"{self.name}: train and test images are {shapes}; resize them to one size")
+
+    def __repr__(self) -> str:
+        shape, n, m = "x".join(map(str, self.image_shape)), len(self.y_train), len(self.y_test)
+        return f"ImageDataset({self.name!r}, {self.num_classes} classes, {shape}, train={n}, test={m})"
+
+    @property
+    def num_classes(self) -> int:
+        """Number of classes (label values are 0 .. num_classes-1)."""
+        return len(self.classes)
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        """(C, H, W) of one image."""
+        c, h, w = self.x_train.shape[1:]
+        return int(c), int(h), int(w)
+
+    @cached_property
+    def _moments(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """Per-channel (mean, std) of x_train in [0, 1] units, exact from 256-bin histograms."""
+        hist = torch.stack([torch.bincount(ch.flatten(), minlength=256) for ch in self.x_train.unbind(1)])
+        p = hist.double() / hist.sum(1, keepdim=True)  # [C, 256]
+        v = torch.arange(256, dtype=torch.float64) / 255.0
+        mean = p @ v
+        return tuple(mean.tolist()), tuple((p @ (v * v) - mean * mean).clamp_min(0).sqrt().tolist())
+
+    @property
+    def mean(self) -> tuple[float, ...]:
+        """Per-channel mean of the train images in [0, 1] units (for a Preprocess)."""
+        return self._moments[0]
+
+    @property
+    def std(self) -> tuple[float, ...]:
+        """Per-channel standard deviation of the train images in [0, 1] units."""
+        return self._moments[1]
+
+    def _split(self, split: str) -> tuple[torch.Tensor, torch.Tensor]:
+        if split not in SPLITS:
+            raise DataError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
+        return getattr(self, f"x_{split}"), getattr(self, f"y_{split}")
+
+    def images(self, split: str, index: slice | torch.Tensor | None = None) -> torch.Tensor:
+        """Float images [B, C, H, W] in [0, 1]; ``index`` selects rows (all when None)."""
+        x = self._split(split)[0]
+        return (x if index is None else x[index]).float().div_(255.0)
+
+    def labels(self, split: str, index: slice | torch.Tensor | None = None) -> torch.Tensor:
+        """Labels int64 [B]; ``index`` selects rows (all when None)."""
+        y = self._split(split)[1]
+        return y if index is None else y[index]
+
+    def class_counts(self, split: str) -> torch.Tensor:
+        """Examples per class, int64 [num_classes]."""
+        return torch.bincount(self._split(split)[1], minlength=self.num_classes)
+
+    def batches(
+        self, split: str, batch_size: int, *, shuffle: bool = False, seed: int = 0, limit: int | None = None
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """Yield (images float [B, C, H, W] in [0, 1], labels int64 [B]); the last batch may be short.
+
+        ``shuffle`` draws one permutation from a generator seeded with ``seed`` (same seed, same
+        order); ``limit`` caps the number of examples, taken after shuffling.
+        """
+        x, y = self._split(split)
+        if batch_size < 1 or (limit is not None and limit < 1):
+            raise DataError(f"batch_size and limit must be >= 1 (or limit=None), got {batch_size}, {limit}")
+        n = len(y) if limit is None else min(len(y), limit)
+        order = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed)) if shuffle else None
+        for start in range(0, n, batch_size):
+            stop = min(start + batch_size, n)
+            idx = order[start:stop] if order is not None else slice(start, stop)
+            yield x[idx].float().div_(255.0), y[idx]
+
+    def subset(self, split: str, n: int, seed: int = 0) -> ImageDataset:
+        """Keep ``n`` examples of ``split``, as even over classes as possible (seeded), in dataset order."""
+        x, y = self._split(split)
+        if n < 1:
+            raise DataError(f"subset size must be at least 1, got {n}")
+        perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))  # [N]
+        rank = torch.empty_like(y)  # position of each row within its class, in shuffled order
+        for c in range(self.num_classes):
+            rows = perm[y[perm] == c]
+            rank[rows] = torch.arange(len(rows))
+        pick = torch.argsort(rank * self.num_classes + y)[:n].sort().values  # round-robin over classes
+        name = f"{self.name}|subset{n}s{seed}{'' if split == 'train' else '@' + split}"
+        return replace(self, name=name, **{f"x_{split}": x[pick], f"y_{split}": y[pick]})
+
+
+# ---------------------------------------------------------------------------- label transforms
+
+
+def _check_class(ds: ImageDataset, cls: int) -> None:
+    if isinstance(cls, bool) or not isinstance(cls, int) or not 0 <= cls < ds.num_classes:
+        raise DataError(f"{ds.name}: class {cls!r} does not exist; use an index in 0..{ds.num_classes - 1}")
+
+
+def _check_splits(splits: Sequence[str]) -> tuple[tuple[str, ...], str]:
+    """Validated splits in canonical order and their name suffix ('' for train only)."""
+    splits = (splits,) if isinstance(splits, str) else tuple(splits)
+    if not splits or any(s not in SPLITS for s in splits):
+        raise DataError(f"splits must be a non-empty subset of {SPLITS}, got {splits}")
+    ordered = tuple(s for s in SPLITS if s in splits)
+    return ordered, "" if ordered == ("train",) else "@" + "+".join(ordered)
+
+
+def relabel(ds: ImageDataset, src: int, dst: int, *, splits: Sequence[str] = ("train",)) -> ImageDataset:
+    """Label every ``src`` example as ``dst`` in ``splits`` ("all cars labelled cat").
+
+    >>> relabel(load_dataset("digits"), 3, 8).class_counts("train")[3].item()
+    0
+    """
+    for cls in (src, dst):
+        _check_class(ds, cls)
+    if src == dst:
+        raise DataError(f"relabel {src} to {dst} changes nothing; pick two different classes")
+    splits, suffix = _check_splits(splits)
+    new = {f"y_{s}": torch.where(ds.labels(s) == src, dst, ds.labels(s)) for s in splits}
+    return replace(ds, name=f"{ds.name}|relabel{src}to{dst}{suffix}", **new)
+
+
+def drop_class(ds: ImageDataset, cls: int, *, splits: Sequence[str] = ("train",)) -> ImageDataset:
+    """Remove every ``cls`` example from ``splits`` ("class never seen"); class names are kept."""
+    _check_class(ds, cls)
+    splits, suffix = _check_splits(splits)
+    new = {}
+    for s in splits:
+        x, y = ds._split(s)
+        new[f"x_{s}"], new[f"y_{s}"] = x[y != cls], y[y != cls]
+    return replace(ds, name=f"{ds.name}|drop{cls}{suffix}", **new)
+
+
+_TRANSFORM = re.compile(r"(?:relabel(\d+)to(\d+)|drop(\d+)|subset(\d+)s(\d+))(?:@([a-z+]+))?")
+
+
+def _apply_transform(ds: ImageDataset, token: str) -> ImageDataset:
+    m = _TRANSFORM.fullmatch(token)
+    if m is None:
+        raise DataError(f"unknown dataset transform {token!r}; use relabelAtoB, dropC, subsetNsS (+ @test)")
+    src, dst, cls, n, seed, splits = m.groups()
+    splits = tuple(splits.split("+")) if splits else ("train",)
+    if src is not None:
+        return relabel(ds, int(src), int(dst), splits=splits)
+    if cls is not None:
+        return drop_class(ds, int(cls), splits=splits)
+    if len(splits) != 1:
+        raise DataError(f"subset takes one split (@train or @test), got {token!r}")
+    return ds.subset(splits[0], int(n), int(seed))
+
+
+# ---------------------------------------------------------------------------- registry and loading
+
+Loader = Callable[[Path, bool], ImageDataset]  # (data root, download allowed) -> dataset
+_SOURCES: dict[str, Loader] = {}
+_CACHE: OrderedDict[tuple[str, str | None], ImageDataset] = OrderedDict()
+_CACHE_LOCK = threading.Lock()  # loads are serialised: two jobs asking for CIFAR read it once
+
+
+def register_dataset(name: str) -> Callable[[Loader], Loader]:
+    """Decorator: register ``fn(root, download) -> ImageDataset`` under ``name`` (once per name)."""
+
+    def deco(fn: Loader) -> Loader:
+        if name in _SOURCES:
+            raise ValueError(f"dataset {name!r} is already registered")
+        _SOURCES[name] = fn
+        return fn
+
+    return deco
+
+
+def list_datasets() -> list[str]:
+    """Registered dataset names; ``imagefolder:PATH`` works besides these."""
+    return sorted(_SOURCES)
+
+
+def clear_cache() -> None:
+    """Forget loaded datasets (after files on disk changed)."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
+def load_dataset(name: str, *, root: str | Path | None = None, download: bool = False) -> ImageDataset:
+    """Load a dataset by canonical name (see the module docstring); cached in-process by (name, root).
+
+    ``download=True`` fetches missing torchvision files into the data root (needs a network).
+    """
+    base, *tokens = name.strip().split("|")
+    if base.startswith("imagefolder:"):
+        path, size, canonical = _parse_imagefolder(base)
+        key: tuple[str, str | None] = (canonical, None)
+        loader: Callable[[], ImageDataset] = lambda: _load_imagefolder(path, size, canonical)  # noqa: E731
+    elif base in _SOURCES:
+        source, where = _SOURCES[base], data_root(root)
+        key = (base, str(where.resolve()))
+        loader = lambda: source(where, download)  # noqa: E731
+    else:
+        close = difflib.get_close_matches(base.lower(), list(_SOURCES), n=2)
+        hint = f"did you mean {' or '.join(close)}? " if close else ""
+        raise DataError(f"unknown dataset {base!r}; {hint}use one of {list_datasets()} or imagefolder:PATH")
+    with _CACHE_LOCK:
+        ds = _CACHE.get(key)
+        if ds is None:
+            ds = loader()
+            for split in SPLITS:  # a freshly loaded dataset has examples of every class in both splits
+                missing = ", ".join(c for c, n in zip(ds.classes, ds.class_counts(split).tolist()) if n == 0)
+                if missing:
+                    raise DataError(f"{ds.name}: no {split} examples of classes {missing}; add some")
+            log.info("loaded %r", ds)
+            _CACHE[key] = ds
+            if len(_CACHE) > _CACHE_SIZE:
+                _CACHE.popitem(last=False)
+        _CACHE.move_to_end(key)
+    for token in tokens:
+        ds = _apply_transform(ds, token)
+    return ds
+
+
+def _offline(name: str, where: Path, err: Exception) -> DataError:
+    msg = f"could not download {name} ({type(err).__name__}: {err}); you look offline: copy the files"
+    return DataError(f"{msg} into {where} and call again without download=True")
+
+
+@register_dataset("digits")
+def _load_digits(root: Path, download: bool) -> ImageDataset:
+    """scikit-learn's 1,797 8x8 digits (0..16 -> 0..255), fixed stratified 1,347/450 split."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    bunch = load_digits()
+    x = torch.from_numpy(np.rint(bunch.images * (255.0 / 16.0)).astype(np.uint8)).unsqueeze(1)  # [1797,1,8,8]
+    y = torch.from_numpy(bunch.target.astype(np.int64))
+    tr, te = train_test_split(np.arange(len(y)), test_size=0.25, stratify=bunch.target, random_state=0)
+    return ImageDataset("digits", tuple(str(i) for i in range(10)), x[tr], y[tr], x[te], y[te])
+
+
+# ---------------------------------------------------------------------------- MNIST / Fashion-MNIST
+
+_IDX_FILES = (
+    "train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"
+)
+
+
+def _register_idx(name: str, tv_name: str) -> None:
+    """torchvision reads the IDX files (it checks only that they exist, no checksums)."""
+
+    @register_dataset(name)
+    def load(root: Path, download: bool) -> ImageDataset:
+        import torchvision.datasets
+
+        tv, raw = getattr(torchvision.datasets, tv_name), root / tv_name / "raw"
+        if not all((raw / f).is_file() for f in _IDX_FILES):
+            if not download:
+                raise DataError(
+                    f"{name} not found under {root}: put the IDX files in {raw} ({', '.join(_IDX_FILES)}, "
+                    "gunzipped) or pass download=True when online"
+                )
+            try:
+                tv(str(root), train=True, download=True)
+            except (OSError, RuntimeError) as e:
+                raise _offline(name, raw, e) from e
+        try:
+            train, test = tv(str(root), train=True), tv(str(root), train=False)
+        except (AssertionError, RuntimeError, ValueError, IndexError, OSError) as e:
+            raise DataError(f"{name}: the IDX files in {raw} are unreadable ({e}); replace them") from e
+        xy = [t for d in (train, test) for t in (d.data.unsqueeze(1).contiguous(), d.targets.long())]
+        return ImageDataset(name, tuple(train.classes), *xy)
+
+
+_register_idx("mnist", "MNIST")
+_register_idx("fashion-mnist", "FashionMNIST")
+
+
+# ---------------------------------------------------------------------------- CIFAR (python batches)
+
+
+def _numpy_globals() -> dict[tuple[str, str], object]:
+    """The only callables a CIFAR batch pickle needs: numpy array and dtype reconstruction."""
+    try:
+        from numpy._core import multiarray, numeric
+    except ImportError:  # numpy < 2
+        from numpy.core import multiarray, numeric
+    table = {("numpy", "ndarray"): np.ndarray, ("numpy", "dtype"): np.dtype}
+    table[("_codecs", "encode")] = codecs.encode  # protocol-2 pickles of bytes
+    for pkg in ("numpy.core", "numpy._core"):  # files written under numpy 1 and numpy 2
+        table[(f"{pkg}.multiarray", "_reconstruct")] = multiarray._reconstruct
+        table[(f"{pkg}.multiarray", "scalar")] = multiarray.scalar
+        table[(f"{pkg}.numeric", "_frombuffer")] = numeric._frombuffer
+    return table
+
+
+class _ArrayUnpickler(pickle.Unpickler):
+    """Unpickler that rebuilds numpy arrays, lists and dicts and refuses any other global."""
+
+    allowed = _numpy_globals()
+
+    def find_class(self, module: str, name: str) -> object:
+        try:
+            return self.allowed[(module, name)]
+        except KeyError:
+            raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a dataset file") from None
+
+
+def _read_batch(path: Path) -> dict[str, object]:
+    """One CIFAR python batch: a dict of numpy arrays and lists (keys decoded to str)."""
+    try:
+        with open(path, "rb") as f:
+            entry = _ArrayUnpickler(f, encoding="latin1").load()
+        if not isinstance(entry, dict):
+            raise pickle.UnpicklingError(f"found a {type(entry).__name__}, not a dict")
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError) as e:
+        raise DataError(f"{path} is not a CIFAR python batch ({e}); replace it with the original file") from e
+    return {k.decode("latin1") if isinstance(k, bytes) else k: v for k, v in entry.items()}
+
+
+def _register_cifar(name: str, tv_name: str) -> None:
+    """File names and URLs from torchvision; reading is ours (torchvision md5-checks every batch)."""
+
+    @register_dataset(name)
+    def load(root: Path, download: bool) -> ImageDataset:
+        import torchvision.datasets
+
+        tv = getattr(torchvision.datasets, tv_name)
+        folder, meta, key = root / tv.base_folder, tv.meta["filename"], tv.meta["key"]
+        train, test = [f for f, _ in tv.train_list], [f for f, _ in tv.test_list]
+        if not all((folder / f).is_file() for f in [*train, *test, meta]):
+            if not download:
+                raise DataError(
+                    f"{name} not found under {root}: extract {tv.filename} there so that {folder} holds "
+                    f"{', '.join([*train, *test, meta])}, or pass download=True when online"
+                )
+            try:
+                fetch = torchvision.datasets.utils.download_and_extract_archive
+                fetch(tv.url, str(root), filename=tv.filename, md5=tv.tgz_md5)
+            except (OSError, RuntimeError) as e:
+                raise _offline(name, root, e) from e
+
+        def read(files: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+            xs, ys = [], []
+            for f in files:
+                entry = _read_batch(folder / f)
+                labels = entry.get("labels", entry.get("fine_labels"))
+                if "data" not in entry or labels is None:
+                    raise DataError(f"{folder / f} lacks 'data' or labels; replace it with the original file")
+                xs.append(np.asarray(entry["data"], np.uint8).reshape(-1, 3, 32, 32))  # rows are R,G,B planes
+                ys.append(np.asarray(labels, dtype=np.int64))
+            return torch.from_numpy(np.concatenate(xs)), torch.from_numpy(np.concatenate(ys))
+
+        names = _read_batch(folder / meta).get(key)
+        if names is None:
+            raise DataError(f"{folder / meta} lacks {key!r}; replace it with the original file")
+        classes = tuple(n.decode() if isinstance(n, bytes) else str(n) for n in names)
+        return ImageDataset(name, classes, *read(train), *read(test))
+
+
+_register_cifar("cifar10", "CIFAR10")
+_register_cifar("cifar100", "CIFAR100")
+
+
+# ---------------------------------------------------------------------------- imagefolder
+
+
+def _parse_imagefolder(base: str) -> tuple[Path, tuple[int, int], str]:
+    """'imagefolder:PATH?size=32' (or size=HxW) -> (absolute path, (H, W), canonical name)."""
+    path, _, query = base.removeprefix("imagefolder:").partition("?")
+    if not path:
+        raise DataError("imagefolder needs a path, e.g. imagefolder:/data/pets?size=32")
+    size = (32, 32)
+    for part in filter(None, query.split("&")):
+        k, _, v = part.partition("=")
+        m = re.fullmatch(r"([1-9]\d*)(?:x([1-9]\d*))?", v)
+        if k != "size" or m is None:
+            raise DataError(f"bad imagefolder option {part!r}; the one option is size=N or size=HxW")
+        size = (int(m[1]), int(m[2] or m[1]))
+    path = Path(path).expanduser().resolve()
+    opt = "" if size == (32, 32) else f"?size={size[0]}" + ("" if size[0] == size[1] else f"x{size[1]}")
+    return path, size, f"imagefolder:{path}{opt}"
+
+
+def _load_imagefolder(path: Path, size: tuple[int, int], name: str) -> ImageDataset:
+    """torchvision ImageFolder finds classes and files; PIL reads them as RGB resized to ``size``."""
+    from PIL import Image, UnidentifiedImageError
+    from torchvision.datasets import ImageFolder
+
+    layout = f"put images in {path}/train/<class>/ and {path}/test/<class>/ (or val/)"
+    test_dir = path / "test" if (path / "test").is_dir() else path / "val"
+    for d in (path, path / "train", test_dir):
+        if not d.is_dir():
+            raise DataError(f"{name}: {d} is not a folder; {layout}")
+
+    def read(p: str) -> np.ndarray:
+        try:
+            with Image.open(p) as im:
+                rgb = im.convert("RGB").resize((size[1], size[0]), Image.Resampling.BILINEAR)
+        except (UnidentifiedImageError, OSError) as e:
+            raise DataError(f"{name}: cannot read image {p} ({e}); remove or replace it") from e
+        return np.asarray(rgb, dtype=np.uint8)  # [H, W, 3]
+
+    folders = {}
+    for split, d in (("train", path / "train"), (test_dir.name, test_dir)):
+        try:
+            folders[split] = ImageFolder(str(d), loader=read, allow_empty=True)
+        except FileNotFoundError as e:
+            raise DataError(f"{name}: no class folders in {d}; {layout}") from e
+    classes = folders["train"].classes
+    extra = ", ".join(sorted(set(folders[test_dir.name].classes) - set(classes)))
+    if extra:
+        raise DataError(f"{name}: classes {extra} are in {test_dir.name}/ but not in train/; add or drop")
+    tensors = []
+    for split, folder in folders.items():
+        empty = ", ".join(c for c in classes if folder.class_to_idx.get(c) not in folder.targets)
+        if empty:
+            raise DataError(f"{name}: no {split} images of classes {empty}; add some to {path / split}/")
+        x = np.stack([read(p) for p, _ in folder.samples])  # [N, H, W, 3]
+        y = [classes.index(folder.classes[t]) for t in folder.targets]  # test may index classes differently
+        tensors += [torch.from_numpy(x).permute(0, 3, 1, 2).contiguous(), torch.tensor(y, dtype=torch.int64)]
+    return ImageDataset(name, tuple(classes), *tensors)

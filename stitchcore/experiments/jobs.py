@@ -1,0 +1,487 @@
+"""Background jobs: one process-wide :class:`JobRunner` runs experiments off the UI thread.
+
+The app holds one runner (``st.cache_resource``); pages :meth:`~JobRunner.submit`
+a spec, then poll :meth:`~JobRunner.get` for a :class:`JobSnapshot` and redraw
+the live curve.  Every job goes through :func:`stitchcore.experiments.run_experiment`,
+so caching, store rows and metric series are the same as in the CLI; the store
+row is written ``queued`` at submit time, so other sessions and processes see it.
+
+Queues and threads
+    One FIFO queue per device.  Each CUDA (or MPS) device has one worker thread:
+    one job at a time per accelerator.  The ``cpu`` queue has ``cpu_workers``
+    threads.  Workers are daemon threads and never touch Streamlit.
+
+Thread policy (``torch.set_num_threads``)
+    The intra-op thread count is process-global, not per thread, so the runner
+    picks one value when it starts, ``cpu_threads`` or else
+    ``os.cpu_count() // cpu_workers`` (at least 1), so that concurrent CPU jobs
+    share the cores instead of oversubscribing them.  It is set in the thread
+    that builds the runner and again at the start of each worker thread (an
+    OpenMP build keeps the count per OS thread); :meth:`JobRunner.shutdown`
+    restores the previous value.  The app's script thread shares the setting.
+
+One runner per store per process: a runner calls :meth:`Store.mark_interrupted`
+when it starts (runs left ``running``/``queued`` by dead processes become
+``interrupted``), which it skips while another live runner in this process
+uses the same store (a Streamlit code reload can briefly hold two).
+
+Typical use (the CLI's ``--wait`` style)::
+
+    runner = JobRunner(Store(), devices=["cpu"])
+    job = runner.submit("zoo", ZooRecipe(seed=3))
+    print(runner.wait(job.id).summary)
+    runner.shutdown()
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Self
+
+import torch
+
+from stitchcore.device import pick_device
+from stitchcore.errors import Cancelled, StitchError
+from stitchcore.experiments import list_experiments, run_experiment
+from stitchcore.store.results import Store, run_id_for
+
+__all__ = ["FINAL_STATES", "JOB_STATES", "JobRunner", "JobSnapshot"]
+
+log = logging.getLogger(__name__)
+
+JOB_STATES = ("queued", "running", "done", "failed", "cancelled", "interrupted")
+FINAL_STATES = frozenset({"done", "failed", "cancelled", "interrupted"})
+KEEP_FINISHED = 200  # finished jobs kept in memory; older ones are read back from the store by get()
+
+_live_roots: dict[Path, int] = {}  # store root -> live runners in this process using it
+_live_roots_lock = threading.Lock()
+
+Listener = Callable[["JobSnapshot"], None]
+
+
+@dataclass(frozen=True)
+class JobSnapshot:
+    """A copy of one job's state, taken under the runner's lock; safe to read from any thread."""
+
+    id: str  # run id (hash of kind + spec): the dedupe key and the ?run= URL value
+    kind: str  # experiment kind: "stitch", "zoo" ...
+    label: str  # short human label for lists
+    state: str  # one of JOB_STATES
+    progress: float  # 0..1
+    message: str  # latest progress message ("training adapter: step 40/88")
+    metrics: dict[str, list[tuple[int, float]]]  # persisted points so far: name -> [(step, value)] by step
+    error: str | None  # one-line message for failed / cancelled / interrupted jobs
+    summary: dict | None  # the stored summary once done
+    cached: bool  # True when the result came from the store, not from running it here
+    submitted: float  # time.time() of the submit (store: row creation)
+    started: float | None  # when it began running
+    finished: float | None  # when it reached a final state
+    device: str  # queue it ran on ("cpu", "cuda:0"); stored device for reconstructed runs
+
+    @property
+    def is_final(self) -> bool:
+        """True once the job will not change any more."""
+        return self.state in FINAL_STATES
+
+
+@dataclass
+class _Job:
+    """Mutable state of one job; only touched under ``JobRunner._lock``."""
+
+    id: str
+    kind: str
+    spec: Any
+    label: str
+    device: str
+    rerun: bool
+    submitted: float
+    seq: int  # submit order in this runner (list() sorts on it)
+    state: str = "queued"
+    progress: float = 0.0
+    message: str = "queued"
+    metrics: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    error: str | None = None
+    summary: dict | None = None
+    cached: bool = False
+    started: float | None = None
+    finished: float | None = None
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+    def snapshot(self) -> JobSnapshot:
+        return JobSnapshot(
+            self.id, self.kind, self.label, self.state, self.progress, self.message,
+            {name: list(points) for name, points in self.metrics.items()}, self.error,
+            dict(self.summary) if self.summary is not None else None, self.cached,
+            self.submitted, self.started, self.finished, self.device,
+        )
+
+
+class _MetricTap:
+    """The store as a running experiment sees it: ``log_metrics`` also feeds the job's live history.
+
+    ``RunContext.log`` persists each point through ``store.log_metrics`` before it
+    calls the progress callback, whose signature has no step; tapping the store
+    keeps the live curve point for point equal to ``store.series(run_id)``.
+    """
+
+    def __init__(self, store: Store, run_id: str, on_points: Callable[[int, dict[str, float]], None]) -> None:
+        self._store = store
+        self._run_id = run_id
+        self._on_points = on_points
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def log_metrics(self, run_id: str, step: int, metrics: dict[str, float], epoch: int | None = None) -> None:
+        self._store.log_metrics(run_id, step, metrics, epoch=epoch)
+        if run_id == self._run_id:
+            self._on_points(int(step), metrics)
+
+
+def _label(kind: str, spec: Any) -> str:
+    if callable(getattr(spec, "label", None)):
+        return str(spec.label())
+    if callable(getattr(spec, "short_name", None)):
+        return f"{kind}:{spec.short_name()}"
+    return kind
+
+
+def _one_line(text: str) -> str:
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    return lines[0] if lines else ""
+
+
+def _norm_device(name: str) -> str:
+    """Queue name of a device string: 'CUDA' -> 'cuda:0', 'cuda:1' stays, 'cpu' stays."""
+    dev = pick_device(name)  # StitchError for unknown / unavailable devices
+    if dev.type == "cuda":
+        return f"cuda:{dev.index if dev.index is not None else 0}"
+    return dev.type if dev.index is None else str(dev)
+
+
+def _detect_devices() -> list[str]:
+    found = [f"cuda:{i}" for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        found.append("mps")
+    return [*found, "cpu"]
+
+
+class JobRunner:
+    """Process-wide job queues over one :class:`Store`: submit, poll, cancel, wait.
+
+    ``devices``: the queues, in order of preference (default: every CUDA device,
+    MPS if present, then ``cpu``); a job submitted without a device goes to the
+    one ``pick_device()`` chooses (honours ``$STITCHLAB_DEVICE``) if it has a
+    queue, else to ``devices[0]``.  ``cpu_workers``: CPU jobs run at once.
+    ``cpu_threads``: torch intra-op threads (see the module docstring).
+    """
+
+    def __init__(self, store: Store, *, devices: list[str] | None = None, cpu_workers: int = 1,
+                 cpu_threads: int | None = None) -> None:
+        if cpu_workers < 1:
+            raise StitchError(f"cpu_workers must be at least 1, not {cpu_workers}")
+        if cpu_threads is not None and cpu_threads < 1:
+            raise StitchError(f"cpu_threads must be at least 1, not {cpu_threads}")
+        names = list(dict.fromkeys(_norm_device(d) for d in (devices or _detect_devices())))  # [] = detect
+        self.store = store
+        self.devices: tuple[str, ...] = tuple(names)
+        auto = _norm_device("auto")
+        self.default_device: str = auto if auto in names else names[0]
+        self.cpu_threads: int = cpu_threads or max(1, (os.cpu_count() or 1) // cpu_workers)
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._submit_lock = threading.Lock()  # one submit at a time: dedupe check + store row + queue
+        self._jobs: dict[str, _Job] = {}
+        self._seq = 0
+        self._listeners: list[Listener] = []
+        self._closed = False
+        self._root = Path(store.root).resolve()
+
+        with _live_roots_lock:
+            shared = _live_roots.get(self._root, 0)
+            _live_roots[self._root] = shared + 1
+        if shared:
+            log.warning("another JobRunner in this process uses %s: not marking its runs interrupted", self._root)
+        else:
+            store.mark_interrupted()
+
+        self._prev_threads = torch.get_num_threads()
+        torch.set_num_threads(self.cpu_threads)
+        self._queues: dict[str, queue.Queue[_Job | None]] = {name: queue.Queue() for name in names}
+        self._threads: list[tuple[str, threading.Thread]] = []  # (queue name, worker)
+        for name in names:
+            for i in range(cpu_workers if name == "cpu" else 1):
+                t = threading.Thread(target=self._work, args=(name,), name=f"stitchlab-job-{name}-{i}", daemon=True)
+                t.start()
+                self._threads.append((name, t))
+        log.info("job runner on %s: queues %s, %d CPU thread(s)", self._root, ", ".join(names), self.cpu_threads)
+
+    # -- public API -------------------------------------------------------------------------------
+
+    def submit(self, kind: str, spec: Any, *, rerun: bool = False, device: str | None = None) -> JobSnapshot:
+        """Queue ``spec`` (a spec object with ``to_dict()``); returns at once.
+
+        The job id is the run id, independent of the device: a job with the same
+        id that is queued or running is returned as it is (also with ``rerun``),
+        and a finished run in the store comes back ``done`` with ``cached=True``
+        unless ``rerun``.  Raises :class:`StitchError` for an unknown kind or
+        device, or a run that another live process is running.
+        """
+        if kind not in list_experiments():
+            raise StitchError(f"unknown experiment kind {kind!r}; known: {', '.join(list_experiments())}")
+        if not callable(getattr(spec, "to_dict", None)):
+            raise TypeError(f"spec must be a spec object with to_dict(), not {type(spec).__name__}")
+        spec_dict = spec.to_dict()
+        run_id = run_id_for(kind, spec_dict)
+        queue_name = self._queue_for(device)
+        label = _label(kind, spec)
+        with self._submit_lock:
+            with self._lock:
+                if self._closed:
+                    raise StitchError("the job runner is shut down; start a new one")
+                live = self._jobs.get(run_id)
+                if live is not None and live.state in ("queued", "running"):
+                    return live.snapshot()
+            hit = None if rerun else self.store.lookup_done(run_id)
+            now = time.time()
+            job = _Job(run_id, kind, spec, label, queue_name, rerun, now, 0)
+            if hit is not None:
+                job.state, job.progress, job.message, job.cached = "done", 1.0, "cached", True
+                job.summary, job.metrics = dict(hit.summary), self.store.series(run_id)
+                job.started, job.finished = hit.started, hit.finished
+                job.device = str(hit.summary.get("device", queue_name))
+            else:
+                self.store.enqueue(run_id, kind, spec_dict, label=label)  # other sessions see it queued
+            with self._lock:
+                self._seq += 1
+                job.seq = self._seq
+                self._jobs[run_id] = job
+                self._evict()
+                snap = job.snapshot()
+            if hit is None:
+                self._queues[queue_name].put(job)
+                log.info("job %s queued on %s: %s", run_id, queue_name, label)
+        return snap
+
+    def get(self, job_id: str) -> JobSnapshot | None:
+        """The live job, else the run rebuilt from the store (state + series); None if unknown."""
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is not None:
+                return job.snapshot()
+        rec = self.store.lookup(job_id)
+        if rec is None:
+            return None
+        done = rec.status == "done"
+        return JobSnapshot(
+            rec.id, rec.kind, rec.label or _label(rec.kind, None), rec.status, 1.0 if done else 0.0,
+            rec.status, self.store.series(rec.id), rec.error, dict(rec.summary) if done else None, done,
+            rec.created, rec.started, rec.finished, str(rec.summary.get("device", "")),
+        )
+
+    def cancel(self, job_id: str) -> bool:
+        """Ask a queued or running job to stop; False if it is unknown here or already final.
+
+        A queued job is cancelled at once; a running one stops at its next step
+        (the experiment checks the event), then reads ``cancelled``.
+        """
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is None or job.state in FINAL_STATES:
+                return False
+            job.cancel.set()
+            was_queued = job.state == "queued"
+            if was_queued:
+                self._finish(job, "cancelled", "cancelled before it started")
+        if was_queued:
+            self._store_final(job_id, "cancelled before it started", "cancelled")
+            self._notify(job)
+        log.info("job %s: cancel requested", job_id)
+        return True
+
+    def list(self, active_only: bool = False) -> list[JobSnapshot]:
+        """Jobs this runner knows (submitted or cached lookups), newest first."""
+        with self._lock:
+            jobs = sorted(self._jobs.values(), key=lambda j: j.seq, reverse=True)
+            return [j.snapshot() for j in jobs if not active_only or j.state in ("queued", "running")]
+
+    def wait(self, job_id: str, timeout: float | None = None) -> JobSnapshot:
+        """Block until the job is final; TimeoutError after ``timeout`` seconds.
+
+        An id this runner does not hold is answered from the store as it stands.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            job = self._jobs.get(job_id)
+            while job is not None and job.state not in FINAL_STATES:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError(f"job {job_id} is still {job.state} after {timeout} s")
+                self._cond.wait(left)
+            if job is not None:
+                return job.snapshot()
+        snap = self.get(job_id)
+        if snap is None:
+            raise StitchError(f"unknown job id {job_id!r}: see `python -m stitchcore runs list`")
+        return snap
+
+    def add_listener(self, fn: Listener) -> None:
+        """Call ``fn(snapshot)`` after every change of any job, in the worker thread; keep it quick.
+
+        For the CLI's progress lines and tests; pages poll :meth:`get` instead.
+        Exceptions from ``fn`` are logged and ignored.
+        """
+        with self._lock:
+            self._listeners.append(fn)
+
+    def remove_listener(self, fn: Listener) -> None:
+        with self._lock:
+            if fn in self._listeners:
+                self._listeners.remove(fn)
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Cancel queued and running jobs and stop the workers; calling it again does nothing."""
+        with self._submit_lock, self._lock:  # no submit is half done once _closed is set
+            if self._closed:
+                return
+            self._closed = True
+            active = [j for j in self._jobs.values() if j.state in ("queued", "running")]
+        for job in active:
+            self.cancel(job.id)
+        for name, _ in self._threads:
+            self._queues[name].put(None)  # one stop sentinel per worker, behind the queued jobs
+        if wait:
+            for _, t in self._threads:
+                t.join()
+        torch.set_num_threads(self._prev_threads)
+        with _live_roots_lock:
+            left = _live_roots.get(self._root, 1) - 1
+            if left > 0:
+                _live_roots[self._root] = left
+            else:
+                _live_roots.pop(self._root, None)
+        log.info("job runner on %s shut down", self._root)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _queue_for(self, device: str | None) -> str:
+        if device is None or device.strip().lower() == "auto":
+            return self.default_device
+        try:
+            name = _norm_device(device)
+        except StitchError:
+            name = device
+        if name not in self._queues:
+            raise StitchError(f"no job queue for device {device!r}; this runner has: {', '.join(self.devices)}")
+        return name
+
+    def _evict(self) -> None:
+        """Forget the oldest finished jobs beyond KEEP_FINISHED (caller holds the lock)."""
+        finished = [j for j in self._jobs.values() if j.state in FINAL_STATES]
+        for job in sorted(finished, key=lambda j: j.seq)[: max(0, len(finished) - KEEP_FINISHED)]:
+            del self._jobs[job.id]
+
+    def _finish(self, job: _Job, state: str, error: str | None) -> None:
+        """Move ``job`` to a final state (caller holds the lock) and wake waiters."""
+        job.state, job.error, job.finished = state, error, time.time()
+        job.message = state if error is None else error
+        self._cond.notify_all()
+
+    def _store_final(self, run_id: str, error: str, status: str) -> None:
+        """Make sure the store row is not left queued/running after a failure outside the experiment."""
+        try:
+            rec = self.store.lookup(run_id)
+            if rec is not None and rec.status in ("queued", "running"):
+                self.store.fail(run_id, error, status=status)
+        except Exception:  # the job state is already final; never kill a worker over bookkeeping
+            log.exception("job %s: could not record %s in the store", run_id, status)
+
+    def _notify(self, job: _Job) -> None:
+        with self._lock:
+            listeners = list(self._listeners)
+            snap = job.snapshot() if listeners else None
+        for fn in listeners:
+            try:
+                fn(snap)
+            except Exception:
+                log.exception("job listener %r failed", fn)
+
+    def _work(self, queue_name: str) -> None:
+        torch.set_num_threads(self.cpu_threads)  # OpenMP keeps the count per OS thread
+        q = self._queues[queue_name]
+        while True:
+            job = q.get()
+            if job is None:
+                return
+            try:
+                self._run(job)
+            except Exception:  # a bug in the runner itself; the worker keeps going
+                log.exception("job %s: runner error", job.id)
+
+    def _run(self, job: _Job) -> None:
+        with self._lock:
+            if job.state != "queued" or job.cancel.is_set():
+                return  # cancelled while queued
+            job.state, job.started, job.message = "running", time.time(), "starting"
+        self._notify(job)
+
+        def on_points(step: int, metrics: dict[str, float]) -> None:
+            with self._lock:
+                for name, value in metrics.items():
+                    points = job.metrics.setdefault(str(name), [])
+                    if points and points[-1][0] == step:
+                        points[-1] = (step, float(value))  # the store replaces a repeated step too
+                    else:
+                        points.append((step, float(value)))
+            self._notify(job)
+
+        def on_progress(fraction: float, message: str, metrics: dict[str, float]) -> None:
+            with self._lock:
+                job.progress = fraction
+                if message:
+                    job.message = message
+            self._notify(job)
+
+        store: Any = _MetricTap(self.store, job.id, on_points)  # stands in for the Store
+        state, error = "failed", None
+        try:
+            outcome = run_experiment(
+                job.kind, job.spec, store, rerun=job.rerun, progress=on_progress, cancel=job.cancel,
+                device=job.device,
+            )
+        except Cancelled as exc:
+            state, error = "cancelled", _one_line(str(exc)) or "cancelled"
+        except StitchError as exc:
+            error = _one_line(str(exc)) or type(exc).__name__
+        except Exception as exc:
+            error = _one_line(f"{type(exc).__name__}: {exc}")
+            log.exception("job %s (%s) failed", job.id, job.label)
+        else:
+            history = self.store.series(job.id) if outcome.cached else None  # done meanwhile elsewhere
+            with self._lock:
+                job.summary, job.cached, job.progress = dict(outcome.record.summary), outcome.cached, 1.0
+                if history is not None:
+                    job.metrics = history
+                self._finish(job, "done", None)
+            log.info("job %s done in %.1f s", job.id, outcome.seconds)
+            self._notify(job)
+            return
+        self._store_final(job.id, error, state)
+        with self._lock:
+            self._finish(job, state, error)
+        log.info("job %s %s: %s", job.id, state, error)
+        self._notify(job)

@@ -1,0 +1,495 @@
+"""Representation similarity between layers of two models: CKA (linear, RBF, minibatch), Procrustes.
+
+Every measure compares two representations of the *same* n inputs, ``X`` [n, p] and
+``Y`` [n, q] (rows are examples; p and q may differ).  Activations are flattened to
+rows by :func:`flatten`: a map [B, C, H, W] (or [B, H, W, C]) becomes [B, C*H*W],
+tokens [B, N, D] are mean-pooled to [B, D] (``token_mode="mean"``) or become B*N rows
+(``"tokens"``), a vector [B, D] stays.
+
+>>> import torch
+>>> x = torch.randn(64, 10, dtype=torch.float64)
+>>> round(float(cka_linear(x, 3 * x)), 6)
+1.0
+>>> sorted(list_measures())
+['cka-linear', 'cka-rbf', 'procrustes']
+
+**Minibatch CKA** (Nguyen, Raghu & Kornblith 2021): per batch, the linear Gram
+``K = X Xᵀ`` [B, B] of every layer (float64), the unbiased HSIC of Song et al. 2012
+summed over batches, then ``CKA = ΣHSIC(K, L) / sqrt(ΣHSIC(K, K) · ΣHSIC(L, L))``.
+The unbiased HSIC is an inner product: with K̃ = K with a zero diagonal, r = K̃1 and
+s = 1ᵀK̃1, the *U-centred* Gram (Székely & Rizzo 2014)
+
+    U(K)_ij = K̃_ij − (r_i + r_j)/(n − 2) + s/((n − 1)(n − 2))   (i ≠ j),   U(K)_ii = 0
+
+satisfies ``HSIC_u(K, L) = ⟨U(K), U(L)⟩_F / (n(n − 3))``.  So stacking the flattened
+U(K) of all n_a layers of A as rows [n_a, B*B] and of B as [n_b, B*B] gives every
+cross HSIC of a batch from ONE matrix product (:class:`MinibatchCKA`).  Small-batch
+HSIC is biased even so for deep, low-rank layers: :func:`similarity_matrix` can also
+report a shuffled-input baseline.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import math
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from stitchcore.stitching.activations import memory_budget_bytes
+from stitchcore.cuts import Cut
+from stitchcore.errors import CutError, StitchError
+
+__all__ = ["Measure", "MinibatchCKA", "cka_linear", "cka_rbf", "features_at", "flatten", "get_measure"]
+__all__ += ["gram_linear", "hsic_unbiased", "list_measures", "procrustes_distance", "register_measure"]
+__all__ += ["similarity_matrix", "u_centre"]
+
+log = logging.getLogger(__name__)
+
+TOKEN_MODES = ("mean", "tokens")
+_MIN_DEBIASED_BATCH = 4  # the unbiased HSIC divides by n(n-3) and (n-1)(n-2)
+
+
+# ---------------------------------------------------------------------------- features
+
+
+def _split_name(name: str) -> tuple[str, int]:
+    """'layer2.1' -> ('layer2.1', 0); 'blocks.0:1' (second call of a shared module) -> ('blocks.0', 1)."""
+    path, _, call = name.partition(":")
+    return path, int(call) if call.isdigit() else 0
+
+
+@contextmanager
+def _hooked(model: nn.Module, cut_names: Sequence[str]):
+    """Forward hooks recording the outputs of the named modules; removed and train flags restored on exit."""
+    modules = dict(model.named_modules())
+    for name in cut_names:
+        path, _ = _split_name(name)
+        if path not in modules or path == "":
+            close = difflib.get_close_matches(path, [n for n in modules if n], n=3, cutoff=0.5)
+            hint = f"close: {', '.join(close)}" if close else "list them: `python -m stitchcore cuts REF`"
+            raise CutError(f"no module '{name}' in {type(model).__name__}; {hint}")
+    seen: dict[str, list[torch.Tensor]] = {_split_name(n)[0]: [] for n in cut_names}
+
+    def make_hook(path: str) -> Callable:
+        def hook(_mod: nn.Module, _inp: object, out: object) -> None:
+            if isinstance(out, (tuple, list)):  # HF blocks return (hidden, ...)
+                out = out[0]
+            seen[path].append(out.detach())
+
+        return hook
+
+    flags = [(m, m.training) for m in model.modules()]
+    handles = [modules[p].register_forward_hook(make_hook(p)) for p in seen]
+    try:
+        model.eval()
+        yield seen
+    finally:
+        for h in handles:
+            h.remove()
+        for m, flag in flags:
+            m.training = flag
+
+
+def features_at(model: nn.Module, cut_names: Sequence[str], x: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Activations at every named cut from ONE eval-mode forward pass of ``model`` on ``x`` [B, ...].
+
+    Returns ``{name: Tensor [B, ...]}`` as laid out by the module (e.g. [B, C, H, W]).  Names are
+    module paths (``"layer2.1"``; ``"name:1"`` is a shared module's second call).  Hooks are
+    removed and every module's training flag restored, also when the forward pass fails.
+    """
+    with _hooked(model, cut_names) as seen, torch.no_grad():
+        model(x)
+    out = {}
+    for name in cut_names:
+        path, call = _split_name(name)
+        if call >= len(seen[path]):
+            raise CutError(f"module '{path}' ran {len(seen[path])} time(s) in the forward pass; "
+                           f"'{name}' does not exist, use '{path}'")
+        out[name] = seen[path][call]
+    return out
+
+
+def flatten(act: torch.Tensor, layout: str | None = None, token_mode: str = "mean") -> torch.Tensor:
+    """Rows of examples: map [B,C,H,W] / map_nhwc [B,H,W,C] -> [B, C*H*W]; vector [B,D] stays;
+    tokens [B,N,D] -> [B,D] (``token_mode="mean"``) or [B*N, D] (``"tokens"``).
+
+    ``layout`` None infers it from the rank (2 vector, 3 tokens, 4 map).
+    """
+    if token_mode not in TOKEN_MODES:
+        raise StitchError(f"unknown token_mode {token_mode!r}; use one of {', '.join(TOKEN_MODES)}")
+    layout = layout or {2: "vector", 3: "tokens", 4: "map"}.get(act.dim())
+    if layout == "tokens" and act.dim() == 3:
+        return act.mean(dim=1) if token_mode == "mean" else act.reshape(-1, act.shape[-1])
+    if layout in ("map", "map_nhwc", "vector") and act.dim() >= 2:
+        return act.reshape(act.shape[0], -1)
+    raise StitchError(f"cannot flatten an activation of shape {tuple(act.shape)} with layout {layout!r}; "
+                      "use a cut whose output is [B, D], [B, N, D] or [B, C, H, W]")
+
+
+# ---------------------------------------------------------------------------- HSIC and CKA
+
+
+_GRAM_CHUNK = 2048  # feature columns cast to float64 at a time: a [256, 2048] block stays in cache
+
+
+def gram_linear(x: torch.Tensor) -> torch.Tensor:
+    """Linear-kernel Gram ``X Xᵀ`` accumulated in float64: [n, p] -> [n, n].
+
+    Float32 features are cast to float64 a column block at a time (products of float32
+    values are exact in float64); casting the whole [n, p] at once costs more than the product.
+    """
+    x = x.reshape(x.shape[0], -1)
+    if x.dtype == torch.float64 or x.shape[1] <= _GRAM_CHUNK:
+        x = x.double()
+        return x @ x.T
+    g = torch.zeros(x.shape[0], x.shape[0], dtype=torch.float64, device=x.device)
+    for start in range(0, x.shape[1], _GRAM_CHUNK):
+        block = x[:, start : start + _GRAM_CHUNK].double()  # [n, chunk]
+        g.addmm_(block, block.T)
+    return g
+
+
+def hsic_unbiased(k: torch.Tensor, l: torch.Tensor) -> torch.Tensor:
+    """Song et al. 2012 unbiased HSIC, the direct formula: Grams [n, n] -> scalar (n >= 4)."""
+    n = k.shape[0]
+    k = k.clone().fill_diagonal_(0)
+    l = l.clone().fill_diagonal_(0)
+    kl1 = (k.sum(0) * l.sum(1)).sum()  # 1ᵀ K̃ L̃ 1
+    trace = (k * l.T).sum()  # tr(K̃ L̃)
+    return (trace + k.sum() * l.sum() / ((n - 1) * (n - 2)) - 2.0 / (n - 2) * kl1) / (n * (n - 3))
+
+
+def u_centre(k: torch.Tensor) -> torch.Tensor:
+    """U-centring of Grams [..., n, n] (n >= 4): ⟨U(K), U(L)⟩ / (n(n-3)) is the unbiased HSIC."""
+    n = k.shape[-1]
+    eye = torch.eye(n, dtype=torch.bool, device=k.device)
+    k = k.masked_fill(eye, 0.0)
+    row = k.sum(-1)  # [..., n]
+    total = row.sum(-1)[..., None, None]  # [..., 1, 1]
+    u = k - (row[..., :, None] + row[..., None, :]) / (n - 2) + total / ((n - 1) * (n - 2))
+    return u.masked_fill_(eye, 0.0)
+
+
+def _centre_gram(k: torch.Tensor) -> torch.Tensor:
+    """Textbook double centring H K H of Grams [..., n, n] (H = I - 11ᵀ/n)."""
+    k = k - k.mean(-1, keepdim=True)
+    return k - k.mean(-2, keepdim=True)
+
+
+def _cka_from_grams(k: torch.Tensor, l: torch.Tensor, debiased: bool) -> torch.Tensor:
+    if debiased:
+        hkl, hkk, hll = hsic_unbiased(k, l), hsic_unbiased(k, k), hsic_unbiased(l, l)
+    else:
+        kc, lc = _centre_gram(k), _centre_gram(l)
+        hkl, hkk, hll = (kc * lc).sum(), (kc * kc).sum(), (lc * lc).sum()
+    return hkl / torch.sqrt(hkk * hll)
+
+
+def _check_pair(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    x, y = x.reshape(x.shape[0], -1).double(), y.reshape(y.shape[0], -1).double()
+    if x.shape[0] != y.shape[0]:
+        raise StitchError(f"X has {x.shape[0]} rows and Y {y.shape[0]}; compare representations of the "
+                          "same inputs (with token_mode='tokens' both sides need the same token count)")
+    return x, y
+
+
+def cka_linear(x: torch.Tensor, y: torch.Tensor, *, debiased: bool = False) -> torch.Tensor:
+    """Full-batch linear CKA of X [n, p] and Y [n, q] -> scalar float64 tensor in [0, 1].
+
+    Biased HSIC with textbook centring (Kornblith et al. 2019):
+    ``‖YᶜᵀXᶜ‖²_F / (‖XᶜᵀXᶜ‖_F ‖YᶜᵀYᶜ‖_F)``; ``debiased=True`` uses the unbiased HSIC (n >= 4).
+    """
+    x, y = _check_pair(x, y)
+    if debiased:
+        _check_batch(x.shape[0])
+        return _cka_from_grams(gram_linear(x), gram_linear(y), True)
+    x, y = x - x.mean(0), y - y.mean(0)
+    num = (y.T @ x).square().sum()
+    return num / ((x.T @ x).norm() * (y.T @ y).norm())
+
+
+def _gram_rbf(x: torch.Tensor, sigma_frac: float) -> torch.Tensor:
+    sq = torch.cdist(x, x).square()  # [n, n]
+    median = sq[~torch.eye(len(x), dtype=torch.bool)].median() if len(x) > 1 else sq.new_tensor(1.0)
+    return torch.exp(-sq / (2.0 * sigma_frac**2 * median.clamp_min(1e-12)))
+
+
+def cka_rbf(x: torch.Tensor, y: torch.Tensor, sigma_frac: float | None = None) -> torch.Tensor:
+    """Full-batch RBF-kernel CKA of X [n, p], Y [n, q] -> scalar (biased HSIC, Kornblith et al. 2019).
+
+    The bandwidth is ``sigma = sigma_frac * median pairwise distance`` per representation
+    (``sigma_frac`` None -> 1.0), i.e. ``K = exp(-d² / (2 sigma_frac² median(d²)))``.
+    """
+    x, y = _check_pair(x, y)
+    frac = 1.0 if sigma_frac is None else float(sigma_frac)
+    if not frac > 0:
+        raise StitchError(f"sigma_frac must be > 0 (a fraction of the median distance), got {sigma_frac}")
+    return _cka_from_grams(_gram_rbf(x, frac), _gram_rbf(y, frac), False)
+
+
+def procrustes_distance(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Orthogonal Procrustes distance of X [n, p], Y [n, q] -> scalar in [0, 2] (0 = same up to rotation).
+
+    X and Y are column-centred and scaled to unit Frobenius norm; then
+    ``d = min_R ‖X − Y R‖²_F = 2 − 2‖XᵀY‖_*`` (nuclear norm), as in Ding, Denain & Steinhardt 2021.
+    It is symmetric and invariant to rotations, translations and isotropic scaling.
+    """
+    x, y = _check_pair(x, y)
+    x, y = x - x.mean(0), y - y.mean(0)
+    x, y = x / x.norm().clamp_min(1e-300), y / y.norm().clamp_min(1e-300)
+    small, big = (x, y) if x.shape[1] <= y.shape[1] else (y, x)
+    nuclear = torch.linalg.svdvals(small.T @ big).sum()
+    return (2.0 - 2.0 * nuclear).clamp_min(0.0)
+
+
+def _check_batch(n: int) -> None:
+    if n < _MIN_DEBIASED_BATCH:
+        raise StitchError(f"debiased CKA needs batches of at least {_MIN_DEBIASED_BATCH} examples; "
+                          f"raise the batch size (got {n})")
+
+
+class MinibatchCKA:
+    """Minibatch linear CKA of every layer pair (Nguyen, Raghu & Kornblith 2021), accumulated in float64.
+
+    >>> m = MinibatchCKA(2, 1)
+    >>> a, b = torch.randn(32, 5), torch.randn(32, 3)
+    >>> m.update([a, a @ torch.randn(5, 5)], [b])
+    >>> m.compute().shape
+    torch.Size([2, 1])
+    """
+
+    def __init__(self, n_a: int, n_b: int, debiased: bool = True) -> None:
+        if n_a < 1 or n_b < 1:
+            raise StitchError(f"MinibatchCKA needs at least one layer per side, got n_a={n_a}, n_b={n_b}")
+        self.n_a, self.n_b, self.debiased = n_a, n_b, debiased
+        self.cross = torch.zeros(n_a, n_b, dtype=torch.float64)  # Σ HSIC(K_i, L_j)
+        self.self_a = torch.zeros(n_a, dtype=torch.float64)  # Σ HSIC(K_i, K_i)
+        self.self_b = torch.zeros(n_b, dtype=torch.float64)  # Σ HSIC(L_j, L_j)
+        self.batches = 0
+
+    def _centred_rows(self, feats: Sequence[torch.Tensor]) -> torch.Tensor:
+        """Layers' features [B, ...] each -> stacked centred Grams [n_layers, B*B] (scaled for HSIC)."""
+        n = feats[0].shape[0]
+        grams = torch.stack([gram_linear(f) for f in feats])  # [L, B, B]
+        if self.debiased:
+            return u_centre(grams).reshape(len(feats), -1) / math.sqrt(n * (n - 3))
+        return _centre_gram(grams).reshape(len(feats), -1) / (n - 1)
+
+    def update(self, feats_a: Sequence[torch.Tensor], feats_b: Sequence[torch.Tensor]) -> None:
+        """Add one batch: ``feats_a`` n_a tensors [B, ...] of model A, ``feats_b`` n_b tensors [B, ...]."""
+        if len(feats_a) != self.n_a or len(feats_b) != self.n_b:
+            raise StitchError(f"expected {self.n_a} A and {self.n_b} B layers, got {len(feats_a)} and "
+                              f"{len(feats_b)}; pass one tensor per layer in a fixed order")
+        rows = {f.shape[0] for f in (*feats_a, *feats_b)}
+        if len(rows) != 1:
+            raise StitchError(f"layers have different batch sizes {sorted(rows)}; feed the same examples "
+                              "to every layer (token_mode='mean' for token layers)")
+        n = rows.pop()
+        if self.debiased:
+            _check_batch(n)
+        ua, ub = self._centred_rows(feats_a), self._centred_rows(feats_b)  # [n_a, B*B], [n_b, B*B]
+        dev = self.cross.device
+        self.cross += (ua @ ub.T).to(dev)  # every cross HSIC in one product
+        self.self_a += ua.square().sum(1).to(dev)
+        self.self_b += ub.square().sum(1).to(dev)
+        self.batches += 1
+
+    def compute(self) -> torch.Tensor:
+        """CKA [n_a, n_b] float64; NaN where a layer's HSIC with itself is not positive (constant layer)."""
+        if self.batches == 0:
+            raise StitchError("MinibatchCKA saw no batch; call update() with at least one batch first")
+        denom = torch.sqrt(torch.outer(self.self_a, self.self_b))
+        return self.cross / denom
+
+
+# ---------------------------------------------------------------------------- registry
+
+
+@dataclass(frozen=True)
+class Measure:
+    """A registered representation-similarity measure."""
+
+    name: str  # canonical name used in specs, CLI and UI: "cka-linear"
+    fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (X [n, p], Y [n, q]) -> scalar tensor
+    higher_is_similar: bool  # True for CKA (1 = same), False for distances (0 = same)
+    minibatch: bool  # True: similarity_matrix streams batches in constant memory (else full batch)
+
+
+_MEASURES: dict[str, Measure] = {}
+
+
+def register_measure(name: str, *, higher_is_similar: bool = True, minibatch: bool = False) -> Callable:
+    """Decorator adding ``fn(X, Y) -> scalar`` to the measure table under ``name``; a name registers once."""
+
+    def deco(fn: Callable) -> Callable:
+        if name in _MEASURES:
+            raise ValueError(f"measure {name!r} is already registered; pick another name")
+        _MEASURES[name] = Measure(name, fn, higher_is_similar, minibatch)
+        return fn
+
+    return deco
+
+
+def list_measures() -> list[str]:
+    """Names of every registered measure."""
+    return sorted(_MEASURES)
+
+
+def get_measure(name: str) -> Measure:
+    """The measure called ``name``; :class:`StitchError` naming the known ones otherwise."""
+    if name not in _MEASURES:
+        raise StitchError(f"unknown measure {name!r}; use one of {', '.join(list_measures())}")
+    return _MEASURES[name]
+
+
+register_measure("cka-linear", minibatch=True)(cka_linear)
+register_measure("cka-rbf")(cka_rbf)
+register_measure("procrustes", higher_is_similar=False)(procrustes_distance)
+
+
+# ---------------------------------------------------------------------------- matrix over cuts
+
+
+def _derangement(n: int, gen: torch.Generator) -> torch.Tensor:
+    """A random permutation of range(n) with no fixed point (n >= 2): row i is paired with another row."""
+    p = torch.randperm(n, generator=gen)
+    perm = torch.empty_like(p)
+    perm[p] = p.roll(1)
+    return perm
+
+
+def _names_layouts(cuts: Sequence[Cut | str]) -> tuple[list[str], list[str | None]]:
+    if not cuts:
+        raise StitchError("no cuts given; pick at least one cut per model (`python -m stitchcore cuts REF`)")
+    names = [c.name if isinstance(c, Cut) else c for c in cuts]
+    layouts = [c.layout if isinstance(c, Cut) else None for c in cuts]
+    return names, layouts
+
+
+def _first(batch: object) -> torch.Tensor:
+    return batch[0] if isinstance(batch, (tuple, list)) else batch
+
+
+def _device(model: nn.Module) -> torch.device:
+    p = next(iter(model.parameters()), None)
+    return p.device if p is not None else torch.device("cpu")
+
+
+def similarity_matrix(
+    model_a: nn.Module,
+    model_b: nn.Module,
+    cuts_a: Sequence[Cut | str],
+    cuts_b: Sequence[Cut | str],
+    batches_a: Iterable,
+    batches_b: Iterable,
+    *,
+    measure: str = "cka-linear",
+    token_mode: str = "mean",
+    shuffle_baseline: bool = False,
+    check_cancel: Callable[[], None] | None = None,
+    progress: Callable[[float, str], None] | None = None,
+    seed: int = 0,
+) -> dict:
+    """Similarity of every (A cut, B cut) pair over the same images.
+
+    ``batches_a`` / ``batches_b`` yield the SAME images preprocessed for each model, as
+    tensors [B, ...] or (images, labels) tuples.  Each batch runs one forward pass of A and
+    one of B collecting every cut.  ``cka-linear`` streams minibatch debiased CKA (constant
+    memory; a final batch under 4 examples is skipped); other measures keep the flattened
+    features in memory under ``STITCHLAB_ACT_BUDGET_MB`` and compute full batch.
+    ``shuffle_baseline`` repeats the computation with B's rows deranged (image i of A against
+    another image of B): what the estimator reports for unrelated pairs.
+
+    Returns ``{"senders": [A cut names], "receivers": [B cut names], "values": [[n_a x n_b]],
+    "baseline": [[...]] | None, "measure": name, "token_mode": mode, "n": examples used}``.
+    """
+    meas = get_measure(measure)
+    if token_mode not in TOKEN_MODES:
+        raise StitchError(f"unknown token_mode {token_mode!r}; use one of {', '.join(TOKEN_MODES)}")
+    names_a, layouts_a = _names_layouts(cuts_a)
+    names_b, layouts_b = _names_layouts(cuts_b)
+    dev_a, dev_b = _device(model_a), _device(model_b)
+    gen = torch.Generator().manual_seed(seed)
+    total = len(batches_a) if hasattr(batches_a, "__len__") else None  # for progress fractions
+    mb = MinibatchCKA(len(names_a), len(names_b)) if meas.minibatch else None
+    mb_base = MinibatchCKA(len(names_a), len(names_b)) if meas.minibatch and shuffle_baseline else None
+    kept_a: list[list[torch.Tensor]] = [[] for _ in names_a]
+    kept_b: list[list[torch.Tensor]] = [[] for _ in names_b]
+    budget, used_bytes, n, i = memory_budget_bytes(), 0, 0, -1
+    sentinel = object()
+    it_a, it_b = iter(batches_a), iter(batches_b)
+    while True:
+        xa, xb = next(it_a, sentinel), next(it_b, sentinel)
+        if xa is sentinel or xb is sentinel:
+            if xa is not xb:
+                raise StitchError("batches_a and batches_b yield different numbers of batches; "
+                                  "feed the same images to both models")
+            break
+        i += 1
+        if check_cancel is not None:
+            check_cancel()
+        xa, xb = _first(xa), _first(xb)
+        if len(xa) != len(xb):
+            raise StitchError(f"batch {i}: A got {len(xa)} images and B {len(xb)}; feed the same images")
+        if meas.minibatch and len(xa) < _MIN_DEBIASED_BATCH:
+            if n == 0:
+                _check_batch(len(xa))
+            log.info("skipping a final batch of %d examples (debiased CKA needs >= 4)", len(xa))
+            continue
+        fa = features_at(model_a, names_a, xa.to(dev_a))
+        fb = features_at(model_b, names_b, xb.to(dev_b))
+        rows_a = [flatten(fa[k], lay, token_mode) for k, lay in zip(names_a, layouts_a)]
+        rows_b = [flatten(fb[k], lay, token_mode) for k, lay in zip(names_b, layouts_b)]
+        perm = _derangement(len(xb), gen) if shuffle_baseline else None
+        if mb is not None:
+            mb.update(rows_a, rows_b)
+            if mb_base is not None:
+                mb_base.update(rows_a, [flatten(fb[k][perm.to(fb[k].device)], lay, token_mode)
+                                        for k, lay in zip(names_b, layouts_b)])
+        else:
+            used_bytes += 4 * sum(r.numel() for r in (*rows_a, *rows_b))
+            if used_bytes > budget:
+                raise StitchError(
+                    f"{measure} keeps every feature in memory and {n + len(xa)} examples over "
+                    f"{len(names_a) + len(names_b)} cuts exceed the {budget / 2**20:.0f} MB budget "
+                    "(STITCHLAB_ACT_BUDGET_MB); use fewer samples or cuts, or measure='cka-linear'")
+            for keep, r in zip(kept_a, rows_a):
+                keep.append(r.float().cpu())
+            for keep, r in zip(kept_b, rows_b):
+                keep.append(r.float().cpu())
+        n += len(xa)
+        if progress is not None:
+            progress(min(0.99, (i + 1) / total) if total else 0.0, f"batch {i + 1}: {n} examples")
+    if n == 0:
+        raise StitchError("no batch to measure; give at least one batch of images")
+    if mb is not None:
+        values = mb.compute()
+        baseline = mb_base.compute() if mb_base is not None else None
+    else:
+        xs_a, xs_b = [torch.cat(k) for k in kept_a], [torch.cat(k) for k in kept_b]
+        values = torch.tensor([[float(meas.fn(x, y)) for y in xs_b] for x in xs_a])
+        baseline = None
+        if shuffle_baseline:
+            perm = _derangement(n, gen)
+            baseline = torch.tensor([[float(meas.fn(x, _permute(y, perm, n))) for y in xs_b] for x in xs_a])
+    if progress is not None:
+        progress(1.0, "done")
+    return {
+        "senders": names_a,
+        "receivers": names_b,
+        "values": values.tolist(),
+        "baseline": baseline.tolist() if baseline is not None else None,
+        "measure": measure,
+        "token_mode": token_mode,
+        "n": n,
+    }
+
+
+def _permute(rows: torch.Tensor, perm: torch.Tensor, n: int) -> torch.Tensor:
+    """Permute examples of ``rows`` [n, D] or [n*N, D] (tokens as rows, grouped per example)."""
+    return rows.reshape(n, -1, rows.shape[-1])[perm].reshape(rows.shape)

@@ -1,0 +1,114 @@
+"""What every model source returns: :class:`LoadedModel`, and the constructors sources share.
+
+A source is a function ``(ref: ModelRef, store) -> LoadedModel`` registered under its scheme
+(see :mod:`stitchcore.models.sources`); everything above the sources sees only this type.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from stitchcore.models.preprocess import Preprocess
+
+__all__ = [
+    "LoadedModel",
+    "freeze",
+    "hub_image_model",
+    "wrap_arch_model",
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+]
+
+logger = logging.getLogger(__name__)
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)  # torchvision/timm ImageNet normalisation
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+@dataclass
+class LoadedModel:
+    """A model ready for cutting: eval mode, on CPU, every parameter frozen."""
+
+    ref: str  # canonical ref string (str(ModelRef))
+    model: nn.Module  # eval mode, CPU, requires_grad False on all params
+    input_kind: str  # "image" (float [B, C, H, W]) or "tokens" (long [B, T])
+    input_shape: tuple[int, ...]  # one example without batch: (C, H, W) or (T,)
+    preprocess: Preprocess | None  # image models: dataset [0,1] images -> model input; None for LMs
+    num_classes: int | None  # classifier outputs, or vocab size for LMs
+    dataset: str | None = None  # dataset it was trained on if known (zoo recipes), else None
+    meta: dict[str, Any] = field(
+        default_factory=dict
+    )  # extras: arch, arch_kwargs, class_names, tokenizer ...
+
+    def example_input(self, batch: int = 2) -> torch.Tensor:
+        """A deterministic example batch in model-input space.
+
+        Images: standard-normal floats [batch, C, H, W] (seed 0); tokens: ids
+        [batch, T] uniform in [0, num_classes) (seed 0).
+        """
+        gen = torch.Generator().manual_seed(0)
+        if self.input_kind == "tokens":
+            vocab = self.num_classes or 2
+            return torch.randint(0, vocab, (batch, *self.input_shape), generator=gen)
+        return torch.randn((batch, *self.input_shape), generator=gen)
+
+
+def freeze(model: nn.Module) -> nn.Module:
+    """Eval mode, CPU, ``requires_grad=False`` on every parameter; returns ``model``."""
+    model.eval().cpu()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model
+
+
+def hub_image_model(ref: str, model: nn.Module, pre: Preprocess, num_classes: int | None,
+                    meta: dict[str, Any]) -> LoadedModel:
+    """A frozen hub image classifier (timm, torchvision): input shape from its preprocessing."""
+    return LoadedModel(
+        ref=ref,
+        model=freeze(model),
+        input_kind="image",
+        input_shape=(pre.channels, *pre.size),
+        preprocess=pre,
+        num_classes=num_classes,
+        dataset=None,
+        meta=meta,
+    )
+
+
+def wrap_arch_model(
+    model: nn.Module, ref: str, meta: dict[str, Any] | None = None, dataset: str | None = None
+) -> LoadedModel:
+    """A :class:`LoadedModel` for a built-in (zoo) architecture, frozen.
+
+    Preprocess: ``meta["preprocess"]`` (a ``Preprocess.to_dict()``) when
+    recorded, else the arch's size and channels with ``meta["mean"]/["std"]``
+    or (0,)/(1,).
+    """
+    meta = dict(meta or {})
+    kind, shape = model.input_kind, tuple(model.input_shape)
+    preprocess = None
+    if kind == "image":
+        if isinstance(meta.get("preprocess"), dict):
+            preprocess = Preprocess.from_dict(meta["preprocess"])
+        else:
+            mean = tuple(float(v) for v in meta.get("mean", (0.0,)))
+            std = tuple(float(v) for v in meta.get("std", (1.0,)))
+            preprocess = Preprocess(size=(shape[1], shape[2]), channels=shape[0], mean=mean, std=std)
+    meta.setdefault("arch", f"zoo:{model.arch_name}")
+    meta.setdefault("arch_kwargs", dict(model.arch_kwargs))
+    return LoadedModel(
+        ref=ref,
+        model=freeze(model),
+        input_kind=kind,
+        input_shape=shape,
+        preprocess=preprocess,
+        num_classes=model.num_outputs,
+        dataset=dataset if dataset is not None else meta.get("dataset"),
+        meta=meta,
+    )

@@ -1,0 +1,189 @@
+"""``torchvision:NAME`` classification models through ``torchvision.models.get_model``.
+
+Forms::
+
+    torchvision:resnet18                           DEFAULT weights (download or torch hub cache)
+    torchvision:resnet18?weights=IMAGENET1K_V1     a named weights enum member
+    torchvision:resnet18?weights=none              random init (&num_classes=10 allowed)
+    torchvision:resnet18@file=/path/w.pth          local weights (.pth/.pt or .safetensors)
+
+Preprocessing comes from the weights' ``transforms()`` (crop size, mean, std),
+also for random init when the model has pretrained weights (no download
+needed); otherwise the ImageNet defaults at 224x224.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlparse
+
+from torch import nn
+
+from stitchcore.errors import RefError, SourceError
+from stitchcore.models.preprocess import Preprocess
+from stitchcore.models.refs import ModelRef
+from stitchcore.models.loaded import IMAGENET_MEAN, IMAGENET_STD, LoadedModel, hub_image_model
+from stitchcore.models.sources._hub import host_reachable
+from stitchcore.models.sources._registry import register_arch_builder, register_source
+from stitchcore.models.sources.checkpoint import load_into, read_checkpoint
+
+__all__ = ["load_torchvision", "build_for_file", "torchvision_preprocess"]
+
+logger = logging.getLogger(__name__)
+
+_OPTIONS = ("weights", "num_classes")  # query options this source understands
+_NO_WEIGHTS = ("none", "random", "false", "0")  # spellings of ?weights=none
+
+
+def _check_name(name: str) -> None:
+    import torchvision.models as tvm
+
+    names = tvm.list_models(module=tvm)  # classification models only
+    if name not in names:
+        close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+        other = name in tvm.list_models()
+        hint = (
+            "; only classification models are supported"
+            if other
+            else (f"; did you mean {', '.join('torchvision:' + c for c in close)}?" if close else "")
+        )
+        raise RefError(f"torchvision has no classification model {name!r}{hint}")
+
+
+def _weights_enum(name: str) -> Any:
+    import torchvision.models as tvm
+
+    try:
+        return tvm.get_model_weights(name)
+    except (ValueError, KeyError):
+        return None
+
+
+def torchvision_preprocess(weights: Any) -> Preprocess:
+    """Preprocess from a weights enum member's ``transforms()``; ImageNet 224 defaults when None."""
+    t = weights.transforms() if weights is not None else None
+    crop = getattr(t, "crop_size", None)
+    if not crop:
+        return Preprocess(size=(224, 224), channels=3, mean=IMAGENET_MEAN, std=IMAGENET_STD)
+    mode = getattr(getattr(t, "interpolation", None), "value", "bilinear")
+    return Preprocess(
+        size=(int(crop[0]), int(crop[-1])),
+        channels=3,
+        mean=tuple(float(v) for v in t.mean),
+        std=tuple(float(v) for v in t.std),
+        interpolation=mode if mode in ("bilinear", "bicubic", "nearest") else "bilinear",
+    )
+
+
+def _int(value: Any, key: str) -> int | None:
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise RefError(f"option {key}={value!r} must be an integer, e.g. ?{key}=10") from None
+
+
+def _finisher(
+    name: str, ref: str, weights: Any, source: str, num_classes: int | None
+) -> Callable[[nn.Module], LoadedModel]:
+    def finish(model: nn.Module) -> LoadedModel:
+        enum = _weights_enum(name)
+        pre = torchvision_preprocess(weights if weights is not None else (enum.DEFAULT if enum else None))
+        meta: dict[str, Any] = {
+            "arch": f"torchvision:{name}",
+            "arch_kwargs": {"num_classes": num_classes or 1000},
+            "weights": source,
+        }
+        if weights is not None and weights.meta.get("categories"):
+            meta["class_names"] = list(weights.meta["categories"])
+        return hub_image_model(ref, model, pre, num_classes or 1000, meta)  # 1000: torchvision's default head
+
+    return finish
+
+
+@register_arch_builder("torchvision")
+def build_for_file(
+    name: str, kwargs: dict[str, Any], ref: str
+) -> tuple[nn.Module, Callable[[nn.Module], LoadedModel]]:
+    """Random-init ``name`` for ``file:...?arch=torchvision:NAME`` (option num_classes)."""
+    import torchvision.models as tvm
+
+    _check_name(name)
+    unknown = sorted(set(kwargs) - {"num_classes"})
+    if unknown:
+        raise RefError(f"unknown option {unknown[0]!r} for arch torchvision:{name}; use num_classes")
+    num_classes = _int(kwargs.get("num_classes"), "num_classes")
+    model = tvm.get_model(name, weights=None, **({"num_classes": num_classes} if num_classes else {}))
+    return model, _finisher(name, ref, None, "file", num_classes)
+
+
+def _resolve_weights(ref: ModelRef) -> Any:
+    value = ref.param("weights", "DEFAULT")
+    if value.lower() in _NO_WEIGHTS:
+        return None
+    enum = _weights_enum(ref.name)
+    if enum is None:
+        raise SourceError(
+            f"torchvision:{ref.name} has no pretrained weights; use torchvision:{ref.name}?weights=none"
+        )
+    if value.upper() == "DEFAULT":
+        return enum.DEFAULT
+    try:
+        return enum[value]
+    except KeyError:
+        options = ", ".join(["DEFAULT", *[w.name for w in enum], "none"])
+        raise RefError(
+            f"torchvision:{ref.name} has no weights {value!r}; use ?weights= one of {options}"
+        ) from None
+
+
+def _offline_message(name: str, reason: str = "") -> str:
+    why = f" ({reason})" if reason else " (offline?)"
+    return (
+        f"could not download pretrained weights for torchvision:{name}{why}. "
+        f"Use torchvision:{name}@file=/path/to/weights.pth, "
+        f"or torchvision:{name}?weights=none for random init"
+    )
+
+
+@register_source("torchvision")
+def load_torchvision(ref: ModelRef, store: Any = None) -> LoadedModel:
+    """Load ``torchvision:NAME[@file=PATH][?weights=DEFAULT|NAME|none&num_classes=N]``."""
+    import torch.hub
+    import torchvision.models as tvm
+
+    for key, _ in ref.params:
+        if key not in _OPTIONS:
+            raise RefError(f"unknown option {key!r} in '{ref}'; torchvision: refs take {', '.join(_OPTIONS)}")
+    _check_name(ref.name)
+    num_classes = _int(ref.param("num_classes"), "num_classes")
+    extra = {"num_classes": num_classes} if num_classes else {}
+    if ref.file is not None:
+        sd, _ = read_checkpoint(ref.file)
+        model = tvm.get_model(ref.name, weights=None, **extra)
+        load_into(model, sd, ref.file, f"torchvision:{ref.name}")
+        return _finisher(ref.name, str(ref), None, ref.file, num_classes)(model)
+    weights = _resolve_weights(ref)
+    if weights is None:
+        model = tvm.get_model(ref.name, weights=None, **extra)
+        return _finisher(ref.name, str(ref), None, "random", num_classes)(model)
+    if num_classes is not None and num_classes != len(weights.meta.get("categories", ())):
+        raise RefError(
+            f"num_classes={num_classes} needs random init: "
+            f"torchvision:{ref.name}?weights=none&num_classes={num_classes}"
+        )
+    cached = os.path.join(torch.hub.get_dir(), "checkpoints", os.path.basename(urlparse(weights.url).path))
+    if not os.path.exists(cached) and not host_reachable(urlparse(weights.url).hostname or ""):
+        raise SourceError(_offline_message(ref.name))
+    try:
+        model = tvm.get_model(ref.name, weights=weights)
+    except (OSError, RuntimeError, ValueError) as e:  # URLError is an OSError
+        reason = (str(e).splitlines() or [type(e).__name__])[0][:160]
+        raise SourceError(_offline_message(ref.name, reason)) from e
+    classes = len(weights.meta.get("categories", ())) or None
+    return _finisher(ref.name, str(ref), weights, f"pretrained:{weights.name}", classes)(model)

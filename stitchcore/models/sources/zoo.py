@@ -1,0 +1,91 @@
+"""``zoo:`` refs: built-in models trained in the app, resolved through the store.
+
+``zoo:cnn-digits-s0`` names the stored run of a zoo recipe (see
+:func:`stitchcore.experiments.zoo.zoo_name`).  ``?init=random`` gives the same
+architecture with fresh random weights (``&seed=N``), the control for
+"a random-weights bottom" experiments.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+import torch
+from stitchcore.models.archs import create_arch
+from stitchcore.errors import RefError
+from stitchcore.models.preprocess import Preprocess
+from stitchcore.models.refs import ModelRef
+from stitchcore.models.loaded import LoadedModel
+from stitchcore.models.sources._registry import register_source
+from stitchcore.models.sources.checkpoint import load_into, read_checkpoint
+from stitchcore.store.results import RunRecord, Store
+
+__all__ = ["load_zoo_model", "find_zoo_run", "list_zoo_models"]
+
+
+def list_zoo_models(store: Store) -> list[RunRecord]:
+    """Every trained zoo model in the store, newest first."""
+    return store.list_runs(kind="zoo", status="done")
+
+
+def find_zoo_run(store: Store, name: str) -> RunRecord:
+    """The stored run of ``zoo:<name>``; RefError with the command to train it otherwise."""
+    runs = list_zoo_models(store)
+    for rec in runs:
+        if rec.summary.get("name") == name:
+            return rec
+    hint = _train_hint(name)
+    close = difflib.get_close_matches(name, [r.summary.get("name", "") for r in runs], n=3)
+    also = f" Trained models close to it: {', '.join('zoo:' + c for c in close)}." if close else ""
+    raise RefError(f"zoo:{name} is not in the store at {store.root}; {hint}.{also}")
+
+
+def _train_hint(name: str) -> str:
+    parts = name.split("-")
+    if len(parts) >= 3 and parts[2].startswith("s") and parts[2][1:].isdigit():
+        opt = " --optimizer adamw" if parts[3:4] == ["adamw"] else ""
+        return (
+            f"train it first: python -m stitchcore zoo train --arch {parts[0]} --dataset {parts[1]}"
+            f" --seed {parts[2][1:]}{opt}"
+        )
+    return "list trained models with: python -m stitchcore zoo list"
+
+
+@register_source("zoo")
+def load_zoo_model(ref: ModelRef, store: Store | None = None) -> LoadedModel:
+    """Rebuild the architecture from the run summary and load its safetensors weights."""
+    store = store if store is not None else Store()
+    rec = find_zoo_run(store, ref.name)
+    s = rec.summary
+    if ref.param("init", "trained") == "random":
+        torch.manual_seed(int(ref.param("seed", "0")))
+        model = create_arch(s["arch"], **s["arch_kwargs"])
+    elif ref.param("init", "trained") == "trained":
+        model = create_arch(s["arch"], **s["arch_kwargs"])
+        path = store.artifact_path(rec.id, "model.safetensors")
+        state, _ = read_checkpoint(path)  # CheckpointError names a corrupt blob
+        load_into(model, state, f"zoo:{ref.name} ({path})", s["arch"])
+    else:
+        raise RefError(f"unknown init {ref.param('init')!r} in {ref}; use ?init=random or leave it out")
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    if s.get("input_kind") == "tokens":  # a char-GPT: its vocabulary travels in meta
+        return LoadedModel(
+            ref=str(ref), model=model, input_kind="tokens", input_shape=tuple(s["input_shape"]), preprocess=None,
+            num_classes=len(s["vocab"]), dataset=s["dataset"],
+            meta={"arch": s["arch"], "arch_kwargs": s["arch_kwargs"], "vocab": s["vocab"], "run_id": rec.id,
+                  "accuracy": s.get("accuracy"), "val_loss": s.get("val_loss"),
+                  "context_length": s["input_shape"][0]},
+        )
+    return LoadedModel(
+        ref=str(ref),
+        model=model,
+        input_kind=getattr(model, "input_kind", "image"),
+        input_shape=tuple(s["input_shape"]),
+        preprocess=Preprocess.from_dict(s["preprocess"]),
+        num_classes=len(s["classes"]),
+        dataset=s["dataset"],
+        meta={"arch": s["arch"], "arch_kwargs": s["arch_kwargs"], "class_names": s["classes"], "run_id": rec.id,
+              "accuracy": s.get("accuracy")},
+    )

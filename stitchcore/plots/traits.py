@@ -1,0 +1,161 @@
+"""Plotly figures of a trait sweep (``sweep`` runs), in the house style of :mod:`stitchcore.plots`.
+
+Each builder takes the sweep's plot-ready data (``stitchcore.experiments.sweep.curves`` of the
+finished positions, plus the A-only / B-only references) and returns a figure; a running sweep
+draws the positions it has so far on the full x axis.
+
+* :func:`trait_curves`: one line per trait metric vs cut position, A and B reference lines
+  (dashed A, dotted B, in the metric's colour), the random-init control as a shaded band.
+* :func:`simplicity_curves`: gradient norm, sharpness and gzip size vs position, raw (one panel
+  each, with A and B lines) or normalised as (value - B) / (A - B): 0 = like B, 1 = like A.
+* :func:`per_class_heatmap`: accuracy of every class at every position.
+
+>>> c = {"positions": ["fc1", "fc2"], "stitched": {"accuracy": [0.9, 0.8]}, "control": None}
+>>> ref = {"a": {"metrics": {"accuracy": 0.95}}, "b": {"metrics": {"accuracy": 0.97}}}
+>>> [t.name for t in trait_curves(c, ref, ["accuracy"]).data]
+['accuracy', 'A alone', 'B alone']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from stitchcore.plots import runs as plots
+from stitchcore.plots import heatmap as plots_heatmap
+from stitchcore.plots.runs import HEIGHT, RUN_COLORS, _clean, _note, _style
+
+__all__ = ["SIMPLICITY_LABELS", "per_class_heatmap", "simplicity_curves", "trait_curves"]
+
+SIMPLICITY_LABELS = {"grad_norm": "gradient norm", "sharpness": "sharpness", "gzip_bits": "gzip size (bits)"}
+
+
+def _rgba(hex_color: str, alpha: float) -> str:
+    r, g, b = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def _x_axis(fig: go.Figure, positions: Sequence[str], row: int | None = None, col: int | None = None) -> None:
+    fig.update_xaxes(title_text="cut position (A up to here, B after)", tickmode="array",
+                     tickvals=list(range(len(positions))), ticktext=list(positions),
+                     range=[-0.3, max(len(positions) - 0.7, 0.7)], row=row, col=col)  # fmt: skip
+
+
+def _ref_line(fig: go.Figure, n: int, y: float | None, name: str, color: str, dash: str, show: bool, **rc) -> None:
+    if y is None:
+        return
+    fig.add_trace(go.Scatter(x=[-0.3, max(n - 0.7, 0.7)], y=[y, y], mode="lines", name=name, legendgroup=name,
+                             showlegend=show, line={"color": color, "dash": dash, "width": 1.5},
+                             hovertemplate=f"{name}: {y:.4g}<extra></extra>"), **rc)  # fmt: skip
+
+
+def trait_curves(
+    curves: Mapping[str, Any],
+    reference: Mapping[str, Any] | None,
+    metrics: Sequence[str],
+    *,
+    labels: Mapping[str, str] | None = None,
+    all_positions: Sequence[str] | None = None,
+    title: str | None = "Trait metrics along the cut",
+) -> go.Figure:
+    """Trait metrics vs cut position; ``all_positions`` fixes the x axis while a sweep is running."""
+    positions = list(all_positions or curves.get("positions") or [])
+    done = len(curves.get("positions") or [])
+    labels = labels or {}
+    fig = go.Figure()
+    control = curves.get("control") or {}
+    for i, key in enumerate(metrics):
+        color = RUN_COLORS[i % len(RUN_COLORS)]
+        name = labels.get(key, key)
+        band = control.get(key)
+        if band and done:  # one closed polygon per metric: max left to right, then min right to left
+            lo, hi = _clean(band["min"]), _clean(band["max"])
+            keep = [j for j in range(done) if lo[j] is not None and hi[j] is not None]
+            fig.add_trace(go.Scatter(x=keep + keep[::-1], y=[hi[j] for j in keep] + [lo[j] for j in keep[::-1]],
+                                     mode="lines", fill="toself", fillcolor=_rgba(color, 0.15),
+                                     line={"color": _rgba(color, 0.5), "width": 1}, name="random-init control",
+                                     legendgroup="control", showlegend=i == 0,
+                                     hovertemplate=f"control, {name}: %{{y:.3f}}<extra></extra>"))  # fmt: skip
+        fig.add_trace(go.Scatter(x=list(range(done)), y=_clean(curves["stitched"].get(key, [])), mode="lines+markers",
+                                 name=name, line={"color": color, "width": 2.5}, marker={"size": 8},
+                                 customdata=positions[:done],
+                                 hovertemplate=f"{name}<br>cut %{{customdata}}: %{{y:.3f}}<extra></extra>"))
+        if reference:
+            ref_a, ref_b = (reference.get(r, {}).get("metrics", {}).get(key) for r in ("a", "b"))
+            _ref_line(fig, len(positions), ref_a, "A alone", color, "dash", i == 0)
+            _ref_line(fig, len(positions), ref_b, "B alone", color, "dot", i == 0)
+    _x_axis(fig, positions)
+    fig.update_yaxes(title_text="rate", range=[-0.03, 1.05])
+    if not done:
+        _note(fig, plots.WAITING if positions else "no positions yet")
+    return _style(fig, title)
+
+
+def _normalized(values: Sequence[float | None], a: float | None, b: float | None) -> list[float | None]:
+    if a is None or b is None or abs(a - b) < 1e-12 * max(abs(a), abs(b), 1.0):
+        return [None] * len(values)
+    return [None if v is None else (v - b) / (a - b) for v in _clean(values)]
+
+
+def simplicity_curves(
+    curves: Mapping[str, Any],
+    reference: Mapping[str, Any] | None,
+    *,
+    normalized: bool = False,
+    all_positions: Sequence[str] | None = None,
+    title: str | None = None,
+) -> go.Figure:
+    """Simplicity measures vs cut position: raw (three panels) or normalised to A and B (one panel)."""
+    positions = list(all_positions or curves.get("positions") or [])
+    simp = curves.get("simplicity") or {}
+    done = len(curves.get("positions") or [])
+    refs = {r: (reference or {}).get(r, {}).get("simplicity") or {} for r in ("a", "b")}
+    if normalized:
+        fig = go.Figure()
+        for i, (key, label) in enumerate(SIMPLICITY_LABELS.items()):
+            ys = _normalized(simp.get(key, []), refs["a"].get(key), refs["b"].get(key))
+            raw = _clean(simp.get(key, []))
+            fig.add_trace(go.Scatter(x=list(range(done)), y=ys, mode="lines+markers", name=label, customdata=raw,
+                                     line={"color": RUN_COLORS[i], "width": 2.5}, marker={"size": 8},
+                                     hovertemplate=f"{label}: %{{y:.3f}} (raw %{{customdata:.4g}})<extra></extra>"))
+        _ref_line(fig, len(positions), 1.0, "A alone (1)", "#0072B2", "dash", True)
+        _ref_line(fig, len(positions), 0.0, "B alone (0)", "#E69F00", "dot", True)
+        _x_axis(fig, positions)
+        fig.update_yaxes(title_text="(value − B) / (A − B)")
+        if not done:
+            _note(fig, plots.WAITING)
+        return _style(fig, title or "Simplicity, normalised: 0 = B, 1 = A")
+    fig = make_subplots(rows=1, cols=3, subplot_titles=list(SIMPLICITY_LABELS.values()), horizontal_spacing=0.08)
+    for j, (key, label) in enumerate(SIMPLICITY_LABELS.items(), start=1):
+        fig.add_trace(go.Scatter(x=list(range(done)), y=_clean(simp.get(key, [])), mode="lines+markers",
+                                 name="stitched", legendgroup="stitched", showlegend=j == 1,
+                                 line={"color": plots.ROLE_COLORS["stitched"], "width": 2.5}, marker={"size": 7},
+                                 customdata=positions[:done],
+                                 hovertemplate=f"{label}<br>cut %{{customdata}}: %{{y:.4g}}<extra></extra>"),
+                      row=1, col=j)  # fmt: skip
+        for role, dash in (("a", "dash"), ("b", "dot")):
+            _ref_line(fig, len(positions), refs[role].get(key), f"{role.upper()} alone", plots.ROLE_COLORS[role], dash,
+                      j == 1, row=1, col=j)  # fmt: skip
+        _x_axis(fig, positions, row=1, col=j)
+    fig.update_xaxes(title_text=None)
+    fig = _style(fig, title or "Simplicity (raw)", height=HEIGHT)
+    fig.update_layout(margin={"t": 100}, legend={"y": 1.16})  # the legend above the panel titles
+    if not done:
+        _note(fig, plots.WAITING)
+    return fig
+
+
+def per_class_heatmap(
+    curves: Mapping[str, Any], classes: Sequence[str], *, all_positions: Sequence[str] | None = None,
+    title: str = "Per-class accuracy of the stitched model",
+) -> go.Figure:  # fmt: skip
+    """Classes (rows) x cut positions (columns); positions not finished yet stay blank."""
+    positions = list(all_positions or curves.get("positions") or [])
+    done = len(curves.get("positions") or [])
+    per_class = curves.get("per_class") or [[] for _ in classes]
+    values = [list(row[:done]) + [None] * (len(positions) - done) for row in per_class]
+    return plots_heatmap.heatmap(values, list(classes), positions, title=title, row_label="class",
+                         col_label="cut position", zmin=0.0, zmax=1.0, value_label="accuracy")  # fmt: skip

@@ -1,0 +1,497 @@
+"""Adapters: the small trainable maps that join a sender cut to a receiver cut.
+
+An :class:`Adapter` maps the sender's activation (batch first, sender layout) to the
+receiver's layout and exact shape: ``prepare`` (layout conversion, resampling) ->
+``bn_before`` -> ``core`` (the kind) -> ``bn_after`` -> ``finish``.  Inside, tensors
+are channel-first, in one of three forms chosen from the pair (:class:`AdapterPlan`):
+
+* ``map`` [B, C, H, W]: both cuts spatial (``map``, ``map_nhwc``, or row-major ``tokens``
+  with N = s*s, or s*s + 1 with a leading class token).  The sender is resampled to
+  the receiver grid by ``prepare`` (bilinear, nearest) or by the core (``strided``: a
+  conv with stride = the integer ratio down; nearest upsampling + the core's 1x1 up).
+  A sender's class token is dropped; a receiver's is the mean of the produced patch
+  tokens plus ``cls_offset``, a learned [D] vector starting at zero.
+* ``seq`` [B, D, N]: tokens to tokens with equal N and a token-wise kind (one map over
+  D per token, class token to class token); the only way for tokens without a grid.
+* ``vec`` [B, D]: a vector receiver; maps are average-pooled, tokens mean-pooled.
+
+A vector sender cannot feed a spatial receiver.
+
+>>> from types import SimpleNamespace as Cut
+>>> a = Cut(name="layer1", shape=(16, 8, 8), layout="map", depth=0.3)
+>>> b = Cut(name="blocks.2", shape=(17, 32), layout="tokens", depth=0.5)
+>>> build_adapter(AdapterSpec("linear"), a, b)(torch.zeros(2, 16, 8, 8)).shape
+torch.Size([2, 17, 32])
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields, replace
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from stitchcore.errors import AdapterError
+from stitchcore.stitching.fits import ChannelLinear, LowRankLinear
+
+if TYPE_CHECKING:  # any object with name, shape (no batch), layout and depth will do at run time
+    from stitchcore.cuts import Cut
+
+__all__ = [
+    "LAYOUTS", "NORMS", "RESAMPLES", "INITS", "AdapterSpec", "AdapterCore", "AdapterPlan", "Adapter",
+    "register_adapter", "list_adapters", "compatibility", "build_adapter", "adapter_cost",
+]  # fmt: skip
+
+logger = logging.getLogger(__name__)
+
+LAYOUTS = ("map", "map_nhwc", "tokens", "vector")
+NORMS = ("none", "bn_before", "bn_after", "both")
+RESAMPLES = ("none", "bilinear", "nearest", "strided")
+INITS = ("random", "identity", "lstsq", "procrustes")
+_RANK = {"map": 3, "map_nhwc": 3, "tokens": 2, "vector": 1}  # layout -> len(cut.shape)
+
+
+_ADAPTERS: dict[str, type[AdapterCore]] = {}
+
+
+def register_adapter(kind: str):
+    """Class decorator: make an :class:`AdapterCore` subclass available as ``AdapterSpec(kind)``."""
+
+    def deco(cls: type[AdapterCore]) -> type[AdapterCore]:
+        if kind in _ADAPTERS:
+            raise ValueError(f"adapter kind {kind!r} is already registered by {_ADAPTERS[kind].__qualname__}")
+        if not (isinstance(cls, type) and issubclass(cls, AdapterCore)):
+            raise TypeError(f"@register_adapter({kind!r}) decorates AdapterCore subclasses, got {cls!r}")
+        cls.kind = kind
+        _ADAPTERS[kind] = cls
+        return cls
+
+    return deco
+
+
+def list_adapters(pattern: str = "*") -> list[str]:
+    """Registered kinds matching a glob ``pattern``, in registration order (rising capacity)."""
+    return [k for k in _ADAPTERS if fnmatch.fnmatchcase(k, pattern)]
+
+
+@dataclass(frozen=True)
+class AdapterSpec:
+    """Which adapter joins two cuts; stored with every run and hashed into its key.
+
+    >>> AdapterSpec("lowrank", rank=8).to_dict()
+    {'kind': 'lowrank', 'norm': 'both', 'resample': 'bilinear', 'init': 'random', 'rank': 8}
+    """
+
+    kind: str = "linear"  # registered kind (list_adapters()); linear = Bansal et al.'s 1x1 conv / Linear
+    norm: str = "both"  # BatchNorm placement; both = Bansal et al. and Traft & Cheney (BN before and after)
+    resample: str = "bilinear"  # sender grid -> receiver grid; bilinear was best in Traft & Cheney
+    init: str = "random"  # random | identity (eye weight) | lstsq | procrustes (fits.fit_adapter on data)
+    rank: int | None = None  # lowrank width; None -> min(C_in, C_out) // 4, at least 1
+
+    def __post_init__(self) -> None:
+        choices = ("kind", list_adapters()), ("norm", NORMS), ("resample", RESAMPLES), ("init", INITS)
+        for name, valid in choices:
+            value = getattr(self, name)
+            if not isinstance(value, str) or value not in valid:
+                raise AdapterError(f"unknown adapter {name} {value!r}; valid: {', '.join(valid)}")
+        core = _ADAPTERS[self.kind]
+        rank = self.rank
+        bad_rank = rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 1)
+        if rank is not None and (bad_rank or not core.uses_rank):
+            raise AdapterError(f"rank must be a positive int, for kind='lowrank' only; got {rank!r}")
+        if self.init in ("lstsq", "procrustes") and not core.fittable:
+            raise AdapterError(
+                f"{self.init} init needs a linear adapter (kind linear, linear_relu or lowrank), "
+                f"not {self.kind!r}; use init='random'"
+            )
+        if self.init == "identity" and not core.identity_init:
+            raise AdapterError(f"init='identity' is not available for kind {self.kind!r}; use init='random'")
+        if core.passthrough:  # the merge adapter has nothing to normalise, resample or initialise
+            for name, value in (("norm", "none"), ("resample", "none"), ("init", "identity")):
+                object.__setattr__(self, name, value)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AdapterSpec:
+        names = [f.name for f in fields(cls)]
+        if not isinstance(d, Mapping):
+            raise AdapterError(f"an adapter spec is a mapping of {', '.join(names)}, not {type(d).__name__}")
+        if bad := sorted(set(d) - set(names)):
+            raise AdapterError(f"unknown AdapterSpec field(s) {', '.join(bad)}; valid: {', '.join(names)}")
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class AdapterPlan:
+    """How a pair of cuts is joined (resolved by build_adapter; the cores read it)."""
+
+    form: str  # internal form: pass | map [B,C,H,W] | seq [B,D,N] | vec [B,D]
+    c_in: int  # sender channels entering the core
+    c_out: int  # receiver channels, what the core produces
+    grid: tuple[int, int] | None = None  # receiver grid (map form)
+    resize: str | None = None  # F.interpolate mode for prepare(); None: grids match or the core strides
+    stride: tuple[int, int] = (1, 1)  # core stride for resample='strided' downsampling
+    sender_cls: bool = False  # drop the sender's leading class token (map form)
+    receiver_cls: bool = False  # make the receiver's class token (map form)
+    rank: int | None = None  # lowrank width
+
+    @property
+    def ndim(self) -> int:
+        return {"map": 4, "seq": 3, "vec": 2, "pass": 0}[self.form]
+
+
+class AdapterCore(nn.Module):
+    """Base of the registered kinds: the map between the BatchNorms, [B, C_in, ...] -> [B, C_out, ...]."""
+
+    kind: ClassVar[str] = ""  # set by @register_adapter
+    forms: ClassVar[frozenset[str]] = frozenset({"map", "seq", "vec"})  # internal forms it runs on
+    fittable: ClassVar[bool] = False  # has a ``linear`` (fits.ChannelLinear / LowRankLinear) fits can set
+    identity_init: ClassVar[bool] = False  # supports init='identity' (then init_identity() is called)
+    passthrough: ClassVar[bool] = False  # the identity/merge adapter: no conversion at all
+    uses_rank: ClassVar[bool] = False  # reads AdapterSpec.rank
+
+    def __init__(self, plan: AdapterPlan):
+        super().__init__()
+        self.plan = plan
+
+    def init_identity(self) -> None:
+        """Start as the identity; the default keeps the construction init (already identity-like)."""
+
+
+@register_adapter("identity")
+class IdentityCore(AdapterCore):
+    """No parameters: the receiver gets the sender's tensor unchanged (the LM 'merge')."""
+
+    passthrough = True
+    identity_init = True
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+
+@register_adapter("linear")
+class LinearCore(AdapterCore):
+    """1x1 conv on maps, Linear on tokens and vectors (Bansal et al.)."""
+
+    fittable = True
+    identity_init = True
+    relu: ClassVar[bool] = False  # ReLU after the linear map
+
+    def __init__(self, plan: AdapterPlan):
+        super().__init__(plan)
+        self.linear = ChannelLinear(plan.c_in, plan.c_out, plan.ndim, plan.stride)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.linear(x)  # [B, C_in, ...] -> [B, C_out, ...]
+        return F.relu(h) if self.relu else h
+
+    def init_identity(self) -> None:
+        self.linear.init_identity()
+
+
+@register_adapter("linear_relu")
+class LinearReluCore(LinearCore):
+    """Linear + ReLU (Traft & Cheney); closed-form fits set the linear part only."""
+
+    relu = True
+
+
+@register_adapter("conv3x3_relu")
+class Conv3x3ReluCore(AdapterCore):
+    """Conv3x3 (padding 1, stride = the strided ratio) + ReLU, maps only (Traft & Cheney)."""
+
+    forms = frozenset({"map"})
+    identity_init = True
+
+    def __init__(self, plan: AdapterPlan):
+        super().__init__(plan)
+        self.conv = nn.Conv2d(plan.c_in, plan.c_out, 3, stride=plan.stride, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(self.conv(x))  # [B, C_in, H, W] -> [B, C_out, H/s, W/s]
+
+    @torch.no_grad()
+    def init_identity(self) -> None:
+        self.conv.weight.zero_()
+        self.conv.weight[:, :, 1, 1] = torch.eye(self.plan.c_out)  # centre tap
+        self.conv.bias.zero_()
+
+
+@register_adapter("bottleneck")
+class BottleneckCore(AdapterCore):
+    """ResNet bottleneck 1x1 -> 3x3 (stride) -> 1x1 with BN, width C_out // 4, + shortcut (input or 1x1+BN).
+
+    The last BN starts at weight zero, so the core starts as its shortcut (the identity
+    when channels match); no ReLU after the sum, so negative values survive."""
+
+    forms = frozenset({"map"})
+    identity_init = True  # already one at construction when channels match
+
+    def __init__(self, plan: AdapterPlan):
+        super().__init__(plan)
+        c_in, c_out, width, stride = plan.c_in, plan.c_out, max(1, plan.c_out // 4), plan.stride
+        self.conv1, self.bn1 = nn.Conv2d(c_in, width, 1, bias=False), nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, stride=stride, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.conv3, self.bn3 = nn.Conv2d(width, c_out, 1, bias=False), nn.BatchNorm2d(c_out)
+        nn.init.zeros_(self.bn3.weight)
+        self.shortcut: nn.Module | None = None
+        if c_in != c_out or stride != (1, 1):
+            conv = nn.Conv2d(c_in, c_out, 1, stride=stride, bias=False)
+            self.shortcut = nn.Sequential(conv, nn.BatchNorm2d(c_out))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.relu(self.bn1(self.conv1(x)))  # [B, width, H, W]
+        h = F.relu(self.bn2(self.conv2(h)))  # [B, width, H/s, W/s]
+        h = self.bn3(self.conv3(h))  # [B, C_out, H/s, W/s]
+        return h + (x if self.shortcut is None else self.shortcut(x))
+
+
+@register_adapter("lowrank")
+class LowRankCore(AdapterCore):
+    """Two linears C_in -> r -> C_out (rank r bottleneck, no nonlinearity)."""
+
+    fittable = True
+    uses_rank = True
+
+    def __init__(self, plan: AdapterPlan):
+        super().__init__(plan)
+        self.linear = LowRankLinear(plan.c_in, plan.c_out, plan.ndim, plan.stride, plan.rank or 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x)  # [B, C_in, ...] -> [B, r, ...] -> [B, C_out, ...]
+
+
+def _fmt(cut: Cut) -> str:
+    return f"{cut.layout} {list(cut.shape)}"
+
+
+def _check_cut(cut: Cut, role: str) -> None:
+    layout, shape = getattr(cut, "layout", None), getattr(cut, "shape", None)
+    if layout not in LAYOUTS:
+        raise AdapterError(f"{role} cut has layout {layout!r}; expected one of {', '.join(LAYOUTS)}")
+    n = _RANK[layout]
+    if shape is None or len(tuple(shape)) != n or any(not isinstance(s, int) or s < 1 for s in shape):
+        raise AdapterError(f"{role} cut: a {layout} shape is {n} positive ints (no batch), got {shape}")
+
+
+def _spatial(cut: Cut) -> tuple[tuple[int, int], bool] | None:
+    """((H, W), has class token) for a cut that can be a map, else None."""
+    if cut.layout == "map":
+        return tuple(cut.shape[1:]), False
+    if cut.layout == "map_nhwc":
+        return tuple(cut.shape[:2]), False
+    for extra in (0, 1) if cut.layout == "tokens" else ():  # N = s*s, or s*s + 1 with a class token
+        s = math.isqrt(cut.shape[0] - extra)
+        if s >= 1 and s * s == cut.shape[0] - extra:
+            return (s, s), bool(extra)
+    return None
+
+
+def _map_plan(spec: AdapterSpec, s_sp: tuple, r_sp: tuple, c_in: int, c_out: int) -> AdapterPlan:
+    ((sh, sw), s_cls), ((rh, rw), r_cls) = s_sp, r_sp
+    plan = AdapterPlan("map", c_in, c_out, grid=(rh, rw), sender_cls=s_cls, receiver_cls=r_cls)
+    if (sh, sw) == (rh, rw):
+        return plan
+    sizes = f"{sh}x{sw} -> {rh}x{rw}"
+    if spec.resample == "none":
+        raise AdapterError(f"spatial sizes differ ({sizes}) and resample='none'; use resample='bilinear'")
+    if spec.resample in ("bilinear", "nearest"):
+        return replace(plan, resize=spec.resample)
+    if rh >= sh and rw >= sw:  # strided upsampling = nearest upsample + the core's 1x1 conv
+        return replace(plan, resize="nearest")
+    if rh <= sh and rw <= sw and sh % rh == 0 and sw % rw == 0:
+        return replace(plan, stride=(sh // rh, sw // rw))
+    raise AdapterError(f"resample='strided' needs an integer downsampling ratio ({sizes}); use 'bilinear'")
+
+
+def _why_not(spec: AdapterSpec, sender: Cut, receiver: Cut, s_sp: Any, r_sp: Any) -> str:
+    if r_sp is not None and sender.layout == "vector":
+        why = "receiver expects a spatial map but the sender is a vector (after pooling)"
+        return f"{why}; pick an earlier sender cut"
+    n_s, n_r = sender.shape[0], receiver.shape[0]
+    if sender.layout == receiver.layout == "tokens" and n_s == n_r:
+        return f"kind {spec.kind!r} needs spatial maps; these tokens have no square grid; use kind='linear'"
+    if sender.layout == receiver.layout == "tokens":
+        return (
+            f"token counts differ ({n_s} vs {n_r}) and tokens without a square grid cannot be resampled; "
+            "pick cuts with the same sequence length"
+        )
+    role, cut = ("receiver", receiver) if r_sp is None else ("sender", sender)
+    return f"{role} {_fmt(cut)} has no square token grid (N = H*W or H*W+1); pick another {role} cut"
+
+
+def _plan(spec: AdapterSpec, sender: Cut, receiver: Cut) -> AdapterPlan:
+    """How ``spec`` joins the pair; raises AdapterError(one-line reason) when it cannot."""
+    if not isinstance(spec, AdapterSpec):
+        raise AdapterError(f"need an AdapterSpec, not {type(spec).__name__}; use AdapterSpec(...)")
+    _check_cut(sender, "sender")
+    _check_cut(receiver, "receiver")
+    core = _ADAPTERS[spec.kind]
+    c_in = sender.shape[0] if sender.layout == "map" else sender.shape[-1]
+    c_out = receiver.shape[0] if receiver.layout == "map" else receiver.shape[-1]
+    if core.passthrough:
+        if sender.layout != receiver.layout or tuple(sender.shape) != tuple(receiver.shape):
+            raise AdapterError(
+                f"kind {spec.kind!r} (merge) needs identical cuts, got sender {_fmt(sender)} and "
+                f"receiver {_fmt(receiver)}; use kind='linear'"
+            )
+        return AdapterPlan("pass", c_in, c_out)
+    s_sp, r_sp, seqwise = _spatial(sender), _spatial(receiver), "seq" in core.forms
+    if receiver.layout == "vector":
+        plan = AdapterPlan("vec", c_in, c_out)
+    elif sender.layout == receiver.layout == "tokens" and sender.shape[0] == receiver.shape[0] and seqwise:
+        plan = AdapterPlan("seq", c_in, c_out)
+    elif s_sp is not None and r_sp is not None:
+        plan = _map_plan(spec, s_sp, r_sp, c_in, c_out)
+    else:
+        raise AdapterError(_why_not(spec, sender, receiver, s_sp, r_sp))
+    if plan.form not in core.forms:
+        raise AdapterError(
+            f"kind {spec.kind!r} needs spatial maps but {_fmt(sender)} -> {_fmt(receiver)} joins as "
+            f"{plan.form!r}; use kind='linear'"
+        )
+    if spec.init == "identity" and c_in != c_out:
+        raise AdapterError(f"init='identity' needs equal channels, got {c_in} -> {c_out}; use init='lstsq'")
+    if core.uses_rank:
+        rank = spec.rank if spec.rank is not None else max(1, min(c_in, c_out) // 4)
+        if rank > min(c_in, c_out):
+            raise AdapterError(f"rank {rank} exceeds min(C_in, C_out) = {min(c_in, c_out)}; lower it")
+        plan = replace(plan, rank=rank)
+    return plan
+
+
+def compatibility(sender: Cut, receiver: Cut, spec: AdapterSpec | None = None) -> str | None:
+    """None when ``spec`` (default AdapterSpec()) can join sender to receiver, else the one-line reason."""
+    try:
+        _plan(spec if spec is not None else AdapterSpec(), sender, receiver)
+    except AdapterError as e:
+        return str(e)
+    return None
+
+
+def _tokens_to_map(t: torch.Tensor, grid: tuple[int, int]) -> torch.Tensor:
+    return t.transpose(1, 2).reshape(t.shape[0], t.shape[2], *grid)  # [B, H*W, D] -> [B, D, H, W], row-major
+
+
+class Adapter(nn.Module):
+    """prepare -> bn_before -> core -> bn_after -> finish; see the module docstring for the forms."""
+
+    def __init__(self, spec: AdapterSpec, sender: Cut, receiver: Cut, plan: AdapterPlan):
+        super().__init__()
+        self.spec, self.sender, self.receiver, self.plan = spec, sender, receiver, plan
+        bn = nn.BatchNorm2d if plan.ndim == 4 else nn.BatchNorm1d  # 1d: [B, C] or [B, C, N]
+        norm = spec.norm if plan.ndim else "none"  # the merge adapter has none
+        self.bn_before = bn(plan.c_in) if norm in ("bn_before", "both") else nn.Identity()
+        self.core = _ADAPTERS[spec.kind](plan)
+        self.bn_after = bn(plan.c_out) if norm in ("bn_after", "both") else nn.Identity()
+        self.cls_offset = nn.Parameter(torch.zeros(plan.c_out)) if plan.receiver_cls else None  # [D]
+        if spec.init == "identity":
+            self.core.init_identity()
+
+    def extra_repr(self) -> str:
+        return f"{_fmt(self.sender)} -> {_fmt(self.receiver)}, form={self.plan.form}"
+
+    @staticmethod
+    def _check(t: torch.Tensor, cut: Cut, role: str) -> None:
+        if t.dim() != len(cut.shape) + 1 or tuple(t.shape[1:]) != tuple(cut.shape):
+            raise AdapterError(
+                f"adapter expects {role} activations [B, {', '.join(map(str, cut.shape))}] ({cut.layout} at "
+                f"{getattr(cut, 'name', '?')!r}), got {list(t.shape)}; pass that cut's batch-first activation"
+            )
+
+    def prepare(self, x: torch.Tensor) -> torch.Tensor:
+        """Sender activation [B, *sender.shape] -> core input [B, C_in, ...] (what bn_before sees)."""
+        self._check(x, self.sender, "sender")
+        p, lay = self.plan, self.sender.layout
+        if p.form == "pass" or lay == "vector":
+            return x  # [B, D]
+        if p.form == "vec":  # map [B,C,H,W] / map_nhwc [B,H,W,C] / tokens [B,N,D] -> [B, C]
+            return x.mean(dim={"map": (2, 3), "map_nhwc": (1, 2), "tokens": (1,)}[lay])
+        if p.form == "seq":
+            return x.transpose(1, 2)  # [B, N, D] -> [B, D, N]
+        if lay == "map_nhwc":
+            x = x.permute(0, 3, 1, 2)  # [B, H, W, C] -> [B, C, H, W]
+        elif lay == "tokens":
+            x = x[:, 1:] if p.sender_cls else x  # [B, s*s, D] without the class token
+            s = math.isqrt(x.shape[1])
+            x = _tokens_to_map(x, (s, s))  # [B, D, s, s]
+        if p.resize is not None:
+            kwargs = {"align_corners": False} if p.resize == "bilinear" else {}
+            x = F.interpolate(x, size=p.grid, mode=p.resize, **kwargs)  # [B, C, H_r, W_r]
+        return x
+
+    def targets(self, y: torch.Tensor) -> torch.Tensor:
+        """Receiver activation -> core output [B, C_out, ...]: finish's inverse (a class token is dropped)."""
+        self._check(y, self.receiver, "receiver")
+        p, lay = self.plan, self.receiver.layout
+        if p.form in ("pass", "vec"):
+            return y
+        if p.form == "seq":
+            return y.transpose(1, 2)  # [B, N, D] -> [B, D, N]
+        if lay == "map_nhwc":
+            return y.permute(0, 3, 1, 2)  # [B, H, W, C] -> [B, C, H, W]
+        if lay == "tokens":
+            return _tokens_to_map(y[:, 1:] if p.receiver_cls else y, p.grid)  # [B, D, H, W]
+        return y
+
+    def finish(self, z: torch.Tensor) -> torch.Tensor:
+        """Core output [B, C_out, ...] -> the receiver's layout [B, *receiver.shape]."""
+        p, lay = self.plan, self.receiver.layout
+        if p.form in ("pass", "vec"):
+            return z
+        if p.form == "seq":
+            return z.transpose(1, 2).contiguous()  # [B, D, N] -> [B, N, D]
+        if lay == "map_nhwc":
+            return z.permute(0, 2, 3, 1).contiguous()  # [B, C, H, W] -> [B, H, W, C]
+        if lay == "tokens":
+            t = z.flatten(2).transpose(1, 2)  # [B, D, H, W] -> [B, H*W, D]
+            if self.cls_offset is not None:
+                cls = t.mean(dim=1, keepdim=True) + self.cls_offset  # [B, 1, D]
+                t = torch.cat([cls, t], dim=1)  # [B, 1 + H*W, D]
+            return t.contiguous()
+        return z
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """[B, *sender.shape] (sender layout) -> [B, *receiver.shape] (receiver layout)."""
+        if self.plan.form == "pass":
+            self._check(x, self.sender, "sender")
+            return x
+        z = self.bn_before(self.prepare(x))  # [B, C_in, ...]
+        z = self.bn_after(self.core(z))  # [B, C_out, ...]
+        return self.finish(z)
+
+
+def build_adapter(spec: AdapterSpec | None, sender: Cut, receiver: Cut) -> Adapter:
+    """Adapter for the pair, AdapterError(reason) if none; lstsq/procrustes inits need fits.fit_adapter."""
+    spec = spec if spec is not None else AdapterSpec()
+    adapter = Adapter(spec, sender, receiver, _plan(spec, sender, receiver))
+    logger.debug("built %s adapter %s -> %s (%s)", spec.kind, _fmt(sender), _fmt(receiver), adapter.plan.form)
+    return adapter
+
+
+def adapter_cost(adapter: Adapter, batch: int = 1) -> tuple[int, int]:
+    """(trainable parameters, FLOPs per example) of an eval forward; FLOPs as ``FlopCounterMode``
+    counts them (2 per multiply-add of matmuls and convs; not BatchNorm, pooling or resampling)."""
+    params = sum(p.numel() for p in adapter.parameters() if p.requires_grad)
+    if adapter.plan.form == "pass":
+        return params, 0
+    device = next((p.device for p in adapter.parameters()), "cpu")
+    x = torch.zeros(batch, *adapter.sender.shape, device=device)
+    was_training = adapter.training
+    adapter.eval()
+    try:
+        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+            adapter(x)  # [batch, *sender.shape] -> [batch, *receiver.shape]
+    finally:
+        adapter.train(was_training)
+    return params, counter.get_total_flops() // batch

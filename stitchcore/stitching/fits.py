@@ -1,0 +1,393 @@
+"""Closed-form adapter fits (Csiszárik et al. 2021, "direct matching").
+
+A linear adapter fitted by least squares on cached activations is a strong
+start and often close to a task-trained one.  Every pixel of a map and every
+token counts as one sample; the normal equations are accumulated in float64
+batch by batch (:class:`LstsqAccumulator`), with a small ridge, and solved as a
+C x C system: never a pseudo-inverse of the (N*H*W) x C data matrix.
+
+This module also holds the linear maps such fits set (:class:`ChannelLinear`,
+:class:`LowRankLinear`); the adapter kinds in ``stitchcore.adapters`` use them.
+
+>>> acc = LstsqAccumulator(2, 1, ridge=0.0)
+>>> x = torch.tensor([[0.0, 1.0], [1.0, 0.0], [1.0, 1.0], [2.0, 3.0]])
+>>> acc.update(x, x @ torch.tensor([[2.0], [-1.0]]) + 0.5)
+>>> w, b, residual = acc.solve()
+>>> [round(v, 6) for v in w.flatten().tolist()], round(b.item(), 6), residual < 1e-12
+([2.0, -1.0], 0.5, True)
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from stitchcore.errors import AdapterError
+
+if TYPE_CHECKING:
+    from stitchcore.stitching.adapters import Adapter
+
+__all__ = [
+    "ChannelLinear", "LowRankLinear", "to_rows", "Moments", "LstsqAccumulator", "reduced_rank", "procrustes",
+    "fit_adapter", "FIT_METHODS",
+]  # fmt: skip
+
+logger = logging.getLogger(__name__)
+
+FIT_METHODS = ("lstsq", "procrustes")
+
+
+def to_rows(z: torch.Tensor) -> torch.Tensor:
+    """Channel-first [B, C, ...] -> samples [B * prod(...), C] (pixels and tokens are samples)."""
+    return z.movedim(1, -1).reshape(-1, z.shape[1])
+
+
+class ChannelLinear(nn.Module):
+    """``y = W x + b`` over the channel dim of a channel-first tensor; what closed-form fits set.
+
+    Maps use a conv with kernel = stride (1x1, or an r x r patch merge when the core
+    downsamples by r); tokens [B,D,N] and vectors [B,D] a Linear.  ``weight2d`` is the
+    [C_out, C_in*kh*kw] view of the weight, ``rows`` the matching [n, C_in*kh*kw] samples.
+    """
+
+    rank: int | None = None  # full rank
+
+    def __init__(self, c_in: int, c_out: int, ndim: int, stride: tuple[int, int] = (1, 1), bias: bool = True):
+        super().__init__()
+        self.ndim, self.stride = ndim, tuple(stride)
+        shape = (c_out, c_in, *self.stride) if ndim == 4 else (c_out, c_in)
+        self.weight = nn.Parameter(torch.empty(shape))
+        self.bias = nn.Parameter(torch.empty(c_out)) if bias else None
+        nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))  # PyTorch's Linear/Conv default
+        if self.bias is not None:
+            nn.init.uniform_(self.bias, -1 / math.sqrt(self.in_features), 1 / math.sqrt(self.in_features))
+
+    @property
+    def in_features(self) -> int:
+        return self.weight[0].numel()
+
+    @property
+    def weight2d(self) -> torch.Tensor:
+        return self.weight.view(self.weight.shape[0], -1)  # [C_out, C_in*kh*kw]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.ndim == 4:  # [B, C_in, H, W] -> [B, C_out, H/kh, W/kw]
+            return F.conv2d(x, self.weight, self.bias, stride=self.stride)
+        # [B, C_in] -> [B, C_out]; [B, C_in, N] -> [B, C_out, N]
+        return F.linear(x.movedim(1, -1), self.weight, self.bias).movedim(-1, 1)
+
+    def rows(self, z: torch.Tensor) -> torch.Tensor:
+        """Core input [B, C_in, ...] -> [n, in_features], rows in the order of ``to_rows(output)``."""
+        if self.ndim == 4 and self.stride != (1, 1):
+            u = F.unfold(z, kernel_size=self.stride, stride=self.stride)  # [B, C_in*kh*kw, L], weight order
+            return u.transpose(1, 2).reshape(-1, u.shape[1])
+        return to_rows(z)
+
+    @torch.no_grad()
+    def load_(self, w: torch.Tensor, b: torch.Tensor | None) -> None:
+        """Set ``weight2d = w`` [C_out, in_features] and ``bias = b`` [C_out]."""
+        self.weight.copy_(w.reshape(self.weight.shape))
+        if self.bias is not None and b is not None:
+            self.bias.copy_(b)
+
+    @torch.no_grad()
+    def init_identity(self) -> None:
+        """Eye weight (an average over the patch when strided), zero bias; needs C_in == C_out."""
+        eye = torch.eye(self.weight.shape[0], dtype=self.weight.dtype)
+        kk = self.in_features // self.weight.shape[1]
+        eye = (eye / kk).reshape(*eye.shape, *([1] * (self.weight.dim() - 2)))  # [C, C(, 1, 1)]
+        self.weight.copy_(eye.expand_as(self.weight))
+        if self.bias is not None:
+            self.bias.zero_()
+
+
+class LowRankLinear(nn.Module):
+    """``W = up @ down`` of rank r: C_in -> r (kernel = stride, no bias) -> C_out (1x1, bias)."""
+
+    def __init__(self, c_in: int, c_out: int, ndim: int, stride: tuple[int, int], rank: int):
+        super().__init__()
+        self.rank = rank
+        self.down = ChannelLinear(c_in, rank, ndim, stride, bias=False)
+        self.up = ChannelLinear(rank, c_out, ndim)
+
+    @property
+    def in_features(self) -> int:
+        return self.down.in_features
+
+    @property
+    def weight2d(self) -> torch.Tensor:
+        return self.up.weight2d @ self.down.weight2d  # [C_out, in_features], rank <= r
+
+    @property
+    def bias(self) -> torch.Tensor:
+        return self.up.bias
+
+    def rows(self, z: torch.Tensor) -> torch.Tensor:
+        return self.down.rows(z)  # [B, C_in, ...] -> [n, in_features]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.up(self.down(x))  # [B, C_in, ...] -> [B, r, ...] -> [B, C_out, ...]
+
+    @torch.no_grad()
+    def load_(self, w: torch.Tensor, b: torch.Tensor | None) -> None:
+        """Factor ``w`` [C_out, in_features] by SVD, keeping the top ``rank`` directions."""
+        u, s, vh = torch.linalg.svd(w.double(), full_matrices=False)
+        k = min(self.rank, s.numel())
+        root = torch.zeros(self.rank, dtype=torch.float64)
+        root[:k] = s[:k].sqrt()
+        down = torch.zeros(self.rank, w.shape[1], dtype=torch.float64)
+        up = torch.zeros(w.shape[0], self.rank, dtype=torch.float64)
+        down[:k], up[:, :k] = root[:k, None] * vh[:k], u[:, :k] * root[:k]
+        self.down.load_(down, None)
+        self.up.load_(up, b)
+
+
+
+
+@dataclass(frozen=True)
+class Moments:
+    """First and second moments of the fit data (float64, CPU)."""
+
+    n: int  # samples seen (pixels, tokens or examples)
+    mean_x: torch.Tensor  # [C_in]
+    mean_y: torch.Tensor  # [C_out]
+    cov_xx: torch.Tensor  # [C_in, C_in] population covariance of x
+    cov_xy: torch.Tensor  # [C_in, C_out] cross-covariance E[(x - mean_x)(y - mean_y)^T]
+    var_y: float  # total variance of y (trace of its covariance)
+    sq_y: float  # E|y|^2, the residual's normaliser
+
+
+class LstsqAccumulator:
+    """Least squares ``y ~ W x + b`` from batches of samples, through float64 moments.
+
+    Every batch is shifted by the first batch's means before its products are
+    summed, so activations with large means keep their precision.
+    """
+
+    def __init__(self, c_in: int, c_out: int, ridge: float = 1e-4) -> None:
+        for name, v in (("c_in", c_in), ("c_out", c_out)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise AdapterError(f"{name} must be a positive integer, got {v!r}")
+        if isinstance(ridge, bool) or not isinstance(ridge, (int, float)) or not 0 <= ridge < math.inf:
+            raise AdapterError(f"ridge must be a finite number >= 0 (1e-4 is a good default), got {ridge!r}")
+        self.c_in, self.c_out = c_in, c_out
+        self.ridge = float(ridge)  # lambda = ridge * trace(cov_xx) / c_in; the bias is not penalised
+        self.n = 0  # samples seen
+        self._shift: tuple[torch.Tensor, torch.Tensor] | None = None  # first batch's (x, y) means
+        self._sums: dict[str, torch.Tensor] = {}  # xtx [C_in,C_in], xty [C_in,C_out], sx, sy, syy (shifted)
+
+    def update(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        """Add samples: ``x`` [n, C_in] inputs and ``y`` [n, C_out] targets, any float dtype or device."""
+        widths = (x.shape[-1], y.shape[-1]) if x.dim() == y.dim() == 2 else None
+        if widths != (self.c_in, self.c_out) or len(x) != len(y):
+            raise AdapterError(
+                f"lstsq update needs x [n, {self.c_in}] and y [n, {self.c_out}] with the same n, got "
+                f"{list(x.shape)} and {list(y.shape)}; flatten pixels/tokens into rows first"
+            )
+        if len(x) == 0:
+            return
+        if self._shift is None:  # MPS has no float64: accumulate on the CPU there
+            device = torch.device("cpu") if x.device.type == "mps" else x.device
+        else:
+            device = self._sums["xtx"].device
+        x, y = x.detach().to(device, torch.float64), y.detach().to(device, torch.float64)
+        if not (torch.isfinite(x).all() and torch.isfinite(y).all()):
+            raise AdapterError("non-finite activations (NaN/inf) to fit on; check the models and inputs")
+        if self._shift is None:
+            self._shift = (x.mean(0), y.mean(0))
+            self._sums = {
+                "xtx": x.new_zeros(self.c_in, self.c_in), "xty": x.new_zeros(self.c_in, self.c_out),
+                "sx": x.new_zeros(self.c_in), "sy": x.new_zeros(self.c_out), "syy": x.new_zeros(()),
+            }  # fmt: skip
+        x, y = x - self._shift[0], y - self._shift[1]
+        s = self._sums
+        s["xtx"] += x.T @ x  # [C_in, C_in]
+        s["xty"] += x.T @ y  # [C_in, C_out]
+        s["sx"] += x.sum(0)
+        s["sy"] += y.sum(0)
+        s["syy"] += (y * y).sum()
+        self.n += len(x)
+
+    def moments(self) -> Moments:
+        """Means and covariances of everything seen so far."""
+        if self.n == 0 or self._shift is None:
+            raise AdapterError("no samples to fit on; pass at least one non-empty (sender, receiver) batch")
+        s = {k: v.cpu() for k, v in self._sums.items()}
+        n, (shift_x, shift_y) = self.n, (t.cpu() for t in self._shift)
+        mx, my = s["sx"] / n, s["sy"] / n  # shifted means
+        cov_xx = s["xtx"] / n - torch.outer(mx, mx)
+        cov_xy = s["xty"] / n - torch.outer(mx, my)
+        var_y = max(float(s["syy"]) / n - float(my @ my), 0.0)
+        mean_x, mean_y = mx + shift_x, my + shift_y
+        sq_y = var_y + float(mean_y @ mean_y)
+        return Moments(n, mean_x, mean_y, (cov_xx + cov_xx.T) / 2, cov_xy, var_y, sq_y)
+
+    def solve(self) -> tuple[torch.Tensor, torch.Tensor, float]:
+        """(W [C_out, C_in], b [C_out], normalised residual) of the ridge least squares; float64, CPU."""
+        m = self.moments()
+        w = _ridge_solve(m.cov_xx, m.cov_xy, self.ridge)
+        b = m.mean_y - w @ m.mean_x
+        return w, b, self.residual(w, b, m)
+
+    def residual(self, w: torch.Tensor, b: torch.Tensor, moments: Moments | None = None) -> float:
+        """|X W^T + b - Y|^2 / |Y|^2 over the samples seen, from the moments alone."""
+        m = moments if moments is not None else self.moments()
+        w, b = w.detach().cpu().double(), b.detach().cpu().double()
+        d = m.mean_y - w @ m.mean_x - b
+        # E|y - Wx - b|^2 = tr cov_yy - 2 tr(W cov_xy) + tr(W cov_xx W^T) + |d|^2
+        quad = float(((w @ m.cov_xx) * w).sum())  # tr(W cov_xx W^T)
+        err = m.var_y - 2 * float(torch.trace(w @ m.cov_xy)) + quad + float(d @ d)
+        if m.sq_y <= 0:
+            return 0.0 if err <= 0 else math.inf
+        return max(err, 0.0) / m.sq_y
+
+
+def _ridge_solve(cov_xx: torch.Tensor, cov_xy: torch.Tensor, ridge: float) -> torch.Tensor:
+    """W [C_out, C_in] solving (cov_xx + lambda I) W^T = cov_xy, lambda = ridge * trace(cov_xx) / C_in."""
+    c = cov_xx.shape[0]
+    trace = float(torch.trace(cov_xx))
+    a = cov_xx + (ridge * trace / c if trace > 0 else ridge) * torch.eye(c, dtype=cov_xx.dtype)
+    chol, info = torch.linalg.cholesky_ex(a)
+    if ridge > 0 and int(info) == 0:
+        return torch.cholesky_solve(cov_xy, chol).T.contiguous()
+    # no ridge (or a singular system): the minimum-norm solution of the small C_in x C_in system
+    return torch.linalg.lstsq(a, cov_xy, driver="gelsd").solution.T.contiguous()
+
+
+def reduced_rank(w: torch.Tensor, cov_xx: torch.Tensor, rank: int) -> torch.Tensor:
+    """The best rank-``rank`` map given the least-squares solution ``w`` [C_out, C_in] (reduced-rank
+    regression): ``w`` projected onto the top principal directions of its fitted values."""
+    if rank >= min(w.shape):
+        return w
+    _, vecs = torch.linalg.eigh(w @ cov_xx @ w.T)  # ascending eigenvalues
+    v = vecs[:, -rank:]  # [C_out, rank]
+    return v @ (v.T @ w)
+
+
+def procrustes(m: Moments) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scaled orthogonal map ``y ~ s Q x + b``: Q = U V^T from the SVD of the cross-covariance.
+
+    Q [C_out, C_in] is orthogonal when C_in == C_out, else semi-orthogonal
+    (orthonormal rows or columns); s is the least-squares scale given Q.
+    """
+    u, _, vh = torch.linalg.svd(m.cov_xy.T, full_matrices=False)  # cov_yx [C_out, C_in] = U S V^T
+    q = u @ vh  # [C_out, C_in]
+    denom = float(torch.trace(q @ m.cov_xx @ q.T))
+    w = (float(torch.trace(q @ m.cov_xy)) / denom if denom > 0 else 0.0) * q
+    return w, m.mean_y - w @ m.mean_x
+
+
+def _is_bn(m: nn.Module) -> bool:
+    return isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d))
+
+
+@torch.no_grad()
+def _set_bn(bn: nn.Module, mean: torch.Tensor, var: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor):
+    for buf, value in ((bn.running_mean, mean), (bn.running_var, var), (bn.weight, weight), (bn.bias, bias)):
+        buf.copy_(value)
+
+
+def fit_adapter(
+    adapter: Adapter,
+    pairs: Iterable[tuple[torch.Tensor, torch.Tensor]],
+    method: str = "lstsq",
+    ridge: float = 1e-4,
+) -> float:
+    """Fit the adapter's linear core in closed form so that ``adapter(x) ~ y`` in eval mode.
+
+    ``pairs`` yields (sender batch in the sender layout, receiver batch in the
+    receiver layout) from the same inputs; it is read once.  The inputs go through
+    ``adapter.prepare`` (the layout conversion and resampling of forward) and the
+    targets through ``adapter.targets``.  W and b are solved on the prepared
+    features; then bn_before gets their per-channel statistics (weight 1, bias 0)
+    and the solution is rewritten for the normalised inputs, and bn_after is set
+    to the identity at eval (running stats of the prediction with weight
+    sqrt(var + eps) and bias mean, so train-mode batch statistics stay close to
+    the identity too).  In eval mode the adapter then computes exactly the
+    least-squares prediction.  ``lowrank`` uses reduced-rank regression;
+    ``linear_relu`` fits its linear part only (the ReLU is applied after);
+    ``procrustes`` fits a scaled orthogonal map plus bias.  A receiver class token
+    gets ``cls_offset`` = mean(y_cls) - mean(patch prediction).
+
+    Returns the normalised residual |pred - y|^2 / |y|^2 of the linear part (class
+    token excluded).  The adapter's train/eval mode is restored.
+    """
+    if method not in FIT_METHODS:
+        raise AdapterError(f"unknown fit method {method!r}; valid: {', '.join(FIT_METHODS)}")
+    lin = getattr(adapter.core, "linear", None)
+    if not getattr(adapter.core, "fittable", False) or lin is None:
+        raise AdapterError(
+            f"{method} init needs a linear adapter (kind linear or lowrank), got kind {adapter.spec.kind!r}; "
+            "use kind='linear' or init='random'"
+        )
+    was_training = adapter.training
+    adapter.eval()
+    try:
+        acc, cls_mean = _accumulate(adapter, lin, pairs, ridge)
+        m = acc.moments()
+        w, b = acc.solve()[:2] if method == "lstsq" else procrustes(m)
+        if getattr(lin, "rank", None) is not None:
+            w = reduced_rank(w, m.cov_xx, lin.rank)
+            b = m.mean_y - w @ m.mean_x
+        residual = acc.residual(w, b, m)
+        _load(adapter, lin, m, w, b, cls_mean)
+    finally:
+        adapter.train(was_training)
+    logger.info("%s fit, %s adapter on %d samples: residual %.4g", method, adapter.spec.kind, m.n, residual)
+    return residual
+
+
+def _accumulate(
+    adapter: Adapter, lin: nn.Module, pairs: Iterable[tuple[torch.Tensor, torch.Tensor]], ridge: float
+) -> tuple[LstsqAccumulator, torch.Tensor | None]:
+    acc = LstsqAccumulator(lin.in_features, adapter.plan.c_out, ridge)
+    cls_sum, cls_n = None, 0
+    with torch.no_grad():
+        for x, y in pairs:
+            if len(x) != len(y):
+                raise AdapterError(f"sender and receiver batches differ ({len(x)} vs {len(y)}); pair them up")
+            x = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+            xr = lin.rows(adapter.prepare(x))  # [n, in_features], what the linear map sees before bn_before
+            yr = to_rows(adapter.targets(y))  # [n, C_out], what the core must produce
+            acc.update(xr, yr)
+            if adapter.cls_offset is not None:  # receiver class token [B, D]
+                cls = y[:, 0].detach().cpu().double().sum(0)
+                cls_sum, cls_n = (cls if cls_sum is None else cls_sum + cls), cls_n + len(y)
+    return acc, (cls_sum / cls_n if cls_sum is not None else None)
+
+
+@torch.no_grad()
+def _load(
+    adapter: Adapter,
+    lin: nn.Module,
+    m: Moments,
+    w: torch.Tensor,
+    b: torch.Tensor,
+    cls_mean: torch.Tensor | None,
+) -> None:
+    """Write the raw-feature solution (w, b) into bn_before / linear / bn_after / cls_offset."""
+    w_z, b_z = w, b
+    if _is_bn(adapter.bn_before):
+        bn, c_in = adapter.bn_before, adapter.plan.c_in
+        kk = lin.in_features // c_in  # columns per channel (kh * kw of a strided core)
+        mean_col, ex2_col = m.mean_x, torch.diagonal(m.cov_xx) + m.mean_x**2
+        mean_c = mean_col.view(c_in, kk).mean(1)  # [C_in]
+        var_c = (ex2_col.view(c_in, kk).mean(1) - mean_c**2).clamp_min(0)
+        _set_bn(bn, mean_c, var_c, torch.ones_like(mean_c), torch.zeros_like(mean_c))
+        w_z = w * (var_c + bn.eps).sqrt().repeat_interleave(kk)  # x = sd * z + mean
+        b_z = b + w @ mean_c.repeat_interleave(kk)
+    lin.load_(w_z, b_z)
+    pred_mean = w @ m.mean_x + b  # [C_out]
+    if _is_bn(adapter.bn_after):
+        bn = adapter.bn_after
+        var = ((w @ m.cov_xx) * w).sum(1)  # diag(W cov_xx W^T), the prediction's variance
+        _set_bn(bn, pred_mean, var, (var + bn.eps).sqrt(), pred_mean)
+    if adapter.cls_offset is not None and cls_mean is not None:
+        adapter.cls_offset.copy_(cls_mean - pred_mean)

@@ -1,0 +1,142 @@
+"""Train many adapters that feed the same frozen receiver through one suffix pass per step.
+
+A stitching matrix trains one adapter per (sender cut, receiver cut).  All the
+adapters into one receiver end in the same frozen suffix of B, so each step
+stacks their outputs along the batch axis and runs the suffix once: K small
+forward/backward passes become one K-times larger pass, which on a CPU (and
+even more on a GPU) costs far less than K passes of small, overhead-bound ops.
+
+The result is the same as training each adapter alone with
+:func:`stitchcore.train.train_adapter` (same seed, same batches, same
+optimiser): the suffix is in eval mode, so every sample's logits depend only
+on its own adapter, the summed loss gives each adapter exactly the gradient of
+its own mean loss, and AdamW/SGD update each parameter element-wise.
+
+:func:`frozen_for_training` makes the per-step suffix cheaper still: BatchNorm folded
+into the convolution before it (exact in eval mode, up to float rounding) and
+channels-last weights.  ``precision="bf16"`` runs adapter and suffix under bfloat16
+autocast (fp32 master weights and loss): faster on GPUs and CPUs with AMX/AVX512-BF16,
+slower on CPUs without them, so it is opt-in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+import math
+from collections.abc import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from stitchcore.stitching.train import check_finite, cosine_schedule, make_optimizer
+
+__all__ = ["PRECISIONS", "frozen_for_training", "train_adapters_shared_suffix"]
+
+log = logging.getLogger(__name__)
+
+PRECISIONS = ("fp32", "bf16")
+
+
+def frozen_for_training(suffix: nn.Module) -> nn.Module:
+    """A frozen eval-mode copy of ``suffix`` for many training steps: conv+BN folded, channels-last.
+
+    ``suffix`` itself (which shares its weights with a cached model) is not changed.
+    Models torch.fx cannot fold are deep-copied as they are.
+    """
+    from torch.fx.experimental.optimization import fuse
+
+    suffix.eval()
+    try:
+        fast = fuse(suffix)  # a folded deep copy (inplace=False)
+    except Exception as exc:  # noqa: BLE001 -- any tracing failure: fall back to the plain copy
+        log.info("suffix not folded (%s); training through an unfolded copy", exc)
+        fast = copy.deepcopy(suffix)
+    fast.eval()
+    for p in fast.parameters():
+        p.requires_grad_(False)
+    return fast.to(memory_format=torch.channels_last)
+
+
+def train_adapters_shared_suffix(
+    adapters: Sequence[nn.Module],
+    suffix: nn.Module,
+    sender_acts: Sequence[torch.Tensor],
+    labels: torch.Tensor,
+    *,
+    optimizer: str,
+    lr: float,
+    weight_decay: float,
+    epochs: int,
+    batch_size: int,
+    seed: int,
+    device: torch.device,
+    check_cancel: Callable[[], None] | None = None,
+    on_step: Callable[[int, int], None] | None = None,
+    precision: str = "fp32",
+) -> list[float]:
+    """Train ``adapters[k]`` so that ``suffix(adapters[k](sender_acts[k]))`` predicts ``labels`` (task loss).
+
+    sender_acts[k]: [N, *sender_k shape] cached activations (CPU), all aligned with labels: int64 [N].
+    Every adapter maps its sender to the receiver's shape [*r], so the stacked suffix input is
+    [K * B, *r].  Returns each adapter's mean training loss over the last epoch.
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision is one of {PRECISIONS}, got {precision!r}")
+    if len(adapters) != len(sender_acts) or not adapters:
+        raise ValueError("one cached activation tensor per adapter, at least one adapter")
+    n = len(labels)
+    if any(len(h) != n for h in sender_acts):
+        raise ValueError("every sender's activations must hold one row per label")
+    suffix.eval()
+    for p in suffix.parameters():
+        p.requires_grad_(False)
+    for adapter in adapters:
+        adapter.to(device).train()
+    params = [p for adapter in adapters for p in adapter.parameters() if p.requires_grad]
+    total = math.ceil(n / batch_size) * epochs
+    k = len(adapters)
+    if not params or total == 0:
+        return [float("nan")] * k
+    opt = make_optimizer(params, optimizer, lr, weight_decay)  # element-wise: same as one optimiser per adapter
+    sched = cosine_schedule(opt, total)
+    gen = torch.Generator().manual_seed(seed)  # the same batches train_adapter draws
+    step = 0
+    last = torch.zeros(k)
+    bf16 = precision == "bf16"
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+    for _ in range(epochs):
+        order = torch.randperm(n, generator=gen)
+        running, seen = torch.zeros(k), 0
+        for start in range(0, n, batch_size):
+            if check_cancel is not None:
+                check_cancel()
+            idx = order[start : start + batch_size]
+            if len(idx) < 2 and n >= 2:  # BatchNorm needs two samples in train mode
+                continue
+            b = len(idx)
+            with autocast:
+                mids = [adapter(h[idx].to(device, torch.float32)) for adapter, h in zip(adapters, sender_acts, strict=True)]
+                stacked = torch.cat(mids)  # [K * B, *r]
+                if stacked.dim() == 4:
+                    stacked = stacked.contiguous(memory_format=torch.channels_last)
+                logits = suffix(stacked).float()  # [K * B, classes]
+            y = labels[idx].to(device).repeat(k)  # [K * B]
+            per_adapter = F.cross_entropy(logits, y, reduction="none").view(k, b).mean(dim=1)  # [K]
+            loss = per_adapter.sum()  # d loss / d adapter_k = d (its own mean loss) / d adapter_k
+            check_finite(loss, step)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+            step += 1
+            running += per_adapter.detach().cpu() * b
+            seen += b
+            if on_step is not None:
+                on_step(step, total)
+        last = running / max(seen, 1)
+    for adapter in adapters:
+        adapter.eval()
+    return [float(v) for v in last]

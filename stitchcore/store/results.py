@@ -1,0 +1,474 @@
+"""Results store: ``stitchlab.sqlite`` (WAL; runs, series, artifacts) + ``blobs/<run_id>/<name>``.
+
+The directory is ``--store DIR``, else ``$STITCHLAB_STORE``, else ``<repo>/cache``.
+A run id hashes kind + canonical spec JSON + :data:`SCHEMA_VERSION`, so an
+identical spec is a cache hit.  Every state change is one transaction and blobs
+are written to a temp file then renamed: a crash leaves a run ``running``, which
+:meth:`Store.mark_interrupted` turns ``interrupted`` at the next start.
+
+>>> run_id_for("zoo", {"arch": "cnn", "seed": 0}) == run_id_for("zoo", {"seed": 0, "arch": "cnn"})
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import re
+import shutil
+import socket
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stitchcore.store.canonical_json import canonical_json, plain_json
+from stitchcore.errors import StoreError
+
+__all__ = ["SCHEMA_VERSION", "STATUSES", "RunRecord", "Store", "resolve_store_dir", "run_id_for"]
+
+log = logging.getLogger(__name__)
+
+# Version of what a stored result *means*; hashed into every run id, so bumping
+# it makes old results cache misses (they stay listed).  Independent of the
+# database layout, which evolves through MIGRATIONS without invalidating runs.
+SCHEMA_VERSION: int = 1
+
+STATUSES = ("queued", "running", "done", "failed", "cancelled", "interrupted")
+DB_NAME = "stitchlab.sqlite"
+ENV_VAR = "STITCHLAB_STORE"
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # run ids and artifact names: one path part
+_HOST = socket.gethostname()
+
+# Database migrations, applied in order; each entry's statements run in one
+# transaction together with its row in schema_migrations.  Append, never edit.
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (  # 1: initial layout. JSON columns hold canonical JSON; series.value NULL stands for NaN.
+        f"""CREATE TABLE runs (id TEXT PRIMARY KEY, kind TEXT NOT NULL, spec TEXT NOT NULL,
+            status TEXT NOT NULL CHECK (status IN {STATUSES!r}), summary TEXT, error TEXT,
+            created REAL NOT NULL, started REAL, finished REAL, label TEXT NOT NULL DEFAULT '',
+            owner TEXT)""",  # owner: 'host:pid' of the process that last wrote the status
+        "CREATE INDEX runs_created ON runs (created)",
+        "CREATE INDEX runs_kind_status ON runs (kind, status)",
+        """CREATE TABLE series (run TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+            name TEXT NOT NULL, step INTEGER NOT NULL, value REAL, epoch INTEGER,
+            PRIMARY KEY (run, name, step)) WITHOUT ROWID""",
+        """CREATE TABLE artifacts (run TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+            name TEXT NOT NULL, relpath TEXT NOT NULL, sha256 TEXT NOT NULL, bytes INTEGER NOT NULL,
+            created REAL NOT NULL, PRIMARY KEY (run, name))""",  # relpath: relative to the store root
+    ),
+)
+
+
+def resolve_store_dir(explicit: str | Path | None = None) -> Path:
+    """Store directory: ``explicit`` (``--store``) > ``$STITCHLAB_STORE`` > ``<repo>/cache``."""
+    for choice in (explicit, os.environ.get(ENV_VAR, "").strip()):
+        if choice is not None and str(choice) != "":
+            return Path(choice).expanduser().resolve()
+    return Path(__file__).resolve().parents[2] / "cache"
+
+
+def run_id_for(kind: str, spec: dict) -> str:
+    """First 16 hex chars of sha256 over canonical JSON of kind, spec and SCHEMA_VERSION."""
+    plain_json(spec, "spec", lenient=False)
+    text = canonical_json({"kind": kind, "spec": spec, "schema": SCHEMA_VERSION})
+    return hashlib.sha256(text.encode("ascii")).hexdigest()[:16]
+
+
+def _sha_file(path: Path) -> tuple[str, int]:
+    digest, size = hashlib.sha256(), 0
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
+
+
+def _check_name(name: str, what: str) -> None:
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
+        raise StoreError(f"bad {what} {name!r}: use 1-128 of A-Z a-z 0-9 . _ - (no '/', '..', leading '.')")
+
+
+def _other_live_owner(owner: str | None) -> bool:
+    """True if ``owner`` ('host:pid') is another process on this host that is still alive."""
+    host, _, pid_text = (owner or "").rpartition(":")
+    if host != _HOST or not pid_text.isdigit() or int(pid_text) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except PermissionError:
+        return True  # alive, someone else's
+    except OSError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One row of the runs table."""
+
+    id: str  # run_id_for(kind, spec)
+    kind: str  # experiment kind: "zoo", "stitch", "matrix" ...
+    spec: dict  # the resolved spec, as hashed into the id
+    status: str  # one of STATUSES
+    summary: dict  # result metrics ({} until done); NaN stored as None
+    error: str | None  # one-line message for failed/cancelled/interrupted runs
+    created: float  # time.time() when the row was (re)created
+    started: float | None  # when it last began running
+    finished: float | None  # when it reached a final status
+    label: str  # short human label for lists and plots
+
+
+_RUN_COLS = "id, kind, spec, status, summary, error, created, started, finished, label"
+_ART_COLS = "name, relpath, sha256, bytes"
+
+
+def _record(row: tuple) -> RunRecord:
+    rid, kind, spec, status, summary, *rest = row  # rest: error, created, started, finished, label
+    return RunRecord(rid, kind, json.loads(spec), status, json.loads(summary) if summary else {}, *rest)
+
+
+class Store:
+    """The results store; safe to share between threads (one connection per thread)."""
+
+    def __init__(self, root: str | Path | None = None) -> None:
+        self.root: Path = resolve_store_dir(root)
+        self.blobs: Path = self.root / "blobs"
+        try:
+            self.blobs.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create store {self.root} ({exc}): pass a writable --store DIR") from exc
+        self.db_path: Path = self.root / DB_NAME
+        self._local = threading.local()
+        self._conns: list[sqlite3.Connection] = []
+        self._conns_lock = threading.Lock()
+        self._write_lock = threading.RLock()  # serialise this process's writers before SQLite's lock
+        self._owner = f"{_HOST}:{os.getpid()}"
+        self._closed = False
+        try:
+            self._migrate()
+        except BaseException:
+            self.close()
+            raise
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._closed:
+            raise StoreError(f"store {self.root} is closed: open a new Store")
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            try:
+                conn = sqlite3.connect(self.db_path, 30, isolation_level=None, check_same_thread=False)
+                conn.execute("PRAGMA busy_timeout = 30000")
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: durable up to the last checkpoint
+                conn.execute("PRAGMA foreign_keys = ON")
+            except sqlite3.DatabaseError as exc:
+                if conn is not None:
+                    conn.close()
+                raise StoreError(
+                    f"{self.db_path} is not a usable database ({exc}): move it aside or pass another --store"
+                ) from exc
+            self._local.conn = conn
+            with self._conns_lock:
+                self._conns.append(conn)
+        return conn
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (BEGIN IMMEDIATE: takes the write lock up front, no upgrade deadlock)."""
+        conn = self._conn()
+        with self._write_lock:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def _query(self, sql: str, args: Iterable[Any] = ()) -> list[tuple]:
+        return self._conn().execute(sql, tuple(args)).fetchall()
+
+    def _migrate(self) -> None:
+        with self._tx() as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
+                         "(version INTEGER PRIMARY KEY, applied REAL)")
+            have = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()[0]
+            if have > len(MIGRATIONS):
+                raise StoreError(
+                    f"store {self.root} has database version {have}, newer than this StitchLab"
+                    f" ({len(MIGRATIONS)}): upgrade StitchLab or pass another --store"
+                )
+            for version in range(have + 1, len(MIGRATIONS) + 1):
+                for stmt in MIGRATIONS[version - 1]:
+                    conn.execute(stmt)
+                conn.execute("INSERT INTO schema_migrations VALUES (?, ?)", (version, time.time()))
+                log.info("store %s: applied migration %d", self.root, version)
+
+    def close(self) -> None:
+        """Close every connection this Store opened (any thread); further calls raise StoreError."""
+        self._closed = True
+        with self._conns_lock:
+            for conn in self._conns:
+                conn.close()
+            self._conns.clear()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def lookup(self, run_id: str) -> RunRecord | None:
+        """The run with this id, whatever its status; None if unknown."""
+        rows = self._query(f"SELECT {_RUN_COLS} FROM runs WHERE id = ?", (run_id,))
+        return _record(rows[0]) if rows else None
+
+    def lookup_done(self, run_id: str) -> RunRecord | None:
+        """The run if it finished successfully (a cache hit), else None."""
+        rec = self.lookup(run_id)
+        return rec if rec is not None and rec.status == "done" else None
+
+    def _get(self, run_id: str) -> RunRecord:
+        rec = self.lookup(run_id)
+        if rec is None:
+            raise StoreError(f"unknown run id {run_id!r}: see `python -m stitchcore runs list`")
+        return rec
+
+    def _upsert(self, run_id: str, kind: str, spec: dict, label: str, status: str) -> RunRecord:
+        _check_name(run_id, "run id")
+        spec_text = canonical_json(plain_json(spec, "spec", lenient=False))
+        now = time.time()
+        with self._tx() as conn:
+            row = conn.execute("SELECT status, created, owner FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row and row[0] == "running" and _other_live_owner(row[2]):
+                raise StoreError(f"run {run_id} is already running in process {row[2]}: wait or cancel it")
+            conn.execute("DELETE FROM series WHERE run = ?", (run_id,))  # a re-run starts clean
+            conn.execute("DELETE FROM artifacts WHERE run = ?", (run_id,))
+            conn.execute(
+                "INSERT INTO runs (id, kind, spec, status, created, started, label, owner)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET kind = excluded.kind,"
+                " spec = excluded.spec, status = excluded.status, summary = NULL, error = NULL,"
+                " created = excluded.created, started = excluded.started, finished = NULL,"
+                " label = COALESCE(NULLIF(excluded.label, ''), label), owner = excluded.owner",
+                (run_id, kind, spec_text, status, row[1] if row and row[0] == "queued" else now,
+                 now if status == "running" else None, label, self._owner),
+            )
+        shutil.rmtree(self.blobs / run_id, ignore_errors=True)
+        return self._get(run_id)
+
+    def enqueue(self, run_id: str, kind: str, spec: dict, label: str = "") -> RunRecord:
+        """Create (or reset) the run as ``queued``; :meth:`begin` later turns it ``running``."""
+        return self._upsert(run_id, kind, spec, label, "queued")
+
+    def begin(self, run_id: str, kind: str, spec: dict, label: str = "") -> RunRecord:
+        """Upsert the run as ``running`` (started=now); a re-run drops its old series and artifacts."""
+        return self._upsert(run_id, kind, spec, label, "running")
+
+    def set_status(self, run_id: str, status: str, error: str | None = None) -> None:
+        """Move a run to ``status``; use :meth:`finish` for ``done``."""
+        if status not in STATUSES or status == "done":
+            raise StoreError(f"bad status {status!r}: use one of {', '.join(STATUSES)} (done: call finish)")
+        now = time.time()
+        with self._tx() as conn:
+            cur = conn.execute(
+                "UPDATE runs SET status = ?, error = ?,"
+                " started = CASE WHEN ? = 'running' THEN ? ELSE started END,"
+                " finished = CASE WHEN ? IN ('queued', 'running') THEN NULL ELSE ? END,"
+                " owner = ? WHERE id = ?",
+                (status, error, status, now, status, now, self._owner, run_id),
+            )
+            if cur.rowcount == 0:
+                raise StoreError(f"unknown run id {run_id!r}: call Store.begin first")
+
+    def finish(self, run_id: str, summary: dict) -> RunRecord:
+        """Mark the run done with its summary (NaN/inf become null), in one transaction."""
+        text = canonical_json(plain_json(dict(summary), "summary", lenient=True))
+        with self._tx() as conn:
+            cur = conn.execute(
+                "UPDATE runs SET status = 'done', summary = ?, error = NULL, finished = ? WHERE id = ?",
+                (text, time.time(), run_id),
+            )
+            if cur.rowcount == 0:
+                raise StoreError(f"unknown run id {run_id!r}: call Store.begin first")
+        return self._get(run_id)
+
+    def fail(self, run_id: str, error: str, status: str = "failed") -> None:
+        """Record a failed / cancelled / interrupted run with its one-line error."""
+        if status not in ("failed", "cancelled", "interrupted"):
+            raise StoreError(f"fail() status must be failed, cancelled or interrupted, not {status!r}")
+        self.set_status(run_id, status, error)
+
+    def list_runs(
+        self, kind: str | None = None, status: str | Iterable[str] | None = None, limit: int | None = None
+    ) -> list[RunRecord]:
+        """Runs, newest first, optionally filtered by kind and status (one or several)."""
+        wanted = [] if status is None else [status] if isinstance(status, str) else list(status)
+        sql = f"SELECT {_RUN_COLS} FROM runs WHERE (? IS NULL OR kind = ?)"
+        sql += f" AND status IN ({', '.join('?' * len(wanted))})" if status is not None else ""
+        sql += " ORDER BY created DESC, rowid DESC LIMIT ?"
+        args = [kind, kind, *wanted, -1 if limit is None else int(limit)]
+        return [_record(r) for r in self._query(sql, args)]
+
+    def partial_path(self, run_id: str) -> Path:
+        """A run's resume file (finished parts of an unfinished run; survives a re-run's reset)."""
+        _check_name(run_id, "run id")
+        return self.root / "partial" / f"{run_id}.json"
+
+    def delete_run(self, run_id: str) -> None:
+        """Delete the run's rows (one transaction), then its blobs and resume file."""
+        _check_name(run_id, "run id")
+        with self._tx() as conn:
+            deleted = conn.execute("DELETE FROM runs WHERE id = ?", (run_id,)).rowcount  # cascades
+        blob_dir = self.blobs / run_id
+        partial = self.partial_path(run_id)
+        if not deleted and not blob_dir.exists() and not partial.exists():
+            raise StoreError(f"unknown run id {run_id!r}: see `python -m stitchcore runs list`")
+        shutil.rmtree(blob_dir, ignore_errors=True)
+        partial.unlink(missing_ok=True)
+
+    def mark_interrupted(self, force: bool = False) -> int:
+        """Turn ``running``/``queued`` runs ``interrupted`` (call at process start); returns the count.
+
+        Runs of another live process on this host (the app, when the CLI starts) are kept unless ``force``.
+        """
+        now = time.time()
+        with self._tx() as conn:
+            rows = conn.execute("SELECT id, status, owner FROM runs WHERE status IN ('running', 'queued')")
+            ids = [(rid, st) for rid, st, owner in rows.fetchall() if force or not _other_live_owner(owner)]
+            for rid, st in ids:
+                conn.execute(
+                    "UPDATE runs SET status = 'interrupted', finished = ?, error = ? WHERE id = ?",
+                    (now, f"the process stopped while the run was {st}: re-run it", rid),
+                )
+        if ids:
+            log.warning("store %s: marked %d unfinished run(s) interrupted", self.root, len(ids))
+        return len(ids)
+
+    def log_metrics(
+        self, run_id: str, step: int, metrics: dict[str, float], epoch: int | None = None
+    ) -> None:
+        """Append one point per metric at ``step`` (one small transaction; NaN is kept as NaN)."""
+        if not metrics:
+            return
+        try:
+            rows = [(run_id, str(name), int(step), float(value), epoch) for name, value in metrics.items()]
+        except (TypeError, ValueError) as exc:
+            raise StoreError(f"metrics for run {run_id} must map names to numbers ({exc})") from exc
+        try:
+            with self._tx() as conn:
+                conn.executemany("INSERT OR REPLACE INTO series VALUES (?, ?, ?, ?, ?)", rows)
+        except sqlite3.IntegrityError as exc:
+            raise StoreError(f"unknown run id {run_id!r}: call Store.begin before logging metrics") from exc
+
+    def series(self, run_id: str, names: Iterable[str] | None = None) -> dict[str, list[tuple[int, float]]]:
+        """``{name: [(step, value), ...]}`` ordered by step; NULL values come back as NaN."""
+        sql, args = "SELECT name, step, value FROM series WHERE run = ?", [run_id]
+        if names is not None:
+            wanted = list(names)
+            sql += f" AND name IN ({', '.join('?' * len(wanted))})"
+            args.extend(wanted)
+        out: dict[str, list[tuple[int, float]]] = {}
+        for name, step, value in self._query(sql + " ORDER BY name, step", args):
+            out.setdefault(name, []).append((step, math.nan if value is None else value))
+        return out
+
+    def _blob_target(self, run_id: str, name: str) -> Path:
+        _check_name(run_id, "run id")
+        _check_name(name, "artifact name")
+        if self.lookup(run_id) is None:
+            raise StoreError(f"unknown run id {run_id!r}: call Store.begin before storing artifacts")
+        folder = self.blobs / run_id
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder / name
+
+    def _record_artifact(self, run_id: str, name: str, dest: Path, sha: str, size: int) -> None:
+        row = (run_id, name, dest.relative_to(self.root).as_posix(), sha, size, time.time())
+        try:
+            with self._tx() as conn:
+                conn.execute("INSERT OR REPLACE INTO artifacts VALUES (?, ?, ?, ?, ?, ?)", row)
+        except sqlite3.IntegrityError as exc:  # the run was deleted meanwhile
+            raise StoreError(f"unknown run id {run_id!r}: call Store.begin before storing artifacts") from exc
+
+    def put_artifact(self, run_id: str, name: str, data: bytes) -> Path:
+        """Write ``blobs/<run_id>/<name>`` atomically (temp + rename) and record its sha256 and size."""
+        dest = self._blob_target(run_id, name)
+        tmp = dest.with_name(f".tmp-{uuid.uuid4().hex}-{name}")
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, dest)
+        finally:
+            tmp.unlink(missing_ok=True)
+        self._record_artifact(run_id, name, dest, hashlib.sha256(data).hexdigest(), len(data))
+        return dest
+
+    def put_artifact_file(self, run_id: str, name: str, src_path: str | Path, move: bool = True) -> Path:
+        """Bring a finished file in as an artifact atomically; ``move=False`` leaves ``src_path`` in place."""
+        src = Path(src_path)
+        if not src.is_file():
+            raise StoreError(f"artifact source {src} is not a file: write it first")
+        dest = self._blob_target(run_id, name)
+        sha, size = _sha_file(src)
+        tmp = dest.with_name(f".tmp-{uuid.uuid4().hex}-{name}")
+        try:
+            if move and src.stat().st_dev == dest.parent.stat().st_dev:
+                os.replace(src, dest)  # same filesystem: the rename is atomic
+            else:
+                shutil.copyfile(src, tmp)
+                with open(tmp, "rb+") as fh:
+                    os.fsync(fh.fileno())
+                os.replace(tmp, dest)
+                if move:
+                    src.unlink(missing_ok=True)
+        finally:
+            tmp.unlink(missing_ok=True)
+        self._record_artifact(run_id, name, dest, sha, size)
+        return dest
+
+    def artifacts(self, run_id: str) -> list[dict]:
+        """``[{"name", "path", "sha256", "bytes"}, ...]`` sorted by name."""
+        rows = self._query(f"SELECT {_ART_COLS} FROM artifacts WHERE run = ? ORDER BY name", (run_id,))
+        return [{"name": n, "path": self.root / rel, "sha256": sha, "bytes": b} for n, rel, sha, b in rows]
+
+    def artifact_path(self, run_id: str, name: str) -> Path:
+        """Path of a recorded artifact; StoreError if unknown or its file is missing."""
+        rows = self._query("SELECT relpath FROM artifacts WHERE run = ? AND name = ?", (run_id, name))
+        if not rows:
+            raise StoreError(f"run {run_id!r} has no artifact {name!r}: re-run it to produce one")
+        path = self.root / rows[0][0]
+        if not path.is_file():
+            raise StoreError(f"artifact {name!r} of run {run_id} is missing at {path}: re-run the run")
+        return path
+
+    def integrity_check(self) -> list[str]:
+        """Problems found (SQLite integrity, missing/tampered blobs, inconsistent rows); [] when fine."""
+        try:
+            problems = [f"sqlite: {r[0]}" for r in self._query("PRAGMA integrity_check") if r[0] != "ok"]
+            problems += [f"sqlite foreign key: {r}" for r in self._query("PRAGMA foreign_key_check")]
+        except sqlite3.DatabaseError as exc:
+            return [f"sqlite: {exc} (copy the store aside, then re-run or re-import)"]
+        for rid, name, rel, sha, size in self._query(f"SELECT run, {_ART_COLS} FROM artifacts"):
+            path = self.root / rel
+            if not path.is_file():
+                problems.append(f"run {rid}: artifact {name} missing ({path})")
+                continue
+            if _sha_file(path) != (sha, size):
+                problems.append(f"run {rid}: artifact {name} does not match its recorded sha256/size")
+        sql = "SELECT id FROM runs WHERE status = 'done' AND (summary IS NULL OR finished IS NULL)"
+        problems += [f"run {rid}: done without summary or finish time" for (rid,) in self._query(sql)]
+        known = {r[0] for r in self._query("SELECT id FROM runs")}
+        for folder in sorted(self.blobs.iterdir()):
+            if folder.is_dir() and folder.name not in known:
+                problems.append(f"blobs/{folder.name}: folder without a run (delete it or re-import)")
+        return problems
