@@ -12,7 +12,8 @@ import stitchcore.stitching.fits as fits_mod
 from stitchcore.stitching.adapters import AdapterSpec, build_adapter
 from stitchcore.cuts import Cut
 from stitchcore.errors import AdapterError
-from stitchcore.stitching.fits import LstsqAccumulator, fit_adapter, procrustes, to_rows
+from stitchcore.stitching.fits import LstsqAccumulator, fit_adapter, procrustes
+from stitchcore.stitching.layers import to_rows
 
 
 def cut(layout: str, *shape: int) -> Cut:

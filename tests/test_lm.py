@@ -231,7 +231,7 @@ def test_lm_plots():
 
 
 def test_adapter_training_leaves_frozen_parts_untouched(lm_store):
-    from stitchcore.lm.evaluate import train_lm_adapter
+    from stitchcore.lm.train import train_lm_adapter
 
     store, (a, b, _) = lm_store
     ma, mb = load_model(a, store=store), load_model(b, store=store)

@@ -9,7 +9,9 @@ import torch
 
 from stitchcore.models.archs import create_arch
 from stitchcore.errors import CheckpointError, RefError
-from stitchcore.models.info import describe_model, describe_preprocess, save_upload, upload_ref
+from stitchcore.models.info import describe_model, describe_preprocess
+from stitchcore.models.refs import upload_ref
+from stitchcore.store.uploads import save_upload
 from stitchcore.models.preprocess import Preprocess
 from stitchcore.models.sources import load_model, wrap_arch_model
 from stitchcore.store.results import Store

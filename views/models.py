@@ -13,7 +13,9 @@ from stitchcore.plots import runs as plots
 from stitchcore.models.archs import arch_input_kind, list_archs
 from stitchcore.data.images import list_datasets
 from stitchcore.errors import StitchError
-from stitchcore.models.info import UPLOAD_EXTS, describe_model, save_upload, upload_ref
+from stitchcore.models.info import describe_model
+from stitchcore.models.refs import upload_ref
+from stitchcore.store.uploads import UPLOAD_EXTS, save_upload
 from stitchcore.models.refs import parse_ref
 from stitchcore.models.sources.zoo import list_zoo_models
 from stitchcore.stitching.train import OPTIMIZERS

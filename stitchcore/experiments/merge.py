@@ -50,8 +50,8 @@ from stitchcore.lm.evaluate import (
     lm_loss,
     loss_penalty,
     sample_text,
-    train_lm_adapter,
 )
+from stitchcore.lm.train import train_lm_adapter
 from stitchcore.experiments._shared import check_choice, spec_from_dict
 from stitchcore.models.sources import load_model
 from stitchcore.stitching.adapters import AdapterSpec

@@ -21,12 +21,15 @@ Parsing, validation and the error for a bad string live here and nowhere else.
 from __future__ import annotations
 
 import difflib
+import json
+import os
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from stitchcore.errors import RefError
 
-__all__ = ["SCHEMES", "ModelRef", "parse_ref"]
+__all__ = ["SCHEMES", "ModelRef", "parse_ref", "upload_ref"]
 
 # Where a model can come from; the order is the order shown in help texts.
 SCHEMES: tuple[str, ...] = ("zoo", "timm", "torchvision", "hf", "file")
@@ -202,3 +205,44 @@ torchvision:, hf:, file: (did you mean timm:?)
                 f"@file= is for hub models (timm:, torchvision:); for a checkpoint write 'file:{file}'"
             )
     return ModelRef(scheme=scheme, name=name, file=file if mark else None, params=_parse_query(query, text))
+
+
+def _option_text(key: str, value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (int, float, str)):
+        return str(value)
+    raise RefError(
+        f"architecture option {key!r} must be a number, string or list, not {type(value).__name__}"
+    )
+
+
+def upload_ref(path: str | os.PathLike, arch: str = "", options: str | dict[str, Any] | None = None) -> str:
+    """The ``file:`` ref of a saved upload: ``file:PATH?arch=ARCH&k=v...`` (canonical spelling).
+
+    >>> upload_ref("/s/uploads/ab-m.pt", "zoo:cnn", '{"channels": [8, 16], "num_classes": 3}')
+    'file:/s/uploads/ab-m.pt?arch=zoo:cnn&channels=8,16&num_classes=3'
+
+    ``arch`` is ``zoo:cnn``, ``timm:resnet18`` ... or blank for a stitchcore
+    safetensors file that records its architecture; ``options`` is a JSON object
+    (text or dict) of architecture options, lists written as ``8,16``.
+    """
+    if isinstance(options, str):
+        text = options.strip()
+        try:
+            options = json.loads(text) if text else {}
+        except json.JSONDecodeError as e:
+            raise RefError(
+                f'architecture options are not valid JSON ({e.msg}); write an object like {{"num_classes": 10}}'
+            ) from None
+    options = options or {}
+    if not isinstance(options, dict):
+        raise RefError('architecture options must be a JSON object like {"num_classes": 10}')
+    arch = arch.strip()
+    if options and not arch:
+        raise RefError("architecture options need an architecture; fill in e.g. zoo:cnn or timm:resnet18")
+    params = [("arch", arch)] if arch else []
+    params += [(str(k), _option_text(str(k), v)) for k, v in options.items()]
+    return str(ModelRef(scheme="file", name=str(path), params=tuple(params)))

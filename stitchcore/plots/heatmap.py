@@ -22,7 +22,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from stitchcore.plots.runs import _clean, _note, _style
+from stitchcore.plots._style import add_note, clean, house_style
 
 __all__ = ["CELL_TEXT_LIMIT", "TICK_LIMIT", "cell_of_point", "heatmap"]
 
@@ -56,7 +56,7 @@ def heatmap(
     if len(values) != len(rows) or any(len(r) != len(cols) for r in values):
         got = f"{len(values)}x{'/'.join(sorted({str(len(r)) for r in values})) or 0}"
         raise ValueError(f"heatmap: values are {got}, expected {len(rows)} rows x {len(cols)} columns")
-    z = [_clean(r) for r in values]
+    z = [clean(r) for r in values]
     finite = [v for r in z for v in r if v is not None]
     if diverging:
         m = max(abs(v) for v in (zmin, zmax) if v is not None) if (zmin, zmax) != (None, None) else None
@@ -83,7 +83,7 @@ def heatmap(
     if clickable:
         _add_cell_markers(fig, z, rows_s, cols_s, hover)
     if not finite:
-        _note(fig, "no values yet")
+        add_note(fig, "no values yet")
 
     def ticks(names: list[str]) -> dict[str, Any]:
         step = max(1, math.ceil(len(names) / TICK_LIMIT))
@@ -94,7 +94,7 @@ def heatmap(
     fig.update_yaxes(title_text=row_label, showgrid=False, zeroline=False, **ticks(rows_s))
     fig.update_yaxes(autorange="reversed")  # rows[0] at the top: senders read downwards in execution order
     height = int(min(900, max(320, 160 + 26 * len(rows))))
-    fig = _style(fig, title, height=height, legend=False)
+    fig = house_style(fig, title, height=height, legend=False)
     if clickable:  # fixed ranges: the markers' size must not pad the axes (plotly autorange would)
         fig.update_xaxes(range=[-0.5, len(cols) - 0.5])
         fig.update_yaxes(range=[len(rows) - 0.5, -0.5], autorange=False)

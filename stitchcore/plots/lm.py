@@ -13,7 +13,8 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from stitchcore.plots.runs import ROLE_COLORS, _finite, _note, _style, penalty_vs_depth
+from stitchcore.plots._style import ROLE_COLORS, add_note, finite, house_style
+from stitchcore.plots.runs import penalty_vs_depth
 from stitchcore.plots.heatmap import heatmap
 
 __all__ = ["PENALTY_AXIS", "loss_bars", "partial_points", "penalty_by_depth", "penalty_heatmap"]
@@ -26,8 +27,8 @@ def penalty_by_depth(points: Sequence[Mapping[str, Any]], *, title: str | None =
     """One line per ``label`` (mode + head): loss penalty against the split position (0 = after the embeddings)."""
     fig = penalty_vs_depth(points, x="split", y="loss_penalty", group="label",
                            title=title or "Loss penalty vs split depth")
-    splits = sorted({int(p["split"]) for p in points if _finite(p.get("split"))})
-    names = {int(p["split"]): str(p.get("cut", p["split"])) for p in points if _finite(p.get("split"))}
+    splits = sorted({int(p["split"]) for p in points if finite(p.get("split"))})
+    names = {int(p["split"]): str(p.get("cut", p["split"])) for p in points if finite(p.get("split"))}
     if splits:
         text = [f"{k}<br>{names[k]}" if names[k] not in ("", str(k)) else str(k) for k in splits]
         fig.update_xaxes(tickmode="array", tickvals=splits, ticktext=text,
@@ -53,7 +54,7 @@ def loss_bars(summary: Mapping[str, Any], *, title: str | None = None) -> go.Fig
     joined = "merged" if summary.get("mode") == "merge" else "stitched"
     rows = [("A", summary["base"]["a"]["loss"], ROLE_COLORS["a"]), ("B", summary["base"]["b"]["loss"],
                                                                       ROLE_COLORS["b"])]
-    if _finite(summary.get("loss")):
+    if finite(summary.get("loss")):
         rows.append((joined, summary["loss"], ROLE_COLORS["stitched"]))
     fig = go.Figure(go.Bar(
         x=[r[0] for r in rows], y=[r[1] for r in rows], marker_color=[r[2] for r in rows],
@@ -61,9 +62,9 @@ def loss_bars(summary: Mapping[str, Any], *, title: str | None = None) -> go.Fig
         hovertemplate="%{x}: loss %{y:.4f} nats/token<extra></extra>",
     ))  # fmt: skip
     if not rows:
-        _note(fig, "no scores yet")
+        add_note(fig, "no scores yet")
     fig.update_yaxes(title_text="validation loss (nats / token)", rangemode="tozero")
-    return _style(fig, title or "Validation loss (lower is better)", legend=False)
+    return house_style(fig, title or "Validation loss (lower is better)", legend=False)
 
 
 def partial_points(metrics: Mapping[str, Sequence[tuple[int, float]]]) -> list[dict[str, Any]]:

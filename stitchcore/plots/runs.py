@@ -1,6 +1,6 @@
 """Plotly figure builders shared by the app pages, the CLI export and the HTML reports.
 
-Heat maps live in :mod:`stitchcore.plots_heatmap`.
+Heat maps live in :mod:`stitchcore.plots.heatmap`; the shared look in :mod:`stitchcore.plots._style`.
 Every builder is a pure function: plain data as the results store holds it (dicts, lists,
 ``(step, value)`` tuples) in, a :class:`plotly.graph_objects.Figure` out.  The look is one
 house style: template ``plotly_white``, short titles, every axis titled, hover text with
@@ -23,6 +23,11 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from stitchcore.plots._style import (
+    ACCURACY_COLOR, HEIGHT, LAYOUT_COLORS, LOSS_COLOR, ROLE_COLORS, ROLE_NAMES, RUN_COLORS, TEMPLATE, WAITING,
+    add_note, clean, finite, house_style,
+)  # fmt: skip
+
 __all__ = [
     "ACCURACY_COLOR", "LAYOUT_COLORS", "LOSS_COLOR", "ROLE_COLORS", "RUN_COLORS", "accuracy_bars",
     "compare_curves", "cut_diagram", "penalty_vs_depth", "per_class_bars", "training_curves",
@@ -32,36 +37,14 @@ logger = logging.getLogger(__name__)
 
 Series = Mapping[str, Sequence[tuple[int, float]]]  # Store.series: {"loss": [(step, value), ...], ...}
 
-# The three models of a stitch keep these colours in every figure (Okabe-Ito palette).
-ROLE_COLORS: dict[str, str] = {"a": "#0072B2", "b": "#E69F00", "stitched": "#009E73"}
-ROLE_NAMES: dict[str, str] = {"a": "A", "b": "B", "stitched": "stitched"}
-LOSS_COLOR = "#3B4A5A"  # one run's loss curve (slate: not a model colour)
-ACCURACY_COLOR = "#CC79A7"  # one run's test-accuracy markers
-# Several runs on one plot (compare_curves, penalty_vs_depth): Okabe-Ito without the role colours first.
-RUN_COLORS: tuple[str, ...] = (
-    "#D55E00", "#56B4E9", "#CC79A7", "#0072B2", "#E69F00", "#009E73", "#3B4A5A", "#F0E442", "#999999",
-)  # fmt: skip
-LAYOUT_COLORS = {"map": "#8DA0CB", "map_nhwc": "#5B6FA8", "tokens": "#E78AC3", "vector": "#A6D854"}
 _LAYOUT_HINT = {"map": "C×H×W", "map_nhwc": "H×W×C", "tokens": "N×D", "vector": "D"}
 _OTHER_LAYOUT_COLOR = "#BBBBBB"
 _MARK_COLOR = "#222222"
 _SMALL = "font-size:11px;color:#666"  # secondary tick-label text
-TEMPLATE = "plotly_white"
-HEIGHT = 380  # default figure height in px: two fit on a laptop screen
 CUT_LABEL_LIMIT = 20  # cut_diagram: above this many cuts, names and shapes show on hover only
-WAITING = "waiting for the first steps…"
 
 
 # -- helpers ----------------------------------------------------------------------------------
-
-
-def _finite(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _clean(values: Sequence[Any]) -> list[float | None]:
-    """Floats with NaN / inf / None as None (a gap in a line, null in JSON)."""
-    return [float(v) if _finite(v) else None for v in values]
 
 
 def _label(key: str) -> str:
@@ -90,26 +73,6 @@ def _log_axis(values: Sequence[float | None]) -> dict[str, Any]:
     return {"type": "log", "tickmode": "array", "tickvals": ticks, "ticktext": text}
 
 
-def _style(fig: go.Figure, title: str | None, height: int = HEIGHT, legend: bool = True) -> go.Figure:
-    """The house layout: template, title, margins, legend on top."""
-    fig.update_layout(
-        template=TEMPLATE,
-        title={"text": title, "x": 0.01, "xanchor": "left"} if title else None,
-        height=height,
-        margin={"l": 64, "r": 24, "t": 64 if title else 36, "b": 56},
-        showlegend=legend,
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1.0},
-        hoverlabel={"align": "left"},
-    )
-    return fig
-
-
-def _note(fig: go.Figure, text: str) -> None:
-    """A grey message in the middle of the plot area (empty input)."""
-    fig.add_annotation(text=text, xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False,
-                       font={"size": 14, "color": "#888"})  # fmt: skip
-
-
 def _pct(v: float) -> str:
     return f"{100 * v:.1f}%"
 
@@ -133,7 +96,7 @@ def training_curves(series: Series, *, title: str | None = None) -> go.Figure:
     loss = list(series.get("loss") or [])
     acc = list(series.get("test_accuracy") or [])
     if loss:
-        steps, ys = [s for s, _ in loss], _clean([v for _, v in loss])
+        steps, ys = [s for s, _ in loss], clean([v for _, v in loss])
         fig.add_trace(
             go.Scatter(
                 x=steps, y=ys, name="loss", mode="lines" if len(loss) > 1 else "markers",
@@ -147,7 +110,7 @@ def training_curves(series: Series, *, title: str | None = None) -> go.Figure:
     if acc:
         fig.add_trace(
             go.Scatter(
-                x=[s for s, _ in acc], y=_clean([v for _, v in acc]), name="test accuracy",
+                x=[s for s, _ in acc], y=clean([v for _, v in acc]), name="test accuracy",
                 mode="lines+markers", line={"color": ACCURACY_COLOR, "width": 1.5, "dash": "dot"},
                 marker={"color": ACCURACY_COLOR, "size": 8},
                 hovertemplate="step %{x}<br>test accuracy %{y:.4f}<extra></extra>",
@@ -155,7 +118,7 @@ def training_curves(series: Series, *, title: str | None = None) -> go.Figure:
             secondary_y=True,
         )  # fmt: skip
     if not loss and not acc:
-        _note(fig, WAITING)
+        add_note(fig, WAITING)
     fig.update_xaxes(title_text="optimizer step", rangemode="tozero")
     fig.update_yaxes(title_text="loss", title_font={"color": LOSS_COLOR}, showticklabels=bool(loss),
                      secondary_y=False)  # fmt: skip
@@ -163,7 +126,7 @@ def training_curves(series: Series, *, title: str | None = None) -> go.Figure:
         title_text="test accuracy", title_font={"color": ACCURACY_COLOR}, range=[0, 1.02], tickformat=".0%",
         tickmode="array", tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1.0], showgrid=False, secondary_y=True,
     )  # fmt: skip
-    return _style(fig, title, legend=bool(loss) and bool(acc))
+    return house_style(fig, title, legend=bool(loss) and bool(acc))
 
 
 def compare_curves(
@@ -182,7 +145,7 @@ def compare_curves(
         points = list(series.get(metric) or [])
         if not points:
             continue
-        ys = _clean([v for _, v in points])
+        ys = clean([v for _, v in points])
         every += ys
         color = RUN_COLORS[i % len(RUN_COLORS)]
         fig.add_trace(
@@ -194,14 +157,14 @@ def compare_curves(
             )
         )  # fmt: skip
     if not fig.data:
-        _note(fig, f"no {_label(metric)} logged yet")
+        add_note(fig, f"no {_label(metric)} logged yet")
     fig.update_xaxes(title_text="optimizer step", rangemode="tozero")
     fig.update_yaxes(title_text=_label(metric))
     if accuracy:
         fig.update_yaxes(range=[0, 1.02], tickformat=".0%")
     elif _wants_log(every):
         fig.update_yaxes(**_log_axis(every))
-    return _style(fig, title or _label(metric).capitalize())
+    return house_style(fig, title or _label(metric).capitalize())
 
 
 # -- stitch results ----------------------------------------------------------------------------
@@ -229,7 +192,7 @@ def accuracy_bars(summary: Mapping[str, Any], *, title: str | None = None) -> go
     ]  # fmt: skip
     fig = go.Figure()
     for x, (role, acc, _, what) in enumerate(bars):
-        if not _finite(acc):
+        if not finite(acc):
             continue
         fig.add_trace(
             go.Bar(
@@ -240,7 +203,7 @@ def accuracy_bars(summary: Mapping[str, Any], *, title: str | None = None) -> go
             )
         )  # fmt: skip
     start = summary.get("start_accuracy")
-    if _finite(start):
+    if finite(start):
         fig.add_trace(
             go.Scatter(
                 x=[2], y=[start], name="stitched before training", mode="markers+text",
@@ -253,9 +216,9 @@ def accuracy_bars(summary: Mapping[str, Any], *, title: str | None = None) -> go
         )  # fmt: skip
     acc_b, acc_s = base.get("b"), summary.get("accuracy")
     penalty = summary.get("penalty")
-    if not _finite(penalty) and _finite(acc_b) and _finite(acc_s):
+    if not finite(penalty) and finite(acc_b) and finite(acc_s):
         penalty = acc_b - acc_s
-    if _finite(penalty) and _finite(acc_b) and _finite(acc_s):
+    if finite(penalty) and finite(acc_b) and finite(acc_s):
         # Dashed level of B carried over to the stitched bar, a bracket down to the stitched top.
         guide = {"color": "#555", "width": 1.5}
         fig.add_shape(type="line", x0=1.3, x1=2.42, y0=acc_b, y1=acc_b, line=guide | {"dash": "dash"})
@@ -267,7 +230,7 @@ def accuracy_bars(summary: Mapping[str, Any], *, title: str | None = None) -> go
         )  # fmt: skip
     fig.update_xaxes(title_text="model", tickvals=[0, 1, 2], ticktext=[b[2] for b in bars], range=[-0.5, 3.1])
     fig.update_yaxes(title_text="test accuracy", range=[0, 1.05], tickformat=".0%")
-    return _style(fig, title or "Stitched vs base accuracy", legend=False)
+    return house_style(fig, title or "Stitched vs base accuracy", legend=False)
 
 
 def per_class_bars(summary: Mapping[str, Any], *, title: str | None = None) -> go.Figure:
@@ -285,10 +248,10 @@ def per_class_bars(summary: Mapping[str, Any], *, title: str | None = None) -> g
     b_vals = rows["b"] + [None] * (n - len(rows["b"]))
     fig = go.Figure()
     for role, vals in rows.items():
-        keep = [i for i, v in enumerate(vals) if _finite(v)]
+        keep = [i for i, v in enumerate(vals) if finite(v)]
         if not keep:
             continue
-        vs_b = [role == "stitched" and _finite(b_vals[i]) for i in keep]
+        vs_b = [role == "stitched" and finite(b_vals[i]) for i in keep]
         delta = [f"<br>{100 * (vals[i] - b_vals[i]):+.1f} pts vs B" if v else "" for i, v in zip(keep, vs_b)]
         fig.add_trace(
             go.Bar(
@@ -298,11 +261,11 @@ def per_class_bars(summary: Mapping[str, Any], *, title: str | None = None) -> g
             )
         )  # fmt: skip
     if not fig.data:
-        _note(fig, "no per-class accuracy")
+        add_note(fig, "no per-class accuracy")
     fig.update_layout(barmode="group", bargap=0.25, bargroupgap=0.05)
     fig.update_xaxes(title_text="class", type="category", categoryorder="array", categoryarray=classes)
     fig.update_yaxes(title_text="test accuracy", range=[0, 1.05], tickformat=".0%")
-    return _style(fig, title or "Per-class accuracy")
+    return house_style(fig, title or "Per-class accuracy")
 
 
 # -- networks and matrices ---------------------------------------------------------------------
@@ -373,7 +336,7 @@ def cut_diagram(
             font={"color": _MARK_COLOR, "size": 12},
         )  # fmt: skip
     if not cuts:
-        _note(fig, "no cuts")
+        add_note(fig, "no cuts")
     top = math.log10(max(sizes, default=10)) * 1.2 + 0.3
     fig.update_layout(barmode="overlay", bargap=0.2)
     if labelled:
@@ -384,7 +347,7 @@ def cut_diagram(
     fig.update_xaxes(range=[-0.6, max(len(cuts), 1) - 0.4], showgrid=False, zeroline=False)
     fig.update_yaxes(title_text="activation size<br>(values per example)", type="log", range=[0, top],
                      dtick=1, tickformat="~s")  # fmt: skip
-    fig = _style(fig, title, height=340)
+    fig = house_style(fig, title, height=340)
     # Legend one row above the captions of the marked cuts, so a marked last cut never hides under it.
     fig.update_layout(margin={"t": 110 if title else 86, "b": 96 if labelled and len(cuts) > 8 else 56},
                       legend={"y": 1.16})
@@ -407,7 +370,7 @@ def penalty_vs_depth(
     """
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for p in points:
-        if _finite(p.get(x)) and _finite(p.get(y)):
+        if finite(p.get(x)) and finite(p.get(y)):
             groups.setdefault("" if p.get(group) is None else str(p[group]), []).append(p)
     fig = go.Figure()
     for i, (name, pts) in enumerate(groups.items()):
@@ -423,9 +386,9 @@ def penalty_vs_depth(
             )
         )  # fmt: skip
     if not fig.data:
-        _note(fig, "no points yet")
+        add_note(fig, "no points yet")
     if "penalty" in y:
         fig.add_hline(y=0, line={"color": "#999", "width": 1})
     fig.update_xaxes(title_text=_label(x))
     fig.update_yaxes(title_text=_label(y) + (" (B − stitched)" if y == "penalty" else ""))
-    return _style(fig, title or f"{_label(y)} vs {_label(x)}".capitalize())
+    return house_style(fig, title or f"{_label(y)} vs {_label(x)}".capitalize())

@@ -26,7 +26,7 @@ from plotly.subplots import make_subplots
 
 from stitchcore.plots import runs as plots
 from stitchcore.plots import heatmap as plots_heatmap
-from stitchcore.plots.runs import HEIGHT, RUN_COLORS, _clean, _note, _style
+from stitchcore.plots._style import HEIGHT, ROLE_COLORS, RUN_COLORS, WAITING, add_note, clean, house_style
 
 __all__ = ["SIMPLICITY_LABELS", "per_class_heatmap", "simplicity_curves", "trait_curves"]
 
@@ -72,14 +72,14 @@ def trait_curves(
         name = labels.get(key, key)
         band = control.get(key)
         if band and done:  # one closed polygon per metric: max left to right, then min right to left
-            lo, hi = _clean(band["min"]), _clean(band["max"])
+            lo, hi = clean(band["min"]), clean(band["max"])
             keep = [j for j in range(done) if lo[j] is not None and hi[j] is not None]
             fig.add_trace(go.Scatter(x=keep + keep[::-1], y=[hi[j] for j in keep] + [lo[j] for j in keep[::-1]],
                                      mode="lines", fill="toself", fillcolor=_rgba(color, 0.15),
                                      line={"color": _rgba(color, 0.5), "width": 1}, name="random-init control",
                                      legendgroup="control", showlegend=i == 0,
                                      hovertemplate=f"control, {name}: %{{y:.3f}}<extra></extra>"))  # fmt: skip
-        fig.add_trace(go.Scatter(x=list(range(done)), y=_clean(curves["stitched"].get(key, [])), mode="lines+markers",
+        fig.add_trace(go.Scatter(x=list(range(done)), y=clean(curves["stitched"].get(key, [])), mode="lines+markers",
                                  name=name, line={"color": color, "width": 2.5}, marker={"size": 8},
                                  customdata=positions[:done],
                                  hovertemplate=f"{name}<br>cut %{{customdata}}: %{{y:.3f}}<extra></extra>"))
@@ -90,14 +90,14 @@ def trait_curves(
     _x_axis(fig, positions)
     fig.update_yaxes(title_text="rate", range=[-0.03, 1.05])
     if not done:
-        _note(fig, plots.WAITING if positions else "no positions yet")
-    return _style(fig, title)
+        add_note(fig, WAITING if positions else "no positions yet")
+    return house_style(fig, title)
 
 
 def _normalized(values: Sequence[float | None], a: float | None, b: float | None) -> list[float | None]:
     if a is None or b is None or abs(a - b) < 1e-12 * max(abs(a), abs(b), 1.0):
         return [None] * len(values)
-    return [None if v is None else (v - b) / (a - b) for v in _clean(values)]
+    return [None if v is None else (v - b) / (a - b) for v in clean(values)]
 
 
 def simplicity_curves(
@@ -117,7 +117,7 @@ def simplicity_curves(
         fig = go.Figure()
         for i, (key, label) in enumerate(SIMPLICITY_LABELS.items()):
             ys = _normalized(simp.get(key, []), refs["a"].get(key), refs["b"].get(key))
-            raw = _clean(simp.get(key, []))
+            raw = clean(simp.get(key, []))
             fig.add_trace(go.Scatter(x=list(range(done)), y=ys, mode="lines+markers", name=label, customdata=raw,
                                      line={"color": RUN_COLORS[i], "width": 2.5}, marker={"size": 8},
                                      hovertemplate=f"{label}: %{{y:.3f}} (raw %{{customdata:.4g}})<extra></extra>"))
@@ -126,25 +126,25 @@ def simplicity_curves(
         _x_axis(fig, positions)
         fig.update_yaxes(title_text="(value − B) / (A − B)")
         if not done:
-            _note(fig, plots.WAITING)
-        return _style(fig, title or "Simplicity, normalised: 0 = B, 1 = A")
+            add_note(fig, WAITING)
+        return house_style(fig, title or "Simplicity, normalised: 0 = B, 1 = A")
     fig = make_subplots(rows=1, cols=3, subplot_titles=list(SIMPLICITY_LABELS.values()), horizontal_spacing=0.08)
     for j, (key, label) in enumerate(SIMPLICITY_LABELS.items(), start=1):
-        fig.add_trace(go.Scatter(x=list(range(done)), y=_clean(simp.get(key, [])), mode="lines+markers",
+        fig.add_trace(go.Scatter(x=list(range(done)), y=clean(simp.get(key, [])), mode="lines+markers",
                                  name="stitched", legendgroup="stitched", showlegend=j == 1,
-                                 line={"color": plots.ROLE_COLORS["stitched"], "width": 2.5}, marker={"size": 7},
+                                 line={"color": ROLE_COLORS["stitched"], "width": 2.5}, marker={"size": 7},
                                  customdata=positions[:done],
                                  hovertemplate=f"{label}<br>cut %{{customdata}}: %{{y:.4g}}<extra></extra>"),
                       row=1, col=j)  # fmt: skip
         for role, dash in (("a", "dash"), ("b", "dot")):
-            _ref_line(fig, len(positions), refs[role].get(key), f"{role.upper()} alone", plots.ROLE_COLORS[role], dash,
+            _ref_line(fig, len(positions), refs[role].get(key), f"{role.upper()} alone", ROLE_COLORS[role], dash,
                       j == 1, row=1, col=j)  # fmt: skip
         _x_axis(fig, positions, row=1, col=j)
     fig.update_xaxes(title_text=None)
-    fig = _style(fig, title or "Simplicity (raw)", height=HEIGHT)
+    fig = house_style(fig, title or "Simplicity (raw)", height=HEIGHT)
     fig.update_layout(margin={"t": 100}, legend={"y": 1.16})  # the legend above the panel titles
     if not done:
-        _note(fig, plots.WAITING)
+        add_note(fig, WAITING)
     return fig
 
 

@@ -39,7 +39,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from stitchcore.errors import AdapterError
-from stitchcore.stitching.fits import ChannelLinear, LowRankLinear
+from stitchcore.stitching.layers import ChannelLinear, LowRankLinear
 
 if TYPE_CHECKING:  # any object with name, shape (no batch), layout and depth will do at run time
     from stitchcore.cuts import Cut

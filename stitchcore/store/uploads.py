@@ -1,0 +1,62 @@
+"""Uploaded checkpoints, kept under the store: ``<store root>/uploads/<sha256[:16]>-<safe name>``.
+
+Content-addressed and written atomically, so the same bytes always land on the same path (and
+so give the same ``file:`` ref, see :func:`stitchcore.models.refs.upload_ref`).  Nothing is
+loaded here: reading a checkpoint is :mod:`stitchcore.models.sources.checkpoint`'s job.
+
+>>> _safe_name("../../My Model (v2).PT")
+'My_Model_v2.pt'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+from stitchcore.errors import CheckpointError
+
+__all__ = ["UPLOAD_DIR", "UPLOAD_EXTS", "save_upload"]
+
+UPLOAD_EXTS = (".pt", ".pth", ".safetensors")  # what the upload accepts; all read without running pickles
+UPLOAD_DIR = "uploads"  # under the store root, beside blobs/
+_NAME_LIMIT = 80  # characters kept of the uploaded file's name (the hash keeps names unique)
+
+
+def _safe_name(filename: str) -> str:
+    base = Path(filename.replace("\\", "/")).name  # no directories from the client
+    stem, ext = os.path.splitext(base)
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", stem).strip("._") or "checkpoint"
+    return stem[:_NAME_LIMIT] + ext.lower()
+
+
+def save_upload(store: Any, filename: str, data: bytes) -> Path:
+    """Write uploaded checkpoint bytes under ``<store root>/uploads/`` atomically; returns the path.
+
+    The name is ``<sha256[:16]>-<safe name>``: the same bytes land on the same
+    path (written once).  Raises :class:`CheckpointError` for an extension other
+    than .pt/.pth/.safetensors or an empty file.  Nothing is loaded here.
+    """
+    ext = os.path.splitext(filename)[1].lower()
+    if ext not in UPLOAD_EXTS:
+        raise CheckpointError(
+            f"{filename!r} is not a checkpoint file; upload a {', '.join(UPLOAD_EXTS)} file "
+            "(e.g. saved with torch.save(model.state_dict(), 'model.pt'))"
+        )
+    if not data:
+        raise CheckpointError(f"{filename!r} is empty; upload the checkpoint again")
+    folder = Path(store.root) / UPLOAD_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{hashlib.sha256(data).hexdigest()[:16]}-{_safe_name(filename)}"
+    if path.exists() and path.stat().st_size == len(data):
+        return path
+    tmp = folder / f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp"
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
