@@ -4,4 +4,5 @@ import sys
 
 from stitchcore.cli.main import main
 
-sys.exit(main())
+if __name__ == "__main__":  # importing this module (doctest collection) runs nothing
+    sys.exit(main())

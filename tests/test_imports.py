@@ -1,0 +1,195 @@
+"""The package's import structure: imports only run downward.
+
+Walks stitchcore's source with ``ast`` (lazy imports inside functions count too; imports under
+``if TYPE_CHECKING:`` do not): no import cycle between modules (a package's ``__init__``
+importing its own children to register or re-export them is not counted), no ``_private``
+module or name imported from outside its own subpackage, at most six top-level modules, and
+no streamlit anywhere in the library.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = "stitchcore"
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for path in (ROOT / PKG).rglob("*.py"):
+        rel = path.relative_to(ROOT).with_suffix("")
+        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+        mods[".".join(parts)] = path
+    return mods
+
+
+MODULES = _modules()
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(n) for n in ast.walk(node))
+    return skip
+
+
+def _owner(name: str) -> str | None:
+    """The module of ``stitchcore`` that ``name`` (a dotted import target) resolves to."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _imports(module: str) -> list[tuple[str, str | None]]:
+    """``(target module, imported name or None)`` for every stitchcore import in ``module``."""
+    path = MODULES[module]
+    tree = ast.parse(path.read_text())
+    skip = _type_checking_nodes(tree)
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            found += [(a.name, None) for a in node.names if a.name.split(".")[0] == PKG]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                here = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+                here = here[: len(here) - node.level + 1]
+                base = ".".join(here + ([node.module] if node.module else []))
+            if base.split(".")[0] != PKG:
+                continue
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                found.append((full, None) if full in MODULES else (base, alias.name))
+    return found
+
+
+def _edges() -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = {m: set() for m in MODULES}
+    for module in MODULES:
+        for target, _ in _imports(module):
+            owner = _owner(target)
+            if owner is None or owner == module:
+                continue
+            if MODULES[module].name == "__init__.py" and owner.startswith(module + "."):
+                continue  # a package importing its own children (registration, re-exports)
+            edges[module].add(owner)
+    return edges
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative enough here)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def _subpackage(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def test_no_import_cycle():
+    assert _cycles(_edges()) == []
+
+
+def test_no_private_name_or_module_imported_across_subpackages():
+    crossings = []
+    for module in MODULES:
+        for target, name in _imports(module):
+            owner = _owner(target)
+            if owner is None or _subpackage(owner) == _subpackage(module):
+                continue
+            private_module = any(_is_private(part) for part in owner.split(".")[1:])
+            if private_module or (name is not None and _is_private(name)):
+                crossings.append(f"{module} imports {owner}{'.' + name if name else ''}")
+    assert crossings == []
+
+
+def test_top_level_stays_small():
+    top = sorted(m for m, p in MODULES.items() if m.count(".") == 1 and p.name != "__init__.py")
+    assert len(top) <= 6, top
+
+
+def test_library_never_imports_streamlit():
+    users = [m for m in MODULES if any(t.split(".")[0] == "streamlit" for t in _all_import_names(m))]
+    assert users == []
+
+
+def _all_import_names(module: str) -> list[str]:
+    tree = ast.parse(MODULES[module].read_text())
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.append(node.module)
+    return names
+
+
+@pytest.mark.parametrize(
+    "edges, expected",
+    [
+        ({"a": {"b"}, "b": {"a"}, "c": set()}, [["a", "b"]]),
+        ({"a": {"b"}, "b": {"c"}, "c": set()}, []),
+        ({"a": {"b"}, "b": {"c"}, "c": {"a"}}, [["a", "b", "c"]]),
+    ],
+)
+def test_cycle_finder_finds_cycles(edges, expected):
+    """The checker itself can fail: it finds a planted cycle."""
+    assert _cycles(edges) == expected
+
+
+def test_private_check_sees_a_planted_crossing(tmp_path, monkeypatch):
+    """A module of one subpackage importing another's _private module is reported."""
+    fake = {
+        "stitchcore": tmp_path / "__init__.py",
+        "stitchcore.a": tmp_path / "a" / "__init__.py",
+        "stitchcore.a._hidden": tmp_path / "a" / "_hidden.py",
+        "stitchcore.b": tmp_path / "b" / "__init__.py",
+        "stitchcore.b.user": tmp_path / "b" / "user.py",
+    }
+    for path in fake.values():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+    fake["stitchcore.b.user"].write_text("from stitchcore.a._hidden import thing\n")
+    monkeypatch.setitem(globals(), "MODULES", fake)
+    with pytest.raises(AssertionError, match="stitchcore.b.user imports stitchcore.a._hidden"):
+        test_no_private_name_or_module_imported_across_subpackages()
