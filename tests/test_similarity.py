@@ -15,6 +15,7 @@ from stitchcore.measures.similarity import (
     cka_rbf,
     features_at,
     flatten,
+    get_measure,
     gram_linear,
     hsic_unbiased,
     list_measures,
@@ -211,8 +212,39 @@ def test_flatten_rules():
 
 def test_registry():
     assert list_measures() == ["cka-linear", "cka-rbf", "procrustes"]
+    assert list_measures("cka-*") == ["cka-linear", "cka-rbf"] and list_measures("svcca") == []
     with pytest.raises(ValueError, match="already registered"):
         register_measure("cka-linear")(lambda x, y: x)
+
+
+def test_unknown_measure_names_the_close_ones():
+    with pytest.raises(StitchError, match="unknown measure 'cka-linera'; did you mean 'cka-linear'"):
+        get_measure("cka-linera")
+    with pytest.raises(StitchError, match=r"known: cka-linear, cka-rbf, procrustes"):
+        get_measure("svcca")
+
+
+# ---------------------------------------------------------------------------- every registered measure
+
+
+@pytest.mark.parametrize("name", list_measures())
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_measure_contract_range_identity_symmetry(name, dtype):
+    """Every measure: finite and within its bounds, the most similar value for the same input,
+    and fn(X, Y) == fn(Y, X) where it says it is symmetric."""
+    meas = get_measure(name)
+    low, high = meas.bounds
+    x, y = _rand(24, 7, 11).to(dtype), _rand(24, 5, 12).to(dtype)  # [n, p], [n, q]: p != q
+    for a, b in ((x, y), (y, x), (x, x), (x, 2 * x), (x, y + x[:, :5])):
+        value = float(meas.fn(a, b))
+        assert math.isfinite(value), (name, value)
+        assert low - 1e-9 <= value <= high + 1e-9, (name, value)
+    same = float(meas.fn(x, x))
+    assert same == pytest.approx(high if meas.higher_is_similar else low, abs=1e-6)
+    if meas.symmetric:
+        assert float(meas.fn(x, y)) == pytest.approx(float(meas.fn(y, x)), abs=1e-9)
+    unrelated = float(meas.fn(x, y))
+    assert (unrelated < same) if meas.higher_is_similar else (unrelated > same)
 
 
 # ---------------------------------------------------------------------------- end to end

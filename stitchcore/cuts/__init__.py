@@ -48,17 +48,19 @@ square spatial dims.
 **Fallback.**  When fx cannot trace a model, cuts come from forward hooks on known
 block lists (timm ``feature_info`` modules, ``blocks`` / ``stages`` / ``layers``,
 HF ``transformer.h`` / ``model.layers`` ...); only HF GPT-2 style models can then
-be split (see :mod:`stitchcore._hook_split`).  The traced graph is always checked
+be split (see :mod:`stitchcore.cuts._hooks`).  The traced graph is always checked
 against the model's own forward on ``example_input``.
 
 ``prefix`` and ``suffix`` share modules and parameters with ``model`` (no copies);
 listing and splitting leave ``model`` as found: training flags restored, no hooks.
 The graph is traced in eval mode: train-only branches of ``forward`` are not kept.
+
+**Recording** many cuts from one forward pass goes through the context manager
+:func:`stitchcore.cuts.record.record` (hooks removed and train flags restored on exit).
 """
 
 from __future__ import annotations
 
-import difflib
 import logging
 import threading
 import weakref
@@ -69,6 +71,7 @@ from torch import nn
 
 from stitchcore.cuts._fx import FxPlan, Site, TraceFailed
 from stitchcore.cuts._hooks import HookPlan
+from stitchcore.cuts._naming import close_names
 from stitchcore.errors import CutError
 
 __all__ = ["Cut", "coarse_cuts", "list_cuts", "get_cut", "split", "split_segment"]
@@ -161,19 +164,13 @@ def coarse_cuts(cuts: list[Cut], n: int = 6) -> list[Cut]:
     return [cuts[i] for i in picks]
 
 
-def _close_names(name: str, names: list[str]) -> list[str]:
-    inside = [n for n in names if n.startswith(name + ".")]
-    close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
-    return list(dict.fromkeys(inside[:1] + inside[-1:] + close))[:3]
-
-
 def get_cut(model: nn.Module, example_input: torch.Tensor, name: str) -> Cut:
     """The cut called ``name``; :class:`CutError` with the close names when there is none."""
     cuts = list_cuts(model, example_input)
     for cut in cuts:
         if cut.name == name:
             return cut
-    close = _close_names(name, [c.name for c in cuts])
+    close = close_names(name, [c.name for c in cuts])
     hint = f"close: {', '.join(close)}" if close else f"cuts run from {cuts[0].name} to {cuts[-1].name}"
     if name in dict(model.named_modules()):
         hint = ("it is a module, but its output is the model output, lies inside a residual skip or a block, "

@@ -1,8 +1,8 @@
 """torch.fx back end of :mod:`stitchcore.cuts`: trace, find single-live-tensor nodes, cut the graph.
 
-Also holds the helpers both back ends share (:class:`Site`, naming and layout rules,
-:func:`eval_mode`).  Private: use :func:`stitchcore.cuts.list_cuts` and
-:func:`stitchcore.cuts.split`.
+Also holds the helpers both back ends share (:class:`Site`, the layout rules,
+:func:`eval_mode`); the naming rule lives in :mod:`stitchcore.cuts._naming`.  Private:
+use :func:`stitchcore.cuts.list_cuts` and :func:`stitchcore.cuts.split`.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ import torch
 import torch.fx as fx
 import torch.nn.functional as F
 from torch import nn
+
+from stitchcore.cuts._naming import call_name, choose_name, drop_inner, parse_call
 
 log = logging.getLogger(__name__)
 
@@ -76,62 +78,6 @@ def outputs_match(a: Any, b: Any) -> bool:
         x.shape == y.shape and torch.allclose(x.float(), y.float(), atol=1e-5, rtol=1e-4)
         for x, y in zip(ta, tb)
     )
-
-
-def _is_transparent(module: nn.Module) -> bool:
-    """A module that never names a cut: an Identity, or a plain ``nn.Sequential`` built from
-    positional modules (``layer1``: its last item names the output).  A Sequential with named
-    children (``fc1 = Sequential(OrderedDict(linear=..., relu=...))``) is a block and names it."""
-    if isinstance(module, nn.Identity):
-        return True
-    return type(module) is nn.Sequential and all(k.isdigit() for k, _ in module.named_children())
-
-
-def choose_name(model: nn.Module, names: Sequence[str]) -> str | None:
-    """The canonical name among the modules whose output is one tensor: the outermost non-transparent one.
-
-    ``names`` lists the modules in the order their calls returned (innermost first);
-    e.g. ``["layer1.1.relu", "layer1.1", "layer1"]`` -> ``"layer1.1"`` because the
-    positional ``nn.Sequential`` ``layer1`` is transparent.
-    """
-    kept = [n for n in names if n and not _is_transparent(model.get_submodule(n))]
-    if not kept:
-        return None
-    return min(kept, key=lambda n: (n.count("."), names.index(n)))
-
-
-BLOCK_LISTS = ("blocks", "stages", "layers", "layer", "h")  # container names whose items are blocks
-
-
-def is_block_list_item(model: nn.Module, name: str) -> bool:
-    """True for ``blocks.3``-like names: an item of a ModuleList, or of a plain Sequential that is
-    named like a block list or holds two or more modules of one class (not ``downsample.0``)."""
-    if "." not in name:
-        return True
-    parent_name = name.rsplit(".", 1)[0]
-    parent = model.get_submodule(parent_name)
-    if type(parent) is nn.ModuleList:
-        return True
-    if type(parent) is not nn.Sequential:
-        return False
-    kinds = {type(m) for m in parent.children()}
-    return parent_name.rsplit(".", 1)[-1] in BLOCK_LISTS or (len(parent) > 1 and len(kinds) == 1)
-
-
-def drop_inner(model: nn.Module, names: list[str]) -> list[str]:
-    """Keep block granularity: drop names inside another cut unless they are block-list items.
-
-    ``blocks.1.0.conv_pw`` goes when ``blocks.1.0`` is a cut; ``layers.0.blocks.0`` stays
-    inside ``layers.0`` because ``layers.0.blocks`` is a block list.
-    """
-    bare = {n.split(":")[0] for n in names}
-    out = []
-    for n in names:
-        base = n.split(":")[0]
-        inside = any(base.startswith(o + ".") for o in bare if o != base)
-        if not inside or is_block_list_item(model, base):
-            out.append(n)
-    return out
 
 
 def feature_channels(model: nn.Module, name: str) -> int | None:
@@ -328,7 +274,7 @@ class FxPlan:
         for name, n in named:
             k = seen.get(name, 0)
             seen[name] = k + 1
-            unique.append((name if k == 0 else f"{name}:{k}", n))
+            unique.append((call_name(name, k), n))
         kept = set(drop_inner(self._model, [name for name, _ in unique]))
         sites = []
         for name, n in unique:
@@ -337,7 +283,7 @@ class FxPlan:
             shape = self._meta[n.name][0][1:]
             layout = LAYOUT_BY_RANK[len(shape)]
             if layout == "map":
-                names = [name.split(":")[0], *module_outputs[n]]
+                names = [parse_call(name)[0], *module_outputs[n]]
                 layout = map_layout(self._model, names, shape, self._channel_hint(n))
             self._nodes[name] = n
             sites.append(Site(name, shape, layout))

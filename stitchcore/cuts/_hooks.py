@@ -13,50 +13,19 @@ logits [B, T, V].  Every split is checked against ``model(example_input)``.
 
 from __future__ import annotations
 
-import contextlib
-import inspect
 import logging
 import weakref
-from collections.abc import Iterator
-from typing import Any
 
 import torch
 from torch import nn
 
-from stitchcore.cuts._fx import (BLOCK_LISTS, LAYOUT_BY_RANK, Site, choose_name, eval_mode, map_layout,
-                                  outputs_match)
+from stitchcore.cuts._fx import LAYOUT_BY_RANK, Site, eval_mode, map_layout, outputs_match
+from stitchcore.cuts._naming import BLOCK_LISTS, choose_name
+from stitchcore.cuts.record import record
 from stitchcore.errors import CutError
 from stitchcore.models.gpt2 import block_kwargs, causal_mask, gpt2_root
 
 log = logging.getLogger(__name__)
-
-class _StopForward(Exception):
-    """Raised by a capture hook to end the forward at the cut (private)."""
-
-
-@contextlib.contextmanager
-def _capture(modules: dict[str, nn.Module], stop_at: str | None = None) -> Iterator[dict[str, Any]]:
-    """Forward hooks recording each module's first output (in call order); removed on exit.
-
-    With ``stop_at``, the hook on that module raises :class:`_StopForward` after recording.
-    """
-    seen: dict[str, Any] = {}
-
-    def make(name: str):
-        def hook(_mod: nn.Module, _args: Any, out: Any) -> None:
-            if name not in seen:
-                seen[name] = out[0] if isinstance(out, (tuple, list)) and out else out
-            if name == stop_at:
-                raise _StopForward
-
-        return hook
-
-    handles = [m.register_forward_hook(make(n)) for n, m in modules.items()]
-    try:
-        yield seen
-    finally:
-        for h in handles:
-            h.remove()
 
 
 def _candidate_modules(model: nn.Module) -> list[str]:
@@ -89,7 +58,7 @@ class HookPlan:
             raise CutError(f"cannot find cuts in {cls}: torch.fx could not trace it ({reason}) and it has no "
                            "known block list (timm feature_info, blocks, stages, layers, HF transformer.h); "
                            "make its forward traceable or give it an nn.Sequential / ModuleList of blocks")
-        with eval_mode(model), _capture({n: model.get_submodule(n) for n in names}) as seen:
+        with eval_mode(model), record(model, names) as seen:  # {name: first output [B, ...]}
             model(example_input)
         by_tensor: dict[int, list[str]] = {}
         for name, out in seen.items():  # hook order = order in which the modules finished
@@ -139,14 +108,9 @@ class _HookPrefix(nn.Module):
         self.cut = cut  # module path whose output is returned
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        with _capture({self.cut: self.model.get_submodule(self.cut)}, stop_at=self.cut) as seen:
-            try:
-                self.model(x)
-            except _StopForward:
-                pass
-        if self.cut not in seen:
-            raise CutError(f"module {self.cut} did not run in the forward of {type(self.model).__name__}")
-        return seen[self.cut]
+        with record(self.model, [self.cut], stop_at=self.cut) as seen:
+            self.model(x)  # ids [B, T]; ends at the cut
+        return seen.require(self.cut)  # [B, T, D]
 
 
 class _GPT2Part(nn.Module):

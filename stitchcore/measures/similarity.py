@@ -10,8 +10,10 @@ tokens [B, N, D] are mean-pooled to [B, D] (``token_mode="mean"``) or become B*N
 >>> x = torch.randn(64, 10, dtype=torch.float64)
 >>> round(float(cka_linear(x, 3 * x)), 6)
 1.0
->>> sorted(list_measures())
-['cka-linear', 'cka-rbf', 'procrustes']
+>>> list_measures(), list_measures("cka-*")
+(['cka-linear', 'cka-rbf', 'procrustes'], ['cka-linear', 'cka-rbf'])
+>>> get_measure("procrustes").higher_is_similar
+False
 
 **Minibatch CKA** (Nguyen, Raghu & Kornblith 2021): per batch, the linear Gram
 ``K = X Xᵀ`` [B, B] of every layer (float64), the unbiased HSIC of Song et al. 2012
@@ -30,19 +32,19 @@ report a shuffled-input baseline.
 
 from __future__ import annotations
 
-import difflib
 import logging
 import math
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from stitchcore.stitching.activations import memory_budget_bytes
 from stitchcore.cuts import Cut
-from stitchcore.errors import CutError, StitchError
+from stitchcore.cuts.record import record
+from stitchcore.errors import StitchError
+from stitchcore.registry import Registry
+from stitchcore.stitching.activations import memory_budget_bytes
 
 __all__ = ["Measure", "MinibatchCKA", "cka_linear", "cka_rbf", "features_at", "flatten", "get_measure"]
 __all__ += ["gram_linear", "hsic_unbiased", "list_measures", "procrustes_distance", "register_measure"]
@@ -57,61 +59,22 @@ _MIN_DEBIASED_BATCH = 4  # the unbiased HSIC divides by n(n-3) and (n-1)(n-2)
 # ---------------------------------------------------------------------------- features
 
 
-def _split_name(name: str) -> tuple[str, int]:
-    """'layer2.1' -> ('layer2.1', 0); 'blocks.0:1' (second call of a shared module) -> ('blocks.0', 1)."""
-    path, _, call = name.partition(":")
-    return path, int(call) if call.isdigit() else 0
-
-
-@contextmanager
-def _hooked(model: nn.Module, cut_names: Sequence[str]):
-    """Forward hooks recording the outputs of the named modules; removed and train flags restored on exit."""
-    modules = dict(model.named_modules())
-    for name in cut_names:
-        path, _ = _split_name(name)
-        if path not in modules or path == "":
-            close = difflib.get_close_matches(path, [n for n in modules if n], n=3, cutoff=0.5)
-            hint = f"close: {', '.join(close)}" if close else "list them: `python -m stitchcore cuts REF`"
-            raise CutError(f"no module '{name}' in {type(model).__name__}; {hint}")
-    seen: dict[str, list[torch.Tensor]] = {_split_name(n)[0]: [] for n in cut_names}
-
-    def make_hook(path: str) -> Callable:
-        def hook(_mod: nn.Module, _inp: object, out: object) -> None:
-            if isinstance(out, (tuple, list)):  # HF blocks return (hidden, ...)
-                out = out[0]
-            seen[path].append(out.detach())
-
-        return hook
-
-    flags = [(m, m.training) for m in model.modules()]
-    handles = [modules[p].register_forward_hook(make_hook(p)) for p in seen]
-    try:
-        model.eval()
-        yield seen
-    finally:
-        for h in handles:
-            h.remove()
-        for m, flag in flags:
-            m.training = flag
-
-
 def features_at(model: nn.Module, cut_names: Sequence[str], x: torch.Tensor) -> dict[str, torch.Tensor]:
     """Activations at every named cut from ONE eval-mode forward pass of ``model`` on ``x`` [B, ...].
 
-    Returns ``{name: Tensor [B, ...]}`` as laid out by the module (e.g. [B, C, H, W]).  Names are
-    module paths (``"layer2.1"``; ``"name:1"`` is a shared module's second call).  Hooks are
-    removed and every module's training flag restored, also when the forward pass fails.
+    Returns ``{name: Tensor [B, ...]}`` as laid out by the module (e.g. [B, C, H, W]; the first
+    item of a tuple output, as HF blocks return).  Names are module paths (``"layer2.1"``;
+    ``"name:1"`` is a shared module's second call); an unknown one is a :class:`CutError` naming
+    the close ones.  Hooks are removed and every module's training flag restored, also when the
+    forward pass fails (:func:`stitchcore.cuts.record.record`).
+
+    >>> net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    >>> {k: tuple(v.shape) for k, v in features_at(net, ["0", "2"], torch.randn(5, 4)).items()}
+    {'0': (5, 8), '2': (5, 2)}
     """
-    with _hooked(model, cut_names) as seen, torch.no_grad():
+    with record(model, cut_names, eval_mode=True) as seen, torch.no_grad():
         model(x)
-    out = {}
-    for name in cut_names:
-        path, call = _split_name(name)
-        if call >= len(seen[path]):
-            raise CutError(f"module '{path}' ran {len(seen[path])} time(s) in the forward pass; "
-                           f"'{name}' does not exist, use '{path}'")
-        out[name] = seen[path][call]
-    return out
+    return {name: seen.require(name) for name in cut_names}
 
 
 def flatten(act: torch.Tensor, layout: str | None = None, token_mode: str = "mean") -> torch.Tensor:
@@ -199,7 +162,7 @@ def _check_pair(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.T
 
 
 def cka_linear(x: torch.Tensor, y: torch.Tensor, *, debiased: bool = False) -> torch.Tensor:
-    """Full-batch linear CKA of X [n, p] and Y [n, q] -> scalar float64 tensor in [0, 1].
+    """Full-batch linear CKA of X [n, p] and Y [n, q] -> symmetric scalar float64 tensor in [0, 1].
 
     Biased HSIC with textbook centring (Kornblith et al. 2019):
     ``‖YᶜᵀXᶜ‖²_F / (‖XᶜᵀXᶜ‖_F ‖YᶜᵀYᶜ‖_F)``; ``debiased=True`` uses the unbiased HSIC (n >= 4).
@@ -220,7 +183,8 @@ def _gram_rbf(x: torch.Tensor, sigma_frac: float) -> torch.Tensor:
 
 
 def cka_rbf(x: torch.Tensor, y: torch.Tensor, sigma_frac: float | None = None) -> torch.Tensor:
-    """Full-batch RBF-kernel CKA of X [n, p], Y [n, q] -> scalar (biased HSIC, Kornblith et al. 2019).
+    """Full-batch RBF-kernel CKA of X [n, p], Y [n, q] -> symmetric scalar in [0, 1] (biased HSIC,
+    Kornblith et al. 2019).
 
     The bandwidth is ``sigma = sigma_frac * median pairwise distance`` per representation
     (``sigma_frac`` None -> 1.0), i.e. ``K = exp(-d² / (2 sigma_frac² median(d²)))``.
@@ -318,38 +282,53 @@ class Measure:
     fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (X [n, p], Y [n, q]) -> scalar tensor
     higher_is_similar: bool  # True for CKA (1 = same), False for distances (0 = same)
     minibatch: bool  # True: similarity_matrix streams batches in constant memory (else full batch)
+    bounds: tuple[float, float] = (0.0, 1.0)  # every value of fn lies in [low, high]; same inputs give
+    # high when higher_is_similar, else low
+    symmetric: bool = True  # fn(X, Y) == fn(Y, X)
 
 
-_MEASURES: dict[str, Measure] = {}
+_MEASURES: Registry[Measure] = Registry("measure", hint="list them with list_measures()")
 
 
-def register_measure(name: str, *, higher_is_similar: bool = True, minibatch: bool = False) -> Callable:
-    """Decorator adding ``fn(X, Y) -> scalar`` to the measure table under ``name``; a name registers once."""
+def register_measure(
+    name: str,
+    *,
+    higher_is_similar: bool = True,
+    minibatch: bool = False,
+    bounds: tuple[float, float] = (0.0, 1.0),
+    symmetric: bool = True,
+) -> Callable:
+    """Decorator adding ``fn(X, Y) -> scalar`` to the measure table under ``name``; a name registers once.
+
+    ``bounds`` and ``symmetric`` document what ``fn`` guarantees (the contract tests check them).
+    """
 
     def deco(fn: Callable) -> Callable:
-        if name in _MEASURES:
-            raise ValueError(f"measure {name!r} is already registered; pick another name")
-        _MEASURES[name] = Measure(name, fn, higher_is_similar, minibatch)
+        _MEASURES.register(name)(Measure(name, fn, higher_is_similar, minibatch, bounds, symmetric))
         return fn
 
     return deco
 
 
-def list_measures() -> list[str]:
-    """Names of every registered measure."""
-    return sorted(_MEASURES)
+def list_measures(pattern: str = "*") -> list[str]:
+    """Names of the registered measures matching the glob ``pattern``, sorted: ``list_measures("cka-*")``."""
+    return sorted(_MEASURES.list(pattern))
 
 
 def get_measure(name: str) -> Measure:
-    """The measure called ``name``; :class:`StitchError` naming the known ones otherwise."""
-    if name not in _MEASURES:
-        raise StitchError(f"unknown measure {name!r}; use one of {', '.join(list_measures())}")
-    return _MEASURES[name]
+    """The measure called ``name``; :class:`StitchError` naming the close and the known ones otherwise.
+
+    >>> get_measure("cka-linera")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    stitchcore.errors.StitchError: unknown measure 'cka-linera'; did you mean 'cka-linear'? ...
+    """
+    return _MEASURES.get(name)
 
 
 register_measure("cka-linear", minibatch=True)(cka_linear)
 register_measure("cka-rbf")(cka_rbf)
-register_measure("procrustes", higher_is_similar=False)(procrustes_distance)
+register_measure("procrustes", higher_is_similar=False, bounds=(0.0, 2.0))(procrustes_distance)
 
 
 # ---------------------------------------------------------------------------- matrix over cuts

@@ -11,7 +11,7 @@ A metric is named by one canonical string, used unchanged in specs, results and 
     decor:right           accuracy when the right picture's class is random (label follows the left)
 
 The last four evaluate on a variant of the two-cue evaluation set (see
-:mod:`stitchcore.twocue`); :func:`metric_dataset` names it.
+:mod:`stitchcore.data.twocue`); :func:`metric_dataset` names it.
 
 >>> parse_metric("confusion: 3 -> 8").key
 'confusion:3->8'

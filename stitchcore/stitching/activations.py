@@ -5,8 +5,24 @@ eval mode and there is no augmentation) and saves running the prefix every
 step.  Activations live in memory under a budget, else in a float16 memmap on
 disk (half the bytes, enough precision for adapter training).
 
-``collect_cuts`` records many cuts from one forward pass per batch (forward hooks,
-each checked against the ``split`` prefix), for matrices and similarity.
+``collect_cuts`` records many cuts from one forward pass per batch (forward hooks
+through :func:`stitchcore.cuts.record.record`, each checked against the ``split``
+prefix), for matrices and similarity:
+
+>>> from torch import nn
+>>> from stitchcore.cuts import list_cuts
+>>> from stitchcore.data.images import ImageDataset
+>>> from stitchcore.models.loaded import LoadedModel
+>>> g = torch.Generator().manual_seed(0)
+>>> images = lambda n: torch.randint(0, 256, (n, 1, 8, 8), dtype=torch.uint8, generator=g)  # [N, 1, 8, 8]
+>>> labels = lambda n: torch.arange(n) % 2  # [N]
+>>> ds = ImageDataset("toy", ("a", "b"), images(6), labels(6), images(4), labels(4))
+>>> net = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(256, 2)).eval()
+>>> m = LoadedModel("toy", net, "image", (1, 8, 8), None, 2)
+>>> cuts = list_cuts(net, m.example_input())
+>>> acts = collect_cuts(m, cuts, ds, "test", device=torch.device("cpu"))
+>>> {name: tuple(a.shape) for name, a in acts.items()}  # [N, *cut.shape] float32 each
+{'0': (4, 4, 8, 8), '1': (4, 4, 8, 8), '2': (4, 256)}
 """
 
 from __future__ import annotations
@@ -15,13 +31,14 @@ import contextlib
 import logging
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import numpy as np
 import torch
 from torch import nn
 
 from stitchcore.cuts import Cut, split
+from stitchcore.cuts.record import record
 from stitchcore.data.images import ImageDataset
 from stitchcore.models.preprocess import Preprocess
 from stitchcore.models.loaded import LoadedModel
@@ -87,46 +104,27 @@ def _allocate(shape: tuple[int, ...]) -> torch.Tensor:
 # ---------------------------------------------------------------------------- many cuts, one pass
 
 
-@contextlib.contextmanager
-def _recording(modules: dict[str, nn.Module]) -> Iterator[dict[str, torch.Tensor]]:
-    """Forward hooks storing each module's first output of a forward; removed on exit."""
-    got: dict[str, torch.Tensor] = {}
-    handles = []
-
-    def make(name: str):
-        def hook(_module, _inputs, output):
-            if name not in got and isinstance(output, torch.Tensor):
-                got[name] = output
-
-        return hook
-
-    try:
-        for name, module in modules.items():
-            handles.append(module.register_forward_hook(make(name)))
-        yield got
-    finally:
-        for h in handles:
-            h.remove()
-
-
 @torch.no_grad()
-def _hookable(model: nn.Module, cuts: list[Cut], example: torch.Tensor) -> tuple[dict[str, nn.Module], dict]:
+def _hookable(
+    model: nn.Module, cuts: list[Cut], example: torch.Tensor
+) -> tuple[list[str], dict[str, nn.Module]]:
     """Split the cuts into those a forward hook records exactly (checked against ``split``) and the rest.
 
-    Returns ({name: module to hook}, {name: prefix module}) for the two kinds.
+    Returns ([names to record], {name: prefix module}) for the two kinds; ``example`` is [B, ...].
     """
-    modules: dict[str, nn.Module] = {}
+    names: list[str] = []  # cuts that are module paths (not the k-th call "name:k" of a shared module)
     for cut in cuts:
         with contextlib.suppress(AttributeError):
-            modules[cut.name] = model.get_submodule(cut.name)
-    with _recording(modules) as got:
+            if cut.name and model.get_submodule(cut.name) is not None:
+                names.append(cut.name)
+    with record(model, names) as got:
         model(example)
-    hooked, prefixes = {}, {}
+    hooked, prefixes = [], {}
     for cut in cuts:
         prefix, _ = split(model, cut, example)
-        h = got.get(cut.name)
+        h = got.get(cut.name)  # [B, *cut.shape] where the hook saw it
         if h is not None and h.shape == (len(example), *cut.shape) and torch.equal(h, prefix(example)):
-            hooked[cut.name] = modules[cut.name]
+            hooked.append(cut.name)
         else:
             log.info("cut %s is not a hookable module output; its prefix runs on its own", cut.name)
             prefixes[cut.name] = prefix.eval()
@@ -156,7 +154,7 @@ def collect_cuts(
         x = x.to(device)
         x = m.preprocess(x) if m.preprocess is not None else x  # [B, C, H, W] model input
         if hooked:
-            with _recording(hooked) as got:
+            with record(model, hooked) as got:  # {name: [B, *cut.shape]}
                 model(x)
             for name in hooked:
                 out[name][i : i + len(x)] = got[name].to("cpu", torch.float32)
