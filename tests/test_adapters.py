@@ -81,13 +81,13 @@ def test_registering_a_kind_twice_raises_and_new_kinds_work():
         ad = build_adapter(AdapterSpec("test_scale", norm="none"), cut("vector", 4), cut("vector", 4))
         assert torch.equal(ad(torch.ones(2, 4)), torch.full((2, 4), 2.0))
     finally:
-        adapters_mod._ADAPTERS.pop("test_scale", None)
+        adapters_mod._ADAPTERS.unregister("test_scale")
 
 
 @pytest.mark.parametrize(
     "kwargs, fragment",
     [
-        ({"kind": "mlp"}, "valid: identity, linear"),
+        ({"kind": "mlp"}, "known: identity, linear"),
         ({"norm": "ln"}, "valid: none, bn_before, bn_after, both"),
         ({"resample": "bicubic"}, "valid: none, bilinear, nearest, strided"),
         ({"init": "xavier"}, "valid: random, identity, lstsq, procrustes"),

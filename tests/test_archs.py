@@ -142,7 +142,7 @@ def test_arch_defaults():
 
 
 def test_unknown_arch_suggests():
-    with pytest.raises(RefError, match="did you mean cnn"):
+    with pytest.raises(RefError, match="did you mean 'cnn'"):
         create_arch("cnm")
 
 

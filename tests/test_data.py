@@ -82,7 +82,7 @@ def test_mean_std_match_direct_computation(digits):
 
 def test_list_and_unknown_names():
     assert {"digits", "mnist", "fashion-mnist", "cifar10", "cifar100"} <= set(list_datasets())
-    with pytest.raises(DataError, match="did you mean mnist"):
+    with pytest.raises(DataError, match="did you mean 'mnist'"):
         load_dataset("MNST")
     with pytest.raises(DataError, match="unknown dataset transform"):
         load_dataset("digits|shuffle")

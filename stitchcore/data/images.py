@@ -2,7 +2,7 @@
 
 Every dataset is an :class:`ImageDataset`: uint8 tensors ``[N, C, H, W]`` at the
 native size, handed out as floats in [0, 1].  Resizing, channel mapping and
-normalisation belong to the model's :class:`~stitchcore.preprocess.Preprocess`.
+normalisation belong to the model's :class:`~stitchcore.models.preprocess.Preprocess`.
 
 Names are canonical and rebuild the dataset, transforms included (files under :func:`data_root`)::
 
@@ -22,7 +22,6 @@ Names are canonical and rebuild the dataset, transforms included (files under :f
 from __future__ import annotations
 
 import codecs
-import difflib
 import logging
 import os
 import pickle
@@ -38,9 +37,10 @@ import numpy as np
 import torch
 
 from stitchcore.errors import DataError
+from stitchcore.registry import Registry
 
 __all__ = ["ImageDataset", "SPLITS", "clear_cache", "data_root", "drop_class"]
-__all__ += ["list_datasets", "load_dataset", "register_dataset", "relabel"]
+__all__ += ["dataset_loader", "list_datasets", "load_dataset", "register_dataset", "relabel"]
 
 log = logging.getLogger(__name__)
 
@@ -233,26 +233,44 @@ def _apply_transform(ds: ImageDataset, token: str) -> ImageDataset:
 # ---------------------------------------------------------------------------- registry and loading
 
 Loader = Callable[[Path, bool], ImageDataset]  # (data root, download allowed) -> dataset
-_SOURCES: dict[str, Loader] = {}
+# name -> loader; the built-ins register in this module and in twocue.py (which stitchcore.data imports)
+_DATASETS: Registry[Loader] = Registry(
+    "dataset", DataError, hint="or write imagefolder:PATH for a folder of images"
+)
 _CACHE: OrderedDict[tuple[str, str | None], ImageDataset] = OrderedDict()
 _CACHE_LOCK = threading.Lock()  # loads are serialised: two jobs asking for CIFAR read it once
 
 
 def register_dataset(name: str) -> Callable[[Loader], Loader]:
     """Decorator: register ``fn(root, download) -> ImageDataset`` under ``name`` (once per name)."""
-
-    def deco(fn: Loader) -> Loader:
-        if name in _SOURCES:
-            raise ValueError(f"dataset {name!r} is already registered")
-        _SOURCES[name] = fn
-        return fn
-
-    return deco
+    return _DATASETS.register(name)
 
 
-def list_datasets() -> list[str]:
-    """Registered dataset names; ``imagefolder:PATH`` works besides these."""
-    return sorted(_SOURCES)
+def list_datasets(pattern: str = "*") -> list[str]:
+    """Registered dataset names matching the glob ``pattern``, in registration order.
+
+    ``imagefolder:PATH`` works besides these.
+
+    >>> list_datasets("twocue-digits*")[:2]
+    ['twocue-digits', 'twocue-digits-blackleft']
+    """
+    return _DATASETS.list(pattern)
+
+
+def dataset_loader(name: str) -> Loader:
+    """The loader registered as ``name``, uncached (``load_dataset`` caches and applies transforms).
+
+    Unknown: DataError naming the close names, matched ignoring case.
+
+    >>> dataset_loader("MNST")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    stitchcore.errors.DataError: unknown dataset 'MNST'; did you mean 'mnist'? (known: ...
+    """
+    if name in _DATASETS:
+        return _DATASETS.get(name)
+    folded = name.lower()  # "MNST" still finds mnist; the message keeps the name as written
+    raise DataError(_DATASETS.unknown_message(folded).replace(repr(folded), repr(name), 1))
 
 
 def clear_cache() -> None:
@@ -271,14 +289,10 @@ def load_dataset(name: str, *, root: str | Path | None = None, download: bool = 
         path, size, canonical = _parse_imagefolder(base)
         key: tuple[str, str | None] = (canonical, None)
         loader: Callable[[], ImageDataset] = lambda: _load_imagefolder(path, size, canonical)  # noqa: E731
-    elif base in _SOURCES:
-        source, where = _SOURCES[base], data_root(root)
+    else:
+        source, where = dataset_loader(base), data_root(root)
         key = (base, str(where.resolve()))
         loader = lambda: source(where, download)  # noqa: E731
-    else:
-        close = difflib.get_close_matches(base.lower(), list(_SOURCES), n=2)
-        hint = f"did you mean {' or '.join(close)}? " if close else ""
-        raise DataError(f"unknown dataset {base!r}; {hint}use one of {list_datasets()} or imagefolder:PATH")
     with _CACHE_LOCK:
         ds = _CACHE.get(key)
         if ds is None:

@@ -19,7 +19,7 @@ Sources: ``digits`` (offline: two bundled 8x8 digits, ``[1, 8, 16]``),
 (the right half carries no label information, so the model must rely on the left).
 Pairs are drawn with fixed seeds, so a name always rebuilds the same images.
 
->>> from stitchcore.data.images import load_dataset
+>>> from stitchcore.data import load_dataset
 >>> ds = load_dataset("twocue-digits-blackleft")
 >>> ds.image_shape, int(ds.x_test[:, :, :, :8].max())
 ((1, 8, 16), 0)
@@ -32,8 +32,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from stitchcore.data import images as data
-from stitchcore.data.images import ImageDataset, register_dataset
+from stitchcore.data.images import SPLITS, ImageDataset, dataset_loader, register_dataset
 from stitchcore.errors import DataError
 
 __all__ = ["SOURCES", "VARIANTS", "is_twocue", "make_twocue", "twocue_variant"]
@@ -47,7 +46,7 @@ _SPLIT_SEED = {"train": 0, "test": 1}  # partner draws per split
 def _load_base(name: str, root: Path, download: bool) -> ImageDataset:
     # Called from inside load_dataset, which holds the dataset cache lock: call the
     # registered loader directly instead of load_dataset (the lock is not re-entrant).
-    return data._SOURCES[name](root, download)
+    return dataset_loader(name)(root, download)
 
 
 def _fit(x: torch.Tensor, c: int, h: int, w: int) -> torch.Tensor:
@@ -80,7 +79,7 @@ def make_twocue(left: ImageDataset, right: ImageDataset, variant: str = "", name
     w = max(left.image_shape[2], right.image_shape[2])
     k = left.num_classes
     out = {}
-    for split in data.SPLITS:
+    for split in SPLITS:
         gen = torch.Generator().manual_seed(_SPLIT_SEED[split])
         y_l, y_r = left.labels(split), right.labels(split)
         if variant == "decorleft":  # the right half carries the label; the left is any class

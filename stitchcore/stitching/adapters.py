@@ -26,7 +26,6 @@ torch.Size([2, 17, 32])
 
 from __future__ import annotations
 
-import fnmatch
 import logging
 import math
 from collections.abc import Mapping
@@ -39,6 +38,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from stitchcore.errors import AdapterError
+from stitchcore.registry import Registry
 from stitchcore.stitching.layers import ChannelLinear, LowRankLinear
 
 if TYPE_CHECKING:  # any object with name, shape (no batch), layout and depth will do at run time
@@ -46,7 +46,7 @@ if TYPE_CHECKING:  # any object with name, shape (no batch), layout and depth wi
 
 __all__ = [
     "LAYOUTS", "NORMS", "RESAMPLES", "INITS", "AdapterSpec", "AdapterCore", "AdapterPlan", "Adapter",
-    "register_adapter", "list_adapters", "compatibility", "build_adapter", "adapter_cost",
+    "register_adapter", "list_adapters", "get_adapter", "compatibility", "build_adapter", "adapter_cost",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -58,27 +58,48 @@ INITS = ("random", "identity", "lstsq", "procrustes")
 _RANK = {"map": 3, "map_nhwc": 3, "tokens": 2, "vector": 1}  # layout -> len(cut.shape)
 
 
-_ADAPTERS: dict[str, type[AdapterCore]] = {}
+# kind -> core class; the built-in kinds below register themselves when this module is imported
+_ADAPTERS: Registry[type[AdapterCore]] = Registry("adapter kind", AdapterError)
 
 
 def register_adapter(kind: str):
-    """Class decorator: make an :class:`AdapterCore` subclass available as ``AdapterSpec(kind)``."""
+    """Class decorator: make an :class:`AdapterCore` subclass available as ``AdapterSpec(kind)``.
+
+    A kind can be registered once (ValueError on the second time).
+    """
 
     def deco(cls: type[AdapterCore]) -> type[AdapterCore]:
-        if kind in _ADAPTERS:
-            raise ValueError(f"adapter kind {kind!r} is already registered by {_ADAPTERS[kind].__qualname__}")
         if not (isinstance(cls, type) and issubclass(cls, AdapterCore)):
             raise TypeError(f"@register_adapter({kind!r}) decorates AdapterCore subclasses, got {cls!r}")
+        _ADAPTERS.register(kind)(cls)
         cls.kind = kind
-        _ADAPTERS[kind] = cls
         return cls
 
     return deco
 
 
 def list_adapters(pattern: str = "*") -> list[str]:
-    """Registered kinds matching a glob ``pattern``, in registration order (rising capacity)."""
-    return [k for k in _ADAPTERS if fnmatch.fnmatchcase(k, pattern)]
+    """Registered kinds matching a glob ``pattern``, in registration order (rising capacity).
+
+    >>> list_adapters("linear*")
+    ['linear', 'linear_relu']
+    """
+    return _ADAPTERS.list(pattern)
+
+
+def get_adapter(kind: str) -> type[AdapterCore]:
+    """The core class registered as ``kind``; unknown: AdapterError naming the close kinds.
+
+    >>> get_adapter("lowrank").__name__
+    'LowRankCore'
+    >>> get_adapter("linaer")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    stitchcore.errors.AdapterError: unknown adapter kind 'linaer'; did you mean 'linear'? (known: ...
+    """
+    if not isinstance(kind, str):  # a list or dict would not even hash
+        raise AdapterError(_ADAPTERS.unknown_message(kind))
+    return _ADAPTERS.get(kind)
 
 
 @dataclass(frozen=True)
@@ -96,12 +117,11 @@ class AdapterSpec:
     rank: int | None = None  # lowrank width; None -> min(C_in, C_out) // 4, at least 1
 
     def __post_init__(self) -> None:
-        choices = ("kind", list_adapters()), ("norm", NORMS), ("resample", RESAMPLES), ("init", INITS)
-        for name, valid in choices:
+        core = get_adapter(self.kind)
+        for name, valid in ("norm", NORMS), ("resample", RESAMPLES), ("init", INITS):
             value = getattr(self, name)
             if not isinstance(value, str) or value not in valid:
                 raise AdapterError(f"unknown adapter {name} {value!r}; valid: {', '.join(valid)}")
-        core = _ADAPTERS[self.kind]
         rank = self.rank
         bad_rank = rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 1)
         if rank is not None and (bad_rank or not core.uses_rank):
@@ -336,7 +356,7 @@ def _plan(spec: AdapterSpec, sender: Cut, receiver: Cut) -> AdapterPlan:
         raise AdapterError(f"need an AdapterSpec, not {type(spec).__name__}; use AdapterSpec(...)")
     _check_cut(sender, "sender")
     _check_cut(receiver, "receiver")
-    core = _ADAPTERS[spec.kind]
+    core = get_adapter(spec.kind)
     c_in = sender.shape[0] if sender.layout == "map" else sender.shape[-1]
     c_out = receiver.shape[0] if receiver.layout == "map" else receiver.shape[-1]
     if core.passthrough:
@@ -392,7 +412,7 @@ class Adapter(nn.Module):
         bn = nn.BatchNorm2d if plan.ndim == 4 else nn.BatchNorm1d  # 1d: [B, C] or [B, C, N]
         norm = spec.norm if plan.ndim else "none"  # the merge adapter has none
         self.bn_before = bn(plan.c_in) if norm in ("bn_before", "both") else nn.Identity()
-        self.core = _ADAPTERS[spec.kind](plan)
+        self.core = get_adapter(spec.kind)(plan)
         self.bn_after = bn(plan.c_out) if norm in ("bn_after", "both") else nn.Identity()
         self.cls_offset = nn.Parameter(torch.zeros(plan.c_out)) if plan.receiver_cls else None  # [D]
         if spec.init == "identity":

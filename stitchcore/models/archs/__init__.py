@@ -8,8 +8,12 @@ options, builds the model and records ``model.arch_name`` and
 >>> m = create_arch("cnn", num_classes=3)
 >>> m.arch_name, m.arch_kwargs["num_classes"]
 ('cnn', 3)
->>> sorted(list_archs())
-['cnn', 'gpt', 'mlp', 'resnet']
+>>> list_archs()
+['mlp', 'cnn', 'resnet', 'gpt']
+>>> create_arch("cnm")
+Traceback (most recent call last):
+...
+stitchcore.errors.RefError: unknown architecture 'cnm'; did you mean 'cnn'? (known: mlp, cnn, resnet, gpt)
 
 Options may arrive as strings (from a ref query such as ``?blocks=2,2,2,2``) or
 lists (from JSON); they are coerced to the type of the default value.
@@ -27,11 +31,12 @@ from typing import Any
 
 from torch import nn
 
+from stitchcore.errors import RefError
 from stitchcore.models.archs.cnn import CNN
 from stitchcore.models.archs.gpt import GPT
 from stitchcore.models.archs.mlp import MLP
 from stitchcore.models.archs.resnet import ResNet
-from stitchcore.errors import RefError
+from stitchcore.registry import Registry
 
 __all__ = [
     "arch_input_kind",
@@ -46,7 +51,8 @@ __all__ = [
     "ResNet",
 ]
 
-_ARCHS: dict[str, type[nn.Module]] = {}
+# name -> model class; the built-ins register at the end of this module, so any import of it has them
+_ARCHS: Registry[type[nn.Module]] = Registry("architecture", RefError)
 
 
 def register_arch(name: str) -> Callable[[type[nn.Module]], type[nn.Module]]:
@@ -56,27 +62,21 @@ def register_arch(name: str) -> Callable[[type[nn.Module]], type[nn.Module]]:
     """
 
     def deco(cls: type[nn.Module]) -> type[nn.Module]:
-        if name in _ARCHS:
-            raise ValueError(f"architecture {name!r} is already registered (by {_ARCHS[name].__qualname__})")
         if not dataclasses.is_dataclass(getattr(cls, "config_cls", None)):
             raise TypeError(f"{cls.__qualname__} needs a dataclass attribute 'config_cls' to be registered")
-        _ARCHS[name] = cls
-        return cls
+        return _ARCHS.register(name)(cls)
 
     return deco
 
 
-def list_archs() -> list[str]:
-    """Registered architecture names, in registration order."""
-    return list(_ARCHS)
+def list_archs(pattern: str = "*") -> list[str]:
+    """Registered architecture names matching the glob ``pattern``, in registration order."""
+    return _ARCHS.list(pattern)
 
 
 def _arch_class(name: str) -> type[nn.Module]:
-    if name not in _ARCHS:
-        close = difflib.get_close_matches(name, list(_ARCHS), n=3)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise RefError(f"unknown architecture {name!r}{hint}; built-in ones are {', '.join(_ARCHS)}")
-    return _ARCHS[name]
+    """The class registered as ``name``; unknown: RefError naming the close names."""
+    return _ARCHS.get(name)
 
 
 def arch_input_kind(name: str) -> str:
