@@ -8,6 +8,7 @@ Pages turn widgets into specs and call these helpers; they never train.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Callable
 from typing import Any
@@ -16,14 +17,14 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from stitchcore.plots import runs as plots
 from stitchcore.cuts import Cut, list_cuts
 from stitchcore.device import describe_device, pick_device
 from stitchcore.errors import StitchError
-from stitchcore.models.refs import parse_ref
 from stitchcore.experiments.jobs import JobRunner, JobSnapshot
-from stitchcore.models.sources import load_model
 from stitchcore.models.loaded import LoadedModel
+from stitchcore.models.refs import parse_ref
+from stitchcore.models.sources import load_model
+from stitchcore.plots import runs as plots
 from stitchcore.store.results import Store, resolve_store_dir
 
 __all__ = [
@@ -45,6 +46,8 @@ __all__ = [
     "md_text",
     "POLL_SECONDS",
 ]
+
+log = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0  # live views redraw this often while a job runs
 # url_path of the page that shows a run kind (permalinks, the job monitor, deep links)
@@ -119,7 +122,7 @@ def viewer_mode() -> bool:
 def device_label() -> str:
     try:
         return describe_device(pick_device())
-    except Exception as exc:  # a bad STITCHLAB_DEVICE must not take the app down
+    except StitchError as exc:  # a bad STITCHLAB_DEVICE must not take the app down
         return f"device error: {exc}"
 
 
@@ -128,9 +131,22 @@ def md_text(text: str) -> str:
     return "".join("\\" + ch if ch in "\\`*_{}[]<>()#+-!|~$" else ch for ch in text)
 
 
-def show_error(exc: BaseException) -> None:
-    """One red line for the user (the traceback stays in the server log)."""
-    st.error(str(exc) or type(exc).__name__, icon=":material/error:")
+def show_error(exc: BaseException, what: str | None = None) -> None:
+    """One red line for the user; every page shows its errors through here.
+
+    A :class:`StitchError` is the user's to fix (a bad ref, an unknown cut): its own message,
+    nothing logged.  Anything else is a bug: the traceback goes to the server log and the line
+    reads ``unexpected error: Type: message (details in the server log)``, after ``what`` failed
+    when given ("loading zoo:x failed: unexpected error: ...").
+    """
+    if isinstance(exc, StitchError):
+        st.error(str(exc) or type(exc).__name__, icon=":material/error:")
+        return
+    log.error("unexpected error%s", f" while {what}" if what else "", exc_info=exc)
+    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    detail = type(exc).__name__ + (f": {first[:160]}" if first else "")
+    where = f"{what} failed: " if what else ""
+    st.error(f"{where}unexpected error: {detail} (details in the server log)", icon=":material/error:")
 
 
 def follow_deep_link(current_url_path: str) -> None:
@@ -167,7 +183,12 @@ def job_monitor() -> None:
     """Sidebar: running and queued jobs with progress, each a link to its run."""
     runner = get_runner()
     active = runner.list(active_only=True)
-    st.caption(f"Device: {device_label()} · torch {torch.__version__.split('+')[0]}")
+    try:
+        device = device_label()
+    except Exception as exc:  # a bug finding the device must not take the sidebar down
+        show_error(exc, "finding the device")
+        device = "unknown"
+    st.caption(f"Device: {device} · torch {torch.__version__.split('+')[0]}")
     if not active:
         st.caption("No jobs running.")
         return

@@ -179,3 +179,20 @@ def test_viewer_mode_disables_training(open_page, monkeypatch):
     at = open_page()
     assert at.button(key=TRAIN).disabled
     assert any("Viewer mode" in c.value for c in at.caption)
+
+
+def test_an_unexpected_error_is_one_line_and_a_logged_traceback(open_page, monkeypatch, caplog):
+    at = inspect(open_page(), "tim:resnet18")  # a user error: its own message, nothing logged
+    assert len(errors(at)) == 1 and not [r for r in caplog.records if r.name == "ui"]
+
+    def broken(ref, store=None):
+        raise RuntimeError("boom\nsecond line")
+
+    monkeypatch.setattr(ui, "load_model", broken)  # a bug in a loader
+    at = inspect(at, "zoo:cnn-digits-s0")
+    assert not at.exception
+    assert errors(at) == ["loading zoo:cnn-digits-s0 failed: unexpected error: RuntimeError: boom "
+                          "(details in the server log)"]  # fmt: skip
+    logged = [r for r in caplog.records if r.name == "ui"]
+    assert len(logged) == 1 and logged[0].exc_info[0] is RuntimeError
+    assert at.button(key=TRAIN)  # the rest of the page still renders

@@ -226,7 +226,9 @@ def test_lm_plots():
     assert heat.data[0].zmid == 0
     bars = plots_lm.loss_bars({"mode": "merge", "loss": 2.0, "base": {"a": {"loss": 1.5}, "b": {"loss": 1.6}}})
     assert list(bars.data[0].x) == ["A", "B", "merged"]
-    partial = plots_lm.partial_points({"penalty:merge:a": [(0, -0.5), (1, -0.2)], "loss": [(1, 2.0)]})
+    from stitchcore.experiments.merge import partial_points
+
+    partial = partial_points({"penalty:merge:a": [(0, -0.5), (1, -0.2)], "loss": [(1, 2.0)]})
     assert [(p["label"], p["split"]) for p in partial] == [("merge, head A", 0), ("merge, head A", 1)]
 
 

@@ -15,7 +15,7 @@ from stitchcore.cuts import list_cuts, split
 from stitchcore.data.images import load_dataset
 from stitchcore.errors import Cancelled, CutError, StitchError
 from stitchcore.experiments import run_experiment
-from stitchcore.experiments.matrix import CELLS_ARTIFACT, MatrixSpec, partial_path
+from stitchcore.experiments.matrix import MatrixSpec, cell_axes, cell_grid, partial_path
 from stitchcore.models.sources import load_model
 from stitchcore.store.results import run_id_for
 
@@ -24,7 +24,7 @@ MAPS = {"block1", "block2"}
 
 
 def _cells(store, run_id):
-    return json.loads(store.artifact_path(run_id, CELLS_ARTIFACT).read_text())
+    return mx.partial_cells(store, run_id)  # the reader the Similarity page uses
 
 
 def _count_fits(monkeypatch):
@@ -112,6 +112,9 @@ def test_closed_form_matrix_of_two_digit_cnns(trained_store):
     assert len(s["skipped"]) == 6
     cells = _cells(store, out.record.id)
     assert len(cells) == 25 and {c["sender"] for c in cells} == set(CUTS)
+    assert cell_axes(cells) == (CUTS, CUTS) and cell_grid(cells, CUTS, CUTS) == values  # the page's partial grid
+    assert cell_grid(cells, CUTS, CUTS, field="penalty") == s["penalty"]
+    assert mx.partial_cells(store, "no-such-run") == []
     assert len(store.series(out.record.id)["cell_acc"]) == 19
     assert not partial_path(store, out.record.id).exists()  # the resume file goes on success
     assert run_experiment("matrix", MatrixSpec(refs[0], refs[1]), store).cached

@@ -15,7 +15,7 @@ import pytest
 
 from stitchcore.errors import AdapterError, StitchError
 from stitchcore.experiments import run_experiment
-from stitchcore.experiments.sweep import POSITIONS_ARTIFACT, SweepSpec
+from stitchcore.experiments.sweep import POSITIONS_ARTIFACT, SweepSpec, partial_positions
 from stitchcore.experiments.trait_presets import get_preset, list_presets, run_preset, zoo_ref
 from stitchcore.experiments.zoo import ZooRecipe
 from stitchcore.store.results import Store
@@ -87,6 +87,10 @@ def test_positions_stream_into_an_artifact_and_progress(trained_store):
     assert any("position 2/2: fc2" in m for m in seen) and any("control" in m for m in seen)
     rows = json.loads(store.artifact_path(out.record.id, POSITIONS_ARTIFACT).read_text())
     assert [r["position"] for r in rows["positions"]] == ["block1", "fc2"] and rows["reference"]["a"]["metrics"]
+    part = partial_positions(store, out.record.id)  # the reader the Traits page uses: the summary's shape
+    assert part["positions"] == s["positions"] and part["all_positions"] == ["block1", "fc2"]
+    assert part["stitched"] == s["stitched"] and part["reference"] == s["reference"]
+    assert partial_positions(store, "no-such-run") == {}
     assert len(s["per_class"]) == 10 and len(s["per_class"][0]) == 2
     assert s["n_test"] == 100 and s["control_seeds"] == 1
     assert store.series(out.record.id)["stitched:accuracy"]

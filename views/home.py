@@ -3,9 +3,9 @@
 import streamlit as st
 
 import ui
-from stitchcore.stitching.adapters import AdapterSpec
 from stitchcore.experiments.stitch import StitchSpec
 from stitchcore.experiments.zoo import ZooRecipe
+from stitchcore.stitching.adapters import AdapterSpec
 
 DEMO_MODELS = (ZooRecipe(arch="cnn", dataset="digits", seed=0), ZooRecipe(arch="cnn", dataset="digits", seed=1))
 DEMO_STITCH = StitchSpec(
@@ -49,8 +49,8 @@ with left:
             for recipe in DEMO_MODELS:  # one CPU queue runs jobs in order: the models come first
                 runner.submit("zoo", recipe)
             job = runner.submit("stitch", DEMO_STITCH)
-        except Exception as exc:
-            ui.show_error(exc)
+        except Exception as exc:  # a bug must not kill the page: one line here, the traceback in the log
+            ui.show_error(exc, "queueing the classroom demo")
         else:
             st.switch_page("views/stitch.py", query_params={"run": job.id})
 with right:

@@ -5,26 +5,22 @@
 
 from __future__ import annotations
 
-import logging
-
 import streamlit as st
 
 import ui
-from stitchcore.plots import runs as plots
-from stitchcore.plots import lm as plots_lm
-from stitchcore.stitching.adapters import AdapterSpec
-from stitchcore.errors import StitchError
-from stitchcore.lm.parts import lm_shape, merge_layout, stitch_layout
-from stitchcore.experiments.merge import LM_ADAPTER, DepthSpec, LMStitchSpec, MergeSpec
-from stitchcore.models.sources.zoo import list_zoo_models
-from stitchcore.stitching.train import OPTIMIZERS
-from stitchcore.experiments.zoo import ZooRecipe
 from stitchcore.data.text import list_texts
-
-log = logging.getLogger(__name__)
+from stitchcore.errors import StitchError
+from stitchcore.experiments import spec_from_record
+from stitchcore.experiments.merge import LM_ADAPTER, DepthSpec, LMStitchSpec, MergeSpec, partial_points
+from stitchcore.experiments.zoo import ZooRecipe
+from stitchcore.lm.parts import lm_shape, merge_layout, stitch_layout
+from stitchcore.models.sources.zoo import list_zoo_models
+from stitchcore.plots import lm as plots_lm
+from stitchcore.plots import runs as plots
+from stitchcore.stitching.adapters import AdapterSpec
+from stitchcore.stitching.train import OPTIMIZERS
 
 KINDS = {"Penalty over depth": "lmdepth", "Merge": "merge", "Stitch": "lmstitch"}
-SPEC_OF = {"lmdepth": DepthSpec, "merge": MergeSpec, "lmstitch": LMStitchSpec}
 D = DepthSpec(a="-", b="-")
 HEAD_HELP = "a: preserve A's head (A's wte, wpe and ln_f; the head is tied to wte) · b: B's ln_f and lm_head"
 
@@ -35,9 +31,9 @@ def _prefill(run_id: str) -> None:
         return
     st.session_state["_lm_prefilled"] = run_id
     rec = ui.get_store().lookup(run_id)
-    if rec is None or rec.kind not in SPEC_OF:
+    if rec is None or rec.kind not in KINDS.values():
         return
-    spec = SPEC_OF[rec.kind].from_dict(rec.spec)
+    spec = spec_from_record(rec)
     st.session_state.update(lm_kind=next(k for k, v in KINDS.items() if v == rec.kind), lm_pick_a=spec.a,
                             lm_ref_a=spec.a, lm_pick_b=spec.b, lm_ref_b=spec.b, lm_windows=spec.eval_windows,
                             lm_samples=spec.sample_tokens)
@@ -80,11 +76,8 @@ def _train_form() -> None:
 def _shape(ref: str) -> dict | None:
     try:
         return lm_shape(ui.load_for_display(ref))
-    except StitchError as exc:
-        ui.show_error(exc)
     except Exception as exc:  # an unexpected loader failure must not kill the page
-        log.exception("loading %s failed", ref)
-        st.error(f"Could not load {ref}: {type(exc).__name__}: {exc}")
+        ui.show_error(exc, f"loading {ref}")
     return None
 
 
@@ -163,7 +156,7 @@ def _results(run_id: str) -> None:
             _cards(s, now.kind)
         left, right = st.columns(2)
         if now.kind == "lmdepth":
-            points = s.get("points") if s else plots_lm.partial_points(now.metrics)
+            points = s.get("points") if s else partial_points(now.metrics)
             left.plotly_chart(plots_lm.penalty_by_depth(points or []), key=f"lm-depth-{run_id}")
         elif s:
             left.plotly_chart(plots_lm.loss_bars(s), key=f"lm-bars-{run_id}")

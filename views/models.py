@@ -3,25 +3,20 @@
 URL: ``models?run=<id>`` shows a zoo training run, ``models?ref=<ModelRef>`` an inspected model.
 """
 
-import logging
-
 import pandas as pd
 import streamlit as st
 
 import ui
-from stitchcore.plots import runs as plots
-from stitchcore.models.archs import arch_input_kind, list_archs
 from stitchcore.data.images import list_datasets
 from stitchcore.errors import StitchError
-from stitchcore.models.info import describe_model
-from stitchcore.models.refs import upload_ref
-from stitchcore.store.uploads import UPLOAD_EXTS, save_upload
-from stitchcore.models.refs import parse_ref
-from stitchcore.models.sources.zoo import list_zoo_models
-from stitchcore.stitching.train import OPTIMIZERS
 from stitchcore.experiments.zoo import ZooRecipe
-
-log = logging.getLogger(__name__)
+from stitchcore.models.archs import arch_input_kind, list_archs
+from stitchcore.models.info import describe_model
+from stitchcore.models.refs import parse_ref, upload_ref
+from stitchcore.models.sources.zoo import list_zoo_models
+from stitchcore.plots import runs as plots
+from stitchcore.stitching.train import OPTIMIZERS
+from stitchcore.store.uploads import UPLOAD_EXTS, save_upload
 
 DEFAULT = ZooRecipe()  # the form's defaults are the recipe's defaults
 REF_HELP = """Any model ref, e.g.
@@ -33,18 +28,6 @@ REF_HELP = """Any model ref, e.g.
 ARCH_HELP = """What the checkpoint's weights fit: `zoo:cnn`, `zoo:mlp`, `zoo:resnet`, `timm:resnet18`,
 `torchvision:resnet18`. Leave blank for a `.safetensors` saved by StitchLab (it records its architecture)."""
 PICK_NONE = "—"
-
-
-def fail(exc: BaseException, what: str) -> None:
-    """A StitchError's own line; anything else a short note here and the traceback in the log."""
-    if isinstance(exc, StitchError):
-        ui.show_error(exc)
-    else:
-        log.exception("models page: %s failed", what)
-        first = (str(exc).splitlines() or [""])[0][:160]
-        ui.show_error(
-            RuntimeError(f"{what} failed ({type(exc).__name__}: {first}); details are in the server log")
-        )
 
 
 def optional(value):
@@ -137,8 +120,8 @@ def train_form() -> str | None:
             prune_fraction=float(prune_fraction),
         )
         job = ui.get_runner().submit("zoo", recipe)
-    except Exception as exc:  # noqa: BLE001 - fail() logs the traceback of non-StitchErrors
-        fail(exc, "submitting the training run")
+    except Exception as exc:  # noqa: BLE001 - show_error logs the traceback of non-StitchErrors
+        ui.show_error(exc, "submitting the training run")
         return None
     st.query_params["run"] = job.id
     return job.id
@@ -227,8 +210,8 @@ def choose_ref() -> str | None:
             try:
                 path = save_upload(ui.get_store(), up.name, up.getvalue())
                 st.session_state["pending_ref"] = upload_ref(path, arch, options)
-            except Exception as exc:  # noqa: BLE001 - fail() logs the traceback of non-StitchErrors
-                fail(exc, "saving the upload")
+            except Exception as exc:  # noqa: BLE001 - show_error logs the traceback of non-StitchErrors
+                ui.show_error(exc, "saving the upload")
             else:
                 st.rerun()  # the text box shows the upload's file: ref, then it is inspected
     return target or st.query_params.get("ref") or None
@@ -241,8 +224,8 @@ def inspect(text: str) -> None:
         with st.spinner(f"Loading {ref} …"):
             loaded = ui.load_for_display(ref)
             cuts = ui.cuts_of(ref)
-    except Exception as exc:  # noqa: BLE001 - fail() logs the traceback of non-StitchErrors
-        fail(exc, f"loading {text}")
+    except Exception as exc:  # noqa: BLE001 - show_error logs the traceback of non-StitchErrors
+        ui.show_error(exc, f"loading {text}")
         return
     st.query_params["ref"] = ref  # the link reproduces this view
     info = describe_model(loaded)

@@ -14,9 +14,9 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from stitchcore.plots import runs as plots
 from stitchcore.errors import StitchError
-from stitchcore.experiments.zoo import ZooRecipe
+from stitchcore.experiments import spec_from_record
+from stitchcore.plots import runs as plots
 from stitchcore.store.results import RunRecord
 
 ACTIVE = ("queued", "running")  # runs in these states are still owned by a job: not deletable
@@ -49,7 +49,7 @@ def run_label(rec: RunRecord) -> str:
         return rec.label
     if rec.kind == "zoo":
         with contextlib.suppress(StitchError, TypeError):  # an older or foreign spec: fall back to the kind
-            return f"zoo:{ZooRecipe.from_dict(rec.spec).short_name()}"
+            return f"zoo:{spec_from_record(rec).short_name()}"
     return rec.label or rec.kind
 
 

@@ -1,22 +1,22 @@
 """Similarity: stitching heat maps over every layer pair, with controls, beside CKA.
 
 ``?run=<matrix run id>`` (and ``&cka=<similarity run id>``) shows a launched pair;
-the heat maps fill in while the matrix job runs.  ``?a=REF&b=REF`` picks the two models.
+the heat maps fill in while the matrix job runs; ``?run=<similarity run id>`` shows that run alone.
+``?a=REF&b=REF`` picks the two models.
 """
 
 from __future__ import annotations
 
-import json
-
 import streamlit as st
 
 import ui
-from stitchcore.plots import heatmap as plots_heatmap
 from stitchcore.cuts import coarse_cuts
 from stitchcore.errors import StitchError
-from stitchcore.experiments.matrix import MatrixSpec
+from stitchcore.experiments import spec_from_record
+from stitchcore.experiments.matrix import MatrixSpec, cell_axes, cell_grid, partial_cells
 from stitchcore.experiments.similarity import SimilaritySpec
 from stitchcore.models.sources.zoo import list_zoo_models
+from stitchcore.plots import heatmap as plots_heatmap
 
 CKA_TITLES = {"cka-linear": "Linear CKA", "cka-rbf": "RBF CKA", "procrustes": "Procrustes distance"}
 CUT_SETS = ("all", "coarse", "choose")  # every block-level cut | a few spread over depth | picked by hand
@@ -31,18 +31,55 @@ st.caption(
 )
 
 
-def _partial_cells(run_id: str) -> list[dict]:
-    """Cells a running matrix has finished so far (its cells.json artifact), else []."""
-    try:
-        return json.loads(ui.get_store().artifact_path(run_id, "cells.json").read_text())
-    except (StitchError, OSError, ValueError):
-        return []
+def _cka_panels(cka) -> list[tuple]:
+    """The heat map panels of a finished similarity run (its measure, and the shuffled baseline)."""
+    k = cka.summary
+    name = CKA_TITLES.get(k.get("measure", "cka-linear"), k.get("measure", "similarity"))
+    panels = [(name, k["values"], k["senders"], k["receivers"], False, False)]
+    if k.get("baseline"):
+        panels.append((f"{name}, shuffled inputs (baseline)", k["baseline"], k["senders"], k["receivers"], False,
+                       False))  # fmt: skip
+    return panels
 
 
-def _grid(cells: list[dict], senders: list[str], receivers: list[str], field: str = "accuracy") -> list:
-    """[senders][receivers] of one field of the trained variant's finished cells (None where not yet done)."""
-    values = {(c["sender"], c["receiver"]): c.get(field) for c in cells if c.get("variant", "trained") == "trained"}
-    return [[values.get((s, r)) for r in receivers] for s in senders]
+def _show_run(run_id: str, cka_id: str | None) -> None:
+    """``?run=``: a matrix (with the CKA run of ``&cka=`` beside it), or a similarity run alone."""
+    rec = ui.get_store().lookup(run_id)
+    if rec is None:
+        st.error(f"No matrix run {run_id!r} in the store.")
+    elif rec.kind == "matrix":
+        _matrix_panels(run_id, cka_id)
+    elif rec.kind == "similarity":
+        _similarity_panels(run_id)
+    else:
+        st.info(f"Run `{run_id}` is a {rec.kind} run, not a matrix.")
+        st.page_link("views/results.py", label="Open it on Results", query_params={"run": run_id})
+
+
+def _similarity_panels(run_id: str) -> None:
+    """A similarity (CKA / Procrustes) run on its own, filling in once it is done."""
+    runner = ui.get_runner()
+    snap = runner.get(run_id)
+
+    @ui.live_while_running(run_id)
+    def live() -> None:
+        now = runner.get(run_id) or snap
+        st.markdown(f"#### {ui.md_text(now.label)}")
+        if not now.is_final:
+            ui.progress_with_stop(now, f"sim-stop-{run_id}")
+        elif now.state != "done":
+            st.warning(f"The similarity run is {now.state} ({now.error}).")
+        if now.state != "done" or not now.summary:
+            return
+        panels = _cka_panels(now)
+        cols = st.columns(min(len(panels), 2))
+        for i, (title, values, rows, columns, _, _) in enumerate(panels):
+            bounded = "rocrustes" not in title
+            fig = plots_heatmap.heatmap(values, rows, columns, title=title, zmin=0.0 if bounded else None,
+                                        zmax=1.0 if bounded else None, value_label=_value_label(title))
+            cols[i % len(cols)].plotly_chart(fig, key=f"cka-{i}-{run_id}")
+
+    live()
 
 
 def _matrix_panels(run_id: str, cka_id: str | None) -> None:
@@ -62,39 +99,32 @@ def _matrix_panels(run_id: str, cka_id: str | None) -> None:
         elif now.state != "done":
             st.warning(f"The matrix run is {now.state} ({now.error}); finished cells are kept and a re-launch "
                        "resumes from them.")
-        spec = MatrixSpec.from_dict(ui.get_store().lookup(run_id).spec)
+        spec = spec_from_record(ui.get_store().lookup(run_id))
         s = now.summary or {}
-        cells = _partial_cells(run_id)
+        cells = partial_cells(ui.get_store(), run_id)
         try:  # the full grid from the start, so cells fill in where they belong
             senders = s.get("senders") or list(spec.senders or [c.name for c in ui.cuts_of(spec.a)])
             receivers = s.get("receivers") or list(spec.receivers or [c.name for c in ui.cuts_of(spec.b)])
         except StitchError:
-            senders = list(dict.fromkeys(c["sender"] for c in cells))
-            receivers = list(dict.fromkeys(c["receiver"] for c in cells))
+            senders, receivers = cell_axes(cells)
         if not senders:
             st.caption("Waiting for the first cells…")
             return
         metric = st.radio("Stitching panel shows", ("accuracy", "penalty"), horizontal=True, key="sim_metric",
                           help="penalty = B's accuracy − stitched accuracy (Bansal et al.); lower is better")
         # (title, values [rows x cols], row names, column names, diverging colour scale, opens on the Stitch page)
-        main = s.get("values" if metric == "accuracy" else "penalty") or _grid(cells, senders, receivers,
-                                                                                field=metric)
+        main = s.get("values" if metric == "accuracy" else "penalty") or cell_grid(cells, senders, receivers,
+                                                                                    field=metric)
         panels = [(f"Stitching {metric}", main, senders, receivers, metric == "penalty", True)]
         controls = s.get("controls") or {}
         if controls.get("random_sender"):
             panels.append(("Control: random sender", controls["random_sender"], senders, receivers, False, False))
         if s.get("debiased"):
             panels.append(("Debiased (trained − control)", s["debiased"], senders, receivers, True, False))
-        cka = cka_now
-        if cka is not None and cka.summary:
-            k = cka.summary
-            name = CKA_TITLES.get(k.get("measure", "cka-linear"), k.get("measure", "similarity"))
-            panels.append((name, k["values"], k["senders"], k["receivers"], False, False))
-            if k.get("baseline"):
-                panels.append((f"{name}, shuffled inputs (baseline)", k["baseline"], k["senders"], k["receivers"],
-                               False, False))
-        elif cka is not None:
-            st.caption(f"CKA: {cka.state} {cka.message}")
+        if cka_now is not None and cka_now.summary:
+            panels += _cka_panels(cka_now)
+        elif cka_now is not None:
+            st.caption(f"CKA: {cka_now.state} {cka_now.message}")
         if now.state == "done":
             st.caption("Click a cell of the stitching panel to open that pair on the Stitch page.")
         cols = st.columns(min(len(panels), 2))
@@ -151,25 +181,27 @@ def _open_in_stitch(spec: MatrixSpec, senders: list[str], receivers: list[str]) 
 
 
 def _prefill(run_id: str) -> None:
-    """A permalink fills the form with its matrix (and CKA) spec, once per run id."""
+    """A permalink fills the form with its matrix (and CKA) spec, or its similarity spec, once per run id."""
     if st.session_state.get("_sim_prefilled") == run_id:
         return
     st.session_state["_sim_prefilled"] = run_id
     rec = ui.get_store().lookup(run_id)
-    if rec is None or rec.kind != "matrix":
+    if rec is None or rec.kind not in ("matrix", "similarity"):
         return
-    spec = MatrixSpec.from_dict(rec.spec)
+    spec = spec_from_record(rec)
     chosen = spec.senders is not None or spec.receivers is not None
-    st.session_state.update(
-        sim_pick_a=spec.a, sim_ref_a=spec.a, sim_pick_b=spec.b, sim_ref_b=spec.b, sim_mode=spec.mode,
-        sim_epochs=spec.epochs, sim_controls=spec.controls, sim_max_train=spec.max_train or 0,
-        sim_cka=bool(st.query_params.get("cka")), sim_cutset="choose" if chosen else "all",
-    )
+    st.session_state.update(sim_pick_a=spec.a, sim_ref_a=spec.a, sim_pick_b=spec.b, sim_ref_b=spec.b,
+                            sim_cutset="choose" if chosen else "all")  # fmt: skip
     if chosen:
         st.session_state.update(sim_cuts_a=list(spec.senders or []), sim_cuts_b=list(spec.receivers or []))
+    if rec.kind == "similarity":
+        st.session_state.update(sim_cka=True, sim_measure=spec.measure)
+        return
+    st.session_state.update(sim_mode=spec.mode, sim_epochs=spec.epochs, sim_controls=spec.controls,
+                            sim_max_train=spec.max_train or 0, sim_cka=bool(st.query_params.get("cka")))
     cka = ui.get_store().lookup(st.query_params.get("cka", "")) if st.query_params.get("cka") else None
     if cka is not None and cka.kind == "similarity":
-        st.session_state["sim_measure"] = cka.spec.get("measure", "cka-linear")
+        st.session_state["sim_measure"] = spec_from_record(cka).measure
 
 
 def _cut_set(ref: str, role: str, how: str) -> tuple[str, ...] | None:
@@ -261,4 +293,4 @@ if st.button("Launch", type="primary", disabled=specs is None or ui.viewer_mode(
 
 if st.query_params.get("run"):
     st.divider()
-    _matrix_panels(st.query_params["run"], st.query_params.get("cka"))
+    _show_run(st.query_params["run"], st.query_params.get("cka"))

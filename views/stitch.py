@@ -6,18 +6,15 @@ reproduces both the result and the form.
 
 from __future__ import annotations
 
-import logging
-
 import streamlit as st
 
 import ui
-from stitchcore.stitching.adapters import INITS, NORMS, RESAMPLES, AdapterSpec, compatibility, list_adapters
 from stitchcore.errors import StitchError
-from stitchcore.models.sources.zoo import list_zoo_models
-from stitchcore.stitching.train import OPTIMIZERS
+from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.stitch import StitchSpec
-
-log = logging.getLogger(__name__)
+from stitchcore.models.sources.zoo import list_zoo_models
+from stitchcore.stitching.adapters import INITS, NORMS, RESAMPLES, AdapterSpec, compatibility, list_adapters
+from stitchcore.stitching.train import OPTIMIZERS
 
 OBJECTIVES = ("task", "match", "kd", "task+0.5*kd")
 DEFAULTS = StitchSpec(a="", b="", cut_a="", cut_b="", adapter=AdapterSpec(init="lstsq"))
@@ -54,7 +51,7 @@ def _prefill(params: dict[str, str]) -> None:
         rec = ui.get_store().lookup(params["run"])
         if rec is None or rec.kind != "stitch":
             return
-        params = _spec_params(StitchSpec.from_dict(rec.spec))
+        params = _spec_params(spec_from_record(rec))
     for key, (state_key, cast) in FORM_PARAMS.items():
         if key in params:
             try:
@@ -100,16 +97,13 @@ for role, ref in (("a", ref_a), ("b", ref_b)):
     try:
         with st.spinner(f"Loading {ref} …"):
             loaded[role] = (ui.load_for_display(ref), ui.cuts_of(ref))
-    except StitchError as exc:
+    except Exception as exc:  # an unexpected loader failure must not kill the page
         training = [j for j in ui.get_runner().list(active_only=True) if j.kind == "zoo"]
-        if ref.startswith("zoo:") and training:
+        if isinstance(exc, StitchError) and ref.startswith("zoo:") and training:
             st.info(f"Model {role.upper()} ({ref}) is not trained yet; {len(training)} zoo job(s) are running. "
                     "The form fills in when they finish.")
         else:
-            ui.show_error(exc)
-    except Exception as exc:  # an unexpected loader failure must not kill the page
-        log.exception("loading %s failed", ref)
-        st.error(f"Could not load {ref}: {type(exc).__name__}: {exc}")
+            ui.show_error(exc, f"loading {ref}")
 
 spec: StitchSpec | None = None
 if len(loaded) == 2:
@@ -188,7 +182,7 @@ if url_run:
     current = ui.get_runner().get(url_run)
     if current is not None and current.is_final and current.kind == "stitch":
         if rerun.button("Re-run", help="train again although the store has this result", disabled=ui.viewer_mode()):
-            spec_again = StitchSpec.from_dict(ui.get_store().lookup(url_run).spec)
+            spec_again = spec_from_record(ui.get_store().lookup(url_run))
             ui.get_runner().submit("stitch", spec_again, rerun=True)
             st.rerun()
     st.divider()

@@ -6,19 +6,18 @@ preset's sweeps.  Presets and the forms submit background jobs: zoo recipes firs
 
 from __future__ import annotations
 
-import json
-
 import streamlit as st
 
 import ui
+from stitchcore.errors import StitchError
+from stitchcore.experiments import spec_from_record
+from stitchcore.experiments.sweep import SweepSpec, partial_positions
+from stitchcore.experiments.trait_presets import TRAITS, get_preset, list_presets, trait_recipe, zoo_ref
+from stitchcore.measures.traits import METRIC_HELP, parse_metric
+from stitchcore.models.sources.zoo import list_zoo_models
 from stitchcore.plots import traits as plots_traits
 from stitchcore.stitching.adapters import AdapterSpec
-from stitchcore.errors import StitchError
-from stitchcore.experiments.sweep import POSITIONS_ARTIFACT, SweepSpec, curves
-from stitchcore.experiments.trait_presets import TRAITS, get_preset, list_presets, trait_recipe, zoo_ref
-from stitchcore.models.sources.zoo import list_zoo_models
 from stitchcore.store.results import run_id_for
-from stitchcore.measures.traits import METRIC_HELP, parse_metric
 
 ui.page_setup("Traits")
 st.title("Traits along depth")
@@ -71,7 +70,7 @@ def _prefill(run_id: str) -> None:
     rec = ui.get_store().lookup(run_id)
     if rec is None or rec.kind != "sweep":
         return
-    spec = SweepSpec.from_dict(rec.spec)
+    spec = spec_from_record(rec)
     st.session_state.update(tr_pick_a=spec.a, tr_ref_a=spec.a, tr_pick_b=spec.b, tr_ref_b=spec.b,
                             tr_metrics=", ".join(spec.metrics), tr_train_data=spec.train_data or "",
                             tr_control=spec.control, tr_simplicity=spec.simplicity)  # fmt: skip
@@ -156,14 +155,6 @@ with st.expander("Your own sweep", expanded=not st.query_params.to_dict()):
 # ---------------------------------------------------------------------------- results
 
 
-def _partial(run_id: str) -> dict:
-    """What a running sweep has finished so far (its positions.json artifact), else {}."""
-    try:
-        return json.loads(ui.get_store().artifact_path(run_id, POSITIONS_ARTIFACT).read_text())
-    except (StitchError, OSError, ValueError):
-        return {}
-
-
 def _sweep_panel(run_id: str, title: str | None = None) -> None:
     runner = ui.get_runner()
     snap = runner.get(run_id)
@@ -182,13 +173,12 @@ def _sweep_panel(run_id: str, title: str | None = None) -> None:
         elif now.state != "done":
             st.warning(f"This sweep is {now.state} ({now.error}); finished positions are shown below.")
         s = now.summary if now.state == "done" else None
-        part = {} if s else _partial(run_id)
-        metrics = (s or part).get("metrics")
+        data = s or partial_positions(ui.get_store(), run_id)  # the positions finished so far
+        metrics = data.get("metrics")
         if not metrics:
             st.caption("Waiting for the first position…")
             return
-        data = s or {**curves(part["positions"], metrics), "reference": part["reference"], "classes": part["classes"]}
-        every = part.get("all_positions") or data["positions"]
+        every = data.get("all_positions") or data["positions"]
         labels = {k: parse_metric(k).label for k in metrics}
         st.plotly_chart(plots_traits.trait_curves(data, data["reference"], metrics, labels=labels,
                                                   all_positions=every), key=f"tr-curves-{run_id}")  # fmt: skip

@@ -49,7 +49,7 @@ import torch
 
 from stitchcore.device import pick_device
 from stitchcore.errors import Cancelled, StitchError
-from stitchcore.experiments import list_experiments, run_experiment
+from stitchcore.experiments._registry import get_experiment, run_experiment
 from stitchcore.store.results import Store, run_id_for
 
 __all__ = ["FINAL_STATES", "JOB_STATES", "JobRunner", "JobSnapshot"]
@@ -235,8 +235,7 @@ class JobRunner:
         unless ``rerun``.  Raises :class:`StitchError` for an unknown kind or
         device, or a run that another live process is running.
         """
-        if kind not in list_experiments():
-            raise StitchError(f"unknown experiment kind {kind!r}; known: {', '.join(list_experiments())}")
+        get_experiment(kind)  # StitchError naming the close kinds
         if not callable(getattr(spec, "to_dict", None)):
             raise TypeError(f"spec must be a spec object with to_dict(), not {type(spec).__name__}")
         spec_dict = spec.to_dict()

@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
-from stitchcore.models.archs import create_arch
-from stitchcore.errors import DataError
-from stitchcore.stitching.evaluate import count_params
-from stitchcore.experiments import RunContext
-from stitchcore.lm.parts import TokenCodec
-from stitchcore.lm.evaluate import eval_windows, lm_loss, sample_text
-from stitchcore.models.sources.checkpoint import save_checkpoint
 from stitchcore.data.text import CharVocab, char_splits, list_texts, lm_batches, load_text
+from stitchcore.errors import DataError
+from stitchcore.experiments._registry import RunContext
+from stitchcore.lm.evaluate import eval_windows, lm_loss, sample_text
+from stitchcore.lm.parts import TokenCodec
+from stitchcore.models.archs import create_arch
+from stitchcore.models.sources.checkpoint import save_checkpoint
+from stitchcore.stitching.evaluate import count_params
 from stitchcore.stitching.train import check_finite, make_optimizer
 
 if TYPE_CHECKING:  # zoo.py calls this module for gpt recipes; the recipe type is only a hint here

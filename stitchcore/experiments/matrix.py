@@ -17,6 +17,7 @@ skipped with the reason; they never fail the matrix.  Finished cells stream
 into the store (``cell_acc`` metric points and the ``cells.json`` artifact,
 rewritten after every cell) and into a resume file, so a cancelled or crashed
 matrix keeps its cells and a re-run of the same spec does not recompute them.
+:func:`partial_cells` reads the finished cells back; :func:`cell_grid` lays them out.
 
 Controls (``controls=True``, zoo models only): the same matrix with a random-init
 sender (A?init=random&seed=SEED), a random-init receiver (B?init=random), and
@@ -32,31 +33,39 @@ import math
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from stitchcore.stitching.activations import collect_cuts, memory_budget_bytes
-from stitchcore.stitching.adapters import AdapterSpec, build_adapter, compatibility
 from stitchcore.cuts import Cut, get_cut, list_cuts, split
 from stitchcore.data.images import ImageDataset, load_dataset
 from stitchcore.errors import StitchError
-from stitchcore.stitching.evaluate import evaluate_batches, stitching_penalty
-from stitchcore.experiments import RunContext, register_experiment
-from stitchcore.experiments._shared import check_head_classes, resolve_dataset
-from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
+from stitchcore.experiments._registry import RunContext, register_experiment
+from stitchcore.experiments._shared import (
+    check_choice,
+    check_head_classes,
+    check_sample_caps,
+    resolve_dataset,
+    spec_from_dict,
+)
+from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.refs import ModelRef, parse_ref
 from stitchcore.models.sources import load_model
-from stitchcore.models.loaded import LoadedModel
-from stitchcore.stitching.train import OPTIMIZERS
-from stitchcore.experiments._shared import check_choice, check_sample_caps
-from stitchcore.store.results import Store
+from stitchcore.stitching.activations import collect_cuts, memory_budget_bytes
+from stitchcore.stitching.adapters import AdapterSpec, build_adapter, compatibility
+from stitchcore.stitching.evaluate import evaluate_batches, stitching_penalty
+from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
 from stitchcore.stitching.shared_suffix import PRECISIONS, frozen_for_training, train_adapters_shared_suffix
+from stitchcore.stitching.train import OPTIMIZERS
+from stitchcore.store.results import Store
 
-__all__ = ["CELLS_ARTIFACT", "MODES", "VARIANTS", "MatrixSpec", "partial_path", "run_matrix"]
+__all__ = [
+    "CELLS_ARTIFACT", "MODES", "VARIANTS", "MatrixSpec", "cell_axes", "cell_grid", "partial_cells", "partial_path",
+    "run_matrix",
+]  # fmt: skip
 
 log = logging.getLogger(__name__)
 
@@ -136,11 +145,7 @@ class MatrixSpec:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> MatrixSpec:
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise StitchError(f"unknown MatrixSpec field(s) {unknown}; known: {sorted(names)}")
-        return cls(**d)
+        return spec_from_dict(cls, dict(d))
 
     def label(self) -> str:
         n_s = len(self.senders) if self.senders is not None else "all cuts"
@@ -186,6 +191,42 @@ def _write_atomic(path: Path, text: str) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------------------- reading the cells back
+
+
+def partial_cells(store: Store, run_id: str) -> list[dict]:
+    """The cells a matrix run has finished so far (all of them once done); [] before the first one.
+
+    One record per cell: ``variant`` (one of :data:`VARIANTS`), ``sender``, ``receiver``,
+    ``accuracy``, ``penalty``, ``residual`` (None where not computed) and ``skipped_reason``
+    (None unless no adapter can join the two cuts).  Read from the run's ``cells.json``, which
+    the run rewrites after every group of cells, so a running or cancelled matrix is readable.
+    """
+    try:
+        cells = json.loads(store.artifact_path(run_id, CELLS_ARTIFACT).read_text())
+    except (StitchError, OSError, ValueError):  # no artifact yet (StoreError), or caught mid-replace
+        return []
+    return cells if isinstance(cells, list) else []
+
+
+def cell_grid(cells: list[dict], senders: list[str], receivers: list[str], field: str = "accuracy",
+              variant: str = "trained") -> list[list]:  # fmt: skip
+    """[senders][receivers] of one field of ``variant``'s cells; None where a cell is skipped or not done yet.
+
+    >>> cells = [{"variant": "trained", "sender": "fc1", "receiver": "fc2", "accuracy": 0.9}]
+    >>> cell_grid(cells, ["block1", "fc1"], ["fc2"])
+    [[None], [0.9]]
+    """
+    values = {(c["sender"], c["receiver"]): c.get(field) for c in cells if c.get("variant", "trained") == variant}
+    return [[values.get((s, r)) for r in receivers] for s in senders]
+
+
+def cell_axes(cells: list[dict], variant: str = "trained") -> tuple[list[str], list[str]]:
+    """The sender and receiver names ``variant``'s cells mention, in the order they first appear."""
+    mine = [c for c in cells if c.get("variant", "trained") == variant]
+    return list(dict.fromkeys(c["sender"] for c in mine)), list(dict.fromkeys(c["receiver"] for c in mine))
 
 
 # ---------------------------------------------------------------------------- the experiment
@@ -357,8 +398,7 @@ def _run_receiver(
 
 def _table(cells: list[dict], ws: _Workspace, variant: str, what: str) -> list[list]:
     """[senders][receivers] of one cell field (None where skipped)."""
-    by = {(c["sender"], c["receiver"]): c[what] for c in cells if c["variant"] == variant}
-    return [[by[s.name, r.name] for r in ws.receivers] for s in ws.senders]
+    return cell_grid(cells, [s.name for s in ws.senders], [r.name for r in ws.receivers], what, variant)
 
 
 @register_experiment("matrix", MatrixSpec.from_dict)

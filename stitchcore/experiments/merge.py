@@ -5,7 +5,9 @@ Every run loads A and B, takes them apart on private copies (:func:`stitchcore.l
 encodes the corpus with their shared vocabulary, and scores A, B and the joined model C on
 the same validation windows.  The loss penalty ``(L_base - L_C) / L_base`` is against the
 model whose head C uses (``penalty_base``); negative = C is worse (see :mod:`stitchcore.lm_eval`).
-Each run also stores a short sample from every model, generated at a fixed seed.
+Each run also stores a short sample from every model, generated at a fixed seed.  A depth sweep
+logs each finished point as the metric series ``penalty:{mode}:{head}`` (step = split), which
+:func:`partial_points` reads back while it runs.
 
 Positions are residual-stream positions (see :mod:`stitchcore.lm.parts`): ``k`` = after ``k``
 blocks, 0 = right after the embeddings.  Block ranges are half-open: ``start=1, end=4``
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -28,8 +30,9 @@ from safetensors.torch import save
 from torch import nn
 
 from stitchcore.errors import StitchError
-from stitchcore.experiments import RunContext, register_experiment
-from stitchcore.stitching.fits import fit_adapter
+from stitchcore.experiments._registry import RunContext, register_experiment
+from stitchcore.experiments._shared import check_choice, spec_from_dict
+from stitchcore.lm.evaluate import LMData, eval_windows, lm_data, lm_loss, loss_penalty, sample_text
 from stitchcore.lm.parts import (
     ComposedLM,
     LMParts,
@@ -43,27 +46,20 @@ from stitchcore.lm.parts import (
     merge_layout,
     stitch_layout,
 )
-from stitchcore.lm.evaluate import (
-    LMData,
-    eval_windows,
-    lm_data,
-    lm_loss,
-    loss_penalty,
-    sample_text,
-)
 from stitchcore.lm.train import train_lm_adapter
-from stitchcore.experiments._shared import check_choice, spec_from_dict
 from stitchcore.models.sources import load_model
 from stitchcore.stitching.adapters import AdapterSpec
+from stitchcore.stitching.fits import fit_adapter
 from stitchcore.stitching.train import parse_objective
 
-__all__ = ["LM_ADAPTER", "MODES", "DepthSpec", "LMSetup", "LMStitchSpec", "MergeSpec", "run_depth", "run_lm_stitch",
-           "run_merge", "setup_pair"]
+__all__ = ["LM_ADAPTER", "MODES", "DepthSpec", "LMSetup", "LMStitchSpec", "MergeSpec", "partial_points", "run_depth",
+           "run_lm_stitch", "run_merge", "setup_pair"]
 
 log = logging.getLogger(__name__)
 
 FIT_BATCHES = 8  # training batches whose tokens feed the least-squares start of an adapter
 ADAPTER_WEIGHTS = "adapter.safetensors"
+PENALTY_SERIES = "penalty"  # depth sweeps log each point as series penalty:{mode}:{head} (read by partial_points)
 
 MODES = ("merge", "stitch")
 # Per-token linear map, least-squares start, no BatchNorm (train-mode BN would mix a batch's
@@ -396,6 +392,34 @@ def _receiver(i: int, n_a: int, n_b: int) -> int:
     return i if n_a == n_b else round(i * n_b / max(n_a, 1))
 
 
+def _point_label(mode: str, head: str) -> str:
+    """The curve a depth point belongs to: ``merge, head A``."""
+    return f"{mode}, head {head.upper()}"
+
+
+def _penalty_series(mode: str, head: str) -> str:
+    """The metric series a depth sweep logs each finished point to (step = split): ``penalty:merge:a``."""
+    return f"{PENALTY_SERIES}:{mode}:{head}"
+
+
+def partial_points(metrics: Mapping[str, Sequence[tuple[int, float]]]) -> list[dict[str, Any]]:
+    """The depth-sweep points a run has logged so far, from its metric series (a job snapshot's ``metrics``
+    or ``store.series(run_id)``); the same keys as the summary's ``points`` except the cut name ("").
+
+    >>> partial_points({"penalty:merge:a": [(0, -0.5), (1, -0.2)], "loss": [(1, 2.0)]})[1]
+    {'label': 'merge, head A', 'split': 1, 'loss_penalty': -0.2, 'cut': '', 'mode': 'merge', 'head': 'a'}
+    """
+    out = []
+    for name, pts in metrics.items():
+        kind, _, rest = name.partition(":")
+        mode, _, head = rest.partition(":")
+        if kind != PENALTY_SERIES or not mode or not head:
+            continue
+        out += [{"label": _point_label(mode, head), "split": int(k), "loss_penalty": v, "cut": "", "mode": mode,
+                 "head": head} for k, v in pts]  # fmt: skip
+    return out
+
+
 @register_experiment("lmdepth", DepthSpec.from_dict)
 def run_depth(spec: DepthSpec, ctx: RunContext) -> dict:
     """Merge and stitch penalties at every split, per head; optionally every (i, j) stitch."""
@@ -439,10 +463,10 @@ def run_depth(spec: DepthSpec, ctx: RunContext) -> dict:
             model, res = stitch_once(s, spec, ctx, k, j, head, step0=done, span=(lo, hi), log_every=10)
             done += per_stitch
         point = {"mode": mode, "head": head, "split": k, "receiver": j, "depth": round(k / max(n_a, 1), 6),
-                 "cut": cut_name(s.a.family, k), "label": f"{mode}, head {head.upper()}",
+                 "cut": cut_name(s.a.family, k), "label": _point_label(mode, head),
                  "loss": res["loss"], "loss_penalty": res["loss_penalty"], "penalty_base": head}
         points.append(point)
-        ctx.log(k, {f"penalty:{mode}:{head}": res["loss_penalty"]})
+        ctx.log(k, {_penalty_series(mode, head): res["loss_penalty"]})
         ctx.progress(0.05 + 0.9 * done / total, f"{mode}, head {head}, split {k}: penalty {res['loss_penalty']:+.3f}")
         if k == splits[len(splits) // 2]:  # one sample per curve, at the middle split
             samples[f"{mode}, head {head.upper()}, split {k}"] = _sample(model, s.a, s.data, spec, s.block, s.device)

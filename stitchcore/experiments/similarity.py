@@ -14,10 +14,10 @@ from typing import Any
 from stitchcore.cuts import get_cut, list_cuts
 from stitchcore.data.images import load_dataset
 from stitchcore.errors import StitchError
-from stitchcore.experiments import RunContext, register_experiment
-from stitchcore.experiments._shared import resolve_dataset
-from stitchcore.models.refs import parse_ref
+from stitchcore.experiments._registry import RunContext, register_experiment
+from stitchcore.experiments._shared import resolve_dataset, spec_from_dict
 from stitchcore.measures.similarity import list_measures, similarity_matrix
+from stitchcore.models.refs import parse_ref
 from stitchcore.models.sources import load_model
 
 __all__ = ["SimilaritySpec", "run_similarity"]
@@ -59,7 +59,7 @@ class SimilaritySpec:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SimilaritySpec:
-        return cls(**d)
+        return spec_from_dict(cls, dict(d))
 
     def label(self) -> str:
         return f"{self.measure} {self.a} x {self.b}"

@@ -16,17 +16,17 @@ from typing import Any
 import torch
 from safetensors.torch import save
 
+from stitchcore.cuts import get_cut, split, split_segment
+from stitchcore.data.images import load_dataset
+from stitchcore.errors import AdapterError, StitchError
+from stitchcore.experiments._registry import RunContext, register_experiment
+from stitchcore.experiments._shared import check_choice, check_head_classes, resolve_dataset, spec_from_dict
+from stitchcore.models.loaded import LoadedModel
+from stitchcore.models.sources import load_model
 from stitchcore.stitching.activations import collect
 from stitchcore.stitching.adapters import AdapterSpec, adapter_cost, build_adapter, compatibility
-from stitchcore.cuts import get_cut, split, split_segment
-from stitchcore.data.images import ImageDataset, load_dataset
-from stitchcore.errors import AdapterError, DataError, StitchError
 from stitchcore.stitching.evaluate import evaluate_batches, stitching_penalty
-from stitchcore.experiments import RunContext, register_experiment
 from stitchcore.stitching.fits import fit_adapter
-from stitchcore.models.sources import load_model
-from stitchcore.models.loaded import LoadedModel
-from stitchcore.experiments._shared import check_choice, check_head_classes, resolve_dataset, spec_from_dict
 from stitchcore.stitching.train import OPTIMIZERS, AdapterTargets, parse_objective, train_adapter
 
 __all__ = ["StitchSpec", "run_stitch"]

@@ -15,7 +15,8 @@ split of ``dataset``:
 
 A alone and B alone give the reference lines.  Each finished position is appended
 to the ``positions.json`` artifact (with the references) and logged as metric
-points, so a page shows the curves growing while the job runs.
+points, so a page shows the curves growing while the job runs (:func:`partial_positions`
+reads them back in the shape of the summary).
 
 ``train_data`` lets the adapter be trained on data that lacks the trait's evidence
 (e.g. ``digits|drop3`` for a class-3 trait): whatever C then does with class 3
@@ -27,31 +28,36 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
 
-from stitchcore.stitching.activations import collect
-from stitchcore.stitching.adapters import AdapterSpec, build_adapter
 from stitchcore.cuts import Cut, list_cuts, split
 from stitchcore.data.images import ImageDataset, load_dataset
 from stitchcore.errors import AdapterError, StitchError
-from stitchcore.stitching.evaluate import score_logits
-from stitchcore.experiments import RunContext, register_experiment
-from stitchcore.experiments._shared import check_head_classes, resolve_dataset
-from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
-from stitchcore.models.refs import ModelRef, parse_ref
+from stitchcore.experiments._registry import RunContext, register_experiment
+from stitchcore.experiments._shared import (
+    check_choice,
+    check_head_classes,
+    check_sample_caps,
+    resolve_dataset,
+    spec_from_dict,
+)
 from stitchcore.measures.simplicity import GZIP_LEVEL, SHARPNESS_DEFINITION, simplicity
-from stitchcore.models.sources import load_model
-from stitchcore.models.loaded import LoadedModel
-from stitchcore.stitching.train import OPTIMIZERS
-from stitchcore.experiments._shared import check_choice, check_sample_caps
-from stitchcore.stitching.train import AdapterTargets, train_adapter
 from stitchcore.measures.traits import check_classes, compute, metric_dataset, parse_metric
+from stitchcore.models.loaded import LoadedModel
+from stitchcore.models.refs import ModelRef, parse_ref
+from stitchcore.models.sources import load_model
+from stitchcore.stitching.activations import collect
+from stitchcore.stitching.adapters import AdapterSpec, build_adapter
+from stitchcore.stitching.evaluate import score_logits
+from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
+from stitchcore.stitching.train import OPTIMIZERS, AdapterTargets, train_adapter
+from stitchcore.store.results import Store
 
-__all__ = ["POSITIONS_ARTIFACT", "SIMPLICITY_KEYS", "SweepSpec", "curves", "run_sweep"]
+__all__ = ["POSITIONS_ARTIFACT", "SIMPLICITY_KEYS", "SweepSpec", "curves", "partial_positions", "run_sweep"]
 
 log = logging.getLogger(__name__)
 
@@ -119,10 +125,7 @@ class SweepSpec:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SweepSpec:
-        unknown = sorted(set(d) - {f.name for f in fields(cls)})
-        if unknown:
-            raise StitchError(f"unknown SweepSpec field(s) {unknown}; known: {sorted(f.name for f in fields(cls))}")
-        return cls(**d)
+        return spec_from_dict(cls, dict(d))
 
     def label(self) -> str:
         where = f"{len(self.positions)} cuts" if self.positions else "all cuts"
@@ -310,6 +313,32 @@ def curves(rows: list[dict], metrics: list[str] | tuple[str, ...]) -> dict[str, 
     else:
         out["simplicity"] = None
     return out
+
+
+def partial_positions(store: Store, run_id: str) -> dict[str, Any]:
+    """What a sweep run has finished so far, in the shape of its summary; {} before the first position.
+
+    Keys: those of :func:`curves` (``positions``, ``depths``, ``stitched``, ``control``, ``per_class``,
+    ``simplicity``) over the finished positions, plus ``metrics``, ``reference`` (A and B alone),
+    ``classes``, ``rows`` (the per-position records) and ``all_positions`` (every position the run
+    will visit, so a plot can keep room for the rest).  Read from the run's ``positions.json``,
+    rewritten after every position, so a running, cancelled or failed sweep is readable.
+    """
+    try:
+        part = json.loads(store.artifact_path(run_id, POSITIONS_ARTIFACT).read_text())
+    except (StitchError, OSError, ValueError):  # no artifact yet (StoreError), or caught mid-replace
+        return {}
+    if not isinstance(part, dict) or not part.get("metrics"):
+        return {}
+    rows = part.get("positions") or []
+    return {
+        **curves(rows, part["metrics"]),
+        "metrics": list(part["metrics"]),
+        "reference": part.get("reference", {}),
+        "classes": part.get("classes", []),
+        "rows": rows,
+        "all_positions": part.get("all_positions") or [r["position"] for r in rows],
+    }
 
 
 # ---------------------------------------------------------------------------- the experiment

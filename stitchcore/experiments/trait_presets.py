@@ -29,15 +29,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from stitchcore.stitching.adapters import AdapterSpec
 from stitchcore.errors import StitchError
-from stitchcore.experiments import ProgressFn, RunOutcome, run_experiment
+from stitchcore.experiments._registry import ProgressFn, RunOutcome, run_experiment
 from stitchcore.experiments.sweep import SweepSpec
-from stitchcore.experiments.zoo import zoo_name
-from stitchcore.experiments.zoo import ZooRecipe
+from stitchcore.experiments.zoo import ZooRecipe, zoo_name
+from stitchcore.registry import Registry
+from stitchcore.stitching.adapters import AdapterSpec
 from stitchcore.store.results import Store, run_id_for
 
-__all__ = ["TRAIT_CLASS", "Preset", "get_preset", "list_presets", "run_preset", "zoo_ref"]
+__all__ = ["TRAIT_CLASS", "Preset", "get_preset", "list_presets", "register_preset", "run_preset", "zoo_ref"]
 
 TRAIT_CLASS = 3  # the class every preset's trait is about (digit 3)
 RELABEL_TO = 8  # inheritance: every 3 labelled 8 (a 3 looks most like an 8 or a 5)
@@ -55,6 +55,15 @@ class Preset:
     recipes: tuple[ZooRecipe, ...]
     sweeps: tuple[SweepSpec, ...]
     sweep_titles: tuple[str, ...]  # one short title per sweep
+
+
+PresetFn = Callable[[], Preset]  # builds the preset (its recipes' run ids are computed on the call)
+_PRESETS: Registry[PresetFn] = Registry("preset", StitchError)
+
+
+def register_preset(name: str) -> Callable[[PresetFn], PresetFn]:
+    """Decorator registering a preset factory under ``name`` (the url/CLI name); a name is registered once."""
+    return _PRESETS.register(name)
 
 
 def zoo_ref(recipe: ZooRecipe) -> str:
@@ -75,6 +84,7 @@ def _sweep(a: ZooRecipe, b: ZooRecipe, metrics: tuple[str, ...], train_data: str
     return SweepSpec(a=zoo_ref(a), b=zoo_ref(b), metrics=metrics, train_data=train_data, adapter=adapter, epochs=0)
 
 
+@register_preset("inheritance")
 def _inheritance() -> Preset:
     a = ZooRecipe(arch="cnn", seed=1, relabel=(TRAIT_CLASS, RELABEL_TO))
     b = ZooRecipe(arch="cnn", seed=0)
@@ -88,6 +98,7 @@ def _inheritance() -> Preset:
     )  # fmt: skip
 
 
+@register_preset("special-layer")
 def _special_layer() -> Preset:
     # The trait is taught to one layer only: B is A (a plain MLP, same seed) with only fc_k fine-tuned on
     # digits with every 3 labelled 8, so A and B differ in that one layer, and C = B_{>cut}(A_{<=cut}(x))
@@ -108,6 +119,7 @@ def _special_layer() -> Preset:
     )  # fmt: skip
 
 
+@register_preset("distributed")
 def _distributed() -> Preset:
     a = ZooRecipe(arch="cnn", seed=1, drop_class=TRAIT_CLASS)
     b = ZooRecipe(arch="cnn", seed=0)
@@ -120,6 +132,7 @@ def _distributed() -> Preset:
     )  # fmt: skip
 
 
+@register_preset("simplicity")
 def _simplicity() -> Preset:
     # L1 1e-4 and 40% of the remaining weights pruned every 4 epochs (4 steps in 20 epochs: ~87% zeros)
     a = ZooRecipe(arch="cnn", seed=1, l1=1e-4, prune_every=4, prune_fraction=0.4)
@@ -162,22 +175,20 @@ def trait_recipe(kind: str, *, arch: str = "cnn", seed: int = 0, x: int = TRAIT_
     raise StitchError(f"unknown trait recipe {kind!r}; use one of: {', '.join(TRAITS)}")
 
 
-_PRESETS: dict[str, Callable[[], Preset]] = {
-    "inheritance": _inheritance, "special-layer": _special_layer, "distributed": _distributed,
-    "simplicity": _simplicity,
-}  # fmt: skip
-
-
 def list_presets() -> list[Preset]:
-    """All presets, in the report's order."""
-    return [make() for make in _PRESETS.values()]
+    """All presets, in the report's order (the order they are registered in)."""
+    return [_PRESETS.get(name)() for name in _PRESETS.list()]
 
 
 def get_preset(name: str) -> Preset:
-    """A preset by name; StitchError listing the names otherwise."""
-    if name not in _PRESETS:
-        raise StitchError(f"unknown preset {name!r}; use one of: {', '.join(_PRESETS)}")
-    return _PRESETS[name]()
+    """A preset by name; StitchError naming the close names and every known one otherwise.
+
+    >>> get_preset("inheritence")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    stitchcore.errors.StitchError: unknown preset 'inheritence'; did you mean 'inheritance'? (known: ...)
+    """
+    return _PRESETS.get(name)()
 
 
 def run_preset(

@@ -17,14 +17,14 @@ from typing import Any
 
 import torch
 
-from stitchcore.models.archs import arch_defaults, create_arch, arch_input_kind
-from stitchcore.errors import StitchError
 from stitchcore.data.images import ImageDataset, drop_class, load_dataset, relabel
-from stitchcore.stitching.evaluate import count_params, evaluate_batches
-from stitchcore.experiments import RunContext, register_experiment
+from stitchcore.errors import StitchError
+from stitchcore.experiments._registry import RunContext, register_experiment
+from stitchcore.experiments._shared import check_choice, spec_from_dict
+from stitchcore.models.archs import arch_defaults, arch_input_kind, create_arch
 from stitchcore.models.preprocess import Preprocess
 from stitchcore.models.sources.checkpoint import save_checkpoint
-from stitchcore.experiments._shared import check_choice, spec_from_dict
+from stitchcore.stitching.evaluate import count_params, evaluate_batches
 from stitchcore.stitching.train import OPTIMIZERS, train_classifier
 
 __all__ = ["ZooRecipe", "train_zoo", "zoo_name"]

@@ -1,5 +1,7 @@
 """Plotly figures of the language-model experiments, in the house style of :mod:`stitchcore.plots`.
 
+Drawing only: a running depth sweep's points come from :func:`stitchcore.experiments.merge.partial_points`.
+
 >>> fig = penalty_by_depth([{"label": "merge, head A", "split": 0, "loss_penalty": -0.2, "cut": "drop"},
 ...                         {"label": "merge, head A", "split": 1, "loss_penalty": 0.0, "cut": "h.0"}])
 >>> [t.name for t in fig.data]
@@ -14,10 +16,10 @@ from typing import Any
 import plotly.graph_objects as go
 
 from stitchcore.plots._style import ROLE_COLORS, add_note, finite, house_style
-from stitchcore.plots.runs import penalty_vs_depth
 from stitchcore.plots.heatmap import heatmap
+from stitchcore.plots.runs import penalty_vs_depth
 
-__all__ = ["PENALTY_AXIS", "loss_bars", "partial_points", "penalty_by_depth", "penalty_heatmap"]
+__all__ = ["PENALTY_AXIS", "loss_bars", "penalty_by_depth", "penalty_heatmap"]
 
 PENALTY_AXIS = "loss penalty (L_base − L) / L_base"
 _SIGN_NOTE = "below 0: higher loss than the base model (the one whose head is used)"
@@ -66,13 +68,3 @@ def loss_bars(summary: Mapping[str, Any], *, title: str | None = None) -> go.Fig
     fig.update_yaxes(title_text="validation loss (nats / token)", rangemode="tozero")
     return house_style(fig, title or "Validation loss (lower is better)", legend=False)
 
-
-def partial_points(metrics: Mapping[str, Sequence[tuple[int, float]]]) -> list[dict[str, Any]]:
-    """Depth-sweep points a running job has logged so far (series ``penalty:{mode}:{head}``, step = split)."""
-    out = []
-    for name, pts in metrics.items():
-        if name.startswith("penalty:"):
-            _, mode, head = name.split(":")
-            out += [{"label": f"{mode}, head {head.upper()}", "split": int(k), "loss_penalty": v, "cut": ""}
-                    for k, v in pts]
-    return out

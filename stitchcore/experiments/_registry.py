@@ -1,0 +1,191 @@
+"""The experiment table, the context a running experiment sees, and the one cached runner.
+
+Private to :mod:`stitchcore.experiments` (which re-exports the public names): the
+experiment modules register themselves here, so importing them never needs the
+package ``__init__`` to be complete.
+
+>>> "stitch" in list_experiments(), list_experiments("lm*")
+(True, ['lmdepth', 'lmstitch'])
+>>> get_experiment("stich")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+stitchcore.errors.StitchError: unknown experiment kind 'stich'; did you mean 'stitch' or 'lmstitch'? (known: ...)
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from stitchcore.device import pick_device
+from stitchcore.errors import Cancelled, StitchError, TrainingError
+from stitchcore.registry import Registry
+from stitchcore.store.results import RunRecord, Store, run_id_for
+
+__all__ = [
+    "EXPERIMENTS",
+    "Experiment",
+    "ProgressFn",
+    "RunContext",
+    "RunOutcome",
+    "get_experiment",
+    "list_experiments",
+    "register_experiment",
+    "run_experiment",
+    "spec_from_record",
+]
+
+log = logging.getLogger(__name__)
+
+ProgressFn = Callable[[float, str, dict[str, float]], None]  # (fraction 0..1, message, latest metrics)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One registered experiment kind."""
+
+    kind: str  # the name runs are stored under ("stitch", "zoo" ...); hashed into every run id
+    run: Callable[[Any, RunContext], dict]  # (spec, ctx) -> summary stored with the run
+    from_dict: Callable[[dict], Any]  # stored spec dict -> spec object (the inverse of spec.to_dict())
+
+
+EXPERIMENTS: Registry[Experiment] = Registry("experiment kind", StitchError)
+
+
+def register_experiment(kind: str, from_dict: Callable[[dict], Any]) -> Callable[[Callable], Callable]:
+    """Decorator: register ``fn(spec, ctx) -> summary`` under ``kind``; a kind is registered once."""
+
+    def deco(fn: Callable[[Any, RunContext], dict]) -> Callable[[Any, RunContext], dict]:
+        EXPERIMENTS.register(kind)(Experiment(kind, fn, from_dict))
+        return fn
+
+    return deco
+
+
+def get_experiment(kind: str) -> Experiment:
+    """The experiment registered as ``kind``; StitchError naming the close kinds otherwise."""
+    return EXPERIMENTS.get(kind)
+
+
+def list_experiments(pattern: str = "*") -> list[str]:
+    """Registered kinds matching the glob ``pattern``, sorted."""
+    return sorted(EXPERIMENTS.list(pattern))
+
+
+def spec_from_record(record: RunRecord) -> Any:
+    """The spec object of a stored run, rebuilt through its kind's ``from_dict``.
+
+    ``run_id_for(record.kind, spec.to_dict()) == record.id`` for every run the store holds.
+    StitchError for a kind no experiment registers (naming the close kinds), or a stored
+    spec its kind cannot read.
+    """
+    if record.kind not in EXPERIMENTS:
+        raise StitchError(f"run {record.id}: {EXPERIMENTS.unknown_message(record.kind)}")
+    try:
+        return EXPERIMENTS.get(record.kind).from_dict(dict(record.spec))
+    except StitchError as exc:
+        raise type(exc)(f"run {record.id} ({record.kind}): {exc}") from exc
+    except (TypeError, ValueError, KeyError) as exc:
+        raise StitchError(f"run {record.id} ({record.kind}): its stored spec does not fit: {exc}") from exc
+
+
+@dataclass
+class RunContext:
+    """What a running experiment may touch: its store rows, progress, cancel flag, device."""
+
+    run_id: str
+    store: Store
+    device: torch.device
+    cancel: threading.Event
+    on_progress: ProgressFn | None = None
+    _fraction: float = 0.0
+
+    def check_cancel(self) -> None:
+        """Raise :class:`Cancelled` if the user asked to stop (call every step)."""
+        if self.cancel.is_set():
+            raise Cancelled("cancelled by the user")
+
+    def progress(self, fraction: float, message: str = "", metrics: dict[str, float] | None = None) -> None:
+        self._fraction = max(0.0, min(1.0, fraction))
+        if self.on_progress is not None:
+            self.on_progress(self._fraction, message, metrics or {})
+
+    def log(self, step: int, metrics: dict[str, float], epoch: int | None = None) -> None:
+        """Persist a metric point (store series) and forward it to the progress callback."""
+        for name, value in metrics.items():
+            if value != value or value in (float("inf"), float("-inf")):
+                raise TrainingError(
+                    f"{name} became {value} at step {step}: training diverged; lower the learning rate"
+                    " or use --init lstsq"
+                )
+        self.store.log_metrics(self.run_id, step, metrics, epoch=epoch)
+        if self.on_progress is not None:
+            self.on_progress(self._fraction, "", metrics)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """A finished (or cached) run: the stored record and whether it came from the cache."""
+
+    record: RunRecord
+    cached: bool
+    seconds: float
+
+
+def run_experiment(
+    kind: str,
+    spec: Any,
+    store: Store,
+    *,
+    rerun: bool = False,
+    progress: ProgressFn | None = None,
+    cancel: threading.Event | None = None,
+    device: str | None = None,
+) -> RunOutcome:
+    """Look the spec up in the store; on a miss run it and store the summary.
+
+    Errors: :class:`StitchError` subclasses pass through after the run is
+    marked failed (or cancelled) with the one-line message; other exceptions
+    are stored with their traceback in the log and re-raised.
+    """
+    fn = get_experiment(kind).run
+    spec_dict = spec.to_dict()
+    run_id = run_id_for(kind, spec_dict)
+    t0 = time.perf_counter()
+    if not rerun:
+        hit = store.lookup_done(run_id)
+        if hit is not None:
+            return RunOutcome(hit, True, time.perf_counter() - t0)
+    label = spec.label() if hasattr(spec, "label") else kind
+    target = pick_device(device)  # a bad device fails before any row is written
+    store.begin(run_id, kind, spec_dict, label=label)
+    ctx = RunContext(run_id, store, target, cancel or threading.Event(), progress)
+    try:
+        summary = fn(spec, ctx)
+    except Cancelled as exc:
+        store.fail(run_id, str(exc), status="cancelled")
+        raise
+    except StitchError as exc:
+        store.fail(run_id, str(exc))
+        raise
+    except torch.cuda.OutOfMemoryError:
+        msg = "CUDA out of memory: lower the batch size or max_train, or run on the CPU"
+        store.fail(run_id, msg)
+        raise TrainingError(msg) from None
+    except BaseException as exc:
+        log.error("run %s failed:\n%s", run_id, traceback.format_exc())
+        store.fail(run_id, f"{type(exc).__name__}: {exc}")
+        raise
+    summary = dict(summary)
+    summary.setdefault("seconds", round(time.perf_counter() - t0, 3))
+    summary["device"] = str(ctx.device)
+    record = store.finish(run_id, summary)
+    ctx.progress(1.0, "done")
+    return RunOutcome(record, False, time.perf_counter() - t0)
