@@ -7,7 +7,7 @@ import doctest
 import pytest
 import torch
 
-import stitchcore.stitching.adapters as adapters_mod
+import stitchcore.stitching.adapter_kinds as adapters_mod
 from stitchcore.stitching.adapters import (
     AdapterCore,
     AdapterSpec,

@@ -257,7 +257,7 @@ def test_built_ins_are_registered_whichever_module_is_imported_first():
     built_in = {
         "datasets": ours(list_datasets(), dataset_loader, "stitchcore.data."),
         "archs": ours(list_archs(), lambda n: type(arch_config(n)), "stitchcore.models.archs"),
-        "adapters": ours(list_adapters(), get_adapter, "stitchcore.stitching.adapters"),
+        "adapters": ours(list_adapters(), get_adapter, "stitchcore.stitching.adapter_kinds"),
     }
     assert fresh == built_in
     assert "twocue-digits" in fresh["datasets"] and "digits" in fresh["datasets"]

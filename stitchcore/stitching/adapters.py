@@ -15,7 +15,8 @@ are channel-first, in one of three forms chosen from the pair (:class:`AdapterPl
   D per token, class token to class token); the only way for tokens without a grid.
 * ``vec`` [B, D]: a vector receiver; maps are average-pooled, tokens mean-pooled.
 
-A vector sender cannot feed a spatial receiver.
+A vector sender cannot feed a spatial receiver.  The kinds (the core) and their registry are
+:mod:`stitchcore.stitching.adapter_kinds`; this module turns a spec and two cuts into an adapter.
 
 >>> from types import SimpleNamespace as Cut
 >>> a = Cut(name="layer1", shape=(16, 8, 8), layout="map", depth=0.3)
@@ -30,7 +31,7 @@ import logging
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -38,8 +39,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from stitchcore.errors import AdapterError
-from stitchcore.registry import Registry
-from stitchcore.stitching.layers import ChannelLinear, LowRankLinear
+from stitchcore.stitching.adapter_kinds import AdapterCore, AdapterPlan, get_adapter, list_adapters, register_adapter
 
 if TYPE_CHECKING:  # any object with name, shape (no batch), layout and depth will do at run time
     from stitchcore.cuts import Cut
@@ -56,50 +56,6 @@ NORMS = ("none", "bn_before", "bn_after", "both")
 RESAMPLES = ("none", "bilinear", "nearest", "strided")
 INITS = ("random", "identity", "lstsq", "procrustes")
 _RANK = {"map": 3, "map_nhwc": 3, "tokens": 2, "vector": 1}  # layout -> len(cut.shape)
-
-
-# kind -> core class; the built-in kinds below register themselves when this module is imported
-_ADAPTERS: Registry[type[AdapterCore]] = Registry("adapter kind", AdapterError)
-
-
-def register_adapter(kind: str):
-    """Class decorator: make an :class:`AdapterCore` subclass available as ``AdapterSpec(kind)``.
-
-    A kind can be registered once (ValueError on the second time).
-    """
-
-    def deco(cls: type[AdapterCore]) -> type[AdapterCore]:
-        if not (isinstance(cls, type) and issubclass(cls, AdapterCore)):
-            raise TypeError(f"@register_adapter({kind!r}) decorates AdapterCore subclasses, got {cls!r}")
-        _ADAPTERS.register(kind)(cls)
-        cls.kind = kind
-        return cls
-
-    return deco
-
-
-def list_adapters(pattern: str = "*") -> list[str]:
-    """Registered kinds matching a glob ``pattern``, in registration order (rising capacity).
-
-    >>> list_adapters("linear*")
-    ['linear', 'linear_relu']
-    """
-    return _ADAPTERS.list(pattern)
-
-
-def get_adapter(kind: str) -> type[AdapterCore]:
-    """The core class registered as ``kind``; unknown: AdapterError naming the close kinds.
-
-    >>> get_adapter("lowrank").__name__
-    'LowRankCore'
-    >>> get_adapter("linaer")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    stitchcore.errors.AdapterError: unknown adapter kind 'linaer'; did you mean 'linear'? (known: ...
-    """
-    if not isinstance(kind, str):  # a list or dict would not even hash
-        raise AdapterError(_ADAPTERS.unknown_message(kind))
-    return _ADAPTERS.get(kind)
 
 
 @dataclass(frozen=True)
@@ -148,147 +104,6 @@ class AdapterSpec:
         if bad := sorted(set(d) - set(names)):
             raise AdapterError(f"unknown AdapterSpec field(s) {', '.join(bad)}; valid: {', '.join(names)}")
         return cls(**d)
-
-
-@dataclass(frozen=True)
-class AdapterPlan:
-    """How a pair of cuts is joined (resolved by build_adapter; the cores read it)."""
-
-    form: str  # internal form: pass | map [B,C,H,W] | seq [B,D,N] | vec [B,D]
-    c_in: int  # sender channels entering the core
-    c_out: int  # receiver channels, what the core produces
-    grid: tuple[int, int] | None = None  # receiver grid (map form)
-    resize: str | None = None  # F.interpolate mode for prepare(); None: grids match or the core strides
-    stride: tuple[int, int] = (1, 1)  # core stride for resample='strided' downsampling
-    sender_cls: bool = False  # drop the sender's leading class token (map form)
-    receiver_cls: bool = False  # make the receiver's class token (map form)
-    rank: int | None = None  # lowrank width
-
-    @property
-    def ndim(self) -> int:
-        return {"map": 4, "seq": 3, "vec": 2, "pass": 0}[self.form]
-
-
-class AdapterCore(nn.Module):
-    """Base of the registered kinds: the map between the BatchNorms, [B, C_in, ...] -> [B, C_out, ...]."""
-
-    kind: ClassVar[str] = ""  # set by @register_adapter
-    forms: ClassVar[frozenset[str]] = frozenset({"map", "seq", "vec"})  # internal forms it runs on
-    fittable: ClassVar[bool] = False  # has a ``linear`` (fits.ChannelLinear / LowRankLinear) fits can set
-    identity_init: ClassVar[bool] = False  # supports init='identity' (then init_identity() is called)
-    passthrough: ClassVar[bool] = False  # the identity/merge adapter: no conversion at all
-    uses_rank: ClassVar[bool] = False  # reads AdapterSpec.rank
-
-    def __init__(self, plan: AdapterPlan):
-        super().__init__()
-        self.plan = plan
-
-    def init_identity(self) -> None:
-        """Start as the identity; the default keeps the construction init (already identity-like)."""
-
-
-@register_adapter("identity")
-class IdentityCore(AdapterCore):
-    """No parameters: the receiver gets the sender's tensor unchanged (the LM 'merge')."""
-
-    passthrough = True
-    identity_init = True
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x
-
-
-@register_adapter("linear")
-class LinearCore(AdapterCore):
-    """1x1 conv on maps, Linear on tokens and vectors (Bansal et al.)."""
-
-    fittable = True
-    identity_init = True
-    relu: ClassVar[bool] = False  # ReLU after the linear map
-
-    def __init__(self, plan: AdapterPlan):
-        super().__init__(plan)
-        self.linear = ChannelLinear(plan.c_in, plan.c_out, plan.ndim, plan.stride)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.linear(x)  # [B, C_in, ...] -> [B, C_out, ...]
-        return F.relu(h) if self.relu else h
-
-    def init_identity(self) -> None:
-        self.linear.init_identity()
-
-
-@register_adapter("linear_relu")
-class LinearReluCore(LinearCore):
-    """Linear + ReLU (Traft & Cheney); closed-form fits set the linear part only."""
-
-    relu = True
-
-
-@register_adapter("conv3x3_relu")
-class Conv3x3ReluCore(AdapterCore):
-    """Conv3x3 (padding 1, stride = the strided ratio) + ReLU, maps only (Traft & Cheney)."""
-
-    forms = frozenset({"map"})
-    identity_init = True
-
-    def __init__(self, plan: AdapterPlan):
-        super().__init__(plan)
-        self.conv = nn.Conv2d(plan.c_in, plan.c_out, 3, stride=plan.stride, padding=1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.relu(self.conv(x))  # [B, C_in, H, W] -> [B, C_out, H/s, W/s]
-
-    @torch.no_grad()
-    def init_identity(self) -> None:
-        self.conv.weight.zero_()
-        self.conv.weight[:, :, 1, 1] = torch.eye(self.plan.c_out)  # centre tap
-        self.conv.bias.zero_()
-
-
-@register_adapter("bottleneck")
-class BottleneckCore(AdapterCore):
-    """ResNet bottleneck 1x1 -> 3x3 (stride) -> 1x1 with BN, width C_out // 4, + shortcut (input or 1x1+BN).
-
-    The last BN starts at weight zero, so the core starts as its shortcut (the identity
-    when channels match); no ReLU after the sum, so negative values survive."""
-
-    forms = frozenset({"map"})
-    identity_init = True  # already one at construction when channels match
-
-    def __init__(self, plan: AdapterPlan):
-        super().__init__(plan)
-        c_in, c_out, width, stride = plan.c_in, plan.c_out, max(1, plan.c_out // 4), plan.stride
-        self.conv1, self.bn1 = nn.Conv2d(c_in, width, 1, bias=False), nn.BatchNorm2d(width)
-        self.conv2 = nn.Conv2d(width, width, 3, stride=stride, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(width)
-        self.conv3, self.bn3 = nn.Conv2d(width, c_out, 1, bias=False), nn.BatchNorm2d(c_out)
-        nn.init.zeros_(self.bn3.weight)
-        self.shortcut: nn.Module | None = None
-        if c_in != c_out or stride != (1, 1):
-            conv = nn.Conv2d(c_in, c_out, 1, stride=stride, bias=False)
-            self.shortcut = nn.Sequential(conv, nn.BatchNorm2d(c_out))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = F.relu(self.bn1(self.conv1(x)))  # [B, width, H, W]
-        h = F.relu(self.bn2(self.conv2(h)))  # [B, width, H/s, W/s]
-        h = self.bn3(self.conv3(h))  # [B, C_out, H/s, W/s]
-        return h + (x if self.shortcut is None else self.shortcut(x))
-
-
-@register_adapter("lowrank")
-class LowRankCore(AdapterCore):
-    """Two linears C_in -> r -> C_out (rank r bottleneck, no nonlinearity)."""
-
-    fittable = True
-    uses_rank = True
-
-    def __init__(self, plan: AdapterPlan):
-        super().__init__(plan)
-        self.linear = LowRankLinear(plan.c_in, plan.c_out, plan.ndim, plan.stride, plan.rank or 1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.linear(x)  # [B, C_in, ...] -> [B, r, ...] -> [B, C_out, ...]
 
 
 def _fmt(cut: Cut) -> str:
