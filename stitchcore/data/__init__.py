@@ -1,4 +1,5 @@
-"""Datasets: labelled images (:mod:`.images`), two-cue images (:mod:`.twocue`), text corpora (:mod:`.text`).
+"""Datasets: labelled images (:mod:`.images`, files read by :mod:`.files`), two-cue images (:mod:`.twocue`),
+text corpora (:mod:`.text`).
 
 Importing anything under ``stitchcore.data`` runs this file first, and it imports every
 child, so each one has registered its built-in datasets before any name is looked up:
@@ -27,6 +28,7 @@ from stitchcore.data.images import (
     register_dataset,
     relabel,
 )
+from stitchcore.data import files  # noqa: F401  (registers mnist, fashion-mnist, cifar10/100)
 from stitchcore.data.text import CharVocab, char_splits, list_texts, lm_batches, load_text
 from stitchcore.data.twocue import is_twocue, make_twocue, twocue_variant
 
