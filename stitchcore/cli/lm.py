@@ -11,10 +11,14 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from stitchcore.cli._common import Command, ProgressBar, emit, outcome, run, took
 from stitchcore.errors import StitchError
+
+if TYPE_CHECKING:
+    from stitchcore.stitching.adapters import AdapterSpec
+    from stitchcore.store.results import Store
 
 __all__ = ["COMMANDS", "add_verbs", "is_lm_ref", "lm_aware_stitch"]
 
@@ -59,21 +63,27 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     mg.add_argument("--dry-run", action="store_true", help="with --split: print the joined model's parts and exit")
 
 
-def _adapter(args: argparse.Namespace):
-    from stitchcore.stitching.adapters import AdapterSpec
+def _adapter(args: argparse.Namespace) -> AdapterSpec:
+    """The adapter of --adapter/--init/--rank (``mlp`` is a linear adapter plus an MLP branch)."""
     from stitchcore.experiments.merge import LM_ADAPTER
+    from stitchcore.stitching.adapters import AdapterSpec
 
     kind = "linear" if args.adapter == "mlp" else args.adapter
     return AdapterSpec(kind=kind, norm=LM_ADAPTER.norm, resample="none", init=args.init, rank=args.rank)
 
 
 def _position(text: str | None) -> int | str | None:
+    """A residual position as an int, a cut name as given.
+
+    >>> _position("2"), _position("h.1"), _position(None)
+    (2, 'h.1', None)
+    """
     if text is None:
         return None
     return int(text) if text.strip().isdigit() else text
 
 
-def _resolve(text: int | str | None, ref: str, store) -> int | None:
+def _resolve(text: int | str | None, ref: str, store: Store) -> int | None:
     """An int position, or a cut name (``h.1``, ``drop``) resolved against the model's depth."""
     if text is None or isinstance(text, int):
         return text
@@ -83,7 +93,8 @@ def _resolve(text: int | str | None, ref: str, store) -> int | None:
     return parse_position(text, n_layers(load_model(ref, store=store)))
 
 
-def _specs(args, store) -> tuple[str, Any]:
+def _specs(args: argparse.Namespace, store: Store) -> tuple[str, Any]:
+    """The experiment kind (``lmdepth``, ``merge`` or ``lmstitch``) and its spec, from the flags."""
     from stitchcore.experiments.merge import DepthSpec, LMStitchSpec, MergeSpec
 
     evals = dict(text=args.text, eval_windows=args.eval_windows, sample_tokens=args.sample_tokens, seed=args.seed)
@@ -109,7 +120,8 @@ def _specs(args, store) -> tuple[str, Any]:
 
 
 def _text(kind: str, s: dict[str, Any], cached: bool, seconds: float) -> str:
-    when = "cached" if cached else f"{seconds:.1f} s"
+    """The terminal text of a run: a loss-penalty table over depth, or one layout and its losses."""
+    when = took(cached, seconds)
     base = f"A loss {s['base']['a']['loss']:.4f}  B loss {s['base']['b']['loss']:.4f}"
     if kind == "lmdepth":
         lines = [f"{'curve':18s} " + " ".join(f"{'split ' + str(k):>9s}" for k in s["splits"])]
@@ -126,23 +138,17 @@ def _text(kind: str, s: dict[str, Any], cached: bool, seconds: float) -> str:
             f"(base {s['penalty_base'].upper()})  ({when})")
 
 
-def _cmd_merge(args, store, bar) -> None:
-    from stitchcore.cli.main import _emit
-    from stitchcore.experiments import run_experiment
-
+def _cmd_merge(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
+    """Run one merge / LM stitch (``--split``) or the sweep over depth, and print the result."""
     kind, spec = _specs(args, store)
     if getattr(args, "dry_run", False):
         return _dry_run(args, kind, spec, store)
-    out = run_experiment(kind, spec, store, rerun=args.rerun, progress=bar, device=args.device)
-    bar.close()
-    s = out.record.summary
-    obj = {"run_id": out.record.id, "kind": kind, "cached": out.cached, "elapsed": round(out.seconds, 3), **s}
-    _emit(args, obj, _text(kind, s, out.cached, out.seconds))
+    out = run(kind, spec, args, store, bar)
+    emit(args, outcome(out, kind=kind), _text(kind, out.record.summary, out.cached, out.seconds))
 
 
-def _dry_run(args, kind: str, spec: Any, store) -> None:
+def _dry_run(args: argparse.Namespace, kind: str, spec: Any, store: Store) -> None:
     """Print the part list (``merge_layout`` / ``stitch_layout``) without scoring anything."""
-    from stitchcore.cli.main import _emit
     from stitchcore.lm.parts import merge_layout, n_layers, stitch_layout
     from stitchcore.models.sources import load_model
 
@@ -155,10 +161,10 @@ def _dry_run(args, kind: str, spec: Any, store) -> None:
     else:
         j = spec.cut_a if spec.cut_b is None else spec.cut_b
         layout = stitch_layout(n_a, n_b, spec.cut_a, j, spec.head, spec.head_at)
-    _emit(args, {"kind": kind, "layout": layout, "spec": spec.to_dict()}, " ".join(layout))
+    emit(args, {"kind": kind, "layout": layout, "spec": spec.to_dict()}, " ".join(layout))
 
 
-def is_lm_ref(ref: str, store) -> bool:
+def is_lm_ref(ref: str, store: Store) -> bool:
     """Whether ``ref`` names a language model, decided without loading weights where possible."""
     from stitchcore.models.refs import parse_ref
 
@@ -176,6 +182,7 @@ def is_lm_ref(ref: str, store) -> bool:
 
 
 def _hf_archs(name: str) -> str:
+    """The ``architectures`` of a local HF checkpoint's config.json, joined ("" if unknown)."""
     import json
     from pathlib import Path
 
@@ -186,10 +193,10 @@ def _hf_archs(name: str) -> str:
         return ""  # hub ids: transformers decides at load time
 
 
-def lm_aware_stitch(image_stitch: Callable) -> Callable:
+def lm_aware_stitch(image_stitch: Command) -> Command:
     """Wrap the image ``stitch`` command: LM refs run an ``lmstitch`` (cuts are names like h.1 or positions)."""
 
-    def command(args, store, bar) -> None:
+    def command(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
         if not (is_lm_ref(args.a, store) or is_lm_ref(args.b, store)):
             return image_stitch(args, store, bar)
         ns = argparse.Namespace(**vars(args))
@@ -202,4 +209,4 @@ def lm_aware_stitch(image_stitch: Callable) -> Callable:
     return command
 
 
-COMMANDS = {("merge", None): _cmd_merge}
+COMMANDS: dict[tuple[str, str | None], Command] = {("merge", None): _cmd_merge}

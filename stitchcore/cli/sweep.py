@@ -8,9 +8,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from stitchcore.cli._common import Command, ProgressBar, emit, names, outcome, run, took
 from stitchcore.errors import StitchError
+
+if TYPE_CHECKING:
+    from stitchcore.experiments.trait_presets import Preset
+    from stitchcore.store.results import Store
 
 __all__ = ["COMMANDS", "add_verbs", "table"]
 
@@ -74,18 +79,14 @@ def table(s: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _names(text: str | None) -> tuple[str, ...] | None:
-    return tuple(n.strip() for n in text.split(",") if n.strip()) if text else None
-
-
-def _cmd_sweep(args, store, bar) -> None:
-    from stitchcore.cli.main import _emit
+def _cmd_sweep(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
+    """List the presets, run one preset, or run one sweep of --a/--b; print the table(s)."""
     from stitchcore.experiments.trait_presets import get_preset, list_presets
 
     if args.list_presets:
         rows = [{"name": p.name, "title": p.title, "claim": p.claim, "look_for": p.look_for,
                  "models": len(p.recipes), "sweeps": len(p.sweeps)} for p in list_presets()]  # fmt: skip
-        _emit(args, {"presets": rows}, "\n".join(f"{r['name']:14s} {r['title']}: {r['claim']}" for r in rows))
+        emit(args, {"presets": rows}, "\n".join(f"{r['name']:14s} {r['title']}: {r['claim']}" for r in rows))
         return
     if args.preset:
         if args.a or args.b:
@@ -94,26 +95,22 @@ def _cmd_sweep(args, store, bar) -> None:
         return
     if not (args.a and args.b):
         raise StitchError("sweep needs --a REF and --b REF (same architecture), or --preset NAME")
-    from stitchcore.stitching.adapters import AdapterSpec
-    from stitchcore.experiments import run_experiment
     from stitchcore.experiments.sweep import SweepSpec
+    from stitchcore.stitching.adapters import AdapterSpec
 
     spec = SweepSpec(
-        a=args.a, b=args.b, positions=_names(args.positions), metrics=_names(args.metrics) or ("accuracy",),
+        a=args.a, b=args.b, positions=names(args.positions), metrics=names(args.metrics) or ("accuracy",),
         dataset=args.dataset, train_data=args.train_data, adapter=AdapterSpec(kind=args.adapter, init=args.init),
         epochs=args.epochs, lr=args.lr, seed=args.seed, control=not args.no_control, control_seeds=args.control_seeds,
         simplicity=not args.no_simplicity, sharpness_eps=args.eps, sharpness_draws=args.draws,
         max_train=args.max_train, max_test=args.max_test,
     )  # fmt: skip
-    out = run_experiment("sweep", spec, store, rerun=args.rerun, progress=bar, device=args.device)
-    bar.close()
-    s = out.record.summary
-    obj = {"run_id": out.record.id, "cached": out.cached, "elapsed": round(out.seconds, 3), **s}
-    _emit(args, obj, table(s) + f"\n({'cached' if out.cached else f'{out.seconds:.1f} s'}; run {out.record.id})")
+    out = run("sweep", spec, args, store, bar)
+    emit(args, outcome(out), table(out.record.summary) + f"\n({took(out.cached, out.seconds)}; run {out.record.id})")
 
 
-def _run_preset(args, store, bar, preset) -> None:
-    from stitchcore.cli.main import _emit
+def _run_preset(args: argparse.Namespace, store: Store, bar: ProgressBar, preset: Preset) -> None:
+    """Train the preset's models (cached), run its sweeps, print every model and table."""
     from stitchcore.experiments import run_experiment
 
     models, sweeps = [], []
@@ -131,7 +128,7 @@ def _run_preset(args, store, bar, preset) -> None:
     text += [f"  {m['ref']:32s} {m['accuracy']:.3f}  {m['recipe']}" for m in models]
     for s in sweeps:
         text += ["", f"{s['title']}  (A {s['a']} -> B {s['b']})", table(s)]
-    _emit(args, obj, "\n".join(text))
+    emit(args, obj, "\n".join(text))
 
 
-COMMANDS = {("sweep", None): _cmd_sweep}
+COMMANDS: dict[tuple[str, str | None], Command] = {("sweep", None): _cmd_sweep}

@@ -1,0 +1,156 @@
+"""What every CLI verb shares: the ``common`` flags, argument types, the progress bar, output.
+
+A verb module (``models``, ``stitch``, ``matrix``, ``runs``, ``lm``, ``sweep``) exposes
+``add_verbs(verbs, common)`` and ``COMMANDS``, a dict ``(verb, sub-verb or None) -> command``;
+a command is ``fn(args, store, bar) -> None`` and prints only through :func:`emit`.
+A verb group (``zoo train``) stores its sub-verb in ``args.<verb>_verb``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from stitchcore.experiments import RunOutcome
+    from stitchcore.store.results import Store
+
+__all__ = [
+    "Command",
+    "ProgressBar",
+    "common_parser",
+    "emit",
+    "json_obj",
+    "names",
+    "outcome",
+    "pair",
+    "run",
+    "took",
+]
+
+Command = Callable[[argparse.Namespace, "Store", "ProgressBar"], None]  # one verb: (args, store, bar) -> None
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr, redrawn at most 10 times a second.
+
+    Called as ``bar(fraction, message, metrics)``, the ``progress`` callback of ``run_experiment``.
+    """
+
+    def __init__(self, enabled: bool = True, width: int = 30) -> None:
+        self.enabled = enabled
+        self.width = width
+        self._last = 0.0
+        self._shown = False
+
+    def __call__(self, fraction: float, message: str, metrics: dict[str, float]) -> None:
+        now = time.monotonic()
+        if not self.enabled or (now - self._last < 0.1 and fraction < 1.0):
+            return
+        self._last = now
+        filled = int(self.width * fraction)
+        extra = "  ".join(f"{k}={v:.4g}" for k, v in metrics.items())
+        line = f"\r[{'#' * filled}{'.' * (self.width - filled)}] {fraction:6.1%} {message[:60]:60s} {extra}"
+        sys.stderr.write(line[:160])
+        sys.stderr.flush()
+        self._shown = True
+
+    def close(self) -> None:
+        """End the bar's line (if one was drawn) so what follows starts on a fresh line."""
+        if self._shown:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def common_parser() -> argparse.ArgumentParser:
+    """The parent parser of every verb: --store, --json, --device, --quiet."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--store", help="results store directory (default: $STITCHLAB_STORE, else cache/)")
+    common.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    common.add_argument("--device", default=None, help="auto (default), cpu, cuda, cuda:N or mps")
+    common.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
+    return common
+
+
+def pair(text: str) -> tuple[int, int]:
+    """Argument type ``X:Y``, two class indices.
+
+    >>> pair("3:8")
+    (3, 8)
+    """
+    try:
+        x, y = text.split(":")
+        return int(x), int(y)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected X:Y (two class indices), got {text!r}") from None
+
+
+def json_obj(text: str) -> dict[str, Any]:
+    """Argument type: a JSON object.
+
+    >>> json_obj('{"blocks": [1, 1]}')
+    {'blocks': [1, 1]}
+    >>> json_obj("[1]")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: expected a JSON object, e.g. '{"width": 32}'
+    """
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON ({exc.msg}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("expected a JSON object, e.g. '{\"width\": 32}'")
+    return value
+
+
+def names(text: str | None) -> tuple[str, ...] | None:
+    """Comma-separated names (cuts, metrics) as a tuple; None (or empty) stays None: "all" / the default.
+
+    >>> names("block1, fc1,")
+    ('block1', 'fc1')
+    >>> names(None) is None
+    True
+    """
+    return tuple(n.strip() for n in text.split(",") if n.strip()) if text else None
+
+
+def emit(args: argparse.Namespace, obj: dict[str, Any], text: str) -> None:
+    """Print the result: ``obj`` as one JSON line with ``--json``, else ``text``."""
+    if args.json:
+        print(json.dumps(obj, sort_keys=True, default=str))
+    else:
+        print(text)
+
+
+def run(kind: str, spec: Any, args: argparse.Namespace, store: Store, bar: ProgressBar) -> RunOutcome:
+    """``run_experiment`` with the CLI's --rerun and --device, the bar as progress; closes the bar."""
+    from stitchcore.experiments import run_experiment
+
+    out = run_experiment(kind, spec, store, rerun=args.rerun, progress=bar, device=args.device)
+    bar.close()
+    return out
+
+
+def outcome(out: RunOutcome, **extra: Any) -> dict[str, Any]:
+    """The JSON object of a run: ``run_id``, ``cached``, ``elapsed`` (s), ``extra``, then its summary.
+
+    >>> from types import SimpleNamespace as NS
+    >>> out = NS(record=NS(id="ab12", summary={"accuracy": 0.9}), cached=False, seconds=1.23456)
+    >>> outcome(out, kind="zoo")
+    {'run_id': 'ab12', 'cached': False, 'elapsed': 1.235, 'kind': 'zoo', 'accuracy': 0.9}
+    """
+    return {"run_id": out.record.id, "cached": out.cached, "elapsed": round(out.seconds, 3), **extra,
+            **out.record.summary}  # fmt: skip
+
+
+def took(cached: bool, seconds: float) -> str:
+    """How a run was had, for the text output.
+
+    >>> took(True, 3.0), took(False, 3.04)
+    ('cached', '3.0 s')
+    """
+    return "cached" if cached else f"{seconds:.1f} s"

@@ -1,0 +1,105 @@
+"""CLI verbs over every cut pair of two models: ``matrix`` (stitching) and ``similarity`` (CKA ...).
+
+    python -m stitchcore matrix --a zoo:cnn-digits-s0 --b zoo:cnn-digits-s1
+    python -m stitchcore similarity --a zoo:cnn-digits-s0 --b zoo:cnn-digits-s1 --measure procrustes
+
+Both print a senders x receivers grid (:func:`grid_text`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from stitchcore.cli._common import Command, ProgressBar, emit, names, outcome, run, took
+
+if TYPE_CHECKING:
+    from stitchcore.store.results import Store
+
+__all__ = ["COMMANDS", "add_verbs", "grid_text"]
+
+
+def _pair_parser() -> argparse.ArgumentParser:
+    """The parent parser of both verbs: every cut of A against every cut of B."""
+    pair = argparse.ArgumentParser(add_help=False)
+    pair.add_argument("--a", required=True, help="ModelRef of model A (rows: sender cuts)")
+    pair.add_argument("--b", required=True, help="ModelRef of model B (columns: receiver cuts)")
+    pair.add_argument("--senders", default=None, help="comma-separated cut names of A (default: all)")
+    pair.add_argument("--receivers", default=None, help="comma-separated cut names of B (default: all)")
+    pair.add_argument("--dataset", default=None, help="default: the dataset B was trained on")
+    pair.add_argument("--rerun", action="store_true", help="run again even if the store has it")
+    return pair
+
+
+def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """Add ``matrix`` and ``similarity`` to the CLI's sub-parsers."""
+    pair = _pair_parser()
+    mx = verbs.add_parser("matrix", parents=[common, pair], help="stitching matrix: every sender cut x receiver cut")
+    mx.add_argument("--mode", choices=("closed-form", "trained"), default="closed-form")
+    mx.add_argument("--epochs", type=int, default=None, help="trained mode (default 3)")
+    mx.add_argument("--controls", action="store_true", help="also random sender / receiver / both (zoo refs)")
+    mx.add_argument("--max-train", type=int, default=None)
+    mx.add_argument("--max-test", type=int, default=None)
+    mx.add_argument("--seed", type=int, default=0)
+    mx.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                    help="trained mode: bf16 autocast (fast on GPUs and AMX CPUs)")
+
+    sm = verbs.add_parser("similarity", parents=[common, pair], help="CKA / Procrustes of every cut pair")
+    sm.add_argument("--measure", default="cka-linear", help="cka-linear | cka-rbf | procrustes")
+    sm.add_argument("--max-samples", type=int, default=None)
+    sm.add_argument("--batch-size", type=int, default=256)
+
+
+def grid_text(summary: dict[str, Any], footer: str) -> str:
+    """A senders x receivers table of ``summary["values"]`` for the terminal ("-" = skipped cell).
+
+    >>> print(grid_text({"senders": ["block1", "fc1"], "receivers": ["block1", "fc1"],
+    ...                  "values": [[0.91, None], [0.5, 0.875]]}, "accuracy"))
+            block1     fc1
+    block1   0.910       -
+       fc1   0.500   0.875
+    accuracy
+    """
+    width = max(len(n) for n in summary["senders"] + summary["receivers"])
+    lines = [" " * width + " " + " ".join(f"{r[:7]:>7s}" for r in summary["receivers"])]
+    for name, row in zip(summary["senders"], summary["values"], strict=True):
+        lines.append(f"{name:>{width}s} " + " ".join("      -" if v is None else f"{v:7.3f}" for v in row))
+    return "\n".join([*lines, footer])
+
+
+def _cmd_matrix(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
+    """Stitch every sender cut into every receiver cut; print the grid of the stitched metric."""
+    from stitchcore.experiments.matrix import MatrixSpec
+
+    kwargs: dict[str, Any] = dict(
+        a=args.a, b=args.b, senders=names(args.senders), receivers=names(args.receivers), mode=args.mode,
+        controls=args.controls, dataset=args.dataset, max_train=args.max_train, max_test=args.max_test,
+        seed=args.seed, precision=args.precision,
+    )
+    if args.epochs is not None:
+        kwargs["epochs"] = args.epochs
+    out = run("matrix", MatrixSpec(**kwargs), args, store, bar)
+    s = out.record.summary
+    footer = (f"{s['metric']} of the stitched model; rows = A's cuts, columns = B's cuts"
+              f" ({took(out.cached, out.seconds)})")
+    emit(args, outcome(out), grid_text(s, footer))
+
+
+def _cmd_similarity(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
+    """Measure representational similarity of every cut pair; print the grid."""
+    from stitchcore.experiments.similarity import SimilaritySpec
+
+    spec = SimilaritySpec(
+        a=args.a, b=args.b, senders=names(args.senders), receivers=names(args.receivers), measure=args.measure,
+        dataset=args.dataset, max_samples=args.max_samples, batch_size=args.batch_size,
+    )
+    out = run("similarity", spec, args, store, bar)
+    s = out.record.summary
+    footer = f"{s['measure']} on {s['n']} images; rows = A's cuts, columns = B's cuts"
+    emit(args, outcome(out), grid_text(s, footer))
+
+
+COMMANDS: dict[tuple[str, str | None], Command] = {
+    ("matrix", None): _cmd_matrix,
+    ("similarity", None): _cmd_similarity,
+}

@@ -1,0 +1,95 @@
+"""CLI verbs for models: ``zoo train``, ``zoo list`` and ``cuts``.
+
+    python -m stitchcore zoo train --arch cnn --dataset digits --seed 0 --json
+    python -m stitchcore zoo list
+    python -m stitchcore cuts zoo:cnn-digits-s0
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from stitchcore.cli._common import Command, ProgressBar, emit, json_obj, outcome, pair, run, took
+
+if TYPE_CHECKING:
+    from stitchcore.store.results import Store
+
+__all__ = ["COMMANDS", "add_verbs"]
+
+
+def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """Add ``zoo`` (``train``, ``list``) and ``cuts`` to the CLI's sub-parsers."""
+    zoo = verbs.add_parser("zoo", help="train and list built-in models").add_subparsers(dest="zoo_verb", required=True)
+    zt = zoo.add_parser("train", parents=[common], help="train a zoo recipe (cached: never trained twice)")
+    zt.add_argument("--arch", default="cnn", help="mlp | cnn | resnet (see stitchcore.archs)")
+    zt.add_argument("--dataset", default="digits", help="digits | mnist | fashion-mnist | cifar10 | cifar100 | imagefolder:PATH")
+    zt.add_argument("--seed", type=int, default=0)
+    zt.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd")
+    zt.add_argument("--epochs", type=int, default=None, help="default 20")
+    zt.add_argument("--lr", type=float, default=None, help="default 0.05 (sgd) / 2e-3 (adamw)")
+    zt.add_argument("--batch-size", type=int, default=None)
+    zt.add_argument("--weight-decay", type=float, default=None)
+    zt.add_argument("--image-size", type=int, default=None, help="resize inputs (e.g. 16 or 32 for digits)")
+    zt.add_argument("--arch-kwargs", type=json_obj, default=None, help='JSON, e.g. \'{"blocks": [1,1,1,1]}\'')
+    zt.add_argument("--relabel", type=pair, default=None, metavar="X:Y", help="train with class X labelled Y")
+    zt.add_argument("--drop-class", type=int, default=None, metavar="X", help="never show class X in training")
+    zt.add_argument("--l1", type=float, default=0.0)
+    zt.add_argument("--l2", type=float, default=0.0)
+    zt.add_argument("--prune-every", type=int, default=0, metavar="EPOCHS")
+    zt.add_argument("--prune-fraction", type=float, default=0.0)
+    zt.add_argument("--rerun", action="store_true", help="train again even if the store has it")
+    zoo.add_parser("list", parents=[common], help="list trained zoo models")
+
+    cuts = verbs.add_parser("cuts", parents=[common], help="list the cut points of a model")
+    cuts.add_argument("ref", help="a ModelRef, e.g. zoo:cnn-digits-s0 or timm:resnet18?pretrained=false")
+
+
+def _cmd_zoo_train(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
+    """Train one zoo recipe (or find it in the store) and print its ref and accuracy."""
+    from stitchcore.experiments.zoo import ZooRecipe
+
+    kwargs: dict[str, Any] = dict(arch=args.arch, dataset=args.dataset, seed=args.seed, optimizer=args.optimizer)
+    optional = {
+        "epochs": args.epochs, "lr": args.lr, "batch_size": args.batch_size, "weight_decay": args.weight_decay,
+        "image_size": args.image_size, "arch_kwargs": args.arch_kwargs, "relabel": args.relabel,
+        "drop_class": args.drop_class,
+    }
+    kwargs.update({k: v for k, v in optional.items() if v is not None})
+    kwargs.update(l1=args.l1, l2=args.l2, prune_every=args.prune_every, prune_fraction=args.prune_fraction)
+    out = run("zoo", ZooRecipe(**kwargs), args, store, bar)
+    s = out.record.summary
+    emit(args, outcome(out), f"{s['ref']}  accuracy {s['accuracy']:.4f}  ({took(out.cached, out.seconds)})")
+
+
+def _cmd_zoo_list(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
+    """Every trained zoo model with its recipe and accuracy."""
+    from stitchcore.models.sources.zoo import list_zoo_models
+
+    models = [
+        {"ref": r.summary["ref"], "recipe": r.spec, "accuracy": r.summary.get("accuracy"), "run_id": r.id}
+        for r in list_zoo_models(store)
+    ]
+    lines = [f"{m['ref']:40s} accuracy {m['accuracy']:.4f}" for m in models] or ["(no zoo models trained yet)"]
+    emit(args, {"models": models}, "\n".join(lines))
+
+
+def _cmd_cuts(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
+    """The cut points of one model: name, layout, shape and relative depth."""
+    from stitchcore.cuts import list_cuts
+    from stitchcore.models.sources import load_model
+
+    m = load_model(args.ref, store=store)
+    cuts = [
+        {"name": c.name, "shape": list(c.shape), "layout": c.layout, "depth": round(c.depth, 4)}
+        for c in list_cuts(m.model, m.example_input())
+    ]
+    lines = [f"{c['name']:24s} {c['layout']:9s} {str(tuple(c['shape'])):20s} depth {c['depth']:.2f}" for c in cuts]
+    emit(args, {"model": m.ref, "cuts": cuts}, "\n".join(lines))
+
+
+COMMANDS: dict[tuple[str, str | None], Command] = {
+    ("zoo", "train"): _cmd_zoo_train,
+    ("zoo", "list"): _cmd_zoo_list,
+    ("cuts", None): _cmd_cuts,
+}

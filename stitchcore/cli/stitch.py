@@ -1,0 +1,76 @@
+"""CLI verb ``stitch``: A's bottom, a trained adapter, B's top (image models; LM refs go to :mod:`.lm`).
+
+    python -m stitchcore stitch --a zoo:cnn-digits-s0 --b zoo:cnn-digits-s1 \\
+        --cut-a block2 --cut-b block2 --init lstsq --json
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from stitchcore.cli._common import Command, ProgressBar, emit, outcome, run, took
+
+if TYPE_CHECKING:
+    from stitchcore.store.results import Store
+
+__all__ = ["COMMANDS", "add_verbs"]
+
+
+def _spec_default(name: str) -> Any:
+    """The StitchSpec default for a field, so the CLI never restates it."""
+    from stitchcore.experiments.stitch import StitchSpec
+
+    return StitchSpec.__dataclass_fields__[name].default
+
+
+def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """Add ``stitch`` to the CLI's sub-parsers."""
+    st = verbs.add_parser("stitch", parents=[common], help="stitch A's bottom to B's top and train the adapter")
+    st.add_argument("--a", required=True, help="ModelRef of the bottom model A")
+    st.add_argument("--b", required=True, help="ModelRef of the top model B")
+    st.add_argument("--cut-a", required=True, help="sender cut name in A")
+    st.add_argument("--cut-b", required=True, help="receiver cut name in B")
+    st.add_argument("--adapter", default="linear", help="identity|linear|linear_relu|conv3x3_relu|bottleneck|lowrank")
+    st.add_argument("--norm", default="both", help="none|bn_before|bn_after|both")
+    st.add_argument("--resample", default="bilinear", help="none|bilinear|nearest|strided")
+    st.add_argument("--init", default="random", help="random|identity|lstsq|procrustes")
+    st.add_argument("--rank", type=int, default=None, help="rank of a lowrank adapter")
+    st.add_argument("--objective", default="task", help="task|match|kd or a sum like task+0.5*kd")
+    st.add_argument("--optimizer", choices=("adamw", "sgd"), default="adamw")
+    st.add_argument("--lr", type=float, default=_spec_default("lr"))
+    st.add_argument("--weight-decay", type=float, default=_spec_default("weight_decay"))
+    st.add_argument("--epochs", type=int, default=_spec_default("epochs"))
+    st.add_argument("--batch-size", type=int, default=_spec_default("batch_size"))
+    st.add_argument("--seed", type=int, default=_spec_default("seed"))
+    st.add_argument("--dataset", default=None, help="default: the dataset B was trained on")
+    st.add_argument("--head", choices=("b", "a"), default="b", help="a: keep A's head after B's middle (needs --head-cut)")
+    st.add_argument("--head-cut", default=None, help="with --head a: the cut where A's head takes over")
+    st.add_argument("--max-train", type=int, default=None)
+    st.add_argument("--max-test", type=int, default=None)
+    st.add_argument("--rerun", action="store_true", help="run again even if the store has it")
+
+
+def _cmd_stitch(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
+    """Run one image stitch and print stitched vs. A and B accuracy, penalty, params and flops."""
+    from stitchcore.experiments.stitch import StitchSpec
+    from stitchcore.models.refs import parse_ref
+    from stitchcore.stitching.adapters import AdapterSpec
+
+    adapter = AdapterSpec(kind=args.adapter, norm=args.norm, resample=args.resample, init=args.init, rank=args.rank)
+    spec = StitchSpec(
+        a=str(parse_ref(args.a)), b=str(parse_ref(args.b)), cut_a=args.cut_a, cut_b=args.cut_b, adapter=adapter,
+        objective=args.objective, optimizer=args.optimizer, lr=args.lr, weight_decay=args.weight_decay,
+        epochs=args.epochs, batch_size=args.batch_size, seed=args.seed, dataset=args.dataset,
+        head=args.head, head_cut=args.head_cut, max_train=args.max_train, max_test=args.max_test,
+    )
+    out = run("stitch", spec, args, store, bar)
+    s = out.record.summary
+    text = (
+        f"stitched {s['accuracy']:.4f}  A {s['base']['a']:.4f}  B {s['base']['b']:.4f}  penalty {s['penalty']:+.4f}"
+        f"  params {s['params']}  flops {s['flops']}  ({took(out.cached, out.seconds)})"
+    )
+    emit(args, outcome(out), text)
+
+
+COMMANDS: dict[tuple[str, str | None], Command] = {("stitch", None): _cmd_stitch}
