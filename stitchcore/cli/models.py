@@ -22,7 +22,7 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     """Add ``zoo`` (``train``, ``list``) and ``cuts`` to the CLI's sub-parsers."""
     zoo = verbs.add_parser("zoo", help="train and list built-in models").add_subparsers(dest="zoo_verb", required=True)
     zt = zoo.add_parser("train", parents=[common], help="train a zoo recipe (cached: never trained twice)")
-    zt.add_argument("--arch", default="cnn", help="mlp | cnn | resnet (see stitchcore.archs)")
+    zt.add_argument("--arch", default="cnn", help="mlp | cnn | resnet (see stitchcore.models.archs)")
     zt.add_argument("--dataset", default="digits", help="digits | mnist | fashion-mnist | cifar10 | cifar100 | imagefolder:PATH")
     zt.add_argument("--seed", type=int, default=0)
     zt.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd")

@@ -378,7 +378,7 @@ def _run_receiver(
     """Every cell A_send[s] -> B_recv[r] for s in ``senders``: fit, train (trained mode), score.
 
     In trained mode all these adapters train together through one pass of ``train_suffix`` (B's
-    frozen suffix, BN folded) per step (see :mod:`stitchcore.train_shared_suffix`); each gets the
+    frozen suffix, BN folded) per step (see :mod:`stitchcore.stitching.shared_suffix`); each gets the
     gradient of its own loss.
     """
     fitted = [_fitted_cell(spec, ctx, ws, send, recv, s, r) for s in senders]

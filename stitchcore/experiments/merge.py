@@ -1,10 +1,10 @@
 """Experiments ``merge``, ``lmstitch`` and ``lmdepth``: GPT-style models joined by block substitution
 (merge, no new parameters) or through an adapter (stitch), scored by validation loss.
 
-Every run loads A and B, takes them apart on private copies (:func:`stitchcore.lm.lm_parts`),
+Every run loads A and B, takes them apart on private copies (:func:`stitchcore.lm.parts.lm_parts`),
 encodes the corpus with their shared vocabulary, and scores A, B and the joined model C on
 the same validation windows.  The loss penalty ``(L_base - L_C) / L_base`` is against the
-model whose head C uses (``penalty_base``); negative = C is worse (see :mod:`stitchcore.lm_eval`).
+model whose head C uses (``penalty_base``); negative = C is worse (see :mod:`stitchcore.lm.evaluate`).
 Each run also stores a short sample from every model, generated at a fixed seed.  A depth sweep
 logs each finished point as the metric series ``penalty:{mode}:{head}`` (step = split), which
 :func:`partial_points` reads back while it runs.

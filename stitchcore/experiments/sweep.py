@@ -7,8 +7,8 @@ adapter is trained (task loss on ``train_data``'s train split, A and B frozen; t
 same building blocks as the ``stitch`` experiment) and then measured on the test
 split of ``dataset``:
 
-* the chosen trait metrics (:mod:`stitchcore.traits`), and per-class accuracy;
-* the simplicity measures of C_c (:mod:`stitchcore.simplicity`);
+* the chosen trait metrics (:mod:`stitchcore.measures.traits`), and per-class accuracy;
+* the simplicity measures of C_c (:mod:`stitchcore.measures.simplicity`);
 * the random-init control: the same stitch between untrained twins of A and B
   (``zoo:NAME?init=random&seed=S``, one pair per control seed), to show what the
   adapter alone can learn.
@@ -77,7 +77,7 @@ class SweepSpec:
     a: str  # ModelRef of the bottom model (its layers up to the cut)
     b: str  # ModelRef of the top model (its layers after the cut); same architecture as A
     positions: tuple[str, ...] | None = None  # cut names in execution order; None = every cut
-    metrics: tuple[str, ...] = ("accuracy",)  # trait metrics, see stitchcore.traits
+    metrics: tuple[str, ...] = ("accuracy",)  # trait metrics, see stitchcore.measures.traits
     dataset: str | None = None  # evaluation data (test split); None = the dataset B was trained on
     train_data: str | None = None  # adapter training data (train split); None = the evaluation dataset
     adapter: AdapterSpec = field(default_factory=AdapterSpec)  # linear, BN both sides, random init

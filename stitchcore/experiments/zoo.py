@@ -42,7 +42,7 @@ class ZooRecipe:
     on a laptop CPU, which is what the classroom demo needs.
     """
 
-    arch: str = "cnn"  # a name from stitchcore.archs.list_archs()
+    arch: str = "cnn"  # a name from stitchcore.models.archs.list_archs()
     dataset: str = "digits"  # a name for stitchcore.data.load_dataset
     seed: int = 0  # weight init and data order
     optimizer: str = "sgd"  # sgd (momentum) | adamw (cosine schedule)

@@ -352,7 +352,7 @@ def build_merge(a: LMParts, b: LMParts, start: int, end: int, head: str = "a", e
 
 
 class TokenwiseAdapter(nn.Module):
-    """An :class:`~stitchcore.adapters.Adapter` on vectors, applied to every token: [B, T, D_A] -> [B, T, D_B].
+    """An :class:`~stitchcore.stitching.adapters.Adapter` on vectors, applied to every token: [B, T, D_A] -> [B, T, D_B].
 
     With ``hidden > 0`` an MLP branch (D_A -> hidden -> GELU -> D_B) is added to the adapter's
     output; its last layer starts at zero, so an "mlp" adapter starts as its (least-squares)

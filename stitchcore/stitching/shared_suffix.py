@@ -7,7 +7,7 @@ forward/backward passes become one K-times larger pass, which on a CPU (and
 even more on a GPU) costs far less than K passes of small, overhead-bound ops.
 
 The result is the same as training each adapter alone with
-:func:`stitchcore.train.train_adapter` (same seed, same batches, same
+:func:`stitchcore.stitching.train.train_adapter` (same seed, same batches, same
 optimiser): the suffix is in eval mode, so every sample's logits depend only
 on its own adapter, the summed loss gives each adapter exactly the gradient of
 its own mean loss, and AdamW/SGD update each parameter element-wise.
