@@ -65,8 +65,16 @@ def _gate(spec: GateSpec, ctx: RunContext) -> dict:
     return {"name": spec.name}
 
 
-if "jobs-test-gate" not in list_experiments():
-    register_experiment("jobs-test-gate", GateSpec.from_dict)(_gate)
+@pytest.fixture(autouse=True, scope="module")
+def gate_kind():
+    """The gate experiment exists while this module's tests run, and is gone after (other tests and the
+    library's doctests see only the built-in kinds)."""
+    from stitchcore.experiments._registry import EXPERIMENTS
+
+    if "jobs-test-gate" not in list_experiments():
+        register_experiment("jobs-test-gate", GateSpec.from_dict)(_gate)
+    yield
+    EXPERIMENTS.unregister("jobs-test-gate")
 
 
 def _gate_started(name: str) -> threading.Event:
