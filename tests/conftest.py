@@ -52,20 +52,28 @@ def copy_store(src: Path, dst: Path) -> None:
 
 
 @pytest.fixture
-def app(tmp_path, monkeypatch, trained_store):
-    """An AppTest of app.py over a copy of the session store (two trained digit CNNs); runner shut down after."""
+def fresh_app_state(monkeypatch):
+    """The app gets its own store and runner (``st.cache_resource`` cleared) and leaves no worker threads
+    behind; viewer mode off.  Point ``STITCHLAB_STORE`` at the store to serve before the app runs."""
     import streamlit as st
-    from streamlit.testing.v1 import AppTest
 
     import ui
+
+    monkeypatch.delenv("STITCHLAB_VIEWER", raising=False)
+    st.cache_resource.clear()
+    yield
+    ui.get_runner().shutdown()
+    ui.get_store().close()
+    st.cache_resource.clear()
+
+
+@pytest.fixture
+def app(tmp_path, monkeypatch, trained_store, fresh_app_state):
+    """An AppTest of app.py over a copy of the session store (two trained digit CNNs); runner shut down after."""
+    from streamlit.testing.v1 import AppTest
 
     store, _ = trained_store
     copy = tmp_path / "store"
     copy_store(store.root, copy)
     monkeypatch.setenv("STITCHLAB_STORE", str(copy))
-    monkeypatch.delenv("STITCHLAB_VIEWER", raising=False)
-    st.cache_resource.clear()
-    yield AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    ui.get_runner().shutdown()
-    ui.get_store().close()
-    st.cache_resource.clear()
+    return AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)

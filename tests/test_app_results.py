@@ -10,7 +10,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from stitchcore.errors import CutError
@@ -37,17 +36,8 @@ def filled_store(tmp_path_factory) -> tuple[Path, dict[str, str]]:
 
 
 @pytest.fixture(autouse=True)
-def fresh_app(monkeypatch):
+def fresh_app(fresh_app_state):
     """Each test gets its own store/runner (st.cache_resource) and leaves no worker threads behind."""
-    monkeypatch.syspath_prepend(str(REPO))  # pages import the top-level `ui` module
-    monkeypatch.delenv("STITCHLAB_VIEWER", raising=False)
-    st.cache_resource.clear()
-    yield
-    import ui
-
-    ui.get_runner().shutdown()
-    ui.get_store().close()
-    st.cache_resource.clear()
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from stitchcore.data.images import load_dataset
@@ -111,18 +110,9 @@ def test_zoo_models_load(store, run_id):
 
 
 @pytest.fixture
-def app_store(store_dir, monkeypatch):
-    """The app over the copied store: its own store / runner (st.cache_resource), no worker threads left behind."""
-    monkeypatch.syspath_prepend(str(ROOT))  # pages import the top-level `ui` module
+def app_store(store_dir, monkeypatch, fresh_app_state):
+    """The app over the copied store: its own store / runner, no worker threads left behind."""
     monkeypatch.setenv("STITCHLAB_STORE", str(store_dir))
-    monkeypatch.delenv("STITCHLAB_VIEWER", raising=False)
-    st.cache_resource.clear()
-    yield
-    import ui
-
-    ui.get_runner().shutdown()
-    ui.get_store().close()
-    st.cache_resource.clear()
 
 
 def _charts(at: AppTest) -> str:
