@@ -145,8 +145,8 @@ def test_every_kind_gives_the_exact_receiver_shape(kind, case):
 @pytest.mark.parametrize(
     "sender, receiver, spec, fragment",
     [
-        (cut("vector", 10), cut("map", 8, 4, 4), None, "pick an earlier sender cut"),
-        (cut("vector", 10), cut("tokens", 17, 8), None, "pick an earlier sender cut"),
+        (cut("vector", 10), cut("map", 8, 4, 4), None, "pick a vector receiver cut"),
+        (cut("vector", 10), cut("tokens", 17, 8), None, "pick a vector receiver cut"),
         (cut("tokens", 12, 12), cut("tokens", 14, 12), None, "same sequence length"),
         (cut("tokens", 12, 12), cut("map", 8, 4, 4), None, "no square token grid"),
         (cut("map", 8, 4, 4), cut("tokens", 12, 12), None, "no square token grid"),

@@ -29,9 +29,12 @@ def filled_store(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     with Store(root) as store:
         ids = {f"zoo{seed}": run_experiment("zoo", ZooRecipe(seed=seed), store).record.id for seed in (0, 1)}
         ids["stitch"] = run_experiment("stitch", STITCH, store).record.id
-        with pytest.raises(CutError):
+        with pytest.raises(CutError) as refused:  # refused before any row is written ...
             run_experiment("stitch", BROKEN, store)
         ids["failed"] = run_id_for("stitch", BROKEN.to_dict())
+        assert store.lookup(ids["failed"]) is None
+        store.begin(ids["failed"], "stitch", BROKEN.to_dict(), label=BROKEN.label())  # ... so a run that failed
+        store.fail(ids["failed"], str(refused.value))  # that way before (an older version) is written by hand
     return root, ids
 
 

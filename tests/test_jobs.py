@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 
 import pytest
 
-from stitchcore.errors import StitchError
+from stitchcore.errors import CutError, StitchError
 from stitchcore.experiments import RunContext, list_experiments, register_experiment
 from stitchcore.experiments.jobs import JobRunner, JobSnapshot
 from stitchcore.experiments.stitch import StitchSpec
@@ -231,17 +231,45 @@ def test_cancel_queued_job_drops_it_at_once(job_store, make_runner):
 def test_failures_are_one_line_and_the_worker_goes_on(job_store, make_runner):
     store, refs = job_store
     runner = make_runner()
-    bad_cut = runner.submit("stitch", StitchSpec(a=refs[0], b=refs[1], cut_a="nope", cut_b="block1", epochs=1))
+    bad = StitchSpec(a=refs[0], b=refs[1], cut_a="nope", cut_b="block1", epochs=1)
+    with pytest.raises(CutError) as refused:  # refused at submit, before any row is written
+        runner.submit("stitch", bad)
+    error = str(refused.value)
+    assert error.startswith("no cut 'nope'") and ("cuts run from" in error or "close:" in error)
+    assert "\n" not in error and store.lookup(run_id_for("stitch", bad.to_dict())) is None
+    assert runner.list() == []
     bug = runner.submit("jobs-test-gate", GateSpec("boom", fail="boom\nsecond line"))
     after = runner.submit("jobs-test-gate", GateSpec("after-failures"))
-    snap = runner.wait(bad_cut.id, timeout=TIMEOUT)
-    assert snap.state == "failed" and snap.error.startswith("no cut 'nope'")  # no "CutError:" prefix
-    assert "cuts run from" in snap.error or "close:" in snap.error  # the hint naming real cuts
-    assert "\n" not in snap.error and store.lookup(bad_cut.id).status == "failed"
     crashed = runner.wait(bug.id, timeout=TIMEOUT)
     assert crashed.state == "failed" and crashed.error == "RuntimeError: boom"
     assert store.lookup(bug.id).status == "failed"
     assert runner.wait(after.id, timeout=TIMEOUT).state == "done"
+
+
+def test_a_stitch_of_models_still_queued_is_checked_when_it_starts(job_store, make_runner):
+    """The classroom demo queues two zoo models, then their stitch: that submit cannot check the cuts
+    yet, so the job checks them when it starts; a bad one leaves no row behind."""
+    from stitchcore.experiments.zoo import ZooRecipe
+
+    store, refs = job_store
+    runner = make_runner()
+    blocker = runner.submit("jobs-test-gate", GateSpec("hold-the-queue", block=True))
+    assert _gate_started("hold-the-queue").wait(TIMEOUT)
+    recipe = ZooRecipe(arch="cnn", dataset="digits", seed=7)  # a plain recipe: zoo:cnn-digits-s7
+    model = runner.submit("zoo", recipe)
+    new_ref = "zoo:" + recipe.short_name()
+    good = runner.submit("stitch", StitchSpec(a=refs[0], b=new_ref, cut_a="block1", cut_b="block1", epochs=1))
+    bad = runner.submit("stitch", StitchSpec(a=refs[0], b=new_ref, cut_a="nope", cut_b="block1", epochs=1))
+    assert (good.state, bad.state) == ("queued", "queued") and store.lookup(bad.id).status == "queued"
+    with pytest.raises(StitchError, match="zoo:cnn-digits-s8 is not in the store"):  # nothing queued makes it
+        runner.submit("stitch", StitchSpec(a=refs[0], b="zoo:cnn-digits-s8", cut_a="block1", cut_b="block1"))
+    _release("hold-the-queue")
+    assert runner.wait(blocker.id, timeout=TIMEOUT).state == "done"
+    assert runner.wait(model.id, timeout=TIMEOUT).state == "done"
+    assert runner.wait(good.id, timeout=TIMEOUT).state == "done"
+    refused = runner.wait(bad.id, timeout=TIMEOUT)
+    assert refused.state == "failed" and refused.error.startswith("no cut 'nope'")
+    assert store.lookup(bad.id) is None  # its queued placeholder is gone, nothing clutters the store
 
 
 def test_get_rebuilds_runs_from_the_store(job_store, make_runner):

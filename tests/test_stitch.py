@@ -10,6 +10,7 @@ import torch
 from stitchcore.stitching.adapters import AdapterSpec
 from stitchcore.errors import AdapterError, Cancelled, CutError, RefError
 from stitchcore.experiments import run_experiment
+from stitchcore.store import run_id_for
 from stitchcore.experiments.stitch import StitchSpec
 
 
@@ -73,13 +74,15 @@ def test_random_init_bottom_is_worse_than_trained(trained_store):
 
 
 def test_bad_cut_and_incompatible_pair(trained_store):
+    """Input its models cannot run is refused before any row is written: nothing clutters the store."""
     store, refs = trained_store
+    bad_cut, incompatible = _spec(refs, "blok2", "block2"), _spec(refs, "fc2", "block1", epochs=1)
     with pytest.raises(CutError, match="block"):
-        run_experiment("stitch", _spec(refs, "blok2", "block2"), store)
+        run_experiment("stitch", bad_cut, store)
     with pytest.raises(AdapterError):
-        run_experiment("stitch", _spec(refs, "fc2", "block1", epochs=1), store)
-    failed = [r for r in store.list_runs(status="failed")]
-    assert failed and all(r.error for r in failed)
+        run_experiment("stitch", incompatible, store)
+    assert store.lookup(run_id_for("stitch", bad_cut.to_dict())) is None
+    assert store.lookup(run_id_for("stitch", incompatible.to_dict())) is None
 
 
 def test_cancel_marks_run_cancelled(trained_store):

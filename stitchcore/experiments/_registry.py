@@ -35,6 +35,7 @@ __all__ = [
     "ProgressFn",
     "RunContext",
     "RunOutcome",
+    "check_spec",
     "get_experiment",
     "list_experiments",
     "register_experiment",
@@ -54,19 +55,34 @@ class Experiment:
     kind: str  # the name runs are stored under ("stitch", "zoo" ...); hashed into every run id
     run: Callable[[Any, RunContext], dict]  # (spec, ctx) -> summary stored with the run
     from_dict: Callable[[dict], Any]  # stored spec dict -> spec object (the inverse of spec.to_dict())
+    # (spec, store) -> None, raising StitchError for input that cannot run (a bad cut name, a head that
+    # does not fit the data): called before any store row is written, so such a run is never stored
+    check: Callable[[Any, Store], None] | None = None
 
 
 EXPERIMENTS: Registry[Experiment] = Registry("experiment kind", StitchError)
 
 
-def register_experiment(kind: str, from_dict: Callable[[dict], Any]) -> Callable[[Callable], Callable]:
-    """Decorator: register ``fn(spec, ctx) -> summary`` under ``kind``; a kind is registered once."""
+def register_experiment(
+    kind: str, from_dict: Callable[[dict], Any], check: Callable[[Any, Store], None] | None = None
+) -> Callable[[Callable], Callable]:
+    """Decorator: register ``fn(spec, ctx) -> summary`` under ``kind``; a kind is registered once.
+
+    ``check(spec, store)`` validates the spec against its models and data before any row is written.
+    """
 
     def deco(fn: Callable[[Any, RunContext], dict]) -> Callable[[Any, RunContext], dict]:
-        EXPERIMENTS.register(kind)(Experiment(kind, fn, from_dict))
+        EXPERIMENTS.register(kind)(Experiment(kind, fn, from_dict, check))
         return fn
 
     return deco
+
+
+def check_spec(kind: str, spec: Any, store: Store) -> None:
+    """Validate ``spec`` the way its run would, before anything is stored (StitchError naming the fix)."""
+    check = get_experiment(kind).check
+    if check is not None:
+        check(spec, store)
 
 
 def get_experiment(kind: str) -> Experiment:
@@ -148,12 +164,14 @@ def run_experiment(
     progress: ProgressFn | None = None,
     cancel: threading.Event | None = None,
     device: str | None = None,
+    check: bool = True,
 ) -> RunOutcome:
-    """Look the spec up in the store; on a miss run it and store the summary.
+    """Look the spec up in the store; on a miss check it, run it and store the summary.
 
-    Errors: :class:`StitchError` subclasses pass through after the run is
-    marked failed (or cancelled) with the one-line message; other exceptions
-    are stored with their traceback in the log and re-raised.
+    Errors: a spec that fails its kind's check raises before any row is written (nothing is
+    stored); :class:`StitchError` subclasses from the run pass through after the run is marked
+    failed (or cancelled) with the one-line message; other exceptions are stored with their
+    traceback in the log and re-raised.  ``check=False``: the caller has just checked.
     """
     fn = get_experiment(kind).run
     spec_dict = spec.to_dict()
@@ -165,6 +183,8 @@ def run_experiment(
             return RunOutcome(hit, True, time.perf_counter() - t0)
     label = spec.label() if hasattr(spec, "label") else kind
     target = pick_device(device)  # a bad device fails before any row is written
+    if check:
+        check_spec(kind, spec, store)  # so does a spec its models or data cannot run
     store.begin(run_id, kind, spec_dict, label=label)
     ctx = RunContext(run_id, store, target, cancel or threading.Event(), progress)
     try:

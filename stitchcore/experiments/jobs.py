@@ -49,7 +49,9 @@ import torch
 
 from stitchcore.device import pick_device
 from stitchcore.errors import Cancelled, StitchError
-from stitchcore.experiments._registry import get_experiment, run_experiment
+from stitchcore.experiments._registry import check_spec, get_experiment, run_experiment
+from stitchcore.experiments.zoo import zoo_name
+from stitchcore.models.refs import parse_ref
 from stitchcore.store.results import Store, run_id_for
 
 __all__ = ["FINAL_STATES", "JOB_STATES", "JobRunner", "JobSnapshot"]
@@ -113,6 +115,7 @@ class _Job:
     started: float | None = None
     finished: float | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
+    checked: bool = True  # False: its spec names a zoo model queued here; checked when it starts
 
     def snapshot(self) -> JobSnapshot:
         return JobSnapshot(
@@ -233,7 +236,9 @@ class JobRunner:
         id that is queued or running is returned as it is (also with ``rerun``),
         and a finished run in the store comes back ``done`` with ``cached=True``
         unless ``rerun``.  Raises :class:`StitchError` for an unknown kind or
-        device, or a run that another live process is running.
+        device, a run that another live process is running, or a spec its models or
+        data cannot run (a bad cut name ...): checked here, before anything is stored,
+        unless it names a zoo model still queued in this runner (then when it starts).
         """
         get_experiment(kind)  # StitchError naming the close kinds
         if not callable(getattr(spec, "to_dict", None)):
@@ -242,6 +247,12 @@ class JobRunner:
         run_id = run_id_for(kind, spec_dict)
         queue_name = self._queue_for(device)
         label = _label(kind, spec)
+        checked = True
+        with self._lock:
+            live = self._jobs.get(run_id)
+            busy = live is not None and live.state in ("queued", "running")
+        if not busy and (rerun or self.store.lookup_done(run_id) is None):
+            checked = self._check_or_defer(kind, spec)  # outside the locks: it loads models
         with self._submit_lock:
             with self._lock:
                 if self._closed:
@@ -251,7 +262,7 @@ class JobRunner:
                     return live.snapshot()
             hit = None if rerun else self.store.lookup_done(run_id)
             now = time.time()
-            job = _Job(run_id, kind, spec, label, queue_name, rerun, now, 0)
+            job = _Job(run_id, kind, spec, label, queue_name, rerun, now, 0, checked=checked)
             if hit is not None:
                 job.state, job.progress, job.message, job.cached = "done", 1.0, "cached", True
                 job.summary, job.metrics = dict(hit.summary), self.store.series(run_id)
@@ -377,6 +388,26 @@ class JobRunner:
 
     # -- internals ------------------------------------------------------------------------------
 
+    def _check_or_defer(self, kind: str, spec: Any) -> bool:
+        """Check ``spec`` now (True), or False when it fails only because it names a zoo model
+        that a job queued or running here is about to make (the classroom demo queues its two
+        models, then the stitch of them)."""
+        try:
+            check_spec(kind, spec, self.store)
+            return True
+        except StitchError:
+            with self._lock:
+                pending = {f"zoo:{zoo_name(j.spec, j.id)}" for j in self._jobs.values()
+                           if j.kind == "zoo" and j.state in ("queued", "running")}
+            named = set()
+            for role in ("a", "b"):
+                ref = getattr(spec, role, None)
+                if isinstance(ref, str) and ref.startswith("zoo:"):
+                    named.add(f"zoo:{parse_ref(ref).name}")
+            if named & pending:
+                return False
+            raise
+
     def _queue_for(self, device: str | None) -> str:
         if device is None or device.strip().lower() == "auto":
             return self.default_device
@@ -399,6 +430,15 @@ class JobRunner:
         job.state, job.error, job.finished = state, error, time.time()
         job.message = state if error is None else error
         self._cond.notify_all()
+
+    def _forget_queued_row(self, run_id: str) -> None:
+        """Delete the placeholder row a deferred job wrote at submit, if it is still only queued."""
+        try:
+            rec = self.store.lookup(run_id)
+            if rec is not None and rec.status == "queued":
+                self.store.delete_run(run_id)
+        except Exception:  # the job state is final anyway; never kill a worker over bookkeeping
+            log.exception("job %s: could not remove its queued row", run_id)
 
     def _store_final(self, run_id: str, error: str, status: str) -> None:
         """Make sure the store row is not left queued/running after a failure outside the experiment."""
@@ -457,10 +497,20 @@ class JobRunner:
 
         store: Any = _MetricTap(self.store, job.id, on_points)  # stands in for the Store
         state, error = "failed", None
+        if not job.checked:
+            try:
+                check_spec(job.kind, job.spec, self.store)
+            except StitchError as exc:  # the spec cannot run: nothing of it stays in the store
+                self._forget_queued_row(job.id)
+                with self._lock:
+                    self._finish(job, "failed", _one_line(str(exc)) or type(exc).__name__)
+                log.info("job %s refused: %s", job.id, exc)
+                self._notify(job)
+                return
         try:
             outcome = run_experiment(
                 job.kind, job.spec, store, rerun=job.rerun, progress=on_progress, cancel=job.cancel,
-                device=job.device,
+                device=job.device, check=False,
             )
         except Cancelled as exc:
             state, error = "cancelled", _one_line(str(exc)) or "cancelled"

@@ -279,13 +279,21 @@ class _Workspace:
     bases: dict[str, float]  # model key -> test accuracy of the whole model
 
 
-def _prepare(
-    spec: MatrixSpec, ctx: RunContext, variants: list[tuple[str, str, str]]
-) -> tuple[_Workspace, str]:
-    """Load the models, check the memory budget, then cache every cut's activations (one pass per model)."""
-    device = ctx.device
-    ctx.progress(0.0, "loading models")
-    models = {"a": load_model(spec.a, store=ctx.store), "b": load_model(spec.b, store=ctx.store)}
+def _check_controls(spec: MatrixSpec) -> None:
+    """Controls need trained zoo models (their random-init twins come from zoo:NAME?init=random)."""
+    if spec.controls:
+        for ref in (spec.a, spec.b):
+            r = parse_ref(ref)
+            if r.scheme != "zoo" or r.param("init", "trained") != "trained":
+                raise StitchError(
+                    f"controls need trained zoo models for now (random-init twins come from zoo:NAME?init=random);"
+                    f" {ref} is not one: run without controls"
+                )
+
+
+def _inputs(spec: MatrixSpec, store: Store) -> tuple[dict[str, LoadedModel], ImageDataset, list[Cut], list[Cut]]:
+    """A and B loaded, the data (B's head fits it) and the chosen cuts; StitchError for what cannot run."""
+    models = {"a": load_model(spec.a, store=store), "b": load_model(spec.b, store=store)}
     for key, role in (("a", "A"), ("b", "B")):
         if models[key].input_kind != "image":
             raise StitchError(
@@ -294,11 +302,25 @@ def _prepare(
     ds = load_dataset(resolve_dataset(spec.dataset, models["a"], models["b"]))
     check_head_classes(models["b"], ds, "B")
     check_head_classes(models["a"], ds, "A")
+    return models, ds, _resolve_cuts(models["a"], spec.senders), _resolve_cuts(models["b"], spec.receivers)
+
+
+def check_matrix(spec: MatrixSpec, store: Store) -> None:
+    """What the run checks before its first cell, without computing any: controls, models, data, cut names."""
+    _check_controls(spec)
+    _inputs(spec, store)
+
+
+def _prepare(
+    spec: MatrixSpec, ctx: RunContext, variants: list[tuple[str, str, str]]
+) -> tuple[_Workspace, str]:
+    """Load the models, check the memory budget, then cache every cut's activations (one pass per model)."""
+    device = ctx.device
+    ctx.progress(0.0, "loading models")
+    models, ds, senders, receivers = _inputs(spec, ctx.store)
     if spec.controls:
         models["a_rand"] = load_model(_random_ref(spec.a, spec.seed), store=ctx.store)
         models["b_rand"] = load_model(_random_ref(spec.b, spec.seed), store=ctx.store)
-    senders = _resolve_cuts(models["a"], spec.senders)
-    receivers = _resolve_cuts(models["b"], spec.receivers)
     n_train, n_test = (len(ds.labels(s)) for s in ("train", "test"))
     n_train = n_train if spec.max_train is None else min(spec.max_train, n_train)
     n_test = n_test if spec.max_test is None else min(spec.max_test, n_test)
@@ -401,18 +423,11 @@ def _table(cells: list[dict], ws: _Workspace, variant: str, what: str) -> list[l
     return cell_grid(cells, [s.name for s in ws.senders], [r.name for r in ws.receivers], what, variant)
 
 
-@register_experiment("matrix", MatrixSpec.from_dict)
+@register_experiment("matrix", MatrixSpec.from_dict, check=check_matrix)
 def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
     """Fill the sender x receiver matrix of ``spec`` cell by cell; returns the summary stored with the run."""
     t0 = time.perf_counter()
-    if spec.controls:
-        for ref in (spec.a, spec.b):
-            r = parse_ref(ref)
-            if r.scheme != "zoo" or r.param("init", "trained") != "trained":
-                raise StitchError(
-                    f"controls need trained zoo models for now (random-init twins come from zoo:NAME?init=random);"
-                    f" {ref} is not one: run without controls"
-                )
+    _check_controls(spec)
     variants = [("trained", "a", "b")]  # (variant, sender model key, receiver model key)
     if spec.controls:
         variants += [("random_sender", "a_rand", "b"), ("random_receiver", "a", "b_rand"),

@@ -11,13 +11,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from stitchcore.cuts import get_cut, list_cuts
-from stitchcore.data.images import load_dataset
+from stitchcore.cuts import Cut, get_cut, list_cuts
+from stitchcore.data.images import ImageDataset, load_dataset
 from stitchcore.errors import StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments._shared import resolve_dataset, spec_from_dict
 from stitchcore.measures.similarity import list_measures, similarity_matrix
 from stitchcore.models.refs import parse_ref
+from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.sources import load_model
 
 __all__ = ["SimilaritySpec", "run_similarity"]
@@ -65,16 +66,27 @@ class SimilaritySpec:
         return f"{self.measure} {self.a} x {self.b}"
 
 
-@register_experiment("similarity", SimilaritySpec.from_dict)
-def run_similarity(spec: SimilaritySpec, ctx: RunContext) -> dict:
-    ctx.progress(0.0, "loading models")
-    a = load_model(spec.a, store=ctx.store)
-    b = load_model(spec.b, store=ctx.store)
+def _inputs(spec: SimilaritySpec, store: Any) -> tuple[LoadedModel, LoadedModel, ImageDataset, list[list[Cut]]]:
+    """A, B, the data and [A's cuts, B's cuts]; CutError naming the close names for a bad one."""
+    a = load_model(spec.a, store=store)
+    b = load_model(spec.b, store=store)
     ds = load_dataset(resolve_dataset(spec.dataset, a, b))
     cuts = []
     for m, names in ((a, spec.senders), (b, spec.receivers)):
         all_cuts = list_cuts(m.model, m.example_input())
         cuts.append([get_cut(m.model, m.example_input(), n) for n in names] if names else all_cuts)
+    return a, b, ds, cuts
+
+
+def check_similarity(spec: SimilaritySpec, store: Any) -> None:
+    """Models, data and cut names, before anything is stored."""
+    _inputs(spec, store)
+
+
+@register_experiment("similarity", SimilaritySpec.from_dict, check=check_similarity)
+def run_similarity(spec: SimilaritySpec, ctx: RunContext) -> dict:
+    ctx.progress(0.0, "loading models")
+    a, b, ds, cuts = _inputs(spec, ctx.store)
     for m in (a, b):
         m.model.to(ctx.device).eval()
 

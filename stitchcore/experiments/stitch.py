@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from safetensors.torch import save
 
-from stitchcore.cuts import get_cut, split, split_segment
+from stitchcore.cuts import Cut, get_cut, split, split_segment
 from stitchcore.data.images import load_dataset
 from stitchcore.errors import AdapterError, StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
@@ -90,8 +90,8 @@ class StitchSpec:
         return f"{self.a}[{self.cut_a}] -> {self.b}[{self.cut_b}]{head} ({self.adapter.kind}, {self.adapter.init})"
 
 
-def _head_preserving_top(a: LoadedModel, b: LoadedModel, cut_b: str, head_cut: str) -> torch.nn.Sequential:
-    """B's middle (cut_b -> head_cut) followed by A's head (head_cut -> output)."""
+def _head_cuts_match(a: LoadedModel, b: LoadedModel, head_cut: str) -> Cut:
+    """A's cut where its head takes over, checked against B's cut of the same name."""
     at_a = get_cut(a.model, a.example_input(), head_cut)
     at_b = get_cut(b.model, b.example_input(), head_cut)
     if (at_a.shape, at_a.layout) != (at_b.shape, at_b.layout):
@@ -99,6 +99,12 @@ def _head_preserving_top(a: LoadedModel, b: LoadedModel, cut_b: str, head_cut: s
             f"A's head cannot follow B's middle at {head_cut}: A has {at_a.shape} there, B has {at_b.shape};"
             " head preservation needs same-family models"
         )
+    return at_a
+
+
+def _head_preserving_top(a: LoadedModel, b: LoadedModel, cut_b: str, head_cut: str) -> torch.nn.Sequential:
+    """B's middle (cut_b -> head_cut) followed by A's head (head_cut -> output)."""
+    at_a = _head_cuts_match(a, b, head_cut)
     middle = split_segment(b.model, cut_b, head_cut, b.example_input())
     _, tail_a = split(a.model, at_a, a.example_input())
     return torch.nn.Sequential(middle, tail_a)
@@ -109,26 +115,38 @@ def _state_bytes(module: torch.nn.Module) -> bytes:
     return save(state)
 
 
-@register_experiment("stitch", StitchSpec.from_dict)
-def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
-    """Train the adapter of ``spec``; returns the summary stored with the run."""
-    t0 = time.perf_counter()
-    device = ctx.device
-    ctx.progress(0.0, "loading models")
-    a = load_model(spec.a, store=ctx.store)
-    b = load_model(spec.b, store=ctx.store)
+def _prepare(spec: StitchSpec, store: Any) -> tuple[LoadedModel, LoadedModel, Any, Cut, Cut]:
+    """Load A, B and the data and find both cuts; StitchError for anything that cannot run."""
+    a = load_model(spec.a, store=store)
+    b = load_model(spec.b, store=store)
     for m, role in ((a, "A"), (b, "B")):
         if m.input_kind != "image":
             raise StitchError(f"model {role} ({m.ref}) is a language model; use the merge/LM stitching tools")
     ds = load_dataset(resolve_dataset(spec.dataset, a, b))
     check_head_classes(b, ds, "B")
     check_head_classes(a, ds, "A")
-
     cut_a = get_cut(a.model, a.example_input(), spec.cut_a)
     cut_b = get_cut(b.model, b.example_input(), spec.cut_b)
     reason = compatibility(cut_a, cut_b, spec.adapter)
     if reason is not None:
         raise AdapterError(f"cannot join A[{cut_a.name}] {cut_a.shape} to B[{cut_b.name}] {cut_b.shape}: {reason}")
+    if spec.head == "a":
+        _head_cuts_match(a, b, spec.head_cut)
+    return a, b, ds, cut_a, cut_b
+
+
+def check_stitch(spec: StitchSpec, store: Any) -> None:
+    """Everything the run checks before training, without training: models, data, cuts, adapter fit."""
+    _prepare(spec, store)
+
+
+@register_experiment("stitch", StitchSpec.from_dict, check=check_stitch)
+def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
+    """Train the adapter of ``spec``; returns the summary stored with the run."""
+    t0 = time.perf_counter()
+    device = ctx.device
+    ctx.progress(0.0, "loading models")
+    a, b, ds, cut_a, cut_b = _prepare(spec, ctx.store)
     prefix_a, _ = split(a.model, cut_a, a.example_input())
     prefix_b, suffix_b = split(b.model, cut_b, b.example_input())
     base, base_role = b, "b"

@@ -152,7 +152,8 @@ def _map_plan(spec: AdapterSpec, s_sp: tuple, r_sp: tuple, c_in: int, c_out: int
 def _why_not(spec: AdapterSpec, sender: Cut, receiver: Cut, s_sp: Any, r_sp: Any) -> str:
     if r_sp is not None and sender.layout == "vector":
         why = "receiver expects a spatial map but the sender is a vector (after pooling)"
-        return f"{why}; pick an earlier sender cut"
+        # an MLP has no spatial cut at all: name the choice that always exists first
+        return f"{why}; pick a vector receiver cut, or a sender cut before A's pooling if A has one"
     n_s, n_r = sender.shape[0], receiver.shape[0]
     if sender.layout == receiver.layout == "tokens" and n_s == n_r:
         return f"kind {spec.kind!r} needs spatial maps; these tokens have no square grid; use kind='linear'"
