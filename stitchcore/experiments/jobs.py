@@ -406,7 +406,8 @@ class JobRunner:
                     named.add(f"zoo:{parse_ref(ref).name}")
             if named & pending:
                 return False
-            raise
+        check_spec(kind, spec, self.store)  # once more: a model may have finished between the two looks
+        return True
 
     def _queue_for(self, device: str | None) -> str:
         if device is None or device.strip().lower() == "auto":
