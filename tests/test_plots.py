@@ -296,3 +296,13 @@ def test_penalty_vs_depth_empty():
     fig = plots.penalty_vs_depth([])
     _check(fig)
     assert fig.data == () and _notes(fig)
+
+
+def test_accuracy_bars_before_training_marker_is_clear_of_the_value_label():
+    """The diamond sits on the stitched bar's edge, not on its centred value label; its words are in the
+    axis label (a text inside a 0.6-wide bar was clipped), and a start close to the end changes nothing."""
+    fig = plots.accuracy_bars(dict(SUMMARY, start_accuracy=0.9301))
+    (marker,) = [t for t in fig.data if t.name == "stitched before training"]
+    (stitched,) = [t for t in fig.data if t.name == "stitched"]
+    assert marker.mode == "markers" and abs(marker.x[0] - stitched.x[0]) >= stitched.width / 2
+    assert "before training 93.0%" in fig.layout.xaxis.ticktext[2]

@@ -204,16 +204,17 @@ def accuracy_bars(summary: Mapping[str, Any], *, title: str | None = None) -> go
         )  # fmt: skip
     start = summary.get("start_accuracy")
     if finite(start):
+        # On the bar's left edge, away from the value label at its top; the words go under the axis.
         fig.add_trace(
             go.Scatter(
-                x=[2], y=[start], name="stitched before training", mode="markers+text",
+                x=[1.7], y=[start], name="stitched before training", mode="markers",
                 marker={"symbol": "diamond", "size": 11, "color": "white", "line": {"color": _MARK_COLOR,
                                                                                       "width": 2}},
-                text=[f"before training {_pct(start)}"], textposition="bottom center",
-                textfont={"color": "white", "size": 11},
                 hovertemplate="stitched before training (adapter init): accuracy %{y:.4f}<extra></extra>",
             )
         )  # fmt: skip
+        bars[2] = (*bars[2][:2], f"{bars[2][2]}<br><span style='{_SMALL}'>◇ before training {_pct(start)}</span>",
+                   bars[2][3])
     acc_b, acc_s = base.get("b"), summary.get("accuracy")
     penalty = summary.get("penalty")
     if not finite(penalty) and finite(acc_b) and finite(acc_s):
