@@ -69,3 +69,35 @@ def test_bad_model_ref_shows_error_and_page_survives(app):
     at.text_input(key="ref_a").input("tim:resnet18").run()
     assert not at.exception
     assert any("timm:" in e.value for e in at.error)
+
+
+def test_url_with_stage_aliases_selects_the_canonical_cuts(tmp_path, monkeypatch, trained_store, fresh_app_state):
+    """?cut_a=layer2 on zoo ResNets (layer2 = layer2.0 with one block per stage) picks layer2.0 and says so."""
+    from stitchcore.experiments import run_experiment
+    from stitchcore.experiments.zoo import ZooRecipe
+    from stitchcore.store.results import Store
+    from tests.conftest import copy_store
+
+    copy = tmp_path / "store"
+    copy_store(trained_store[0].root, copy)
+    with Store(copy) as store:
+        refs = [run_experiment("zoo", ZooRecipe(arch="resnet", dataset="digits", seed=s, epochs=1), store)
+                .record.summary["ref"] for s in (0, 1)]
+    monkeypatch.setenv("STITCHLAB_STORE", str(copy))
+    at = AppTest.from_file(str(ROOT / "views" / "stitch.py"), default_timeout=120)
+    at.query_params.update({"a": refs[0], "b": refs[1], "cut_a": "layer2", "cut_b": "layer3", "epochs": "0"})
+    at.run()
+    assert not at.exception and not at.error
+    assert at.selectbox(key="cut_a").value == "layer2.0"
+    assert at.selectbox(key="cut_b").value == "layer3.0"
+    captions = " ".join(c.value for c in at.caption)
+    assert "layer2 = layer2.0" in captions and "layer3 = layer3.0" in captions
+    assert "layer2.0  (= layer2)" in at.selectbox(key="cut_a").options  # labels show the stage name
+    next(b for b in at.button if b.label == "Launch").click().run()
+    run_id = at.query_params["run"][0] if isinstance(at.query_params["run"], list) else at.query_params["run"]
+    assert ui.get_runner().wait(run_id, timeout=120).state == "done"
+    assert ui.get_store().lookup(run_id).spec["cut_a"] == "layer2.0"  # the spec holds the canonical name
+    params = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+    assert params["cut_a"] == "layer2.0" and params["cut_b"] == "layer3.0"
+    at.selectbox(key="cut_a").set_value("layer1.0").run()  # another cut: the note goes
+    assert "layer2 = layer2.0" not in " ".join(c.value for c in at.caption)

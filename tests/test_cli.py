@@ -36,7 +36,8 @@ def test_cuts_json(trained_store):
     names = [c["name"] for c in out["cuts"]]
     assert out["model"] == refs[0]
     assert "block1" in names and "block2" in names
-    assert all(set(c) == {"name", "shape", "layout", "depth"} for c in out["cuts"])
+    assert all(set(c) == {"name", "shape", "layout", "depth", "aliases"} for c in out["cuts"])
+    assert next(c for c in out["cuts"] if c["name"] == "block1")["aliases"] == ["block1.pool"]
 
 
 def test_stitch_json_then_cached(trained_store):
@@ -104,3 +105,53 @@ def test_similarity_json_with_baseline(trained_store):
     again = cli("similarity", "--a", refs[0], "--b", refs[0], "--senders", "block1,fc1", "--receivers",
                 "block1,fc1", "--max-samples", "256", "--batch-size", "64", "--json", store=store)
     assert json.loads(again.stdout)["cached"] is True
+
+
+# ----------------------------------------------------------------------------- cut aliases (issue 11)
+
+
+@pytest.fixture(scope="module")
+def resnet_store(tmp_path_factory):
+    """Two zoo ResNets (blocks 1,1,1,1: ``layer2`` is ``layer2.0``) trained for one epoch."""
+    from stitchcore.experiments import run_experiment
+    from stitchcore.experiments.zoo import ZooRecipe
+    from stitchcore.store.results import Store
+
+    store = Store(tmp_path_factory.mktemp("resnets"))
+    refs = [run_experiment("zoo", ZooRecipe(arch="resnet", dataset="digits", seed=s, epochs=1), store).record
+            .summary["ref"] for s in (0, 1)]
+    return store, refs
+
+
+def test_stitch_accepts_a_stage_alias_and_stores_the_canonical_cut(resnet_store):
+    from stitchcore.store.results import Store
+
+    store, refs = resnet_store
+    base = ["stitch", "--a", refs[0], "--b", refs[1], "--init", "lstsq", "--epochs", "0"]
+    p = cli(*base, "--cut-a", "layer2", "--cut-b", "layer2", "--json", store=store)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["cut_a"]["name"] == out["cut_b"]["name"] == "layer2.0"
+    assert out["cut_a_alias"] == out["cut_b_alias"] == "layer2"
+    assert "layer2 = layer2.0" in p.stderr
+    with Store(store.root) as again:
+        assert again.lookup(out["run_id"]).spec["cut_a"] == "layer2.0"  # specs hold canonical names
+    p = cli(*base, "--cut-a", "layer2.0", "--cut-b", "layer2", store=store)  # the same stitch: one run id
+    assert p.returncode == 0, p.stderr
+    assert "cuts: layer2 = layer2.0" in p.stdout and "cached" in p.stdout
+    p = cli(*base, "--cut-a", "layer7", "--cut-b", "layer2", store=store)
+    assert p.returncode == 2 and "no cut 'layer7'" in p.stderr and "close:" in p.stderr
+
+
+def test_cuts_lists_aliases_and_matrix_resolves_them(resnet_store):
+    store, refs = resnet_store
+    p = cli("cuts", refs[0], store=store)
+    assert p.returncode == 0, p.stderr
+    line = next(x for x in p.stdout.splitlines() if x.startswith("layer2.0 "))
+    assert "= layer2, layer2.0.relu2" in line
+    p = cli("matrix", "--a", refs[0], "--b", refs[1], "--senders", "layer1,layer2", "--receivers", "layer2",
+            "--max-train", "256", "--max-test", "128", "--json", store=store)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["senders"] == ["layer1.0", "layer2.0"] and out["receivers"] == ["layer2.0"]
+    assert out["aliases"] == {"layer1": "layer1.0", "layer2": "layer2.0"}

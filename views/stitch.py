@@ -1,7 +1,8 @@
 """Stitch: pick A, B, cuts, adapter and training; launch a background job; watch it live.
 
 ``?run=<id>`` shows that run and fills the form with its spec, so a copied link
-reproduces both the result and the form.
+reproduces both the result and the form.  A cut in the URL may be an alias (``cut_a=layer2``
+on a ResNet): the picker selects the canonical cut (``layer2.1``) and says "layer2 = layer2.1".
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 import ui
+from stitchcore.cuts import Cut, alias_note
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.stitch import StitchSpec
@@ -47,6 +49,8 @@ def _prefill(params: dict[str, str]) -> None:
     if st.session_state.get("_prefilled") == stamp:
         return
     st.session_state["_prefilled"] = stamp
+    for key in ("cut_a", "cut_b", "head_cut"):
+        st.session_state.pop(f"_alias_{key}", None)  # a new URL: the notes of the last one are gone
     if "run" in params:
         rec = ui.get_store().lookup(params["run"])
         if rec is None or rec.kind != "stitch":
@@ -63,10 +67,33 @@ def _prefill(params: dict[str, str]) -> None:
             st.session_state[f"pick_{role}"] = params[role]
 
 
-def _cut_choice(label: str, names: list[str], key: str, default: str | None) -> str:
-    if st.session_state.get(key) not in names:
-        st.session_state[key] = default if default in names else names[len(names) // 2]
-    return st.selectbox(label, names, key=key)
+def _outer_aliases(cut: Cut) -> list[str]:
+    """The aliases worth a label: not inside the cut itself (``layer2``, not ``layer2.1.relu:1``)."""
+    return [a for a in cut.aliases if not a.startswith(cut.name.split(":")[0] + ".")]
+
+
+def _cut_choice(label: str, names: list[str], key: str, default: str | None, cuts: list[Cut]) -> str:
+    """A cut picker over ``names``; a value that is an alias of one (from the URL) selects its canonical
+    cut, and "alias = canonical" is shown below while that cut stays selected."""
+    by_name = {c.name: c for c in cuts}
+    value = st.session_state.get(key)
+    if value not in names:
+        canonical = next((c.name for c in cuts if value in c.aliases), None)
+        if canonical in names:
+            st.session_state[f"_alias_{key}"] = (value, canonical)
+            st.session_state[key] = canonical
+        else:
+            st.session_state[key] = default if default in names else names[len(names) // 2]
+
+    def label_of(name: str) -> str:
+        outer = _outer_aliases(by_name[name]) if name in by_name else []
+        return f"{name}  (= {', '.join(outer)})" if outer else name
+
+    picked = st.selectbox(label, names, key=key, format_func=label_of)
+    alias, canonical = st.session_state.get(f"_alias_{key}", (None, None))
+    if alias and picked == canonical:
+        st.caption(f"Cut {alias_note(alias, canonical)}: the same tensor, stored under its canonical name.")
+    return picked
 
 
 ui.page_setup("Stitch")
@@ -126,7 +153,7 @@ if len(loaded) == 2:
         head = c[3].selectbox("Head", ("b", "a"), key="head",
                               help="a: keep A's head after B's middle (same-family models)")
     with cuts:
-        cut_a = _cut_choice("Sender cut (A)", [c.name for c in cuts_a], "cut_a", None)
+        cut_a = _cut_choice("Sender cut (A)", [c.name for c in cuts_a], "cut_a", None, cuts_a)
         sender = next(c for c in cuts_a if c.name == cut_a)
         try:
             adapter = AdapterSpec(kind=kind, norm=norm, resample=resample, init=init)
@@ -136,7 +163,7 @@ if len(loaded) == 2:
         reasons = {c.name: compatibility(sender, c, adapter) for c in cuts_b} if adapter else {}
         ok = [name for name, why in reasons.items() if why is None]
         if ok:
-            cut_b = _cut_choice("Receiver cut (B)", ok, "cut_b", cut_a)
+            cut_b = _cut_choice("Receiver cut (B)", ok, "cut_b", cut_a, cuts_b)
             receiver = next(c for c in cuts_b if c.name == cut_b)
             st.caption(f"A[{sender.name}] {sender.layout} {tuple(sender.shape)} → "
                        f"B[{receiver.name}] {receiver.layout} {tuple(receiver.shape)}")
@@ -150,7 +177,8 @@ if len(loaded) == 2:
         head_cut = None
         if head == "a" and ok:
             later = [c.name for c in cuts_b if c.depth > receiver.depth and c.name in {x.name for x in cuts_a}]
-            head_cut = st.selectbox("Head cut (A's head from here)", later, key="head_cut") if later else None
+            head_cut = _cut_choice("Head cut (A's head from here)", later, "head_cut", later[0] if later else None,
+                                   cuts_b) if later else None
             if not later:
                 st.warning("No cut after the receiver is shared by A and B: head preservation needs same-family models.")
     def _pre(m) -> str:

@@ -3,7 +3,9 @@
     python -m stitchcore matrix --a zoo:cnn-digits-s0 --b zoo:cnn-digits-s1
     python -m stitchcore similarity --a zoo:cnn-digits-s0 --b zoo:cnn-digits-s1 --measure procrustes
 
-Both print a senders x receivers grid (:func:`grid_text`).
+Both print a senders x receivers grid (:func:`grid_text`).  ``--senders/--receivers`` take cut
+names or their aliases (``layer2`` for ``layer2.1``); aliases are resolved to the canonical
+names before the spec is built (one run id per stitch) and noted on stderr.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from stitchcore.cli._common import Command, ProgressBar, emit, names, outcome, run, took
+from stitchcore.cli.stitch import resolve_cuts
 
 if TYPE_CHECKING:
     from stitchcore.store.results import Store
@@ -24,8 +27,8 @@ def _pair_parser() -> argparse.ArgumentParser:
     pair = argparse.ArgumentParser(add_help=False)
     pair.add_argument("--a", required=True, help="ModelRef of model A (rows: sender cuts)")
     pair.add_argument("--b", required=True, help="ModelRef of model B (columns: receiver cuts)")
-    pair.add_argument("--senders", default=None, help="comma-separated cut names of A (default: all)")
-    pair.add_argument("--receivers", default=None, help="comma-separated cut names of B (default: all)")
+    pair.add_argument("--senders", default=None, help="comma-separated cut names (or aliases) of A (default: all)")
+    pair.add_argument("--receivers", default=None, help="comma-separated cut names (or aliases) of B (default: all)")
     pair.add_argument("--dataset", default=None, help="default: the dataset B was trained on")
     pair.add_argument("--rerun", action="store_true", help="run again even if the store has it")
     return pair
@@ -67,12 +70,21 @@ def grid_text(summary: dict[str, Any], footer: str) -> str:
     return "\n".join([*lines, footer])
 
 
+def _cut_lists(args: argparse.Namespace, store: Store) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None,
+                                                                 dict[str, str]]:
+    """``--senders`` / ``--receivers`` as canonical cut names, and {alias: canonical} for the JSON."""
+    senders, alias_a = resolve_cuts(args.a, names(args.senders), store)
+    receivers, alias_b = resolve_cuts(args.b, names(args.receivers), store)
+    return senders, receivers, {**alias_a, **alias_b}
+
+
 def _cmd_matrix(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
     """Stitch every sender cut into every receiver cut; print the grid of the stitched metric."""
     from stitchcore.experiments.matrix import MatrixSpec
 
+    senders, receivers, aliases = _cut_lists(args, store)
     kwargs: dict[str, Any] = dict(
-        a=args.a, b=args.b, senders=names(args.senders), receivers=names(args.receivers), mode=args.mode,
+        a=args.a, b=args.b, senders=senders, receivers=receivers, mode=args.mode,
         controls=args.controls, dataset=args.dataset, max_train=args.max_train, max_test=args.max_test,
         seed=args.seed, precision=args.precision,
     )
@@ -82,21 +94,22 @@ def _cmd_matrix(args: argparse.Namespace, store: Store, bar: ProgressBar) -> Non
     s = out.record.summary
     footer = (f"{s['metric']} of the stitched model; rows = A's cuts, columns = B's cuts"
               f" ({took(out.cached, out.seconds)})")
-    emit(args, outcome(out), grid_text(s, footer))
+    emit(args, outcome(out, **({"aliases": aliases} if aliases else {})), grid_text(s, footer))
 
 
 def _cmd_similarity(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
     """Measure representational similarity of every cut pair; print the grid."""
     from stitchcore.experiments.similarity import SimilaritySpec
 
+    senders, receivers, aliases = _cut_lists(args, store)
     spec = SimilaritySpec(
-        a=args.a, b=args.b, senders=names(args.senders), receivers=names(args.receivers), measure=args.measure,
+        a=args.a, b=args.b, senders=senders, receivers=receivers, measure=args.measure,
         dataset=args.dataset, max_samples=args.max_samples, batch_size=args.batch_size,
     )
     out = run("similarity", spec, args, store, bar)
     s = out.record.summary
     footer = f"{s['measure']} on {s['n']} images; rows = A's cuts, columns = B's cuts"
-    emit(args, outcome(out), grid_text(s, footer))
+    emit(args, outcome(out, **({"aliases": aliases} if aliases else {})), grid_text(s, footer))
 
 
 COMMANDS: dict[tuple[str, str | None], Command] = {

@@ -75,16 +75,19 @@ def _cmd_zoo_list(args: argparse.Namespace, store: Store, bar: ProgressBar) -> N
 
 
 def _cmd_cuts(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
-    """The cut points of one model: name, layout, shape and relative depth."""
+    """The cut points of one model: name, layout, shape, relative depth and aliases (other module
+    names whose output is the same tensor, accepted wherever a cut name is)."""
     from stitchcore.cuts import list_cuts
     from stitchcore.models.sources import load_model
 
     m = load_model(args.ref, store=store)
     cuts = [
-        {"name": c.name, "shape": list(c.shape), "layout": c.layout, "depth": round(c.depth, 4)}
+        {"name": c.name, "shape": list(c.shape), "layout": c.layout, "depth": round(c.depth, 4),
+         "aliases": list(c.aliases)}
         for c in list_cuts(m.model, m.example_input())
     ]
-    lines = [f"{c['name']:24s} {c['layout']:9s} {str(tuple(c['shape'])):20s} depth {c['depth']:.2f}" for c in cuts]
+    lines = [f"{c['name']:24s} {c['layout']:9s} {str(tuple(c['shape'])):20s} depth {c['depth']:.2f}"
+             + (f"  = {', '.join(c['aliases'])}" if c["aliases"] else "") for c in cuts]
     emit(args, {"model": m.ref, "cuts": cuts}, "\n".join(lines))
 
 

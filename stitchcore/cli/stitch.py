@@ -2,11 +2,16 @@
 
     python -m stitchcore stitch --a zoo:cnn-digits-s0 --b zoo:cnn-digits-s1 \\
         --cut-a block2 --cut-b block2 --init lstsq --json
+
+A cut may be named by an alias (``--cut-a layer2`` on a ResNet: the stage, whose output is
+its last block's, ``layer2.1``); it is resolved to the canonical name before the spec is
+built, so the same stitch has one run id, and the output names both ("layer2 = layer2.1").
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING, Any
 
 from stitchcore.cli._common import Command, ProgressBar, emit, outcome, run, took
@@ -14,7 +19,30 @@ from stitchcore.cli._common import Command, ProgressBar, emit, outcome, run, too
 if TYPE_CHECKING:
     from stitchcore.store.results import Store
 
-__all__ = ["COMMANDS", "add_verbs"]
+__all__ = ["COMMANDS", "add_verbs", "resolve_cuts"]
+
+
+def resolve_cuts(ref: str, names: tuple[str, ...] | None, store: Store) -> tuple[tuple[str, ...] | None, dict[str, str]]:
+    """Cut names given on the command line -> (canonical names, {alias: canonical} for those resolved).
+
+    Loads the model behind ``ref`` (its cuts decide); an unknown name raises the CutError
+    that lists close names.  Names of a language model are left as given (the LM verbs
+    take positions or names of their own).  Each resolved alias is noted on stderr.
+    """
+    if not names:
+        return names, {}
+    from stitchcore.cuts import alias_note, resolve_cut_name
+    from stitchcore.models.sources import load_model
+
+    m = load_model(ref, store=store)
+    if m.input_kind != "image":
+        return names, {}
+    ex = m.example_input()
+    canonical = tuple(resolve_cut_name(m.model, ex, n) for n in names)
+    aliases = {n: c for n, c in zip(names, canonical, strict=True) if n != c}
+    for n, c in aliases.items():
+        print(f"note: cut {alias_note(n, c)} in {m.ref}", file=sys.stderr)
+    return canonical, aliases
 
 
 def _spec_default(name: str) -> Any:
@@ -58,11 +86,16 @@ def _cmd_stitch(args: argparse.Namespace, store: Store, bar: ProgressBar) -> Non
     from stitchcore.stitching.adapters import AdapterSpec
 
     adapter = AdapterSpec(kind=args.adapter, norm=args.norm, resample=args.resample, init=args.init, rank=args.rank)
+    ref_a, ref_b = str(parse_ref(args.a)), str(parse_ref(args.b))
+    (cut_a,), _ = resolve_cuts(ref_a, (args.cut_a,), store)  # stored specs hold canonical names
+    # the head cut is where B's middle ends (A's head takes over at the same name): B's names decide
+    cuts_b, _ = resolve_cuts(ref_b, (args.cut_b,) + ((args.head_cut,) if args.head_cut else ()), store)
+    cut_b, head_cut = cuts_b[0], (cuts_b[1] if args.head_cut else None)
     spec = StitchSpec(
-        a=str(parse_ref(args.a)), b=str(parse_ref(args.b)), cut_a=args.cut_a, cut_b=args.cut_b, adapter=adapter,
+        a=ref_a, b=ref_b, cut_a=cut_a, cut_b=cut_b, adapter=adapter,
         objective=args.objective, optimizer=args.optimizer, lr=args.lr, weight_decay=args.weight_decay,
         epochs=args.epochs, batch_size=args.batch_size, seed=args.seed, dataset=args.dataset,
-        head=args.head, head_cut=args.head_cut, max_train=args.max_train, max_test=args.max_test,
+        head=args.head, head_cut=head_cut, max_train=args.max_train, max_test=args.max_test,
     )
     out = run("stitch", spec, args, store, bar)
     s = out.record.summary
@@ -70,7 +103,12 @@ def _cmd_stitch(args: argparse.Namespace, store: Store, bar: ProgressBar) -> Non
         f"stitched {s['accuracy']:.4f}  A {s['base']['a']:.4f}  B {s['base']['b']:.4f}  penalty {s['penalty']:+.4f}"
         f"  params {s['params']}  flops {s['flops']}  ({took(out.cached, out.seconds)})"
     )
-    emit(args, outcome(out), text)
+    given = {"cut_a": (args.cut_a, cut_a), "cut_b": (args.cut_b, cut_b), "head_cut": (args.head_cut, head_cut)}
+    resolved = {k: v for k, v in given.items() if v[0] and v[0] != v[1]}  # field -> (alias, canonical)
+    if resolved:
+        text = f"cuts: {', '.join(dict.fromkeys(f'{n} = {c}' for n, c in resolved.values()))}\n{text}"
+    extra = {f"{k}_alias": n for k, (n, _) in resolved.items()}  # e.g. cut_a_alias "layer2"; spec: "layer2.1"
+    emit(args, outcome(out, **extra), text)
 
 
 COMMANDS: dict[tuple[str, str | None], Command] = {("stitch", None): _cmd_stitch}

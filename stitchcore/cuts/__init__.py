@@ -12,6 +12,8 @@ returns ``(prefix, suffix)`` with ``suffix(prefix(x)) == model(x)``.
 >>> prefix, suffix = split(model, "layer2.1", x)
 >>> prefix(x).shape
 torch.Size([2, 128, 8, 8])
+>>> get_cut(model, x, "layer2").name, resolve_cut_name(model, x, "layer2")  # a stage is its last block
+('layer2.1', 'layer2.1')
 
 **What is a cut.**  The model is traced with torch.fx in eval mode (timm and
 torchvision leaf modules / wrapped functions are honoured).  A graph node is a cut
@@ -33,7 +35,14 @@ dropped unless they are block-list items (items of a ModuleList, or of a Sequent
 called blocks/stages/layers/layer/h or holding 2+ modules of one class):
 ``layers.0.blocks.0`` stays inside ``layers.0``; ``fc1.linear`` never shows.
 A module called at several cut points gets ``name``, ``name:1``, ``name:2`` ...
-There is no second spelling: the same string is used in specs, caches and the UI.
+There is no second spelling in specs, caches and run ids: the same string is used there.
+
+**Aliases.**  Any other module whose output is the very same graph node (the same
+tensor) is an alias of the cut: ``layer2`` (the stage, the name papers use) for
+``layer2.1`` (its last block), ``layer2.1.relu:1`` (the block's second ReLU call).
+``Cut.aliases`` lists them, outermost first; :func:`get_cut`, :func:`split`,
+:func:`split_segment` accept them and :func:`resolve_cut_name` turns one into the
+canonical name, which is what callers store.
 
 **Layout** (per sample ``shape`` drops the batch dim): rank 1 -> ``vector`` (D,);
 rank 2 -> ``tokens`` (N, D); rank 3 -> ``map`` (C, H, W) or ``map_nhwc`` (H, W, C).
@@ -64,7 +73,7 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -74,7 +83,8 @@ from stitchcore.cuts._hooks import HookPlan
 from stitchcore.cuts._naming import close_names
 from stitchcore.errors import CutError
 
-__all__ = ["Cut", "coarse_cuts", "list_cuts", "get_cut", "split", "split_segment"]
+__all__ = ["Cut", "coarse_cuts", "list_cuts", "get_cut", "resolve_cut_name", "alias_note", "split",
+           "split_segment"]
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +99,9 @@ class Cut:
     shape: tuple[int, ...]  # activation shape without batch: (C,H,W) | (H,W,C) | (N,D) | (D,)
     layout: str  # "map" [B,C,H,W] | "map_nhwc" [B,H,W,C] | "tokens" [B,N,D] | "vector" [B,D]
     depth: float  # (i + 1) / n for the i-th of n cuts in execution order; the last cut is 1.0
+    # other module names whose output is this very tensor, outermost first ("layer2" for "layer2.1");
+    # naming information only: two Cuts that differ only here are equal
+    aliases: tuple[str, ...] = field(default=(), compare=False)
 
 
 # Plans are cached per live model (weak keys: a dropped model frees its plans) and per
@@ -137,7 +150,7 @@ def _plan(model: nn.Module, example_input: torch.Tensor) -> FxPlan | HookPlan:
 
 def _to_cuts(sites: list[Site]) -> list[Cut]:
     n = len(sites)
-    return [Cut(s.name, s.shape, s.layout, round((i + 1) / n, 6)) for i, s in enumerate(sites)]
+    return [Cut(s.name, s.shape, s.layout, round((i + 1) / n, 6), s.aliases) for i, s in enumerate(sites)]
 
 
 def list_cuts(model: nn.Module, example_input: torch.Tensor) -> list[Cut]:
@@ -165,18 +178,37 @@ def coarse_cuts(cuts: list[Cut], n: int = 6) -> list[Cut]:
 
 
 def get_cut(model: nn.Module, example_input: torch.Tensor, name: str) -> Cut:
-    """The cut called ``name``; :class:`CutError` with the close names when there is none."""
+    """The cut called ``name`` or aliased ``name`` (``layer2`` -> the ``layer2.1`` Cut);
+    :class:`CutError` with the close names when there is none."""
     cuts = list_cuts(model, example_input)
     for cut in cuts:
         if cut.name == name:
             return cut
-    close = close_names(name, [c.name for c in cuts])
+    for cut in cuts:
+        if name in cut.aliases:
+            return cut
+    known = [n for c in cuts for n in (c.name, *c.aliases)]
+    close = close_names(name, known) if isinstance(name, str) else []
     hint = f"close: {', '.join(close)}" if close else f"cuts run from {cuts[0].name} to {cuts[-1].name}"
     if name in dict(model.named_modules()):
         hint = ("it is a module, but its output is the model output, lies inside a residual skip or a block, "
-                f"or is named by its last item; {hint}")
+                f"or is not the output of any cut; {hint}")
     raise CutError(f"no cut '{name}' in this model ({type(model).__name__}); {hint}. "
                    "Hint: list the cuts with `python -m stitchcore cuts REF`")
+
+
+def resolve_cut_name(model: nn.Module, example_input: torch.Tensor, name: str) -> str:
+    """The canonical name of the cut called or aliased ``name`` (``"layer2"`` -> ``"layer2.1"``).
+
+    Callers resolve at the edges (CLI, URL, forms) so stored specs hold canonical names only.
+    :class:`CutError` with the close names (aliases included) when ``name`` is no cut.
+    """
+    return get_cut(model, example_input, name).name
+
+
+def alias_note(name: str, canonical: str) -> str | None:
+    """``"layer2 = layer2.1"`` where a name was resolved to another canonical name, else None."""
+    return None if name == canonical else f"{name} = {canonical}"
 
 
 def split(model: nn.Module, cut: Cut | str, example_input: torch.Tensor) -> tuple[nn.Module, nn.Module]:
@@ -191,7 +223,7 @@ def split(model: nn.Module, cut: Cut | str, example_input: torch.Tensor) -> tupl
         raise CutError(f"a cut is a Cut or its name string, got {type(cut).__name__}")
     plan = _plan(model, example_input)
     if name not in {s.name for s in plan.sites}:
-        get_cut(model, example_input, name)  # raises with the close names
+        name = resolve_cut_name(model, example_input, name)  # an alias, or raises with the close names
     return plan.split(name)
 
 
@@ -203,8 +235,7 @@ def split_segment(model: nn.Module, start: Cut | str, end: Cut | str, example_in
     stitches, C = A_tail(B_segment(S(A_prefix))).  Needs a torch.fx-traceable model.
     """
     names = [c.name if isinstance(c, Cut) else c for c in (start, end)]
-    for name in names:
-        get_cut(model, example_input, name)  # raises with the close names
+    names = [resolve_cut_name(model, example_input, n) for n in names]  # aliases; raises with close names
     plan = _plan(model, example_input)
     if not isinstance(plan, FxPlan):
         raise CutError(f"cannot take the segment {names[0]} -> {names[1]} of {type(model).__name__}: "

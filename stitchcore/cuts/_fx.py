@@ -8,6 +8,7 @@ use :func:`stitchcore.cuts.list_cuts` and :func:`stitchcore.cuts.split`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import logging
 import math
@@ -24,7 +25,7 @@ import torch.fx as fx
 import torch.nn.functional as F
 from torch import nn
 
-from stitchcore.cuts._naming import call_name, choose_name, drop_inner, parse_call
+from stitchcore.cuts._naming import aliases_of, call_name, choose_name, drop_inner, parse_call
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,7 @@ class Site:
     name: str  # canonical module path, ":k" appended for the k-th extra call of a shared module
     shape: tuple[int, ...]  # activation shape without the batch dim
     layout: str  # "map" | "map_nhwc" | "tokens" | "vector"
+    aliases: tuple[str, ...] = ()  # other module names whose output is this very tensor, outermost first
 
 
 class TraceFailed(Exception):
@@ -120,6 +122,20 @@ def map_layout(model: nn.Module, names: Sequence[str], shape: tuple[int, ...], h
     return "map"
 
 
+def with_aliases(model: nn.Module, sites: list[Site], calls: dict[str, Sequence[str]]) -> list[Site]:
+    """``sites`` with their aliases: ``calls[site.name]`` names every module call returning its tensor.
+
+    A name is an alias of one cut only (the first), never another cut's canonical name.
+    """
+    taken = {s.name for s in sites}
+    out = []
+    for s in sites:
+        aliases = aliases_of(model, s.name, calls.get(s.name, ()), taken)
+        taken.update(aliases)
+        out.append(dataclasses.replace(s, aliases=aliases))
+    return out
+
+
 # ----------------------------------------------------------------------------- tracing
 
 _CHANNEL_FIRST_MODULES = (nn.Conv2d, nn.ConvTranspose2d, nn.BatchNorm2d, nn.GroupNorm, nn.InstanceNorm2d,
@@ -159,6 +175,8 @@ class _CutTracer(fx.Tracer):
         self._leaf_types = leaf_types
         self._thread = threading.get_ident()  # the thread that traces; set again in trace()
         self.module_outputs: dict[fx.Node, list[str]] = {}  # node -> modules returning it, innermost first
+        self.module_calls: dict[fx.Node, list[str]] = {}  # the same, as call names ("relu:1" = 2nd call)
+        self._calls: dict[str, int] = {}  # module path -> calls traced so far
 
     def trace(self, root: Any, concrete_args: dict[str, Any] | None = None) -> fx.Graph:
         with _TRACE_LOCK:
@@ -177,8 +195,12 @@ class _CutTracer(fx.Tracer):
         if threading.get_ident() != self._thread:  # another thread's forward pass: run it for real
             return forward(*args, **kwargs)
         out = super().call_module(m, forward, args, kwargs)
+        path = self.path_of_module(m)
+        call = self._calls.get(path, 0)
+        self._calls[path] = call + 1
         if isinstance(out, fx.Proxy):
-            self.module_outputs.setdefault(out.node, []).append(self.path_of_module(m))
+            self.module_outputs.setdefault(out.node, []).append(path)
+            self.module_calls.setdefault(out.node, []).append(call_name(path, call))
         return out
 
 
@@ -239,6 +261,8 @@ class FxPlan:
         self._meta = meta  # node name -> (shape, is_floating)
         self._nodes: dict[str, fx.Node] = {}  # cut name -> node
         self.sites: list[Site] = self._find_sites(tracer.module_outputs, example_input.shape[0])
+        self.sites = with_aliases(model, self.sites, {
+            s.name: tracer.module_calls.get(self._nodes[s.name], []) for s in self.sites})
 
     @property
     def _model(self) -> nn.Module:

@@ -19,7 +19,7 @@ import weakref
 import torch
 from torch import nn
 
-from stitchcore.cuts._fx import LAYOUT_BY_RANK, Site, eval_mode, map_layout, outputs_match
+from stitchcore.cuts._fx import LAYOUT_BY_RANK, Site, eval_mode, map_layout, outputs_match, with_aliases
 from stitchcore.cuts._naming import BLOCK_LISTS, choose_name
 from stitchcore.cuts.record import record
 from stitchcore.errors import CutError
@@ -66,6 +66,7 @@ class HookPlan:
                     and out.shape[0] == example_input.shape[0]:
                 by_tensor.setdefault(id(out), []).append(name)
         self.sites: list[Site] = []
+        groups: dict[str, list[str]] = {}  # cut name -> every hooked module returning its tensor
         for group in by_tensor.values():
             name = choose_name(model, group)
             if name is None:
@@ -75,6 +76,8 @@ class HookPlan:
             if layout == "map":
                 layout = map_layout(model, group, shape, None)
             self.sites.append(Site(name, shape, layout))
+            groups[name] = group
+        self.sites = with_aliases(model, self.sites, groups)
         log.info("%s: %d cuts from block-list hooks", cls, len(self.sites))
 
     def split(self, name: str) -> tuple[nn.Module, nn.Module]:

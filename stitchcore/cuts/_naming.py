@@ -9,6 +9,9 @@ cut has one spelling everywhere: in specs, caches, URLs and UI labels.
 - Names inside another cut are dropped unless they are block-list items (:func:`drop_inner`).
 - A module called at several cut points gets ``path``, ``path:1``, ``path:2`` ...
   (:func:`call_name`, read back by :func:`parse_call`).
+- The other modules whose output is the very same tensor are the cut's aliases
+  (:func:`aliases_of`): ``layer2`` (a stage) for ``layer2.1`` (its last block).  They are
+  accepted wherever a cut name is, and resolved to the canonical name at once.
 
 >>> from collections import OrderedDict
 >>> from torch import nn
@@ -81,6 +84,28 @@ def choose_name(model: nn.Module, names: Sequence[str]) -> str | None:
     if not kept:
         return None
     return min(kept, key=lambda n: (n.count("."), names.index(n)))
+
+
+def aliases_of(model: nn.Module, canonical: str, calls: Sequence[str], taken: set[str]) -> tuple[str, ...]:
+    """The other names of the tensor that cut ``canonical`` is: ``calls`` lists the call names
+    (``path`` or ``path:k``, innermost first) of every module returning it.  Drops the canonical
+    module itself, ``nn.Identity`` and the names in ``taken`` (other cuts' names and aliases);
+    outermost first.
+
+    >>> net = nn.Sequential(nn.Sequential(nn.Linear(2, 2), nn.ReLU()), nn.Linear(2, 2))
+    >>> aliases_of(net, "0.1", ["0.1", "0"], set())
+    ('0',)
+    """
+    path = parse_call(canonical)[0]
+    out = []
+    for name in calls:
+        base = parse_call(name)[0]
+        if not name or base == path or name in taken or name in out:
+            continue
+        if isinstance(model.get_submodule(base), nn.Identity):
+            continue
+        out.append(name)
+    return tuple(sorted(out, key=lambda n: (n.count("."), -list(calls).index(n))))
 
 
 def is_block_list_item(model: nn.Module, name: str) -> bool:
