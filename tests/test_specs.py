@@ -42,8 +42,17 @@ def test_stitch_spec_key_is_stable_and_sensitive():
     again = StitchSpec.from_dict(s.to_dict())
     assert again == s
     assert run_id_for("stitch", s.to_dict()) == run_id_for("stitch", again.to_dict())
-    other = StitchSpec(a="zoo:a", b="zoo:b", cut_a="fc1", cut_b="fc1", adapter=AdapterSpec(init="lstsq"))
+    other = StitchSpec(a="zoo:a", b="zoo:b", cut_a="fc1", cut_b="fc1", adapter=AdapterSpec(init="random"))
     assert run_id_for("stitch", s.to_dict()) != run_id_for("stitch", other.to_dict())
+
+
+def test_one_stitch_default_for_the_page_and_the_cli():
+    """The default adapter starts from least squares, and the CLI's --init default is read from the spec."""
+    from stitchcore.cli.main import build_parser
+
+    assert StitchSpec(a="zoo:a", b="zoo:b", cut_a="fc1", cut_b="fc1").adapter.init == "lstsq"
+    args = build_parser().parse_args(["stitch", "--a", "zoo:a", "--b", "zoo:b", "--cut-a", "fc1", "--cut-b", "fc1"])
+    assert args.init == "lstsq"
 
 
 # -- contract tests over the experiment registry (every registered kind, none listed by hand) ----------------------

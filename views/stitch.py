@@ -19,7 +19,7 @@ from stitchcore.stitching.adapters import INITS, NORMS, RESAMPLES, AdapterSpec, 
 from stitchcore.stitching.train import OPTIMIZERS
 
 OBJECTIVES = ("task", "match", "kd", "task+0.5*kd")
-DEFAULTS = StitchSpec(a="", b="", cut_a="", cut_b="", adapter=AdapterSpec(init="lstsq"))
+DEFAULTS = StitchSpec(a="", b="", cut_a="", cut_b="")  # the library's defaults, shared with the CLI
 
 
 FORM_PARAMS = {  # URL query key -> (session key, type): a copied link reproduces the form
@@ -102,7 +102,8 @@ url_run = st.query_params.get("run")
 if url_run or any(k in st.query_params for k in FORM_PARAMS):
     _prefill(st.query_params.to_dict())
 for _key, _value in dict(
-    kind="linear", norm="both", resample="bilinear", init="lstsq", objective="task", optimizer=DEFAULTS.optimizer,
+    kind=DEFAULTS.adapter.kind, norm=DEFAULTS.adapter.norm, resample=DEFAULTS.adapter.resample,
+    init=DEFAULTS.adapter.init, objective="task", optimizer=DEFAULTS.optimizer,
     lr=DEFAULTS.lr, epochs=DEFAULTS.epochs, batch_size=DEFAULTS.batch_size, seed=DEFAULTS.seed, max_train=0, head="b",
 ).items():
     st.session_state.setdefault(_key, _value)  # widgets below take their values from here, never twice

@@ -47,9 +47,12 @@ def resolve_cuts(ref: str, names: tuple[str, ...] | None, store: Store) -> tuple
 
 def _spec_default(name: str) -> Any:
     """The StitchSpec default for a field, so the CLI never restates it."""
+    from dataclasses import MISSING
+
     from stitchcore.experiments.stitch import StitchSpec
 
-    return StitchSpec.__dataclass_fields__[name].default
+    spec_field = StitchSpec.__dataclass_fields__[name]
+    return spec_field.default if spec_field.default_factory is MISSING else spec_field.default_factory()
 
 
 def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -62,7 +65,8 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     st.add_argument("--adapter", default="linear", help="identity|linear|linear_relu|conv3x3_relu|bottleneck|lowrank")
     st.add_argument("--norm", default="both", help="none|bn_before|bn_after|both")
     st.add_argument("--resample", default="bilinear", help="none|bilinear|nearest|strided")
-    st.add_argument("--init", default="random", help="random|identity|lstsq|procrustes")
+    st.add_argument("--init", default=_spec_default("adapter").init,
+                    help="lstsq (default: least-squares start, as on the page) | random | identity | procrustes")
     st.add_argument("--rank", type=int, default=None, help="rank of a lowrank adapter")
     st.add_argument("--objective", default="task", help="task|match|kd or a sum like task+0.5*kd")
     st.add_argument("--optimizer", choices=("adamw", "sgd"), default="adamw")

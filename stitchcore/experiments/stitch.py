@@ -50,7 +50,9 @@ class StitchSpec:
     b: str  # ModelRef of the top model (its head is used; penalty is against B)
     cut_a: str  # sender cut name in A (see stitchcore.cuts.list_cuts)
     cut_b: str  # receiver cut name in B
-    adapter: AdapterSpec = field(default_factory=AdapterSpec)
+    # linear, BN before and after, least-squares start (Csiszarik et al.: a strong start, close to trained);
+    # the one default of the page, the CLI and the classroom demo
+    adapter: AdapterSpec = field(default_factory=lambda: AdapterSpec(init="lstsq"))
     objective: str = "task"  # task | match | kd | weighted sum "task+0.5*match"
     kd_temperature: float = 2.0  # softmax temperature for the kd objective
     optimizer: str = "adamw"  # adamw | sgd (momentum 0.9)
