@@ -42,6 +42,10 @@ __all__ = [
     "run_link",
     "follow_deep_link",
     "run_view",
+    "run_header",
+    "downloads",
+    "PAGE_FOR_KIND",
+    "PAGE_TITLES",
     "show_error",
     "md_text",
     "POLL_SECONDS",
@@ -53,6 +57,8 @@ POLL_SECONDS = 1.0  # live views redraw this often while a job runs
 # url_path of the page that shows a run kind (permalinks, the job monitor, deep links)
 PAGE_FOR_KIND = {"stitch": "stitch", "zoo": "models", "matrix": "similarity", "similarity": "similarity",
                  "merge": "language", "lmstitch": "language", "lmdepth": "language", "sweep": "traits"}
+PAGE_TITLES = {"stitch": "Stitch", "models": "Models", "similarity": "Similarity", "traits": "Traits",
+               "language": "Language models"}  # url_path -> the page's title (as in app.py)
 
 
 @st.cache_resource(show_spinner=False)
@@ -255,18 +261,28 @@ def progress_with_stop(snap: JobSnapshot, key: str, also_cancel: tuple[str | Non
                 get_runner().cancel(run_id)  # False for a run that has already ended
 
 
-def _draw_run(snap: JobSnapshot, key: str) -> None:
-    badge = {"done": ":material/check_circle:", "running": ":material/hourglass_top:",
-             "queued": ":material/schedule:", "failed": ":material/error:", "cancelled": ":material/stop_circle:",
-             "interrupted": ":material/warning:"}.get(snap.state, "")
-    st.markdown(f"#### {badge} {md_text(snap.label)}")
-    st.caption(f"run `{snap.id}` · {snap.kind} · {snap.state}" + (" · from the cache" if snap.cached else ""))
+BADGES = {"done": ":material/check_circle:", "running": ":material/hourglass_top:", "queued": ":material/schedule:",
+          "failed": ":material/error:", "cancelled": ":material/stop_circle:", "interrupted": ":material/warning:"}
+
+
+def run_header(snap: JobSnapshot, key: str, *, title: str | None = None, kept: str = "",
+               also_cancel: tuple[str | None, ...] = (), caption_extra: str = "") -> None:
+    """The head of every run's view: state badge and label (or ``title``), ``run `ID` · kind · state``,
+    progress with Stop while it runs, the error of a failed run, a note on a cancelled one (``kept``:
+    what of it is still shown)."""
+    st.markdown(f"#### {BADGES.get(snap.state, '')} {md_text(title or snap.label)}")
+    st.caption(f"run `{snap.id}` · {snap.kind} · {snap.state}" + (" · from the cache" if snap.cached else "")
+               + caption_extra)
     if not snap.is_final:
-        progress_with_stop(snap, f"{key}-stop-{snap.id}")
+        progress_with_stop(snap, f"{key}-stop-{snap.id}", also_cancel=also_cancel)
     elif snap.state == "failed":
         st.error(f"This run failed: {snap.error}")
     elif snap.state in ("cancelled", "interrupted"):
-        st.warning(f"This run was {snap.state} ({snap.error or 'no reason given'}). Its curve so far is kept below.")
+        st.warning(f"This run was {snap.state} ({snap.error or 'no reason given'}). {kept}".strip())
+
+
+def _draw_run(snap: JobSnapshot, key: str) -> None:
+    run_header(snap, key, kept="Its curve so far is kept below.")
     if snap.state == "done" and snap.summary:
         if snap.kind == "stitch":
             _stitch_card(snap.summary, key)
@@ -275,7 +291,7 @@ def _draw_run(snap: JobSnapshot, key: str) -> None:
     if snap.metrics or not snap.is_final:
         st.plotly_chart(plots.training_curves(snap.metrics, title="Training curve"), key=f"{key}-curve-{snap.id}")
     if snap.is_final:
-        _downloads(snap, key)
+        downloads(snap, key)
 
 
 def _stitch_card(s: dict[str, Any], key: str) -> None:
@@ -306,7 +322,8 @@ def _zoo_card(s: dict[str, Any]) -> None:
     c[2].metric("Sparsity", f"{s.get('sparsity', 0.0):.0%}")
 
 
-def _downloads(snap: JobSnapshot, key: str) -> None:
+def downloads(snap: JobSnapshot, key: str) -> None:
+    """Metrics CSV and run JSON download buttons of a finished run."""
     rows = [(name, step, value) for name, pts in snap.metrics.items() for step, value in pts]
     csv = pd.DataFrame(rows, columns=["metric", "step", "value"]).to_csv(index=False)
     payload = {"id": snap.id, "kind": snap.kind, "state": snap.state, "label": snap.label,

@@ -188,3 +188,85 @@ def test_empty_store_links_to_the_demo(tmp_path, monkeypatch):
     links = at.get("page_link")
     assert len(links) == 1 and "Home" in links[0].proto.label and links[0].proto.page_script_hash
     assert not at.dataframe
+
+
+# -- every kind opens in its own view on Results (issue 11) -------------------------------------------------------
+
+FIXTURE = REPO / "tests" / "fixtures" / "store_v1"  # one run of every kind but lmstitch; copied, never written
+V1_RUNS = {"3a5c8fd66da321ff": "zoo", "6d9f490702433fc1": "stitch", "948efef379ab0882": "matrix",
+           "85d6995881b3ee60": "similarity", "2daff2acaae2878b": "sweep", "7b32b03feebed0fd": "merge",
+           "70492b7db4bce988": "lmdepth"}  # fmt: skip
+PAGE_TITLE = {"zoo": "Models", "stitch": "Stitch", "matrix": "Similarity", "similarity": "Similarity",
+              "sweep": "Traits", "merge": "Language models", "lmdepth": "Language models"}  # fmt: skip
+
+
+@pytest.fixture
+def v1_store(tmp_path, monkeypatch) -> Path:
+    from tests.conftest import copy_store
+
+    dst = tmp_path / "v1"
+    copy_store(FIXTURE, dst)
+    monkeypatch.setenv("STITCHLAB_STORE", str(dst))
+    return dst
+
+
+def _charts(at: AppTest) -> str:
+    return " ".join(c.proto.spec for c in at.get("plotly_chart"))
+
+
+def _expect_kind_view(at: AppTest, rec) -> None:
+    """The content the kind's own page draws for a finished run (not the generic training-curve card)."""
+    s, charts = rec.summary, _charts(at)
+    metrics = {m.label: m.value for m in at.metric}
+    assert "waiting for the first steps" not in charts.lower()
+    if rec.kind == "zoo":
+        assert metrics["Test accuracy"] == f"{s['accuracy']:.1%}"
+    elif rec.kind == "stitch":
+        assert metrics["Stitched accuracy"] == f"{s['accuracy']:.1%}"
+    elif rec.kind == "matrix":
+        assert "Stitching accuracy" in charts
+        at.radio(key="results_metric").set_value("penalty").run()  # the panel's own control works here too
+        assert not at.exception and "Stitching penalty" in _charts(at)
+        assert at.selectbox(key="results_cell_sender").options == [str(x) for x in s["senders"]]
+    elif rec.kind == "similarity":
+        assert "Linear CKA" in charts
+    elif rec.kind == "sweep":
+        assert "Per-class accuracy of the stitched model" in charts and len(at.get("plotly_chart")) >= 2
+    elif rec.kind == "merge":
+        assert metrics["Loss merged"] == f"{s['loss']:.3f}" and "Loss A" in metrics
+    elif rec.kind == "lmdepth":
+        assert "Loss penalty vs split depth" in charts and metrics["Points"] == str(len(s["points"]))
+
+
+@pytest.mark.parametrize("run_id", V1_RUNS)
+def test_every_kind_opens_in_its_own_view_with_a_link_to_its_page(v1_store, run_id):
+    import ui
+
+    rec = Store(v1_store).lookup(run_id)
+    at = results_page(run=run_id)
+    assert not at.error, [e.value for e in at.error]
+    assert any(f"run `{run_id}` · {rec.kind} · done" in c.value for c in at.caption)
+    _expect_kind_view(at, rec)
+    links = {link.proto.label: link.proto for link in at.get("page_link")}
+    link = links[f"Open on the {PAGE_TITLE[rec.kind]} page"]
+    assert link.page.strip("/") == ui.PAGE_FOR_KIND[rec.kind] and link.query_string == f"run={run_id}"
+    assert [b.label for b in at.get("download_button")][-2:] == ["Metrics CSV", "Run JSON"]
+
+
+def test_picking_a_sweep_row_opens_its_own_view(v1_store):
+    at = pick(results_page(), "2daff2acaae2878b")
+    assert at.query_params["run"] == "2daff2acaae2878b"
+    assert "Per-class accuracy of the stitched model" in _charts(at)
+
+
+def test_failed_runs_show_no_none_and_the_full_id(store_dir):
+    _, ids = store_dir
+    at = results_page()
+    df = table(at).set_index("id")
+    assert df["accuracy_pct"].dtype == float and df["accuracy_pct"].isna()[ids["failed"]]  # NaN, not None
+    grid = at.dataframe[0].proto
+    assert grid.placeholder == "—"  # the empty cells read "—"
+    import json
+
+    columns = json.loads(grid.columns)
+    assert columns["id"]["width"] >= 140  # 16 characters fit

@@ -11,14 +11,13 @@ import ui
 from stitchcore.data.text import list_texts
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
-from stitchcore.experiments.merge import LM_ADAPTER, DepthSpec, LMStitchSpec, MergeSpec, partial_points
+from stitchcore.experiments.merge import LM_ADAPTER, DepthSpec, LMStitchSpec, MergeSpec
 from stitchcore.experiments.zoo import ZooRecipe
 from stitchcore.lm.parts import lm_shape, merge_layout, stitch_layout
 from stitchcore.models.sources.zoo import list_zoo_models
-from stitchcore.plots import lm as plots_lm
-from stitchcore.plots import runs as plots
 from stitchcore.stitching.adapters import AdapterSpec
 from stitchcore.stitching.train import OPTIMIZERS
+from views import run_views
 
 KINDS = {"Penalty over depth": "lmdepth", "Merge": "merge", "Stitch": "lmstitch"}
 D = DepthSpec(a="-", b="-")
@@ -136,71 +135,14 @@ def _form(ref_a: str, ref_b: str, sa: dict, sb: dict):
 
 
 def _results(run_id: str) -> None:
-    runner = ui.get_runner()
-    snap = runner.get(run_id)
-    if snap is None:
+    rec = ui.get_store().lookup(run_id)
+    if rec is None:
         st.error(f"No run {run_id!r} in the store at {ui.get_store().root}.")
-        return
-
-    @ui.live_while_running(run_id)
-    def live() -> None:
-        now = runner.get(run_id) or snap
-        st.markdown(f"#### {ui.md_text(now.label)}")
-        st.caption(f"run `{now.id}` · {now.kind} · {now.state}" + (" · from the cache" if now.cached else ""))
-        if not now.is_final:
-            ui.progress_with_stop(now, f"lm-stop-{run_id}")
-        elif now.state != "done":
-            st.error(f"This run is {now.state}: {now.error}")
-        s = now.summary if now.state == "done" else {}
-        if s:
-            _cards(s, now.kind)
-        left, right = st.columns(2)
-        if now.kind == "lmdepth":
-            points = s.get("points") if s else partial_points(now.metrics)
-            left.plotly_chart(plots_lm.penalty_by_depth(points or []), key=f"lm-depth-{run_id}")
-        elif s:
-            left.plotly_chart(plots_lm.loss_bars(s), key=f"lm-bars-{run_id}")
-        if "loss" in now.metrics or not now.is_final:
-            curves = {"loss": now.metrics.get("loss", [])}
-            right.plotly_chart(plots.training_curves(curves, title="Adapter training loss (stitches one after another)"), key=f"lm-loss-{run_id}")
-        if s.get("heatmap"):
-            st.plotly_chart(plots_lm.penalty_heatmap(s["heatmap"]), key=f"lm-heat-{run_id}")
-        if s.get("samples"):
-            _samples(s)
-
-    live()
-
-
-def _cards(s: dict, kind: str) -> None:
-    base = s["base"]
-    c = st.columns(5)
-    c[0].metric("Loss A", f"{base['a']['loss']:.3f}", help=f"perplexity {base['a']['perplexity']:.2f}")
-    c[1].metric("Loss B", f"{base['b']['loss']:.3f}", help=f"perplexity {base['b']['perplexity']:.2f}")
-    if kind != "lmdepth":
-        joined = "merged" if kind == "merge" else "stitched"
-        c[2].metric(f"Loss {joined}", f"{s['loss']:.3f}", help=f"perplexity {s['perplexity']:.2f}")
-        c[3].metric(f"Loss penalty (base {s['penalty_base'].upper()})", f"{s['loss_penalty']:+.3f}",
-                    help="(L_base − L) / L_base; negative = higher loss than the base model")
-        c[4].metric("Perplexity", f"{s['perplexity']:.2f}")
-        st.code(" → ".join(s["layout"]), language=None)
+    elif rec.kind not in KINDS.values():
+        st.info(f"Run `{run_id}` is a {rec.kind} run, not a language-model run.")
+        st.page_link("views/results.py", label="Open it on Results", query_params={"run": run_id})
     else:
-        c[2].metric("Points", len(s["points"]))
-        c[3].metric("Time", f"{s.get('seconds', 0):.0f} s")
-        for what, why in (s.get("skipped") or {}).items():
-            st.caption(f"{what}: skipped, {why}")
-    st.caption(f"{s['eval_tokens']:,} validation tokens of {s['text']} ({s['vocab']}) · context {s['block_size']} · "
-               "loss in nats per token · " + s["penalty_sign"])
-
-
-def _samples(s: dict) -> None:
-    st.markdown("**Samples**: each model continues the same prompt (seed and temperature 0.8 fixed); prompt:")
-    st.code(s["prompt"], language=None)
-    items = list(s["samples"].items())
-    for row in range(0, len(items), 3):
-        cols = st.columns(3)
-        for col, (name, text) in zip(cols, items[row:row + 3], strict=False):
-            col.caption({"a": "Model A", "b": "Model B"}.get(name, name))
-            col.code(text, language=None, wrap_lines=True)
+        run_views.lm_view(rec, key="lm")
 
 
 # ------------------------------------------------------------------------------ page

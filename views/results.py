@@ -18,10 +18,12 @@ from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.plots import runs as plots
 from stitchcore.store.results import RunRecord
+from views import run_views
 
 ACTIVE = ("queued", "running")  # runs in these states are still owned by a job: not deletable
 PICK_KEY = "results-pick"  # the "pick runs by id / label" multiselect
 CONFIRM_KEY = "results-confirm-delete"  # + the selected ids: a new selection starts unconfirmed
+EMPTY = "—"  # what a table shows where a run has no value (a failed run's accuracy)
 COMPARE_METRICS = {"loss": "Training loss", "test_accuracy": "Test accuracy"}
 # Summary fields shown side by side in Compare, in this order (nested ones as "base.a").
 SUMMARY_FIELDS = {
@@ -77,12 +79,15 @@ def runs_table(records: list[RunRecord]) -> pd.DataFrame:
             "created": _when(rec.created), "duration_s": duration, "error": rec.error or "", "id": rec.id,
         })  # fmt: skip
     cols = ["kind", "label", "status", "accuracy_pct", "penalty_pts", "created", "duration_s", "id", "error"]
-    return pd.DataFrame(rows, columns=cols)
+    df = pd.DataFrame(rows, columns=cols)
+    for col in ("accuracy_pct", "penalty_pts", "duration_s"):  # numbers, NaN where a run has none (not None)
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
+    return df
 
 
 TABLE_COLUMNS = {
     "kind": st.column_config.TextColumn("Kind", width="small"),
-    "label": st.column_config.TextColumn("Run (models, cuts)", width="large"),
+    "label": st.column_config.TextColumn("Run (models, cuts)", width="medium"),  # leaves room for the id
     "status": st.column_config.TextColumn("Status", width="small"),
     "accuracy_pct": st.column_config.NumberColumn("Accuracy", format="%.1f%%", help="Test accuracy"),
     "penalty_pts": st.column_config.NumberColumn(
@@ -90,7 +95,7 @@ TABLE_COLUMNS = {
     ),
     "created": st.column_config.DatetimeColumn("Created", format="D MMM YYYY, HH:mm"),
     "duration_s": st.column_config.NumberColumn("Duration", format="%.1f s"),
-    "id": st.column_config.TextColumn("Run id", width="small"),
+    "id": st.column_config.TextColumn("Run id", width=150, help="16 characters; results?run=<id> opens it"),
     "error": st.column_config.TextColumn("Error", width="large"),
 }
 
@@ -194,7 +199,7 @@ if shown.empty:
     st.caption("No run matches these filters.")
 event = st.dataframe(
     shown, column_config=TABLE_COLUMNS, hide_index=True, width="stretch",
-    on_select="rerun", selection_mode="multi-row",
+    on_select="rerun", selection_mode="multi-row", placeholder=EMPTY,
     column_order=[c for c in TABLE_COLUMNS if c != "error" or shown["error"].any()],
 )  # fmt: skip
 picked_rows = [shown["id"][i] for i in event.selection.rows if i < len(shown)]
@@ -252,11 +257,17 @@ else:
 
 if open_id:
     st.divider()
-    top, close = st.columns([6, 1])
+    open_rec = by_id.get(open_id)
+    top, page_col, close = st.columns([4, 2, 1], vertical_alignment="center")
     top.caption(f"Permalink: `results?run={open_id}`")
+    if open_rec is not None:
+        run_views.open_on_page(open_rec, page_col)  # e.g. "Open on the Similarity page" -> similarity?run=ID
     if not selected:  # opened from the URL: closing drops ?run= (a table selection closes by deselecting)
         close.button("Close", key="results-close", on_click=close_run, width="stretch")
-    ui.run_view(open_id, key="results")
+    if open_rec is None:
+        ui.run_view(open_id, key="results")  # says the run is not in the store
+    else:
+        run_views.run_panel(open_rec, key="results")
 elif len(selected) >= 2:
     st.divider()
     st.subheader(f"Compare {len(selected)} runs")
@@ -270,4 +281,4 @@ elif len(selected) >= 2:
     curves = [(f"{run_label(by_id[rid])} · {rid[:6]}", store.series(rid)) for rid in selected]
     st.plotly_chart(plots.compare_curves(curves, metric=metric), key="results-compare")
     side = pd.DataFrame([summary_row(by_id[rid]) for rid in selected]).dropna(axis=1, how="all")
-    st.dataframe(side, hide_index=True, width="stretch")
+    st.dataframe(side, hide_index=True, width="stretch", placeholder=EMPTY)

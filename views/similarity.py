@@ -13,12 +13,11 @@ import ui
 from stitchcore.cuts import coarse_cuts
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
-from stitchcore.experiments.matrix import MatrixSpec, cell_axes, cell_grid, partial_cells
+from stitchcore.experiments.matrix import MatrixSpec
 from stitchcore.experiments.similarity import SimilaritySpec
 from stitchcore.models.sources.zoo import list_zoo_models
-from stitchcore.plots import heatmap as plots_heatmap
-
-CKA_TITLES = {"cka-linear": "Linear CKA", "cka-rbf": "RBF CKA", "procrustes": "Procrustes distance"}
+from views import run_views
+from views.run_views import CKA_TITLES
 CUT_SETS = ("all", "coarse", "choose")  # every block-level cut | a few spread over depth | picked by hand
 COARSE_CUTS = 6  # cuts per model in the coarse set
 
@@ -31,153 +30,18 @@ st.caption(
 )
 
 
-def _cka_panels(cka) -> list[tuple]:
-    """The heat map panels of a finished similarity run (its measure, and the shuffled baseline)."""
-    k = cka.summary
-    name = CKA_TITLES.get(k.get("measure", "cka-linear"), k.get("measure", "similarity"))
-    panels = [(name, k["values"], k["senders"], k["receivers"], False, False)]
-    if k.get("baseline"):
-        panels.append((f"{name}, shuffled inputs (baseline)", k["baseline"], k["senders"], k["receivers"], False,
-                       False))  # fmt: skip
-    return panels
-
-
 def _show_run(run_id: str, cka_id: str | None) -> None:
     """``?run=``: a matrix (with the CKA run of ``&cka=`` beside it), or a similarity run alone."""
     rec = ui.get_store().lookup(run_id)
     if rec is None:
         st.error(f"No matrix run {run_id!r} in the store.")
     elif rec.kind == "matrix":
-        _matrix_panels(run_id, cka_id)
+        run_views.matrix_view(rec, key="sim", cka_id=cka_id)
     elif rec.kind == "similarity":
-        _similarity_panels(run_id)
+        run_views.similarity_view(rec, key="sim")
     else:
         st.info(f"Run `{run_id}` is a {rec.kind} run, not a matrix.")
         st.page_link("views/results.py", label="Open it on Results", query_params={"run": run_id})
-
-
-def _similarity_panels(run_id: str) -> None:
-    """A similarity (CKA / Procrustes) run on its own, filling in once it is done."""
-    runner = ui.get_runner()
-    snap = runner.get(run_id)
-
-    @ui.live_while_running(run_id)
-    def live() -> None:
-        now = runner.get(run_id) or snap
-        st.markdown(f"#### {ui.md_text(now.label)}")
-        if not now.is_final:
-            ui.progress_with_stop(now, f"sim-stop-{run_id}")
-        elif now.state != "done":
-            st.warning(f"The similarity run is {now.state} ({now.error}).")
-        if now.state != "done" or not now.summary:
-            return
-        panels = _cka_panels(now)
-        cols = st.columns(min(len(panels), 2))
-        for i, (title, values, rows, columns, _, _) in enumerate(panels):
-            bounded = "rocrustes" not in title
-            fig = plots_heatmap.heatmap(values, rows, columns, title=title, zmin=0.0 if bounded else None,
-                                        zmax=1.0 if bounded else None, value_label=_value_label(title))
-            cols[i % len(cols)].plotly_chart(fig, key=f"cka-{i}-{run_id}")
-
-    live()
-
-
-def _matrix_panels(run_id: str, cka_id: str | None) -> None:
-    runner = ui.get_runner()
-    snap = runner.get(run_id)
-    if snap is None:
-        st.error(f"No matrix run {run_id!r} in the store.")
-        return
-
-    @ui.live_while_running(run_id, cka_id)  # until the matrix and the CKA beside it have both ended
-    def live() -> None:
-        now = runner.get(run_id) or snap
-        cka_now = runner.get(cka_id) if cka_id else None
-        st.markdown(f"#### {ui.md_text(now.label)}")
-        if not now.is_final:
-            ui.progress_with_stop(now, f"sim-stop-{run_id}", also_cancel=(cka_id,))  # the CKA beside it too
-        elif now.state != "done":
-            st.warning(f"The matrix run is {now.state} ({now.error}); finished cells are kept and a re-launch "
-                       "resumes from them.")
-        spec = spec_from_record(ui.get_store().lookup(run_id))
-        s = now.summary or {}
-        cells = partial_cells(ui.get_store(), run_id)
-        try:  # the full grid from the start, so cells fill in where they belong
-            senders = s.get("senders") or list(spec.senders or [c.name for c in ui.cuts_of(spec.a)])
-            receivers = s.get("receivers") or list(spec.receivers or [c.name for c in ui.cuts_of(spec.b)])
-        except StitchError:
-            senders, receivers = cell_axes(cells)
-        if not senders:
-            st.caption("Waiting for the first cells…")
-            return
-        metric = st.radio("Stitching panel shows", ("accuracy", "penalty"), horizontal=True, key="sim_metric",
-                          help="penalty = B's accuracy − stitched accuracy (Bansal et al.); lower is better")
-        # (title, values [rows x cols], row names, column names, diverging colour scale, opens on the Stitch page)
-        main = s.get("values" if metric == "accuracy" else "penalty") or cell_grid(cells, senders, receivers,
-                                                                                    field=metric)
-        panels = [(f"Stitching {metric}", main, senders, receivers, metric == "penalty", True)]
-        controls = s.get("controls") or {}
-        if controls.get("random_sender"):
-            panels.append(("Control: random sender", controls["random_sender"], senders, receivers, False, False))
-        if s.get("debiased"):
-            panels.append(("Debiased (trained − control)", s["debiased"], senders, receivers, True, False))
-        if cka_now is not None and cka_now.summary:
-            panels += _cka_panels(cka_now)
-        elif cka_now is not None:
-            st.caption(f"CKA: {cka_now.state} {cka_now.message}")
-        if now.state == "done":
-            st.caption("Click a cell of the stitching panel to open that pair on the Stitch page.")
-        cols = st.columns(min(len(panels), 2))
-        for i, (title, values, rows, columns, diverging, opens) in enumerate(panels):
-            bounded = not diverging and "rocrustes" not in title
-            fig = plots_heatmap.heatmap(values, rows, columns, title=title, diverging=diverging, clickable=opens,
-                                zmin=0.0 if bounded else None, zmax=1.0 if bounded else None,
-                                value_label=_value_label(title))
-            key = f"heat-{i}-{metric}-{run_id}"
-            if opens and now.state == "done":
-                event = cols[i % len(cols)].plotly_chart(fig, key=key, on_select="rerun", selection_mode="points")
-                _open_selected_cell(spec, event)
-            else:
-                cols[i % len(cols)].plotly_chart(fig, key=key)
-        if s.get("skipped"):
-            with st.expander(f"{len(s['skipped'])} pair(s) skipped"):
-                for pair, why in s["skipped"].items():
-                    st.markdown(f"- `{pair}`: {why}")
-        if now.state == "done":
-            _open_in_stitch(spec, senders, receivers)
-
-    live()
-
-
-def _value_label(title: str) -> str:
-    """Colour-bar title of a panel (hover uses it too)."""
-    for word, label in (("Debiased", "Δ accuracy"), ("penalty", "penalty"), ("Procrustes", "distance"),
-                        ("CKA", "CKA")):
-        if word in title:
-            return label
-    return "accuracy"
-
-
-def _stitch_params(spec: MatrixSpec, sender: str, receiver: str) -> dict[str, str]:
-    """Stitch-page query parameters for one cell (the page pre-fills its form from them)."""
-    return {"a": spec.a, "b": spec.b, "cut_a": sender, "cut_b": receiver, "init": "lstsq"}
-
-
-def _open_selected_cell(spec: MatrixSpec, event) -> None:
-    """A click on a cell of the stitching panel opens that pair on the Stitch page."""
-    for point in (event.selection.points if event is not None else []):
-        cell = plots_heatmap.cell_of_point(point)
-        if cell is not None:
-            st.switch_page("views/stitch.py", query_params=_stitch_params(spec, *cell))
-
-
-def _open_in_stitch(spec: MatrixSpec, senders: list[str], receivers: list[str]) -> None:
-    """The keyboard way to open one cell as a full stitch (train the adapter, per-class accuracy ...)."""
-    c = st.columns([2, 2, 3])
-    sender = c[0].selectbox("Sender (A)", senders, key="cell_sender")
-    receiver = c[1].selectbox("Receiver (B)", receivers, key="cell_receiver")
-    c[2].page_link("views/stitch.py", label="Open this cell on the Stitch page",
-                   query_params=_stitch_params(spec, sender, receiver), icon=":material/cable:")
 
 
 def _prefill(run_id: str) -> None:

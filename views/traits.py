@@ -11,13 +11,13 @@ import streamlit as st
 import ui
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
-from stitchcore.experiments.sweep import SweepSpec, partial_positions
+from stitchcore.experiments.sweep import SweepSpec
 from stitchcore.experiments.trait_presets import TRAITS, get_preset, list_presets, trait_recipe, zoo_ref
-from stitchcore.measures.traits import METRIC_HELP, parse_metric
+from stitchcore.measures.traits import METRIC_HELP
 from stitchcore.models.sources.zoo import list_zoo_models
-from stitchcore.plots import traits as plots_traits
 from stitchcore.stitching.adapters import AdapterSpec
 from stitchcore.store.results import run_id_for
+from views import run_views
 
 ui.page_setup("Traits")
 st.title("Traits along depth")
@@ -156,50 +156,14 @@ with st.expander("Your own sweep", expanded=not st.query_params.to_dict()):
 
 
 def _sweep_panel(run_id: str, title: str | None = None) -> None:
-    runner = ui.get_runner()
-    snap = runner.get(run_id)
-    if snap is None:
+    rec = ui.get_store().lookup(run_id)
+    if rec is None:
         st.info(f"{title or 'This sweep'} has not been run yet (run `{run_id}`).")
-        return
-
-    @ui.live_while_running(run_id)
-    def live() -> None:
-        now = runner.get(run_id) or snap
-        st.markdown(f"#### {ui.md_text(title or now.label)}")
-        st.caption(f"run `{run_id}` · {now.state}" + (" · from the cache" if now.cached else "")
-                   + f" · [permalink](traits?run={run_id})")  # fmt: skip
-        if not now.is_final:
-            ui.progress_with_stop(now, f"tr-stop-{run_id}")
-        elif now.state != "done":
-            st.warning(f"This sweep is {now.state} ({now.error}); finished positions are shown below.")
-        s = now.summary if now.state == "done" else None
-        data = s or partial_positions(ui.get_store(), run_id)  # the positions finished so far
-        metrics = data.get("metrics")
-        if not metrics:
-            st.caption("Waiting for the first position…")
-            return
-        every = data.get("all_positions") or data["positions"]
-        labels = {k: parse_metric(k).label for k in metrics}
-        st.plotly_chart(plots_traits.trait_curves(data, data["reference"], metrics, labels=labels,
-                                                  all_positions=every), key=f"tr-curves-{run_id}")  # fmt: skip
-        if data.get("simplicity"):
-            st.plotly_chart(plots_traits.simplicity_curves(data, data["reference"], all_positions=every),
-                            key=f"tr-simp-{run_id}")  # fmt: skip
-            st.plotly_chart(plots_traits.simplicity_curves(data, data["reference"], normalized=True,
-                                                           all_positions=every), key=f"tr-simpn-{run_id}")
-        st.plotly_chart(plots_traits.per_class_heatmap(data, data["classes"], all_positions=every),
-                        key=f"tr-heat-{run_id}")  # fmt: skip
-        if s:
-            if s.get("control_note"):
-                st.caption(s["control_note"])
-            if s.get("simplicity_definition"):
-                d = s["simplicity_definition"]
-                st.caption(f"Sharpness: {d['sharpness']} (eps = {d['eps']}, {d['draws']} draws). Gradient norm: "
-                           f"{d['grad_norm']}. gzip: {d['gzip_bits']}. Measured on {d['weights']}.")  # fmt: skip
-            st.caption(f"Evaluated on {s['dataset']} ({s['n_test']} test images); adapter data {s['train_data']} "
-                       f"({s['n_train']} images).")  # fmt: skip
-
-    live()
+    elif rec.kind != "sweep":
+        st.info(f"Run `{run_id}` is a {rec.kind} run, not a sweep.")
+        st.page_link("views/results.py", label="Open it on Results", query_params={"run": run_id})
+    else:
+        run_views.sweep_view(rec, key="tr", title=title)
 
 
 preset_name = st.query_params.get("preset")

@@ -3,6 +3,7 @@ driven by Python Playwright in Debian's headless Chromium."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -105,3 +106,54 @@ def open_app(page, url: str) -> None:
     page.wait_for_function(
         "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=60_000
     )
+
+
+@contextlib.contextmanager
+def serve(store: Path):
+    """A `streamlit run app.py` over ``store`` on a free port; yields its base URL, stops it on exit."""
+    port = _free_port()
+    log_path = store.parent / f"{store.name}-server.log"  # beside the store: the store itself stays as copied
+    with open(log_path, "w") as log:
+        env = {**os.environ, "STITCHLAB_STORE": str(store), "HF_HUB_OFFLINE": "1"}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+             "--server.address", "127.0.0.1", "--server.headless", "true"],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 90
+            while True:
+                try:
+                    with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                        if r.read().strip() == b"ok":
+                            break
+                except OSError:
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"streamlit did not start; log:\n{log_path.read_text()[-3000:]}")
+                time.sleep(0.5)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+@pytest.fixture(scope="session")
+def v1_store(tmp_path_factory) -> Path:
+    """A copy of tests/fixtures/store_v1 (one finished run of every kind but lmstitch)."""
+    from tests.conftest import copy_store
+
+    dst = tmp_path_factory.mktemp("e2e-v1") / "store"
+    copy_store(ROOT / "tests" / "fixtures" / "store_v1", dst)
+    return dst
+
+
+@pytest.fixture(scope="session")
+def v1_url(v1_store):
+    """Base URL of a second StitchLab server over the copy of store_v1; stopped after the session."""
+    with serve(v1_store) as url:
+        yield url

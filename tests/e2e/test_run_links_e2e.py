@@ -1,0 +1,71 @@
+"""Run links in a real browser: every run of tests/fixtures/store_v1 opens in its kind's own view, both on
+Results (``results?run=ID``) and on the page that made it (``similarity?run=ID`` ...), each link opened in
+a fresh browser context, as a shared link would be."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.conftest import open_app
+
+PAGE = {"zoo": "models", "stitch": "stitch", "matrix": "similarity", "similarity": "similarity",
+        "sweep": "traits", "merge": "language", "lmdepth": "language"}  # fmt: skip
+PAGE_TITLE = {"models": "Models", "stitch": "Stitch", "similarity": "Similarity", "traits": "Traits",
+              "language": "Language models"}  # fmt: skip
+RUNS = {  # the fixture's runs (as in tests/test_store_compat.py)
+    "3a5c8fd66da321ff": "zoo", "d927a0202342c09e": "zoo", "0a297261b06a2f0f": "zoo", "0b20756a6d0c1780": "zoo",
+    "6d9f490702433fc1": "stitch", "948efef379ab0882": "matrix", "85d6995881b3ee60": "similarity",
+    "2daff2acaae2878b": "sweep", "7b32b03feebed0fd": "merge", "70492b7db4bce988": "lmdepth",
+}  # fmt: skip
+# What each kind's own view shows: ("metric", label) for a metric card, ("chart", text) for a plotly chart.
+CONTENT = {
+    "zoo": [("metric", "Test accuracy")],
+    "stitch": [("metric", "Stitched accuracy"), ("metric", "Penalty")],
+    "matrix": [("chart", "Stitching accuracy")],
+    "similarity": [("chart", "Linear CKA")],
+    "sweep": [("chart", "Per-class accuracy of the stitched model")],
+    "merge": [("metric", "Loss merged"), ("chart", "Validation loss")],
+    "lmdepth": [("metric", "Loss A"), ("chart", "Loss penalty vs split depth")],
+}
+
+
+@pytest.fixture
+def fresh_page(browser):
+    """A new browser context per link: no session state carried over from another page."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    yield page
+    context.close()
+
+
+def _assert_kind_view(page, run_id: str, kind: str) -> None:
+    assert page.locator('[data-testid="stException"]').count() == 0, page.locator(
+        '[data-testid="stException"]').first.inner_text()  # fmt: skip
+    errors = page.locator('[data-testid="stAlertContentError"]')
+    assert errors.count() == 0, errors.first.inner_text()
+    page.get_by_text(f"· {kind} · done").first.wait_for(timeout=30_000)  # the run's own header
+    for what, text in CONTENT[kind]:
+        if what == "metric":
+            page.locator('[data-testid="stMetric"]', has_text=text).first.wait_for(timeout=30_000)
+        else:
+            page.locator(".js-plotly-plot", has_text=text).first.wait_for(timeout=30_000)
+    assert "waiting for the first steps" not in page.content().lower()
+
+
+@pytest.mark.parametrize("run_id", RUNS)
+def test_results_link_opens_the_kinds_own_view(v1_url, fresh_page, run_id):
+    kind = RUNS[run_id]
+    open_app(fresh_page, f"{v1_url}/results?run={run_id}")
+    _assert_kind_view(fresh_page, run_id, kind)
+    link = fresh_page.get_by_role("link", name=f"Open on the {PAGE_TITLE[PAGE[kind]]} page")
+    assert link.count() == 1
+    assert link.get_attribute("href").endswith(f"{PAGE[kind]}?run={run_id}")
+
+
+@pytest.mark.parametrize("run_id", RUNS)
+def test_owning_page_link_opens_the_same_view(v1_url, fresh_page, run_id):
+    kind = RUNS[run_id]
+    open_app(fresh_page, f"{v1_url}/{PAGE[kind]}?run={run_id}")
+    assert f"/{PAGE[kind]}" in fresh_page.url
+    _assert_kind_view(fresh_page, run_id, kind)

@@ -1,0 +1,308 @@
+"""Each run kind's own view, drawn from its stored record: one implementation per kind.
+
+Not a page (app.py routes the pages explicitly): the page that makes a kind (Similarity for matrix and
+similarity runs, Traits for sweeps, Language models for merge / lmstitch / lmdepth) and Results both call
+these, with their own ``key`` prefix so widgets never collide.  Stitch and zoo runs use ``ui.run_view``.
+Stored results are read only through the experiment modules' readers (``partial_cells``,
+``partial_positions``, ``partial_points``, ``spec_from_record``) and drawn with ``stitchcore.plots``.
+Every view is a fragment that redraws while its run is active (``ui.live_while_running``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import streamlit as st
+
+import ui
+from stitchcore.errors import StitchError
+from stitchcore.experiments import spec_from_record
+from stitchcore.experiments.matrix import MatrixSpec, cell_axes, cell_grid, partial_cells
+from stitchcore.experiments.merge import partial_points
+from stitchcore.experiments.sweep import partial_positions
+from stitchcore.measures.traits import parse_metric
+from stitchcore.plots import heatmap as plots_heatmap
+from stitchcore.plots import lm as plots_lm
+from stitchcore.plots import runs as plots
+from stitchcore.plots import traits as plots_traits
+from stitchcore.store.results import RunRecord
+
+__all__ = ["CKA_TITLES", "matrix_view", "similarity_view", "sweep_view", "lm_view", "VIEWS", "run_panel",
+           "open_on_page"]
+
+CKA_TITLES = {"cka-linear": "Linear CKA", "cka-rbf": "RBF CKA", "procrustes": "Procrustes distance"}
+
+
+# ------------------------------------------------------------------------------------ similarity / matrix
+
+
+def _cka_panels(cka) -> list[tuple]:
+    """The heat map panels of a finished similarity run (its measure, and the shuffled baseline)."""
+    k = cka.summary
+    name = CKA_TITLES.get(k.get("measure", "cka-linear"), k.get("measure", "similarity"))
+    panels = [(name, k["values"], k["senders"], k["receivers"], False, False)]
+    if k.get("baseline"):
+        panels.append((f"{name}, shuffled inputs (baseline)", k["baseline"], k["senders"], k["receivers"], False,
+                       False))  # fmt: skip
+    return panels
+
+
+def _value_label(title: str) -> str:
+    """Colour-bar title of a panel (hover uses it too)."""
+    for word, label in (("Debiased", "Δ accuracy"), ("penalty", "penalty"), ("Procrustes", "distance"),
+                        ("CKA", "CKA")):
+        if word in title:
+            return label
+    return "accuracy"
+
+
+def _heatmap(title: str, values, rows, columns, *, diverging: bool = False, clickable: bool = False):
+    bounded = not diverging and "rocrustes" not in title
+    return plots_heatmap.heatmap(values, rows, columns, title=title, diverging=diverging, clickable=clickable,
+                                 zmin=0.0 if bounded else None, zmax=1.0 if bounded else None,
+                                 value_label=_value_label(title))  # fmt: skip
+
+
+def similarity_view(rec: RunRecord, *, key: str) -> None:
+    """A similarity (CKA / Procrustes) run on its own: its heat map and the shuffled baseline, once done."""
+    runner = ui.get_runner()
+    snap = runner.get(rec.id)
+
+    @ui.live_while_running(rec.id)
+    def live() -> None:
+        now = runner.get(rec.id) or snap
+        ui.run_header(now, key)
+        if now.state != "done" or not now.summary:
+            return
+        panels = _cka_panels(now)
+        cols = st.columns(min(len(panels), 2))
+        for i, (title, values, rows, columns, _, _) in enumerate(panels):
+            cols[i % len(cols)].plotly_chart(_heatmap(title, values, rows, columns), key=f"{key}-cka-{i}-{rec.id}")
+
+    live()
+
+
+def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
+    """A matrix run's heat maps (stitching accuracy or penalty, the controls, the debiased panel; the
+    similarity run ``cka_id`` beside them), filling in cell by cell while it runs; a click on a cell of
+    the stitching panel (or the two pickers below) opens that pair on the Stitch page."""
+    runner = ui.get_runner()
+    snap = runner.get(rec.id)
+    spec = spec_from_record(rec)
+
+    @ui.live_while_running(rec.id, cka_id)  # until the matrix and the CKA beside it have both ended
+    def live() -> None:
+        now = runner.get(rec.id) or snap
+        cka_now = runner.get(cka_id) if cka_id else None
+        ui.run_header(now, key, also_cancel=(cka_id,),  # Stop cancels the CKA beside it too
+                      kept="Finished cells are kept below, and a re-launch resumes from them.")
+        s = now.summary or {}
+        cells = partial_cells(ui.get_store(), rec.id)
+        try:  # the full grid from the start, so cells fill in where they belong
+            senders = s.get("senders") or list(spec.senders or [c.name for c in ui.cuts_of(spec.a)])
+            receivers = s.get("receivers") or list(spec.receivers or [c.name for c in ui.cuts_of(spec.b)])
+        except StitchError:
+            senders, receivers = cell_axes(cells)
+        if not senders:
+            st.caption("Waiting for the first cells…")
+            return
+        metric = st.radio("Stitching panel shows", ("accuracy", "penalty"), horizontal=True, key=f"{key}_metric",
+                          help="penalty = B's accuracy − stitched accuracy (Bansal et al.); lower is better")
+        # (title, values [rows x cols], row names, column names, diverging colour scale, opens on the Stitch page)
+        main = s.get("values" if metric == "accuracy" else "penalty") or cell_grid(cells, senders, receivers,
+                                                                                    field=metric)
+        panels = [(f"Stitching {metric}", main, senders, receivers, metric == "penalty", True)]
+        controls = s.get("controls") or {}
+        if controls.get("random_sender"):
+            panels.append(("Control: random sender", controls["random_sender"], senders, receivers, False, False))
+        if s.get("debiased"):
+            panels.append(("Debiased (trained − control)", s["debiased"], senders, receivers, True, False))
+        if cka_now is not None and cka_now.summary:
+            panels += _cka_panels(cka_now)
+        elif cka_now is not None:
+            st.caption(f"CKA: {cka_now.state} {cka_now.message}")
+        if now.state == "done":
+            st.caption("Click a cell of the stitching panel to open that pair on the Stitch page.")
+        cols = st.columns(min(len(panels), 2))
+        for i, (title, values, rows, columns, diverging, opens) in enumerate(panels):
+            fig = _heatmap(title, values, rows, columns, diverging=diverging, clickable=opens)
+            chart_key = f"{key}-heat-{i}-{metric}-{rec.id}"
+            if opens and now.state == "done":
+                event = cols[i % len(cols)].plotly_chart(fig, key=chart_key, on_select="rerun",
+                                                         selection_mode="points")
+                _open_selected_cell(spec, event)
+            else:
+                cols[i % len(cols)].plotly_chart(fig, key=chart_key)
+        if s.get("skipped"):
+            with st.expander(f"{len(s['skipped'])} pair(s) skipped"):
+                for pair, why in s["skipped"].items():
+                    st.markdown(f"- `{pair}`: {why}")
+        if now.state == "done":
+            _open_in_stitch(spec, senders, receivers, key)
+
+    live()
+
+
+def _stitch_params(spec: MatrixSpec, sender: str, receiver: str) -> dict[str, str]:
+    """Stitch-page query parameters for one cell (the page pre-fills its form from them)."""
+    return {"a": spec.a, "b": spec.b, "cut_a": sender, "cut_b": receiver, "init": "lstsq"}
+
+
+def _open_selected_cell(spec: MatrixSpec, event) -> None:
+    """A click on a cell of the stitching panel opens that pair on the Stitch page."""
+    for point in (event.selection.points if event is not None else []):
+        cell = plots_heatmap.cell_of_point(point)
+        if cell is not None:
+            st.switch_page("views/stitch.py", query_params=_stitch_params(spec, *cell))
+
+
+def _open_in_stitch(spec: MatrixSpec, senders: list[str], receivers: list[str], key: str) -> None:
+    """The keyboard way to open one cell as a full stitch (train the adapter, per-class accuracy ...)."""
+    c = st.columns([2, 2, 3])
+    sender = c[0].selectbox("Sender (A)", senders, key=f"{key}_cell_sender")
+    receiver = c[1].selectbox("Receiver (B)", receivers, key=f"{key}_cell_receiver")
+    c[2].page_link("views/stitch.py", label="Open this cell on the Stitch page",
+                   query_params=_stitch_params(spec, sender, receiver), icon=":material/cable:")
+
+
+# ------------------------------------------------------------------------------------------------ sweep
+
+
+def sweep_view(rec: RunRecord, *, key: str, title: str | None = None) -> None:
+    """A sweep's trait curves, simplicity curves (raw and normalised) and per-class heat map, filling in
+    position by position while it runs."""
+    runner = ui.get_runner()
+    snap = runner.get(rec.id)
+    run_id = rec.id
+
+    @ui.live_while_running(run_id)
+    def live() -> None:
+        now = runner.get(run_id) or snap
+        ui.run_header(now, key, title=title, kept="Finished positions are shown below.",
+                      caption_extra=f" · [permalink](traits?run={run_id})" if title else "")
+        s = now.summary if now.state == "done" else None
+        data = s or partial_positions(ui.get_store(), run_id)  # the positions finished so far
+        metrics = data.get("metrics")
+        if not metrics:
+            st.caption("Waiting for the first position…")
+            return
+        every = data.get("all_positions") or data["positions"]
+        labels = {k: parse_metric(k).label for k in metrics}
+        st.plotly_chart(plots_traits.trait_curves(data, data["reference"], metrics, labels=labels,
+                                                  all_positions=every), key=f"{key}-curves-{run_id}")  # fmt: skip
+        if data.get("simplicity"):
+            st.plotly_chart(plots_traits.simplicity_curves(data, data["reference"], all_positions=every),
+                            key=f"{key}-simp-{run_id}")  # fmt: skip
+            st.plotly_chart(plots_traits.simplicity_curves(data, data["reference"], normalized=True,
+                                                           all_positions=every), key=f"{key}-simpn-{run_id}")
+        st.plotly_chart(plots_traits.per_class_heatmap(data, data["classes"], all_positions=every),
+                        key=f"{key}-heat-{run_id}")  # fmt: skip
+        if s:
+            if s.get("control_note"):
+                st.caption(s["control_note"])
+            if s.get("simplicity_definition"):
+                d = s["simplicity_definition"]
+                st.caption(f"Sharpness: {d['sharpness']} (eps = {d['eps']}, {d['draws']} draws). Gradient norm: "
+                           f"{d['grad_norm']}. gzip: {d['gzip_bits']}. Measured on {d['weights']}.")  # fmt: skip
+            st.caption(f"Evaluated on {s['dataset']} ({s['n_test']} test images); adapter data {s['train_data']} "
+                       f"({s['n_train']} images).")  # fmt: skip
+
+    live()
+
+
+# ------------------------------------------------------------------------------------- language models
+
+
+def lm_view(rec: RunRecord, *, key: str) -> None:
+    """A merge, lmstitch or lmdepth run: loss cards, loss bars or penalty vs depth (filling in while it
+    runs), the adapter's training loss, the (i, j) heat map and the samples."""
+    runner = ui.get_runner()
+    snap = runner.get(rec.id)
+    run_id = rec.id
+
+    @ui.live_while_running(run_id)
+    def live() -> None:
+        now = runner.get(run_id) or snap
+        ui.run_header(now, key)
+        s = now.summary if now.state == "done" else {}
+        if s:
+            _lm_cards(s, now.kind)
+        has_loss = "loss" in now.metrics or not now.is_final  # the adapter's training loss (stitches only)
+        left, right = st.columns(2) if has_loss else (st.container(), None)
+        if now.kind == "lmdepth":
+            points = s.get("points") if s else partial_points(now.metrics)
+            left.plotly_chart(plots_lm.penalty_by_depth(points or []), key=f"{key}-depth-{run_id}")
+        elif s:
+            left.plotly_chart(plots_lm.loss_bars(s), key=f"{key}-bars-{run_id}")
+        if right is not None:
+            curves = {"loss": now.metrics.get("loss", [])}
+            right.plotly_chart(plots.training_curves(curves, title="Adapter training loss (stitches one after "
+                                                     "another)"), key=f"{key}-loss-{run_id}")  # fmt: skip
+        if s.get("heatmap"):
+            st.plotly_chart(plots_lm.penalty_heatmap(s["heatmap"]), key=f"{key}-lmheat-{run_id}")
+        if s.get("samples"):
+            _lm_samples(s)
+
+    live()
+
+
+def _lm_cards(s: dict, kind: str) -> None:
+    base = s["base"]
+    c = st.columns(5)
+    c[0].metric("Loss A", f"{base['a']['loss']:.3f}", help=f"perplexity {base['a']['perplexity']:.2f}")
+    c[1].metric("Loss B", f"{base['b']['loss']:.3f}", help=f"perplexity {base['b']['perplexity']:.2f}")
+    if kind != "lmdepth":
+        joined = "merged" if kind == "merge" else "stitched"
+        c[2].metric(f"Loss {joined}", f"{s['loss']:.3f}", help=f"perplexity {s['perplexity']:.2f}")
+        c[3].metric(f"Loss penalty (base {s['penalty_base'].upper()})", f"{s['loss_penalty']:+.3f}",
+                    help="(L_base − L) / L_base; negative = higher loss than the base model")
+        c[4].metric("Perplexity", f"{s['perplexity']:.2f}")
+        st.code(" → ".join(s["layout"]), language=None)
+    else:
+        c[2].metric("Points", len(s["points"]))
+        c[3].metric("Time", f"{s.get('seconds', 0):.0f} s")
+        for what, why in (s.get("skipped") or {}).items():
+            st.caption(f"{what}: skipped, {why}")
+    st.caption(f"{s['eval_tokens']:,} validation tokens of {s['text']} ({s['vocab']}) · context {s['block_size']} · "
+               "loss in nats per token · " + s["penalty_sign"])
+
+
+def _lm_samples(s: dict) -> None:
+    st.markdown("**Samples**: each model continues the same prompt (seed and temperature 0.8 fixed); prompt:")
+    st.code(s["prompt"], language=None)
+    items = list(s["samples"].items())
+    for row in range(0, len(items), 3):
+        cols = st.columns(3)
+        for col, (name, text) in zip(cols, items[row:row + 3], strict=False):
+            col.caption({"a": "Model A", "b": "Model B"}.get(name, name))
+            col.code(text, language=None, wrap_lines=True)
+
+
+# --------------------------------------------------------------------------------------------- any run
+
+VIEWS: dict[str, Callable[..., None]] = {"matrix": matrix_view, "similarity": similarity_view, "sweep": sweep_view,
+                                         "merge": lm_view, "lmstitch": lm_view, "lmdepth": lm_view}
+
+
+def open_on_page(rec: RunRecord, container: Any = st) -> None:
+    """A link to the page that makes runs of this kind, opened on this run (``similarity?run=ID``)."""
+    page = ui.PAGE_FOR_KIND.get(rec.kind)
+    if page is not None:
+        container.page_link(f"views/{page}.py", label=f"Open on the {ui.PAGE_TITLES[page]} page",
+                            query_params={"run": rec.id}, icon=":material/open_in_new:")
+
+
+def run_panel(rec: RunRecord, *, key: str) -> None:
+    """Any run in its kind's own view (stitch and zoo: ``ui.run_view``), with its downloads once it has ended."""
+    view = VIEWS.get(rec.kind)
+    if view is None:
+        ui.run_view(rec.id, key=key)  # the stitch / zoo card, the training curve, the downloads
+        return
+    try:
+        view(rec, key=key)
+    except StitchError as exc:  # e.g. a record whose spec this version cannot read
+        ui.show_error(exc)
+    snap = ui.get_runner().get(rec.id)
+    if snap is not None and snap.is_final:
+        ui.downloads(snap, key)
