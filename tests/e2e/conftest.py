@@ -41,38 +41,13 @@ def e2e_store(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def app_url(e2e_store):
-    """Base URL of a StitchLab server with its own empty store; stopped after the session."""
-    store = e2e_store
-    port = _free_port()
-    log = open(store / "server.log", "w")
-    env = {**os.environ, "STITCHLAB_STORE": str(store), "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                if r.read().strip() == b"ok":
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError(f"streamlit did not start; log:\n{(store / 'server.log').read_text()[-3000:]}")
-        time.sleep(0.5)
-    # The first session of a fresh server teaches Streamlit the pages (st.navigation runs);
-    # ui.follow_deep_link covers permalinks that arrive before that, tested below.
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+    """Base URL of a StitchLab server with its own empty store; stopped after the session.
+
+    The first session of a fresh server teaches Streamlit the pages (st.navigation runs);
+    ui.follow_deep_link covers permalinks that arrive before that, tested below.
+    """
+    with serve(e2e_store) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
