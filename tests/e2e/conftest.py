@@ -65,6 +65,7 @@ def browser():
 
 @pytest.fixture
 def page(browser):
+    """A page in a new browser context for every test: no session state carried over (a fresh visitor)."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     pg = context.new_page()
     pg.set_default_timeout(60_000)

@@ -29,16 +29,6 @@ CONTENT = {
 }
 
 
-@pytest.fixture
-def fresh_page(browser):
-    """A new browser context per link: no session state carried over from another page."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
-    page.set_default_timeout(60_000)
-    yield page
-    context.close()
-
-
 def _assert_kind_view(page, run_id: str, kind: str) -> None:
     assert page.locator('[data-testid="stException"]').count() == 0, page.locator(
         '[data-testid="stException"]').first.inner_text()  # fmt: skip
@@ -54,18 +44,18 @@ def _assert_kind_view(page, run_id: str, kind: str) -> None:
 
 
 @pytest.mark.parametrize("run_id", RUNS)
-def test_results_link_opens_the_kinds_own_view(v1_url, fresh_page, run_id):
+def test_results_link_opens_the_kinds_own_view(v1_url, page, run_id):
     kind = RUNS[run_id]
-    open_app(fresh_page, f"{v1_url}/results?run={run_id}")
-    _assert_kind_view(fresh_page, run_id, kind)
-    link = fresh_page.get_by_role("link", name=f"Open on the {PAGE_TITLE[PAGE[kind]]} page")
+    open_app(page, f"{v1_url}/results?run={run_id}")
+    _assert_kind_view(page, run_id, kind)
+    link = page.get_by_role("link", name=f"Open on the {PAGE_TITLE[PAGE[kind]]} page")
     assert link.count() == 1
     assert link.get_attribute("href").endswith(f"{PAGE[kind]}?run={run_id}")
 
 
 @pytest.mark.parametrize("run_id", RUNS)
-def test_owning_page_link_opens_the_same_view(v1_url, fresh_page, run_id):
+def test_owning_page_link_opens_the_same_view(v1_url, page, run_id):
     kind = RUNS[run_id]
-    open_app(fresh_page, f"{v1_url}/{PAGE[kind]}?run={run_id}")
-    assert f"/{PAGE[kind]}" in fresh_page.url
-    _assert_kind_view(fresh_page, run_id, kind)
+    open_app(page, f"{v1_url}/{PAGE[kind]}?run={run_id}")
+    assert f"/{PAGE[kind]}" in page.url
+    _assert_kind_view(page, run_id, kind)
