@@ -67,11 +67,6 @@ def _prefill(params: dict[str, str]) -> None:
             st.session_state[f"pick_{role}"] = params[role]
 
 
-def _outer_aliases(cut: Cut) -> list[str]:
-    """The aliases worth a label: not inside the cut itself (``layer2``, not ``layer2.1.relu:1``)."""
-    return [a for a in cut.aliases if not a.startswith(cut.name.split(":")[0] + ".")]
-
-
 def _cut_choice(label: str, names: list[str], key: str, default: str | None, cuts: list[Cut]) -> str:
     """A cut picker over ``names``; a value that is an alias of one (from the URL) selects its canonical
     cut, and "alias = canonical" is shown below while that cut stays selected."""
@@ -86,7 +81,7 @@ def _cut_choice(label: str, names: list[str], key: str, default: str | None, cut
             st.session_state[key] = default if default in names else names[len(names) // 2]
 
     def label_of(name: str) -> str:
-        outer = _outer_aliases(by_name[name]) if name in by_name else []
+        outer = list(by_name[name].outer_aliases) if name in by_name else []
         return f"{name}  (= {', '.join(outer)})" if outer else name
 
     picked = st.selectbox(label, names, key=key, format_func=label_of)

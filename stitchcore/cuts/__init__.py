@@ -80,7 +80,7 @@ from torch import nn
 
 from stitchcore.cuts._fx import FxPlan, Site, TraceFailed
 from stitchcore.cuts._hooks import HookPlan
-from stitchcore.cuts._naming import close_names
+from stitchcore.cuts._naming import close_names, parse_call
 from stitchcore.errors import CutError
 
 __all__ = ["Cut", "coarse_cuts", "list_cuts", "get_cut", "resolve_cut_name", "alias_note", "split",
@@ -102,6 +102,16 @@ class Cut:
     # other module names whose output is this very tensor, outermost first ("layer2" for "layer2.1");
     # naming information only: two Cuts that differ only here are equal
     aliases: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def outer_aliases(self) -> tuple[str, ...]:
+        """The aliases worth a label: not modules inside the cut itself (``layer2``, not ``layer2.1.relu:1``).
+
+        >>> Cut("layer2.1", (8, 4, 4), "map", 0.5, aliases=("layer2", "layer2.1.relu:1")).outer_aliases
+        ('layer2',)
+        """
+        inside = parse_call(self.name)[0] + "."
+        return tuple(a for a in self.aliases if not a.startswith(inside))
 
 
 # Plans are cached per live model (weak keys: a dropped model frees its plans) and per
