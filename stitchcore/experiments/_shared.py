@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any, TypeVar
 
-from stitchcore.data.images import ImageDataset
-from stitchcore.errors import DataError, StitchError
-from stitchcore.models.loaded import LoadedModel
+from stitchcore.errors import StitchError
+from stitchcore.experiments.dataset_check import check_head_classes, resolve_dataset
 
 __all__ = ["check_choice", "check_head_classes", "check_sample_caps", "resolve_dataset", "spec_from_dict"]
 
@@ -35,21 +34,3 @@ def spec_from_dict(cls: type[S], d: dict[str, Any]) -> S:
     if unknown:
         raise StitchError(f"unknown {cls.__name__} field(s) {unknown}; known: {sorted(names)}")
     return cls(**d)
-
-
-def resolve_dataset(spec_dataset: str | None, a: LoadedModel, b: LoadedModel) -> str:
-    """The spec's dataset, else B's training dataset, else A's; DataError if none is known."""
-    name = spec_dataset or b.dataset or a.dataset
-    if name is None:
-        raise DataError(
-            f"neither {a.ref} nor {b.ref} says which data it was trained on; pass --dataset (e.g. digits, cifar10)"
-        )
-    return name
-
-
-def check_head_classes(model: LoadedModel, ds: ImageDataset, role: str) -> None:
-    if model.num_classes is not None and model.num_classes != ds.num_classes:
-        raise DataError(
-            f"model {role} ({model.ref}) has {model.num_classes} outputs but {ds.name} has {ds.num_classes}"
-            " classes; pick the dataset the model was trained on with --dataset"
-        )
