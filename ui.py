@@ -22,6 +22,7 @@ from stitchcore.data import ImageDataset, list_datasets, load_dataset
 from stitchcore.device import describe_device, pick_device
 from stitchcore.errors import StitchError
 from stitchcore.experiments.dataset_check import head_fix, head_mismatch
+from stitchcore.experiments.estimate import Estimate, estimate_seconds, format_duration
 from stitchcore.experiments.jobs import JobRunner, JobSnapshot
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.refs import parse_ref
@@ -39,6 +40,8 @@ __all__ = [
     "pick_dataset",
     "dataset_fit",
     "launch_button",
+    "show_estimate",
+    "rerun_when_jobs_finish",
     "progress_with_stop",
     "viewer_mode",
     "device_label",
@@ -212,6 +215,72 @@ def launch_button(label: str, reason: str | None, *, key: str) -> bool:
     if reason:
         st.caption(f":material/block: {label} is disabled: {reason}.")
     return clicked
+
+
+LONG_RUN_SECONDS = 60.0  # estimates above this are drawn in the warning colour
+
+
+def show_estimate(kind: str, spec: Any) -> Estimate | None:
+    """A caption for right above a Launch button: how long ``kind`` on ``spec`` takes on this machine.
+
+    ":material/timer: About 6 min on this machine", in the warning colour above ~1 min; the basis of the
+    estimate is in the caption's tooltip.  Shows nothing when it cannot be estimated (no spec yet, a model
+    that does not load ...); never raises: an estimator failure is logged and the page goes on.
+    """
+    if spec is None:
+        return None
+    try:
+        est = estimate_seconds(kind, spec, get_store())
+        if est is not None:
+            _draw_estimate(est)
+        return est
+    except Exception:  # an estimate is a courtesy: it must never take a page down
+        log.exception("estimating %s failed", kind)
+        return None
+
+
+def _draw_estimate(est: Estimate) -> None:
+    if est.stored:
+        st.caption(":material/bolt: In the store already: opens at once.")
+        return
+    text = f":material/timer: About {format_duration(est.seconds)} on this machine"
+    if est.high > est.seconds * 1.2:
+        text += f" (up to {format_duration(est.high)})"
+    if est.seconds > LONG_RUN_SECONDS:
+        text = f":orange[{text}]"
+    st.caption(text, help=f"Estimate {est.basis}. It runs in the background: you can leave the page.")
+
+
+def _watch_kind(snap: JobSnapshot) -> str:
+    """``lm_zoo`` for a zoo job that trains a language model, else the job's kind."""
+    spec = getattr(snap, "spec", None)
+    if snap.kind == "zoo" and getattr(spec, "arch", None) == "gpt":
+        return "lm_zoo"
+    return snap.kind
+
+
+def rerun_when_jobs_finish(kinds: tuple[str, ...] = ("zoo", "lm_zoo")) -> None:
+    """Rerun the whole app once when a queued or running job of ``kinds`` finishes, so lists of models
+    (pickers, "No char-GPTs trained yet") show what it made without a reload.
+
+    ``zoo`` is an image model's training, ``lm_zoo`` a char-GPT's.  A fragment that polls every 2 s only
+    while such a job is queued or running; none, no polling.  Call it after the page's Launch buttons
+    (a job submitted later in the same script run is watched from the next run on).  Session state and
+    widget values survive the rerun, and nothing is submitted again (buttons read False on a rerun).
+    """
+    try:
+        runner = get_runner()
+        watched = tuple(s.id for s in runner.list(active_only=True) if _watch_kind(s) in kinds)
+    except Exception as exc:  # a broken runner must not take the page down
+        show_error(exc, "watching jobs")
+        return
+
+    @st.fragment(run_every=2.0 if watched else None)
+    def _watch() -> None:
+        if watched and any((s := runner.get(i)) is None or s.is_final for i in watched):
+            st.rerun(scope="app")
+
+    _watch()
 
 
 def viewer_mode() -> bool:
