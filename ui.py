@@ -43,6 +43,7 @@ __all__ = [
     "show_estimate",
     "rerun_when_jobs_finish",
     "progress_with_stop",
+    "progress_text",
     "viewer_mode",
     "device_label",
     "job_monitor",
@@ -365,7 +366,7 @@ def job_monitor() -> None:
     for snap in active[:8]:
         label = snap.label if len(snap.label) <= 72 else snap.label[:71] + "…"
         st.markdown(f"[{md_text(label)}]({run_link(snap)})")
-        st.progress(snap.progress, text=f"{snap.state} · {snap.progress:.0%}")
+        st.progress(snap.progress, text=progress_text(snap, snap.state))
 
 
 # ---------------------------------------------------------------------------- run view
@@ -414,10 +415,21 @@ def run_view(run_id: str, *, key: str = "run") -> JobSnapshot | None:
     return snap
 
 
+def progress_text(snap: JobSnapshot, what: str | None = None) -> str:
+    """A progress bar's text: ``what`` (default: the job's message) · 42% · about 1 min 10 s left; the time
+    left only once the job's progress rate means something (see JobSnapshot.eta_seconds)."""
+    parts = [what or snap.message or snap.state, f"{snap.progress:.0%}"]
+    eta = snap.eta_seconds()
+    if eta is not None:
+        parts.append(f"about {format_duration(eta)} left")
+    return " · ".join(md_text(p) for p in parts)
+
+
 def progress_with_stop(snap: JobSnapshot, key: str, also_cancel: tuple[str | None, ...] = ()) -> None:
-    """A running job's progress bar and its Stop button (which also cancels the ``also_cancel`` runs)."""
+    """A running job's progress bar (with the time left) and its Stop button (which also cancels the
+    ``also_cancel`` runs)."""
     cols = st.columns([5, 1])
-    cols[0].progress(snap.progress, text=snap.message or snap.state)
+    cols[0].progress(snap.progress, text=progress_text(snap))
     if cols[1].button("Stop", key=key, type="secondary", disabled=viewer_mode()):
         for run_id in (snap.id, *also_cancel):
             if run_id:
@@ -438,10 +450,29 @@ def run_header(snap: JobSnapshot, key: str, *, title: str | None = None, kept: s
                + caption_extra)
     if not snap.is_final:
         progress_with_stop(snap, f"{key}-stop-{snap.id}", also_cancel=also_cancel)
+        if snap.state == "queued":
+            _waiting_for(snap)
     elif snap.state == "failed":
         st.error(f"This run failed: {snap.error}")
     elif snap.state in ("cancelled", "interrupted"):
         st.warning(f"This run was {snap.state} ({snap.error or 'no reason given'}). {kept}".strip())
+
+
+def _waiting_for(snap: JobSnapshot) -> None:
+    """A queued run's view: the jobs it waits for (the models it uses first), each with its progress."""
+    ahead = get_runner().ahead_of(snap.id)
+    if not ahead:
+        return
+    makes = [s for s in ahead if s.id in snap.waits_for]
+    with st.container(border=True):
+        if makes:
+            st.markdown(f"**Waiting for its models to train** ({len(makes)} of the {len(ahead)} job(s) before it)")
+        else:
+            st.markdown(f"**Queued behind {len(ahead)} job(s)**")
+        for other in ahead:
+            role = " · a model this run uses" if other.id in snap.waits_for else ""
+            st.markdown(f"[{md_text(other.label)}]({run_link(other)}){role}")
+            st.progress(other.progress, text=progress_text(other, other.state if other.state == "queued" else None))
 
 
 def _draw_run(snap: JobSnapshot, key: str) -> None:

@@ -7,6 +7,7 @@ worker thread at exact points of a real stitch; no sleeps decide an outcome.
 
 from __future__ import annotations
 
+import queue
 import socket
 import sqlite3
 import subprocess
@@ -28,6 +29,7 @@ TIMEOUT = 60.0  # generous upper bound for any wait; a healthy run takes ~1-3 s
 # -- a controllable experiment ---------------------------------------------------------------------
 
 GATES: dict[str, tuple[threading.Event, threading.Event]] = {}  # name -> (started, release)
+STEPS: dict[str, tuple[queue.Queue, queue.Queue]] = {}  # stepped gates: name -> (fractions to report, acks)
 RAN: list[str] = []  # names in the order the gate experiment ran them
 
 
@@ -36,6 +38,7 @@ class GateSpec:
     name: str  # key into GATES; unique per test so run ids never collide
     block: bool = False  # wait for the test to set the release event
     fail: str = ""  # raise RuntimeError(fail) instead of finishing
+    stepped: bool = False  # report the progress fractions the test puts in STEPS[name] (None ends)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -55,6 +58,9 @@ def _gate(spec: GateSpec, ctx: RunContext) -> dict:
     started.set()
     if spec.fail:
         raise RuntimeError(spec.fail)
+    while spec.stepped and (fraction := _steps(spec.name)[0].get(timeout=TIMEOUT)) is not None:
+        ctx.progress(fraction, f"step to {fraction:.0%}")
+        _steps(spec.name)[1].put(fraction)
     deadline = time.monotonic() + TIMEOUT  # a broken test must not hang the suite
     while spec.block and not release.wait(0.01):
         ctx.check_cancel()  # the way real experiments stop: checked every step
@@ -79,6 +85,19 @@ def gate_kind():
 
 def _gate_started(name: str) -> threading.Event:
     return GATES.setdefault(name, (threading.Event(), threading.Event()))[0]
+
+
+def _steps(name: str) -> tuple[queue.Queue, queue.Queue]:
+    return STEPS.setdefault(name, (queue.Queue(), queue.Queue()))
+
+
+def _step(runner: JobRunner, job_id: str, name: str, fraction: float | None) -> JobSnapshot:
+    """Make the stepped gate ``name`` report ``fraction``; the job's snapshot right after."""
+    todo, acks = _steps(name)
+    todo.put(fraction)
+    if fraction is not None:
+        assert acks.get(timeout=TIMEOUT) == fraction
+    return runner.get(job_id)
 
 
 def _release(name: str) -> None:
@@ -261,6 +280,9 @@ def test_a_stitch_of_models_still_queued_is_checked_when_it_starts(job_store, ma
     good = runner.submit("stitch", StitchSpec(a=refs[0], b=new_ref, cut_a="block1", cut_b="block1", epochs=1))
     bad = runner.submit("stitch", StitchSpec(a=refs[0], b=new_ref, cut_a="nope", cut_b="block1", epochs=1))
     assert (good.state, bad.state) == ("queued", "queued") and store.lookup(bad.id).status == "queued"
+    assert good.waits_for == (model.id,) and runner.get(good.id).waits_for == (model.id,)
+    assert [s.id for s in runner.ahead_of(good.id)] == [blocker.id, model.id]  # what its run view shows
+    assert runner.ahead_of(blocker.id) == []  # running: waits for nothing
     with pytest.raises(StitchError, match="zoo:cnn-digits-s8 is not in the store"):  # nothing queued makes it
         runner.submit("stitch", StitchSpec(a=refs[0], b="zoo:cnn-digits-s8", cut_a="block1", cut_b="block1"))
     _release("hold-the-queue")
@@ -343,3 +365,23 @@ def test_bad_kind_and_device_are_user_errors(make_runner):
     with pytest.raises(StitchError, match="no job queue for device"):
         runner.submit("jobs-test-gate", GateSpec("x"), device="mps")
     assert runner.list() == []
+
+
+def test_eta_appears_once_progress_means_something_and_decreases(make_runner, monkeypatch):
+    from stitchcore.experiments import jobs
+
+    monkeypatch.setattr(jobs, "ETA_MIN_SECONDS", 0.1)
+    runner = make_runner()
+    job = runner.submit("jobs-test-gate", GateSpec("eta", stepped=True))
+    assert job.eta_seconds() is None  # queued
+    first = _step(runner, job.id, "eta", 0.1)
+    assert first.state == "running" and first.rate_from is not None and first.eta_seconds() is None
+    time.sleep(0.3)
+    early = _step(runner, job.id, "eta", 0.3).eta_seconds()
+    time.sleep(0.3)
+    later = _step(runner, job.id, "eta", 0.6).eta_seconds()
+    assert early is not None and later is not None and 0 < later < early
+    assert early == pytest.approx(0.7 * 0.3 / 0.2, rel=0.5)  # (1 - 0.3) left at 0.2 per 0.3 s
+    _step(runner, job.id, "eta", None)
+    done = runner.wait(job.id, timeout=TIMEOUT)
+    assert done.state == "done" and done.eta_seconds() is None

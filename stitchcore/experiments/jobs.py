@@ -49,18 +49,22 @@ import torch
 
 from stitchcore.device import pick_device
 from stitchcore.errors import Cancelled, StitchError
-from stitchcore.experiments._registry import check_spec, get_experiment, run_experiment
+from stitchcore.experiments._registry import check_spec, get_experiment, run_experiment, spec_from_record
 from stitchcore.experiments.zoo import zoo_name
 from stitchcore.models.refs import parse_ref
 from stitchcore.store.results import Store, run_id_for
 
-__all__ = ["FINAL_STATES", "JOB_STATES", "JobRunner", "JobSnapshot"]
+__all__ = ["ETA_MIN_PROGRESS", "ETA_MIN_SECONDS", "FINAL_STATES", "JOB_STATES", "JobRunner", "JobSnapshot"]
 
 log = logging.getLogger(__name__)
 
 JOB_STATES = ("queued", "running", "done", "failed", "cancelled", "interrupted")
 FINAL_STATES = frozenset({"done", "failed", "cancelled", "interrupted"})
 KEEP_FINISHED = 200  # finished jobs kept in memory; older ones are read back from the store by get()
+# A running job's time left is extrapolated from its progress rate once it has moved this far over this long
+# (measured from its first progress report above 0, so model loading does not count as a rate)
+ETA_MIN_PROGRESS = 0.03
+ETA_MIN_SECONDS = 3.0
 
 _live_roots: dict[Path, int] = {}  # store root -> live runners in this process using it
 _live_roots_lock = threading.Lock()
@@ -86,11 +90,31 @@ class JobSnapshot:
     started: float | None  # when it began running
     finished: float | None  # when it reached a final state
     device: str  # queue it ran on ("cpu", "cuda:0"); stored device for reconstructed runs
+    spec: Any = None  # the spec object (read only); None when the stored spec cannot be rebuilt
+    rate_from: tuple[float, float] | None = None  # (time.time(), progress) of the first report above 0
+    waits_for: tuple[str, ...] = ()  # queued here: run ids of the zoo jobs making the models its spec names
 
     @property
     def is_final(self) -> bool:
         """True once the job will not change any more."""
         return self.state in FINAL_STATES
+
+    def eta_seconds(self, now: float | None = None) -> float | None:
+        """Seconds left for a running job, from its progress rate so far; None until that means something
+        (ETA_MIN_PROGRESS moved over ETA_MIN_SECONDS), and for jobs not running.
+
+        >>> snap = JobSnapshot("id", "zoo", "x", "running", 0.5, "", {}, None, None, False, 0.0, 0.0, None,
+        ...                    "cpu", rate_from=(100.0, 0.1))
+        >>> snap.eta_seconds(now=140.0), snap.eta_seconds(now=101.0)
+        (50.0, None)
+        """
+        if self.state != "running" or self.rate_from is None:
+            return None
+        t0, p0 = self.rate_from
+        elapsed, moved = (time.time() if now is None else now) - t0, self.progress - p0
+        if elapsed < ETA_MIN_SECONDS or moved < ETA_MIN_PROGRESS:
+            return None
+        return max(0.0, (1.0 - self.progress) * elapsed / moved)
 
 
 @dataclass
@@ -115,14 +139,20 @@ class _Job:
     started: float | None = None
     finished: float | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
-    checked: bool = True  # False: its spec names a zoo model queued here; checked when it starts
+    waits_for: tuple[str, ...] = ()  # the queued zoo jobs making models its spec names: checked when it starts
+    rate_from: tuple[float, float] | None = None  # (time, progress) of the first progress report above 0
+
+    @property
+    def checked(self) -> bool:
+        """False: its spec names a zoo model a job queued here is making; it is checked when it starts."""
+        return not self.waits_for
 
     def snapshot(self) -> JobSnapshot:
         return JobSnapshot(
             self.id, self.kind, self.label, self.state, self.progress, self.message,
             {name: list(points) for name, points in self.metrics.items()}, self.error,
             dict(self.summary) if self.summary is not None else None, self.cached,
-            self.submitted, self.started, self.finished, self.device,
+            self.submitted, self.started, self.finished, self.device, self.spec, self.rate_from, self.waits_for,
         )
 
 
@@ -247,12 +277,12 @@ class JobRunner:
         run_id = run_id_for(kind, spec_dict)
         queue_name = self._queue_for(device)
         label = _label(kind, spec)
-        checked = True
+        waits: tuple[str, ...] = ()
         with self._lock:
             live = self._jobs.get(run_id)
             busy = live is not None and live.state in ("queued", "running")
         if not busy and (rerun or self.store.lookup_done(run_id) is None):
-            checked = self._check_or_defer(kind, spec)  # outside the locks: it loads models
+            waits = self._check_or_defer(kind, spec)  # outside the locks: it loads models
         with self._submit_lock:
             with self._lock:
                 if self._closed:
@@ -262,7 +292,7 @@ class JobRunner:
                     return live.snapshot()
             hit = None if rerun else self.store.lookup_done(run_id)
             now = time.time()
-            job = _Job(run_id, kind, spec, label, queue_name, rerun, now, 0, checked=checked)
+            job = _Job(run_id, kind, spec, label, queue_name, rerun, now, 0, waits_for=waits)
             if hit is not None:
                 job.state, job.progress, job.message, job.cached = "done", 1.0, "cached", True
                 job.summary, job.metrics = dict(hit.summary), self.store.series(run_id)
@@ -291,11 +321,26 @@ class JobRunner:
         if rec is None:
             return None
         done = rec.status == "done"
+        try:
+            spec = spec_from_record(rec)
+        except StitchError:  # a kind this code does not register, or an old spec it cannot read
+            spec = None
         return JobSnapshot(
             rec.id, rec.kind, rec.label or _label(rec.kind, None), rec.status, 1.0 if done else 0.0,
             rec.status, self.store.series(rec.id), rec.error, dict(rec.summary) if done else None, done,
-            rec.created, rec.started, rec.finished, str(rec.summary.get("device", "")),
+            rec.created, rec.started, rec.finished, str(rec.summary.get("device", "")), spec,
         )
+
+    def ahead_of(self, job_id: str) -> list[JobSnapshot]:
+        """What a queued job waits for, in run order: the jobs its spec's models come from (``waits_for``)
+        and the jobs before it on its queue that are still queued or running; [] for any other job."""
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is None or job.state != "queued":
+                return []
+            before = [j for j in self._jobs.values() if j.seq < job.seq and j.state in ("queued", "running")
+                      and (j.device == job.device or j.id in job.waits_for)]
+            return [j.snapshot() for j in sorted(before, key=lambda j: j.seq)]
 
     def cancel(self, job_id: str) -> bool:
         """Ask a queued or running job to stop; False if it is unknown here or already final.
@@ -388,26 +433,26 @@ class JobRunner:
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _check_or_defer(self, kind: str, spec: Any) -> bool:
-        """Check ``spec`` now (True), or False when it fails only because it names a zoo model
-        that a job queued or running here is about to make (the classroom demo queues its two
-        models, then the stitch of them)."""
+    def _check_or_defer(self, kind: str, spec: Any) -> tuple[str, ...]:
+        """Check ``spec`` now (returns ()), or, when it fails only because it names zoo models that
+        jobs queued or running here are about to make, the run ids of those jobs (the classroom demo
+        queues its two models, then the stitch of them; it is checked when it starts)."""
         try:
             check_spec(kind, spec, self.store)
-            return True
+            return ()
         except StitchError:
             with self._lock:
-                pending = {f"zoo:{zoo_name(j.spec, j.id)}" for j in self._jobs.values()
+                pending = {f"zoo:{zoo_name(j.spec, j.id)}": j.id for j in self._jobs.values()
                            if j.kind == "zoo" and j.state in ("queued", "running")}
             named = set()
             for role in ("a", "b"):
                 ref = getattr(spec, role, None)
                 if isinstance(ref, str) and ref.startswith("zoo:"):
                     named.add(f"zoo:{parse_ref(ref).name}")
-            if named & pending:
-                return False
+            if waits := tuple(pending[n] for n in sorted(named & set(pending))):
+                return waits
         check_spec(kind, spec, self.store)  # once more: a model may have finished between the two looks
-        return True
+        return ()
 
     def _queue_for(self, device: str | None) -> str:
         if device is None or device.strip().lower() == "auto":
@@ -492,6 +537,8 @@ class JobRunner:
         def on_progress(fraction: float, message: str, metrics: dict[str, float]) -> None:
             with self._lock:
                 job.progress = fraction
+                if job.rate_from is None and fraction > 0:
+                    job.rate_from = (time.time(), fraction)
                 if message:
                     job.message = message
             self._notify(job)
