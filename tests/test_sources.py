@@ -131,8 +131,9 @@ def test_torchvision_at_file(tmp_path):
     lm = load_model(f"torchvision:resnet18@file={path}?num_classes=5")
     x = lm.example_input()
     torch.testing.assert_close(lm.model(x), src(x), rtol=0, atol=0)
+    assert load_model(f"torchvision:resnet18@file={path}").num_classes == 5  # read from the file, as timm
     with pytest.raises(CheckpointError, match="num_classes"):
-        load_model(f"torchvision:resnet18@file={path}")
+        load_model(f"torchvision:resnet18@file={path}?num_classes=3")
 
 
 def test_at_file_missing(tmp_path):
@@ -468,8 +469,8 @@ def test_missing_dir_and_extension(tmp_path):
 
 def test_keys_mismatch_lists_keys(tmp_path):
     torch.save(create_arch("cnn", num_classes=5).state_dict(), tmp_path / "m.pt")
-    with pytest.raises(CheckpointError) as err:
-        load_model(f"file:{tmp_path}/m.pt?arch=zoo:cnn")
+    with pytest.raises(CheckpointError) as err:  # a head size given in the ref is taken as given
+        load_model(f"file:{tmp_path}/m.pt?arch=zoo:cnn&num_classes=10")
     msg = str(err.value)
     assert (
         "2 shape mismatches" in msg

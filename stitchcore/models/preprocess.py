@@ -5,16 +5,31 @@ channel count, shape [B, C, H, W].  Each loaded image model carries a
 :class:`Preprocess` that turns such a batch into what the model expects:
 channel repeat/average, resize, normalisation.  It is a frozen dataclass so it
 can be stored in a spec and shown in the UI.
+
+Refs spell a preprocessing as options (``file:m.pt?arch=zoo:cnn&mean=0.3&std=0.38&size=8``);
+:func:`format_values` / :func:`parse_values` and :func:`format_size` / :func:`parse_size` are
+that spelling, and :meth:`Preprocess.with_options` applies it, checked against the channels.
+
+>>> parse_values("mean", format_values((0.485, 0.456, 0.406)))
+(0.485, 0.456, 0.406)
+>>> parse_size("32"), parse_size("24x32"), format_size((32, 32))
+((32, 32), (24, 32), '32')
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
-__all__ = ["Preprocess"]
+from stitchcore.errors import RefError
+
+__all__ = ["Preprocess", "format_size", "format_values", "parse_size", "parse_values"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +75,38 @@ class Preprocess:
         """JSON-ready dict (tuples become lists)."""
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
+    def with_options(
+        self,
+        mean: Sequence[float] | None = None,
+        std: Sequence[float] | None = None,
+        size: tuple[int, int] | None = None,
+    ) -> Preprocess:
+        """A copy with the given mean/std/size; RefError when mean/std do not fit the channels.
+
+        >>> Preprocess(channels=3).with_options(mean=(0.5,), std=(0.2, 0.2, 0.2)).std
+        (0.2, 0.2, 0.2)
+        >>> Preprocess(channels=1).with_options(mean=(0.4, 0.5))
+        Traceback (most recent call last):
+        ...
+        stitchcore.errors.RefError: mean=0.4,0.5 has 2 values but the model takes 1-channel input; \
+give 1 value
+        """
+        out = replace(
+            self,
+            mean=self.mean if mean is None else tuple(float(v) for v in mean),
+            std=self.std if std is None else tuple(float(v) for v in std),
+            size=self.size if size is None else (int(size[0]), int(size[1])),
+        )
+        for key in ("mean", "std"):
+            values = getattr(out, key)
+            if out.channels and len(values) not in (1, out.channels):
+                give = f"{out.channels} values (or 1 for all)" if out.channels > 1 else "1 value"
+                raise RefError(
+                    f"{key}={format_values(values)} has {len(values)} values but the model takes "
+                    f"{out.channels}-channel input; give {give}"
+                )
+        return out
+
     @classmethod
     def from_dict(cls, d: dict) -> "Preprocess":
         """Inverse of :meth:`to_dict`."""
@@ -70,3 +117,52 @@ class Preprocess:
             std=tuple(d.get("std", (1.0,))),
             interpolation=d.get("interpolation", "bilinear"),
         )
+
+
+def format_values(values: Sequence[float]) -> str:
+    """Per-channel values as a ref option: ``0.30527535`` or ``0.485,0.456,0.406``.
+
+    Each is the shortest text of its float32 value (what :class:`Preprocess` computes
+    with), so a model reloaded from the text normalises bit for bit the same.
+    """
+    return ",".join(str(np.float32(v)) for v in values)
+
+
+def parse_values(key: str, text: str) -> tuple[float, ...]:
+    """``"0.5"`` or ``"0.485,0.456,0.406"`` -> floats; RefError naming ``key`` when malformed.
+
+    ``std`` values must be positive.
+
+    >>> parse_values("std", "0.2,0")
+    Traceback (most recent call last):
+    ...
+    stitchcore.errors.RefError: std=0.2,0 must be positive numbers joined by ',', e.g. std=0.229,0.224,0.225
+    """
+    example = "mean=0.485,0.456,0.406" if key == "mean" else "std=0.229,0.224,0.225"
+    rule = "positive numbers" if key == "std" else "numbers"
+    try:
+        values = tuple(float(v) for v in str(text).split(","))
+    except ValueError:
+        values = ()
+    bad = not values or any(not math.isfinite(v) for v in values) or (key == "std" and min(values) <= 0)
+    if bad:
+        raise RefError(f"{key}={text} must be {rule} joined by ',', e.g. {example}")
+    return values
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """``"32"`` (square), ``"24,32"`` or ``"24x32"`` -> (H, W); RefError when malformed."""
+    parts = re.split(r"[,x×]", str(text).strip().lower())
+    try:
+        dims = tuple(int(p) for p in parts)
+    except ValueError:
+        dims = ()
+    if len(dims) not in (1, 2) or min(dims) < 1:
+        raise RefError(f"size={text} must be a side or H,W in pixels, e.g. size=32 or size=24,32")
+    return (dims[0], dims[-1])
+
+
+def format_size(size: Sequence[int]) -> str:
+    """(H, W) as a ref option: ``32`` when square, else ``24,32``."""
+    h, w = int(size[0]), int(size[-1])
+    return str(h) if h == w else f"{h},{w}"

@@ -24,10 +24,12 @@ import difflib
 import json
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from stitchcore.errors import RefError
+from stitchcore.models.preprocess import format_size, format_values, parse_size, parse_values
 
 __all__ = ["SCHEMES", "ModelRef", "parse_ref", "upload_ref"]
 
@@ -219,15 +221,30 @@ def _option_text(key: str, value: Any) -> str:
     )
 
 
-def upload_ref(path: str | os.PathLike, arch: str = "", options: str | dict[str, Any] | None = None) -> str:
+def upload_ref(
+    path: str | os.PathLike,
+    arch: str = "",
+    options: str | dict[str, Any] | None = None,
+    *,
+    dataset: str | None = None,
+    mean: str | Sequence[float] | None = None,
+    std: str | Sequence[float] | None = None,
+    size: str | int | Sequence[int] | None = None,
+) -> str:
     """The ``file:`` ref of a saved upload: ``file:PATH?arch=ARCH&k=v...`` (canonical spelling).
 
     >>> upload_ref("/s/uploads/ab-m.pt", "zoo:cnn", '{"channels": [8, 16], "num_classes": 3}')
     'file:/s/uploads/ab-m.pt?arch=zoo:cnn&channels=8,16&num_classes=3'
+    >>> upload_ref("/u/m.pt", "zoo:cnn", dataset="digits", mean=[0.3052753395], std="0.3758", size=8)
+    'file:/u/m.pt?arch=zoo:cnn&dataset=digits&mean=0.30527535&size=8&std=0.3758'
 
     ``arch`` is ``zoo:cnn``, ``timm:resnet18`` ... or blank for a stitchcore
     safetensors file that records its architecture; ``options`` is a JSON object
-    (text or dict) of architecture options, lists written as ``8,16``.
+    (text or dict) of architecture options, lists written as ``8,16``.  The
+    keywords are the input options of :mod:`stitchcore.models.sources.file`:
+    the training ``dataset`` and the preprocessing (``mean``/``std`` as numbers
+    or ``"0.485,0.456,0.406"``, ``size`` as a side, (H, W) or ``"24,32"``); blank
+    or None leaves one out.  A malformed value is a RefError.
     """
     if isinstance(options, str):
         text = options.strip()
@@ -245,4 +262,25 @@ def upload_ref(path: str | os.PathLike, arch: str = "", options: str | dict[str,
         raise RefError("architecture options need an architecture; fill in e.g. zoo:cnn or timm:resnet18")
     params = [("arch", arch)] if arch else []
     params += [(str(k), _option_text(str(k), v)) for k, v in options.items()]
+    params += _input_options(dataset, mean, std, size)
     return str(ModelRef(scheme="file", name=str(path), params=tuple(params)))
+
+
+def _blank(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def _input_options(dataset: str | None, mean: Any, std: Any, size: Any) -> list[tuple[str, str]]:
+    """The ref spelling of the input options given (checked); blank ones are left out."""
+    out = []
+    if not _blank(dataset):
+        out.append(("dataset", str(dataset).strip()))
+    for key, value in (("mean", mean), ("std", std)):
+        if not _blank(value):
+            text = value.replace(" ", "") if isinstance(value, str) else format_values(value)
+            parse_values(key, text)
+            out.append((key, text))
+    if not _blank(size):
+        text = size if isinstance(size, str) else str(size) if isinstance(size, int) else ",".join(map(str, size))
+        out.append(("size", format_size(parse_size(text))))
+    return out

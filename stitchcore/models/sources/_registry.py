@@ -14,8 +14,9 @@ from stitchcore.registry import Registry
 __all__ = ["ARCH_BUILDERS", "SOURCES", "ArchBuilder", "SourceFn", "register_arch_builder", "register_source"]
 
 SourceFn = Callable[..., LoadedModel]  # (ref: ModelRef, store=None) -> LoadedModel
-# (name, kwargs, ref) -> (random-init model, finisher (model) -> LoadedModel, or None for zoo archs)
-ArchBuilder = Callable[[str, dict[str, Any], str], tuple[nn.Module, Any]]
+# (name, kwargs, ref, state dict) -> (random-init model, its head sized by the state dict when kwargs
+# give no num_classes; finisher (model) -> LoadedModel, or None for zoo archs)
+ArchBuilder = Callable[[str, dict[str, Any], str, dict[str, Any]], tuple[nn.Module, Any]]
 
 SOURCES: Registry[SourceFn] = Registry("model source", RefError, hint="write scheme:name, e.g. zoo:cnn-digits-s0")
 ARCH_BUILDERS: Registry[ArchBuilder] = Registry("architecture family", RefError)

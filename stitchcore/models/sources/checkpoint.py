@@ -14,6 +14,7 @@ import re
 import threading
 import warnings
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -21,7 +22,15 @@ from torch import nn
 
 from stitchcore.errors import CheckpointError
 
-__all__ = ["save_checkpoint", "read_checkpoint", "load_into", "TORCH_EXTS", "ARCH_HINT"]
+__all__ = [
+    "save_checkpoint",
+    "read_checkpoint",
+    "load_into",
+    "classifier_rows",
+    "head_names",
+    "TORCH_EXTS",
+    "ARCH_HINT",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -142,6 +151,29 @@ def read_checkpoint(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], d
     if "arch" in info and ":" not in info["arch"]:
         info["arch"] = f"zoo:{info['arch']}"  # stitchcore headers store the bare zoo name
     return _strip_prefixes(sd), info
+
+
+def classifier_rows(sd: dict[str, torch.Tensor], heads: Iterable[str]) -> int | None:
+    """Output classes recorded in a state dict: the rows of the first ``{head}.weight`` found, else None.
+
+    >>> classifier_rows({"fc.weight": torch.zeros(7, 32), "fc.bias": torch.zeros(7)}, ["head", "fc"])
+    7
+    """
+    for head in heads:
+        weight = sd.get(f"{head}.weight")
+        if weight is not None and weight.dim() >= 1:
+            return int(weight.shape[0])
+    return None
+
+
+def head_names(model: nn.Module) -> tuple[str, ...]:
+    """Name of ``model``'s classifier for :func:`classifier_rows`: its last Linear (or conv), else ().
+
+    >>> head_names(nn.Sequential(nn.Conv2d(1, 4, 3), nn.Flatten(), nn.Linear(4, 3)))
+    ('2',)
+    """
+    last = [name for name, m in model.named_modules() if isinstance(m, (nn.Linear, nn.Conv2d)) and name]
+    return (last[-1],) if last else ()
 
 
 def _first(keys: list[str], n: int = 3) -> str:

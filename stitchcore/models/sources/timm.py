@@ -30,7 +30,7 @@ from stitchcore.models.refs import ModelRef
 from stitchcore.models.loaded import LoadedModel, hub_image_model
 from stitchcore.models.sources._hub import host_reachable, parse_bool
 from stitchcore.models.sources._registry import register_arch_builder, register_source
-from stitchcore.models.sources.checkpoint import load_into, read_checkpoint
+from stitchcore.models.sources.checkpoint import classifier_rows, load_into, read_checkpoint
 
 __all__ = ["load_timm", "build_for_file", "timm_preprocess"]
 
@@ -129,35 +129,34 @@ def _finisher(name: str, ref: str, weights: str, in_chans: int | None) -> Callab
 
 @register_arch_builder("timm")
 def build_for_file(
-    name: str, kwargs: dict[str, Any], ref: str
+    name: str, kwargs: dict[str, Any], ref: str, sd: dict[str, Any] | None = None
 ) -> tuple[nn.Module, Callable[[nn.Module], LoadedModel]]:
-    """Random-init ``name`` for ``file:...?arch=timm:NAME`` (options num_classes, in_chans)."""
+    """Random-init ``name`` for ``file:...?arch=timm:NAME`` (options num_classes, in_chans).
+
+    Without ``num_classes`` the head has as many outputs as the classifier rows in ``sd``.
+    """
     _check_name(name)
     unknown = sorted(set(kwargs) - {"num_classes", "in_chans"})
     if unknown:
         raise RefError(f"unknown option {unknown[0]!r} for arch timm:{name}; use num_classes or in_chans")
     in_chans = _int_option(None, kwargs, "in_chans")
-    model = _create(
-        name, pretrained=False, num_classes=_int_option(None, kwargs, "num_classes"), in_chans=in_chans
-    )
+    num_classes = _int_option(None, kwargs, "num_classes")
+    if num_classes is None and sd:
+        num_classes = classifier_rows(sd, _classifier_names(name))
+    model = _create(name, pretrained=False, num_classes=num_classes, in_chans=in_chans)
     return model, _finisher(name, ref, "file", in_chans)
 
 
-def _classifier_rows(model_name: str, sd: dict) -> int | None:
-    """Output classes recorded in a state dict, via timm's classifier name (None if unknown)."""
+def _classifier_names(model_name: str) -> tuple[str, ...]:
+    """timm's classifier module name(s) for ``model_name`` (from its pretrained config), else ()."""
     from timm.models import get_pretrained_cfg, split_model_name_tag
 
     try:
         cfg = get_pretrained_cfg(split_model_name_tag(model_name)[0])
     except RuntimeError:
-        return None
+        return ()
     head = cfg.classifier if cfg is not None else None
-    heads = (head,) if isinstance(head, str) else tuple(head or ())
-    for h in heads:
-        weight = sd.get(f"{h}.weight")
-        if weight is not None and weight.dim() >= 1:
-            return int(weight.shape[0])
-    return None
+    return (head,) if isinstance(head, str) else tuple(head or ())
 
 
 def _cached_weights(cfg: Any) -> str | None:
@@ -231,7 +230,7 @@ def load_timm(ref: ModelRef, store: Any = None) -> LoadedModel:
     if ref.file is not None:
         sd, _ = read_checkpoint(ref.file)
         if num_classes is None:
-            num_classes = _classifier_rows(ref.name, sd)
+            num_classes = classifier_rows(sd, _classifier_names(ref.name))
         model = _create(ref.name, pretrained=False, num_classes=num_classes, in_chans=in_chans)
         load_into(model, sd, ref.file, f"timm:{ref.name}")
         return _finisher(ref.name, str(ref), ref.file, in_chans)(model)

@@ -29,7 +29,7 @@ from stitchcore.models.refs import ModelRef
 from stitchcore.models.loaded import IMAGENET_MEAN, IMAGENET_STD, LoadedModel, hub_image_model
 from stitchcore.models.sources._hub import host_reachable
 from stitchcore.models.sources._registry import register_arch_builder, register_source
-from stitchcore.models.sources.checkpoint import load_into, read_checkpoint
+from stitchcore.models.sources.checkpoint import classifier_rows, head_names, load_into, read_checkpoint
 
 __all__ = ["load_torchvision", "build_for_file", "torchvision_preprocess"]
 
@@ -108,9 +108,12 @@ def _finisher(
 
 @register_arch_builder("torchvision")
 def build_for_file(
-    name: str, kwargs: dict[str, Any], ref: str
+    name: str, kwargs: dict[str, Any], ref: str, sd: dict[str, Any] | None = None
 ) -> tuple[nn.Module, Callable[[nn.Module], LoadedModel]]:
-    """Random-init ``name`` for ``file:...?arch=torchvision:NAME`` (option num_classes)."""
+    """Random-init ``name`` for ``file:...?arch=torchvision:NAME`` (option num_classes).
+
+    Without ``num_classes`` the head has as many outputs as the classifier rows in ``sd``.
+    """
     import torchvision.models as tvm
 
     _check_name(name)
@@ -119,7 +122,17 @@ def build_for_file(
         raise RefError(f"unknown option {unknown[0]!r} for arch torchvision:{name}; use num_classes")
     num_classes = _int(kwargs.get("num_classes"), "num_classes")
     model = tvm.get_model(name, weights=None, **({"num_classes": num_classes} if num_classes else {}))
+    if num_classes is None and sd:
+        rows = classifier_rows(sd, head_names(model))
+        if rows is not None and rows != _outputs(model):
+            num_classes = rows
+            model = tvm.get_model(name, weights=None, num_classes=rows)
     return model, _finisher(name, ref, None, "file", num_classes)
+
+
+def _outputs(model: nn.Module) -> int | None:
+    """Rows of the classifier of a freshly built model (its head size)."""
+    return classifier_rows(model.state_dict(), head_names(model))
 
 
 def _resolve_weights(ref: ModelRef) -> Any:
@@ -165,9 +178,9 @@ def load_torchvision(ref: ModelRef, store: Any = None) -> LoadedModel:
     extra = {"num_classes": num_classes} if num_classes else {}
     if ref.file is not None:
         sd, _ = read_checkpoint(ref.file)
-        model = tvm.get_model(ref.name, weights=None, **extra)
+        model, _ = build_for_file(ref.name, extra, str(ref), sd)  # head sized by the file without num_classes
         load_into(model, sd, ref.file, f"torchvision:{ref.name}")
-        return _finisher(ref.name, str(ref), None, ref.file, num_classes)(model)
+        return _finisher(ref.name, str(ref), None, ref.file, _outputs(model))(model)
     weights = _resolve_weights(ref)
     if weights is None:
         model = tvm.get_model(ref.name, weights=None, **extra)
