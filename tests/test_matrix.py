@@ -190,6 +190,63 @@ def test_controls_random_sender_is_worse_at_late_cuts(trained_store):
     assert max(max(row) for row in c["random_receiver"]) < 0.3  # a random top is near chance
     assert 0 <= s["base_random"]["b"] < 0.3
 
+    # all three debiased matrices: trained - that control, cell by cell, stored and read back
+    assert set(s["debiased_by_control"]) == set(mx.CONTROLS) == set(c)
+    for control in mx.CONTROLS:
+        for i in range(2):
+            for j in range(2):
+                want = s["values"][i][j] - c[control][i][j]
+                assert s["debiased_by_control"][control][i][j] == pytest.approx(want, abs=1e-5)
+        assert mx.debiased(s, control) == s["debiased_by_control"][control]
+    assert s["debiased"] == s["debiased_by_control"]["random_sender"]
+    tables = mx.control_tables(s, [], s["senders"], s["receivers"])
+    assert [(t.control, t.name) for t in tables] == [
+        ("random_sender", "random sender"), ("random_receiver", "random receiver"), ("random_both", "both random")]
+    assert all(t.values == c[t.control] and t.debiased == s["debiased_by_control"][t.control] for t in tables)
+    # a running matrix: the same tables from its cells
+    live = mx.control_tables(None, _cells(store, run_experiment("matrix", spec, store).record.id), s["senders"],
+                             s["receivers"])  # fmt: skip
+    assert [(t.values, t.debiased) for t in live] == [(t.values, t.debiased) for t in tables]
+
+
+OLD_SUMMARY = {  # a matrix with controls as stored before the three debiased matrices: only the random sender's
+    "senders": ["block2", "fc2"], "receivers": ["block2", "fc2"],
+    "values": [[0.9, 0.8], [None, 0.95]],
+    "controls": {"random_sender": [[0.2, 0.3], [None, 0.1]], "random_receiver": [[0.1, 0.1], [None, 0.12]],
+                 "random_both": [[0.1, 0.09], [None, 0.1]]},
+    "debiased": [[0.7, 0.5], [None, 0.85]], "debiased_control": "random_sender",
+    "skipped": {"fc2->block2": "a vector sender cannot feed a spatial receiver"},
+}  # fmt: skip
+
+
+def test_old_summaries_with_one_debiased_matrix_still_give_every_panel():
+    s = OLD_SUMMARY
+    assert "debiased_by_control" not in s
+    tables = mx.control_tables(s, [], s["senders"], s["receivers"])
+    assert [t.control for t in tables] == list(mx.CONTROLS)
+    assert tables[0].debiased == s["debiased"]  # the stored one, as it was
+    assert tables[1].debiased == [[0.8, 0.7], [None, 0.83]]  # computed: values - random receiver
+    assert tables[2].debiased == mx.difference(s["values"], s["controls"]["random_both"])
+    only = {k: v for k, v in s.items() if k not in ("controls", "debiased_control")}  # just `debiased`
+    (alone,) = mx.control_tables(only, [], s["senders"], s["receivers"])
+    assert alone.control == "random_sender" and alone.values is None and alone.debiased == s["debiased"]
+    assert mx.debiased(only, "random_receiver") is None
+    assert mx.control_tables({"values": [[0.5]], "controls": None, "debiased": None}, [], ["a"], ["b"]) == []
+    with pytest.raises(StitchError, match="unknown matrix control"):
+        mx.debiased(s, "random")
+
+
+def test_skipped_pairs_from_summary_and_cells():
+    cells = [{"variant": "random_sender", "sender": "fc1", "receiver": "block1", "accuracy": None,
+              "skipped_reason": "vector into a map"},
+             {"variant": "trained", "sender": "fc1", "receiver": "fc2", "accuracy": 0.9, "skipped_reason": None}]
+    assert mx.skipped_pairs(OLD_SUMMARY, cells) == {
+        ("fc2", "block2"): "a vector sender cannot feed a spatial receiver", ("fc1", "block1"): "vector into a map"}
+    assert mx.skipped_pairs(None, []) == {}
+    # a live matrix whose spec asks for controls: every control has a (still empty) table from the start
+    tables = mx.control_tables(None, cells[1:], ["fc1"], ["fc2"], controls=True)
+    assert [t.values for t in tables] == [[[None]]] * 3 and [t.debiased for t in tables] == [[[None]]] * 3
+
 
 def test_controls_need_zoo_models(trained_store):
     store, _ = trained_store

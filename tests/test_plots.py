@@ -306,3 +306,136 @@ def test_accuracy_bars_before_training_marker_is_clear_of_the_value_label():
     (stitched,) = [t for t in fig.data if t.name == "stitched"]
     assert marker.mode == "markers" and abs(marker.x[0] - stitched.x[0]) >= stitched.width / 2
     assert "before training 93.0%" in fig.layout.xaxis.ticktext[2]
+
+
+# -- skipped and pending cells, CSV ------------------------------------------------------------
+
+
+def _trace(fig: go.Figure, name: str):
+    (t,) = [t for t in fig.data if t.name == name]
+    return t
+
+
+def test_heatmap_marks_skipped_cells_with_their_reason():
+    rows, cols = ["block1", "fc1"], ["block1", "fc2"]
+    why = {("fc1", "block1"): "a vector sender cannot feed a spatial receiver"}
+    fig = plots_heatmap.heatmap([[0.9, 0.8], [None, 0.7]], rows, cols, title="acc", skipped=why)
+    _check(fig)
+    values, skipped = fig.data
+    assert values.z[1][0] is None
+    assert skipped.z[1][0] == 1.0 and skipped.z[0][0] is None and skipped.z[1][1] is None  # only that cell
+    assert skipped.text[1][0] == why["fc1", "block1"] and skipped.text[0][1] is None
+    assert skipped.texttemplate == plots_heatmap.SKIPPED_MARK == "×"
+    assert "skipped: %{text}" in skipped.hovertemplate and skipped.showscale is False
+    assert {c for _, c in skipped.colorscale} == {plots_heatmap.SKIPPED_COLOR}  # one flat grey
+    # a value given for a skipped cell is not drawn, and a skipped cell cannot be clicked open
+    clicked = plots_heatmap.heatmap([[0.9, 0.8], [0.1, 0.7]], rows, cols, title="acc", skipped=why, clickable=True)
+    assert clicked.data[0].z[1][0] is None
+    cells = _trace(clicked, "cells")
+    assert len(cells.x) == 3 and ["fc1", "block1"] not in [list(c[:2]) for c in cells.customdata]
+
+
+def test_heatmap_pending_cells_look_different_from_skipped_ones():
+    why = {("fc1", "block1"): "vector into a map"}
+    fig = plots_heatmap.heatmap([[None, 0.8], [None, None]], ["block1", "fc1"], ["block1", "fc2"], title="live",
+                                skipped=why, pending="not computed yet")  # fmt: skip
+    skipped, pending = _trace(fig, "skipped"), _trace(fig, "pending")
+    assert [list(r) for r in pending.text] == [["not computed yet", None], [None, "not computed yet"]]
+    assert pending.texttemplate == plots_heatmap.PENDING_MARK != skipped.texttemplate
+    assert {c for _, c in pending.colorscale} == {"rgba(0,0,0,0)"}  # blank (white), not the skipped grey
+    assert pending.textfont.color != skipped.textfont.color
+    assert [t.name for t in plots_heatmap.heatmap([[None]], ["a"], ["b"], title="t").data] == ["values"]
+
+
+def test_heatmap_csv_header_and_values():
+    import csv
+    import io
+
+    text = plots_heatmap.heatmap_csv([[0.123456789, None], [1.0, -0.25]], ["block1", "fc1"], ["block2", "fc2"])
+    table = list(csv.reader(io.StringIO(text)))
+    assert table[0] == ["sender (A) \\ receiver (B)", "block2", "fc2"]
+    assert table[1] == ["block1", "0.123456789", ""] and table[2] == ["fc1", "1.0", "-0.25"]
+    assert len(table) == 3
+    assert float(table[1][1]) == 0.123456789  # exact
+    assert plots_heatmap.heatmap_csv([[math.nan]], ["a"], ["b"]).splitlines()[1] == "a,"
+    with pytest.raises(ValueError, match="2 rows x 1 columns"):
+        plots_heatmap.heatmap_csv([[1.0]], ["a", "b"], ["c"])
+
+
+# -- which way is worse: one convention --------------------------------------------------------
+
+
+def _scale_ends(trace) -> tuple[str, str]:
+    """The colours at the low and the high end of a trace's colour scale."""
+    scale = list(trace.colorscale)
+    return scale[0][1].upper(), scale[-1][1].upper()
+
+
+def test_penalty_colorscale_words_and_label():
+    from stitchcore.plots import penalty_colorscale, penalty_label, penalty_words
+    from stitchcore.plots.penalty import BETTER_COLOR, NEUTRAL_COLOR, WORSE_COLOR, worse_end
+
+    assert penalty_words(True) == "higher = worse" and penalty_words(False) == "lower = worse"
+    up, down = penalty_colorscale(True), penalty_colorscale(False)
+    assert (up[0][1], up[-1][1]) == (BETTER_COLOR, WORSE_COLOR)  # higher is worse: the high end is red
+    assert (down[0][1], down[-1][1]) == (WORSE_COLOR, BETTER_COLOR)
+    assert up[len(up) // 2] == [0.5, NEUTRAL_COLOR] and [p for p, _ in up] == sorted(p for p, _ in up)
+    assert worse_end(up) == worse_end(down) == WORSE_COLOR
+    assert (WORSE_COLOR, BETTER_COLOR) == ("#B2182B", "#2166AC")  # ColorBrewer RdBu's red and blue ends
+    with pytest.raises(ValueError):
+        worse_end([[0, "#000"], [1, "#fff"]])
+    assert penalty_label("penalty", "B − stitched", higher_is_worse=True) == "penalty (B − stitched, higher = worse)"
+
+
+def test_every_penalty_heatmap_is_red_where_worse():
+    from stitchcore.plots import lm as plots_lm
+    from stitchcore.plots.penalty import WORSE_COLOR
+
+    image = plots_heatmap.heatmap([[0.3, -0.1]], ["a"], ["b", "c"], title="penalty", diverging=True,
+                                  higher_is_worse=True, value_label="penalty")  # fmt: skip
+    assert _scale_ends(image.data[0])[1] == WORSE_COLOR  # high penalty (B − stitched) = red
+    assert "higher = " in image.data[0].colorbar.title.text and "worse" in image.data[0].colorbar.title.text
+    assert "(higher = worse)" in image.data[0].hovertemplate
+    debiased = plots_heatmap.heatmap([[0.3, -0.1]], ["a"], ["b", "c"], title="debiased", diverging=True,
+                                     higher_is_worse=False)  # fmt: skip
+    assert _scale_ends(debiased.data[0])[0] == WORSE_COLOR  # below 0: the trained model does worse than the control
+    lm = plots_lm.penalty_heatmap({"rows": ["drop", "h.0"], "cols": ["drop", "h.0"], "values": [[-0.1, 0], [0, None]]})
+    assert _scale_ends(lm.data[0])[0] == WORSE_COLOR  # loss penalty: negative = worse
+    assert "lower = " in lm.data[0].colorbar.title.text
+    neutral = plots_heatmap.heatmap([[0.3]], ["a"], ["c"], title="t", diverging=True).data[0]
+    assert WORSE_COLOR not in _scale_ends(neutral)  # a difference with no better / worse is not red-blue
+
+
+def _worse_words(fig: go.Figure) -> dict[str, tuple[float, str]]:
+    """'worse' / 'better' annotation -> (paper y, colour)."""
+    out = {}
+    for a in fig.layout.annotations:
+        for word in ("worse", "better"):
+            if a.text and a.text.endswith(word):
+                out[word] = (a.y, a.font.color)
+    return out
+
+
+def test_penalty_line_plots_say_and_colour_which_way_is_worse():
+    from stitchcore.plots import lm as plots_lm
+    from stitchcore.plots import traits as plots_traits
+    from stitchcore.plots.penalty import BETTER_COLOR, WORSE_COLOR
+
+    image = plots.penalty_vs_depth([{"label": "s", "depth": 0.2, "penalty": 0.1}])
+    assert image.layout.yaxis.title.text == "penalty (B − stitched, higher = worse)"
+    assert _worse_words(image) == {"worse": (1.0, WORSE_COLOR), "better": (0.0, BETTER_COLOR)}
+    lm = plots_lm.penalty_by_depth([{"label": "merge, head A", "split": 0, "loss_penalty": -0.2, "cut": "drop"}])
+    assert "lower = worse" in lm.layout.yaxis.title.text and "L_base" in lm.layout.yaxis.title.text
+    assert _worse_words(lm) == {"worse": (0.0, WORSE_COLOR), "better": (1.0, BETTER_COLOR)}
+    curves = {"positions": ["block1", "fc1"], "stitched": {"accuracy": [0.6, 0.9]},
+              "control": {"accuracy": {"min": [0.1, 0.1], "max": [0.2, 0.3], "mean": [0.15, 0.2]}}}  # fmt: skip
+    sweep = plots_traits.penalty_curve(curves, {"b": {"metrics": {"accuracy": 0.95}}})
+    _check(sweep)
+    line = _trace(sweep, "stitched")
+    assert list(line.y) == [pytest.approx(0.35), pytest.approx(0.05)]  # B − stitched
+    band = _trace(sweep, "random-init control")
+    assert max(band.y) == pytest.approx(0.85) and min(band.y) == pytest.approx(0.65)
+    assert sweep.layout.yaxis.title.text == "penalty (B − stitched, higher = worse)"
+    assert _worse_words(sweep) == {"worse": (1.0, WORSE_COLOR), "better": (0.0, BETTER_COLOR)}
+    missing = plots_traits.penalty_curve({"positions": ["fc1"], "stitched": {"class_acc:3": [0.5]}}, {})
+    assert any("accuracy metric" in n for n in _notes(missing))

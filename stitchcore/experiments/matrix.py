@@ -21,8 +21,12 @@ matrix keeps its cells and a re-run of the same spec does not recompute them.
 
 Controls (``controls=True``, zoo models only): the same matrix with a random-init
 sender (A?init=random&seed=SEED), a random-init receiver (B?init=random), and
-both random.  ``debiased`` = values - random_sender values: what the trained
-bottom contributes beyond the adapter + trained top alone.
+both random.  Debiased = values - control values, one matrix per control
+(``debiased_by_control``): with the random sender, what the trained bottom
+contributes beyond the adapter + trained top alone.  ``debiased`` keeps the
+random sender's (the only one stored before); :func:`debiased` and
+:func:`control_tables` read both old and new summaries, :func:`skipped_pairs`
+the skipped cells with their reasons.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,14 +67,17 @@ from stitchcore.stitching.train import OPTIMIZERS
 from stitchcore.store.results import Store
 
 __all__ = [
-    "CELLS_ARTIFACT", "MODES", "VARIANTS", "MatrixSpec", "cell_axes", "cell_grid", "partial_cells", "partial_path",
-    "run_matrix",
+    "CELLS_ARTIFACT", "CONTROLS", "CONTROL_NAMES", "MODES", "VARIANTS", "ControlTable", "MatrixSpec", "cell_axes",
+    "cell_grid", "control_tables", "debiased", "difference", "partial_cells", "partial_path", "run_matrix",
+    "skipped_pairs",
 ]  # fmt: skip
 
 log = logging.getLogger(__name__)
 
 MODES = ("closed-form", "trained")
 VARIANTS = ("trained", "random_sender", "random_receiver", "random_both")  # matrix first, then the controls
+CONTROLS = VARIANTS[1:]
+CONTROL_NAMES = {"random_sender": "random sender", "random_receiver": "random receiver", "random_both": "both random"}
 CELLS_ARTIFACT = "cells.json"
 EVAL_BATCH = 256
 JOINT_ELEMENTS = 2**24  # trained mode: at most this many stacked suffix-input values (adapters x batch x receiver size)
@@ -227,6 +234,100 @@ def cell_axes(cells: list[dict], variant: str = "trained") -> tuple[list[str], l
     """The sender and receiver names ``variant``'s cells mention, in the order they first appear."""
     mine = [c for c in cells if c.get("variant", "trained") == variant]
     return list(dict.fromkeys(c["sender"] for c in mine)), list(dict.fromkeys(c["receiver"] for c in mine))
+
+
+Grid = list[list[float | None]]  # [senders][receivers]; None where a cell is skipped or not done
+
+
+def difference(values: Sequence[Sequence[float | None]], control: Sequence[Sequence[float | None]]) -> Grid:
+    """``values - control`` cell by cell (rounded to 6 places); None where either is None.
+
+    >>> difference([[0.9, None], [0.5, 0.4]], [[0.2, 0.1], [None, 0.5]])
+    [[0.7, None], [None, -0.1]]
+    """
+    return [[None if t is None or c is None else round(t - c, 6) for t, c in zip(row_t, row_c, strict=True)]
+            for row_t, row_c in zip(values, control, strict=True)]  # fmt: skip
+
+
+def debiased(summary: Mapping[str, Any], control: str = "random_sender") -> Grid | None:
+    """Debiased matrix of a finished matrix summary against one control: trained - ``control``, cell by cell.
+
+    Reads ``debiased_by_control`` (runs since all three controls are debiased), else the stored
+    ``debiased`` (older runs kept only the random sender's), else computes it from ``values`` and
+    ``controls``; None when the run has no such control.
+
+    >>> s = {"values": [[0.9]], "controls": {"random_receiver": [[0.1]]}, "debiased": [[0.5]]}
+    >>> debiased(s, "random_receiver"), debiased(s, "random_sender"), debiased(s, "random_both")
+    ([[0.8]], [[0.5]], None)
+    """
+    if control not in CONTROLS:
+        raise StitchError(f"unknown matrix control {control!r}; use one of: {', '.join(CONTROLS)}")
+    stored = (summary.get("debiased_by_control") or {}).get(control)
+    if stored is not None:
+        return stored
+    if summary.get("debiased") is not None and (summary.get("debiased_control") or "random_sender") == control:
+        return summary["debiased"]
+    values, grid = summary.get("values"), (summary.get("controls") or {}).get(control)
+    return difference(values, grid) if values is not None and grid is not None else None
+
+
+@dataclass(frozen=True)
+class ControlTable:
+    """One control of a matrix, ready to draw: its accuracies and the debiased matrix against it."""
+
+    control: str  # one of CONTROLS
+    name: str  # in words: "random sender" | "random receiver" | "both random"
+    values: Grid | None  # the control's stitched accuracy [senders][receivers]; None if the summary lacks it
+    debiased: Grid | None  # trained accuracy - the control's, cell by cell (higher = the trained model adds more)
+
+
+def control_tables(
+    summary: Mapping[str, Any] | None, cells: list[dict], senders: Sequence[str], receivers: Sequence[str], *,
+    controls: bool = False,
+) -> list[ControlTable]:  # fmt: skip
+    """The controls of a matrix run, in :data:`CONTROLS` order: from its summary once done (old summaries
+    with only the random sender's ``debiased`` included), else from its finished ``cells`` (a running run).
+
+    ``controls=True`` (the spec asks for them) gives every control a table before its first cell.
+
+    >>> cells = [{"variant": v, "sender": "fc1", "receiver": "fc2", "accuracy": a}
+    ...          for v, a in (("trained", 0.9), ("random_sender", 0.3))]
+    >>> [(t.name, t.values, t.debiased) for t in control_tables(None, cells, ["fc1"], ["fc2"])]
+    [('random sender', [[0.3]], [[0.6]])]
+    """
+    s = summary or {}
+    tables = []
+    if s.get("controls") or s.get("debiased") is not None:
+        for control in CONTROLS:
+            values = (s.get("controls") or {}).get(control)
+            diff = debiased(s, control)
+            if values is not None or diff is not None:
+                tables.append(ControlTable(control, CONTROL_NAMES[control], values, diff))
+        return tables
+    trained = cell_grid(cells, list(senders), list(receivers))
+    seen = {c.get("variant") for c in cells}
+    for control in CONTROLS:
+        if controls or control in seen:
+            values = cell_grid(cells, list(senders), list(receivers), variant=control)
+            tables.append(ControlTable(control, CONTROL_NAMES[control], values, difference(trained, values)))
+    return tables
+
+
+def skipped_pairs(summary: Mapping[str, Any] | None, cells: list[dict]) -> dict[tuple[str, str], str]:
+    """``(sender, receiver) -> reason`` of every pair no adapter can join: the summary's ``skipped``
+    (``"sender->receiver"`` keys) and any cell with a ``skipped_reason`` (a running run's).
+
+    >>> skipped_pairs({"skipped": {"fc1->block1": "vector into a map"}}, [])
+    {('fc1', 'block1'): 'vector into a map'}
+    """
+    out: dict[tuple[str, str], str] = {}
+    for pair, reason in ((summary or {}).get("skipped") or {}).items():
+        sender, _, receiver = str(pair).partition("->")
+        out[sender, receiver] = str(reason)
+    for c in cells:
+        if c.get("skipped_reason"):
+            out.setdefault((c["sender"], c["receiver"]), str(c["skipped_reason"]))
+    return out
 
 
 # ---------------------------------------------------------------------------- the experiment
@@ -470,13 +571,10 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
     ctx.progress(1.0, f"{n_cells} cells done")
 
     values = _table(cells, ws, "trained", "accuracy")
-    controls = debiased = None
+    controls = by_control = None
     if spec.controls:
         controls = {v: _table(cells, ws, v, "accuracy") for v, _, _ in variants[1:]}
-        debiased = [
-            [None if t is None or c is None else round(t - c, 6) for t, c in zip(row_t, row_c, strict=True)]
-            for row_t, row_c in zip(values, controls["random_sender"], strict=True)
-        ]
+        by_control = {v: difference(values, grid) for v, grid in controls.items()}
     skipped = [c for c in cells if c["variant"] == "trained" and c["skipped_reason"] is not None]
     summary = {
         "senders": [s.name for s in ws.senders],
@@ -489,7 +587,8 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
         "base": {"a": ws.bases["a"], "b": ws.bases["b"]},
         "base_random": {"a": ws.bases["a_rand"], "b": ws.bases["b_rand"]} if spec.controls else None,
         "controls": controls,
-        "debiased": debiased,  # values - controls["random_sender"]
+        "debiased": by_control["random_sender"] if by_control else None,  # as stored before the other two
+        "debiased_by_control": by_control,  # control -> values - controls[control]
         "debiased_control": "random_sender" if spec.controls else None,
         "mode": spec.mode,
         "dataset": dataset,

@@ -1,5 +1,15 @@
 """Plotly figure builders: plain data as the store holds it in, a Figure out.
 
-``runs`` (curves, bars, cut diagram, penalty over depth), ``heatmap`` (layer-pair grids),
-``traits`` (sweep positions), ``lm`` (language-model penalties); ``_style`` is the shared look.
+``runs`` (curves, bars, cut diagram, penalty over depth), ``heatmap`` (layer-pair grids and their
+CSV), ``traits`` (sweep positions), ``lm`` (language-model penalties), ``penalty`` (which way is
+worse: one colour scale and one wording for every penalty figure and page); ``_style`` is the
+shared look.
+
+>>> from stitchcore.plots import penalty_words
+>>> penalty_words(higher_is_worse=True)
+'higher = worse'
 """
+
+from stitchcore.plots.penalty import penalty_colorscale, penalty_label, penalty_words
+
+__all__ = ["penalty_colorscale", "penalty_label", "penalty_words"]

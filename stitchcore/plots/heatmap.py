@@ -12,10 +12,24 @@ marker's ``customdata`` is ``[row name, column name, value]``.
 (0.5, -0.5)
 >>> cell_of_point({"customdata": ["block1", "block2", None]})
 ('block1', 'block2')
+
+Skipped cells (no adapter joins the pair) are grey with an "×" and say why on hover; cells with
+no value yet (a running matrix) stay white with a light "…" and ``pending`` as their hover text.  Diverging
+penalty scales follow :mod:`stitchcore.plots.penalty` (worse = red, better = blue, the direction
+in words on the colour bar).  :func:`heatmap_csv` gives a panel's numbers as CSV text.
+
+>>> fig = heatmap([[0.9, None]], ["fc1"], ["block1", "fc2"], title="a", skipped={("fc1", "fc2"): "vector"})
+>>> [t.name for t in fig.data], list(fig.data[1].text[0])
+(['values', 'skipped'], [None, 'vector'])
+>>> print(heatmap_csv([[0.9, None]], ["fc1"], ["block1", "fc2"]), end="")
+sender (A) \\ receiver (B),block1,fc2
+fc1,0.9,
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -23,11 +37,19 @@ from typing import Any
 import plotly.graph_objects as go
 
 from stitchcore.plots._style import add_note, clean, house_style
+from stitchcore.plots.penalty import WORSE_COLOR, penalty_colorscale, penalty_words
 
-__all__ = ["CELL_TEXT_LIMIT", "TICK_LIMIT", "cell_of_point", "heatmap"]
+__all__ = [
+    "CELL_TEXT_LIMIT", "NEUTRAL_DIVERGING", "PENDING_MARK", "SKIPPED_COLOR", "SKIPPED_MARK", "TICK_LIMIT",
+    "cell_of_point", "heatmap", "heatmap_csv",
+]  # fmt: skip
 
 CELL_TEXT_LIMIT = 15  # values printed in the cells up to this many rows and columns
 TICK_LIMIT = 30  # at most this many tick labels per axis (every cell keeps its hover)
+SKIPPED_COLOR = "#BDBDBD"  # a skipped cell: mid grey, darker than any blank (not yet computed) cell
+SKIPPED_MARK = "×"
+PENDING_MARK = "…"  # a cell not computed yet (running matrix): blank, a light "…", never grey
+NEUTRAL_DIVERGING = "PuOr"  # a diverging scale with no better / worse meaning (purple-orange: not red-blue)
 
 
 def heatmap(
@@ -39,51 +61,76 @@ def heatmap(
     row_label: str = "sender (A)",
     col_label: str = "receiver (B)",
     diverging: bool = False,
+    higher_is_worse: bool | None = None,
     zmin: float | None = None,
     zmax: float | None = None,
     text_format: str = ".2f",
     value_label: str = "value",
     clickable: bool = False,
+    skipped: Mapping[tuple[str, str], str] | None = None,
+    pending: str | None = None,
 ) -> go.Figure:
     """A matrix ``values[i][j]`` for row ``rows[i]`` (top to bottom) and column ``cols[j]`` (left to right).
 
-    ``None`` / NaN cells stay blank.  ``diverging`` uses a red-blue scale centred at 0 with
-    symmetric limits (e.g. debiased accuracy = trained − control).  Cells print their value
-    (``text_format``) up to ``CELL_TEXT_LIMIT`` rows and columns.  ``clickable`` adds the
-    selectable cell markers (see the module docstring and :func:`cell_of_point`).
-    Raises ``ValueError`` when the matrix does not match ``rows`` x ``cols``.
+    ``None`` / NaN cells stay blank; with ``pending`` (e.g. "not computed yet") they say so on hover.
+    ``skipped`` maps ``(row, column)`` to the reason the cell has no value: grey, marked "×", the
+    reason on hover.  ``diverging`` centres the scale at 0 with symmetric limits; with
+    ``higher_is_worse`` set it is the penalty scale (worse = red, better = blue, the direction in
+    words on the colour bar and in the hover), else a neutral purple-orange one.  Cells print
+    their value (``text_format``) up to ``CELL_TEXT_LIMIT`` rows and columns.  ``clickable`` adds
+    the selectable cell markers (not on skipped cells; see the module docstring and
+    :func:`cell_of_point`).  Raises ``ValueError`` when the matrix does not match ``rows`` x ``cols``.
     """
     if len(values) != len(rows) or any(len(r) != len(cols) for r in values):
         got = f"{len(values)}x{'/'.join(sorted({str(len(r)) for r in values})) or 0}"
         raise ValueError(f"heatmap: values are {got}, expected {len(rows)} rows x {len(cols)} columns")
-    z = [clean(r) for r in values]
+    rows_s, cols_s = [str(r) for r in rows], [str(c) for c in cols]
+    why = {(str(r), str(c)): str(reason) for (r, c), reason in (skipped or {}).items()}
+    z = [[None if (r, c) in why else v for v, c in zip(clean(row), cols_s)] for row, r in zip(values, rows_s)]
     finite = [v for r in z for v in r if v is not None]
+    scale_title = value_label
+    value_hover = value_label
     if diverging:
         m = max(abs(v) for v in (zmin, zmax) if v is not None) if (zmin, zmax) != (None, None) else None
         if m is None:
             m = max((abs(v) for v in finite), default=1.0) or 1.0
-        zmin, zmax, scale = -m, m, "RdBu"
+        zmin, zmax = -m, m
+        scale = NEUTRAL_DIVERGING if higher_is_worse is None else penalty_colorscale(higher_is_worse)
+        if higher_is_worse is not None:
+            words = penalty_words(higher_is_worse)
+            colored = words.replace("worse", f"<span style='color:{WORSE_COLOR}'>worse</span>")
+            scale_title = f"{value_label}<br><span style='font-size:11px'>{colored}</span>"
+            value_hover = f"{value_label} ({words})"
     else:
         scale = "Viridis"
-    rows_s, cols_s = [str(r) for r in rows], [str(c) for c in cols]
     # Integer positions + tick labels: names like "0" or repeated names never confuse the axis type.
     custom = [[[r, c] for c in cols_s] for r in rows_s]
     small = len(rows) <= CELL_TEXT_LIMIT and len(cols) <= CELL_TEXT_LIMIT
-    hover = f"{row_label}: %{{customdata[0]}}<br>{col_label}: %{{customdata[1]}}<br>{value_label}: "
+    where = f"{row_label}: %{{customdata[0]}}<br>{col_label}: %{{customdata[1]}}<br>"
+    hover = f"{where}{value_hover}: "
     fig = go.Figure(
         go.Heatmap(
-            z=z, x=list(range(len(cols))), y=list(range(len(rows))), customdata=custom,
+            z=z, x=list(range(len(cols))), y=list(range(len(rows))), customdata=custom, name="values",
             colorscale=scale, zmin=zmin, zmax=zmax, zmid=0 if diverging else None, hoverongaps=False,
             texttemplate=f"%{{z:{text_format}}}" if small else None, textfont={"size": 11},
-            colorbar={"title": {"text": value_label}, "thickness": 14},
+            colorbar={"title": {"text": scale_title}, "thickness": 14},
             hovertemplate=hover + "%{z:.6g}<extra></extra>",
             hoverinfo="skip" if clickable else None,
         )
     )  # fmt: skip
+    if why:
+        _add_overlay(fig, rows_s, cols_s, lambda r, c: why.get((r, c)), "skipped", SKIPPED_COLOR, SKIPPED_MARK,
+                     where + "skipped: %{text}<extra></extra>")  # fmt: skip
+    if pending:
+        def waiting(r: str, c: str) -> str | None:
+            return pending if z[rows_s.index(r)][cols_s.index(c)] is None and (r, c) not in why else None
+
+        _add_overlay(fig, rows_s, cols_s, waiting, "pending", "rgba(0,0,0,0)", PENDING_MARK,
+                     where + "%{text}<extra></extra>", mark_color="#9E9E9E")  # fmt: skip
     if clickable:
-        _add_cell_markers(fig, z, rows_s, cols_s, hover)
+        _add_cell_markers(fig, z, rows_s, cols_s, hover, set(why))
     if not finite:
-        add_note(fig, "no values yet")
+        add_note(fig, "no values yet" if not why else "no values (every pair skipped)")
 
     def ticks(names: list[str]) -> dict[str, Any]:
         step = max(1, math.ceil(len(names) / TICK_LIMIT))
@@ -102,13 +149,33 @@ def heatmap(
     return fig
 
 
+def _add_overlay(
+    fig: go.Figure, rows: list[str], cols: list[str], text_of: Any, name: str, color: str, mark: str, hover: str,
+    mark_color: str = "#424242",
+) -> None:  # fmt: skip
+    """A second heat map over the cells where ``text_of(row, col)`` is not None: one flat colour, ``mark``
+    printed in the cell, the text on hover."""
+    text = [[text_of(r, c) for c in cols] for r in rows]
+    fig.add_trace(
+        go.Heatmap(
+            z=[[None if t is None else 1.0 for t in row] for row in text], x=list(range(len(cols))),
+            y=list(range(len(rows))), customdata=[[[r, c] for c in cols] for r in rows], text=text, name=name,
+            colorscale=[[0, color], [1, color]], showscale=False, hoverongaps=False, xgap=0, ygap=0,
+            texttemplate=mark or None, textfont={"size": 16, "color": mark_color}, hovertemplate=hover,
+        )
+    )  # fmt: skip
+
+
 def _add_cell_markers(
-    fig: go.Figure, z: list[list[float | None]], rows: list[str], cols: list[str], hover: str
-) -> None:
-    """One invisible square per cell (centre of the cell); a clicked one gets a dark outline."""
+    fig: go.Figure, z: list[list[float | None]], rows: list[str], cols: list[str], hover: str,
+    skipped: set[tuple[str, str]],
+) -> None:  # fmt: skip
+    """One invisible square per cell that can be opened (centre of the cell); a clicked one gets a dark outline."""
     xs, ys, data = [], [], []
     for i, r in enumerate(rows):
         for j, c in enumerate(cols):
+            if (r, c) in skipped:
+                continue
             xs.append(j)
             ys.append(i)
             data.append([r, c, z[i][j]])
@@ -130,3 +197,27 @@ def cell_of_point(point: Mapping[str, Any]) -> tuple[str, str] | None:
     if isinstance(data, (list, tuple)) and len(data) >= 2 and all(isinstance(v, str) for v in data[:2]):
         return data[0], data[1]
     return None
+
+
+def heatmap_csv(
+    values: Sequence[Sequence[float | None]],
+    rows: Sequence[str],
+    cols: Sequence[str],
+    *,
+    row_label: str = "sender (A)",
+    col_label: str = "receiver (B)",
+) -> str:
+    """A panel's numbers as CSV text: a header of the column names, then one line per row name.
+
+    The corner cell names both axes (``"sender (A) \\ receiver (B)"``); cells without a value
+    (skipped, not computed, NaN) are empty; numbers are written exactly (``repr`` of the float).
+    Raises ``ValueError`` when the matrix does not match ``rows`` x ``cols``.
+    """
+    if len(values) != len(rows) or any(len(r) != len(cols) for r in values):
+        raise ValueError(f"heatmap_csv: values do not match {len(rows)} rows x {len(cols)} columns")
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow([f"{row_label} \\ {col_label}", *map(str, cols)])
+    for name, row in zip(rows, values):
+        writer.writerow([str(name), *("" if v is None else repr(v) for v in clean(row))])
+    return out.getvalue()

@@ -17,17 +17,19 @@ import plotly.graph_objects as go
 
 from stitchcore.plots._style import ROLE_COLORS, add_note, finite, house_style
 from stitchcore.plots.heatmap import heatmap
+from stitchcore.plots.penalty import LM_PENALTY, penalty_label
 from stitchcore.plots.runs import penalty_vs_depth
 
-__all__ = ["PENALTY_AXIS", "loss_bars", "penalty_by_depth", "penalty_heatmap"]
+__all__ = ["HIGHER_IS_WORSE", "PENALTY_AXIS", "loss_bars", "penalty_by_depth", "penalty_heatmap"]
 
-PENALTY_AXIS = "loss penalty (L_base − L) / L_base"
-_SIGN_NOTE = "below 0: higher loss than the base model (the one whose head is used)"
+HIGHER_IS_WORSE = False  # the GPT-2 report's loss penalty: below 0 = higher loss than the base = worse
+PENALTY_AXIS = penalty_label("loss penalty", LM_PENALTY, higher_is_worse=HIGHER_IS_WORSE)
+_SIGN_NOTE = "below 0: higher loss than the base model (the one whose head is used) = worse"
 
 
 def penalty_by_depth(points: Sequence[Mapping[str, Any]], *, title: str | None = None) -> go.Figure:
     """One line per ``label`` (mode + head): loss penalty against the split position (0 = after the embeddings)."""
-    fig = penalty_vs_depth(points, x="split", y="loss_penalty", group="label",
+    fig = penalty_vs_depth(points, x="split", y="loss_penalty", group="label", higher_is_worse=HIGHER_IS_WORSE,
                            title=title or "Loss penalty vs split depth")
     splits = sorted({int(p["split"]) for p in points if finite(p.get("split"))})
     names = {int(p["split"]): str(p.get("cut", p["split"])) for p in points if finite(p.get("split"))}
@@ -44,11 +46,11 @@ def penalty_by_depth(points: Sequence[Mapping[str, Any]], *, title: str | None =
 
 
 def penalty_heatmap(heat: Mapping[str, Any], *, title: str | None = None) -> go.Figure:
-    """Stitch penalty for every (A position i, B position j), B's head; red = worse than B."""
-    return heatmap(heat["values"], heat["rows"], heat["cols"], title=title or "Stitch loss penalty, every (i, j)",
+    """Stitch loss penalty for every (A position i, B position j), B's head; red = worse than B (lower)."""
+    return heatmap(heat["values"], heat["rows"], heat["cols"],
+                   title=title or f"Stitch loss penalty {LM_PENALTY}, every (i, j)",
                    row_label="A's stream after cut i", col_label="B continues after cut j", diverging=True,
-                   text_format=".3f",
-                   value_label="penalty")
+                   higher_is_worse=HIGHER_IS_WORSE, text_format=".3f", value_label="loss penalty")  # fmt: skip
 
 
 def loss_bars(summary: Mapping[str, Any], *, title: str | None = None) -> go.Figure:

@@ -27,6 +27,7 @@ from stitchcore.plots._style import (
     ACCURACY_COLOR, HEIGHT, LAYOUT_COLORS, LOSS_COLOR, ROLE_COLORS, ROLE_NAMES, RUN_COLORS, TEMPLATE, WAITING,
     add_note, clean, finite, house_style,
 )  # fmt: skip
+from stitchcore.plots.penalty import IMAGE_PENALTY, mark_worse_side, penalty_label
 
 __all__ = [
     "ACCURACY_COLOR", "LAYOUT_COLORS", "LOSS_COLOR", "ROLE_COLORS", "RUN_COLORS", "accuracy_bars",
@@ -362,13 +363,18 @@ def penalty_vs_depth(
     group: str = "label",
     *,
     title: str | None = None,
+    higher_is_worse: bool | None = None,
 ) -> go.Figure:
     """Lines of ``point[y]`` against ``point[x]``, one per ``point[group]`` (sweeps along depth).
 
     Points lacking a finite ``x`` or ``y`` are skipped; groups keep their first-seen order and
     ``RUN_COLORS``.  A ``cut`` or ``name`` field, when present, shows on hover.  A zero line
-    is drawn when ``y`` is a penalty.
+    is drawn when ``y`` is a penalty.  ``higher_is_worse`` (default: True for ``y="penalty"``,
+    B − stitched) puts the direction in the y title and marks the worse side in red
+    (:mod:`stitchcore.plots.penalty`).
     """
+    if higher_is_worse is None and y == "penalty":
+        higher_is_worse = True
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for p in points:
         if finite(p.get(x)) and finite(p.get(y)):
@@ -390,6 +396,10 @@ def penalty_vs_depth(
         add_note(fig, "no points yet")
     if "penalty" in y:
         fig.add_hline(y=0, line={"color": "#999", "width": 1})
+    if higher_is_worse is not None:
+        mark_worse_side(fig, higher_is_worse)
     fig.update_xaxes(title_text=_label(x))
-    fig.update_yaxes(title_text=_label(y) + (" (B − stitched)" if y == "penalty" else ""))
+    y_title = _label(y) if higher_is_worse is None else penalty_label(
+        _label(y), IMAGE_PENALTY if y == "penalty" else None, higher_is_worse=higher_is_worse)  # fmt: skip
+    fig.update_yaxes(title_text=y_title)
     return house_style(fig, title or f"{_label(y)} vs {_label(x)}".capitalize())

@@ -9,6 +9,8 @@ draws the positions it has so far on the full x axis.
 * :func:`simplicity_curves`: gradient norm, sharpness and gzip size vs position, raw (one panel
   each, with A and B lines) or normalised as (value - B) / (A - B): 0 = like B, 1 = like A.
 * :func:`per_class_heatmap`: accuracy of every class at every position.
+* :func:`penalty_curve`: the stitching penalty (B's accuracy − stitched accuracy, higher = worse)
+  at every position, the control's as a band; the worse side marked red as in every penalty figure.
 
 >>> c = {"positions": ["fc1", "fc2"], "stitched": {"accuracy": [0.9, 0.8]}, "control": None}
 >>> ref = {"a": {"metrics": {"accuracy": 0.95}}, "b": {"metrics": {"accuracy": 0.97}}}
@@ -27,8 +29,9 @@ from plotly.subplots import make_subplots
 from stitchcore.plots import runs as plots
 from stitchcore.plots import heatmap as plots_heatmap
 from stitchcore.plots._style import HEIGHT, ROLE_COLORS, RUN_COLORS, WAITING, add_note, clean, house_style
+from stitchcore.plots.penalty import IMAGE_PENALTY, mark_worse_side, penalty_label
 
-__all__ = ["SIMPLICITY_LABELS", "per_class_heatmap", "simplicity_curves", "trait_curves"]
+__all__ = ["SIMPLICITY_LABELS", "penalty_curve", "per_class_heatmap", "simplicity_curves", "trait_curves"]
 
 SIMPLICITY_LABELS = {"grad_norm": "gradient norm", "sharpness": "sharpness", "gzip_bits": "gzip size (bits)"}
 
@@ -159,3 +162,50 @@ def per_class_heatmap(
     values = [list(row[:done]) + [None] * (len(positions) - done) for row in per_class]
     return plots_heatmap.heatmap(values, list(classes), positions, title=title, row_label="class",
                          col_label="cut position", zmin=0.0, zmax=1.0, value_label="accuracy")  # fmt: skip
+
+
+
+def penalty_curve(
+    curves: Mapping[str, Any], reference: Mapping[str, Any] | None, *, all_positions: Sequence[str] | None = None,
+    title: str | None = "Stitching penalty along the cut",
+) -> go.Figure:  # fmt: skip
+    """Penalty = B's accuracy − stitched accuracy (Bansal et al.; higher = worse) at every cut position.
+
+    Reads the ``accuracy`` metric of the sweep (``curves["stitched"]``, the random-init control's band)
+    and B's own accuracy (``reference["b"]``); a sweep without the accuracy metric gets a note instead.
+
+    >>> c = {"positions": ["fc1"], "stitched": {"accuracy": [0.9]}, "control": None}
+    >>> penalty_curve(c, {"b": {"metrics": {"accuracy": 0.95}}}).data[0].y
+    (0.05,)
+    """
+    positions = list(all_positions or curves.get("positions") or [])
+    done = len(curves.get("positions") or [])
+    base = ((reference or {}).get("b") or {}).get("metrics", {}).get("accuracy")
+    stitched = (curves.get("stitched") or {}).get("accuracy")
+    fig = go.Figure()
+
+    def penalty(values: Sequence[Any]) -> list[float | None]:
+        return [None if v is None else round(base - v, 6) for v in clean(values)]
+
+    if base is not None and stitched is not None:
+        band = (curves.get("control") or {}).get("accuracy")
+        if band and done:  # B − max .. B − min of the random-init control stitches
+            lo, hi = penalty(band["max"]), penalty(band["min"])
+            keep = [j for j in range(done) if lo[j] is not None and hi[j] is not None]
+            fig.add_trace(go.Scatter(x=keep + keep[::-1], y=[hi[j] for j in keep] + [lo[j] for j in keep[::-1]],
+                                     mode="lines", fill="toself", fillcolor=_rgba("#999999", 0.2),
+                                     line={"color": _rgba("#999999", 0.6), "width": 1}, name="random-init control",
+                                     hovertemplate="control penalty: %{y:.3f}<extra></extra>"))  # fmt: skip
+        fig.add_trace(go.Scatter(x=list(range(done)), y=penalty(stitched[:done]), mode="lines+markers",
+                                 name="stitched", line={"color": ROLE_COLORS["stitched"], "width": 2.5},
+                                 marker={"size": 8}, customdata=positions[:done],
+                                 hovertemplate="cut %{customdata}: penalty %{y:+.3f}<extra></extra>"))  # fmt: skip
+        fig.add_hline(y=0, line={"color": "#999", "width": 1})
+    mark_worse_side(fig, higher_is_worse=True)
+    _x_axis(fig, positions)
+    fig.update_yaxes(title_text=penalty_label("penalty", IMAGE_PENALTY, higher_is_worse=True))
+    if base is None or stitched is None:
+        add_note(fig, "add the accuracy metric to the sweep to see its penalty")
+    elif not done:
+        add_note(fig, WAITING if positions else "no positions yet")
+    return house_style(fig, title)
