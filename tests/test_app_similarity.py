@@ -66,7 +66,7 @@ def test_coarse_cut_set_and_empty_choice(app):
     at.radio(key="sim_cutset").set_value("choose").run()
     at.multiselect(key="sim_cuts_b").set_value([]).run()
     assert at.button(key="sim_launch").disabled
-    assert any("at least one cut" in i.value for i in at.info)
+    assert any("Launch is disabled: choose at least one cut" in c.value for c in at.caption)
     at.radio(key="sim_cutset").set_value("coarse").run()
     assert not at.button(key="sim_launch").disabled
 

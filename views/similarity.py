@@ -2,7 +2,7 @@
 
 ``?run=<matrix run id>`` (and ``&cka=<similarity run id>``) shows a launched pair;
 the heat maps fill in while the matrix job runs; ``?run=<similarity run id>`` shows that run alone.
-``?a=REF&b=REF`` picks the two models.
+``?a=REF&b=REF[&dataset=NAME]`` picks the two models (and the data).
 """
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ import ui
 from stitchcore.cuts import coarse_cuts
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
+from stitchcore.experiments.dataset_check import default_dataset
 from stitchcore.experiments.matrix import MatrixSpec
 from stitchcore.experiments.similarity import SimilaritySpec
+from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.sources.zoo import list_zoo_models
 from views import run_views
 from views.run_views import CKA_TITLES
@@ -55,7 +57,7 @@ def _prefill(run_id: str) -> None:
     spec = spec_from_record(rec)
     chosen = spec.senders is not None or spec.receivers is not None
     st.session_state.update(sim_pick_a=spec.a, sim_ref_a=spec.a, sim_pick_b=spec.b, sim_ref_b=spec.b,
-                            sim_cutset="choose" if chosen else "all")  # fmt: skip
+                            sim_cutset="choose" if chosen else "all", sim_dataset=spec.dataset)  # fmt: skip
     if chosen:
         st.session_state.update(sim_cuts_a=list(spec.senders or []), sim_cuts_b=list(spec.receivers or []))
     if rec.kind == "similarity":
@@ -90,15 +92,30 @@ def _cut_set(ref: str, role: str, how: str) -> tuple[str, ...] | None:
     return tuple(n for n in names if n in picked)  # execution order, whatever the click order
 
 
+def _loaded(ref_a: str | None, ref_b: str | None) -> dict[str, LoadedModel] | None:
+    """Both models loaded for display (role -> model), or None while one is missing or fails to load."""
+    models = {}
+    for role, ref in (("a", ref_a), ("b", ref_b)):
+        if ref is None:
+            return None
+        try:
+            models[role] = ui.load_for_display(ref)
+        except Exception as exc:  # a loader failure is shown, not raised
+            ui.show_error(exc, f"loading {ref}")
+            return None
+    return models
+
+
 def _prefill_models() -> None:
     """``?a=REF&b=REF`` (a link to a model pair) picks the two models, once per pair."""
-    pair = (st.query_params.get("a"), st.query_params.get("b"))
+    pair = (st.query_params.get("a"), st.query_params.get("b"), st.query_params.get("dataset"))
     if st.session_state.get("_sim_pair") == pair:
         return
     st.session_state["_sim_pair"] = pair
-    for role, ref in zip("ab", pair, strict=True):
+    for role, ref in zip("ab", pair[:2], strict=True):
         if ref:
             st.session_state.update({f"sim_pick_{role}": ref, f"sim_ref_{role}": ref})
+    st.session_state["sim_dataset"] = pair[2]  # None: the models' own training set
 
 
 if st.query_params.get("run"):
@@ -129,22 +146,30 @@ with right:
     measure = c2.selectbox("Measure", tuple(CKA_TITLES), key="sim_measure", format_func=CKA_TITLES.get,
                            disabled=not with_cka)
     max_train = st.number_input("Max training images (0 = all)", 0, 10**7, key="sim_max_train")
+    models, why_not = _loaded(ref_a, ref_b), None  # why_not: why Launch is disabled
+    if models is not None:
+        default_data = default_dataset(models["a"], models["b"])
+        dataset = ui.pick_dataset("sim_", default_data)
+        why_not = ui.dataset_fit("sim_", dataset, models)
 
 specs = None
-if ref_a and ref_b:
+if models is None:
+    why_not = "pick models A and B" if not (ref_a and ref_b) else "a model could not be loaded (above)"
+elif cut_set == "choose" and not (senders and receivers):
+    why_not = "choose at least one cut of A and one of B"
+if why_not is None:
     try:
+        data = None if dataset == default_data else dataset  # None: B's own set (the run id as before)
         matrix = MatrixSpec(a=ref_a, b=ref_b, senders=senders or None, receivers=receivers or None, mode=mode,
-                            epochs=int(epochs), controls=controls, max_train=int(max_train) or None)
+                            epochs=int(epochs), controls=controls, max_train=int(max_train) or None, dataset=data)
         cka_spec = SimilaritySpec(a=ref_a, b=ref_b, senders=matrix.senders, receivers=matrix.receivers,
-                                  measure=measure)
+                                  measure=measure, dataset=data)
         specs = (matrix, cka_spec if with_cka else None)
     except StitchError as exc:
         ui.show_error(exc)
-    if cut_set == "choose" and not (senders and receivers):
-        st.info("Choose at least one cut of A and one of B.")
-        specs = None
+        why_not = "the form has an error (above)"
 
-if st.button("Launch", type="primary", disabled=specs is None or ui.viewer_mode(), key="sim_launch"):
+if ui.launch_button("Launch", why_not, key="sim_launch") and specs is not None:
     try:
         job = ui.get_runner().submit("matrix", specs[0])
         query = {"run": job.id}

@@ -13,6 +13,7 @@ import ui
 from stitchcore.cuts import Cut, alias_note
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
+from stitchcore.experiments.dataset_check import default_dataset
 from stitchcore.experiments.stitch import StitchSpec
 from stitchcore.models.sources.zoo import list_zoo_models
 from stitchcore.stitching.adapters import INITS, NORMS, RESAMPLES, AdapterSpec, compatibility, list_adapters
@@ -27,7 +28,8 @@ FORM_PARAMS = {  # URL query key -> (session key, type): a copied link reproduce
     "kind": ("kind", str), "norm": ("norm", str), "resample": ("resample", str), "init": ("init", str),
     "objective": ("objective", str), "optimizer": ("optimizer", str), "lr": ("lr", float),
     "epochs": ("epochs", int), "batch_size": ("batch_size", int), "seed": ("seed", int),
-    "max_train": ("max_train", int), "head": ("head", str), "head_cut": ("head_cut", str),
+    "max_train": ("max_train", int), "max_test": ("max_test", int), "head": ("head", str),
+    "head_cut": ("head_cut", str), "dataset": ("dataset", str),
 }
 
 
@@ -37,8 +39,8 @@ def _spec_params(spec: StitchSpec) -> dict[str, str]:
         "a": spec.a, "b": spec.b, "cut_a": spec.cut_a, "cut_b": spec.cut_b, "kind": spec.adapter.kind,
         "norm": spec.adapter.norm, "resample": spec.adapter.resample, "init": spec.adapter.init,
         "objective": spec.objective, "optimizer": spec.optimizer, "lr": spec.lr, "epochs": spec.epochs,
-        "batch_size": spec.batch_size, "seed": spec.seed, "max_train": spec.max_train or 0, "head": spec.head,
-        "head_cut": spec.head_cut,
+        "batch_size": spec.batch_size, "seed": spec.seed, "max_train": spec.max_train or 0,
+        "max_test": spec.max_test or 0, "head": spec.head, "head_cut": spec.head_cut, "dataset": spec.dataset,
     }
     return {k: str(v) for k, v in values.items() if v is not None}
 
@@ -56,6 +58,8 @@ def _prefill(params: dict[str, str]) -> None:
         if rec is None or rec.kind != "stitch":
             return
         params = _spec_params(spec_from_record(rec))
+    if "dataset" not in params:
+        st.session_state.pop("dataset", None)  # the run's own default: B's training set
     for key, (state_key, cast) in FORM_PARAMS.items():
         if key in params:
             try:
@@ -91,6 +95,27 @@ def _cut_choice(label: str, names: list[str], key: str, default: str | None, cut
     return picked
 
 
+def _no_receiver_advice(sender: Cut, cuts_a: list[Cut], cuts_b: list[Cut], adapter: AdapterSpec) -> str:
+    """What to do when no receiver fits ``sender``: the sender cuts that have one, else another adapter kind."""
+    text = f"No cut of B can receive A[{sender.name}] with a {adapter.kind} adapter; "
+    fitting = [s.name for s in cuts_a if any(compatibility(s, r, adapter) is None for r in cuts_b)]
+    if fitting:
+        more = f" (and {len(fitting) - 6} more)" if len(fitting) > 6 else ""
+        return text + f"pick a sender cut that has one: {', '.join(fitting[:6])}{more}."
+
+    def fits_with(kind: str) -> bool:
+        try:
+            other = AdapterSpec(kind=kind)
+        except StitchError:
+            return False
+        return any(compatibility(sender, r, other) is None for r in cuts_b)
+
+    kinds = [k for k in list_adapters() if k != adapter.kind and fits_with(k)]
+    if kinds:
+        return text + f"try the {' or '.join(kinds)} adapter."
+    return text + "no cut of A fits any cut of B with it: the two models' layers do not meet."
+
+
 ui.page_setup("Stitch")
 st.title("Stitch two models")
 url_run = st.query_params.get("run")
@@ -99,7 +124,8 @@ if url_run or any(k in st.query_params for k in FORM_PARAMS):
 for _key, _value in dict(
     kind=DEFAULTS.adapter.kind, norm=DEFAULTS.adapter.norm, resample=DEFAULTS.adapter.resample,
     init=DEFAULTS.adapter.init, objective="task", optimizer=DEFAULTS.optimizer,
-    lr=DEFAULTS.lr, epochs=DEFAULTS.epochs, batch_size=DEFAULTS.batch_size, seed=DEFAULTS.seed, max_train=0, head="b",
+    lr=DEFAULTS.lr, epochs=DEFAULTS.epochs, batch_size=DEFAULTS.batch_size, seed=DEFAULTS.seed, max_train=0,
+    max_test=0, head="b",
 ).items():
     st.session_state.setdefault(_key, _value)  # widgets below take their values from here, never twice
 
@@ -129,6 +155,7 @@ for role, ref in (("a", ref_a), ("b", ref_b)):
             ui.show_error(exc, f"loading {ref}")
 
 spec: StitchSpec | None = None
+why_not: str | None = None  # why Launch is disabled
 if len(loaded) == 2:
     (model_a, cuts_a), (model_b, cuts_b) = loaded["a"], loaded["b"]
     with st.expander("Adapter and training", expanded=False):
@@ -142,11 +169,12 @@ if len(loaded) == 2:
         optimizer = c[1].selectbox("Optimizer", OPTIMIZERS, key="optimizer")
         lr = c[2].number_input("Learning rate", 1e-5, 1.0, format="%.4f", key="lr")
         epochs = c[3].number_input("Epochs", 0, 500, key="epochs")
-        c = st.columns(4)
+        c = st.columns(5)
         batch_size = c[0].number_input("Batch size", 4, 4096, key="batch_size")
         seed = c[1].number_input("Seed", 0, 10**6, key="seed")
         max_train = c[2].number_input("Max training images (0 = all)", 0, 10**7, key="max_train")
-        head = c[3].selectbox("Head", ("b", "a"), key="head",
+        max_test = c[3].number_input("Max test images (0 = all)", 0, 10**7, key="max_test")
+        head = c[4].selectbox("Head", ("b", "a"), key="head",
                               help="a: keep A's head after B's middle (same-family models)")
     with cuts:
         cut_a = _cut_choice("Sender cut (A)", [c.name for c in cuts_a], "cut_a", None, cuts_a)
@@ -164,7 +192,7 @@ if len(loaded) == 2:
             st.caption(f"A[{sender.name}] {sender.layout} {tuple(sender.shape)} → "
                        f"B[{receiver.name}] {receiver.layout} {tuple(receiver.shape)}")
         elif adapter:
-            st.warning(f"No cut of B can receive A[{cut_a}] with a {kind} adapter; pick an earlier sender cut.")
+            st.warning(_no_receiver_advice(sender, cuts_a, cuts_b, adapter))
         if len(ok) < len(reasons):
             with st.expander(f"{len(reasons) - len(ok)} receiver cut(s) not offered"):
                 for name, why in reasons.items():
@@ -177,23 +205,39 @@ if len(loaded) == 2:
                                    cuts_b) if later else None
             if not later:
                 st.warning("No cut after the receiver is shared by A and B: head preservation needs same-family models.")
+    with models:
+        default_data = default_dataset(model_a, model_b)
+        dataset = ui.pick_dataset("", default_data)
+        why_not = ui.dataset_fit("", dataset, {"a": model_a, "b": model_b})
+
     def _pre(m) -> str:
         return m.preprocess.describe() if m.preprocess else "none"
 
-    st.caption(f"Data: {model_b.dataset or model_a.dataset or '?'} (B's training set) · "
-               f"A's input transform: {_pre(model_a)} · B's: {_pre(model_b)}")
-    if adapter and ok and (head == "b" or head_cut):
+    st.caption(f"A's input transform: {_pre(model_a)} · B's: {_pre(model_b)}")
+    if not (adapter and ok):
+        why_not = why_not or f"no cut of B can receive A[{cut_a}]"
+    elif head == "a" and not head_cut:
+        why_not = why_not or "head a needs a cut after the receiver that A and B share"
+    if why_not is None:
         try:
             spec = StitchSpec(
                 a=ref_a, b=ref_b, cut_a=cut_a, cut_b=cut_b, adapter=adapter, objective=objective,
                 optimizer=optimizer, lr=float(lr), epochs=int(epochs), batch_size=int(batch_size), seed=int(seed),
-                max_train=int(max_train) or None, head=head, head_cut=head_cut,
+                max_train=int(max_train) or None, max_test=int(max_test) or None, head=head, head_cut=head_cut,
+                dataset=None if dataset == default_data else dataset,  # None: B's own set (the run id as before)
             )
         except StitchError as exc:
             ui.show_error(exc)
+            why_not = "the form has an error (above)"
+elif ref_a is None or ref_b is None:
+    why_not = "pick models A and B"
+else:
+    why_not = "a model could not be loaded (above)"
 
 launch, rerun = st.columns([1, 1])
-if launch.button("Launch", type="primary", disabled=spec is None or ui.viewer_mode()):
+with launch:
+    clicked = ui.launch_button("Launch", why_not, key="launch")
+if clicked and spec is not None:
     try:
         job = ui.get_runner().submit("stitch", spec)
     except StitchError as exc:

@@ -11,6 +11,7 @@ import streamlit as st
 import ui
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
+from stitchcore.experiments.dataset_check import default_dataset
 from stitchcore.experiments.sweep import SweepSpec
 from stitchcore.experiments.trait_presets import TRAITS, get_preset, list_presets, trait_recipe, zoo_ref
 from stitchcore.measures.traits import METRIC_HELP
@@ -71,7 +72,7 @@ def _prefill(run_id: str) -> None:
     if rec is None or rec.kind != "sweep":
         return
     spec = spec_from_record(rec)
-    st.session_state.update(tr_pick_a=spec.a, tr_ref_a=spec.a, tr_pick_b=spec.b, tr_ref_b=spec.b,
+    st.session_state.update(tr_pick_a=spec.a, tr_ref_a=spec.a, tr_pick_b=spec.b, tr_ref_b=spec.b, tr_dataset=spec.dataset,
                             tr_metrics=", ".join(spec.metrics), tr_train_data=spec.train_data or "",
                             tr_control=spec.control, tr_simplicity=spec.simplicity)  # fmt: skip
 
@@ -109,20 +110,26 @@ with st.expander("Your own sweep", expanded=not st.query_params.to_dict()):
             ref_a = ui.pick_model("a", zoo, 0, prefix="tr_")
         with right:
             ref_b = ui.pick_model("b", zoo, 1, prefix="tr_")
-        positions = None
-        if ref_a:
+        positions, spec, why_not = None, None, "pick models A and B"  # why_not: why Launch is disabled
+        if ref_a and ref_b:
             try:
                 names = [c.name for c in ui.cuts_of(ref_a)]
                 positions = st.multiselect("Positions (empty: every cut)", names, key="tr_positions")
-            except StitchError as exc:
-                ui.show_error(exc)
-        spec = None
-        if ref_a and ref_b:
-            try:
-                spec = SweepSpec(a=ref_a, b=ref_b, positions=tuple(positions) or None, **opts)
-            except StitchError as exc:
-                ui.show_error(exc)
-        if st.button("Launch sweep", type="primary", key="tr_launch", disabled=spec is None or ui.viewer_mode()):
+                a, b = ui.load_for_display(ref_a), ui.load_for_display(ref_b)
+            except Exception as exc:  # a loader failure is shown, not raised
+                ui.show_error(exc, f"loading {ref_a} or {ref_b}")
+                why_not = "a model could not be loaded (above)"
+            else:
+                dataset = ui.pick_dataset("tr_", default_dataset(a, b))
+                why_not = ui.dataset_fit("tr_", dataset, {"a": a, "b": b})
+                if why_not is None:
+                    data = None if dataset == default_dataset(a, b) else dataset  # None: B's own (same run id)
+                    try:
+                        spec = SweepSpec(a=ref_a, b=ref_b, positions=tuple(positions) or None, dataset=data, **opts)
+                    except StitchError as exc:
+                        ui.show_error(exc)
+                        why_not = "the form has an error (above)"
+        if ui.launch_button("Launch sweep", why_not, key="tr_launch") and spec is not None:
             run_id = _submit([("sweep", spec)])
             if run_id:
                 st.query_params.from_dict({"run": run_id})
