@@ -169,6 +169,7 @@ if why_not is None:
         ui.show_error(exc)
         why_not = "the form has an error (above)"
 
+ui.show_estimate("matrix", specs[0] if specs else None)
 if ui.launch_button("Launch", why_not, key="sim_launch") and specs is not None:
     try:
         job = ui.get_runner().submit("matrix", specs[0])
@@ -180,6 +181,7 @@ if ui.launch_button("Launch", why_not, key="sim_launch") and specs is not None:
     else:
         st.query_params.from_dict(query)
 
+ui.rerun_when_jobs_finish()  # a model trained meanwhile shows up in the pickers
 if st.query_params.get("run"):
     st.divider()
     _show_run(st.query_params["run"], st.query_params.get("cka"))

@@ -236,6 +236,7 @@ else:
 
 launch, rerun = st.columns([1, 1])
 with launch:
+    ui.show_estimate("stitch", spec)
     clicked = ui.launch_button("Launch", why_not, key="launch")
 if clicked and spec is not None:
     try:
@@ -246,6 +247,7 @@ if clicked and spec is not None:
         st.query_params.from_dict({"run": job.id, **_spec_params(spec)})
         st.session_state["_prefilled"] = repr(sorted(st.query_params.to_dict().items()))
         url_run = job.id
+ui.rerun_when_jobs_finish()  # a model trained meanwhile shows up in the pickers
 if url_run:
     current = ui.get_runner().get(url_run)
     if current is not None and current.is_final and current.kind == "stitch":

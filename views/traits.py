@@ -129,6 +129,7 @@ with st.expander("Your own sweep", expanded=not st.query_params.to_dict()):
                     except StitchError as exc:
                         ui.show_error(exc)
                         why_not = "the form has an error (above)"
+        ui.show_estimate("sweep", spec)
         if ui.launch_button("Launch sweep", why_not, key="tr_launch") and spec is not None:
             run_id = _submit([("sweep", spec)])
             if run_id:
@@ -158,6 +159,8 @@ with st.expander("Your own sweep", expanded=not st.query_params.to_dict()):
                 if run_id:
                     st.query_params.from_dict({"run": run_id})
 
+
+ui.rerun_when_jobs_finish()  # a model trained meanwhile shows up in the pickers
 
 # ---------------------------------------------------------------------------- results
 
