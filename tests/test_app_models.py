@@ -196,3 +196,46 @@ def test_an_unexpected_error_is_one_line_and_a_logged_traceback(open_page, monke
     logged = [r for r in caplog.records if r.name == "ui"]
     assert len(logged) == 1 and logged[0].exc_info[0] is RuntimeError
     assert at.button(key=TRAIN)  # the rest of the page still renders
+
+
+def test_upload_form_prefills_the_zoo_inputs_and_scores_the_model(open_page, trained_store):
+    store, refs = trained_store
+    zoo = ui.load_model(refs[0], store=store)
+    at = open_page()
+    at.file_uploader(key="upload").upload("digit-cnn.pt", state_dict_bytes(zoo.model))
+    at.text_input(key="upload_arch").input("zoo:cnn")
+    at.run()
+    assert not at.exception and not errors(at)
+    assert at.selectbox(key="upload_dataset").value == "digits"
+    assert (at.text_input(key="upload_mean").value, at.text_input(key="upload_std").value) == (
+        "0.30527535", "0.37584367"
+    )
+    assert at.text_input(key="upload_size").value == "8"
+    assert any("zoo recipe" in c.value for c in at.caption)
+    shown = at.code[0].value
+    assert "?arch=zoo:cnn&dataset=digits&mean=0.30527535&size=8&std=0.37584367" in shown
+    at.button(key="upload_go").click().run()
+    assert not at.exception and not errors(at)
+    assert at.text_input(key="ref_text").value == shown
+    stored = store.lookup(zoo.meta["run_id"]).summary["accuracy"]
+    assert metric(at, "Base accuracy") == f"{stored:.1%}"
+
+
+def test_upload_form_edits_reach_the_ref(open_page):
+    at = open_page()
+    at.file_uploader(key="upload").upload("cnn.pt", state_dict_bytes(create_arch("cnn", num_classes=3)))
+    at.text_input(key="upload_arch").input("zoo:cnn")
+    at.run()
+    assert at.selectbox(key="upload_dataset").value == ""  # 3 classes: not digits, the dataset is unknown
+    assert (at.text_input(key="upload_mean").value, at.text_input(key="upload_std").value) == ("0.0", "1.0")
+    assert any("no dataset" in c.value for c in at.caption)
+    at.selectbox(key="upload_dataset").select("digits").run()  # a zoo arch takes its dataset's mean/std
+    assert at.text_input(key="upload_mean").value == "0.30527535"
+    at.text_input(key="upload_mean").input("0.5").run()
+    assert "?arch=zoo:cnn&dataset=digits&mean=0.5&size=8&std=0.37584367" in at.code[0].value
+    at.text_input(key="upload_std").input("abc").run()  # malformed: said at once, no ref
+    assert len(errors(at)) == 1 and "std=abc must be positive numbers" in errors(at)[0] and not at.code
+    at.text_input(key="upload_std").input("0.1,0.2").run()  # well formed, but the model has one channel
+    assert not errors(at)
+    at.button(key="upload_go").click().run()
+    assert len(errors(at)) == 1 and "std=0.1,0.2 has 2 values but the model takes 1-channel input" in errors(at)[0]

@@ -5,16 +5,20 @@ URL: ``models?run=<id>`` shows a zoo training run, ``models?ref=<ModelRef>`` an 
 
 import pandas as pd
 import streamlit as st
+import torch
 
 import ui
-from stitchcore.data.images import list_datasets
+from stitchcore.data.images import list_datasets, load_dataset
 from stitchcore.errors import StitchError
 from stitchcore.experiments.zoo import ZooRecipe
 from stitchcore.models.archs import arch_input_kind, list_archs
 from stitchcore.models.info import describe_model
+from stitchcore.models.loaded import LoadedModel
+from stitchcore.models.preprocess import format_size, format_values
 from stitchcore.models.refs import parse_ref, upload_ref
 from stitchcore.models.sources.zoo import list_zoo_models
 from stitchcore.plots import runs as plots
+from stitchcore.stitching.evaluate import evaluate_batches
 from stitchcore.stitching.train import OPTIMIZERS
 from stitchcore.store.uploads import UPLOAD_EXTS, save_upload
 
@@ -181,40 +185,148 @@ def choose_ref() -> str | None:
                 )
             )
     with st.expander("Upload a checkpoint (.pt, .pth, .safetensors)"):
-        viewer = ui.viewer_mode()
-        up = st.file_uploader(
-            "Checkpoint",
-            type=[e.lstrip(".") for e in UPLOAD_EXTS],
-            key="upload",
-            disabled=viewer,
-            help="read with torch.load(weights_only=True) or safetensors: no pickled code runs",
-        )
-        c = st.columns(2)
-        arch = c[0].text_input(
-            "Checkpoint architecture",
-            key="upload_arch",
-            placeholder="zoo:cnn",
-            help=ARCH_HELP,
-            disabled=viewer,
-        )
-        options = c[1].text_input(
-            "Architecture options (JSON)",
-            key="upload_opts",
-            disabled=viewer,
-            placeholder='{"num_classes": 10}',
-            help='e.g. {"channels": [16, 32]} for zoo:cnn, {"num_classes": 10} for timm / torchvision',
-        )
-        if viewer:
-            st.caption("Viewer mode: uploads are switched off.")
-        if st.button("Load upload", key="upload_go", disabled=viewer or up is None):
-            try:
-                path = save_upload(ui.get_store(), up.name, up.getvalue())
-                st.session_state["pending_ref"] = upload_ref(path, arch, options)
-            except Exception as exc:  # noqa: BLE001 - show_error logs the traceback of non-StitchErrors
-                ui.show_error(exc, "saving the upload")
-            else:
-                st.rerun()  # the text box shows the upload's file: ref, then it is inspected
+        upload_form()
     return target or st.query_params.get("ref") or None
+
+
+# ------------------------------------------------------------------------------ upload
+
+NO_DATASET = ""  # the dataset picker's "unknown" entry
+
+
+def upload_inputs(path, arch: str, options: str, base: str, loaded: LoadedModel) -> str | None:
+    """Dataset, mean, std and size of an upload, pre-filled from its arch's defaults and editable.
+
+    Returns the resulting ``file:`` ref (shown under the fields), or None while a field is malformed.
+    The fields refill when the file, arch or options change (``base``), and mean/std/size when
+    another dataset is picked (a zoo arch normalises with its dataset's mean/std).
+    """
+    state = st.session_state
+    if state.get("upload_base") != base or "upload_dataset" not in state:  # another file or arch
+        state["upload_base"] = base
+        state["upload_dataset"] = loaded.dataset or NO_DATASET
+        state.pop("upload_filled_for", None)
+    datasets = [NO_DATASET, *list_datasets()]
+    if state["upload_dataset"] not in datasets:
+        datasets.insert(1, state["upload_dataset"])  # a recorded one such as digits|relabel3to8
+    c = st.columns([2, 2, 2, 1])
+    dataset = c[0].selectbox(
+        "Trained on (dataset)",
+        datasets,
+        key="upload_dataset",
+        format_func=lambda d: d or "unknown",
+        help="Experiments with this model default to it; the accuracy below is on its test split",
+    )
+    if state.get("upload_filled_for") != (base, dataset) or "upload_mean" not in state:
+        defaults = loaded
+        if dataset != (loaded.dataset or NO_DATASET):
+            try:  # a zoo arch's mean/std are its dataset's: ask the loader with only the dataset given
+                defaults = ui.load_for_display(upload_ref(path, arch, options, dataset=dataset or None))
+            except Exception as exc:  # noqa: BLE001 - show_error logs the traceback of non-StitchErrors
+                ui.show_error(exc, f"reading {dataset}'s mean and std")
+        pre = defaults.preprocess
+        state["upload_mean"] = format_values(pre.mean)
+        state["upload_std"] = format_values(pre.std)
+        state["upload_size"] = format_size(defaults.input_shape[1:])
+        state["upload_note"] = defaults.meta.get("defaults") or ""
+        state["upload_filled_for"] = (base, dataset)
+    mean = c[1].text_input("Mean", key="upload_mean", help="per channel (0.485,0.456,0.406) or one for all")
+    std = c[2].text_input("Std", key="upload_std", help="per channel or one for all; positive")
+    size = c[3].text_input("Size", key="upload_size", help="the input side (or H,W) images are resized to")
+    if state.get("upload_note"):
+        arch_name = arch or loaded.meta.get("arch")
+        st.caption(f"Pre-filled with the defaults of `{arch_name}`: {state['upload_note']}.")
+    try:
+        ref = upload_ref(path, arch, options, dataset=dataset or None, mean=mean, std=std, size=size)
+    except Exception as exc:  # noqa: BLE001 - show_error logs the traceback of non-StitchErrors
+        ui.show_error(exc, "building the upload's ref")
+        return None
+    st.markdown("Resulting ref")
+    st.code(ref, language=None, wrap_lines=True)
+    return ref
+
+
+def upload_form() -> None:
+    """Upload a checkpoint, name its architecture, check its inputs; Load upload inspects the ref."""
+    viewer = ui.viewer_mode()
+    up = st.file_uploader(
+        "Checkpoint",
+        type=[e.lstrip(".") for e in UPLOAD_EXTS],
+        key="upload",
+        disabled=viewer,
+        help="read with torch.load(weights_only=True) or safetensors: no pickled code runs",
+    )
+    c = st.columns(2)
+    arch = c[0].text_input(
+        "Checkpoint architecture",
+        key="upload_arch",
+        placeholder="zoo:cnn",
+        help=ARCH_HELP,
+        disabled=viewer,
+    ).strip()
+    options = c[1].text_input(
+        "Architecture options (JSON)",
+        key="upload_opts",
+        disabled=viewer,
+        placeholder='{"num_classes": 10}',
+        help='e.g. {"channels": [16, 32]} for zoo:cnn, {"in_chans": 1} for timm; '
+        "the number of classes is read off the checkpoint",
+    )
+    if viewer:
+        st.caption("Viewer mode: uploads are switched off.")
+    ref = None
+    if up is not None:
+        try:
+            path = save_upload(ui.get_store(), up.name, up.getvalue())
+            if arch or path.suffix == ".safetensors":
+                base = upload_ref(path, arch, options)
+                with st.spinner("Reading the checkpoint …"):
+                    loaded = ui.load_for_display(base)
+            else:
+                st.info("Fill in the checkpoint's architecture (e.g. `zoo:cnn`) to see its inputs.")
+                loaded = None
+        except Exception as exc:  # noqa: BLE001 - show_error logs the traceback of non-StitchErrors
+            ui.show_error(exc, "reading the upload")
+            loaded = None
+        if loaded is not None:
+            ref = upload_inputs(path, arch, options, base, loaded) if loaded.input_kind == "image" else base
+    if st.button("Load upload", key="upload_go", disabled=viewer or up is None) and ref:
+        st.session_state["pending_ref"] = ref
+        st.rerun()  # the text box shows the upload's file: ref, then it is inspected
+
+
+SCORE_PARAMS = 5_000_000  # models up to this size are scored as they are inspected; larger ones on request
+
+
+@st.cache_data(show_spinner="Scoring on the test split …", max_entries=64)
+def test_accuracy(ref: str, dataset: str) -> float:
+    """Accuracy of ``ref`` on ``dataset``'s test split, through the model's own preprocessing."""
+    loaded = ui.load_for_display(ref)
+    ds = load_dataset(dataset)
+    forward = lambda x: loaded.model(loaded.preprocess(x))  # noqa: E731
+    return evaluate_batches(forward, ds.batches("test", 256), ds.num_classes, torch.device("cpu"))["accuracy"]
+
+
+def base_accuracy(ref: str, loaded: LoadedModel, info: dict) -> tuple[str, str]:
+    """The Base accuracy metric and its help: stored (zoo runs), else scored on the model's dataset."""
+    if info["accuracy"] is not None:
+        return f"{info['accuracy']:.1%}", "stored test accuracy of the zoo run"
+    dataset = loaded.dataset
+    if dataset is None or loaded.input_kind != "image":
+        return "unknown", "no training dataset known: give one (dataset= in a file: ref) to score the model"
+    try:
+        ds = load_dataset(dataset)
+    except StitchError as exc:
+        return "unknown", f"cannot score on {dataset}: {exc}"
+    if loaded.num_classes != ds.num_classes:
+        return "—", f"the model has {loaded.num_classes} outputs but {dataset} has {ds.num_classes} classes"
+    scored = st.session_state.setdefault("scored_refs", set())
+    if info["params"] > SCORE_PARAMS and ref not in scored:
+        if not st.button(f"Score on {dataset}", key="score", help="a large model: scoring takes a while"):
+            return "not scored", f"{len(ds.labels('test')):,} test images of {dataset}"
+        scored.add(ref)
+    acc = test_accuracy(ref, dataset)
+    return f"{acc:.1%}", f"{dataset} test split ({len(ds.labels('test')):,} images), preprocessing as shown"
 
 
 def inspect(text: str) -> None:
@@ -234,11 +346,9 @@ def inspect(text: str) -> None:
     c[0].metric("Parameters", f"{info['params']:,}")
     c[1].metric("Input shape", " × ".join(str(d) for d in info["input_shape"]))
     c[2].metric("Classes", info["num_classes"] if info["num_classes"] is not None else "—")
-    c[3].metric(
-        "Base accuracy",
-        f"{info['accuracy']:.1%}" if info["accuracy"] is not None else "unknown",
-        help="stored test accuracy (zoo models); other sources are scored on the Stitch page",
-    )
+    with c[3]:
+        value, why = base_accuracy(ref, loaded, info)
+        st.metric("Base accuracy", value, help=why)
     names = info["class_names"]
     shown = ", ".join(names[:12]) + (f", … ({len(names)} in all)" if len(names) > 12 else "")
     st.markdown(
@@ -246,6 +356,8 @@ def inspect(text: str) -> None:
         f"**Dataset** {info['dataset'] or 'unknown'} · **Cut points** {len(cuts)}  \n"
         f"**Preprocessing** {info['preprocessing']}" + (f"  \n**Class names** {shown}" if shown else "")
     )
+    if info["defaults"]:
+        st.caption(f"Defaults this ref took: {info['defaults']}.")
     rows = [
         {
             "name": c.name,

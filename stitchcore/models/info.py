@@ -20,7 +20,6 @@ from stitchcore.models.loaded import LoadedModel
 __all__ = ["describe_model", "describe_preprocess"]
 
 
-
 def describe_preprocess(p: Preprocess | None) -> str:
     """One line a person can read: ``resize to 32×32 · 3 channels · mean 0.485, 0.456, 0.406 · std ...``."""
     if p is None:
@@ -36,7 +35,8 @@ def describe_preprocess(p: Preprocess | None) -> str:
 def describe_model(loaded: LoadedModel) -> dict[str, Any]:
     """The facts the Models page shows: ref, parameter count, input, preprocessing, dataset, classes.
 
-    ``accuracy`` is the stored test accuracy when known (zoo models), else None.
+    ``accuracy`` is the stored test accuracy when known (zoo models), else None; ``defaults``
+    says which input defaults a ``file:`` ref took (its dataset, mean/std), else "".
     """
     meta = loaded.meta or {}
     accuracy = meta.get("accuracy")
@@ -51,4 +51,5 @@ def describe_model(loaded: LoadedModel) -> dict[str, Any]:
         "num_classes": loaded.num_classes,
         "class_names": list(meta.get("class_names") or []),
         "accuracy": float(accuracy) if isinstance(accuracy, (int, float)) else None,
+        "defaults": str(meta.get("defaults") or ""),
     }
