@@ -324,9 +324,9 @@ def test_heatmap_marks_skipped_cells_with_their_reason():
     values, skipped = fig.data
     assert values.z[1][0] is None
     assert skipped.z[1][0] == 1.0 and skipped.z[0][0] is None and skipped.z[1][1] is None  # only that cell
-    assert skipped.text[1][0] == why["fc1", "block1"] and skipped.text[0][1] is None
-    assert skipped.texttemplate == plots_heatmap.SKIPPED_MARK == "×"
-    assert "skipped: %{text}" in skipped.hovertemplate and skipped.showscale is False
+    assert list(skipped.customdata[1][0]) == ["fc1", "block1", why["fc1", "block1"]]  # the reason, on hover
+    assert "skipped: %{customdata[2]}" in skipped.hovertemplate and skipped.showscale is False
+    assert [list(r) for r in skipped.text] == [["", ""], ["×", ""]] and plots_heatmap.SKIPPED_MARK == "×"
     assert {c for _, c in skipped.colorscale} == {plots_heatmap.SKIPPED_COLOR}  # one flat grey
     # a value given for a skipped cell is not drawn, and a skipped cell cannot be clicked open
     clicked = plots_heatmap.heatmap([[0.9, 0.8], [0.1, 0.7]], rows, cols, title="acc", skipped=why, clickable=True)
@@ -340,8 +340,9 @@ def test_heatmap_pending_cells_look_different_from_skipped_ones():
     fig = plots_heatmap.heatmap([[None, 0.8], [None, None]], ["block1", "fc1"], ["block1", "fc2"], title="live",
                                 skipped=why, pending="not computed yet")  # fmt: skip
     skipped, pending = _trace(fig, "skipped"), _trace(fig, "pending")
-    assert [list(r) for r in pending.text] == [["not computed yet", None], [None, "not computed yet"]]
-    assert pending.texttemplate == plots_heatmap.PENDING_MARK != skipped.texttemplate
+    assert [[c[2] for c in r] for r in pending.customdata] == [["not computed yet", ""], ["", "not computed yet"]]
+    assert [list(r) for r in pending.text] == [["…", ""], ["", "…"]] and [list(r) for r in skipped.text] == [
+        ["", ""], ["×", ""]]  # fmt: skip
     assert {c for _, c in pending.colorscale} == {"rgba(0,0,0,0)"}  # blank (white), not the skipped grey
     assert pending.textfont.color != skipped.textfont.color
     assert [t.name for t in plots_heatmap.heatmap([[None]], ["a"], ["b"], title="t").data] == ["values"]
@@ -384,7 +385,7 @@ def test_penalty_colorscale_words_and_label():
     assert (WORSE_COLOR, BETTER_COLOR) == ("#B2182B", "#2166AC")  # ColorBrewer RdBu's red and blue ends
     with pytest.raises(ValueError):
         worse_end([[0, "#000"], [1, "#fff"]])
-    assert penalty_label("penalty", "B − stitched", higher_is_worse=True) == "penalty (B − stitched, higher = worse)"
+    assert penalty_label("penalty", "B − stitched", higher_is_worse=True) == "penalty = B − stitched (higher = worse)"
 
 
 def test_every_penalty_heatmap_is_red_where_worse():
@@ -422,8 +423,10 @@ def test_penalty_line_plots_say_and_colour_which_way_is_worse():
     from stitchcore.plots.penalty import BETTER_COLOR, WORSE_COLOR
 
     image = plots.penalty_vs_depth([{"label": "s", "depth": 0.2, "penalty": 0.1}])
-    assert image.layout.yaxis.title.text == "penalty (B − stitched, higher = worse)"
+    assert image.layout.yaxis.title.text == "penalty = B − stitched (higher = worse)"
     assert _worse_words(image) == {"worse": (1.0, WORSE_COLOR), "better": (0.0, BETTER_COLOR)}
+    assert all(a.x == 1.0 and a.xanchor == "left" for a in image.layout.annotations)  # right of the lines
+    assert image.layout.margin.r >= 70
     lm = plots_lm.penalty_by_depth([{"label": "merge, head A", "split": 0, "loss_penalty": -0.2, "cut": "drop"}])
     assert "lower = worse" in lm.layout.yaxis.title.text and "L_base" in lm.layout.yaxis.title.text
     assert _worse_words(lm) == {"worse": (0.0, WORSE_COLOR), "better": (1.0, BETTER_COLOR)}
@@ -435,7 +438,7 @@ def test_penalty_line_plots_say_and_colour_which_way_is_worse():
     assert list(line.y) == [pytest.approx(0.35), pytest.approx(0.05)]  # B − stitched
     band = _trace(sweep, "random-init control")
     assert max(band.y) == pytest.approx(0.85) and min(band.y) == pytest.approx(0.65)
-    assert sweep.layout.yaxis.title.text == "penalty (B − stitched, higher = worse)"
+    assert sweep.layout.yaxis.title.text == "penalty = B − stitched (higher = worse)"
     assert _worse_words(sweep) == {"worse": (1.0, WORSE_COLOR), "better": (0.0, BETTER_COLOR)}
     missing = plots_traits.penalty_curve({"positions": ["fc1"], "stitched": {"class_acc:3": [0.5]}}, {})
     assert any("accuracy metric" in n for n in _notes(missing))

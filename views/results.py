@@ -17,6 +17,8 @@ import ui
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.plots import runs as plots
+from stitchcore.plots.lm import HIGHER_IS_WORSE as LM_HIGHER_IS_WORSE
+from stitchcore.plots.penalty import IMAGE_PENALTY, LM_PENALTY, penalty_label, penalty_words
 from stitchcore.store.results import RunRecord
 from views import run_views
 
@@ -28,12 +30,12 @@ COMPARE_METRICS = {"loss": "Training loss", "test_accuracy": "Test accuracy"}
 # Summary fields shown side by side in Compare, in this order (nested ones as "base.a").
 SUMMARY_FIELDS = {
     "accuracy": "Accuracy",
-    "penalty": "Penalty",
+    "penalty": penalty_label("Penalty", IMAGE_PENALTY, higher_is_worse=True),
     "base.a": "Model A",
     "base.b": "Model B",
     "start_accuracy": "Accuracy at start",
     "loss": "Loss",
-    "loss_penalty": "Loss penalty",
+    "loss_penalty": penalty_label("Loss penalty", LM_PENALTY, higher_is_worse=LM_HIGHER_IS_WORSE),
     "final_train_loss": "Final train loss",
     "params": "Parameters",
     "flops": "FLOPs / example",
@@ -91,7 +93,8 @@ TABLE_COLUMNS = {
     "status": st.column_config.TextColumn("Status", width="small"),
     "accuracy_pct": st.column_config.NumberColumn("Accuracy", format="%.1f%%", help="Test accuracy"),
     "penalty_pts": st.column_config.NumberColumn(
-        "Penalty", format="%+.1f pts", help="Stitching penalty: base model's accuracy minus the stitched one"
+        f"Penalty ({penalty_words(True)})", format="%+.1f pts",
+        help=f"Stitching penalty: base model's accuracy minus the stitched one (B − stitched), {penalty_words(True)}",
     ),
     "created": st.column_config.DatetimeColumn("Created", format="D MMM YYYY, HH:mm"),
     "duration_s": st.column_config.NumberColumn("Duration", format="%.1f s"),

@@ -11,6 +11,7 @@ Every view is a fragment that redraws while its run is active (``ui.live_while_r
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
@@ -18,7 +19,9 @@ import streamlit as st
 import ui
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
-from stitchcore.experiments.matrix import MatrixSpec, cell_axes, cell_grid, partial_cells
+from stitchcore.experiments.matrix import (
+    ControlTable, MatrixSpec, cell_axes, cell_grid, control_tables, partial_cells, skipped_pairs,
+)  # fmt: skip
 from stitchcore.experiments.merge import partial_points
 from stitchcore.experiments.sweep import partial_positions
 from stitchcore.measures.traits import parse_metric
@@ -26,6 +29,7 @@ from stitchcore.plots import heatmap as plots_heatmap
 from stitchcore.plots import lm as plots_lm
 from stitchcore.plots import runs as plots
 from stitchcore.plots import traits as plots_traits
+from stitchcore.plots.penalty import IMAGE_PENALTY, LM_PENALTY, penalty_label, penalty_words
 from stitchcore.store.results import RunRecord
 
 __all__ = ["CKA_TITLES", "matrix_view", "similarity_view", "sweep_view", "lm_view", "VIEWS", "run_panel",
@@ -37,31 +41,59 @@ CKA_TITLES = {"cka-linear": "Linear CKA", "cka-rbf": "RBF CKA", "procrustes": "P
 # ------------------------------------------------------------------------------------ similarity / matrix
 
 
-def _cka_panels(cka) -> list[tuple]:
+@dataclass(frozen=True)
+class _Panel:
+    """One heat map of a view, with its CSV download under it."""
+
+    title: str  # the figure's title: says what the panel is
+    values: list  # [rows][columns]
+    rows: list[str]
+    cols: list[str]
+    value_label: str  # colour-bar title and hover name of a value
+    csv_name: str  # file name stem of the panel's CSV, and its widget key
+    diverging: bool = False  # centred at 0 (a penalty or a difference)
+    higher_is_worse: bool | None = None  # diverging penalty scales: which way is worse (red)
+    bounded: bool = True  # accuracy / CKA: fixed 0..1 colour range
+    opens: bool = False  # a click on a cell opens that pair on the Stitch page
+    matrix: bool = True  # a stitching panel: skipped cells are marked in it
+
+
+def _cka_panels(cka) -> list[_Panel]:
     """The heat map panels of a finished similarity run (its measure, and the shuffled baseline)."""
     k = cka.summary
-    name = CKA_TITLES.get(k.get("measure", "cka-linear"), k.get("measure", "similarity"))
-    panels = [(name, k["values"], k["senders"], k["receivers"], False, False)]
+    measure = k.get("measure", "cka-linear")
+    name = CKA_TITLES.get(measure, measure or "similarity")
+    label = "distance" if measure == "procrustes" else "CKA"
+    common = {"rows": k["senders"], "cols": k["receivers"], "value_label": label, "bounded": measure != "procrustes",
+              "matrix": False}  # fmt: skip
+    panels = [_Panel(name, k["values"], csv_name=measure, **common)]
     if k.get("baseline"):
-        panels.append((f"{name}, shuffled inputs (baseline)", k["baseline"], k["senders"], k["receivers"], False,
-                       False))  # fmt: skip
+        panels.append(_Panel(f"{name}, shuffled inputs (baseline)", k["baseline"], csv_name=f"{measure}-baseline",
+                             **common))  # fmt: skip
     return panels
 
 
-def _value_label(title: str) -> str:
-    """Colour-bar title of a panel (hover uses it too)."""
-    for word, label in (("Debiased", "Δ accuracy"), ("penalty", "penalty"), ("Procrustes", "distance"),
-                        ("CKA", "CKA")):
-        if word in title:
-            return label
-    return "accuracy"
-
-
-def _heatmap(title: str, values, rows, columns, *, diverging: bool = False, clickable: bool = False):
-    bounded = not diverging and "rocrustes" not in title
-    return plots_heatmap.heatmap(values, rows, columns, title=title, diverging=diverging, clickable=clickable,
-                                 zmin=0.0 if bounded else None, zmax=1.0 if bounded else None,
-                                 value_label=_value_label(title))  # fmt: skip
+def _draw(panel: _Panel, where: Any, *, key: str, run_id: str, skipped: dict | None = None,
+          pending: str | None = None, select: bool = False) -> Any:  # fmt: skip
+    """One panel in ``where``: the heat map, then its numbers as a CSV download; returns the chart's event."""
+    fig = plots_heatmap.heatmap(
+        panel.values, panel.rows, panel.cols, title=panel.title, diverging=panel.diverging,
+        higher_is_worse=panel.higher_is_worse, clickable=panel.opens, value_label=panel.value_label,
+        zmin=0.0 if panel.bounded and not panel.diverging else None,
+        zmax=1.0 if panel.bounded and not panel.diverging else None,
+        skipped=skipped if panel.matrix else None, pending=pending if panel.matrix else None,
+    )  # fmt: skip
+    chart_key = f"{key}-heat-{panel.csv_name}-{run_id}"
+    if select:
+        event = where.plotly_chart(fig, key=chart_key, on_select="rerun", selection_mode="points")
+    else:
+        event = where.plotly_chart(fig, key=chart_key)
+    where.download_button(
+        f"CSV: {panel.title}", plots_heatmap.heatmap_csv(panel.values, panel.rows, panel.cols),
+        file_name=f"{run_id}-{panel.csv_name}.csv", mime="text/csv", icon=":material/download:",
+        key=f"{key}-csv-{panel.csv_name}-{run_id}",
+    )  # fmt: skip
+    return event
 
 
 def similarity_view(rec: RunRecord, *, key: str) -> None:
@@ -77,16 +109,35 @@ def similarity_view(rec: RunRecord, *, key: str) -> None:
             return
         panels = _cka_panels(now)
         cols = st.columns(min(len(panels), 2))
-        for i, (title, values, rows, columns, _, _) in enumerate(panels):
-            cols[i % len(cols)].plotly_chart(_heatmap(title, values, rows, columns), key=f"{key}-cka-{i}-{rec.id}")
+        for i, panel in enumerate(panels):
+            _draw(panel, cols[i % len(cols)], key=f"{key}-cka", run_id=rec.id)
 
     live()
 
 
+# "penalty = B − stitched (higher = worse)" and the language models' opposite sign, in words
+_PENALTY_WORDS = penalty_label("penalty", IMAGE_PENALTY, higher_is_worse=True)
+_LM_PENALTY_WORDS = penalty_label("loss penalty", LM_PENALTY, higher_is_worse=plots_lm.HIGHER_IS_WORSE)
+
+
+def _control_panels(table: ControlTable, senders: list[str], receivers: list[str]) -> list[_Panel]:
+    """A control's accuracy and the debiased matrix against it (trained − control), side by side."""
+    panels = []
+    if table.values is not None:
+        panels.append(_Panel(f"Control: {table.name} (accuracy)", table.values, senders, receivers, "accuracy",
+                             csv_name=f"control-{table.control}"))  # fmt: skip
+    if table.debiased is not None:
+        panels.append(_Panel(f"Debiased: trained − {table.name}", table.debiased,
+                             senders, receivers, "Δ accuracy", csv_name=f"debiased-{table.control}", diverging=True,
+                             higher_is_worse=False, bounded=False))  # fmt: skip
+    return panels
+
+
 def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
-    """A matrix run's heat maps (stitching accuracy or penalty, the controls, the debiased panel; the
-    similarity run ``cka_id`` beside them), filling in cell by cell while it runs; a click on a cell of
-    the stitching panel (or the two pickers below) opens that pair on the Stitch page."""
+    """A matrix run's heat maps: stitching accuracy or penalty (the similarity run ``cka_id`` beside it), then
+    each control (random sender, random receiver, both random) beside its debiased matrix, filling in cell by
+    cell while it runs; skipped pairs are marked in every map, and each map downloads as CSV.  A click on a
+    cell of the stitching panel (or the two pickers below) opens that pair on the Stitch page."""
     runner = ui.get_runner()
     snap = runner.get(rec.id)
     spec = spec_from_record(rec)
@@ -108,40 +159,62 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
             st.caption("Waiting for the first cells…")
             return
         metric = st.radio("Stitching panel shows", ("accuracy", "penalty"), horizontal=True, key=f"{key}_metric",
-                          help="penalty = B's accuracy − stitched accuracy (Bansal et al.); lower is better")
-        # (title, values [rows x cols], row names, column names, diverging colour scale, opens on the Stitch page)
+                          help=f"penalty = B's accuracy − stitched accuracy (Bansal et al.): "
+                               f"{penalty_words(True)}; red = worse, blue = better")  # fmt: skip
         main = s.get("values" if metric == "accuracy" else "penalty") or cell_grid(cells, senders, receivers,
                                                                                     field=metric)
-        panels = [(f"Stitching {metric}", main, senders, receivers, metric == "penalty", True)]
-        controls = s.get("controls") or {}
-        if controls.get("random_sender"):
-            panels.append(("Control: random sender", controls["random_sender"], senders, receivers, False, False))
-        if s.get("debiased"):
-            panels.append(("Debiased (trained − control)", s["debiased"], senders, receivers, True, False))
+        if metric == "accuracy":
+            top = [_Panel("Stitching accuracy", main, senders, receivers, "accuracy", csv_name="accuracy", opens=True)]
+        else:
+            top = [_Panel(f"Stitching {_PENALTY_WORDS}", main, senders, receivers, "penalty", csv_name="penalty",
+                          diverging=True, higher_is_worse=True, bounded=False, opens=True)]  # fmt: skip
         if cka_now is not None and cka_now.summary:
-            panels += _cka_panels(cka_now)
+            top += _cka_panels(cka_now)
         elif cka_now is not None:
             st.caption(f"CKA: {cka_now.state} {cka_now.message}")
-        if now.state == "done":
+        skipped = skipped_pairs(s, cells)
+        pending = "not computed yet" if not now.is_final else "not computed (the run ended first)"
+        done = now.state == "done"
+        if done:
             st.caption("Click a cell of the stitching panel to open that pair on the Stitch page.")
-        cols = st.columns(min(len(panels), 2))
-        for i, (title, values, rows, columns, diverging, opens) in enumerate(panels):
-            fig = _heatmap(title, values, rows, columns, diverging=diverging, clickable=opens)
-            chart_key = f"{key}-heat-{i}-{metric}-{rec.id}"
-            if opens and now.state == "done":
-                event = cols[i % len(cols)].plotly_chart(fig, key=chart_key, on_select="rerun",
-                                                         selection_mode="points")
+        _legend(skipped, now.is_final)
+        cols = st.columns(min(len(top), 2))
+        for i, panel in enumerate(top):
+            event = _draw(panel, cols[i % len(cols)], key=f"{key}-{metric}", run_id=rec.id, skipped=skipped,
+                          pending=pending, select=panel.opens and done)  # fmt: skip
+            if panel.opens and done:
                 _open_selected_cell(spec, event)
-            else:
-                cols[i % len(cols)].plotly_chart(fig, key=chart_key)
+        tables = control_tables(s if now.is_final else None, cells, senders, receivers, controls=spec.controls)
+        if tables:
+            st.subheader("Controls and debiased matrices")
+            st.caption("Each control stitches the same cuts with random-init weights on one side or both "
+                       "(Hernandez et al.); beside it, debiased = trained accuracy − the control's, cell by cell: "
+                       f"higher = the trained network adds more than the control (blue), below 0 = worse "
+                       "than the control (red).")  # fmt: skip
+        for table in tables:
+            pair = _control_panels(table, senders, receivers)
+            cols = st.columns(2) if pair else []
+            for col, panel in zip(cols[-len(pair):], pair, strict=True):  # a lone debiased panel sits right
+                _draw(panel, col, key=key, run_id=rec.id, skipped=skipped, pending=pending)
         if s.get("skipped"):
             with st.expander(f"{len(s['skipped'])} pair(s) skipped"):
-                for pair, why in s["skipped"].items():
-                    st.markdown(f"- `{pair}`: {why}")
-        if now.state == "done":
+                for pair_name, why in s["skipped"].items():
+                    st.markdown(f"- `{pair_name}`: {why}")
+        if done:
             _open_in_stitch(spec, senders, receivers, key)
 
     live()
+
+
+def _legend(skipped: dict, final: bool) -> None:
+    """What the marks in the heat maps mean (only those that can appear now)."""
+    parts = []
+    if skipped:
+        parts.append(f"grey {plots_heatmap.SKIPPED_MARK} = pair skipped, no adapter joins these cuts (hover: why)")
+    if not final:
+        parts.append(f"white {plots_heatmap.PENDING_MARK} = not computed yet")
+    if parts:
+        st.caption("In the heat maps: " + "; ".join(parts) + ".")
 
 
 def _stitch_params(spec: MatrixSpec, sender: str, receiver: str) -> dict[str, str]:
@@ -196,6 +269,11 @@ def sweep_view(rec: RunRecord, *, key: str, title: str | None = None) -> None:
                             key=f"{key}-simp-{run_id}")  # fmt: skip
             st.plotly_chart(plots_traits.simplicity_curves(data, data["reference"], normalized=True,
                                                            all_positions=every), key=f"{key}-simpn-{run_id}")
+        if "accuracy" in metrics:
+            st.plotly_chart(plots_traits.penalty_curve(data, data["reference"], all_positions=every),
+                            key=f"{key}-penalty-{run_id}")  # fmt: skip
+            st.caption(f"Stitching {_PENALTY_WORDS}: B's accuracy minus the stitched model's at each cut, as on the "
+                       "Stitch and Similarity pages; red = worse, blue = better.")  # fmt: skip
         st.plotly_chart(plots_traits.per_class_heatmap(data, data["classes"], all_positions=every),
                         key=f"{key}-heat-{run_id}")  # fmt: skip
         if s:
@@ -241,6 +319,10 @@ def lm_view(rec: RunRecord, *, key: str) -> None:
                                                      "another)"), key=f"{key}-loss-{run_id}")  # fmt: skip
         if s.get("heatmap"):
             st.plotly_chart(plots_lm.penalty_heatmap(s["heatmap"]), key=f"{key}-lmheat-{run_id}")
+        if now.kind == "lmdepth" or s:
+            st.caption(f"The {_LM_PENALTY_WORDS}: below 0 = a higher loss than the base model (the one whose "
+                       "head is used), as in the GPT-2 stitching report. The image pages' penalty has the opposite "
+                       f"sign: {_PENALTY_WORDS}. Red = worse, blue = better everywhere.")  # fmt: skip
         if s.get("samples"):
             _lm_samples(s)
 
@@ -256,7 +338,7 @@ def _lm_cards(s: dict, kind: str) -> None:
         joined = "merged" if kind == "merge" else "stitched"
         c[2].metric(f"Loss {joined}", f"{s['loss']:.3f}", help=f"perplexity {s['perplexity']:.2f}")
         c[3].metric(f"Loss penalty (base {s['penalty_base'].upper()})", f"{s['loss_penalty']:+.3f}",
-                    help="(L_base − L) / L_base; negative = higher loss than the base model")
+                    help=f"{_LM_PENALTY_WORDS}; negative = higher loss than the base model")
         c[4].metric("Perplexity", f"{s['perplexity']:.2f}")
         st.code(" → ".join(s["layout"]), language=None)
     else:

@@ -19,8 +19,8 @@ penalty scales follow :mod:`stitchcore.plots.penalty` (worse = red, better = blu
 in words on the colour bar).  :func:`heatmap_csv` gives a panel's numbers as CSV text.
 
 >>> fig = heatmap([[0.9, None]], ["fc1"], ["block1", "fc2"], title="a", skipped={("fc1", "fc2"): "vector"})
->>> [t.name for t in fig.data], list(fig.data[1].text[0])
-(['values', 'skipped'], [None, 'vector'])
+>>> [t.name for t in fig.data], list(fig.data[1].text[0]), fig.data[1].customdata[0][1][2]
+(['values', 'skipped'], ['', '×'], 'vector')
 >>> print(heatmap_csv([[0.9, None]], ["fc1"], ["block1", "fc2"]), end="")
 sender (A) \\ receiver (B),block1,fc2
 fc1,0.9,
@@ -120,13 +120,13 @@ def heatmap(
     )  # fmt: skip
     if why:
         _add_overlay(fig, rows_s, cols_s, lambda r, c: why.get((r, c)), "skipped", SKIPPED_COLOR, SKIPPED_MARK,
-                     where + "skipped: %{text}<extra></extra>")  # fmt: skip
+                     where + "skipped: %{customdata[2]}<extra></extra>")  # fmt: skip
     if pending:
         def waiting(r: str, c: str) -> str | None:
             return pending if z[rows_s.index(r)][cols_s.index(c)] is None and (r, c) not in why else None
 
         _add_overlay(fig, rows_s, cols_s, waiting, "pending", "rgba(0,0,0,0)", PENDING_MARK,
-                     where + "%{text}<extra></extra>", mark_color="#9E9E9E")  # fmt: skip
+                     where + "%{customdata[2]}<extra></extra>", mark_color="#9E9E9E")  # fmt: skip
     if clickable:
         _add_cell_markers(fig, z, rows_s, cols_s, hover, set(why))
     if not finite:
@@ -154,14 +154,16 @@ def _add_overlay(
     mark_color: str = "#424242",
 ) -> None:  # fmt: skip
     """A second heat map over the cells where ``text_of(row, col)`` is not None: one flat colour, ``mark``
-    printed in the cell, the text on hover."""
-    text = [[text_of(r, c) for c in cols] for r in rows]
+    printed in those cells (``text``), the note on hover (``customdata[2]``, after the row and column names)."""
+    notes = [[text_of(r, c) for c in cols] for r in rows]
     fig.add_trace(
         go.Heatmap(
-            z=[[None if t is None else 1.0 for t in row] for row in text], x=list(range(len(cols))),
-            y=list(range(len(rows))), customdata=[[[r, c] for c in cols] for r in rows], text=text, name=name,
-            colorscale=[[0, color], [1, color]], showscale=False, hoverongaps=False, xgap=0, ygap=0,
-            texttemplate=mark or None, textfont={"size": 16, "color": mark_color}, hovertemplate=hover,
+            z=[[None if n is None else 1.0 for n in row] for row in notes], x=list(range(len(cols))),
+            y=list(range(len(rows))), customdata=[[[r, c, n or ""] for c, n in zip(cols, row)]
+                                                  for r, row in zip(rows, notes)],
+            text=[["" if n is None else mark for n in row] for row in notes], texttemplate="%{text}", name=name,
+            colorscale=[[0, color], [1, color]], showscale=False, hoverongaps=False,
+            textfont={"size": 16, "color": mark_color}, hovertemplate=hover,
         )
     )  # fmt: skip
 

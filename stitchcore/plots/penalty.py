@@ -14,7 +14,7 @@ mark the two directions beside the y axis (:func:`mark_worse_side`).
 >>> penalty_words(True)
 'higher = worse'
 >>> penalty_label("penalty", "B − stitched", higher_is_worse=True)
-'penalty (B − stitched, higher = worse)'
+'penalty = B − stitched (higher = worse)'
 >>> penalty_colorscale(higher_is_worse=True)[-1][1] == WORSE_COLOR
 True
 >>> penalty_colorscale(higher_is_worse=False)[0][1] == WORSE_COLOR
@@ -35,6 +35,7 @@ BETTER_COLOR = "#2166AC"
 NEUTRAL_COLOR = "#F7F7F7"  # 0: as good as the reference
 _RAMP = ("#EF8A62", "#FDDBC7", "#D1E5F0", "#67A9CF")  # the steps between red and blue, red side first
 
+_WORDS_MARGIN = 78  # px right of the plot area for "▲ better" at 12 px
 IMAGE_PENALTY = "B − stitched"  # the image formula, in words (accuracy of B minus the stitched accuracy)
 LM_PENALTY = "(L_base − L) / L_base"  # the GPT-2 report's loss penalty
 
@@ -49,13 +50,14 @@ def penalty_words(higher_is_worse: bool) -> str:
 
 
 def penalty_label(name: str, formula: str | None = None, *, higher_is_worse: bool) -> str:
-    """An axis / colour-bar title with the formula and the direction: ``"penalty (B − stitched, higher = worse)"``.
+    """An axis / colour-bar / column title with the formula and the direction.
 
+    >>> penalty_label("penalty", IMAGE_PENALTY, higher_is_worse=True)
+    'penalty = B − stitched (higher = worse)'
     >>> penalty_label("loss penalty", LM_PENALTY, higher_is_worse=False)
-    'loss penalty ((L_base − L) / L_base, lower = worse)'
+    'loss penalty = (L_base − L) / L_base (lower = worse)'
     """
-    inside = ", ".join(part for part in (formula, penalty_words(higher_is_worse)) if part)
-    return f"{name} ({inside})"
+    return f"{name}{f' = {formula}' if formula else ''} ({penalty_words(higher_is_worse)})"
 
 
 def penalty_colorscale(higher_is_worse: bool) -> list[list[float | str]]:
@@ -82,15 +84,17 @@ def worse_end(colorscale: list[list[float | str]] | tuple) -> str:
 
 
 def mark_worse_side(fig: go.Figure, higher_is_worse: bool) -> go.Figure:
-    """Words inside a penalty line plot's y axis: "▲ worse" in red at the top and "▼ better" in blue at the
-    bottom (or the other way round), the colours of the heat maps; returns ``fig``.
+    """Words right of a penalty line plot, clear of its lines: "▲ worse" in red level with the top of the
+    plot and "▼ better" in blue level with its bottom (or the other way round), the colours of the heat
+    maps.  Call it after :func:`~stitchcore.plots._style.house_style` (it widens the right margin); returns ``fig``.
 
     >>> [a.text for a in mark_worse_side(go.Figure(), higher_is_worse=False).layout.annotations]
     ['▲ better', '▼ worse']
     """
     top, bottom = (("worse", WORSE_COLOR), ("better", BETTER_COLOR))[:: 1 if higher_is_worse else -1]
     for y, (word, color), arrow, anchor in ((1.0, top, "▲", "top"), (0.0, bottom, "▼", "bottom")):
-        fig.add_annotation(text=f"{arrow} {word}", xref="paper", yref="paper", x=0.005, y=y, xanchor="left",
-                           yanchor=anchor, showarrow=False, font={"size": 12, "color": color},
-                           bgcolor="rgba(255,255,255,0.75)", name=f"penalty-{word}")  # fmt: skip
+        fig.add_annotation(text=f"{arrow} {word}", xref="paper", yref="paper", x=1.0, y=y, xanchor="left",
+                           yanchor=anchor, xshift=6, showarrow=False, font={"size": 12, "color": color},
+                           name=f"penalty-{word}")  # fmt: skip
+    fig.update_layout(margin={"r": max(fig.layout.margin.r or 0, _WORDS_MARGIN)})
     return fig

@@ -396,10 +396,9 @@ def penalty_vs_depth(
         add_note(fig, "no points yet")
     if "penalty" in y:
         fig.add_hline(y=0, line={"color": "#999", "width": 1})
-    if higher_is_worse is not None:
-        mark_worse_side(fig, higher_is_worse)
     fig.update_xaxes(title_text=_label(x))
     y_title = _label(y) if higher_is_worse is None else penalty_label(
         _label(y), IMAGE_PENALTY if y == "penalty" else None, higher_is_worse=higher_is_worse)  # fmt: skip
     fig.update_yaxes(title_text=y_title)
-    return house_style(fig, title or f"{_label(y)} vs {_label(x)}".capitalize())
+    fig = house_style(fig, title or f"{_label(y)} vs {_label(x)}".capitalize())
+    return fig if higher_is_worse is None else mark_worse_side(fig, higher_is_worse)

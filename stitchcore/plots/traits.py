@@ -201,11 +201,10 @@ def penalty_curve(
                                  marker={"size": 8}, customdata=positions[:done],
                                  hovertemplate="cut %{customdata}: penalty %{y:+.3f}<extra></extra>"))  # fmt: skip
         fig.add_hline(y=0, line={"color": "#999", "width": 1})
-    mark_worse_side(fig, higher_is_worse=True)
     _x_axis(fig, positions)
     fig.update_yaxes(title_text=penalty_label("penalty", IMAGE_PENALTY, higher_is_worse=True))
     if base is None or stitched is None:
         add_note(fig, "add the accuracy metric to the sweep to see its penalty")
     elif not done:
         add_note(fig, WAITING if positions else "no positions yet")
-    return house_style(fig, title)
+    return mark_worse_side(house_style(fig, title), higher_is_worse=True)
