@@ -9,6 +9,7 @@ from __future__ import annotations
 from streamlit.testing.v1 import AppTest
 
 import ui
+from stitchcore.experiments.stitch import StitchSpec
 from tests.conftest import ROOT
 
 
@@ -101,3 +102,23 @@ def test_url_with_stage_aliases_selects_the_canonical_cuts(tmp_path, monkeypatch
     assert params["cut_a"] == "layer2.0" and params["cut_b"] == "layer3.0"
     at.selectbox(key="cut_a").set_value("layer1.0").run()  # another cut: the note goes
     assert "layer2 = layer2.0" not in " ".join(c.value for c in at.caption)
+
+
+def test_out_of_range_url_values_are_shown_not_silently_replaced(app):
+    """Issue 12, item 9: a link's values the form cannot hold are clamped or defaulted, and a warning
+    names each (the value asked, the value used); Launch runs what the form shows."""
+    app.query_params.update({"a": "zoo:cnn-digits-s0", "b": "zoo:cnn-digits-s1", "epochs": "100000", "lr": "nan",
+                             "batch_size": "0", "max_train": "-5", "head": "zzz", "seed": "abc",
+                             "objective": "task+0.5*kd"})
+    at = app.run().switch_page("views/stitch.py").run()
+    assert not at.exception
+    warning = "\n".join(w.value for w in at.warning)
+    for text in ("epochs=100000 is outside 0..500; the form uses 500", "lr=nan is not a finite number",
+                 "batch_size=0 is outside 4..4096; the form uses 4", "max_train=-5 is outside",
+                 "head='zzz' is not one of b, a; the form uses b", "seed='abc' is not a number"):
+        assert text in warning.replace("\\", ""), (text, warning)
+    assert at.number_input(key="epochs").value == 500 and at.number_input(key="batch_size").value == 4
+    assert at.number_input(key="lr").value == StitchSpec(a="x", b="y", cut_a="c", cut_b="c").lr  # the default
+    assert at.selectbox(key="head").value == "b" and at.selectbox(key="objective").value == "task+0.5*kd"
+    assert any("value(s) of the link were changed" in c.value for c in at.caption)
+

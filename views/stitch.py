@@ -7,6 +7,8 @@ on a ResNet): the picker selects the canonical cut (``layer2.1``) and says "laye
 
 from __future__ import annotations
 
+import math
+
 import streamlit as st
 
 import ui
@@ -17,7 +19,7 @@ from stitchcore.experiments.dataset_check import default_dataset
 from stitchcore.experiments.stitch import StitchSpec
 from stitchcore.models.sources.zoo import list_zoo_models
 from stitchcore.stitching.adapters import INITS, NORMS, RESAMPLES, AdapterSpec, compatibility, list_adapters
-from stitchcore.stitching.train import OPTIMIZERS
+from stitchcore.stitching.train import OPTIMIZERS, parse_objective
 
 OBJECTIVES = ("task", "match", "kd", "task+0.5*kd")
 DEFAULTS = StitchSpec(a="", b="", cut_a="", cut_b="")  # the library's defaults, shared with the CLI
@@ -31,6 +33,49 @@ FORM_PARAMS = {  # URL query key -> (session key, type): a copied link reproduce
     "max_train": ("max_train", int), "max_test": ("max_test", int), "head": ("head", str),
     "head_cut": ("head_cut", str), "dataset": ("dataset", str),
 }
+
+
+NUMBER_RANGES = {  # form key -> (least, most) the widget takes; a URL value outside is clamped, with a warning
+    "lr": (1e-5, 1.0), "epochs": (0, 500), "batch_size": (4, 4096), "seed": (0, 10**6),
+    "max_train": (0, 10**7), "max_test": (0, 10**7),
+}
+CHOICES = {  # form key -> the values its selectbox offers (objective: any formula parse_objective takes)
+    "kind": tuple(list_adapters()), "norm": NORMS, "resample": RESAMPLES, "init": INITS,
+    "optimizer": tuple(OPTIMIZERS), "head": ("b", "a"),
+}
+FORM_DEFAULTS = dict(  # the library's defaults, shared with the CLI; widgets take their values from here
+    kind=DEFAULTS.adapter.kind, norm=DEFAULTS.adapter.norm, resample=DEFAULTS.adapter.resample,
+    init=DEFAULTS.adapter.init, objective="task", optimizer=DEFAULTS.optimizer, lr=DEFAULTS.lr,
+    epochs=DEFAULTS.epochs, batch_size=DEFAULTS.batch_size, seed=DEFAULTS.seed, max_train=0, max_test=0, head="b",
+)
+
+
+def _url_value(key: str, raw: str) -> tuple[object | None, str | None]:
+    """A URL parameter as the form can hold it, and a warning when that is not what the URL said.
+
+    Out-of-range numbers are clamped, unknown choices fall back to the default; None: leave the field.
+    """
+    state_key, cast = FORM_PARAMS[key]
+    try:
+        value = cast(raw)
+    except ValueError:
+        return None, f"{key}={raw!r} is not a {'number' if cast is not str else 'value'}; the form keeps its own"
+    if key in NUMBER_RANGES:
+        lo, hi = NUMBER_RANGES[key]
+        if not math.isfinite(value):
+            return FORM_DEFAULTS[key], f"{key}={raw} is not a finite number; the form uses {FORM_DEFAULTS[key]}"
+        if not lo <= value <= hi:
+            used = min(max(value, lo), hi)
+            return used, f"{key}={raw} is outside {lo:g}..{hi:g}; the form uses {used:g}"
+    if key in CHOICES and value not in CHOICES[key]:
+        default = FORM_DEFAULTS[state_key]
+        return default, f"{key}={raw!r} is not one of {', '.join(CHOICES[key])}; the form uses {default}"
+    if key == "objective":
+        try:
+            parse_objective(value)
+        except StitchError as exc:
+            return FORM_DEFAULTS["objective"], f"objective={raw!r}: {exc}; the form uses task"
+    return value, None
 
 
 def _spec_params(spec: StitchSpec) -> dict[str, str]:
@@ -60,12 +105,15 @@ def _prefill(params: dict[str, str]) -> None:
         params = _spec_params(spec_from_record(rec))
     if "dataset" not in params:
         st.session_state.pop("dataset", None)  # the run's own default: B's training set
-    for key, (state_key, cast) in FORM_PARAMS.items():
+    notes = []
+    for key, (state_key, _) in FORM_PARAMS.items():
         if key in params:
-            try:
-                st.session_state[state_key] = cast(params[key])
-            except ValueError:
-                st.warning(f"Ignored URL parameter {key}={params[key]!r} (expected {cast.__name__}).")
+            value, note = _url_value(key, params[key])
+            if value is not None:
+                st.session_state[state_key] = value
+            if note:
+                notes.append(note)
+    st.session_state["_url_notes"] = notes  # shown above the form and beside Launch while this URL stands
     for role in ("a", "b"):
         if role in params:
             st.session_state[f"pick_{role}"] = params[role]
@@ -121,13 +169,14 @@ st.title("Stitch two models")
 url_run = st.query_params.get("run")
 if url_run or any(k in st.query_params for k in FORM_PARAMS):
     _prefill(st.query_params.to_dict())
-for _key, _value in dict(
-    kind=DEFAULTS.adapter.kind, norm=DEFAULTS.adapter.norm, resample=DEFAULTS.adapter.resample,
-    init=DEFAULTS.adapter.init, objective="task", optimizer=DEFAULTS.optimizer,
-    lr=DEFAULTS.lr, epochs=DEFAULTS.epochs, batch_size=DEFAULTS.batch_size, seed=DEFAULTS.seed, max_train=0,
-    max_test=0, head="b",
-).items():
+else:
+    st.session_state.pop("_url_notes", None)
+for _key, _value in FORM_DEFAULTS.items():
     st.session_state.setdefault(_key, _value)  # widgets below take their values from here, never twice
+url_notes = st.session_state.get("_url_notes") or []
+if url_notes:
+    st.warning("This link asked for values the form cannot use as given:\n\n"
+               + "\n".join(f"- {ui.md_text(n)}" for n in url_notes), icon=":material/warning:")
 
 zoo = sorted(r.summary["ref"] for r in list_zoo_models(ui.get_store()))
 if not zoo:
@@ -165,15 +214,16 @@ if len(loaded) == 2:
         resample = c[2].selectbox("Resample", RESAMPLES, key="resample")
         init = c[3].selectbox("Init", INITS, key="init", help="lstsq: closed-form fit on cached activations")
         c = st.columns(4)
-        objective = c[0].selectbox("Objective", OBJECTIVES, key="objective")
+        objectives = OBJECTIVES + (() if st.session_state["objective"] in OBJECTIVES else (st.session_state["objective"],))
+        objective = c[0].selectbox("Objective", objectives, key="objective")
         optimizer = c[1].selectbox("Optimizer", OPTIMIZERS, key="optimizer")
-        lr = c[2].number_input("Learning rate", 1e-5, 1.0, format="%.4f", key="lr")
-        epochs = c[3].number_input("Epochs", 0, 500, key="epochs")
+        lr = c[2].number_input("Learning rate", *NUMBER_RANGES["lr"], format="%.4f", key="lr")
+        epochs = c[3].number_input("Epochs", *NUMBER_RANGES["epochs"], key="epochs")
         c = st.columns(5)
-        batch_size = c[0].number_input("Batch size", 4, 4096, key="batch_size")
-        seed = c[1].number_input("Seed", 0, 10**6, key="seed")
-        max_train = c[2].number_input("Max training images (0 = all)", 0, 10**7, key="max_train")
-        max_test = c[3].number_input("Max test images (0 = all)", 0, 10**7, key="max_test")
+        batch_size = c[0].number_input("Batch size", *NUMBER_RANGES["batch_size"], key="batch_size")
+        seed = c[1].number_input("Seed", *NUMBER_RANGES["seed"], key="seed")
+        max_train = c[2].number_input("Max training images (0 = all)", *NUMBER_RANGES["max_train"], key="max_train")
+        max_test = c[3].number_input("Max test images (0 = all)", *NUMBER_RANGES["max_test"], key="max_test")
         head = c[4].selectbox("Head", ("b", "a"), key="head",
                               help="a: keep A's head after B's middle (same-family models)")
     with cuts:
@@ -236,6 +286,9 @@ else:
 
 launch, rerun = st.columns([1, 1])
 with launch:
+    if url_notes and spec is not None:
+        st.caption(f":material/warning: Launch runs the form as shown: {len(url_notes)} value(s) of the link were "
+                   "changed (see the warning above).")
     ui.show_estimate("stitch", spec)
     clicked = ui.launch_button("Launch", why_not, key="launch")
 if clicked and spec is not None:
