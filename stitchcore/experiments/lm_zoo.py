@@ -29,6 +29,7 @@ from stitchcore.experiments._registry import RunContext
 from stitchcore.lm.evaluate import eval_windows, lm_loss, sample_text
 from stitchcore.lm.parts import TokenCodec
 from stitchcore.models.archs import create_arch
+from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.sources.checkpoint import save_checkpoint
 from stitchcore.stitching.evaluate import count_params
 from stitchcore.stitching.train import check_finite, make_optimizer
@@ -36,7 +37,7 @@ from stitchcore.stitching.train import check_finite, make_optimizer
 if TYPE_CHECKING:  # zoo.py calls this module for gpt recipes; the recipe type is only a hint here
     from stitchcore.experiments.zoo import ZooRecipe
 
-__all__ = ["LM_DEFAULT_LR", "STEPS_PER_EPOCH", "train_lm_zoo"]
+__all__ = ["EVAL_WINDOWS", "LM_DEFAULT_LR", "STEPS_PER_EPOCH", "lm_train_step", "train_lm_zoo", "untrained_lm"]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,40 @@ def _lr_at(step: int, total: int, base: float) -> float:
     if step < warm:
         return base * (step + 1) / warm
     return base * 0.5 * (1 + math.cos(math.pi * (step - warm) / max(1, total - warm)))
+
+
+def untrained_lm(recipe: ZooRecipe) -> LoadedModel:
+    """A char-GPT recipe's model with fresh (unseeded) weights and its corpus's vocabulary, shaped as the
+    trained model will load (the estimator times it before it is trained)."""
+    text = load_text(recipe.dataset)
+    vocab = CharVocab.from_text(text)
+    model = create_arch(recipe.arch, **{"vocab_size": vocab.size, **recipe.arch_kwargs}).eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    block = model.config.block_size
+    return LoadedModel(ref=f"zoo:{recipe.short_name()}?init=random", model=model, input_kind="tokens",
+                       input_shape=(block,), preprocess=None, num_classes=vocab.size, dataset=recipe.dataset,
+                       meta={"arch": recipe.arch, "arch_kwargs": model.arch_kwargs, "vocab": vocab.chars,
+                             "context_length": block})
+
+
+def lm_train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
+                  lr: float, step: int) -> float:
+    """One optimiser step of a char-GPT on windows ``x`` [B, T] with next tokens ``y`` [B, T]; returns the loss.
+
+    Also what :mod:`stitchcore.experiments.estimate` times to calibrate an LM recipe.
+    """
+    for g in opt.param_groups:
+        g["lr"] = lr
+    model.train()
+    logits = model(x)  # (B, T, V)
+    loss = F.cross_entropy(logits.flatten(0, 1), y.flatten())
+    check_finite(loss, step)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    return loss.item()
 
 
 def train_lm_zoo(recipe: ZooRecipe, ctx: RunContext, name: str) -> dict:
@@ -76,17 +111,8 @@ def train_lm_zoo(recipe: ZooRecipe, ctx: RunContext, name: str) -> dict:
     batches = lm_batches(train_ids, block, recipe.batch_size, recipe.seed, total)
     for step, (x, y) in enumerate(batches):
         ctx.check_cancel()
-        for g in opt.param_groups:
-            g["lr"] = _lr_at(step, total, lr)
-        model.train()
-        logits = model(x.to(device))  # (B, T, V)
-        loss = F.cross_entropy(logits.flatten(0, 1), y.to(device).flatten())
-        check_finite(loss, step)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        running = loss.item() if step == 0 else 0.9 * running + 0.1 * loss.item()
+        loss = lm_train_step(model, opt, x.to(device), y.to(device), _lr_at(step, total, lr), step)
+        running = loss if step == 0 else 0.9 * running + 0.1 * loss
         done = step + 1
         ctx.progress(done / total, f"training {recipe.arch} on {recipe.dataset}: step {done}/{total}")
         if done % 10 == 0 or done == total:

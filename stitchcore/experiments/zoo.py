@@ -22,12 +22,13 @@ from stitchcore.errors import StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments._shared import check_choice, spec_from_dict
 from stitchcore.models.archs import arch_defaults, arch_input_kind, create_arch
+from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.preprocess import Preprocess
 from stitchcore.models.sources.checkpoint import save_checkpoint
 from stitchcore.stitching.evaluate import count_params, evaluate_batches
 from stitchcore.stitching.train import OPTIMIZERS, train_classifier
 
-__all__ = ["ZooRecipe", "train_zoo", "zoo_name"]
+__all__ = ["ZooRecipe", "train_zoo", "untrained_model", "zoo_name"]
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +144,33 @@ def _arch_kwargs(recipe: ZooRecipe, ds: ImageDataset) -> dict:
     kwargs = {k: v for k, v in derived.items() if k in accepted}
     kwargs.update(recipe.arch_kwargs)
     return kwargs
+
+
+def untrained_model(recipe: ZooRecipe) -> LoadedModel:
+    """The recipe's architecture with fresh (unseeded) weights, shaped as its trained model will load:
+    what :mod:`stitchcore.experiments.estimate` times before the model is trained.
+
+    >>> m = untrained_model(ZooRecipe())
+    >>> m.input_shape, m.num_classes, m.ref
+    ((1, 8, 8), 10, 'zoo:cnn-digits-s0?init=random')
+    """
+    if arch_input_kind(recipe.arch) != "image":
+        from stitchcore.experiments.lm_zoo import untrained_lm
+
+        return untrained_lm(recipe)
+    ds = load_dataset(recipe.dataset)
+    size = recipe.image_size
+    preprocess = Preprocess(size=(size, size) if size else None, channels=ds.image_shape[0], mean=ds.mean, std=ds.std)
+    kwargs = _arch_kwargs(recipe, ds)
+    model = create_arch(recipe.arch, **kwargs).eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    c, h, w = ds.image_shape
+    return LoadedModel(
+        ref=f"zoo:{recipe.short_name()}?init=random", model=model, input_kind="image",
+        input_shape=(c, size, size) if size else (c, h, w), preprocess=preprocess, num_classes=ds.num_classes,
+        dataset=recipe.dataset, meta={"arch": recipe.arch, "arch_kwargs": kwargs, "class_names": list(ds.classes)},
+    )
 
 
 def _special_layer(model: torch.nn.Module, name: str) -> torch.nn.Module:
