@@ -22,7 +22,7 @@ from stitchcore.data import ImageDataset, list_datasets, load_dataset
 from stitchcore.device import describe_device, pick_device
 from stitchcore.errors import StitchError
 from stitchcore.experiments.dataset_check import head_fix, head_mismatch
-from stitchcore.experiments.estimate import Estimate, estimate_seconds, format_duration
+from stitchcore.experiments.estimate import Estimate, estimate_plan, estimate_seconds, format_duration
 from stitchcore.experiments.jobs import JobRunner, JobSnapshot
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.refs import parse_ref
@@ -41,6 +41,7 @@ __all__ = [
     "dataset_fit",
     "launch_button",
     "show_estimate",
+    "show_plan_estimate",
     "rerun_when_jobs_finish",
     "progress_with_stop",
     "progress_text",
@@ -109,12 +110,16 @@ def pick_model(role: str, zoo_refs: list[str], default_index: int, prefix: str =
 
     Widget keys are ``{prefix}pick_{role}`` and ``{prefix}ref_{role}`` (URL prefill writes them).
     """
-    pick_key, ref_key = f"{prefix}pick_{role}", f"{prefix}ref_{role}"
+    pick_key, ref_key, auto_key = f"{prefix}pick_{role}", f"{prefix}ref_{role}", f"{prefix}pick_{role}_auto"
     options = zoo_refs + [CUSTOM_REF]
     picked = st.session_state.get(pick_key)
     if picked is not None and picked not in options:
         st.session_state[pick_key] = CUSTOM_REF
-    st.session_state.setdefault(pick_key, options[min(default_index, len(options) - 1)])
+    if picked == CUSTOM_REF and st.session_state.get(auto_key) and zoo_refs and not st.session_state.get(ref_key):
+        del st.session_state[pick_key]  # "other" only because nothing was trained then: follow the new models
+    if pick_key not in st.session_state:
+        st.session_state[pick_key] = options[min(default_index, len(options) - 1)]
+        st.session_state[auto_key] = not zoo_refs
     choice = st.selectbox(f"Model {role.upper()}", options, key=pick_key)
     text = choice
     if choice == CUSTOM_REF:
@@ -240,16 +245,28 @@ def show_estimate(kind: str, spec: Any) -> Estimate | None:
         return None
 
 
+def show_plan_estimate(items: list[tuple[str, Any]]) -> Estimate | None:
+    """As :func:`show_estimate` for runs queued one after the other (``[(kind, spec), ...]``, e.g. the
+    classroom demo's two models and their stitch): the time of those not in the store yet."""
+    try:
+        est = estimate_plan(items, get_store())
+        if est is not None:
+            _draw_estimate(est)
+        return est
+    except Exception:
+        log.exception("estimating %s failed", [k for k, _ in items])
+        return None
+
+
 def _draw_estimate(est: Estimate) -> None:
     if est.stored:
         st.caption(":material/bolt: In the store already: opens at once.")
         return
     text = f":material/timer: About {format_duration(est.seconds)} on this machine"
-    if est.high > est.seconds * 1.2:
-        text += f" (up to {format_duration(est.high)})"
     if est.seconds > LONG_RUN_SECONDS:
-        text = f":orange[{text}]"
-    st.caption(text, help=f"Estimate {est.basis}. It runs in the background: you can leave the page.")
+        text = f":orange[{text} · it runs in the background]"
+    st.caption(text, help=f"Estimate ({format_duration(est.low)} to {format_duration(est.high)}), {est.basis}. "
+                          "Jobs run in the background: you can leave the page.")
 
 
 def _watch_kind(snap: JobSnapshot) -> str:
@@ -464,15 +481,36 @@ def _waiting_for(snap: JobSnapshot) -> None:
     if not ahead:
         return
     makes = [s for s in ahead if s.id in snap.waits_for]
+    left = _time_left(ahead)
+    starts = f" · it starts in about {format_duration(left)}" if left is not None else ""
     with st.container(border=True):
         if makes:
-            st.markdown(f"**Waiting for its models to train** ({len(makes)} of the {len(ahead)} job(s) before it)")
+            st.markdown(f"**Waiting for its models to train** ({len(makes)} of the {len(ahead)} job(s) before it)"
+                        + starts)
         else:
-            st.markdown(f"**Queued behind {len(ahead)} job(s)**")
+            st.markdown(f"**Queued behind {len(ahead)} job(s)**{starts}")
         for other in ahead:
             role = " · a model this run uses" if other.id in snap.waits_for else ""
             st.markdown(f"[{md_text(other.label)}]({run_link(other)}){role}")
             st.progress(other.progress, text=progress_text(other, other.state if other.state == "queued" else None))
+
+
+def _time_left(jobs: list[JobSnapshot]) -> float | None:
+    """Seconds until ``jobs`` (run in order) are all done: running ones by their ETA, queued ones by their
+    estimate (a model a running job trains stands in untrained); None when any is unknown."""
+    running = [s for s in jobs if s.state == "running"]
+    etas = [s.eta_seconds() for s in running]
+    if any(eta is None for eta in etas):
+        return None
+    queued = [(s.kind, s.spec) for s in jobs if s.state == "queued"]
+    if not queued:
+        return sum(etas)
+    try:
+        est = estimate_plan(queued, get_store(), also_pending=[(s.kind, s.spec) for s in running])
+    except Exception:  # estimate_plan never raises; a bug here must not take the run view down
+        log.exception("estimating the queue failed")
+        return None
+    return None if est is None else est.seconds + sum(etas)
 
 
 def _draw_run(snap: JobSnapshot, key: str) -> None:

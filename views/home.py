@@ -1,4 +1,4 @@
-"""Home: what stitching is, the one-click classroom demo, recent runs."""
+"""Home: what stitching is, the one-click classroom demo (with how long it takes here), recent runs."""
 
 import streamlit as st
 
@@ -11,6 +11,7 @@ DEMO_MODELS = (ZooRecipe(arch="cnn", dataset="digits", seed=0), ZooRecipe(arch="
 DEMO_STITCH = StitchSpec(
     a="zoo:cnn-digits-s0", b="zoo:cnn-digits-s1", cut_a="block2", cut_b="block2", adapter=AdapterSpec(init="lstsq")
 )
+DEMO_PLAN = [*(("zoo", recipe) for recipe in DEMO_MODELS), ("stitch", DEMO_STITCH)]  # queued in this order
 
 DIAGRAM = """
 digraph {
@@ -43,6 +44,7 @@ with left:
         "(or reuses them from the store), joins them in the middle with a linear adapter fitted by least "
         "squares, trains it, and shows the live curve and the result."
     )
+    estimate_slot = st.empty()  # filled at the end: a first estimate times a few steps, the button comes first
     if st.button("Run the classroom demo", type="primary", disabled=ui.viewer_mode()):
         runner = ui.get_runner()
         try:
@@ -66,3 +68,8 @@ for rec in runs:
     text = f"{name or rec.label or rec.kind}" + (f" — {metric:.1%}" if isinstance(metric, float) else "")
     page = "views/stitch.py" if rec.kind == "stitch" else "views/results.py"
     st.page_link(page, label=ui.md_text(f"{rec.status} · {text}"), query_params={"run": rec.id})
+
+if not ui.viewer_mode():
+    with estimate_slot.container():
+        ui.show_plan_estimate(DEMO_PLAN)  # the models and stitch not in the store yet
+ui.rerun_when_jobs_finish(("zoo", "stitch"))  # Recent runs lists what finished

@@ -1,6 +1,8 @@
 """Language models: merge (block substitution) or stitch two GPTs, keep or swap the head, see the loss penalty.
 
-``?run=<id>`` shows a merge, lmstitch or lmdepth run and fills the form with its spec.
+``?run=<id>`` shows a merge, lmstitch or lmdepth run and fills the form with its spec.  Both Launch buttons
+say how long the run takes on this machine; char-GPTs training now show their progress here, and the page
+reruns when one finishes, so the pickers list it without a reload.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import ui
 from stitchcore.data.text import list_texts
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
+from stitchcore.experiments.estimate import estimate_kind
 from stitchcore.experiments.merge import LM_ADAPTER, DepthSpec, LMStitchSpec, MergeSpec
 from stitchcore.experiments.zoo import ZooRecipe
 from stitchcore.lm.parts import lm_shape, merge_layout, stitch_layout
@@ -50,26 +53,55 @@ def _prefill(run_id: str) -> None:
 
 
 def _train_form() -> None:
-    """Train a char-GPT zoo recipe here (a background job; the pickers list it once done)."""
-    with st.form("lm-train"):
-        c = st.columns(5)
-        text = c[0].selectbox("Corpus", [*list_texts(), "file:…"], help="pydoc works offline; "
-                              "tinyshakespeare downloads once")
-        path = c[1].text_input("Text file (for file:…)", placeholder="/path/to/text.txt")
-        seed = c[2].number_input("Seed", 0, 10**6, 0)
-        optimizer = c[3].selectbox("Optimizer", OPTIMIZERS, index=1)
-        epochs = c[4].number_input("Epochs (50 steps each)", 1, 400, ZooRecipe().epochs)
-        clicked = st.form_submit_button("Train char-GPT", disabled=ui.viewer_mode())
-    if clicked:
-        dataset = f"file:{path.strip()}" if text == "file:…" else text
+    """Train a char-GPT zoo recipe here (a background job; the pickers list it once done), with how long it
+    takes on this machine above the button."""
+    c = st.columns(6)
+    text = c[0].selectbox("Corpus", [*list_texts(), "file:…"], key="lm_train_text",
+                          help="pydoc works offline; tinyshakespeare downloads once")
+    path = c[1].text_input("Text file (for file:…)", placeholder="/path/to/text.txt", key="lm_train_path")
+    seed = c[2].number_input("Seed", 0, 10**6, 0, key="lm_train_seed")
+    optimizer = c[3].selectbox("Optimizer", OPTIMIZERS, index=1, key="lm_train_optimizer")
+    epochs = c[4].number_input("Epochs (50 steps each)", 1, 400, ZooRecipe().epochs, key="lm_train_epochs")
+    batch = c[5].number_input("Batch (windows a step)", 1, 1024, ZooRecipe().batch_size, key="lm_train_batch",
+                              help="64 by default; smaller trains faster and worse (a quick classroom model)")
+    dataset = f"file:{path.strip()}" if text == "file:…" else text
+    recipe = None
+    if dataset != "file:":
         try:
-            job = ui.get_runner().submit("zoo", ZooRecipe(arch="gpt", dataset=dataset, seed=int(seed),
-                                                          optimizer=optimizer, epochs=int(epochs)))
+            recipe = ZooRecipe(arch="gpt", dataset=dataset, seed=int(seed), optimizer=optimizer, epochs=int(epochs),
+                               batch_size=int(batch))
+        except StitchError as exc:
+            ui.show_error(exc)
+    ui.show_estimate("lm_zoo", recipe)
+    why = "type the text file's path" if dataset == "file:" else None
+    if ui.launch_button("Train char-GPT", why if recipe is None else None, key="lm_train"):
+        try:
+            job = ui.get_runner().submit("zoo", recipe)
         except StitchError as exc:
             ui.show_error(exc)
         else:
-            st.success(f"Training queued: {job.label} ([follow it](models?run={job.id})). "
+            st.success(f"Training queued: {ui.md_text(job.label)} ([follow it](models?run={job.id})). "
                        "It shows up in the model lists when done.")
+    _training_now()
+
+
+def _training_now() -> None:
+    """Char-GPTs training (or queued) in this server, each with its progress and the time left."""
+    runner = ui.get_runner()
+    jobs = [s.id for s in runner.list(active_only=True) if estimate_kind(s.kind, s.spec) == "lm_zoo"]
+    if not jobs:
+        return
+
+    @ui.live_while_running(*jobs)
+    def live() -> None:
+        for job_id in jobs:
+            snap = runner.get(job_id)
+            if snap is None or snap.is_final:
+                continue
+            st.markdown(f"[{ui.md_text(snap.label)}]({ui.run_link(snap)})")
+            st.progress(snap.progress, text=ui.progress_text(snap))
+
+    live()
 
 
 def _shape(ref: str) -> dict | None:
@@ -188,6 +220,7 @@ if ref_a and ref_b and shapes.get("a") and shapes.get("b"):
         kind, spec = _form(ref_a, ref_b, shapes["a"], shapes["b"])
     except StitchError as exc:
         ui.show_error(exc)
+ui.show_estimate(kind, spec)
 if st.button("Launch", type="primary", disabled=spec is None or ui.viewer_mode(), key="lm_launch"):
     try:
         job = ui.get_runner().submit(kind, spec)
@@ -200,3 +233,4 @@ if st.button("Launch", type="primary", disabled=spec is None or ui.viewer_mode()
 if url_run:
     st.divider()
     _results(url_run)
+ui.rerun_when_jobs_finish(("lm_zoo",))  # a char-GPT that finishes training shows up in the pickers

@@ -658,13 +658,15 @@ def estimate_seconds(kind: str, spec: Any, store: Store) -> Estimate | None:
         return None
 
 
-def estimate_plan(items: list[tuple[str, Any]], store: Store) -> Estimate | None:
+def estimate_plan(items: list[tuple[str, Any]], store: Store, *,
+                  also_pending: list[tuple[str, Any]] = ()) -> Estimate | None:
     """The runs ``items`` [(kind, spec)] one after the other (one job queue runs them in order): the sum of
-    those not in the store yet, where a later item may use a zoo model an earlier one trains (an untrained
-    copy stands in for the timing).  ``stored`` when all are in the store; None when any cannot be estimated.
+    those not in the store yet, where a later item may use a zoo model an earlier one (or one of
+    ``also_pending``, e.g. running jobs) trains: an untrained copy stands in for the timing.  ``stored``
+    when all are in the store; None when any cannot be estimated.
     """
     try:
-        pending = _pending((estimate_kind(k, s), s) for k, s in items)
+        pending = _pending((estimate_kind(k, s), s) for k, s in [*also_pending, *items])
         total = Estimate(0.0, 0.0, 0.0, "in the store", stored=True)
         for kind, spec in items:
             est = _one(estimate_kind(kind, spec), spec, store, pending)
