@@ -221,7 +221,8 @@ def test_upload_form_prefills_the_zoo_inputs_and_scores_the_model(open_page, tra
     assert metric(at, "Base accuracy") == f"{stored:.1%}"
 
 
-def test_upload_form_edits_reach_the_ref(open_page):
+def test_upload_form_edits_reach_the_ref(open_page, monkeypatch, tmp_path):
+    monkeypatch.setenv("STITCHLAB_DATA", str(tmp_path / "no-data"))  # cifar10's files are not here
     at = open_page()
     at.file_uploader(key="upload").upload("cnn.pt", state_dict_bytes(create_arch("cnn", num_classes=3)))
     at.text_input(key="upload_arch").input("zoo:cnn")
@@ -233,6 +234,10 @@ def test_upload_form_edits_reach_the_ref(open_page):
     assert at.text_input(key="upload_mean").value == "0.30527535"
     at.text_input(key="upload_mean").input("0.5").run()
     assert "?arch=zoo:cnn&dataset=digits&mean=0.5&size=8&std=0.37584367" in at.code[0].value
+    at.selectbox(key="upload_dataset").select("cifar10").run()  # no files: mean/std are kept, and it says so
+    assert at.text_input(key="upload_mean").value == "0.5" and not errors(at)
+    assert "cifar10 not found" in at.warning[0].value and "Type its mean and std in" in at.warning[0].value
+    at.selectbox(key="upload_dataset").select("digits").run()
     at.text_input(key="upload_std").input("abc").run()  # malformed: said at once, no ref
     assert len(errors(at)) == 1 and "std=abc must be positive numbers" in errors(at)[0] and not at.code
     at.text_input(key="upload_std").input("0.1,0.2").run()  # well formed, but the model has one channel

@@ -3,6 +3,8 @@
 URL: ``models?run=<id>`` shows a zoo training run, ``models?ref=<ModelRef>`` an inspected model.
 """
 
+from pathlib import Path
+
 import pandas as pd
 import streamlit as st
 import torch
@@ -194,7 +196,7 @@ def choose_ref() -> str | None:
 NO_DATASET = ""  # the dataset picker's "unknown" entry
 
 
-def upload_inputs(path, arch: str, options: str, base: str, loaded: LoadedModel) -> str | None:
+def upload_inputs(path: Path, arch: str, options: str, base: str, loaded: LoadedModel) -> str | None:
     """Dataset, mean, std and size of an upload, pre-filled from its arch's defaults and editable.
 
     Returns the resulting ``file:`` ref (shown under the fields), or None while a field is malformed.
@@ -218,18 +220,22 @@ def upload_inputs(path, arch: str, options: str, base: str, loaded: LoadedModel)
         help="Experiments with this model default to it; the accuracy below is on its test split",
     )
     if state.get("upload_filled_for") != (base, dataset) or "upload_mean" not in state:
+        state["upload_filled_for"], state["upload_warning"] = (base, dataset), ""
         defaults = loaded
         if dataset != (loaded.dataset or NO_DATASET):
             try:  # a zoo arch's mean/std are its dataset's: ask the loader with only the dataset given
                 defaults = ui.load_for_display(upload_ref(path, arch, options, dataset=dataset or None))
-            except Exception as exc:  # noqa: BLE001 - show_error logs the traceback of non-StitchErrors
-                ui.show_error(exc, f"reading {dataset}'s mean and std")
-        pre = defaults.preprocess
-        state["upload_mean"] = format_values(pre.mean)
-        state["upload_std"] = format_values(pre.std)
-        state["upload_size"] = format_size(defaults.input_shape[1:])
-        state["upload_note"] = defaults.meta.get("defaults") or ""
-        state["upload_filled_for"] = (base, dataset)
+            except StitchError as exc:  # e.g. the dataset's files are not here: the user types them in
+                state["upload_warning"] = f"{exc}. Type its mean and std in."
+                defaults = None
+        if defaults is not None or "upload_mean" not in state:
+            defaults = defaults or loaded
+            state["upload_mean"] = format_values(defaults.preprocess.mean)
+            state["upload_std"] = format_values(defaults.preprocess.std)
+            state["upload_size"] = format_size(defaults.input_shape[1:])
+            state["upload_note"] = defaults.meta.get("defaults") or ""
+    if state.get("upload_warning"):
+        st.warning(state["upload_warning"])
     mean = c[1].text_input("Mean", key="upload_mean", help="per channel (0.485,0.456,0.406) or one for all")
     std = c[2].text_input("Std", key="upload_std", help="per channel or one for all; positive")
     size = c[3].text_input("Size", key="upload_size", help="the input side (or H,W) images are resized to")
