@@ -243,4 +243,4 @@ def test_upload_form_edits_reach_the_ref(open_page, monkeypatch, tmp_path):
     at.text_input(key="upload_std").input("0.1,0.2").run()  # well formed, but the model has one channel
     assert not errors(at)
     at.button(key="upload_go").click().run()
-    assert len(errors(at)) == 1 and "std=0.1,0.2 has 2 values but the model takes 1-channel input" in errors(at)[0]
+    assert len(errors(at)) == 1 and "std=0.1,0.2 has 2 values but the model takes 1-channel" in errors(at)[0]
