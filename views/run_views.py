@@ -173,11 +173,11 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
         elif cka_now is not None:
             st.caption(f"CKA: {cka_now.state} {cka_now.message}")
         skipped = skipped_pairs(s, cells)
-        pending = "not computed yet" if not now.is_final else "not computed (the run ended first)"
         done = now.state == "done"
+        pending = None if done else "not computed yet" if not now.is_final else "not computed (the run ended first)"
         if done:
             st.caption("Click a cell of the stitching panel to open that pair on the Stitch page.")
-        _legend(skipped, now.is_final)
+        _legend(skipped, pending)
         cols = st.columns(min(len(top), 2))
         for i, panel in enumerate(top):
             event = _draw(panel, cols[i % len(cols)], key=f"{key}-{metric}", run_id=rec.id, skipped=skipped,
@@ -206,13 +206,13 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
     live()
 
 
-def _legend(skipped: dict, final: bool) -> None:
+def _legend(skipped: dict, pending: str | None) -> None:
     """What the marks in the heat maps mean (only those that can appear now)."""
     parts = []
     if skipped:
         parts.append(f"grey {plots_heatmap.SKIPPED_MARK} = pair skipped, no adapter joins these cuts (hover: why)")
-    if not final:
-        parts.append(f"white {plots_heatmap.PENDING_MARK} = not computed yet")
+    if pending:
+        parts.append(f"white {plots_heatmap.PENDING_MARK} = {pending}")
     if parts:
         st.caption("In the heat maps: " + "; ".join(parts) + ".")
 
