@@ -32,7 +32,7 @@ __all__ = [
     "took",
 ]
 
-Command = Callable[[argparse.Namespace, "Store", "ProgressBar"], None]  # one verb: (args, store, bar) -> None
+Command = Callable[[argparse.Namespace, "Store", "ProgressBar"], "int | None"]  # (args, store, bar) -> exit code or None (0)
 
 
 class ProgressBar:

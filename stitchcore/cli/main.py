@@ -50,8 +50,9 @@ def main(argv: list[str] | None = None) -> int:
         from stitchcore.store.results import Store
 
         store = Store(args.store)
-        store.mark_interrupted()  # runs left by dead processes; live ones are left alone
-        COMMANDS[(args.verb, sub)](args, store, bar)
+        if (args.verb, sub) != ("runs", "check"):  # check reads a damaged store as it is
+            store.mark_interrupted()  # runs left by dead processes; live ones are left alone
+        code = COMMANDS[(args.verb, sub)](args, store, bar)  # None: success; a verb may return 1 (runs check)
     except StitchError as exc:
         bar.close()
         print(f"error: {exc}", file=sys.stderr)
@@ -60,4 +61,4 @@ def main(argv: list[str] | None = None) -> int:
         bar.close()
         print("error: interrupted", file=sys.stderr)
         return 130
-    return 0
+    return code or 0

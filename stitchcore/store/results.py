@@ -97,6 +97,11 @@ def _check_name(name: str, what: str) -> None:
         raise StoreError(f"bad {what} {name!r}: use 1-128 of A-Z a-z 0-9 . _ - (no '/', '..', leading '.')")
 
 
+def _writable(root: Path, db_path: Path) -> bool:
+    """Whether this process can write the store: its folder (new blobs, WAL files) and its database."""
+    return os.access(root, os.W_OK) and os.access(db_path, os.W_OK)
+
+
 def _other_live_owner(owner: str | None) -> bool:
     """True if ``owner`` ('host:pid') is another process on this host that is still alive."""
     host, _, pid_text = (owner or "").rpartition(":")
@@ -142,19 +147,27 @@ class Store:
     def __init__(self, root: str | Path | None = None) -> None:
         self.root: Path = resolve_store_dir(root)
         self.blobs: Path = self.root / "blobs"
-        try:
-            self.blobs.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"cannot create store {self.root} ({exc}): pass a writable --store DIR") from exc
         self.db_path: Path = self.root / DB_NAME
+        # A store whose files cannot be written (a class sharing results from a read-only mount) is
+        # opened read-only: everything reads, every write raises StoreError saying so.
+        self.read_only: bool = self.db_path.is_file() and not _writable(self.root, self.db_path)
+        if not self.read_only:
+            try:
+                self.blobs.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"cannot create store {self.root} ({exc}): pass a writable --store DIR") from exc
         self._local = threading.local()
         self._conns: list[sqlite3.Connection] = []
         self._conns_lock = threading.Lock()
         self._write_lock = threading.RLock()  # serialise this process's writers before SQLite's lock
         self._owner = f"{_HOST}:{os.getpid()}"
         self._closed = False
+        self._verified: dict[Path, tuple[int, int]] = {}  # blob -> (mtime_ns, size) whose sha256 matched
         try:
             self._migrate()
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise StoreError(self._damaged(exc)) from None
         except BaseException:
             self.close()
             raise
@@ -165,10 +178,14 @@ class Store:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             try:
-                conn = sqlite3.connect(self.db_path, 30, isolation_level=None, check_same_thread=False)
-                conn.execute("PRAGMA busy_timeout = 30000")
-                conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: durable up to the last checkpoint
+                if self.read_only:  # immutable: no -wal/-shm files to create on a read-only mount
+                    uri = f"{self.db_path.resolve().as_uri()}?mode=ro&immutable=1"
+                    conn = sqlite3.connect(uri, 30, isolation_level=None, check_same_thread=False, uri=True)
+                else:
+                    conn = sqlite3.connect(self.db_path, 30, isolation_level=None, check_same_thread=False)
+                    conn.execute("PRAGMA busy_timeout = 30000")
+                    conn.execute("PRAGMA journal_mode = WAL")
+                    conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: durable up to the last checkpoint
                 conn.execute("PRAGMA foreign_keys = ON")
             except sqlite3.DatabaseError as exc:
                 if conn is not None:
@@ -184,20 +201,51 @@ class Store:
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         """One write transaction (BEGIN IMMEDIATE: takes the write lock up front, no upgrade deadlock)."""
+        if self.read_only:
+            raise StoreError(f"store {self.root} is read-only: results can be viewed, not written;"
+                             " pass a writable --store DIR (or STITCHLAB_STORE) to run experiments")
         conn = self._conn()
         with self._write_lock:
-            conn.execute("BEGIN IMMEDIATE")
             try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+            except sqlite3.DatabaseError as exc:
+                if type(exc) is not sqlite3.DatabaseError:  # locked, constraint ...: the caller's to handle
+                    raise
+                raise StoreError(self._damaged(exc)) from None
 
     def _query(self, sql: str, args: Iterable[Any] = ()) -> list[tuple]:
-        return self._conn().execute(sql, tuple(args)).fetchall()
+        try:
+            return self._conn().execute(sql, tuple(args)).fetchall()
+        except sqlite3.DatabaseError as exc:
+            if type(exc) is not sqlite3.DatabaseError:  # locked, constraint ...: the caller's to handle
+                raise
+            raise StoreError(self._damaged(exc)) from None
+
+    def _damaged(self, exc: Exception) -> str:
+        return (f"{self.db_path} is damaged ({exc}): restore a backup, or move it aside and pass another --store"
+                " (the sqlite3 shell's .recover can salvage its rows)")
 
     def _migrate(self) -> None:
+        tables = {r[0] for r in self._query("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if tables and "schema_migrations" not in tables:
+            raise StoreError(
+                f"{self.db_path} is another program's SQLite database (tables: {', '.join(sorted(tables)[:6])}),"
+                " not a StitchLab store: pass another --store DIR"
+            )
+        if self.read_only:
+            have = self._query("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")[0][0] if tables else 0
+            if have != len(MIGRATIONS):
+                raise StoreError(
+                    f"store {self.root} is read-only and has database version {have}, not this StitchLab's"
+                    f" ({len(MIGRATIONS)}): open it once writable to upgrade it, or use a matching StitchLab"
+                )
+            return
         with self._tx() as conn:
             conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
                          "(version INTEGER PRIMARY KEY, applied REAL)")
@@ -341,6 +389,8 @@ class Store:
         Runs of another live process on this host (the app, when the CLI starts) are kept unless ``force``.
         """
         now = time.time()
+        if self.read_only:
+            return 0  # nothing can be written; viewers see the rows as they are
         with self._tx() as conn:
             rows = conn.execute("SELECT id, status, owner FROM runs WHERE status IN ('running', 'queued')")
             ids = [(rid, st) for rid, st, owner in rows.fetchall() if force or not _other_live_owner(owner)]
@@ -441,22 +491,38 @@ class Store:
         rows = self._query(f"SELECT {_ART_COLS} FROM artifacts WHERE run = ? ORDER BY name", (run_id,))
         return [{"name": n, "path": self.root / rel, "sha256": sha, "bytes": b} for n, rel, sha, b in rows]
 
-    def artifact_path(self, run_id: str, name: str) -> Path:
-        """Path of a recorded artifact; StoreError if unknown or its file is missing."""
-        rows = self._query("SELECT relpath FROM artifacts WHERE run = ? AND name = ?", (run_id, name))
+    def artifact_path(self, run_id: str, name: str, *, verify: bool = True) -> Path:
+        """Path of a recorded artifact; StoreError if unknown, missing, or (``verify``) not the bytes stored."""
+        rows = self._query("SELECT relpath, sha256, bytes FROM artifacts WHERE run = ? AND name = ?", (run_id, name))
         if not rows:
             raise StoreError(f"run {run_id!r} has no artifact {name!r}: re-run it to produce one")
         path = self.root / rows[0][0]
         if not path.is_file():
             raise StoreError(f"artifact {name!r} of run {run_id} is missing at {path}: re-run the run")
+        if verify:
+            self._verify(run_id, name, path, rows[0][1], rows[0][2])
         return path
+
+    def _verify(self, run_id: str, name: str, path: Path, sha: str, size: int) -> None:
+        """StoreError unless ``path`` still has its recorded sha256 and size (hashed once per file change)."""
+        stat = path.stat()
+        stamp = (stat.st_mtime_ns, stat.st_size)
+        if self._verified.get(path) == stamp:
+            return
+        if _sha_file(path) != (sha, size):
+            raise StoreError(
+                f"artifact {name!r} of run {run_id} does not match the sha256 recorded when it was stored"
+                f" ({path} was changed or replaced): re-run run {run_id} (e.g. --rerun), or restore the file;"
+                " `python -m stitchcore runs check` lists every such file"
+            )
+        self._verified[path] = stamp
 
     def integrity_check(self) -> list[str]:
         """Problems found (SQLite integrity, missing/tampered blobs, inconsistent rows); [] when fine."""
         try:
             problems = [f"sqlite: {r[0]}" for r in self._query("PRAGMA integrity_check") if r[0] != "ok"]
             problems += [f"sqlite foreign key: {r}" for r in self._query("PRAGMA foreign_key_check")]
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, StoreError) as exc:
             return [f"sqlite: {exc} (copy the store aside, then re-run or re-import)"]
         for rid, name, rel, sha, size in self._query(f"SELECT run, {_ART_COLS} FROM artifacts"):
             path = self.root / rel
@@ -468,7 +534,7 @@ class Store:
         sql = "SELECT id FROM runs WHERE status = 'done' AND (summary IS NULL OR finished IS NULL)"
         problems += [f"run {rid}: done without summary or finish time" for (rid,) in self._query(sql)]
         known = {r[0] for r in self._query("SELECT id FROM runs")}
-        for folder in sorted(self.blobs.iterdir()):
+        for folder in sorted(self.blobs.iterdir()) if self.blobs.is_dir() else ():
             if folder.is_dir() and folder.name not in known:
                 problems.append(f"blobs/{folder.name}: folder without a run (delete it or re-import)")
         return problems
