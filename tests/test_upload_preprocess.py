@@ -1,4 +1,4 @@
-"""Uploaded checkpoints (``file:`` refs) carry their inputs (dataset, mean, std, size); heads are read off the file.
+"""Uploaded checkpoints (``file:`` refs) carry their inputs (dataset, mean, std, size); heads read off the file.
 
 A digit CNN trained by the zoo, saved as a plain state dict and loaded as ``file:...?arch=zoo:cnn``, is
 the zoo model again: same preprocessing, same dataset, same accuracy (it used to score ~54% with
