@@ -29,7 +29,7 @@ import torch
 from safetensors.torch import save
 from torch import nn
 
-from stitchcore.errors import StitchError
+from stitchcore.errors import AdapterError, CutError, StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments._shared import check_choice, spec_from_dict
 from stitchcore.lm.evaluate import LMData, eval_windows, lm_data, lm_loss, loss_penalty, sample_text
@@ -40,8 +40,10 @@ from stitchcore.lm.parts import (
     build_merge,
     build_stitch,
     check_same_vocab,
+    codec_of,
     cut_name,
     lm_parts,
+    lm_shape,
     make_token_adapter,
     merge_layout,
     stitch_layout,
@@ -52,8 +54,8 @@ from stitchcore.stitching.adapters import AdapterSpec
 from stitchcore.stitching.fits import fit_adapter
 from stitchcore.stitching.train import parse_objective
 
-__all__ = ["LM_ADAPTER", "MODES", "DepthSpec", "LMSetup", "LMStitchSpec", "MergeSpec", "partial_points", "run_depth",
-           "run_lm_stitch", "run_merge", "setup_pair"]
+__all__ = ["LM_ADAPTER", "MODES", "DepthSpec", "LMSetup", "LMStitchSpec", "MergeSpec", "check_depth", "check_lm_stitch",
+           "check_merge", "partial_points", "run_depth", "run_lm_stitch", "run_merge", "setup_pair"]
 
 log = logging.getLogger(__name__)
 
@@ -288,20 +290,90 @@ def _common(s: LMSetup, spec) -> dict:
     }
 
 
+# ------------------------------------------------------------------------------------ checks
+
+
+def _pair_shapes(spec: MergeSpec | LMStitchSpec | DepthSpec, store: Any) -> tuple[dict, dict]:
+    """What every LM run checks first, without copying or scoring anything: both models load, both are
+    language models, they share one vocabulary.  Returns A's and B's ``lm_shape``."""
+    la, lb = load_model(spec.a, store=store), load_model(spec.b, store=store)
+    for m, role in ((la, "A"), (lb, "B")):
+        if m.input_kind != "tokens":
+            raise StitchError(f"model {role} ({m.ref}) is not a language model; use the Stitch page / stitch verb")
+    check_same_vocab(codec_of(la), codec_of(lb), "joined")
+    return lm_shape(la), lm_shape(lb)
+
+
+def _merge_end(spec: MergeSpec, n_a: int, n_b: int) -> int:
+    """The merge's block range end, checked with its start (CutError when out of range)."""
+    end = min(n_a, n_b) if spec.end is None else spec.end
+    merge_layout(n_a, n_b, spec.start, end, spec.head, spec.embed)
+    return end
+
+
+def check_merge(spec: MergeSpec, store: Any) -> None:
+    """Before anything is stored: the models, their vocabulary, the block range, equal widths (a merge has
+    no adapter)."""
+    sa, sb = _pair_shapes(spec, store)
+    _merge_end(spec, sa["n_layer"], sb["n_layer"])
+    if sa["width"] != sb["width"]:
+        raise AdapterError(f"merge substitutes blocks without an adapter, so widths must be equal: A has "
+                           f"D={sa['width']}, B has D={sb['width']}; use a stitch (an adapter maps D_A -> D_B)")
+
+
+def check_lm_stitch(spec: LMStitchSpec, store: Any) -> None:
+    """Before anything is stored: the models, their vocabulary, positions i and j (and head_at), equal widths
+    for A's head."""
+    sa, sb = _pair_shapes(spec, store)
+    j = spec.cut_a if spec.cut_b is None else spec.cut_b
+    stitch_layout(sa["n_layer"], sb["n_layer"], spec.cut_a, j, spec.head, spec.head_at)
+    if spec.head == "a" and sa["width"] != sb["width"]:
+        raise AdapterError(f"head preservation runs A's head on B's stream, so widths must be equal (A: "
+                           f"D={sa['width']}, B: D={sb['width']}); use head b")
+
+
+def _depth_splits(spec: DepthSpec, n_a: int) -> None:
+    if bad := [k for k in spec.splits or () if not 0 <= k <= n_a]:
+        raise CutError(f"splits {bad} are outside 0..{n_a} (A has {n_a} blocks)")
+
+
+def _depth_tasks(spec: DepthSpec, n_a: int, n_b: int, width_a: int, width_b: int,
+                 splits: list[int]) -> tuple[list[tuple[str, str, int]], dict[str, str]]:
+    """The (mode, head, split) points a depth sweep runs, and the curves it skips with the reason."""
+    tasks, skipped = [], {}
+    for mode in spec.modes:
+        for head in spec.heads:
+            why = None
+            if width_a != width_b and (mode == "merge" or head == "a"):
+                why = f"needs equal widths (A: D={width_a}, B: D={width_b})"
+            elif mode == "merge" and n_a != n_b:
+                why = f"needs equal depths to substitute blocks i..L (A: {n_a}, B: {n_b} blocks)"
+            if why:
+                skipped[f"{mode}, head {head}"] = why
+            else:
+                tasks += [(mode, head, k) for k in splits]
+    if not tasks and not spec.heatmap:
+        raise StitchError(f"nothing to run: {'; '.join(f'{k} {v}' for k, v in skipped.items())}; use mode stitch, head b")
+    return tasks, skipped
+
+
+def check_depth(spec: DepthSpec, store: Any) -> None:
+    """Before anything is stored: the models, their vocabulary, the splits, and that some curve can run."""
+    sa, sb = _pair_shapes(spec, store)
+    _depth_splits(spec, sa["n_layer"])
+    splits = list(spec.splits) if spec.splits is not None else list(range(sa["n_layer"] + 1))
+    _depth_tasks(spec, sa["n_layer"], sb["n_layer"], sa["width"], sb["width"], splits)
+
+
 # ------------------------------------------------------------------------------------ merge
 
 
-@register_experiment("merge", MergeSpec.from_dict)
+@register_experiment("merge", MergeSpec.from_dict, check=check_merge)
 def run_merge(spec: MergeSpec, ctx: RunContext) -> dict:
     """A with B's blocks ``start .. end-1``; scores A, B and the merged model."""
     t0 = time.perf_counter()
-    def ends(a: LMParts, b: LMParts) -> int:
-        end = min(a.n_layer, b.n_layer) if spec.end is None else spec.end
-        merge_layout(a.n_layer, b.n_layer, spec.start, end, spec.head, spec.embed)  # CutError when out of range
-        return end
-
-    s = setup_pair(spec, ctx, ends)
-    end = ends(s.a, s.b)
+    s = setup_pair(spec, ctx, lambda a, b: _merge_end(spec, a.n_layer, b.n_layer))
+    end = _merge_end(spec, s.a.n_layer, s.b.n_layer)
     merged = build_merge(s.a, s.b, spec.start, end, spec.head, spec.embed)
     ctx.progress(0.5, "scoring the merged model")
     score = lm_loss(merged, s.windows, s.device, ctx.check_cancel)
@@ -364,7 +436,7 @@ def _train_batches(s: LMSetup, spec, n: int):
     return lm_batches(s.data.train, s.block, spec.batch_size, spec.seed + 7919, n)
 
 
-@register_experiment("lmstitch", LMStitchSpec.from_dict)
+@register_experiment("lmstitch", LMStitchSpec.from_dict, check=check_lm_stitch)
 def run_lm_stitch(spec: LMStitchSpec, ctx: RunContext) -> dict:
     """One LM stitch: train the adapter, score A, B and C, sample all three."""
     t0 = time.perf_counter()
@@ -420,32 +492,15 @@ def partial_points(metrics: Mapping[str, Sequence[tuple[int, float]]]) -> list[d
     return out
 
 
-@register_experiment("lmdepth", DepthSpec.from_dict)
+@register_experiment("lmdepth", DepthSpec.from_dict, check=check_depth)
 def run_depth(spec: DepthSpec, ctx: RunContext) -> dict:
     """Merge and stitch penalties at every split, per head; optionally every (i, j) stitch."""
     t0 = time.perf_counter()
-    def check(a: LMParts, _b: LMParts) -> None:
-        if bad := [k for k in spec.splits or () if not 0 <= k <= a.n_layer]:
-            raise StitchError(f"splits {bad} are outside 0..{a.n_layer} (A has {a.n_layer} blocks)")
-
-    s = setup_pair(spec, ctx, check)
+    s = setup_pair(spec, ctx, lambda a, _b: _depth_splits(spec, a.n_layer))
     n_a, n_b = s.a.n_layer, s.b.n_layer
     splits = list(spec.splits) if spec.splits is not None else list(range(n_a + 1))
-    tasks, skipped = [], {}
-    for mode in spec.modes:
-        for head in spec.heads:
-            why = None
-            if s.a.width != s.b.width and (mode == "merge" or head == "a"):
-                why = f"needs equal widths (A: D={s.a.width}, B: D={s.b.width})"
-            elif mode == "merge" and n_a != n_b:
-                why = f"needs equal depths to substitute blocks i..L (A: {n_a}, B: {n_b} blocks)"
-            if why:
-                skipped[f"{mode}, head {head}"] = why
-            else:
-                tasks += [(mode, head, k) for k in splits]
+    tasks, skipped = _depth_tasks(spec, n_a, n_b, s.a.width, s.b.width, splits)
     cells = [(i, j) for i in range(n_a + 1) for j in range(n_b + 1)] if spec.heatmap else []
-    if not tasks and not cells:
-        raise StitchError(f"nothing to run: {'; '.join(f'{k} {v}' for k, v in skipped.items())}; use mode stitch, head b")
     per_stitch = max(spec.steps, 1)
     total = sum(per_stitch if m == "stitch" else 1 for m, _, _ in tasks) + per_stitch * len(cells)
     done, points, samples = 0, [], dict(s.samples)

@@ -34,9 +34,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from stitchcore.cuts import Cut, list_cuts, split
+from stitchcore.cuts import Cut, get_cut, list_cuts, split
 from stitchcore.data.images import ImageDataset, load_dataset
-from stitchcore.errors import AdapterError, StitchError
+from stitchcore.errors import AdapterError, CutError, StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments._shared import (
     check_choice,
@@ -57,7 +57,8 @@ from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
 from stitchcore.stitching.train import OPTIMIZERS, AdapterTargets, train_adapter
 from stitchcore.store.results import Store
 
-__all__ = ["POSITIONS_ARTIFACT", "SIMPLICITY_KEYS", "SweepSpec", "curves", "partial_positions", "run_sweep"]
+__all__ = ["POSITIONS_ARTIFACT", "SIMPLICITY_KEYS", "SweepSpec", "check_sweep", "curves", "partial_positions",
+           "run_sweep"]
 
 log = logging.getLogger(__name__)
 
@@ -144,14 +145,22 @@ def _random_ref(ref: str, seed: int) -> str:
 
 
 def _positions(spec: SweepSpec, a: LoadedModel, b: LoadedModel) -> list[Cut]:
-    """The swept cuts: every cut of A (or the named ones), each with the same shape in B."""
+    """The swept cuts: every cut of A (or the named ones; CutError naming the close ones for a name A lacks),
+    each with the same shape in B."""
     cuts_a = list_cuts(a.model, a.example_input())
     cuts_b = {c.name: c for c in list_cuts(b.model, b.example_input())}
     by_name = {c.name: c for c in cuts_a}
     names = spec.positions or tuple(c.name for c in cuts_a)
     unknown = [n for n in names if n not in by_name]
+    for n in unknown:
+        try:
+            canonical = get_cut(a.model, a.example_input(), n).name
+        except CutError:
+            continue
+        raise CutError(f"{n} is another name of {canonical} in {a.ref}; sweep positions are canonical cut names: "
+                       f"use {canonical}")
     if unknown:
-        raise StitchError(f"no cut(s) {unknown} in {a.ref}; its cuts are: {', '.join(by_name)}")
+        raise CutError(f"no cut(s) {unknown} in {a.ref}; its cuts are: {', '.join(by_name)}")
     for n in names:
         other = cuts_b.get(n)
         if other is None or other.shape != by_name[n].shape:
@@ -344,17 +353,27 @@ def partial_positions(store: Store, run_id: str) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- the experiment
 
 
-@register_experiment("sweep", SweepSpec.from_dict)
+def _prepare(spec: SweepSpec, store: Store) -> tuple[LoadedModel, LoadedModel, list[Cut], _Data]:
+    """A and B loaded, the swept cuts and the data; StitchError for anything that cannot run."""
+    a, b = load_model(spec.a, store=store), load_model(spec.b, store=store)
+    for m, role in ((a, "A"), (b, "B")):
+        if m.input_kind != "image":
+            raise StitchError(f"model {role} ({m.ref}) is a language model; sweeps need image classifiers")
+    return a, b, _positions(spec, a, b), _load_data(spec, a, b)
+
+
+def check_sweep(spec: SweepSpec, store: Store) -> None:
+    """Everything the run checks before its first position, without training: models, cut names and shapes,
+    data and heads, trait metrics."""
+    _prepare(spec, store)
+
+
+@register_experiment("sweep", SweepSpec.from_dict, check=check_sweep)
 def run_sweep(spec: SweepSpec, ctx: RunContext) -> dict:
     """Stitch at every position of ``spec``; returns the summary stored with the run."""
     t0 = time.perf_counter()
     ctx.progress(0.0, "loading models")
-    a, b = load_model(spec.a, store=ctx.store), load_model(spec.b, store=ctx.store)
-    for m, role in ((a, "A"), (b, "B")):
-        if m.input_kind != "image":
-            raise StitchError(f"model {role} ({m.ref}) is a language model; sweeps need image classifiers")
-    cuts = _positions(spec, a, b)
-    data = _load_data(spec, a, b)
+    a, b, cuts, data = _prepare(spec, ctx.store)
     controls: list[tuple[LoadedModel, LoadedModel]] = []
     control_note = None
     if spec.control:
