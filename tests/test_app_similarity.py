@@ -22,7 +22,7 @@ def test_launch_matrix_with_controls_and_cka_then_permalink(app):
     at.run()
     assert not at.exception and not at.error
     charts = at.get("plotly_chart")
-    assert len(charts) == 5, "accuracy, control, debiased, CKA, CKA baseline"
+    assert len(charts) == 9, "stitching, 3 controls, 3 debiased, CKA, CKA baseline"
     assert any("skipped" in e.label for e in at.expander)
     # the permalink in a fresh session shows the same panels and fills the form
     # (AppTest does not follow st.switch_page from the router; the real browser test does)
@@ -31,7 +31,7 @@ def test_launch_matrix_with_controls_and_cka_then_permalink(app):
     fresh.run().switch_page("views/similarity.py").run()
     assert not fresh.exception
     assert fresh.checkbox(key="sim_controls").value is True
-    assert len(fresh.get("plotly_chart")) == 5
+    assert len(fresh.get("plotly_chart")) == 9
 
 
 def test_chosen_cuts_and_measure_reach_the_specs(app):

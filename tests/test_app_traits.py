@@ -34,12 +34,12 @@ def test_preset_button_runs_models_then_sweep_and_draws_the_plots(app):
     at.run()
     assert not at.exception and not at.error
     # trait curves, simplicity raw + normalised, per-class heat map
-    assert len(at.get("plotly_chart")) == 4
+    assert len(at.get("plotly_chart")) == 5  # the four trait panels and the penalty curve
     # the permalink of the sweep in a fresh session shows the same plots and fills the form
     fresh = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     fresh.query_params["run"] = sweep_id
     _page(fresh)
-    assert not fresh.exception and len(fresh.get("plotly_chart")) == 4
+    assert not fresh.exception and len(fresh.get("plotly_chart")) == 5
     assert "class_acc:3" in fresh.text_input(key="tr_metrics").value
 
 
@@ -52,7 +52,7 @@ def test_build_a_and_b_from_recipes_and_viewer_mode(app, monkeypatch):
     run_id = run_id[0] if isinstance(run_id, list) else run_id
     assert ui.get_runner().wait(run_id, timeout=180).state == "done"
     at.run()
-    assert not at.exception and len(at.get("plotly_chart")) == 4
+    assert not at.exception and len(at.get("plotly_chart")) == 5
     monkeypatch.setenv("STITCHLAB_VIEWER", "1")
     viewer = _page(AppTest.from_file(str(ROOT / "app.py"), default_timeout=120))
     assert viewer.button(key="preset_inheritance").disabled and viewer.button(key="tr_build").disabled
