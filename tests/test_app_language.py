@@ -73,3 +73,31 @@ def test_depth_sweep_from_the_page_draws_the_curves(lm_app):
     at.run()
     assert not at.exception and not at.error
     assert _metric(at, "Points") == "12"  # (merge, stitch) x (head a, head b) x splits 0..2
+
+
+@pytest.fixture
+def empty_app(tmp_path, monkeypatch, fresh_app_state):
+    """AppTest of app.py over an empty store (no char-GPTs yet)."""
+    monkeypatch.setenv("STITCHLAB_STORE", str(tmp_path / "empty"))
+    return AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+
+
+def test_train_form_says_how_long_then_the_pickers_list_the_new_model(empty_app):
+    at = empty_app.run().switch_page("views/language.py").run()
+    assert not at.exception and not at.error
+    assert any("No char-GPTs trained yet" in i.value for i in at.info)
+    assert any("on this machine" in c.value for c in at.caption)  # the estimate above "Train char-GPT"
+    assert at.selectbox(key="lm_pick_a").value == ui.CUSTOM_REF  # nothing to pick yet
+    for key, value in (("lm_train_epochs", 1), ("lm_train_batch", 4), ("lm_train_seed", 5)):
+        at.number_input(key=key).set_value(value).run()
+    estimate = next(c.value for c in at.caption if "on this machine" in c.value)
+    assert "About" in estimate and not estimate.startswith(":orange")  # 50 small steps: well under a minute
+    at.button(key="lm_train").click().run()
+    assert not at.exception and any("Training queued" in s.value for s in at.success)
+    job = next(s for s in ui.get_runner().list() if s.kind == "zoo")
+    done = ui.get_runner().wait(job.id, timeout=120)
+    assert done.state == "done", done.error
+    at.run()  # what ui.rerun_when_jobs_finish does in the browser once the job ends
+    assert not at.exception and not any("No char-GPTs trained yet" in i.value for i in at.info)
+    assert at.selectbox(key="lm_pick_a").value == done.summary["ref"]  # "other" was only the empty default
+    assert at.number_input(key="lm_train_batch").value == 4  # the form kept its values

@@ -55,7 +55,7 @@ from stitchcore.models.refs import parse_ref
 from stitchcore.models.sources import load_model
 from stitchcore.store.results import Store, run_id_for
 
-__all__ = ["Estimate", "calibrations", "estimate_kind", "estimate_plan", "estimate_seconds", "format_duration"]
+__all__ = ["Estimate", "calibrations", "clear_calibrations", "estimate_kind", "estimate_plan", "estimate_seconds", "format_duration"]
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +141,12 @@ def calibrations() -> int:
     """How many calibrations this process holds (tests check that the second estimate times nothing)."""
     with _LOCK:
         return len(_CACHE)
+
+
+def clear_calibrations() -> None:
+    """Forget every calibration: the next estimates time their steps again (the machine got busier)."""
+    with _LOCK:
+        _CACHE.clear()
 
 
 def _step_time(stamps: list[float], total: float, steps: int) -> float:
