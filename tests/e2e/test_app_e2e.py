@@ -52,6 +52,11 @@ def test_stop_cancels_a_running_job(app_url, page):
     stop.wait_for(timeout=60_000)
     stop.click()
     page.get_by_text("This run was cancelled").wait_for(timeout=60_000)
+    # Results opens the cancelled run by link with its whole id and no literal "None" (issue 11, item 8)
+    run_id = re.search(r"run=([0-9a-f]{16})", page.url)[1]
+    open_app(page, f"{app_url}/results?run={run_id}")
+    page.get_by_text(f"run {run_id} · stitch · cancelled").first.wait_for(timeout=60_000)
+    assert "None" not in page.locator('[data-testid="stMainBlockContainer"]').inner_text()
 
 
 def test_invalid_upload_shows_a_clear_error(app_url, page, tmp_path):
