@@ -1,0 +1,158 @@
+"""Benchmark: a classroom watching one live run (issue 12, item 1).
+
+A real ``streamlit run app.py`` on loopback over a copy of ``tests/fixtures/store_v1`` (two digit
+CNNs), one long stitch launched from the Stitch page (random-init adapter, many epochs, so it
+stays live), then for N = 0, 1, 5, 10 browser sessions (Playwright contexts in Debian's headless
+Chromium) each watching that run's page:
+
+- ``home_load_s``: a fresh context opens Home; seconds until Streamlit has drawn it and is idle
+  (its "running" widget gone), the median of 3 loads;
+- ``points_per_s``: the job's metric points stored per second over a 15 s window (read from the
+  store's SQLite, as the app would), against the same with no session watching (``solo``).
+
+Target: with 10 sessions, Home in under 3 s and at least half the solo throughput.
+Prints one JSON object.  Run: ``python bench/classroom_load.py [--sessions 0,1,5,10] [--window 15]``.
+Traffic goes only to 127.0.0.1; every loop is bounded; the server is stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "fixtures" / "store_v1"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update"]  # fmt: skip
+LIVE = ("a=zoo:cnn-digits-s0-3a5c8f&b=zoo:cnn-digits-s1-d927a0&cut_a=block1&cut_b=block1&init=random"
+        "&epochs=500&seed={seed}")  # a stitch that keeps training for minutes
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start_server(store: Path) -> tuple[subprocess.Popen, str]:
+    port = _free_port()
+    env = {**os.environ, "STITCHLAB_STORE": str(store), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+                             "--server.address", "127.0.0.1", "--server.headless", "true"],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(180):
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                if r.read().strip() == b"ok":
+                    return proc, url
+        except OSError:
+            time.sleep(0.5)
+    proc.kill()
+    raise RuntimeError("streamlit did not start")
+
+
+def _idle(page, timeout_ms: int = 120_000) -> None:
+    page.wait_for_selector('[data-testid="stMainBlockContainer"]', timeout=timeout_ms)
+    page.wait_for_timeout(300)
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout_ms)
+
+
+def _home_load(browser, url: str) -> float:
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = ctx.new_page()
+    page.set_default_timeout(180_000)
+    t0 = time.perf_counter()
+    page.goto(url + "/", wait_until="commit")
+    page.get_by_text("Recent runs").wait_for(timeout=180_000)
+    _idle(page, 180_000)
+    seconds = time.perf_counter() - t0
+    ctx.close()
+    return seconds
+
+
+def _points(db: Path, run_id: str) -> int:
+    with sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=30) as conn:
+        return conn.execute("SELECT COUNT(*) FROM series WHERE run = ?", (run_id,)).fetchone()[0]
+
+
+def _rate(db: Path, run_id: str, window: float) -> float:
+    first, t0 = _points(db, run_id), time.perf_counter()
+    time.sleep(window)
+    return (_points(db, run_id) - first) / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sessions", default="0,1,5,10")
+    ap.add_argument("--window", type=float, default=15.0)
+    args = ap.parse_args()
+    counts = [int(n) for n in args.sessions.split(",")]
+    from playwright.sync_api import sync_playwright
+
+    tmp = Path(tempfile.mkdtemp(prefix="classroom-"))
+    store = tmp / "store"
+    shutil.copytree(FIXTURE, store)
+    proc, url = _start_server(store)
+    rows = []
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+            teacher = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+            teacher.set_default_timeout(180_000)
+            teacher.goto(f"{url}/stitch?{LIVE.format(seed=int(time.time()) % 100000)}")
+            teacher.get_by_role("button", name="Launch", exact=True).click(timeout=180_000)
+            teacher.get_by_role("button", name="Stop").wait_for(timeout=180_000)
+            run_id = teacher.url.split("run=")[1].split("&")[0]
+            run_url = f"{url}/stitch?run={run_id}"
+            time.sleep(5)  # past the activation cache: the job is in its training loop
+            for n in counts:
+                watchers = []
+                for _ in range(n):
+                    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+                    page = ctx.new_page()
+                    page.set_default_timeout(180_000)
+                    page.goto(run_url, wait_until="commit")
+                    watchers.append(ctx)
+                time.sleep(5)  # every watcher is polling
+                rate = _rate(store / "stitchlab.sqlite", run_id, args.window)
+                loads = [_home_load(browser, url) for _ in range(3)]
+                rows.append({"sessions": n, "home_load_s": round(statistics.median(loads), 2),
+                             "home_load_all_s": [round(x, 2) for x in loads], "points_per_s": round(rate, 2)})
+                for ctx in watchers:
+                    ctx.close()
+                print(json.dumps(rows[-1]), file=sys.stderr)
+            teacher.get_by_role("button", name="Stop").click()
+            browser.close()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+    solo = next((r["points_per_s"] for r in rows if r["sessions"] == 0), None)
+    worst = max(rows, key=lambda r: r["sessions"])
+    print(json.dumps({
+        "bench": "classroom_load", "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "rows": rows, "solo_points_per_s": solo,
+        "target": {"sessions": worst["sessions"], "home_load_s_max": 3.0, "throughput_fraction_min": 0.5},
+        "met": {"home_load": worst["home_load_s"] < 3.0,
+                "throughput": bool(solo) and worst["points_per_s"] >= 0.5 * solo},
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()
