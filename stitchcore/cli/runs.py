@@ -1,8 +1,10 @@
-"""CLI verbs to browse the results store: ``runs list``, ``runs show`` and ``runs check``.
+"""CLI verbs over the results store: ``runs list``, ``show``, ``check``, ``export`` and ``import``.
 
     python -m stitchcore runs list --kind stitch --limit 10
     python -m stitchcore runs show RUN_ID --json
     python -m stitchcore runs check          # exit 1 when a row or blob is damaged
+    python -m stitchcore runs export RUN_ID zoo:cnn-digits-s0 --out runs.zip --with-models
+    python -m stitchcore runs import runs.zip   # checked whole first; same runs skipped
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ __all__ = ["COMMANDS", "add_verbs"]
 
 
 def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    """Add ``runs`` (``list``, ``show``) to the CLI's sub-parsers."""
+    """Add ``runs`` (``list``, ``show``, ``check``, ``export``, ``import``) to the CLI's sub-parsers."""
     runs = verbs.add_parser("runs", help="browse the results store").add_subparsers(dest="runs_verb", required=True)
     rl = runs.add_parser("list", parents=[common], help="list runs, newest first")
     rl.add_argument("--kind", default=None, type=_kind)
@@ -31,6 +33,13 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     rs = runs.add_parser("show", parents=[common], help="show one run with its curves and artifacts")
     rs.add_argument("run_id")
     runs.add_parser("check", parents=[common], help="check the store: database pages, rows, and every blob's sha256")
+    re_ = runs.add_parser("export", parents=[common], help="write runs (with their curves and blobs) as a bundle zip")
+    re_.add_argument("run_ids", nargs="+", metavar="ID", help="run ids, or zoo:NAME for a trained zoo model")
+    re_.add_argument("--out", required=True, metavar="FILE.zip", help="the bundle to write")
+    re_.add_argument("--with-models", action="store_true",
+                     help="add the zoo models (checkpoints) the runs use, so they reproduce elsewhere")
+    ri = runs.add_parser("import", parents=[common], help="check a bundle zip whole, then add its runs to the store")
+    ri.add_argument("file", metavar="FILE.zip")
 
 
 def _kind(text: str) -> str:
@@ -78,8 +87,29 @@ def _cmd_runs_check(args: argparse.Namespace, store: Store, bar: ProgressBar) ->
     return 1 if problems else 0
 
 
+def _cmd_runs_export(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
+    """A bundle of the runs (and with --with-models the zoo models they use)."""
+    from stitchcore.store.bundle import export_bundle
+
+    info = export_bundle(store, args.run_ids, args.out, with_models=args.with_models)
+    obj = {"path": str(info.path), "runs": list(info.runs), "models": list(info.models), "members": info.members,
+           "bytes": info.bytes}
+    emit(args, obj, f"wrote {info.path}: {len(info.runs)} runs ({len(info.models)} models), {info.bytes} bytes")
+
+
+def _cmd_runs_import(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
+    """The bundle's runs, added in one transaction once every member checks out."""
+    from stitchcore.store.bundle import import_bundle
+
+    rep = import_bundle(store, args.file)
+    obj = {"path": str(rep.path), "imported": list(rep.imported), "skipped": list(rep.skipped)}
+    emit(args, obj, f"imported {len(rep.imported)} runs, skipped {len(rep.skipped)} already in {store.root}")
+
+
 COMMANDS: dict[tuple[str, str | None], Command] = {
     ("runs", "list"): _cmd_runs_list,
     ("runs", "show"): _cmd_runs_show,
     ("runs", "check"): _cmd_runs_check,
+    ("runs", "export"): _cmd_runs_export,
+    ("runs", "import"): _cmd_runs_import,
 }

@@ -24,7 +24,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -485,6 +485,60 @@ class Store:
             tmp.unlink(missing_ok=True)
         self._record_artifact(run_id, name, dest, sha, size)
         return dest
+
+    def import_runs(
+        self,
+        runs: Sequence[tuple[RunRecord, dict[str, list[tuple[int, float]]], dict[str, tuple[Path, str, int]]]],
+    ) -> None:
+        """Write whole finished runs made elsewhere (a bundle): every row, series point and artifact in one
+        transaction, or nothing.
+
+        ``runs``: ``(record, series, {artifact name: (staged file, sha256, bytes)})``; a staged file (on this
+        store's filesystem) must have that sha256 and size, and is moved into ``blobs/<id>/``.  StoreError,
+        nothing written, when a run id is already in the store or a run is unfinished.
+        """
+        for rec, _, arts in runs:
+            _check_name(rec.id, "run id")
+            if rec.status not in STATUSES or rec.status in ("queued", "running"):
+                raise StoreError(f"run {rec.id} has status {rec.status!r}: only finished runs can be imported")
+            for name, (src, sha, size) in arts.items():
+                _check_name(name, "artifact name")
+                if _sha_file(Path(src)) != (sha, size):
+                    raise StoreError(f"artifact {name!r} of run {rec.id} does not match its sha256/size: not imported")
+        if not runs:
+            return
+        moved: list[Path] = []
+        try:
+            with self._tx() as conn:
+                ids = [rec.id for rec, _, _ in runs]
+                have = conn.execute(f"SELECT id FROM runs WHERE id IN ({', '.join('?' * len(ids))})", ids).fetchall()
+                if have:
+                    raise StoreError(f"run {have[0][0]} is already in store {self.root}: nothing imported")
+                for rec, series, arts in runs:
+                    summary = rec.summary if rec.summary or rec.status == "done" else None
+                    conn.execute(
+                        f"INSERT INTO runs ({_RUN_COLS}, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (rec.id, rec.kind, canonical_json(plain_json(rec.spec, "spec", lenient=False)), rec.status,
+                         None if summary is None else canonical_json(plain_json(summary, "summary", lenient=True)),
+                         rec.error, rec.created, rec.started, rec.finished, rec.label, self._owner),
+                    )
+                    points = [(rec.id, str(name), int(step), None if math.isnan(v) else float(v), None)
+                              for name, pts in series.items() for step, v in pts]
+                    conn.executemany("INSERT INTO series VALUES (?, ?, ?, ?, ?)", points)
+                    folder = self.blobs / rec.id
+                    if arts:
+                        shutil.rmtree(folder, ignore_errors=True)  # a folder without a row: left by a crash
+                        folder.mkdir(parents=True)
+                        moved.append(folder)
+                    for name, (src, sha, size) in arts.items():
+                        os.replace(src, folder / name)
+                        conn.execute("INSERT INTO artifacts VALUES (?, ?, ?, ?, ?, ?)",
+                                     (rec.id, name, (folder / name).relative_to(self.root).as_posix(), sha, size,
+                                      time.time()))
+        except BaseException:
+            for folder in moved:
+                shutil.rmtree(folder, ignore_errors=True)
+            raise
 
     def artifacts(self, run_id: str) -> list[dict]:
         """``[{"name", "path", "sha256", "bytes"}, ...]`` sorted by name."""
