@@ -10,22 +10,50 @@ from stitchcore.errors import StitchError
 
 __all__ = ["pick_device", "describe_device"]
 
+_KINDS = "auto, cpu, cuda, cuda:N or mps"  # what --device and STITCHLAB_DEVICE take
+
+
+def _mps_available() -> bool:
+    return getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
+
 
 def pick_device(preference: str | None = None) -> torch.device:
-    """``auto`` (default, or env ``STITCHLAB_DEVICE``) -> cuda > mps > cpu; else the named device."""
-    pref = (preference or os.environ.get("STITCHLAB_DEVICE") or "auto").lower()
+    """``auto`` (default, or env ``STITCHLAB_DEVICE``) -> cuda > mps > cpu; else the named device.
+
+    A device this machine lacks is refused in one line naming the fix:
+
+    >>> pick_device("cpu")
+    device(type='cpu')
+    >>> pick_device("tpu")
+    Traceback (most recent call last):
+    ...
+    stitchcore.errors.StitchError: unknown device 'tpu'; use auto, cpu, cuda, cuda:N or mps
+    """
+    pref = (preference or os.environ.get("STITCHLAB_DEVICE") or "auto").strip().lower()
     if pref == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda")
-        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        if _mps_available():
             return torch.device("mps")
         return torch.device("cpu")
-    if pref.startswith("cuda") and not torch.cuda.is_available():
-        raise StitchError(f"device {pref!r} asked for but CUDA is not available; use --device cpu or auto")
     try:
-        return torch.device(pref)
+        device = torch.device(pref)
     except RuntimeError:
-        raise StitchError(f"unknown device {pref!r}; use auto, cpu, cuda, cuda:N or mps") from None
+        raise StitchError(f"unknown device {pref!r}; use {_KINDS}") from None
+    if device.type not in ("cpu", "cuda", "mps"):
+        raise StitchError(f"unknown device {pref!r}; use {_KINDS}")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            why = f"device {pref!r} asked for but CUDA is not available"
+            raise StitchError(f"{why}; use --device cpu or auto")
+        count = torch.cuda.device_count()
+        if device.index is not None and device.index >= count:
+            raise StitchError(f"device {pref!r} asked for but this machine has {count} CUDA device(s);"
+                              f" use cuda:0 .. cuda:{count - 1}, or auto")  # fmt: skip
+    if device.type == "mps" and not _mps_available():
+        raise StitchError(f"device {pref!r} asked for but Apple MPS is not available here;"
+                          " use --device cpu or auto")  # fmt: skip
+    return device
 
 
 def describe_device(device: torch.device) -> str:

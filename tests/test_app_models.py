@@ -244,3 +244,43 @@ def test_upload_form_edits_reach_the_ref(open_page, monkeypatch, tmp_path):
     assert not errors(at)
     at.button(key="upload_go").click().run()
     assert len(errors(at)) == 1 and "std=0.1,0.2 has 2 values but the model takes 1-channel" in errors(at)[0]
+
+
+def test_viewer_mode_opens_only_models_in_the_store(open_page, monkeypatch, tmp_path, trained_store):
+    """A viewer cannot read server files by path (file:/etc/passwd, a checkpoint outside the store, a hub
+    model); zoo models and uploads under the store still open.  Without viewer mode the same file opens."""
+    from tests.conftest import copy_store
+
+    store, refs = trained_store
+    copy_store(store.root, tmp_path / "store")
+    outside = tmp_path / "elsewhere" / "cnn.pt"
+    outside.parent.mkdir()
+    outside.write_bytes(state_dict_bytes(create_arch("cnn")))
+    inside = tmp_path / "store" / "uploads" / "0123456789abcdef-cnn.pt"
+    inside.parent.mkdir(exist_ok=True)
+    inside.write_bytes(outside.read_bytes())
+
+    monkeypatch.setenv("STITCHLAB_VIEWER", "1")
+    at = open_page(tmp_path / "store")
+    for ref in ("file:/etc/passwd", f"file:{outside}?arch=zoo:cnn", f"file:{inside.parent}/../../elsewhere/cnn.pt"
+                "?arch=zoo:cnn", "timm:resnet18?pretrained=false"):  # fmt: skip
+        at = inspect(at, ref)
+        assert not at.exception
+        assert len(errors(at)) == 1 and "viewer mode opens only models in the store" in errors(at)[0], ref
+        assert "\n" not in errors(at)[0] and not [d for d in at.dataframe if "layout" in d.value.columns]
+    for ref in (refs[0], f"file:{inside}?arch=zoo:cnn"):
+        at = inspect(at, ref)
+        assert not at.exception and not errors(at), ref
+        assert cut_names(at)[0] == "block1"
+
+    monkeypatch.setenv("STITCHLAB_VIEWER", "0")
+    at = inspect(at, f"file:{outside}?arch=zoo:cnn")
+    assert not at.exception and not errors(at)
+    assert cut_names(at) == ["block1", "block2", "flatten", "fc1", "fc2"]
+
+
+def test_viewer_mode_refuses_a_permalink_to_a_server_file(open_page, monkeypatch, tmp_path):
+    monkeypatch.setenv("STITCHLAB_VIEWER", "1")
+    at = open_page(ref="file:/etc/passwd?arch=zoo:cnn")
+    assert not at.exception
+    assert len(errors(at)) == 1 and "viewer mode opens only models in the store" in errors(at)[0]

@@ -392,12 +392,19 @@ def test_imagefolder_errors(tmp_path):
     Image.new("RGB", (4, 4)).save(root / "test" / "fox" / "x.png")
     with pytest.raises(DataError, match="classes fox are in test/ but not in train/"):
         load_dataset(f"imagefolder:{root}")
-    root = write_folder(tmp_path / "c", classes=["cat"])
+    root = write_folder(tmp_path / "c", classes=["cat", "dog"])
     (root / "train" / "cat" / "broken.png").write_bytes(b"not a png")
     with pytest.raises(DataError, match="cannot read image .*broken.png"):
         load_dataset(f"imagefolder:{root}")
     with pytest.raises(DataError, match="size=N"):
         load_dataset(f"imagefolder:{root}?width=3")
+
+
+def test_a_one_class_dataset_is_refused(tmp_path):
+    """One class would train a "100% accurate" model that means nothing."""
+    root = write_folder(tmp_path / "one", classes=["cat"])
+    with pytest.raises(DataError, match="at least 2 classes, found only 'cat'.*add a folder per class"):
+        load_dataset(f"imagefolder:{root}")
 
 
 # ---------------------------------------------------------------------------- text

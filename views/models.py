@@ -17,7 +17,7 @@ from stitchcore.models.archs import arch_input_kind, list_archs
 from stitchcore.models.info import describe_model
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.preprocess import format_size, format_values
-from stitchcore.models.refs import parse_ref, upload_ref
+from stitchcore.models.refs import check_store_ref, parse_ref, upload_ref
 from stitchcore.models.sources.zoo import list_zoo_models
 from stitchcore.plots import runs as plots
 from stitchcore.stitching.evaluate import evaluate_batches
@@ -336,9 +336,13 @@ def base_accuracy(ref: str, loaded: LoadedModel, info: dict) -> tuple[str, str]:
 
 
 def inspect(text: str) -> None:
-    """Load ``text`` (cached per canonical ref), then show its summary, cut table and cut diagram."""
+    """Load ``text`` (cached per canonical ref), then show its summary, cut table and cut diagram.
+
+    In viewer mode only models in the store open (zoo: models, uploads under the store)."""
     try:
         ref = str(parse_ref(text))
+        if ui.viewer_mode():  # a viewer opens what the store holds, never a server path or a hub model
+            check_store_ref(ref, ui.get_store().root)
         with st.spinner(f"Loading {ref} …"):
             loaded = ui.load_for_display(ref)
             cuts = ui.cuts_of(ref)

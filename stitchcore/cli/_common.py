@@ -13,7 +13,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from stitchcore.experiments import RunOutcome
@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Command",
+    "OneLineParser",
     "ProgressBar",
+    "check_device",
     "common_parser",
     "emit",
     "json_obj",
@@ -64,6 +66,23 @@ class ProgressBar:
         if self._shown:
             sys.stderr.write("\n")
             sys.stderr.flush()
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line, like every other bad input: ``error: ...`` (exit 2).
+
+    The usage text is left to ``--help``, which the line names.  Sub-parsers inherit the class.
+
+    >>> p = OneLineParser(prog="python -m stitchcore zoo train")
+    >>> _ = p.add_argument("--epochs", type=int)
+    >>> p.parse_args(["--epochs", "x"])
+    Traceback (most recent call last):
+    ...
+    SystemExit: 2
+    """
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message}; see {self.prog} --help\n")
 
 
 def common_parser() -> argparse.ArgumentParser:
@@ -126,10 +145,24 @@ def emit(args: argparse.Namespace, obj: dict[str, Any], text: str) -> None:
         print(text)
 
 
+def check_device(args: argparse.Namespace) -> None:
+    """Refuse a ``--device`` this machine lacks even when the store answers without running anything.
+
+    >>> from types import SimpleNamespace as NS
+    >>> check_device(NS(device="cpu")), check_device(NS(device=None))
+    (None, None)
+    """
+    if args.device is not None:
+        from stitchcore.device import pick_device
+
+        pick_device(args.device)
+
+
 def run(kind: str, spec: Any, args: argparse.Namespace, store: Store, bar: ProgressBar) -> RunOutcome:
     """``run_experiment`` with the CLI's --rerun and --device, the bar as progress; closes the bar."""
     from stitchcore.experiments import run_experiment
 
+    check_device(args)
     out = run_experiment(kind, spec, store, rerun=args.rerun, progress=bar, device=args.device)
     bar.close()
     return out

@@ -14,7 +14,7 @@ import logging
 import sys
 
 from stitchcore.cli import lm, matrix, models, runs, stitch, sweep
-from stitchcore.cli._common import Command, ProgressBar, common_parser
+from stitchcore.cli._common import Command, OneLineParser, ProgressBar, common_parser
 from stitchcore.errors import StitchError
 
 __all__ = ["COMMANDS", "build_parser", "main"]
@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     'show'
     """
     common = common_parser()
-    p = argparse.ArgumentParser(prog="python -m stitchcore", description="Model stitching from the shell.")
+    p = OneLineParser(prog="python -m stitchcore", description="Model stitching from the shell.")
     verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
     for module in _VERB_MODULES:
         module.add_verbs(verbs, common)

@@ -20,7 +20,9 @@ __all__ = ["COMMANDS", "add_verbs"]
 
 def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """Add ``zoo`` (``train``, ``list``) and ``cuts`` to the CLI's sub-parsers."""
-    zoo = verbs.add_parser("zoo", help="train and list built-in models").add_subparsers(dest="zoo_verb", required=True)
+    zoo = verbs.add_parser("zoo", help="train and list built-in models").add_subparsers(
+        dest="zoo_verb", required=True, metavar="train|list"
+    )
     zt = zoo.add_parser("train", parents=[common], help="train a zoo recipe (cached: never trained twice)")
     zt.add_argument("--arch", default="cnn", help="mlp | cnn | resnet (see stitchcore.models.archs)")
     zt.add_argument("--dataset", default="digits", help="digits | mnist | fashion-mnist | cifar10 | cifar100 | imagefolder:PATH")

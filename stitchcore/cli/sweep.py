@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from stitchcore.cli._common import Command, ProgressBar, emit, names, outcome, run, took
+from stitchcore.cli._common import Command, ProgressBar, check_device, emit, names, outcome, run, took
 from stitchcore.errors import StitchError
 
 if TYPE_CHECKING:
@@ -113,6 +113,7 @@ def _run_preset(args: argparse.Namespace, store: Store, bar: ProgressBar, preset
     """Train the preset's models (cached), run its sweeps, print every model and table."""
     from stitchcore.experiments import run_experiment
 
+    check_device(args)
     models, sweeps = [], []
     for recipe in preset.recipes:
         out = run_experiment("zoo", recipe, store, progress=bar, device=args.device)

@@ -295,6 +295,9 @@ def load_dataset(name: str, *, root: str | Path | None = None, download: bool = 
         ds = _CACHE.get(key)
         if ds is None:
             ds = loader()
+            if ds.num_classes < 2:  # a one-class "classifier" scores 100% and means nothing
+                raise DataError(f"{ds.name} has {ds.num_classes} class{'' if ds.num_classes == 1 else 'es'};"
+                                " a classifier needs at least 2: add another class")  # fmt: skip
             for split in SPLITS:  # a freshly loaded dataset has examples of every class in both splits
                 missing = ", ".join(c for c, n in zip(ds.classes, ds.class_counts(split).tolist()) if n == 0)
                 if missing:
@@ -368,6 +371,10 @@ def _load_imagefolder(path: Path, size: tuple[int, int], name: str) -> ImageData
         except FileNotFoundError as e:
             raise DataError(f"{name}: no class folders in {d}; {layout}") from e
     classes = folders["train"].classes
+    if len(classes) < 2:
+        found = f"only {classes[0]!r}" if classes else "none"
+        raise DataError(f"{name}: a classifier needs at least 2 classes, found {found} in {path / 'train'}/;"
+                        f" add a folder per class: {layout}")  # fmt: skip
     extra = ", ".join(sorted(set(folders[test_dir.name].classes) - set(classes)))
     if extra:
         raise DataError(f"{name}: classes {extra} are in {test_dir.name}/ but not in train/; add or drop")

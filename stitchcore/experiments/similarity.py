@@ -12,11 +12,16 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from stitchcore.cuts import Cut, get_cut, list_cuts
-from stitchcore.data.images import ImageDataset, load_dataset
+from stitchcore.data.images import SPLITS, ImageDataset, load_dataset
 from stitchcore.errors import StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
-from stitchcore.experiments._shared import resolve_dataset, spec_from_dict
-from stitchcore.measures.similarity import list_measures, similarity_matrix
+from stitchcore.experiments._shared import (
+    check_at_least,
+    check_choice,
+    resolve_dataset,
+    spec_from_dict,
+)
+from stitchcore.measures.similarity import TOKEN_MODES, list_measures, similarity_matrix
 from stitchcore.models.refs import parse_ref
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.sources import load_model
@@ -49,8 +54,13 @@ class SimilaritySpec:
                 object.__setattr__(self, role, tuple(getattr(self, role)))
         if self.measure not in list_measures():
             raise StitchError(f"unknown measure {self.measure!r}; use one of {', '.join(list_measures())}")
-        if self.batch_size < 4:
-            raise StitchError("debiased CKA needs batches of at least 4 examples; raise the batch size")
+        check_choice("token_mode", self.token_mode, TOKEN_MODES)
+        check_choice("split", self.split, SPLITS)
+        check_at_least("batch_size", self.batch_size, 4, "debiased CKA needs batches of at least 4 examples")
+        if self.max_samples is not None:
+            check_at_least("max_samples", self.max_samples, 4, "debiased CKA needs at least 4 images;"
+                           " leave it out to use the whole split")
+        check_at_least("seed", self.seed, 0)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -20,7 +20,15 @@ from stitchcore.cuts import Cut, get_cut, split, split_segment
 from stitchcore.data.images import load_dataset
 from stitchcore.errors import AdapterError, StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
-from stitchcore.experiments._shared import check_choice, check_head_classes, resolve_dataset, spec_from_dict
+from stitchcore.experiments._shared import (
+    check_at_least,
+    check_choice,
+    check_head_classes,
+    check_positive,
+    check_sample_caps,
+    resolve_dataset,
+    spec_from_dict,
+)
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.sources import load_model
 from stitchcore.stitching.activations import collect
@@ -70,8 +78,13 @@ class StitchSpec:
     def __post_init__(self) -> None:
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         parse_objective(self.objective)
-        if self.epochs < 0 or self.batch_size < 1:
-            raise StitchError("epochs must be >= 0 and batch size >= 1")
+        check_positive("lr", self.lr, "typical values 1e-3 .. 1e-1 (default 1e-2)")
+        check_at_least("weight_decay", self.weight_decay, 0, "typical values 0 .. 0.1 (default 0.05)")
+        check_positive("kd_temperature", self.kd_temperature, "e.g. 2")
+        check_at_least("epochs", self.epochs, 0, "0 keeps the adapter's start (e.g. the least-squares fit)")
+        check_at_least("batch_size", self.batch_size, 1, "e.g. 64")
+        check_at_least("seed", self.seed, 0)
+        check_sample_caps(self)
         check_choice("head", self.head, ("a", "b"))
         if (self.head == "a") != (self.head_cut is not None):
             raise StitchError("head='a' needs head_cut (where A's head takes over), and head_cut needs head='a'")

@@ -20,7 +20,13 @@ import torch
 from stitchcore.data.images import ImageDataset, drop_class, load_dataset, relabel
 from stitchcore.errors import StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
-from stitchcore.experiments._shared import check_choice, spec_from_dict
+from stitchcore.experiments._shared import (
+    check_at_least,
+    check_choice,
+    check_positive,
+    field_label,
+    spec_from_dict,
+)
 from stitchcore.models.archs import arch_defaults, arch_input_kind, create_arch
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.preprocess import Preprocess
@@ -28,7 +34,7 @@ from stitchcore.models.sources.checkpoint import save_checkpoint
 from stitchcore.stitching.evaluate import count_params, evaluate_batches
 from stitchcore.stitching.train import OPTIMIZERS, train_classifier
 
-__all__ = ["ZooRecipe", "train_zoo", "untrained_model", "zoo_name"]
+__all__ = ["ZooRecipe", "check_zoo", "train_zoo", "untrained_model", "zoo_name"]
 
 log = logging.getLogger(__name__)
 
@@ -69,16 +75,36 @@ class ZooRecipe:
 
     def __post_init__(self) -> None:
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
-        if self.epochs < 1 or self.batch_size < 1:
-            raise StitchError("epochs and batch size must be at least 1")
-        if not 0.0 <= self.prune_fraction < 1.0:
-            raise StitchError("prune fraction must be in [0, 1)")
+        check_at_least("seed", self.seed, 0)
+        check_at_least("epochs", self.epochs, 1, "e.g. 20")
+        check_at_least("batch_size", self.batch_size, 1, "e.g. 64")
+        if self.lr is not None:
+            check_positive("lr", self.lr, "typical values 1e-3 .. 1e-1; leave it out for the default")
+        if self.weight_decay is not None:
+            check_at_least("weight_decay", self.weight_decay, 0, "typical values 0 .. 0.1")
+        check_at_least("momentum", self.momentum, 0, "e.g. 0.9")
+        if self.momentum >= 1.0:
+            raise StitchError(f"momentum must be below 1 (got {self.momentum!r}); e.g. 0.9")
+        if self.image_size is not None:
+            check_at_least("image_size", self.image_size, 1, "leave it out for the dataset's native size")
+        for name in ("l1", "l2"):
+            check_at_least(name, getattr(self, name), 0, "0 turns the penalty off")
+        check_at_least("prune_every", self.prune_every, 0, "0 never prunes")
+        check_at_least("prune_fraction", self.prune_fraction, 0)
+        if self.prune_fraction >= 1.0:
+            raise StitchError(f"{field_label('prune_fraction')} must be below 1 (got {self.prune_fraction})")
+        if not isinstance(self.arch_kwargs, dict):
+            raise StitchError(f"{field_label('arch_kwargs')} must be a JSON object, e.g. {{\"width\": 32}}")
         if self.relabel is not None:
+            if len(self.relabel) != 2:
+                raise StitchError(f"relabel takes two classes X:Y, got {self.relabel!r}")
             object.__setattr__(self, "relabel", tuple(int(v) for v in self.relabel))
         if self.finetune_layer is None and (self.finetune_data is not None or self.finetune_lr is not None):
             raise StitchError("finetune_data and finetune_lr need a finetune_layer (the one layer trained)")
         if self.finetune_layer is not None and self.finetune_epochs < 1:
             raise StitchError("finetune_epochs must be at least 1 when a finetune_layer is set")
+        if self.finetune_lr is not None:
+            check_positive("finetune_lr", self.finetune_lr, "leave it out for the recipe's lr")
 
     @property
     def resolved_lr(self) -> float:
@@ -182,14 +208,20 @@ def _special_layer(model: torch.nn.Module, name: str) -> torch.nn.Module:
     return layers[name]
 
 
+def _finetune_dataset(recipe: ZooRecipe, ds: ImageDataset) -> ImageDataset:
+    """The data a special layer is fine-tuned on: ``finetune_data`` (a variant of ``ds``), else ``ds``."""
+    if recipe.finetune_data is None:
+        return ds
+    other = load_dataset(recipe.finetune_data)
+    if (other.image_shape, other.num_classes) != (ds.image_shape, ds.num_classes):
+        raise StitchError(f"finetune_data {other.name} must be a variant of {ds.name} (same image shape and"
+                          " classes), e.g. digits|relabel3to8")  # fmt: skip
+    return other
+
+
 def _finetune(model, layer, recipe: ZooRecipe, ds: ImageDataset, preprocess, evaluate, ctx: RunContext) -> list:
     """Special layer: train only ``layer`` (all other weights frozen) on ``finetune_data`` (default: ``ds``)."""
-    if recipe.finetune_data is not None:
-        other = load_dataset(recipe.finetune_data)
-        if (other.image_shape, other.num_classes) != (ds.image_shape, ds.num_classes):
-            raise StitchError(f"finetune_data {other.name} must be a variant of {ds.name} (same image shape and"
-                              " classes), e.g. digits|relabel3to8")  # fmt: skip
-        ds = other
+    ds = _finetune_dataset(recipe, ds)
     frozen = [(p, p.requires_grad) for p in model.parameters()]
     for p in model.parameters():
         p.requires_grad_(False)
@@ -217,7 +249,33 @@ def _finetune(model, layer, recipe: ZooRecipe, ds: ImageDataset, preprocess, eva
             p.requires_grad_(flag)
 
 
-@register_experiment("zoo", ZooRecipe.from_dict)
+def check_zoo(recipe: ZooRecipe, store: Any = None) -> None:
+    """What training would refuse, found before any row is written: the arch and its options, the dataset
+    (and whether the arch fits it), the trait classes, the fine-tuned layer and its data.
+
+    >>> check_zoo(ZooRecipe(drop_class=10))
+    Traceback (most recent call last):
+    ...
+    stitchcore.errors.StitchError: drop_class (--drop-class) 10 is not a class of digits; use 0..9
+    """
+    model = untrained_model(recipe)  # unknown arch or option, a dataset that is missing or does not fit it
+    if model.input_kind != "image":
+        return
+    ds = load_dataset(recipe.dataset)
+    last = ds.num_classes - 1
+    given = {"drop_class": [recipe.drop_class], "relabel": list(recipe.relabel or ())}
+    for name, classes in given.items():
+        for c in classes:
+            if c is not None and not 0 <= c <= last:
+                raise StitchError(f"{field_label(name)} {c} is not a class of {ds.name}; use 0..{last}")
+    if recipe.relabel is not None:
+        relabel(ds, *recipe.relabel)  # the same class twice
+    if recipe.finetune_layer is not None:
+        _special_layer(model.model, recipe.finetune_layer)
+    _finetune_dataset(recipe, ds)
+
+
+@register_experiment("zoo", ZooRecipe.from_dict, check=check_zoo)
 def train_zoo(recipe: ZooRecipe, ctx: RunContext) -> dict:
     """Train ``recipe`` on its dataset; returns the summary stored with the run."""
     if arch_input_kind(recipe.arch) != "image":  # language models: stitchcore.experiments.lm_zoo

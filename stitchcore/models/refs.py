@@ -26,12 +26,13 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from stitchcore.errors import RefError
 from stitchcore.models.preprocess import format_size, format_values, parse_size, parse_values
 
-__all__ = ["SCHEMES", "ModelRef", "parse_ref", "upload_ref"]
+__all__ = ["SCHEMES", "ModelRef", "check_store_ref", "parse_ref", "upload_ref"]
 
 # Where a model can come from; the order is the order shown in help texts.
 SCHEMES: tuple[str, ...] = ("zoo", "timm", "torchvision", "hf", "file")
@@ -284,3 +285,42 @@ def _input_options(dataset: str | None, mean: Any, std: Any, size: Any) -> list[
         text = size if isinstance(size, str) else str(size) if isinstance(size, int) else ",".join(map(str, size))
         out.append(("size", format_size(parse_size(text))))
     return out
+
+
+_PATH_DATASETS = ("imagefolder:", "file:")  # dataset options that name a folder or file on the server
+
+
+def _inside(path: str, root: Path) -> bool:
+    """Whether ``path`` (links and ``..`` resolved) lies under ``root``."""
+    return Path(path.partition("?")[0]).expanduser().resolve().is_relative_to(root)
+
+
+def check_store_ref(ref: str | ModelRef, store_root: str | os.PathLike) -> ModelRef:
+    """``ref`` parsed, if it names only what the store holds: a ``zoo:`` model, or a ``file:`` upload
+    under ``store_root`` (its ``dataset=`` a named one or a folder there too).  What viewer mode opens.
+
+    Anything else (a server path, a hub model) is a RefError saying what to open instead.
+
+    >>> str(check_store_ref("zoo:cnn-digits-s0?init=random", "/srv/store"))
+    'zoo:cnn-digits-s0?init=random'
+    >>> str(check_store_ref("file:/srv/store/uploads/ab-m.pt?arch=zoo:cnn", "/srv/store"))
+    'file:/srv/store/uploads/ab-m.pt?arch=zoo:cnn'
+    >>> check_store_ref("file:/srv/store/../../etc/passwd?arch=zoo:cnn", "/srv/store")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    stitchcore.errors.RefError: viewer mode opens only models in the store: ... reads /etc/passwd, outside it
+    """
+    parsed = parse_ref(ref)
+    root = Path(store_root).expanduser().resolve()
+    fix = f"viewer mode opens only models in the store: pick a zoo: model or an upload under {root}"
+    if parsed.scheme not in ("zoo", "file"):
+        raise RefError(f"{fix}; '{parsed}' loads a {parsed.scheme}: model from outside it")
+    if parsed.scheme == "file" and not _inside(parsed.name, root):
+        where = Path(parsed.name).expanduser().resolve()
+        raise RefError(f"{fix}; '{parsed}' reads {where}, outside it")
+    dataset = parsed.param("dataset") or ""
+    for prefix in _PATH_DATASETS:
+        if dataset.startswith(prefix) and not _inside(dataset.removeprefix(prefix), root):
+            raise RefError(f"{fix}; its dataset {dataset} is outside it: leave dataset= out or name a"
+                           " built-in dataset such as digits")  # fmt: skip
+    return parsed

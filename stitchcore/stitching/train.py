@@ -32,11 +32,24 @@ __all__ = [
 def make_optimizer(
     params, name: str, lr: float, weight_decay: float, momentum: float = 0.9
 ) -> torch.optim.Optimizer:
-    """``sgd`` (momentum, weight decay) or ``adamw``."""
+    """``sgd`` (momentum, weight decay) or ``adamw``; a value torch refuses is a one-line TrainingError.
+
+    >>> make_optimizer([nn.Parameter(torch.zeros(1))], "adamw", lr=-1.0, weight_decay=0.0)
+    Traceback (most recent call last):
+    ...
+    stitchcore.errors.TrainingError: the optimizer refuses lr=-1.0, weight_decay=0.0: Invalid learning rate: \
+-1.0; lr must be > 0 and weight decay >= 0
+    """
     params = [p for p in params if p.requires_grad]
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
-    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    try:
+        if name == "sgd":
+            return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    except ValueError as exc:  # torch's "Invalid learning rate: -1.0" and the like
+        if not str(exc).startswith("Invalid"):
+            raise
+        raise TrainingError(f"the optimizer refuses lr={lr}, weight_decay={weight_decay}: {exc};"
+                            " lr must be > 0 and weight decay >= 0") from None  # fmt: skip
 
 
 def cosine_schedule(optimizer: torch.optim.Optimizer, total_steps: int) -> torch.optim.lr_scheduler.LambdaLR:

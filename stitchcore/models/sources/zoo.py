@@ -11,16 +11,17 @@ from __future__ import annotations
 import difflib
 
 import torch
-from stitchcore.models.archs import create_arch
+
 from stitchcore.errors import RefError
+from stitchcore.models.archs import create_arch
+from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.preprocess import Preprocess
 from stitchcore.models.refs import ModelRef
-from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.sources._registry import register_source
 from stitchcore.models.sources.checkpoint import load_into, read_checkpoint
 from stitchcore.store.results import RunRecord, Store
 
-__all__ = ["load_zoo_model", "find_zoo_run", "list_zoo_models"]
+__all__ = ["load_zoo_model", "find_zoo_run", "list_zoo_models", "zoo_options"]
 
 
 def list_zoo_models(store: Store) -> list[RunRecord]:
@@ -51,22 +52,52 @@ def _train_hint(name: str) -> str:
     return "list trained models with: python -m stitchcore zoo list"
 
 
+_OPTIONS = ("init", "seed")  # what a zoo: ref's query may hold
+
+
+def zoo_options(ref: ModelRef) -> tuple[str, int | None]:
+    """``(init, seed)`` of a zoo ref: ``("trained", None)``, or ``("random", N)`` (seed 0 by default).
+
+    >>> from stitchcore.models.refs import parse_ref
+    >>> zoo_options(parse_ref("zoo:cnn-digits-s0?init=random&seed=3"))
+    ('random', 3)
+    >>> zoo_options(parse_ref("zoo:cnn-digits-s0?init=random&seed=abc"))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    stitchcore.errors.RefError: bad seed 'abc' in zoo:cnn-digits-s0?init=random&seed=abc; write seed=N, ...
+    """
+    unknown = [k for k, _ in ref.params if k not in _OPTIONS]
+    if unknown:
+        raise RefError(f"unknown option {unknown[0]!r} in {ref}; zoo refs take only ?init=random&seed=N")
+    init = ref.param("init", "trained")
+    if init not in ("trained", "random"):
+        raise RefError(f"unknown init {init!r} in {ref}; use ?init=random or leave it out")
+    seed = ref.param("seed")
+    if seed is None:
+        return init, (0 if init == "random" else None)
+    if init != "random":
+        raise RefError(f"seed= in {ref} is for random weights; add init=random (zoo:NAME?init=random&seed=N)")
+    try:
+        return init, int(seed)
+    except ValueError:
+        raise RefError(f"bad seed {seed!r} in {ref}; write seed=N, N a whole number like 0 or 1") from None
+
+
 @register_source("zoo")
 def load_zoo_model(ref: ModelRef, store: Store | None = None) -> LoadedModel:
     """Rebuild the architecture from the run summary and load its safetensors weights."""
+    init, seed = zoo_options(ref)  # before the store: a malformed ref is refused as written
     store = store if store is not None else Store()
     rec = find_zoo_run(store, ref.name)
     s = rec.summary
-    if ref.param("init", "trained") == "random":
-        torch.manual_seed(int(ref.param("seed", "0")))
+    if init == "random":
+        torch.manual_seed(seed)
         model = create_arch(s["arch"], **s["arch_kwargs"])
-    elif ref.param("init", "trained") == "trained":
+    else:
         model = create_arch(s["arch"], **s["arch_kwargs"])
         path = store.artifact_path(rec.id, "model.safetensors")
         state, _ = read_checkpoint(path)  # CheckpointError names a corrupt blob
         load_into(model, state, f"zoo:{ref.name} ({path})", s["arch"])
-    else:
-        raise RefError(f"unknown init {ref.param('init')!r} in {ref}; use ?init=random or leave it out")
     model.eval()
     for p in model.parameters():
         p.requires_grad_(False)
