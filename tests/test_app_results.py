@@ -116,7 +116,7 @@ def test_permalink_opens_the_run_card(store_dir):
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Stitched accuracy"] == f"{summary['accuracy']:.1%}"
     assert metrics["Model B"] == f"{summary['base']['b']:.1%}"
-    assert [b.label for b in at.get("download_button")] == ["Table as CSV", "Metrics CSV", "Run JSON"]
+    assert [b.label for b in at.get("download_button")] == ["Table as CSV", "Metrics CSV", "Run JSON", "Download bundle"]
 
     at = results_page(run=ids["failed"])
     assert any("This run failed" in e.value and "nope" in e.value for e in at.error)
@@ -250,7 +250,7 @@ def test_every_kind_opens_in_its_own_view_with_a_link_to_its_page(v1_store, run_
     links = {link.proto.label: link.proto for link in at.get("page_link")}
     link = links[f"Open on the {PAGE_TITLE[rec.kind]} page"]
     assert link.page.strip("/") == ui.PAGE_FOR_KIND[rec.kind] and link.query_string == f"run={run_id}"
-    assert [b.label for b in at.get("download_button")][-2:] == ["Metrics CSV", "Run JSON"]
+    assert set([b.label for b in at.get("download_button")][-3:]) == {"Metrics CSV", "Run JSON", "Download bundle"}
 
 
 def test_picking_a_sweep_row_opens_its_own_view(v1_store):
@@ -270,3 +270,57 @@ def test_failed_runs_show_no_none_and_the_full_id(store_dir):
 
     columns = json.loads(grid.columns)
     assert columns["id"]["width"] >= 140  # 16 characters fit
+
+
+# -- bundles (issue 13): Download bundle in a run's view, Import bundle on Results -------------------------------
+
+
+def _import(at: AppTest, name: str, data: bytes) -> AppTest:
+    at.file_uploader(key="results-bundle").upload(name, data)
+    at.run()
+    at.button(key="results-import").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def test_downloaded_bundle_imports_into_an_empty_store(v1_store, tmp_path, monkeypatch):
+    from views.run_views import bundle_bytes
+
+    at = results_page(run="6d9f490702433fc1")
+    assert "Download bundle" in [b.label for b in at.get("download_button")]
+    with Store(v1_store) as src:
+        data = bundle_bytes(src, "6d9f490702433fc1")  # what the button serves: the stitch and its two zoo models
+        want = [src.lookup(rid) for rid in ("6d9f490702433fc1", "3a5c8fd66da321ff", "d927a0202342c09e")]
+
+    monkeypatch.setenv("STITCHLAB_STORE", str(tmp_path / "empty"))
+    import streamlit as st
+
+    import ui
+
+    ui.get_runner().shutdown()
+    ui.get_store().close()
+    st.cache_resource.clear()  # the app's store now opens the empty one
+    at = results_page()
+    assert any("No runs in the store yet" in i.value for i in at.info)
+    at = _import(at, "stitch.zip", data)
+    assert any("Imported 3 runs from stitch.zip" in s.value for s in at.success), [e.value for e in at.error]
+    assert set(table(at)["id"]) == {r.id for r in want}
+    with Store(tmp_path / "empty") as dst:
+        assert [dst.lookup(r.id) for r in want] == want and dst.integrity_check() == []
+    at = _import(at, "stitch.zip", data)  # again: every run already here
+    assert any("Imported 0 runs" in s.value and "3 runs already here, skipped" in s.value for s in at.success)
+
+
+def test_bad_bundle_upload_is_one_error_and_nothing_imported(tmp_path, monkeypatch):
+    monkeypatch.setenv("STITCHLAB_STORE", str(tmp_path / "empty"))
+    at = _import(results_page(), "notes.zip", b"not a zip at all")
+    assert [e.value for e in at.error] == ["notes.zip is not a usable bundle: not a zip file, or truncated"
+                                           " (File is not a zip file); nothing was imported"]
+    assert any("No runs in the store yet" in i.value for i in at.info)
+
+
+def test_viewer_mode_cannot_import(store_dir, monkeypatch):
+    monkeypatch.setenv("STITCHLAB_VIEWER", "1")
+    at = results_page()
+    assert at.file_uploader(key="results-bundle").disabled and at.button(key="results-import").disabled
+    assert any("bundles can't be imported" in c.value for c in at.caption)

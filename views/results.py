@@ -1,4 +1,4 @@
-"""Results: every stored run as a filterable table; open one, compare several, delete, download.
+"""Results: every stored run as a filterable table; open one, compare several, delete, download, import a bundle.
 
 The permalink target for a run of any kind (``results?run=<id>``).  Widgets ->
 store / runner calls -> ``stitchcore.plots``; nothing here trains.
@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import re
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -19,12 +22,14 @@ from stitchcore.experiments import spec_from_record
 from stitchcore.plots import runs as plots
 from stitchcore.plots.lm import HIGHER_IS_WORSE as LM_HIGHER_IS_WORSE
 from stitchcore.plots.penalty import IMAGE_PENALTY, LM_PENALTY, penalty_label, penalty_words
+from stitchcore.store.bundle import import_bundle
 from stitchcore.store.results import RunRecord
 from views import run_views
 
 ACTIVE = ("queued", "running")  # runs in these states are still owned by a job: not deletable
 PICK_KEY = "results-pick"  # the "pick runs by id / label" multiselect
 CONFIRM_KEY = "results-confirm-delete"  # + the selected ids: a new selection starts unconfirmed
+BUNDLE_KEY = "results-bundle"  # the "Import bundle" file uploader
 EMPTY = "—"  # what a table shows where a run has no value (a failed run's accuracy)
 COMPARE_METRICS = {"loss": "Training loss", "test_accuracy": "Test accuracy"}
 # Summary fields shown side by side in Compare, in this order (nested ones as "base.a").
@@ -141,6 +146,41 @@ def close_run() -> None:
     st.query_params.pop("run", None)
 
 
+def import_upload() -> None:
+    """Button callback: import the uploaded bundle (checked whole first), then say what happened."""
+    upload = st.session_state.get(BUNDLE_KEY)
+    if upload is None:
+        return
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", Path(upload.name).name)[:100] or "bundle.zip"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / name
+        path.write_bytes(upload.getvalue())
+        try:
+            report = import_bundle(ui.get_store(), path)
+        except StitchError as exc:
+            st.session_state["results-import-flash"] = ("error", str(exc))
+            return
+    new, skipped = report.imported, report.skipped
+    text = f"Imported {_n(len(new))} from {name}" + (f": {', '.join(new)}" if new else "")
+    text += f"; {_n(len(skipped))} already here, skipped" if skipped else ""
+    st.session_state["results-import-flash"] = ("ok", text)
+
+
+def import_panel() -> None:
+    """The "Import bundle" expander: a zip from "Download bundle" or ``runs export``; not in viewer mode."""
+    flash = st.session_state.pop("results-import-flash", None)
+    if flash:
+        (st.success if flash[0] == "ok" else st.error)(flash[1], icon=":material/upload:")
+    with st.expander("Import bundle", icon=":material/upload:"):
+        viewer = ui.viewer_mode()
+        if viewer:
+            st.caption("Viewer mode: bundles can't be imported.")
+        st.file_uploader("Bundle (.zip from Download bundle or `python -m stitchcore runs export`)", type=["zip"],
+                         key=BUNDLE_KEY, disabled=viewer)
+        st.button("Import", icon=":material/upload:", key="results-import", on_click=import_upload,
+                  disabled=viewer or st.session_state.get(BUNDLE_KEY) is None)
+
+
 # ---------------------------------------------------------------------------------------------- page
 
 ui.page_setup("Results")
@@ -154,6 +194,7 @@ if flash:
         st.success(f"Deleted {_n(len(done))}: {', '.join(done)}", icon=":material/delete:")
     for line in failed:
         st.error(f"Could not delete {line}", icon=":material/error:")
+import_panel()
 
 records = store.list_runs()
 by_id = {rec.id: rec for rec in records}

@@ -5,13 +5,16 @@ similarity runs, Traits for sweeps, Language models for merge / lmstitch / lmdep
 these, with their own ``key`` prefix so widgets never collide.  Stitch and zoo runs use ``ui.run_view``.
 Stored results are read only through the experiment modules' readers (``partial_cells``,
 ``partial_positions``, ``partial_points``, ``spec_from_record``) and drawn with ``stitchcore.plots``.
-Every view is a fragment that redraws while its run is active (``ui.live_while_running``).
+Every view is a fragment that redraws while its run is active (``ui.live_while_running``), with a
+"Download bundle" button under it once the run has ended (:func:`bundle_download`, ``runs export``).
 """
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import streamlit as st
@@ -30,10 +33,11 @@ from stitchcore.plots import lm as plots_lm
 from stitchcore.plots import runs as plots
 from stitchcore.plots import traits as plots_traits
 from stitchcore.plots.penalty import IMAGE_PENALTY, LM_PENALTY, penalty_label, penalty_words
-from stitchcore.store.results import RunRecord
+from stitchcore.store.bundle import export_bundle
+from stitchcore.store.results import RunRecord, Store
 
 __all__ = ["CKA_TITLES", "matrix_view", "similarity_view", "sweep_view", "lm_view", "VIEWS", "run_panel",
-           "open_on_page"]
+           "open_on_page", "bundle_bytes", "bundle_download"]
 
 CKA_TITLES = {"cka-linear": "Linear CKA", "cka-rbf": "RBF CKA", "procrustes": "Procrustes distance"}
 
@@ -113,6 +117,7 @@ def similarity_view(rec: RunRecord, *, key: str) -> None:
             _draw(panel, cols[i % len(cols)], key=f"{key}-cka", run_id=rec.id)
 
     live()
+    bundle_download(rec, key)
 
 
 # "penalty = B − stitched (higher = worse)" and the language models' opposite sign, in words
@@ -204,6 +209,7 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
             _open_in_stitch(spec, senders, receivers, key)
 
     live()
+    bundle_download(rec, key)
 
 
 def _legend(skipped: dict, pending: str | None) -> None:
@@ -287,6 +293,7 @@ def sweep_view(rec: RunRecord, *, key: str, title: str | None = None) -> None:
                        f"({s['n_train']} images).")  # fmt: skip
 
     live()
+    bundle_download(rec, key)
 
 
 # ------------------------------------------------------------------------------------- language models
@@ -327,6 +334,7 @@ def lm_view(rec: RunRecord, *, key: str) -> None:
             _lm_samples(s)
 
     live()
+    bundle_download(rec, key)
 
 
 def _lm_cards(s: dict, kind: str) -> None:
@@ -375,11 +383,37 @@ def open_on_page(rec: RunRecord, container: Any = st) -> None:
                             query_params={"run": rec.id}, icon=":material/open_in_new:")
 
 
+def bundle_bytes(store: Store, run_id: str) -> bytes:
+    """The run as a bundle zip (``runs export --with-models``; without the models when one is gone)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "bundle.zip"
+        try:
+            export_bundle(store, [run_id], out, with_models=True)
+        except StitchError:  # e.g. a zoo model it used was deleted: the run alone still travels
+            export_bundle(store, [run_id], out)
+        return out.read_bytes()
+
+
+def bundle_download(rec: RunRecord, key: str) -> None:
+    """The "Download bundle" button: the run, its curves, blobs and zoo models as one zip (made on click)."""
+    store = ui.get_store()
+    now = store.lookup(rec.id)
+    if now is None or now.status in ("queued", "running"):
+        return
+    st.download_button(
+        "Download bundle", lambda: bundle_bytes(store, rec.id), file_name=f"stitchlab-{rec.id}.zip",
+        mime="application/zip", icon=":material/archive:", key=f"{key}-bundle-{rec.id}",
+        help="This run with its curves, blobs and the zoo models it uses; import it on Results elsewhere"
+             " (or `python -m stitchcore runs import FILE.zip`)",
+    )  # fmt: skip
+
+
 def run_panel(rec: RunRecord, *, key: str) -> None:
     """Any run in its kind's own view (stitch and zoo: ``ui.run_view``), with its downloads once it has ended."""
     view = VIEWS.get(rec.kind)
     if view is None:
         ui.run_view(rec.id, key=key)  # the stitch / zoo card, the training curve, the downloads
+        bundle_download(rec, key)
         return
     try:
         view(rec, key=key)
