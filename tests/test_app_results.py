@@ -116,7 +116,8 @@ def test_permalink_opens_the_run_card(store_dir):
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Stitched accuracy"] == f"{summary['accuracy']:.1%}"
     assert metrics["Model B"] == f"{summary['base']['b']:.1%}"
-    assert [b.label for b in at.get("download_button")] == ["Table as CSV", "Metrics CSV", "Run JSON", "Download bundle"]
+    labels = [b.label for b in at.get("download_button")]
+    assert labels == ["Table as CSV", "Metrics CSV", "Run JSON", "Download bundle"]
 
     at = results_page(run=ids["failed"])
     assert any("This run failed" in e.value and "nope" in e.value for e in at.error)

@@ -237,6 +237,24 @@ def bad_missing(m, ms, p):
     return write_zip(p, m, {k: v for k, v in ms.items() if k != CELLS})
 
 
+def bad_nested_manifest(m, ms, p):
+    return write_zip(p, b"[" * 200_000 + b"]" * 200_000, ms)
+
+
+def bad_series(m, ms, p):
+    m = json.loads(json.dumps(m))
+    data = b'{"loss": [[0, "high"]]}'
+    series = next(x for x in m["runs"][0]["members"] if x["role"] == "series")
+    series.update({"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)})
+    return write_zip(p, m, {**ms, series["path"]: data})
+
+
+def bad_artifact_name(m, ms, p):
+    m = set_member(m, ms[CELLS], name="sub/cells.json", path=f"runs/{MATRIX}/blobs/sub/cells.json")
+    moved = {k: v for k, v in ms.items() if k != CELLS} | {f"runs/{MATRIX}/blobs/sub/cells.json": ms[CELLS]}
+    return write_zip(p, m, moved)
+
+
 def bad_truncated(m, ms, p):
     good = write_zip(p, m, ms).read_bytes()
     p.write_bytes(good[: len(good) // 2])
@@ -272,6 +290,9 @@ BAD = [  # (name, builder, Limits or None, what the one-line error says)
     ("id-not-spec", bad_id, None, "does not match its kind and spec"),
     ("unlisted-member", bad_unlisted, None, "not listed in the manifest"),
     ("missing-member", bad_missing, None, "is missing"),
+    ("manifest-nested", bad_nested_manifest, None, "malformed manifest"),
+    ("series-malformed", bad_series, None, f"series of run {MATRIX} is malformed"),
+    ("artifact-name", bad_artifact_name, None, "malformed manifest (member 'runs/"),
     ("truncated", bad_truncated, None, "not a zip file, or truncated"),
     ("not-zip", bad_not_zip, None, "not a zip file, or truncated"),
     ("empty", bad_empty, None, "the file is empty"),

@@ -58,6 +58,7 @@ BUNDLE_SCHEMA: int = 1  # layout of the zip and its manifest; bump on an incompa
 MANIFEST = "manifest.json"
 _FINAL = tuple(s for s in STATUSES if s not in ("queued", "running"))
 _SHA_RE = re.compile(r"[0-9a-f]{64}")
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # an artifact name: one path part, as the store allows
 _ZOO_RE = re.compile(r"zoo:([^?@\s]+)")  # zoo:NAME[?k=v][@file=...]: the NAME part
 
 
@@ -316,6 +317,7 @@ def _check_manifest(path: Path, manifest: Any) -> None:
               and all(isinstance(row.get(k), (int, float, type(None))) for k in ("started", "finished")),
               path, f"run {rid}: bad row")
         try:
+            plain_json(row["summary"], "summary", lenient=True)
             same = run_id_for(row["kind"], run["spec"]) == rid
         except StoreError:
             same = False
@@ -332,7 +334,8 @@ def _check_manifest(path: Path, manifest: Any) -> None:
                 _need(m["path"] == f"runs/{rid}/series.json", path, f"series of run {rid} at {m['path']!r}")
             else:
                 _need(m.get("role") == "artifact" and isinstance(m.get("name"), str)
-                      and m["path"] == f"runs/{rid}/blobs/{m['name']}", path, f"member {m['path']!r} of run {rid}")
+                      and bool(_NAME_RE.fullmatch(m["name"])) and m["path"] == f"runs/{rid}/blobs/{m['name']}",
+                      path, f"member {m['path']!r} of run {rid}")
             roles.append(m.get("role"))
         _need(roles.count("series") == 1, path, f"run {rid}: needs one series member")
 
@@ -355,9 +358,11 @@ def _manifest(zf: zipfile.ZipFile, path: Path, limits: Limits) -> dict[str, Any]
     _, data = _read_member(zf, path, info, info.file_size)
     try:
         manifest = json.loads(data)
+        _check_manifest(path, manifest)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise _fail(path, f"malformed manifest ({exc})") from None
-    _check_manifest(path, manifest)
+    except RecursionError:
+        raise _fail(path, "malformed manifest (nested too deeply)") from None
     return manifest
 
 
@@ -374,6 +379,8 @@ def _parse_series(path: Path, rid: str, data: bytes) -> dict[str, list[tuple[int
         return out
     except (UnicodeDecodeError, json.JSONDecodeError, TypeError, ValueError) as exc:
         raise _fail(path, f"series of run {rid} is malformed ({exc})") from None
+    except RecursionError:
+        raise _fail(path, f"series of run {rid} is malformed (nested too deeply)") from None
 
 
 def _norm_series(series: dict[str, list[tuple[int, float]]]) -> dict[str, list[tuple[int, float | None]]]:
