@@ -262,8 +262,9 @@ def test_viewer_mode_opens_only_models_in_the_store(open_page, monkeypatch, tmp_
 
     monkeypatch.setenv("STITCHLAB_VIEWER", "1")
     at = open_page(tmp_path / "store")
-    for ref in ("file:/etc/passwd", f"file:{outside}?arch=zoo:cnn", f"file:{inside.parent}/../../elsewhere/cnn.pt"
-                "?arch=zoo:cnn", "timm:resnet18?pretrained=false"):  # fmt: skip
+    climbing = f"file:{inside.parent}/../../elsewhere/cnn.pt?arch=zoo:cnn"  # .. out of the store
+    hub = "timm:resnet18?pretrained=false"
+    for ref in ("file:/etc/passwd", f"file:{outside}?arch=zoo:cnn", climbing, hub):
         at = inspect(at, ref)
         assert not at.exception
         assert len(errors(at)) == 1 and "viewer mode opens only models in the store" in errors(at)[0], ref

@@ -6,6 +6,7 @@ import pytest
 from stitchcore.errors import StitchError
 from stitchcore.experiments import get_experiment, list_experiments, register_experiment, spec_from_record
 from stitchcore.experiments.merge import LMStitchSpec
+from stitchcore.experiments.similarity import SimilaritySpec
 from stitchcore.experiments.stitch import StitchSpec
 from stitchcore.experiments.zoo import ZooRecipe
 from stitchcore.stitching.adapters import AdapterSpec
@@ -28,6 +29,64 @@ def test_recipe_validation_names_the_fix():
         ZooRecipe(optimizer="adam")
     with pytest.raises(StitchError, match="unknown ZooRecipe field"):
         ZooRecipe.from_dict({"arch": "cnn", "epochz": 3})
+
+
+BAD_SPECS = [  # (build, what the message says): every spec refuses bad numbers in its constructor
+    (lambda: ZooRecipe(lr=-1), r"^lr must be > 0 \(got -1\); typical values 1e-3 \.\. 1e-1"),
+    (lambda: ZooRecipe(lr=0.0), r"^lr must be > 0"),
+    (lambda: ZooRecipe(lr=float("nan")), r"^lr must be a finite number \(got nan\)"),
+    (lambda: ZooRecipe(weight_decay=-1), r"^weight_decay \(--weight-decay\) must be at least 0"),
+    (lambda: ZooRecipe(image_size=0), r"^image_size \(--image-size\) must be at least 1 \(got 0\)"),
+    (lambda: ZooRecipe(l1=-5), r"^l1 must be at least 0 \(got -5\); 0 turns the penalty off"),
+    (lambda: ZooRecipe(epochs=0), r"^epochs must be at least 1"),
+    (lambda: ZooRecipe(seed=-1), r"^seed must be at least 0"),
+    (lambda: ZooRecipe(momentum=1.0), r"^momentum must be below 1"),
+    (lambda: ZooRecipe(prune_fraction=1.0), r"prune_fraction \(--prune-fraction\) must be below 1"),
+    (lambda: ZooRecipe(finetune_layer="fc1", finetune_lr=0.0), r"^finetune_lr .*must be > 0"),
+    (lambda: StitchSpec("zoo:a", "zoo:b", "fc1", "fc1", lr=-1), r"^lr must be > 0 \(got -1\)"),
+    (lambda: StitchSpec("zoo:a", "zoo:b", "fc1", "fc1", weight_decay=-1), r"--weight-decay\) must be at least 0"),
+    (lambda: StitchSpec("zoo:a", "zoo:b", "fc1", "fc1", kd_temperature=0), r"^kd_temperature .*must be > 0"),
+    (lambda: StitchSpec("zoo:a", "zoo:b", "fc1", "fc1", batch_size=0), r"--batch-size\) must be at least 1"),
+    (lambda: StitchSpec("zoo:a", "zoo:b", "fc1", "fc1", max_train=0), r"--max-train\) must be at least 2 images"),
+    (lambda: StitchSpec("zoo:a", "zoo:b", "fc1", "fc1", max_test=1), r"--max-test\) must be at least 2 images"),
+    (lambda: SimilaritySpec("zoo:a", "zoo:b", max_samples=0), r"--max-samples\) must be at least 4 \(got 0\)"),
+    (lambda: SimilaritySpec("zoo:a", "zoo:b", split="val"), r"unknown split 'val'; use one of: train, test"),
+    (lambda: SimilaritySpec("zoo:a", "zoo:b", token_mode="max"), r"unknown token_mode 'max'"),
+]
+
+
+@pytest.mark.parametrize("case", range(len(BAD_SPECS)))
+def test_specs_refuse_bad_numbers_naming_the_field(case):
+    build, message = BAD_SPECS[case]
+    with pytest.raises(StitchError, match=message):
+        build()
+
+
+def test_the_defaults_pass_and_keep_their_dicts():
+    """Validation changes no default: the stored spec dicts (and so run ids) stay as they were."""
+    assert ZooRecipe().to_dict()["lr"] is None and ZooRecipe().to_dict()["image_size"] is None
+    spec = StitchSpec("zoo:a", "zoo:b", "fc1", "fc1")
+    assert (spec.lr, spec.weight_decay, spec.epochs, spec.batch_size, spec.max_train) == (1e-2, 0.05, 10, 64, None)
+    assert SimilaritySpec("zoo:a", "zoo:b").max_samples is None
+
+
+def test_a_zoo_recipe_its_data_cannot_train_is_refused_before_a_row(tmp_path):
+    from stitchcore.experiments import check_spec, run_experiment
+
+    store = Store(tmp_path / "store")
+    for recipe, message in [
+        (ZooRecipe(drop_class=10), r"drop_class \(--drop-class\) 10 is not a class of digits; use 0\.\.9"),
+        (ZooRecipe(relabel=(3, 99)), r"relabel 99 is not a class of digits"),
+        (ZooRecipe(arch="cnm"), r"did you mean 'cnn'"),
+        (ZooRecipe(image_size=2), r"image_size 2 is too small"),
+        (ZooRecipe(arch="mlp", finetune_layer="fc9"), r"finetune_layer 'fc9' is not a layer"),
+    ]:
+        with pytest.raises(StitchError, match=message):
+            check_spec("zoo", recipe, store)
+        with pytest.raises(StitchError, match=message):
+            run_experiment("zoo", recipe, store)
+    assert store.list_runs() == []
+    store.close()
 
 
 def test_objective_parsing():
