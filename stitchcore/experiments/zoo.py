@@ -18,7 +18,8 @@ from typing import Any
 import torch
 
 from stitchcore.data.images import ImageDataset, drop_class, load_dataset, relabel
-from stitchcore.errors import StitchError
+from stitchcore.data.text import list_texts
+from stitchcore.errors import DataError, StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments._shared import (
     check_at_least,
@@ -258,9 +259,13 @@ def check_zoo(recipe: ZooRecipe, store: Any = None) -> None:
     ...
     stitchcore.errors.StitchError: drop_class (--drop-class) 10 is not a class of digits; use 0..9
     """
-    model = untrained_model(recipe)  # unknown arch or option, a dataset that is missing or does not fit it
-    if model.input_kind != "image":
+    if arch_input_kind(recipe.arch) != "image":  # unknown arch: RefError naming the close ones
+        if recipe.dataset not in list_texts() and not recipe.dataset.startswith("file:"):
+            raise DataError(f"{recipe.arch!r} is a language model: train it on a text corpus"
+                            f" ({', '.join(list_texts())} or file:PATH), not on {recipe.dataset!r}")  # fmt: skip
+        untrained_model(recipe)  # the corpus and the arch's options
         return
+    model = untrained_model(recipe)  # unknown option, a dataset that is missing or does not fit the arch
     ds = load_dataset(recipe.dataset)
     last = ds.num_classes - 1
     given = {"drop_class": [recipe.drop_class], "relabel": list(recipe.relabel or ())}
