@@ -49,7 +49,9 @@ from stitchcore.data.images import ImageDataset, load_dataset
 from stitchcore.errors import StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments._shared import (
+    check_at_least,
     check_choice,
+    check_positive,
     check_head_classes,
     check_sample_caps,
     resolve_dataset,
@@ -141,6 +143,8 @@ class MatrixSpec:
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         if self.epochs < 0 or self.batch_size < 1:
             raise StitchError("epochs must be >= 0 and batch size >= 1")
+        check_positive("lr", self.lr, "typical values 1e-3 .. 1e-1 (default 1e-2)")
+        check_at_least("weight_decay", self.weight_decay, 0, "0 turns it off")
         check_sample_caps(self)
 
     def to_dict(self) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from torch import nn
 
 from stitchcore.errors import AdapterError, CutError, StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
-from stitchcore.experiments._shared import check_choice, spec_from_dict
+from stitchcore.experiments._shared import check_at_least, check_choice, check_positive, spec_from_dict
 from stitchcore.lm.evaluate import LMData, eval_windows, lm_data, lm_loss, loss_penalty, sample_text
 from stitchcore.lm.parts import (
     ComposedLM,
@@ -135,6 +135,8 @@ class _Train:
             raise StitchError("an identity adapter is a merge; use mode merge")
         if self.steps < 0 or self.batch_size < 1 or self.mlp_hidden < 0:
             raise StitchError("steps and mlp_hidden must be >= 0 and batch_size >= 1")
+        check_positive("lr", self.lr, "typical values 1e-4 .. 1e-2 (default 1e-3)")
+        check_at_least("weight_decay", self.weight_decay, 0, "0 turns it off")
 
     @property
     def adapter_name(self) -> str:

@@ -39,8 +39,10 @@ from stitchcore.data.images import ImageDataset, load_dataset
 from stitchcore.errors import AdapterError, CutError, StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments._shared import (
+    check_at_least,
     check_choice,
     check_head_classes,
+    check_positive,
     check_sample_caps,
     resolve_dataset,
     spec_from_dict,
@@ -115,6 +117,8 @@ class SweepSpec:
             raise StitchError("epochs must be >= 0; batch size, control seeds and sharpness draws >= 1")
         if self.sharpness_eps < 0:
             raise StitchError(f"sharpness_eps is a relative size >= 0 (e.g. 0.05), got {self.sharpness_eps}")
+        check_positive("lr", self.lr, "typical values 1e-3 .. 1e-1 (default 1e-2)")
+        check_at_least("weight_decay", self.weight_decay, 0, "0 turns it off")
         check_sample_caps(self)
 
     def to_dict(self) -> dict[str, Any]:
