@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import copy_store
+from tests.conftest import copy_store
 from stitchcore.errors import StoreError
 from stitchcore.store.bundle import Limits, export_bundle, import_bundle, read_manifest
 from stitchcore.store.results import Store
