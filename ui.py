@@ -22,7 +22,7 @@ from stitchcore.data import ImageDataset, list_datasets, load_dataset
 from stitchcore.device import describe_device, pick_device
 from stitchcore.errors import StitchError
 from stitchcore.experiments.dataset_check import head_fix, head_mismatch
-from stitchcore.experiments.estimate import Estimate, estimate_plan, estimate_seconds, format_duration
+from stitchcore.experiments.estimate import Estimate, calibrating, estimate_plan, estimate_seconds, format_duration
 from stitchcore.experiments.jobs import JobRunner, JobSnapshot
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.refs import parse_ref
@@ -232,30 +232,49 @@ def show_estimate(kind: str, spec: Any) -> Estimate | None:
     ":material/timer: About 6 min on this machine", in the warning colour above ~1 min; the basis of the
     estimate is in the caption's tooltip.  Shows nothing when it cannot be estimated (no spec yet, a model
     that does not load ...); never raises: an estimator failure is logged and the page goes on.
+
+    The page never waits for a calibration (the first estimate of a model times a few of its steps): that
+    runs in the background meanwhile, "Estimating ..." polls for it, and the app reruns once when it is
+    done (widget values and session state stay).
     """
     if spec is None:
         return None
-    try:
-        est = estimate_seconds(kind, spec, get_store())
-        if est is not None:
-            _draw_estimate(est)
-        return est
-    except Exception:  # an estimate is a courtesy: it must never take a page down
-        log.exception("estimating %s failed", kind)
-        return None
+    return _show_estimate(lambda: estimate_seconds(kind, spec, get_store(), wait=False,
+                                                   threads=get_runner().cpu_threads), kind)
 
 
 def show_plan_estimate(items: list[tuple[str, Any]]) -> Estimate | None:
     """As :func:`show_estimate` for runs queued one after the other (``[(kind, spec), ...]``, e.g. the
     classroom demo's two models and their stitch): the time of those not in the store yet."""
+    return _show_estimate(lambda: estimate_plan(items, get_store(), wait=False, threads=get_runner().cpu_threads),
+                          "+".join(k for k, _ in items))
+
+
+def _show_estimate(compute: Callable[[], Estimate | None], what: str) -> Estimate | None:
     try:
-        est = estimate_plan(items, get_store())
+        est = compute()
         if est is not None:
             _draw_estimate(est)
-        return est
-    except Exception:
-        log.exception("estimating %s failed", [k for k, _ in items])
+            return est
+        if not calibrating():
+            return None  # nothing to say: it cannot be estimated
+    except Exception:  # an estimate is a courtesy: it must never take a page down
+        log.exception("estimating %s failed", what)
         return None
+
+    @st.fragment(run_every=1.0)
+    def waiting() -> None:
+        try:
+            done = compute() is not None or not calibrating()
+        except Exception:
+            log.exception("estimating %s failed", what)
+            return
+        if done:
+            st.rerun(scope="app")  # the page draws the estimate (or nothing) where it belongs; polling stops
+        st.caption(":material/timer: Estimating how long this takes on this machine …")
+
+    waiting()
+    return None
 
 
 def _draw_estimate(est: Estimate) -> None:
@@ -485,8 +504,9 @@ def _waiting_for(snap: JobSnapshot) -> None:
     starts = f" · it starts in about {format_duration(left)}" if left is not None else ""
     with st.container(border=True):
         if makes:
-            st.markdown(f"**Waiting for its models to train** ({len(makes)} of the {len(ahead)} job(s) before it)"
-                        + starts)
+            others = len(ahead) - len(makes)
+            st.markdown("**Waiting for its models to train**" + (f" (and {others} other job(s) before it)" if others
+                                                                 else "") + starts)
         else:
             st.markdown(f"**Queued behind {len(ahead)} job(s)**{starts}")
         for other in ahead:
@@ -506,7 +526,8 @@ def _time_left(jobs: list[JobSnapshot]) -> float | None:
     if not queued:
         return sum(etas)
     try:
-        est = estimate_plan(queued, get_store(), also_pending=[(s.kind, s.spec) for s in running])
+        est = estimate_plan(queued, get_store(), also_pending=[(s.kind, s.spec) for s in running], wait=False,
+                            threads=get_runner().cpu_threads)
     except Exception:  # estimate_plan never raises; a bug here must not take the run view down
         log.exception("estimating the queue failed")
         return None

@@ -18,6 +18,14 @@ from stitchcore.store.results import Store
 from tests.lm_helpers import tiny_recipe, train_tiny
 
 
+def _no_background() -> None:
+    """Wait until no page's background calibration runs (it would add to the cache and load the CPU)."""
+    deadline = time.monotonic() + 120
+    while est.calibrating():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
 @pytest.fixture
 def store(trained_store) -> tuple[Store, list[str]]:
     return trained_store
@@ -26,6 +34,7 @@ def store(trained_store) -> tuple[Store, list[str]]:
 def test_calibration_runs_once_and_is_cached(store):
     st, _ = store
     recipe = ZooRecipe(arch="mlp", seed=41, epochs=3)
+    _no_background()
     est.clear_calibrations()
     first = estimate_seconds("zoo", recipe, st)
     assert isinstance(first, Estimate) and first.seconds > 0 and not first.stored
@@ -70,6 +79,7 @@ def test_lm_estimates_scale_with_steps_and_curves(tmp_path):
 
 def _compare(kind: str, spec, st: Store, capsys) -> tuple[float, float]:
     """(estimate, measured seconds) of one real run; calibrations cleared first, so both see the machine now."""
+    _no_background()  # a page's background calibration (an earlier app test) would slow both down
     est.clear_calibrations()
     guess = estimate_seconds(kind, spec, st)
     t0 = time.perf_counter()
@@ -125,6 +135,26 @@ def test_what_cannot_be_estimated_is_none_never_an_error(store, monkeypatch):
     monkeypatch.setattr(est, "_one", broken)
     assert estimate_seconds("zoo", ZooRecipe(), st) is None
     assert estimate_plan([("zoo", ZooRecipe())], st) is None
+
+
+def test_pages_never_wait_for_a_calibration(store):
+    st, _ = store
+    recipe = ZooRecipe(arch="mlp", seed=47, epochs=2, batch_size=32)  # a batch size not timed yet
+    _no_background()
+    est.clear_calibrations()
+    assert estimate_seconds("zoo", recipe, st, wait=False) is None  # timed in the background meanwhile
+    deadline = time.monotonic() + 60
+    while est.calibrating():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    ready = estimate_seconds("zoo", recipe, st, wait=False)
+    assert ready is not None and ready == estimate_seconds("zoo", recipe, st)  # the same cached calibration
+    bad = StitchSpec(a="zoo:not-trained", b="zoo:not-trained", cut_a="x", cut_b="y")
+    assert estimate_seconds("stitch", bad, st, wait=False) is None
+    while est.calibrating():  # it fails in the background ...
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert estimate_seconds("stitch", bad, st, wait=False) is None and not est.calibrating()  # ... not retried at once
 
 
 def test_the_page_helper_never_raises(monkeypatch, fresh_app_state):

@@ -44,7 +44,8 @@ with left:
         "(or reuses them from the store), joins them in the middle with a linear adapter fitted by least "
         "squares, trains it, and shows the live curve and the result."
     )
-    estimate_slot = st.empty()  # filled at the end: a first estimate times a few steps, the button comes first
+    if not ui.viewer_mode():
+        ui.show_plan_estimate(DEMO_PLAN)  # the models and stitch not in the store yet
     if st.button("Run the classroom demo", type="primary", disabled=ui.viewer_mode()):
         runner = ui.get_runner()
         try:
@@ -69,7 +70,4 @@ for rec in runs:
     page = "views/stitch.py" if rec.kind == "stitch" else "views/results.py"
     st.page_link(page, label=ui.md_text(f"{rec.status} · {text}"), query_params={"run": rec.id})
 
-if not ui.viewer_mode():
-    with estimate_slot.container():
-        ui.show_plan_estimate(DEMO_PLAN)  # the models and stitch not in the store yet
 ui.rerun_when_jobs_finish(("zoo", "stitch"))  # Recent runs lists what finished

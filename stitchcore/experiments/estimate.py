@@ -26,6 +26,8 @@ True
 
 from __future__ import annotations
 
+import atexit
+import contextvars
 import gzip
 import logging
 import statistics
@@ -41,6 +43,7 @@ from torch import nn
 from stitchcore.cuts import Cut, get_cut, list_cuts, split
 from stitchcore.data.images import ImageDataset, drop_class, load_dataset
 from stitchcore.device import pick_device
+from stitchcore.errors import StitchError
 from stitchcore.experiments._shared import resolve_dataset
 from stitchcore.experiments.lm_zoo import EVAL_WINDOWS, STEPS_PER_EPOCH, lm_train_step
 from stitchcore.experiments.matrix import MatrixSpec
@@ -55,7 +58,7 @@ from stitchcore.models.refs import parse_ref
 from stitchcore.models.sources import load_model
 from stitchcore.store.results import Store, run_id_for
 
-__all__ = ["Estimate", "calibrations", "clear_calibrations", "estimate_kind", "estimate_plan", "estimate_seconds", "format_duration"]
+__all__ = ["Estimate", "calibrating", "calibrations", "clear_calibrations", "estimate_kind", "estimate_plan", "estimate_seconds", "format_duration"]
 
 log = logging.getLogger(__name__)
 
@@ -126,15 +129,98 @@ def _estimate(seconds: float, basis: str) -> Estimate:
 # ---------------------------------------------------------------------------- calibration cache
 
 _CACHE: dict[Hashable, Any] = {}
-_LOCK = threading.Lock()  # one calibration at a time: two timed at once would slow each other down
+_LOCK = threading.Lock()  # guards the tables below (held briefly, never while timing)
+_MEASURING = threading.Lock()  # one calibration at a time: two timed at once would slow each other down
+_FAILED: dict[Hashable, tuple[float, BaseException]] = {}  # background calibrations that failed, and when
+_RETRY_SECONDS = 60.0  # a failed background calibration is tried again after this long (a model may appear)
+_background: threading.Thread | None = None  # the one background calibration running, if any
+_NO_WAIT = contextvars.ContextVar("stitchlab_estimate_no_wait", default=False)
+_THREADS: contextvars.ContextVar[int | None] = contextvars.ContextVar("stitchlab_estimate_threads", default=None)
+
+
+def _with_threads(measure: Callable[[], Any], threads: int | None) -> Any:
+    """``measure()`` with this OS thread's torch intra-op threads at ``threads`` (the job runner's count;
+    OpenMP keeps the count per thread), restored after."""
+    before = torch.get_num_threads()
+    if threads is not None and threads != before:
+        torch.set_num_threads(threads)
+    try:
+        return measure()
+    finally:
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)
+
+
+def _where(device: torch.device) -> str:
+    """The part of a calibration's key that says where it was timed: ``cpu x 2 threads``."""
+    return f"{device} x {_THREADS.get() or torch.get_num_threads()} threads"
+
+
+class _Calibrating(Exception):
+    """Raised inside an estimate made with ``wait=False`` whose calibration runs in the background."""
 
 
 def _cached(key: Hashable, measure: Callable[[], Any]) -> Any:
-    """``measure()`` once per process and key (failures are not cached: a model may appear later)."""
+    """``measure()`` once per process and key (failures are not cached: a model may appear later).
+
+    Under ``wait=False`` a missing calibration starts in a background thread (one at a time) and
+    this raises :class:`_Calibrating`; a recent background failure is raised again.
+    """
+    global _background
     with _LOCK:
-        if key not in _CACHE:
-            _CACHE[key] = measure()
-        return _CACHE[key]
+        if key in _CACHE:
+            return _CACHE[key]
+    if not _NO_WAIT.get():
+        with _MEASURING:
+            with _LOCK:
+                if key in _CACHE:
+                    return _CACHE[key]
+            value = _with_threads(measure, _THREADS.get())
+            with _LOCK:
+                return _CACHE.setdefault(key, value)
+    failed = _FAILED.get(key)
+    if failed is not None and time.monotonic() - failed[0] < _RETRY_SECONDS:
+        raise failed[1]
+    with _LOCK:
+        if _background is None or not _background.is_alive():
+            _background = threading.Thread(target=_calibrate, args=(key, measure, _THREADS.get()), daemon=True,
+                                           name="stitchlab-estimate")
+            _background.start()
+    raise _Calibrating(str(key))
+
+
+def _calibrate(key: Hashable, measure: Callable[[], Any], threads: int | None) -> None:
+    """A background calibration: its result goes to the cache, a failure to _FAILED (logged)."""
+    try:
+        with _MEASURING:
+            with _LOCK:
+                if key in _CACHE:
+                    return
+            value = _with_threads(measure, threads)
+            with _LOCK:
+                _CACHE[key] = value
+        _FAILED.pop(key, None)
+    except StitchError as exc:  # a model or dataset that is not there (yet): say nothing for a while
+        log.info("calibration %s failed: %s", key[0] if isinstance(key, tuple) else key, exc)
+        _FAILED[key] = (time.monotonic(), exc)
+    except Exception as exc:  # unexpected: logged with its traceback, tried again at the next ask
+        log.warning("calibration %s failed", key[0] if isinstance(key, tuple) else key, exc_info=exc)
+        _FAILED[key] = (time.monotonic() - _RETRY_SECONDS + 5.0, exc)
+
+
+@atexit.register
+def _finish_background() -> None:
+    """Let a background calibration end before the interpreter does (torch aborts the process when a thread
+    still inside an op is torn down at exit)."""
+    thread = _background
+    if thread is not None and thread.is_alive():
+        thread.join(timeout=60)
+
+
+def calibrating() -> bool:
+    """True while a background calibration runs (an estimate asked with ``wait=False`` will come)."""
+    with _LOCK:
+        return _background is not None and _background.is_alive()
 
 
 def calibrations() -> int:
@@ -147,6 +233,7 @@ def clear_calibrations() -> None:
     """Forget every calibration: the next estimates time their steps again (the machine got busier)."""
     with _LOCK:
         _CACHE.clear()
+        _FAILED.clear()
 
 
 def _step_time(stamps: list[float], total: float, steps: int) -> float:
@@ -256,7 +343,7 @@ def _estimate_zoo(recipe: ZooRecipe, device: torch.device) -> Estimate:
     if arch_input_kind(recipe.arch) != "image":
         return _estimate_lm_zoo(recipe, device)
     key = ("zoo", recipe.arch, repr(sorted(recipe.arch_kwargs.items())), recipe.dataset, recipe.image_size,
-           recipe.batch_size, recipe.optimizer, recipe.l1 > 0, str(device))  # fmt: skip
+           recipe.batch_size, recipe.optimizer, recipe.l1 > 0, _where(device))  # fmt: skip
     u = _cached(key, lambda: _zoo_units(recipe, device))
     ds = load_dataset(recipe.dataset)
     train = drop_class(ds, recipe.drop_class) if recipe.drop_class is not None else ds
@@ -302,7 +389,7 @@ def _lm_zoo_units(recipe: ZooRecipe, device: torch.device) -> dict[str, float]:
 
 def _estimate_lm_zoo(recipe: ZooRecipe, device: torch.device) -> Estimate:
     key = ("lm_zoo", recipe.arch, repr(sorted(recipe.arch_kwargs.items())), recipe.dataset, recipe.batch_size,
-           recipe.optimizer, str(device))  # fmt: skip
+           recipe.optimizer, _where(device))  # fmt: skip
     u = _cached(key, lambda: _lm_zoo_units(recipe, device))
     steps = recipe.epochs * STEPS_PER_EPOCH
     seconds = u["setup"] + steps * u["step"] + (recipe.epochs + 1) * u["val"] + 160 * u["token"]
@@ -385,7 +472,7 @@ def _estimate_stitch(spec: StitchSpec, store: Store, pending: dict[str, ZooRecip
     scale = ("epochs", "max_train", "max_test", "seed", "lr", "weight_decay", "kd_temperature")
     fixed = {k: v for k, v in spec.to_dict().items() if k not in scale}
     key = ("stitch", repr(sorted(fixed.items())), _model_key(spec.a, store, pending),
-           _model_key(spec.b, store, pending), str(device))  # fmt: skip
+           _model_key(spec.b, store, pending), _where(device))  # fmt: skip
     u = _cached(key, lambda: _stitch_units(spec, store, pending, device))
     n_train = int(u["n_train"] if spec.max_train is None else min(spec.max_train, u["n_train"]))
     n_test = int(u["n_test"] if spec.max_test is None else min(spec.max_test, u["n_test"]))
@@ -435,7 +522,7 @@ def _estimate_sweep(spec: SweepSpec, store: Store, pending: dict[str, ZooRecipe]
              "simplicity", "sharpness_eps", "sharpness_draws", "metrics")  # fmt: skip
     fixed = {k: v for k, v in spec.to_dict().items() if k not in scale}
     key = ("sweep", repr(sorted(fixed.items())), _model_key(spec.a, store, pending),
-           _model_key(spec.b, store, pending), str(device))  # fmt: skip
+           _model_key(spec.b, store, pending), _where(device))  # fmt: skip
     u = _cached(key, lambda: _sweep_units(spec, store, pending, device))
     n_train = int(u["n_train"] if spec.max_train is None else min(spec.max_train, u["n_train"]))
     n_test = int(u["n_test"] if spec.max_test is None else min(spec.max_test, u["n_test"]))
@@ -487,7 +574,7 @@ def _estimate_matrix(spec: MatrixSpec, store: Store, pending: dict[str, ZooRecip
     scale = ("epochs", "max_train", "max_test", "seed", "lr", "weight_decay", "controls", "mode", "precision")
     fixed = {k: v for k, v in spec.to_dict().items() if k not in scale}
     key = ("matrix", repr(sorted(fixed.items())), _model_key(spec.a, store, pending),
-           _model_key(spec.b, store, pending), str(device))  # fmt: skip
+           _model_key(spec.b, store, pending), _where(device))  # fmt: skip
     u = _cached(key, lambda: _matrix_units(spec, store, pending, device))
     n_train = int(u["n_train"] if spec.max_train is None else min(spec.max_train, u["n_train"]))
     n_test = int(u["n_test"] if spec.max_test is None else min(spec.max_test, u["n_test"]))
@@ -518,7 +605,7 @@ def _estimate_similarity(spec: SimilaritySpec, store: Store, pending: dict[str, 
                 "pairs": n_a * n_b, "gram": gram, "n": len(ds.labels(spec.split))}  # fmt: skip
 
     key = ("similarity", spec.a, spec.b, repr(spec.senders), repr(spec.receivers), spec.dataset, spec.split,
-           spec.batch_size, _model_key(spec.a, store, pending), _model_key(spec.b, store, pending), str(device))
+           spec.batch_size, _model_key(spec.a, store, pending), _model_key(spec.b, store, pending), _where(device))
     u = _cached(key, units)
     n = int(u["n"] if spec.max_samples is None else min(spec.max_samples, u["n"]))
     passes = 2 if spec.baseline else 1
@@ -577,7 +664,7 @@ def _estimate_lm(kind: str, spec: MergeSpec | LMStitchSpec | DepthSpec, store: S
     train = {k: getattr(spec, k) for k in ("adapter", "batch_size", "mlp_hidden", "objective") if hasattr(spec, k)}
     where = (spec.cut_a, spec.cut_b) if isinstance(spec, LMStitchSpec) else None
     key = ("lm", kind, spec.a, spec.b, spec.text, repr(train), where, _model_key(spec.a, store, pending),
-           _model_key(spec.b, store, pending), str(device))  # fmt: skip
+           _model_key(spec.b, store, pending), _where(device))  # fmt: skip
     u = _cached(key, lambda: _lm_units(spec, store, pending, device))
     score = spec.eval_windows * u["window"]
     sample = spec.sample_tokens * u["token"]
@@ -650,27 +737,38 @@ def _one(kind: str, spec: Any, store: Store, pending: dict[str, ZooRecipe]) -> E
     return entry[1](spec, store, pending, _device())
 
 
-def estimate_seconds(kind: str, spec: Any, store: Store) -> Estimate | None:
+def estimate_seconds(kind: str, spec: Any, store: Store, *, wait: bool = True,
+                     threads: int | None = None) -> Estimate | None:
     """How long ``kind`` run on ``spec`` takes on this machine (``stored`` when the store has it already);
     None when it cannot be estimated (unknown kind, a model that does not load ...).  Never raises.
 
     The first estimate of a model / cut / batch size times a few real steps (cached for the process);
-    later ones with other epochs, steps or caps are arithmetic.
+    later ones with other epochs, steps or caps are arithmetic.  ``wait=False`` (pages): never time
+    anything here; a missing calibration starts in the background and this returns None meanwhile
+    (:func:`calibrating` says so), so a page is never held up by it.  ``threads``: time with the torch
+    thread count the job will run with (the job runner's ``cpu_threads``; default: the caller's).
     """
+    token, threads_token = _NO_WAIT.set(not wait), _THREADS.set(threads)
     try:
         return _one(estimate_kind(kind, spec), spec, store, {})
+    except _Calibrating:
+        return None
     except Exception as exc:  # an estimate is a courtesy: say nothing rather than fail
         log.info("no estimate for %s: %s: %s", kind, type(exc).__name__, exc)
         return None
+    finally:
+        _NO_WAIT.reset(token)
+        _THREADS.reset(threads_token)
 
 
-def estimate_plan(items: list[tuple[str, Any]], store: Store, *,
-                  also_pending: list[tuple[str, Any]] = ()) -> Estimate | None:
+def estimate_plan(items: list[tuple[str, Any]], store: Store, *, also_pending: list[tuple[str, Any]] = (),
+                  wait: bool = True, threads: int | None = None) -> Estimate | None:
     """The runs ``items`` [(kind, spec)] one after the other (one job queue runs them in order): the sum of
     those not in the store yet, where a later item may use a zoo model an earlier one (or one of
     ``also_pending``, e.g. running jobs) trains: an untrained copy stands in for the timing.  ``stored``
-    when all are in the store; None when any cannot be estimated.
+    when all are in the store; None when any cannot be estimated (``wait=False``: or is still being timed).
     """
+    token, threads_token = _NO_WAIT.set(not wait), _THREADS.set(threads)
     try:
         pending = _pending((estimate_kind(k, s), s) for k, s in [*also_pending, *items])
         total = Estimate(0.0, 0.0, 0.0, "in the store", stored=True)
@@ -680,7 +778,12 @@ def estimate_plan(items: list[tuple[str, Any]], store: Store, *,
                 return None
             total = total + est
         return total
+    except _Calibrating:
+        return None
     except Exception as exc:
         log.info("no estimate for the plan %s: %s: %s", [k for k, _ in items], type(exc).__name__, exc)
         return None
+    finally:
+        _NO_WAIT.reset(token)
+        _THREADS.reset(threads_token)
 

@@ -61,8 +61,9 @@ log = logging.getLogger(__name__)
 JOB_STATES = ("queued", "running", "done", "failed", "cancelled", "interrupted")
 FINAL_STATES = frozenset({"done", "failed", "cancelled", "interrupted"})
 KEEP_FINISHED = 200  # finished jobs kept in memory; older ones are read back from the store by get()
-# A running job's time left is extrapolated from its progress rate once it has moved this far over this long
-# (measured from its first progress report above 0, so model loading does not count as a rate)
+# A running job's time left is extrapolated from its progress rate (measured from its first progress report
+# above 0, so model loading does not count) once it has moved ETA_MIN_PROGRESS in ETA_MIN_SECONDS, or at all
+# in three times as long (a long job moves slowly)
 ETA_MIN_PROGRESS = 0.03
 ETA_MIN_SECONDS = 3.0
 
@@ -101,7 +102,8 @@ class JobSnapshot:
 
     def eta_seconds(self, now: float | None = None) -> float | None:
         """Seconds left for a running job, from its progress rate so far; None until that means something
-        (ETA_MIN_PROGRESS moved over ETA_MIN_SECONDS), and for jobs not running.
+        (ETA_MIN_PROGRESS moved in ETA_MIN_SECONDS, or any move in three times as long), and for jobs not
+        running.
 
         >>> snap = JobSnapshot("id", "zoo", "x", "running", 0.5, "", {}, None, None, False, 0.0, 0.0, None,
         ...                    "cpu", rate_from=(100.0, 0.1))
@@ -112,7 +114,7 @@ class JobSnapshot:
             return None
         t0, p0 = self.rate_from
         elapsed, moved = (time.time() if now is None else now) - t0, self.progress - p0
-        if elapsed < ETA_MIN_SECONDS or moved < ETA_MIN_PROGRESS:
+        if moved <= 0 or elapsed < ETA_MIN_SECONDS or (moved < ETA_MIN_PROGRESS and elapsed < 3 * ETA_MIN_SECONDS):
             return None
         return max(0.0, (1.0 - self.progress) * elapsed / moved)
 

@@ -1,0 +1,101 @@
+"""Long jobs announced and followed, in a real browser (issue item 6): an estimate before Launch, the time
+left on a running job's progress bar, a model that finished training listed without a reload, and the
+classroom demo's models training in the page itself.
+
+``STITCHLAB_SHOTS=/tmp/shots`` keeps a picture of each (estimate.png, eta.png, demo.png).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from tests.e2e.conftest import open_app, serve
+
+SLOW = 300_000  # a char-GPT on 2 busy cores
+IDLE = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+ESTIMATED = ("() => { const t = document.querySelector('[data-testid=\"stMain\"]').innerText;"
+             " return t.includes('on this machine') && !t.includes('Estimating'); }")
+
+
+def _shot(page, name: str, at=None) -> None:
+    """A picture of the window (scrolled to ``at``, a locator) under $STITCHLAB_SHOTS."""
+    shots = os.environ.get("STITCHLAB_SHOTS")
+    if shots:
+        Path(shots).mkdir(parents=True, exist_ok=True)
+        if at is not None:
+            at.scroll_into_view_if_needed()
+        page.screenshot(path=str(Path(shots) / f"{name}.png"))
+
+
+def _number(page, label: str, value: int) -> None:
+    box = page.get_by_label(label, exact=True)
+    box.fill(str(value))
+    box.press("Enter")
+    page.wait_for_timeout(1000)  # the rerun starts
+    page.wait_for_function(IDLE, timeout=60_000)
+
+
+def _train_form(page, seed: int, epochs: int, batch: int) -> None:
+    """Fill in the Language page's train form (open while no char-GPT exists) and wait for its estimate."""
+    page.get_by_label("Seed", exact=True).wait_for(state="visible")
+    _number(page, "Seed", seed)
+    _number(page, "Epochs (50 steps each)", epochs)
+    _number(page, "Batch (windows a step)", batch)
+    page.wait_for_function(ESTIMATED, timeout=SLOW)  # this recipe timed in the background, then shown
+    page.wait_for_function(IDLE, timeout=60_000)
+
+
+def test_a_running_trainings_bar_says_how_long_is_left(app_url, page):
+    open_app(page, f"{app_url}/language")
+    main = page.locator('[data-testid="stMain"]')
+    _train_form(page, seed=13, epochs=10, batch=64)  # 500 steps: long enough for a rate on any machine
+    assert main.get_by_text(re.compile(r"About .+ on this machine")).count() == 1  # right above the button
+    page.get_by_role("button", name="Train char-GPT").click()
+    left = main.locator('[data-testid="stProgress"]', has_text=re.compile(r"\d+% · about .+ left"))
+    left.first.wait_for(timeout=SLOW)  # the training's own bar on this page, once its rate means something
+    _shot(page, "eta")
+    link = main.get_by_role("link", name=re.compile(r"train gpt on pydoc \(seed 13")).first
+    page.goto(f"{app_url}/{link.get_attribute('href').lstrip('/')}")  # its run page, with Stop
+    page.locator('[data-testid="stProgress"]', has_text=re.compile(r"· about .+ left")).first.wait_for(timeout=SLOW)
+    page.get_by_role("button", name="Stop").click()  # free the CPU for the other tests
+    page.get_by_text("This run was cancelled").wait_for(timeout=SLOW)
+
+
+def test_language_page_lists_a_char_gpt_that_finished_without_a_reload(app_url, page):
+    open_app(page, f"{app_url}/language")
+    main = page.locator('[data-testid="stMain"]')
+    main.get_by_text("No char-GPTs trained yet").wait_for()
+    _train_form(page, seed=11, epochs=1, batch=2)  # 50 tiny steps
+    estimate = main.get_by_text(re.compile(r"About .+ on this machine"))
+    assert estimate.count() == 1
+    _shot(page, "estimate")
+    page.get_by_role("button", name="Train char-GPT").click()
+    # no reload: the page reruns itself when the training ends, and picker A follows the new model
+    page.wait_for_function("""() => [...document.querySelectorAll('input[aria-label="Model A"]')]
+        .some(e => /^zoo:gpt-pydoc-s11-adamw-[0-9a-f]{6}$/.test(e.value))""", timeout=SLOW)
+    assert main.get_by_text("No char-GPTs trained yet").count() == 0
+    page.wait_for_function(IDLE, timeout=60_000)
+    if not page.get_by_label("Batch (windows a step)", exact=True).is_visible():
+        page.get_by_text("Train a character-level GPT here").click()  # collapsed now that a model exists
+    assert page.get_by_label("Batch (windows a step)", exact=True).input_value() == "2"  # the form kept its values
+
+
+def test_classroom_demo_shows_its_models_training_in_the_page(tmp_path, browser):
+    page = browser.new_context(viewport={"width": 1400, "height": 1900}).new_page()  # the run view is below the form
+    page.set_default_timeout(60_000)
+    with serve(tmp_path / "store") as url:  # an empty store: the demo must train its models first
+        open_app(page, f"{url}/")
+        page.wait_for_function(ESTIMATED, timeout=SLOW)  # the models and the stitch, estimated
+        page.get_by_role("button", name="Run the classroom demo").click()
+        main = page.locator('[data-testid="stMain"]')
+        waiting = main.get_by_text("Waiting for its models to train")
+        waiting.wait_for(timeout=SLOW)  # the stitch's run view, while it is queued behind its models
+        for seed in (0, 1):  # each model's job in the page itself, with its own bar
+            main.get_by_role("link", name=re.compile(rf"train cnn on digits \(seed {seed}")).first.wait_for()
+        assert main.locator('[data-testid="stProgress"]').count() >= 3  # the stitch's and one per model
+        _shot(page, "demo", waiting)
+        page.locator('[data-testid="stMetric"]', has_text="Stitched accuracy").first.wait_for(timeout=SLOW)
+        assert page.get_by_text("Waiting for its models to train").count() == 0
+    page.context.close()
