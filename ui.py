@@ -27,6 +27,7 @@ from stitchcore.experiments.jobs import JobRunner, JobSnapshot
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.refs import parse_ref
 from stitchcore.models.sources import load_model
+from stitchcore.plots import penalty_words
 from stitchcore.plots import runs as plots
 from stitchcore.store.results import Store, resolve_store_dir
 
@@ -553,7 +554,9 @@ def _stitch_card(s: dict[str, Any], key: str) -> None:
     c[0].metric("Stitched accuracy", f"{s['accuracy']:.1%}")
     c[1].metric("Model A", f"{s['base']['a']:.1%}")
     c[2].metric("Model B", f"{s['base']['b']:.1%}")
-    c[3].metric(f"Penalty ({base_role} − stitched)", f"{s['penalty'] * 100:+.1f} pts")
+    c[3].metric(f"Penalty ({base_role} − stitched)", f"{s['penalty'] * 100:+.1f} pts",
+                help=f"{base_role}'s accuracy minus the stitched model's: {penalty_words(True)} (positive: the "
+                     "stitched model is worse; negative: it beats the base)")
     c[4].metric("Time", f"{s.get('seconds', 0):.1f} s")
     resid = s.get("lstsq_residual")
     st.caption(

@@ -394,6 +394,7 @@ submitted = train_form()
 run_id = submitted or st.query_params.get("run")
 if run_id:
     show_run(run_id)
+ui.rerun_when_jobs_finish()  # a model trained meanwhile shows up in the pickers below
 
 st.divider()
 st.subheader("Load / inspect a model")
