@@ -11,6 +11,8 @@ import os
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.conftest import open_app, serve
 
 SLOW = 300_000  # a char-GPT on 2 busy cores
@@ -47,7 +49,16 @@ def _train_form(page, seed: int, epochs: int, batch: int) -> None:
     page.wait_for_function(IDLE, timeout=60_000)
 
 
-def test_a_running_trainings_bar_says_how_long_is_left(app_url, page):
+@pytest.fixture(scope="module")
+def lm_url(tmp_path_factory):
+    """A server over its own empty store: the train form is open only while no char-GPT exists, and
+    earlier browser tests train char-GPTs in the shared one."""
+    with serve(tmp_path_factory.mktemp("e2e-progress") / "store") as url:
+        yield url
+
+
+def test_a_running_trainings_bar_says_how_long_is_left(lm_url, page):
+    app_url = lm_url
     open_app(page, f"{app_url}/language")
     main = page.locator('[data-testid="stMain"]')
     _train_form(page, seed=13, epochs=10, batch=64)  # 500 steps: long enough for a rate on any machine
@@ -63,7 +74,8 @@ def test_a_running_trainings_bar_says_how_long_is_left(app_url, page):
     page.get_by_text("This run was cancelled").wait_for(timeout=SLOW)
 
 
-def test_language_page_lists_a_char_gpt_that_finished_without_a_reload(app_url, page):
+def test_language_page_lists_a_char_gpt_that_finished_without_a_reload(lm_url, page):
+    app_url = lm_url
     open_app(page, f"{app_url}/language")
     main = page.locator('[data-testid="stMain"]')
     main.get_by_text("No char-GPTs trained yet").wait_for()
