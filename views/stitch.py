@@ -188,7 +188,7 @@ with models:
     ref_a = ui.pick_model("a", zoo, 0)
     ref_b = ui.pick_model("b", zoo, 1)
 
-loaded = {}
+loaded, still_training = {}, False
 for role, ref in (("a", ref_a), ("b", ref_b)):
     if ref is None:
         continue
@@ -200,6 +200,7 @@ for role, ref in (("a", ref_a), ("b", ref_b)):
         if isinstance(exc, StitchError) and ref.startswith("zoo:") and training:
             st.info(f"Model {role.upper()} ({ref}) is not trained yet; {len(training)} zoo job(s) are running. "
                     "The form fills in when they finish.")
+            still_training = True
         else:
             ui.show_error(exc, f"loading {ref}")
 
@@ -282,7 +283,7 @@ if len(loaded) == 2:
 elif ref_a is None or ref_b is None:
     why_not = "pick models A and B"
 else:
-    why_not = "a model could not be loaded (above)"
+    why_not = "the models are still training" if still_training else "a model could not be loaded (above)"
 
 launch, rerun = st.columns([1, 1])
 with launch:
