@@ -468,14 +468,20 @@ def _stitch_units(spec: StitchSpec, store: Store, pending: dict[str, ZooRecipe],
     return u
 
 
+def _image_counts(u: dict, spec: Any) -> tuple[int, int]:
+    """Train and test images a run sees: the calibrated dataset's counts under the spec's caps."""
+    n_train = int(u["n_train"] if spec.max_train is None else min(spec.max_train, u["n_train"]))
+    n_test = int(u["n_test"] if spec.max_test is None else min(spec.max_test, u["n_test"]))
+    return n_train, n_test
+
+
 def _estimate_stitch(spec: StitchSpec, store: Store, pending: dict[str, ZooRecipe], device: torch.device) -> Estimate:
     scale = ("epochs", "max_train", "max_test", "seed", "lr", "weight_decay", "kd_temperature")
     fixed = {k: v for k, v in spec.to_dict().items() if k not in scale}
     key = ("stitch", repr(sorted(fixed.items())), _model_key(spec.a, store, pending),
            _model_key(spec.b, store, pending), _where(device))  # fmt: skip
     u = _cached(key, lambda: _stitch_units(spec, store, pending, device))
-    n_train = int(u["n_train"] if spec.max_train is None else min(spec.max_train, u["n_train"]))
-    n_test = int(u["n_test"] if spec.max_test is None else min(spec.max_test, u["n_test"]))
+    n_train, n_test = _image_counts(u, spec)
     needs_receiver = "match" in spec.objective or spec.adapter.init in ("lstsq", "procrustes")
     steps = spec.epochs * -(-n_train // spec.batch_size)
     seconds = (u["setup"] + (n_train + n_test) * u["prefix_a"] + n_train * (u["prefix_b"] + u["fit"]) * needs_receiver
@@ -524,8 +530,7 @@ def _estimate_sweep(spec: SweepSpec, store: Store, pending: dict[str, ZooRecipe]
     key = ("sweep", repr(sorted(fixed.items())), _model_key(spec.a, store, pending),
            _model_key(spec.b, store, pending), _where(device))  # fmt: skip
     u = _cached(key, lambda: _sweep_units(spec, store, pending, device))
-    n_train = int(u["n_train"] if spec.max_train is None else min(spec.max_train, u["n_train"]))
-    n_test = int(u["n_test"] if spec.max_test is None else min(spec.max_test, u["n_test"]))
+    n_train, n_test = _image_counts(u, spec)
     evals = 1 + sum(":" in m and not m.startswith(("class_acc", "confusion")) for m in spec.metrics)
     steps = spec.epochs * -(-n_train // spec.batch_size)
     fits = spec.adapter.init in ("lstsq", "procrustes")
@@ -576,8 +581,7 @@ def _estimate_matrix(spec: MatrixSpec, store: Store, pending: dict[str, ZooRecip
     key = ("matrix", repr(sorted(fixed.items())), _model_key(spec.a, store, pending),
            _model_key(spec.b, store, pending), _where(device))  # fmt: skip
     u = _cached(key, lambda: _matrix_units(spec, store, pending, device))
-    n_train = int(u["n_train"] if spec.max_train is None else min(spec.max_train, u["n_train"]))
-    n_test = int(u["n_test"] if spec.max_test is None else min(spec.max_test, u["n_test"]))
+    n_train, n_test = _image_counts(u, spec)
     variants = 4 if spec.controls else 1
     models = 2 if spec.controls else 1  # each sending / receiving model runs once over the data
     steps = spec.epochs * -(-n_train // spec.batch_size) if spec.mode == "trained" else 0
