@@ -19,6 +19,7 @@ __all__ = [
     "DataError",
     "TrainingError",
     "StoreError",
+    "RunBusy",
     "Cancelled",
 ]
 
@@ -57,6 +58,15 @@ class TrainingError(StitchError):
 
 class StoreError(StitchError):
     """A results-store problem (unknown run id, corrupt blob ...)."""
+
+
+class RunBusy(StoreError):
+    """The run is queued or running in another live process (``owner``: 'host:pid'); wait or cancel it."""
+
+    def __init__(self, run_id: str, owner: str) -> None:
+        super().__init__(f"run {run_id} is running in process {owner}: wait for it, or stop it with"
+                         f" `python -m stitchcore runs cancel {run_id}`")
+        self.run_id, self.owner = run_id, owner
 
 
 class Cancelled(StitchError):

@@ -254,7 +254,7 @@ def test_mark_interrupted_spares_other_live_process(store):
     with store._tx() as conn:
         conn.execute("UPDATE runs SET owner = ? WHERE id = ?", (owner, rid))
     assert store.mark_interrupted() == 0
-    with pytest.raises(StoreError, match="already running"):
+    with pytest.raises(StoreError, match="is running in process"):
         store.begin(rid, "zoo", SPEC)
     assert store.mark_interrupted(force=True) == 1
 

@@ -86,12 +86,15 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def common_parser() -> argparse.ArgumentParser:
-    """The parent parser of every verb: --store, --json, --device, --quiet."""
+    """The parent parser of every verb: --store, --json, --device, --quiet, --no-wait."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--store", help="results store directory (default: $STITCHLAB_STORE, else cache/)")
     common.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     common.add_argument("--device", default=None, help="auto (default), cpu, cuda, cuda:N or mps")
     common.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
+    common.add_argument("--no-wait", action="store_true",
+                        help="when another process is running the same run, exit at once (exit 3) instead of"
+                             " waiting for its result")
     return common
 
 
@@ -163,7 +166,8 @@ def run(kind: str, spec: Any, args: argparse.Namespace, store: Store, bar: Progr
     from stitchcore.experiments import run_experiment
 
     check_device(args)
-    out = run_experiment(kind, spec, store, rerun=args.rerun, progress=bar, device=args.device)
+    out = run_experiment(kind, spec, store, rerun=args.rerun, progress=bar, device=args.device,
+                         wait=not args.no_wait)
     bar.close()
     return out
 

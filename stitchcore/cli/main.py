@@ -15,7 +15,7 @@ import sys
 
 from stitchcore.cli import lm, matrix, models, runs, stitch, sweep
 from stitchcore.cli._common import Command, OneLineParser, ProgressBar, common_parser
-from stitchcore.errors import StitchError
+from stitchcore.errors import Cancelled, RunBusy, StitchError
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -41,7 +41,8 @@ COMMANDS[("stitch", None)] = lm.lm_aware_stitch(stitch.COMMANDS[("stitch", None)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the process exit code (0 ok, 2 bad input, 130 interrupted, 1 bug)."""
+    """Entry point; returns the process exit code (0 ok, 1 bug or failed check, 2 bad input, 3 the run is
+    running elsewhere and --no-wait, 130 cancelled with Ctrl-C)."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     args = build_parser().parse_args(argv)
     sub = getattr(args, f"{args.verb}_verb", None)  # a verb group (zoo, runs) keeps its sub-verb there
@@ -53,12 +54,21 @@ def main(argv: list[str] | None = None) -> int:
         if (args.verb, sub) != ("runs", "check"):  # check reads a damaged store as it is
             store.mark_interrupted()  # runs left by dead processes; live ones are left alone
         code = COMMANDS[(args.verb, sub)](args, store, bar)  # None: success; a verb may return 1 (runs check)
+    except Cancelled as exc:  # `runs cancel` from another process, or the app's Stop
+        bar.close()
+        print(f"cancelled: {exc}", file=sys.stderr)
+        return 130
+    except RunBusy as exc:
+        bar.close()
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
     except StitchError as exc:
         bar.close()
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         bar.close()
-        print("error: interrupted", file=sys.stderr)
+        print("cancelled (Ctrl-C): a run in progress is stored as cancelled; the same command starts it again",
+              file=sys.stderr)
         return 130
     return code or 0

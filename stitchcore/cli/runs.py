@@ -1,8 +1,9 @@
-"""CLI verbs over the results store: ``runs list``, ``show``, ``check``, ``export`` and ``import``.
+"""CLI verbs over the results store: ``runs list``, ``show``, ``check``, ``cancel``, ``export`` and ``import``.
 
     python -m stitchcore runs list --kind stitch --limit 10
     python -m stitchcore runs show RUN_ID --json
     python -m stitchcore runs check          # exit 1 when a row or blob is damaged
+    python -m stitchcore runs cancel RUN_ID   # stop it in whichever process runs it (app, shell)
     python -m stitchcore runs export RUN_ID zoo:cnn-digits-s0 --out runs.zip --with-models
     python -m stitchcore runs import runs.zip   # checked whole first; same runs skipped
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from typing import TYPE_CHECKING, Any
 
 from stitchcore.cli._common import Command, ProgressBar, emit
@@ -24,7 +26,7 @@ __all__ = ["COMMANDS", "add_verbs"]
 
 
 def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    """Add ``runs`` (``list``, ``show``, ``check``, ``export``, ``import``) to the CLI's sub-parsers."""
+    """Add ``runs`` (``list``, ``show``, ``check``, ``cancel``, ``export``, ``import``) to the CLI's sub-parsers."""
     runs = verbs.add_parser("runs", help="browse the results store").add_subparsers(dest="runs_verb", required=True)
     rl = runs.add_parser("list", parents=[common], help="list runs, newest first")
     rl.add_argument("--kind", default=None, type=_kind)
@@ -33,6 +35,10 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     rs = runs.add_parser("show", parents=[common], help="show one run with its curves and artifacts")
     rs.add_argument("run_id")
     runs.add_parser("check", parents=[common], help="check the store: database pages, rows, and every blob's sha256")
+    rc = runs.add_parser("cancel", parents=[common], help="stop queued or running runs, in whichever process runs them")
+    rc.add_argument("run_ids", nargs="+", metavar="ID")
+    rc.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                    help="seconds to wait for the owner to stop (default 60; 0 or --no-wait: ask and return)")
     re_ = runs.add_parser("export", parents=[common], help="write runs (with their curves and blobs) as a bundle zip")
     re_.add_argument("run_ids", nargs="+", metavar="ID", help="run ids, or zoo:NAME for a trained zoo model")
     re_.add_argument("--out", required=True, metavar="FILE.zip", help="the bundle to write")
@@ -87,6 +93,30 @@ def _cmd_runs_check(args: argparse.Namespace, store: Store, bar: ProgressBar) ->
     return 1 if problems else 0
 
 
+def _cmd_runs_cancel(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
+    """Ask each run's owner to stop (it stores ``cancelled`` at its next step); a run nobody runs any more is
+    marked ``cancelled`` at once.  Waits up to --timeout for the owners unless --no-wait."""
+    for run_id in args.run_ids:  # every id checked before any is touched
+        rec = store.lookup(run_id)
+        if rec is None:
+            raise StitchError(f"no run {run_id!r} in {store.root}; list runs with: python -m stitchcore runs list")
+        if rec.status not in ("queued", "running"):
+            raise StitchError(f"run {run_id} is {rec.status}, not queued or running: nothing to cancel")
+    how = {run_id: store.request_cancel(run_id) for run_id in args.run_ids}
+    deadline = time.monotonic() + (0.0 if args.no_wait else max(0.0, args.timeout))
+    status = {run_id: store.lookup(run_id).status for run_id in how}  # type: ignore[union-attr]
+    while any(s in ("queued", "running") for s in status.values()) and time.monotonic() < deadline:
+        time.sleep(0.25)
+        status = {run_id: store.lookup(run_id).status for run_id in how}  # type: ignore[union-attr]
+    lines = []
+    for run_id, asked in how.items():
+        if status[run_id] in ("queued", "running"):
+            lines.append(f"{run_id}: asked its process to stop; it stops at its next step")
+        else:
+            lines.append(f"{run_id}: {status[run_id]}" + ("" if asked == "asked" else " (no process was running it)"))
+    emit(args, {"runs": [{"id": r, "status": status[r], "asked": how[r] == "asked"} for r in how]}, "\n".join(lines))
+
+
 def _cmd_runs_export(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
     """A bundle of the runs (and with --with-models the zoo models they use)."""
     from stitchcore.store.bundle import export_bundle
@@ -110,6 +140,7 @@ COMMANDS: dict[tuple[str, str | None], Command] = {
     ("runs", "list"): _cmd_runs_list,
     ("runs", "show"): _cmd_runs_show,
     ("runs", "check"): _cmd_runs_check,
+    ("runs", "cancel"): _cmd_runs_cancel,
     ("runs", "export"): _cmd_runs_export,
     ("runs", "import"): _cmd_runs_import,
 }

@@ -116,11 +116,12 @@ def _run_preset(args: argparse.Namespace, store: Store, bar: ProgressBar, preset
     check_device(args)
     models, sweeps = [], []
     for recipe in preset.recipes:
-        out = run_experiment("zoo", recipe, store, progress=bar, device=args.device)
+        out = run_experiment("zoo", recipe, store, progress=bar, device=args.device, wait=not args.no_wait)
         models.append({"ref": out.record.summary["ref"], "run_id": out.record.id, "cached": out.cached,
                        "accuracy": out.record.summary["accuracy"], "recipe": recipe.label()})  # fmt: skip
     for title, spec in zip(preset.sweep_titles, preset.sweeps, strict=True):
-        out = run_experiment("sweep", spec, store, rerun=args.rerun, progress=bar, device=args.device)
+        out = run_experiment("sweep", spec, store, rerun=args.rerun, progress=bar, device=args.device,
+                             wait=not args.no_wait)
         sweeps.append({"title": title, "run_id": out.record.id, "cached": out.cached, **out.record.summary})
     bar.close()
     obj = {"preset": preset.name, "claim": preset.claim, "look_for": preset.look_for, "models": models,

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from stitchcore.device import pick_device
-from stitchcore.errors import Cancelled, StitchError, TrainingError
+from stitchcore.errors import Cancelled, RunBusy, StitchError, TrainingError
 from stitchcore.registry import Registry
 from stitchcore.store.results import RunRecord, Store, run_id_for
 
@@ -146,6 +146,25 @@ class RunContext:
             self.on_progress(self._fraction, "", metrics)
 
 
+WAIT_POLL_SECONDS = 0.5
+
+
+def _wait_for_owner(store: Store, run_id: str, owner: str, cancel: threading.Event,
+                    progress: ProgressFn | None) -> RunRecord | None:
+    """Poll the store until no other live process has ``run_id`` queued or running; its record then.
+
+    Raises :class:`Cancelled` when ``cancel`` is set meanwhile (the other process's run is left alone).
+    """
+    log.info("run %s is running in process %s: waiting for it", run_id, owner)
+    if progress is not None:
+        progress(0.0, f"waiting for process {owner}, which is running it", {})
+    while store.live_owner(run_id) is not None:
+        if cancel.is_set():
+            raise Cancelled(f"stopped while waiting for run {run_id} in process {owner}")
+        cancel.wait(WAIT_POLL_SECONDS)
+    return store.lookup(run_id)
+
+
 @dataclass(frozen=True)
 class RunOutcome:
     """A finished (or cached) run: the stored record and whether it came from the cache."""
@@ -165,13 +184,20 @@ def run_experiment(
     cancel: threading.Event | None = None,
     device: str | None = None,
     check: bool = True,
+    wait: bool = True,
 ) -> RunOutcome:
     """Look the spec up in the store; on a miss check it, run it and store the summary.
 
+    A run another live process is running (the app, a second shell, another machine on the same
+    store) is waited for and its result returned as cached (``wait=False``: :class:`RunBusy` at
+    once); if it ends without a result, or its owner stops stamping its heartbeat, it runs here.
+    Another process can stop this run (``runs cancel``): it ends ``cancelled``.
+
     Errors: a spec that fails its kind's check raises before any row is written (nothing is
     stored); :class:`StitchError` subclasses from the run pass through after the run is marked
-    failed (or cancelled) with the one-line message; other exceptions are stored with their
-    traceback in the log and re-raised.  ``check=False``: the caller has just checked.
+    failed (or cancelled) with the one-line message; Ctrl-C (KeyboardInterrupt) stores the run
+    ``cancelled`` and passes on; other exceptions are stored with their traceback in the log and
+    re-raised.  ``check=False``: the caller has just checked.
     """
     fn = get_experiment(kind).run
     spec_dict = spec.to_dict()
@@ -185,12 +211,29 @@ def run_experiment(
     target = pick_device(device)  # a bad device fails before any row is written
     if check:
         check_spec(kind, spec, store)  # so does a spec its models or data cannot run
-    store.begin(run_id, kind, spec_dict, label=label)
-    ctx = RunContext(run_id, store, target, cancel or threading.Event(), progress)
+    cancel = cancel or threading.Event()
+    while True:
+        try:
+            began = store.begin(run_id, kind, spec_dict, label=label, keep_done=not rerun)
+            if began.status == "done":  # another process finished it since the lookup above
+                return RunOutcome(began, True, time.perf_counter() - t0)
+            break
+        except RunBusy as busy:
+            if not wait:
+                raise
+            rec = _wait_for_owner(store, run_id, busy.owner, cancel, progress)
+            if rec is not None and rec.status == "done":
+                return RunOutcome(rec, True, time.perf_counter() - t0)
+            # it ended without a result, or its owner went silent: run it here (begin takes a stale row over)
+    ctx = RunContext(run_id, store, target, cancel, progress)
+    store.watch_cancel(run_id, cancel.set)  # `runs cancel` from another process
     try:
         summary = fn(spec, ctx)
     except Cancelled as exc:
         store.fail(run_id, str(exc), status="cancelled")
+        raise
+    except KeyboardInterrupt:
+        store.fail(run_id, "cancelled with Ctrl-C", status="cancelled")
         raise
     except StitchError as exc:
         store.fail(run_id, str(exc))

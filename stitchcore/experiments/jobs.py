@@ -48,7 +48,7 @@ from typing import Any, Self
 import torch
 
 from stitchcore.device import pick_device
-from stitchcore.errors import Cancelled, StitchError
+from stitchcore.errors import Cancelled, RunBusy, StitchError
 from stitchcore.experiments._registry import check_spec, get_experiment, run_experiment, spec_from_record
 from stitchcore.experiments.zoo import zoo_name
 from stitchcore.models.refs import parse_ref
@@ -301,7 +301,11 @@ class JobRunner:
                 job.started, job.finished = hit.started, hit.finished
                 job.device = str(hit.summary.get("device", queue_name))
             else:
-                self.store.enqueue(run_id, kind, spec_dict, label=label)  # other sessions see it queued
+                try:
+                    self.store.enqueue(run_id, kind, spec_dict, label=label)  # other sessions see it queued
+                    self.store.watch_cancel(run_id, lambda: self.cancel(run_id))  # `runs cancel` elsewhere
+                except RunBusy as busy:  # another process runs it: the job waits for its result when it starts
+                    job.message = f"queued; process {busy.owner} is running it"
             with self._lock:
                 self._seq += 1
                 job.seq = self._seq
@@ -494,6 +498,8 @@ class JobRunner:
             rec = self.store.lookup(run_id)
             if rec is not None and rec.status in ("queued", "running"):
                 self.store.fail(run_id, error, status=status)
+        except RunBusy:
+            pass  # another live process runs it: its row is its own
         except Exception:  # the job state is already final; never kill a worker over bookkeeping
             log.exception("job %s: could not record %s in the store", run_id, status)
 
@@ -521,9 +527,17 @@ class JobRunner:
 
     def _run(self, job: _Job) -> None:
         with self._lock:
-            if job.state != "queued" or job.cancel.is_set():
+            if job.state != "queued":
                 return  # cancelled while queued
-            job.state, job.started, job.message = "running", time.time(), "starting"
+            stopped = job.cancel.is_set()
+            if stopped:
+                self._finish(job, "cancelled", "cancelled before it started")
+            else:
+                job.state, job.started, job.message = "running", time.time(), "starting"
+        if stopped:
+            self._store_final(job.id, "cancelled before it started", "cancelled")
+            self._notify(job)
+            return
         self._notify(job)
 
         def on_points(step: int, metrics: dict[str, float]) -> None:

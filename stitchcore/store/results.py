@@ -24,14 +24,14 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from stitchcore.store.canonical_json import canonical_json, plain_json
-from stitchcore.errors import StoreError
+from stitchcore.errors import RunBusy, StoreError
 
 __all__ = ["SCHEMA_VERSION", "STATUSES", "RunRecord", "Store", "resolve_store_dir", "run_id_for"]
 
@@ -47,6 +47,10 @@ DB_NAME = "stitchlab.sqlite"
 ENV_VAR = "STITCHLAB_STORE"
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # run ids and artifact names: one path part
 _HOST = socket.gethostname()
+# A process that owns queued or running rows stamps their heartbeat every HEARTBEAT_SECONDS; a row whose
+# owner has not stamped it for STALE_SECONDS (or, on this host, whose process is gone) is taken over
+HEARTBEAT_SECONDS = 2.0
+STALE_SECONDS = 30.0
 
 # Database migrations, applied in order; each entry's statements run in one
 # transaction together with its row in schema_migrations.  Append, never edit.
@@ -64,6 +68,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """CREATE TABLE artifacts (run TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
             name TEXT NOT NULL, relpath TEXT NOT NULL, sha256 TEXT NOT NULL, bytes INTEGER NOT NULL,
             created REAL NOT NULL, PRIMARY KEY (run, name))""",  # relpath: relative to the store root
+    ),
+    (  # 2: live ownership. heartbeat: time.time() of the owner's last stamp; cancel_requested: when another
+        # process asked the owner to stop (`runs cancel`); both NULL on rows written before
+        "ALTER TABLE runs ADD COLUMN heartbeat REAL",
+        "ALTER TABLE runs ADD COLUMN cancel_requested REAL",
     ),
 )
 
@@ -102,18 +111,30 @@ def _writable(root: Path, db_path: Path) -> bool:
     return os.access(root, os.W_OK) and os.access(db_path, os.W_OK)
 
 
-def _other_live_owner(owner: str | None) -> bool:
-    """True if ``owner`` ('host:pid') is another process on this host that is still alive."""
+def _owner_alive(owner: str | None, heartbeat: float | None, now: float) -> bool:
+    """Whether ``owner`` ('host:pid') is a live process other than this one.
+
+    On this host its pid must exist and its heartbeat (if it stamps one) be fresh; on another host only the
+    heartbeat can tell, so a row of another machine without a fresh heartbeat is stale.
+
+    >>> _owner_alive(f"{_HOST}:{os.getpid()}", time.time(), time.time())  # this process is not "another"
+    False
+    >>> _owner_alive("elsewhere:1", 100.0, 110.0), _owner_alive("elsewhere:1", 100.0, 100.0 + STALE_SECONDS)
+    (True, False)
+    """
     host, _, pid_text = (owner or "").rpartition(":")
-    if host != _HOST or not pid_text.isdigit() or int(pid_text) == os.getpid():
+    if not host or not pid_text.isdigit() or (host == _HOST and int(pid_text) == os.getpid()):
         return False
+    fresh = heartbeat is not None and now - heartbeat < STALE_SECONDS
+    if host != _HOST:
+        return fresh
     try:
         os.kill(int(pid_text), 0)
     except PermissionError:
-        return True  # alive, someone else's
+        pass  # alive, someone else's
     except OSError:
         return False
-    return True
+    return heartbeat is None or fresh  # rows of an older StitchLab carry no heartbeat: the pid decides
 
 
 @dataclass(frozen=True)
@@ -163,6 +184,10 @@ class Store:
         self._owner = f"{_HOST}:{os.getpid()}"
         self._closed = False
         self._verified: dict[Path, tuple[int, int]] = {}  # blob -> (mtime_ns, size) whose sha256 matched
+        # queued/running rows this process owns -> what to call when another process asks them to stop
+        self._owned: dict[str, Callable[[], None] | None] = {}
+        self._owned_lock = threading.Lock()
+        self._beat: threading.Thread | None = None  # stamps the owned rows' heartbeat while there are any
         try:
             self._migrate()
         except sqlite3.DatabaseError as exc:
@@ -240,10 +265,10 @@ class Store:
             )
         if self.read_only:
             have = self._query("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")[0][0] if tables else 0
-            if have != len(MIGRATIONS):
+            if not 1 <= have <= len(MIGRATIONS):  # older layouts read the same (later ones only add columns)
                 raise StoreError(
-                    f"store {self.root} is read-only and has database version {have}, not this StitchLab's"
-                    f" ({len(MIGRATIONS)}): open it once writable to upgrade it, or use a matching StitchLab"
+                    f"store {self.root} is read-only and has database version {have}, not one this StitchLab"
+                    f" reads (1 to {len(MIGRATIONS)}): open it once writable, or use a matching StitchLab"
                 )
             return
         with self._tx() as conn:
@@ -291,35 +316,150 @@ class Store:
             raise StoreError(f"unknown run id {run_id!r}: see `python -m stitchcore runs list`")
         return rec
 
-    def _upsert(self, run_id: str, kind: str, spec: dict, label: str, status: str) -> RunRecord:
+    def _upsert(self, run_id: str, kind: str, spec: dict, label: str, status: str, keep_done: bool = False
+                ) -> RunRecord:
         _check_name(run_id, "run id")
         spec_text = canonical_json(plain_json(spec, "spec", lenient=False))
         now = time.time()
         with self._tx() as conn:
-            row = conn.execute("SELECT status, created, owner FROM runs WHERE id = ?", (run_id,)).fetchone()
-            if row and row[0] == "running" and _other_live_owner(row[2]):
-                raise StoreError(f"run {run_id} is already running in process {row[2]}: wait or cancel it")
+            row = conn.execute("SELECT status, created, owner, heartbeat FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if keep_done and row and row[0] == "done":
+                return _record(conn.execute(f"SELECT {_RUN_COLS} FROM runs WHERE id = ?", (run_id,)).fetchone())
+            if row and row[0] in ("queued", "running") and row[2] != self._owner:
+                if _owner_alive(row[2], row[3], now):
+                    if row[0] == "running" or status == "running":  # a queued row is taken by whoever starts it
+                        raise RunBusy(run_id, row[2])
+                else:  # its owner died or went silent: the row says so first, then it is taken over
+                    conn.execute("UPDATE runs SET status = 'interrupted', finished = ?, error = ? WHERE id = ?",
+                                 (now, f"process {row[2]} stopped while the run was {row[0]}: re-run it", run_id))
+                    log.warning("run %s: process %s stopped while it was %s; taking it over", run_id, row[2], row[0])
             conn.execute("DELETE FROM series WHERE run = ?", (run_id,))  # a re-run starts clean
             conn.execute("DELETE FROM artifacts WHERE run = ?", (run_id,))
             conn.execute(
-                "INSERT INTO runs (id, kind, spec, status, created, started, label, owner)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET kind = excluded.kind,"
+                "INSERT INTO runs (id, kind, spec, status, created, started, label, owner, heartbeat)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET kind = excluded.kind,"
                 " spec = excluded.spec, status = excluded.status, summary = NULL, error = NULL,"
                 " created = excluded.created, started = excluded.started, finished = NULL,"
-                " label = COALESCE(NULLIF(excluded.label, ''), label), owner = excluded.owner",
+                " label = COALESCE(NULLIF(excluded.label, ''), label), owner = excluded.owner,"
+                " heartbeat = excluded.heartbeat, cancel_requested = NULL",
                 (run_id, kind, spec_text, status, row[1] if row and row[0] == "queued" else now,
-                 now if status == "running" else None, label, self._owner),
+                 now if status == "running" else None, label, self._owner, now),
             )
         shutil.rmtree(self.blobs / run_id, ignore_errors=True)
+        self._own(run_id)
         return self._get(run_id)
+
+    # -- live ownership: heartbeat, waiting, cancelling from another process ----------------------------
+
+    def _own(self, run_id: str, on_cancel: Callable[[], None] | None = None) -> None:
+        with self._owned_lock:
+            if on_cancel is not None or run_id not in self._owned:
+                self._owned[run_id] = on_cancel
+            if self._beat is None or not self._beat.is_alive():
+                self._beat = threading.Thread(target=self._heartbeat, name="stitchlab-heartbeat", daemon=True)
+                self._beat.start()
+
+    def _disown(self, run_id: str) -> None:
+        with self._owned_lock:
+            self._owned.pop(run_id, None)
+
+    def watch_cancel(self, run_id: str, on_cancel: Callable[[], None]) -> None:
+        """Call ``on_cancel()`` (from the heartbeat thread) when another process asks this process's queued or
+        running run to stop (:meth:`request_cancel`, the CLI's ``runs cancel``)."""
+        self._own(run_id, on_cancel)
+
+    def _heartbeat(self) -> None:
+        """Stamp the owned rows every HEARTBEAT_SECONDS; pass on cancel requests; stop when none is left."""
+        try:
+            self._beat_loop()
+        finally:
+            conn = getattr(self._local, "conn", None)  # this thread's connection dies with it
+            if conn is not None:
+                with self._conns_lock:
+                    if conn in self._conns:
+                        self._conns.remove(conn)
+                conn.close()
+
+    def _beat_loop(self) -> None:
+        while not self._closed:
+            with self._owned_lock:
+                ids = list(self._owned)
+            if not ids:
+                with self._owned_lock:
+                    if not self._owned:
+                        self._beat = None
+                        return
+                continue
+            fire: list[Callable[[], None]] = []
+            try:
+                marks = ", ".join("?" * len(ids))
+                with self._tx() as conn:
+                    conn.execute(f"UPDATE runs SET heartbeat = ? WHERE owner = ? AND status IN ('queued', 'running')"
+                                 f" AND id IN ({marks})", (time.time(), self._owner, *ids))
+                    rows = conn.execute(f"SELECT id, status, owner, cancel_requested FROM runs WHERE id IN ({marks})",
+                                        ids).fetchall()
+                mine = {rid: asked for rid, status, owner, asked in rows
+                        if owner == self._owner and status in ("queued", "running")}
+                with self._owned_lock:
+                    for rid in ids:
+                        if rid not in mine:
+                            self._owned.pop(rid, None)  # finished, deleted, or taken over
+                        elif mine[rid] is not None and (fn := self._owned.get(rid)) is not None:
+                            self._owned[rid] = None  # once
+                            fire.append(fn)
+            except Exception:  # a closed or busy store: try again next beat
+                if self._closed:
+                    return
+                log.debug("heartbeat of %s failed", self.root, exc_info=True)
+            for fn in fire:
+                try:
+                    fn()
+                except Exception:
+                    log.exception("cancel callback failed")
+            time.sleep(HEARTBEAT_SECONDS)
+
+    def live_owner(self, run_id: str) -> str | None:
+        """'host:pid' of the other live process that has this run queued or running; None if none does."""
+        if self.read_only:  # nothing runs into a read-only store (and a version-1 one has no heartbeats)
+            return None
+        rows = self._query("SELECT status, owner, heartbeat FROM runs WHERE id = ?", (run_id,))
+        if not rows or rows[0][0] not in ("queued", "running"):
+            return None
+        return rows[0][1] if _owner_alive(rows[0][1], rows[0][2], time.time()) else None
+
+    def request_cancel(self, run_id: str) -> str:
+        """Stop a queued or running run: ``"asked"`` when a live process owns it (it stops at its next step and
+        stores ``cancelled``), ``"cancelled"`` when nobody runs it any more (the row is marked at once).
+
+        Raises :class:`StoreError` for an unknown run or one already finished.
+        """
+        rec = self._get(run_id)
+        if rec.status not in ("queued", "running"):
+            raise StoreError(f"run {run_id} is {rec.status}, not queued or running: nothing to cancel")
+        with self._owned_lock:
+            here = self._owned.get(run_id) if run_id in self._owned else False
+        if here is not False:  # this process runs it
+            if here is not None:
+                here()
+            return "asked"
+        if self.live_owner(run_id) is not None:
+            with self._tx() as conn:
+                conn.execute("UPDATE runs SET cancel_requested = ? WHERE id = ?", (time.time(), run_id))
+            return "asked"
+        self.set_status(run_id, "cancelled", f"cancelled with `runs cancel` (it was {rec.status}, no process ran it)")
+        return "cancelled"
 
     def enqueue(self, run_id: str, kind: str, spec: dict, label: str = "") -> RunRecord:
         """Create (or reset) the run as ``queued``; :meth:`begin` later turns it ``running``."""
         return self._upsert(run_id, kind, spec, label, "queued")
 
-    def begin(self, run_id: str, kind: str, spec: dict, label: str = "") -> RunRecord:
-        """Upsert the run as ``running`` (started=now); a re-run drops its old series and artifacts."""
-        return self._upsert(run_id, kind, spec, label, "running")
+    def begin(self, run_id: str, kind: str, spec: dict, label: str = "", *, keep_done: bool = False) -> RunRecord:
+        """Upsert the run as ``running`` (started=now); a re-run drops its old series and artifacts.
+
+        ``keep_done``: a run that is ``done`` by now (another process finished it since the caller looked)
+        is returned as it is.  Raises :class:`RunBusy` while another live process runs it.
+        """
+        return self._upsert(run_id, kind, spec, label, "running", keep_done)
 
     def set_status(self, run_id: str, status: str, error: str | None = None) -> None:
         """Move a run to ``status``; use :meth:`finish` for ``done``."""
@@ -327,6 +467,9 @@ class Store:
             raise StoreError(f"bad status {status!r}: use one of {', '.join(STATUSES)} (done: call finish)")
         now = time.time()
         with self._tx() as conn:
+            row = conn.execute("SELECT owner, heartbeat, status FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row and row[2] in ("queued", "running") and _owner_alive(row[0], row[1], now):
+                raise RunBusy(run_id, row[0])  # never write over another live process's run
             cur = conn.execute(
                 "UPDATE runs SET status = ?, error = ?,"
                 " started = CASE WHEN ? = 'running' THEN ? ELSE started END,"
@@ -336,6 +479,8 @@ class Store:
             )
             if cur.rowcount == 0:
                 raise StoreError(f"unknown run id {run_id!r}: call Store.begin first")
+        if status not in ("queued", "running"):
+            self._disown(run_id)
 
     def finish(self, run_id: str, summary: dict) -> RunRecord:
         """Mark the run done with its summary (NaN/inf become null), in one transaction."""
@@ -347,6 +492,7 @@ class Store:
             )
             if cur.rowcount == 0:
                 raise StoreError(f"unknown run id {run_id!r}: call Store.begin first")
+        self._disown(run_id)
         return self._get(run_id)
 
     def fail(self, run_id: str, error: str, status: str = "failed") -> None:
@@ -376,6 +522,7 @@ class Store:
         _check_name(run_id, "run id")
         with self._tx() as conn:
             deleted = conn.execute("DELETE FROM runs WHERE id = ?", (run_id,)).rowcount  # cascades
+        self._disown(run_id)
         blob_dir = self.blobs / run_id
         partial = self.partial_path(run_id)
         if not deleted and not blob_dir.exists() and not partial.exists():
@@ -386,14 +533,16 @@ class Store:
     def mark_interrupted(self, force: bool = False) -> int:
         """Turn ``running``/``queued`` runs ``interrupted`` (call at process start); returns the count.
 
-        Runs of another live process on this host (the app, when the CLI starts) are kept unless ``force``.
+        Runs of another live process (the app, when the CLI starts; a process on another machine that
+        shares the store and stamps its heartbeat) are kept unless ``force``.
         """
         now = time.time()
         if self.read_only:
             return 0  # nothing can be written; viewers see the rows as they are
         with self._tx() as conn:
-            rows = conn.execute("SELECT id, status, owner FROM runs WHERE status IN ('running', 'queued')")
-            ids = [(rid, st) for rid, st, owner in rows.fetchall() if force or not _other_live_owner(owner)]
+            rows = conn.execute("SELECT id, status, owner, heartbeat FROM runs WHERE status IN ('running', 'queued')")
+            ids = [(rid, st) for rid, st, owner, beat in rows.fetchall()
+                   if force or not _owner_alive(owner, beat, now)]
             for rid, st in ids:
                 conn.execute(
                     "UPDATE runs SET status = 'interrupted', finished = ?, error = ? WHERE id = ?",
