@@ -80,8 +80,9 @@ def get_store() -> Store:
 
 @st.cache_resource(show_spinner=False)
 def get_runner() -> JobRunner:
-    """One runner per server process; every browser session sees the same jobs."""
-    return JobRunner(get_store())
+    """One runner per server process; every browser session sees the same jobs.  Jobs run in a worker
+    process with one core left for the server ($STITCHLAB_JOB_THREADS sets their torch threads)."""
+    return JobRunner(get_store(), isolation="process")
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)

@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from stitchcore.errors import StitchError
+
 if TYPE_CHECKING:
     from stitchcore.experiments import RunOutcome
     from stitchcore.store.results import Store
@@ -86,16 +88,53 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def common_parser() -> argparse.ArgumentParser:
-    """The parent parser of every verb: --store, --json, --device, --quiet, --no-wait."""
+    """The parent parser of every verb: --store, --json, --device, --quiet, --no-wait, --threads."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--store", help="results store directory (default: $STITCHLAB_STORE, else cache/)")
     common.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     common.add_argument("--device", default=None, help="auto (default), cpu, cuda, cuda:N or mps")
     common.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
+    common.add_argument("--threads", type=positive_int, default=None, metavar="N",
+                        help="torch CPU threads (default: $STITCHLAB_JOB_THREADS, else the cores less one)")
     common.add_argument("--no-wait", action="store_true",
                         help="when another process is running the same run, exit at once (exit 3) instead of"
                              " waiting for its result")
     return common
+
+
+def positive_int(text: str) -> int:
+    """Argument type: a whole number of at least 1.
+
+    >>> positive_int("2")
+    2
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def set_threads(args: argparse.Namespace) -> int:
+    """Set torch's CPU threads for this command (``--threads``, else ``$STITCHLAB_JOB_THREADS``, else the cores
+    less one), deliberately: torch's default of every core thrashes when anything else uses the CPU."""
+    import os
+
+    import torch
+
+    from stitchcore.experiments.job_process import job_threads
+
+    threads = getattr(args, "threads", None)
+    env = os.environ.get("STITCHLAB_JOB_THREADS", "").strip()
+    if threads is None and env:
+        if not env.isdigit() or int(env) < 1:
+            raise StitchError(f"$STITCHLAB_JOB_THREADS must be a whole number of threads (1 or more), not {env!r}")
+        threads = int(env)
+    threads = threads or job_threads(1)
+    torch.set_num_threads(threads)
+    return threads
 
 
 def pair(text: str) -> tuple[int, int]:
@@ -166,6 +205,7 @@ def run(kind: str, spec: Any, args: argparse.Namespace, store: Store, bar: Progr
     from stitchcore.experiments import run_experiment
 
     check_device(args)
+    set_threads(args)
     out = run_experiment(kind, spec, store, rerun=args.rerun, progress=bar, device=args.device,
                          wait=not args.no_wait)
     bar.close()

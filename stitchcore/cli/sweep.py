@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from stitchcore.cli._common import Command, ProgressBar, check_device, emit, names, outcome, run, took
+from stitchcore.cli._common import Command, ProgressBar, check_device, emit, names, outcome, run, set_threads, took
 from stitchcore.errors import StitchError
 
 if TYPE_CHECKING:
@@ -114,6 +114,7 @@ def _run_preset(args: argparse.Namespace, store: Store, bar: ProgressBar, preset
     from stitchcore.experiments import run_experiment
 
     check_device(args)
+    set_threads(args)
     models, sweeps = [], []
     for recipe in preset.recipes:
         out = run_experiment("zoo", recipe, store, progress=bar, device=args.device, wait=not args.no_wait)

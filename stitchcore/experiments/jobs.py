@@ -11,14 +11,21 @@ Queues and threads
     one job at a time per accelerator.  The ``cpu`` queue has ``cpu_workers``
     threads.  Workers are daemon threads and never touch Streamlit.
 
+Where a job runs (``isolation``)
+    ``"process"`` (the app): each worker thread drives a long-lived child process
+    (:class:`~stitchcore.experiments.job_process.WorkerProcess`, start method
+    ``spawn``) that runs the job; progress, metric points and cancel cross a pipe,
+    so training never holds the server's interpreter.  ``"thread"`` (the default,
+    for scripts and tests): the worker thread runs the job itself.
+
 Thread policy (``torch.set_num_threads``)
-    The intra-op thread count is process-global, not per thread, so the runner
-    picks one value when it starts, ``cpu_threads`` or else
-    ``os.cpu_count() // cpu_workers`` (at least 1), so that concurrent CPU jobs
-    share the cores instead of oversubscribing them.  It is set in the thread
-    that builds the runner and again at the start of each worker thread (an
-    OpenMP build keeps the count per OS thread); :meth:`JobRunner.shutdown`
-    restores the previous value.  The app's script thread shares the setting.
+    Each job runs with ``cpu_threads`` intra-op threads: given, else
+    ``$STITCHLAB_JOB_THREADS``, else the cores less one (left for the server)
+    shared by ``cpu_workers`` (:func:`job_threads`, at least 1).  A worker process
+    sets it for itself.  In thread mode the count is process-global, so it is set
+    in the thread that builds the runner and at the start of each worker thread
+    (an OpenMP build keeps the count per OS thread), and :meth:`JobRunner.shutdown`
+    restores the previous value.
 
 One runner per store per process: a runner calls :meth:`Store.mark_interrupted`
 when it starts (runs left ``running``/``queued`` by dead processes become
@@ -50,6 +57,7 @@ import torch
 from stitchcore.device import pick_device
 from stitchcore.errors import Cancelled, RunBusy, StitchError
 from stitchcore.experiments._registry import check_spec, get_experiment, run_experiment, spec_from_record
+from stitchcore.experiments.job_process import MetricTap, WorkerDied, WorkerProcess, job_threads, one_line
 from stitchcore.experiments.zoo import zoo_name
 from stitchcore.models.refs import parse_ref
 from stitchcore.store.results import Store, run_id_for
@@ -66,6 +74,8 @@ KEEP_FINISHED = 200  # finished jobs kept in memory; older ones are read back fr
 # in three times as long (a long job moves slowly)
 ETA_MIN_PROGRESS = 0.03
 ETA_MIN_SECONDS = 3.0
+
+THREADS_ENV = "STITCHLAB_JOB_THREADS"  # torch threads per job, when the runner is not given cpu_threads
 
 _live_roots: dict[Path, int] = {}  # store root -> live runners in this process using it
 _live_roots_lock = threading.Lock()
@@ -141,6 +151,7 @@ class _Job:
     started: float | None = None
     finished: float | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
+    stop_worker: Callable[[], None] | None = None  # process mode: asks the child running it to stop
     waits_for: tuple[str, ...] = ()  # the queued zoo jobs making models its spec names: checked when it starts
     rate_from: tuple[float, float] | None = None  # (time, progress) of the first progress report above 0
 
@@ -158,39 +169,12 @@ class _Job:
         )
 
 
-class _MetricTap:
-    """The store as a running experiment sees it: ``log_metrics`` also feeds the job's live history.
-
-    ``RunContext.log`` persists each point through ``store.log_metrics`` before it
-    calls the progress callback, whose signature has no step; tapping the store
-    keeps the live curve point for point equal to ``store.series(run_id)``.
-    """
-
-    def __init__(self, store: Store, run_id: str, on_points: Callable[[int, dict[str, float]], None]) -> None:
-        self._store = store
-        self._run_id = run_id
-        self._on_points = on_points
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
-
-    def log_metrics(self, run_id: str, step: int, metrics: dict[str, float], epoch: int | None = None) -> None:
-        self._store.log_metrics(run_id, step, metrics, epoch=epoch)
-        if run_id == self._run_id:
-            self._on_points(int(step), metrics)
-
-
 def _label(kind: str, spec: Any) -> str:
     if callable(getattr(spec, "label", None)):
         return str(spec.label())
     if callable(getattr(spec, "short_name", None)):
         return f"{kind}:{spec.short_name()}"
     return kind
-
-
-def _one_line(text: str) -> str:
-    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
-    return lines[0] if lines else ""
 
 
 def _norm_device(name: str) -> str:
@@ -216,13 +200,21 @@ class JobRunner:
     MPS if present, then ``cpu``); a job submitted without a device goes to the
     one ``pick_device()`` chooses (honours ``$STITCHLAB_DEVICE``) if it has a
     queue, else to ``devices[0]``.  ``cpu_workers``: CPU jobs run at once.
-    ``cpu_threads``: torch intra-op threads (see the module docstring).
+    ``cpu_threads``: torch intra-op threads per job; ``isolation``: ``"thread"`` or
+    ``"process"`` (see the module docstring).
     """
 
     def __init__(self, store: Store, *, devices: list[str] | None = None, cpu_workers: int = 1,
-                 cpu_threads: int | None = None) -> None:
+                 cpu_threads: int | None = None, isolation: str = "thread") -> None:
         if cpu_workers < 1:
             raise StitchError(f"cpu_workers must be at least 1, not {cpu_workers}")
+        if isolation not in ("thread", "process"):
+            raise StitchError(f"isolation must be 'thread' or 'process', not {isolation!r}")
+        if cpu_threads is None and os.environ.get(THREADS_ENV, "").strip():
+            text = os.environ[THREADS_ENV].strip()
+            if not text.isdigit() or int(text) < 1:
+                raise StitchError(f"${THREADS_ENV} must be a whole number of threads (1 or more), not {text!r}")
+            cpu_threads = int(text)
         if cpu_threads is not None and cpu_threads < 1:
             raise StitchError(f"cpu_threads must be at least 1, not {cpu_threads}")
         names = list(dict.fromkeys(_norm_device(d) for d in (devices or _detect_devices())))  # [] = detect
@@ -230,7 +222,9 @@ class JobRunner:
         self.devices: tuple[str, ...] = tuple(names)
         auto = _norm_device("auto")
         self.default_device: str = auto if auto in names else names[0]
-        self.cpu_threads: int = cpu_threads or max(1, (os.cpu_count() or 1) // cpu_workers)
+        self.cpu_threads: int = cpu_threads or job_threads(cpu_workers)
+        self.isolation: str = isolation
+        self._workers: list[WorkerProcess] = []  # process mode: one per worker thread, started on first job
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._submit_lock = threading.Lock()  # one submit at a time: dedupe check + store row + queue
@@ -249,7 +243,8 @@ class JobRunner:
             store.mark_interrupted()
 
         self._prev_threads = torch.get_num_threads()
-        torch.set_num_threads(self.cpu_threads)
+        if isolation == "thread":
+            torch.set_num_threads(self.cpu_threads)
         self._queues: dict[str, queue.Queue[_Job | None]] = {name: queue.Queue() for name in names}
         self._threads: list[tuple[str, threading.Thread]] = []  # (queue name, worker)
         for name in names:
@@ -257,7 +252,8 @@ class JobRunner:
                 t = threading.Thread(target=self._work, args=(name,), name=f"stitchlab-job-{name}-{i}", daemon=True)
                 t.start()
                 self._threads.append((name, t))
-        log.info("job runner on %s: queues %s, %d CPU thread(s)", self._root, ", ".join(names), self.cpu_threads)
+        log.info("job runner on %s: queues %s, %d CPU thread(s) per job, jobs in a %s", self._root,
+                 ", ".join(names), self.cpu_threads, isolation)
 
     # -- public API -------------------------------------------------------------------------------
 
@@ -359,9 +355,12 @@ class JobRunner:
             if job is None or job.state in FINAL_STATES:
                 return False
             job.cancel.set()
+            stop_worker = job.stop_worker
             was_queued = job.state == "queued"
             if was_queued:
                 self._finish(job, "cancelled", "cancelled before it started")
+        if stop_worker is not None:
+            stop_worker()
         if was_queued:
             self._store_final(job_id, "cancelled before it started", "cancelled")
             self._notify(job)
@@ -422,7 +421,10 @@ class JobRunner:
         if wait:
             for _, t in self._threads:
                 t.join()
-        torch.set_num_threads(self._prev_threads)
+            for worker in self._workers:
+                worker.stop()
+        if self.isolation == "thread":
+            torch.set_num_threads(self._prev_threads)
         with _live_roots_lock:
             left = _live_roots.get(self._root, 1) - 1
             if left > 0:
@@ -514,18 +516,61 @@ class JobRunner:
                 log.exception("job listener %r failed", fn)
 
     def _work(self, queue_name: str) -> None:
-        torch.set_num_threads(self.cpu_threads)  # OpenMP keeps the count per OS thread
+        worker = None
+        if self.isolation == "process":
+            worker = WorkerProcess(str(self._root), self.cpu_threads, name=f"stitchlab-worker-{queue_name}")
+            with self._lock:
+                self._workers.append(worker)
+        else:
+            torch.set_num_threads(self.cpu_threads)  # OpenMP keeps the count per OS thread
         q = self._queues[queue_name]
-        while True:
-            job = q.get()
-            if job is None:
-                return
-            try:
-                self._run(job)
-            except Exception:  # a bug in the runner itself; the worker keeps going
-                log.exception("job %s: runner error", job.id)
+        try:
+            while True:
+                job = q.get()
+                if job is None:
+                    return
+                try:
+                    self._run(job, worker)
+                except Exception:  # a bug in the runner itself; the worker keeps going
+                    log.exception("job %s: runner error", job.id)
+        finally:
+            if worker is not None:
+                worker.stop()
 
-    def _run(self, job: _Job) -> None:
+    def _done(self, job: _Job, summary: dict, cached: bool, seconds: float) -> None:
+        history = self.store.series(job.id) if cached else None  # done meanwhile elsewhere
+        with self._lock:
+            job.summary, job.cached, job.progress = summary, cached, 1.0
+            if history is not None:
+                job.metrics = history
+            self._finish(job, "done", None)
+        log.info("job %s done in %.1f s", job.id, seconds)
+        self._notify(job)
+
+    def _run_in_worker(self, job: _Job, worker: WorkerProcess, on_progress: Callable[[float, str, dict], None],
+                       on_points: Callable[[int, dict[str, float]], None]) -> tuple[str, str | None]:
+        """Run ``job`` in the worker process; ("done", None) once recorded as done, else (state, error)."""
+        with self._lock:
+            job.stop_worker = worker.cancel
+            stopped = job.cancel.is_set()
+        if stopped:
+            return "cancelled", "cancelled"
+        try:
+            result = worker.run(job.kind, job.spec, rerun=job.rerun, device=job.device,
+                                on_progress=lambda fraction, message: on_progress(fraction, message, {}),
+                                on_points=on_points)
+        except WorkerDied as exc:
+            log.error("job %s: %s", job.id, exc)
+            return "failed", str(exc)
+        finally:
+            with self._lock:
+                job.stop_worker = None
+        if result[0] == "done":
+            self._done(job, result[1], result[2], result[3])
+            return "done", None
+        return ("cancelled" if result[0] == "cancelled" else "failed"), result[1]
+
+    def _run(self, job: _Job, worker: WorkerProcess | None = None) -> None:
         with self._lock:
             if job.state != "queued":
                 return  # cancelled while queued
@@ -559,7 +604,7 @@ class JobRunner:
                     job.message = message
             self._notify(job)
 
-        store: Any = _MetricTap(self.store, job.id, on_points)  # stands in for the Store
+        store: Any = MetricTap(self.store, job.id, on_points)  # stands in for the Store
         state, error = "failed", None
         if not job.checked:
             try:
@@ -567,32 +612,30 @@ class JobRunner:
             except StitchError as exc:  # the spec cannot run: nothing of it stays in the store
                 self._forget_queued_row(job.id)
                 with self._lock:
-                    self._finish(job, "failed", _one_line(str(exc)) or type(exc).__name__)
+                    self._finish(job, "failed", one_line(str(exc)) or type(exc).__name__)
                 log.info("job %s refused: %s", job.id, exc)
                 self._notify(job)
                 return
-        try:
-            outcome = run_experiment(
-                job.kind, job.spec, store, rerun=job.rerun, progress=on_progress, cancel=job.cancel,
-                device=job.device, check=False,
-            )
-        except Cancelled as exc:
-            state, error = "cancelled", _one_line(str(exc)) or "cancelled"
-        except StitchError as exc:
-            error = _one_line(str(exc)) or type(exc).__name__
-        except Exception as exc:
-            error = _one_line(f"{type(exc).__name__}: {exc}")
-            log.exception("job %s (%s) failed", job.id, job.label)
+        if worker is not None:
+            state, error = self._run_in_worker(job, worker, on_progress, on_points)
+            if state == "done":
+                return
         else:
-            history = self.store.series(job.id) if outcome.cached else None  # done meanwhile elsewhere
-            with self._lock:
-                job.summary, job.cached, job.progress = dict(outcome.record.summary), outcome.cached, 1.0
-                if history is not None:
-                    job.metrics = history
-                self._finish(job, "done", None)
-            log.info("job %s done in %.1f s", job.id, outcome.seconds)
-            self._notify(job)
-            return
+            try:
+                outcome = run_experiment(
+                    job.kind, job.spec, store, rerun=job.rerun, progress=on_progress, cancel=job.cancel,
+                    device=job.device, check=False,
+                )
+            except Cancelled as exc:
+                state, error = "cancelled", one_line(str(exc)) or "cancelled"
+            except StitchError as exc:
+                error = one_line(str(exc)) or type(exc).__name__
+            except Exception as exc:
+                error = one_line(f"{type(exc).__name__}: {exc}")
+                log.exception("job %s (%s) failed", job.id, job.label)
+            else:
+                self._done(job, dict(outcome.record.summary), outcome.cached, outcome.seconds)
+                return
         self._store_final(job.id, error, state)
         with self._lock:
             self._finish(job, state, error)

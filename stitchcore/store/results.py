@@ -327,7 +327,7 @@ class Store:
                 return _record(conn.execute(f"SELECT {_RUN_COLS} FROM runs WHERE id = ?", (run_id,)).fetchone())
             if row and row[0] in ("queued", "running") and row[2] != self._owner:
                 if _owner_alive(row[2], row[3], now):
-                    if row[0] == "running" or status == "running":  # a queued row is taken by whoever starts it
+                    if row[0] == "running":  # a queued row is taken by whoever starts it (or queues it again)
                         raise RunBusy(run_id, row[2])
                 else:  # its owner died or went silent: the row says so first, then it is taken over
                     conn.execute("UPDATE runs SET status = 'interrupted', finished = ?, error = ? WHERE id = ?",

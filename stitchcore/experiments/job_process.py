@@ -1,0 +1,244 @@
+"""A job worker process: experiments run outside the process that serves the pages.
+
+Training holds a CPU core (or several) for minutes; in the web server's own process it competes with
+the threads that answer browsers.  :class:`WorkerProcess` is the parent's handle on one long-lived child
+(start method ``spawn``, safe with CUDA) that runs one job at a time through
+:func:`~stitchcore.experiments.run_experiment` on its own :class:`Store` of the same folder, with a
+deliberate torch thread count.  What crosses the pipe:
+
+parent -> child
+    ``("run", kind, spec, rerun, device)``, ``("cancel",)``, ``("stop",)``
+child -> parent
+    ``("progress", fraction, message)``, ``("points", step, {name: value})``, then one of
+    ``("done", summary, cached, seconds)``, ``("cancelled", message)``, ``("failed", message)``
+
+The child keeps its model caches between jobs; one that dies (killed, out of memory) is noticed as the
+pipe closing, its job fails with the exit code, and the next job starts a fresh child.  The child
+ignores SIGINT: Ctrl-C on the server's terminal stops the server, which stops its worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import queue
+import signal
+import threading
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any
+
+from stitchcore.store.results import Store
+
+__all__ = ["MetricTap", "WorkerDied", "WorkerProcess", "job_threads", "one_line"]
+
+log = logging.getLogger(__name__)
+
+OnProgress = Callable[[float, str], None]
+OnPoints = Callable[[int, dict[str, float]], None]
+
+
+class WorkerDied(RuntimeError):
+    """The child process ended while it ran a job (killed, out of memory, a crash in native code)."""
+
+
+def job_threads(workers: int = 1, cpu_count: int | None = None) -> int:
+    """torch threads per job: the cores less one (left for the server), shared by ``workers`` jobs; at least 1.
+
+    >>> job_threads(1, cpu_count=2), job_threads(1, cpu_count=16), job_threads(2, cpu_count=16), job_threads(4, 1)
+    (1, 15, 7, 1)
+    """
+    import os
+
+    cores = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
+    return max(1, (cores - 1) // max(1, workers))
+
+
+class WorkerProcess:
+    """Parent side of one worker child (started on first use, restarted after it dies).
+
+    ``run`` blocks the calling thread (the runner's queue thread) until the job ends and returns
+    ``("done", summary, cached, seconds)``, ``("cancelled", message)`` or ``("failed", message)``;
+    ``cancel`` may be called from any thread.
+    """
+
+    def __init__(self, store_root: str, threads: int, name: str = "stitchlab-worker") -> None:
+        self.store_root = str(store_root)
+        self.threads = int(threads)
+        self.name = name
+        self._proc: mp.process.BaseProcess | None = None
+        self._conn: Connection | None = None
+        self._send_lock = threading.Lock()
+
+    @property
+    def pid(self) -> int | None:
+        """The child's process id while it is alive."""
+        return self._proc.pid if self._proc is not None and self._proc.is_alive() else None
+
+    def _start(self) -> Connection:
+        if self._proc is not None and self._proc.is_alive() and self._conn is not None:
+            return self._conn
+        ctx = mp.get_context("spawn")
+        parent, child = ctx.Pipe(duplex=True)
+        proc = ctx.Process(target=worker_main, args=(child, self.store_root, self.threads), name=self.name,
+                           daemon=True)
+        proc.start()
+        child.close()
+        self._proc, self._conn = proc, parent
+        log.info("job worker process %s started (pid %s, %d torch thread(s))", self.name, proc.pid, self.threads)
+        return parent
+
+    def _send(self, message: tuple) -> None:
+        conn = self._conn
+        if conn is None:
+            return
+        with self._send_lock:
+            try:
+                conn.send(message)
+            except (OSError, ValueError):  # the child is gone; run() notices
+                pass
+
+    def run(self, kind: str, spec: Any, *, rerun: bool, device: str, on_progress: OnProgress,
+            on_points: OnPoints) -> tuple:
+        """Run one job in the child; raises :class:`WorkerDied` when the child ends first."""
+        conn = self._start()
+        self._send(("run", kind, spec, rerun, device))
+        while True:
+            try:
+                message = conn.recv()
+            except (EOFError, OSError):
+                proc = self._proc
+                if proc is not None:
+                    proc.join(5)
+                code = proc.exitcode if proc is not None else None
+                self._proc, self._conn = None, None
+                raise WorkerDied(f"the worker process died (exit code {code}) while it ran the job:"
+                                 " out of memory or killed; run it again") from None
+            tag = message[0]
+            if tag == "progress":
+                on_progress(message[1], message[2])
+            elif tag == "points":
+                on_points(message[1], message[2])
+            else:
+                return message
+
+    def cancel(self) -> None:
+        """Ask the running job to stop at its next step."""
+        self._send(("cancel",))
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the child (after its current job's cancel, when one runs); kill it if it does not go."""
+        proc = self._proc
+        if proc is None:
+            return
+        self._send(("cancel",))
+        self._send(("stop",))
+        proc.join(timeout)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(5)
+        if self._conn is not None:
+            self._conn.close()
+        self._proc, self._conn = None, None
+
+
+class MetricTap:
+    """The store as a running experiment sees it: ``log_metrics`` also feeds the job's live history.
+
+    ``RunContext.log`` persists each point through ``store.log_metrics`` before it
+    calls the progress callback, whose signature has no step; tapping the store
+    keeps the live curve point for point equal to ``store.series(run_id)``.
+    """
+
+    def __init__(self, store: Store, run_id: str, on_points: Callable[[int, dict[str, float]], None]) -> None:
+        self._store = store
+        self._run_id = run_id
+        self._on_points = on_points
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def log_metrics(self, run_id: str, step: int, metrics: dict[str, float], epoch: int | None = None) -> None:
+        self._store.log_metrics(run_id, step, metrics, epoch=epoch)
+        if run_id == self._run_id:
+            self._on_points(int(step), metrics)
+
+
+def one_line(text: str) -> str:
+    """The first non-blank line of ``text``, stripped ('' if none).
+
+    >>> one_line("\\n  boom: bad value\\n  traceback ...")
+    'boom: bad value'
+    """
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    return lines[0] if lines else ""
+
+
+# ---------------------------------------------------------------------------------------- child side
+
+
+def worker_main(conn: Connection, store_root: str, threads: int) -> None:
+    """The child: set threads, open the store, run jobs from the pipe one at a time until told to stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server's Ctrl-C: the parent stops us
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s [worker]: %(message)s")
+    import torch
+
+    torch.set_num_threads(threads)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # already set (cannot happen in a fresh spawn child, but never fatal)
+        pass
+    store = Store(store_root)
+    jobs: queue.Queue[tuple | None] = queue.Queue()
+    cancel = threading.Event()
+    send_lock = threading.Lock()
+
+    def send(message: tuple) -> None:
+        with send_lock:
+            conn.send(message)
+
+    def listen() -> None:
+        while True:
+            try:
+                message = conn.recv()
+            except (EOFError, OSError):
+                jobs.put(None)  # the parent is gone
+                cancel.set()
+                return
+            if message[0] == "cancel":
+                cancel.set()
+            elif message[0] == "stop":
+                jobs.put(None)
+                return
+            else:
+                jobs.put(message)
+
+    threading.Thread(target=listen, name="stitchlab-worker-pipe", daemon=True).start()
+    while (job := jobs.get()) is not None:
+        cancel.clear()
+        try:
+            send(_run_one(store, job, cancel, send))
+        except (OSError, ValueError, BrokenPipeError):
+            break  # the parent is gone
+    store.close()
+
+
+def _run_one(store: Any, job: tuple, cancel: threading.Event, send: Callable[[tuple], None]) -> tuple:
+    from stitchcore.errors import Cancelled, StitchError
+    from stitchcore.experiments._registry import run_experiment
+    from stitchcore.store.results import run_id_for
+
+    _, kind, spec, rerun, device = job
+    run_id = run_id_for(kind, spec.to_dict())
+    tap = MetricTap(store, run_id, lambda step, metrics: send(("points", step, dict(metrics))))
+    try:
+        out = run_experiment(kind, spec, tap, rerun=rerun, cancel=cancel, device=device, check=False,
+                             progress=lambda fraction, message, metrics: send(("progress", fraction, message)))
+    except Cancelled as exc:
+        return ("cancelled", one_line(str(exc)) or "cancelled")
+    except StitchError as exc:
+        return ("failed", one_line(str(exc)) or type(exc).__name__)
+    except Exception as exc:
+        log.exception("job %s (%s) failed", run_id, kind)
+        return ("failed", one_line(f"{type(exc).__name__}: {exc}"))
+    return ("done", dict(out.record.summary), out.cached, out.seconds)

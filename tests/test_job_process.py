@@ -1,0 +1,93 @@
+"""Jobs in a worker process (the app's runner): results, live points, Stop, a killed worker, thread settings."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from stitchcore.errors import StitchError
+from stitchcore.experiments.jobs import THREADS_ENV, JobRunner
+from stitchcore.experiments.zoo import ZooRecipe
+from stitchcore.store.results import Store
+
+
+def _until(runner: JobRunner, job_id: str, test, timeout: float = 120.0):
+    deadline = time.monotonic() + timeout
+    while not test(snap := runner.get(job_id)):
+        assert time.monotonic() < deadline, snap
+        time.sleep(0.1)
+    return snap
+
+
+@pytest.fixture(scope="module")
+def proc_runner(tmp_path_factory):
+    """One process-mode runner for the module: its worker starts once (spawn costs a few seconds)."""
+    store = Store(tmp_path_factory.mktemp("proc_store"))
+    runner = JobRunner(store, devices=["cpu"], cpu_threads=1, isolation="process")
+    yield runner
+    runner.shutdown()
+    assert all(w.pid is None for w in runner._workers)  # no child left behind
+    store.close()
+
+
+def test_a_job_runs_in_a_child_process_with_live_points_equal_to_the_store(proc_runner):
+    job = proc_runner.submit("zoo", ZooRecipe(arch="mlp", epochs=15, seed=11))
+    snap = proc_runner.wait(job.id, timeout=180)
+    assert snap.state == "done" and not snap.cached, snap.error
+    worker = proc_runner._workers[0]
+    assert worker.pid not in (None, os.getpid())  # it ran elsewhere, and the child stays for the next job
+    assert snap.metrics == proc_runner.store.series(job.id)  # the live curve is the stored one, point for point
+    assert len(snap.metrics["loss"]) > 10 and snap.summary["accuracy"] > 0.8
+    rec = proc_runner.store.lookup(job.id)
+    assert rec.status == "done" and rec.summary == snap.summary
+
+
+def test_the_same_spec_in_thread_mode_gives_the_same_run(proc_runner, tmp_path):
+    recipe = ZooRecipe(arch="mlp", epochs=15, seed=11)
+    with Store(tmp_path) as store, JobRunner(store, devices=["cpu"], cpu_threads=1) as threads:
+        snap = threads.wait(threads.submit("zoo", recipe).id, timeout=180)
+    there = proc_runner.get(snap.id)
+    assert there.state == "done" and snap.summary["accuracy"] == there.summary["accuracy"]
+
+
+def test_stop_reaches_the_child_and_the_run_is_stored_cancelled(proc_runner):
+    job = proc_runner.submit("zoo", ZooRecipe(arch="mlp", epochs=3000, seed=12))
+    _until(proc_runner, job.id, lambda s: s.metrics.get("loss"))
+    assert proc_runner.cancel(job.id)
+    snap = proc_runner.wait(job.id, timeout=60)
+    assert (snap.state, snap.error) == ("cancelled", "cancelled by the user")
+    assert proc_runner.store.lookup(job.id).status == "cancelled"
+
+
+def test_a_killed_worker_fails_its_job_and_the_next_job_gets_a_fresh_one(proc_runner):
+    job = proc_runner.submit("zoo", ZooRecipe(arch="mlp", epochs=3000, seed=13))
+    _until(proc_runner, job.id, lambda s: s.metrics.get("loss"))
+    old_pid = proc_runner._workers[0].pid
+    os.kill(old_pid, signal.SIGKILL)
+    snap = proc_runner.wait(job.id, timeout=60)
+    assert snap.state == "failed" and "worker process died (exit code -9)" in snap.error
+    rec = proc_runner.store.lookup(job.id)
+    assert rec.status == "failed" and "died" in rec.error  # not left running
+    nxt = proc_runner.wait(proc_runner.submit("zoo", ZooRecipe(arch="mlp", epochs=5, seed=14)).id, timeout=180)
+    assert nxt.state == "done" and proc_runner._workers[0].pid not in (None, old_pid)
+
+
+def test_job_threads_come_from_the_environment_or_leave_a_core(monkeypatch, tmp_path):
+    with Store(tmp_path) as store:
+        monkeypatch.setenv(THREADS_ENV, "3")
+        runner = JobRunner(store, devices=["cpu"], isolation="process")
+        assert runner.cpu_threads == 3
+        runner.shutdown()
+        for bad in ("0", "two", "-1"):
+            monkeypatch.setenv(THREADS_ENV, bad)
+            with pytest.raises(StitchError, match=THREADS_ENV):
+                JobRunner(store, devices=["cpu"])
+        monkeypatch.delenv(THREADS_ENV)
+        runner = JobRunner(store, devices=["cpu"], isolation="process")
+        assert runner.cpu_threads == max(1, (os.cpu_count() or 1) - 1)
+        runner.shutdown()
+        with pytest.raises(StitchError, match="isolation"):
+            JobRunner(store, isolation="fork")
