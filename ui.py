@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -536,6 +538,42 @@ def _time_left(jobs: list[JobSnapshot]) -> float | None:
     return None if est is None else est.seconds + sum(etas)
 
 
+_FIGURES: OrderedDict[tuple, tuple[tuple, Any]] = OrderedDict()  # (what, run id) -> (points key, figure)
+_FIGURES_LOCK = threading.Lock()
+FIGURES_KEPT = 64
+
+
+def points_key(metrics: dict[str, list[tuple[int, float]]]) -> tuple:
+    """What changes when a run logs a point: each series' name, length and last point.
+
+    >>> points_key({"loss": [(1, 2.0), (2, 1.5)]})
+    (('loss', 2, (2, 1.5)),)
+    """
+    return tuple((name, len(pts), tuple(pts[-1]) if pts else None) for name, pts in sorted(metrics.items()))
+
+
+def live_figure(key: tuple, metrics: dict[str, list[tuple[int, float]]], build: Callable[[], Any]) -> Any:
+    """The figure of ``key`` (("curve", run_id) ...), built again only when ``metrics`` gained points.
+
+    Every session watching a live run polls it each second; without this, ten sessions build ten
+    identical figures a second.  Figures are shared read-only between sessions; the newest
+    FIGURES_KEPT are kept.
+    """
+    version = points_key(metrics)
+    with _FIGURES_LOCK:
+        hit = _FIGURES.get(key)
+        if hit is not None and hit[0] == version:
+            _FIGURES.move_to_end(key)
+            return hit[1]
+    figure = build()
+    with _FIGURES_LOCK:
+        _FIGURES[key] = (version, figure)
+        _FIGURES.move_to_end(key)
+        while len(_FIGURES) > FIGURES_KEPT:
+            _FIGURES.popitem(last=False)
+    return figure
+
+
 def _draw_run(snap: JobSnapshot, key: str) -> None:
     run_header(snap, key, kept="Its curve so far is kept below.")
     if snap.state == "done" and snap.summary:
@@ -544,7 +582,9 @@ def _draw_run(snap: JobSnapshot, key: str) -> None:
         elif snap.kind == "zoo":
             _zoo_card(snap.summary)
     if snap.metrics or not snap.is_final:
-        st.plotly_chart(plots.training_curves(snap.metrics, title="Training curve"), key=f"{key}-curve-{snap.id}")
+        st.plotly_chart(live_figure(("curve", snap.id), snap.metrics,
+                                    lambda: plots.training_curves(snap.metrics, title="Training curve")),
+                        key=f"{key}-curve-{snap.id}")
     if snap.is_final:
         downloads(snap, key)
 
