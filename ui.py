@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -67,6 +68,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0  # live views redraw this often while a job runs
+LIVE_CURVE_POINTS = 400  # a live curve, redrawn each poll in every watching browser, draws at most this many points
+CURVE_POINTS = 5000  # a finished run's curve (its CSV download has every point)
 # url_path of the page that shows a run kind (permalinks, the job monitor, deep links)
 PAGE_FOR_KIND = {"stitch": "stitch", "zoo": "models", "matrix": "similarity", "similarity": "similarity",
                  "merge": "language", "lmstitch": "language", "lmdepth": "language", "sweep": "traits"}
@@ -538,7 +541,7 @@ def _time_left(jobs: list[JobSnapshot]) -> float | None:
     return None if est is None else est.seconds + sum(etas)
 
 
-_FIGURES: OrderedDict[tuple, tuple[tuple, Any]] = OrderedDict()  # (what, run id) -> (points key, figure)
+_FIGURES: OrderedDict[tuple, tuple[tuple, float, Any]] = OrderedDict()  # key -> (points key, built, figure)
 _FIGURES_LOCK = threading.Lock()
 FIGURES_KEPT = 64
 
@@ -552,22 +555,24 @@ def points_key(metrics: dict[str, list[tuple[int, float]]]) -> tuple:
     return tuple((name, len(pts), tuple(pts[-1]) if pts else None) for name, pts in sorted(metrics.items()))
 
 
-def live_figure(key: tuple, metrics: dict[str, list[tuple[int, float]]], build: Callable[[], Any]) -> Any:
-    """The figure of ``key`` (("curve", run_id) ...), built again only when ``metrics`` gained points.
+def live_figure(key: tuple, metrics: dict[str, list[tuple[int, float]]], build: Callable[[], Any], *,
+                live: bool) -> Any:
+    """The figure of ``key`` (("curve", run_id) ...), shared by every session that draws it.
 
-    Every session watching a live run polls it each second; without this, ten sessions build ten
-    identical figures a second.  Figures are shared read-only between sessions; the newest
-    FIGURES_KEPT are kept.
+    Built again only when ``metrics`` gained points and, while the run is ``live``, at most once per
+    POLL_SECONDS: ten sessions polling a run that logs a hundred points a second share one figure a
+    second instead of building ten.  A finished run's figure always has every point.  Figures are
+    read-only once built; the newest FIGURES_KEPT are kept.
     """
-    version = points_key(metrics)
+    version, now = points_key(metrics), time.monotonic()
     with _FIGURES_LOCK:
         hit = _FIGURES.get(key)
-        if hit is not None and hit[0] == version:
+        if hit is not None and (hit[0] == version or live and now - hit[1] < POLL_SECONDS):
             _FIGURES.move_to_end(key)
-            return hit[1]
+            return hit[2]
     figure = build()
     with _FIGURES_LOCK:
-        _FIGURES[key] = (version, figure)
+        _FIGURES[key] = (version, now, figure)
         _FIGURES.move_to_end(key)
         while len(_FIGURES) > FIGURES_KEPT:
             _FIGURES.popitem(last=False)
@@ -575,6 +580,7 @@ def live_figure(key: tuple, metrics: dict[str, list[tuple[int, float]]], build: 
 
 
 def _draw_run(snap: JobSnapshot, key: str) -> None:
+    live = not snap.is_final
     run_header(snap, key, kept="Its curve so far is kept below.")
     if snap.state == "done" and snap.summary:
         if snap.kind == "stitch":
@@ -583,7 +589,9 @@ def _draw_run(snap: JobSnapshot, key: str) -> None:
             _zoo_card(snap.summary)
     if snap.metrics or not snap.is_final:
         st.plotly_chart(live_figure(("curve", snap.id), snap.metrics,
-                                    lambda: plots.training_curves(snap.metrics, title="Training curve")),
+                                    lambda: plots.training_curves(snap.metrics, title="Training curve",
+                                                                  most=LIVE_CURVE_POINTS if live else CURVE_POINTS),
+                                    live=live),
                         key=f"{key}-curve-{snap.id}")
     if snap.is_final:
         downloads(snap, key)

@@ -9,8 +9,9 @@ deliberate torch thread count.  What crosses the pipe:
 parent -> child
     ``("run", kind, spec, rerun, device)``, ``("cancel",)``, ``("stop",)``
 child -> parent
-    ``("progress", fraction, message)``, ``("points", step, {name: value})``, then one of
-    ``("done", summary, cached, seconds)``, ``("cancelled", message)``, ``("failed", message)``
+    ``("batch", [("progress", fraction, message) | ("points", step, {name: value}), ...])`` at most
+    every BATCH_SECONDS (a job logging hundreds of points a second costs the server a few messages),
+    then one of ``("done", summary, cached, seconds)``, ``("cancelled", message)``, ``("failed", message)``
 
 The child keeps its model caches between jobs; one that dies (killed, out of memory) is noticed as the
 pipe closing, its job fails with the exit code, and the next job starts a fresh child.  The child
@@ -24,6 +25,7 @@ import multiprocessing as mp
 import queue
 import signal
 import threading
+import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
@@ -34,6 +36,7 @@ __all__ = ["MetricTap", "WorkerDied", "WorkerProcess", "job_threads", "one_line"
 
 log = logging.getLogger(__name__)
 
+BATCH_SECONDS = 0.2  # the child sends its progress and points at most this often
 OnProgress = Callable[[float, str], None]
 OnPoints = Callable[[int, dict[str, float]], None]
 
@@ -114,13 +117,13 @@ class WorkerProcess:
                 self._proc, self._conn = None, None
                 raise WorkerDied(f"the worker process died (exit code {code}) while it ran the job:"
                                  " out of memory or killed; run it again") from None
-            tag = message[0]
-            if tag == "progress":
-                on_progress(message[1], message[2])
-            elif tag == "points":
-                on_points(message[1], message[2])
-            else:
+            if message[0] != "batch":
                 return message
+            for item in message[1]:
+                if item[0] == "progress":
+                    on_progress(item[1], item[2])
+                else:
+                    on_points(item[1], item[2])
 
     def cancel(self) -> None:
         """Ask the running job to stop at its next step."""
@@ -230,10 +233,27 @@ def _run_one(store: Any, job: tuple, cancel: threading.Event, send: Callable[[tu
 
     _, kind, spec, rerun, device = job
     run_id = run_id_for(kind, spec.to_dict())
-    tap = MetricTap(store, run_id, lambda step, metrics: send(("points", step, dict(metrics))))
+    pending: list[tuple] = []
+    last = [time.monotonic()]
+
+    def queue_item(item: tuple) -> None:
+        pending.append(item)
+        if time.monotonic() - last[0] >= BATCH_SECONDS:
+            flush()
+
+    def flush() -> None:
+        if pending:
+            send(("batch", list(pending)))
+            pending.clear()
+        last[0] = time.monotonic()
+
+    tap = MetricTap(store, run_id, lambda step, metrics: queue_item(("points", step, dict(metrics))))
     try:
-        out = run_experiment(kind, spec, tap, rerun=rerun, cancel=cancel, device=device, check=False,
-                             progress=lambda fraction, message, metrics: send(("progress", fraction, message)))
+        try:
+            out = run_experiment(kind, spec, tap, rerun=rerun, cancel=cancel, device=device, check=False,
+                                 progress=lambda fraction, message, metrics: queue_item(("progress", fraction, message)))
+        finally:
+            flush()
     except Cancelled as exc:
         return ("cancelled", one_line(str(exc)) or "cancelled")
     except StitchError as exc:

@@ -85,17 +85,32 @@ def _shape(shape: Sequence[int]) -> str:
 # -- curves ------------------------------------------------------------------------------------
 
 
-def training_curves(series: Series, *, title: str | None = None) -> go.Figure:
+def thin(points: Sequence[tuple[int, float]], most: int | None) -> list[tuple[int, float]]:
+    """At most ``most`` of ``points``, evenly strided, always with the last one (None: all of them).
+
+    >>> thin([(i, float(i)) for i in range(10)], 4)
+    [(0, 0.0), (4, 4.0), (8, 8.0), (9, 9.0)]
+    """
+    points = list(points)
+    if most is None or len(points) <= most:
+        return points
+    stride = -(-len(points) // max(1, most - 1))  # ceil: the strided points plus the last stay within most
+    kept = points[::stride]
+    return kept if kept[-1] == points[-1] else [*kept, points[-1]]
+
+
+def training_curves(series: Series, *, title: str | None = None, most: int | None = None) -> go.Figure:
     """One run's training loss (left axis) and test accuracy (right axis, 0..1) against the step.
 
     ``series`` is ``Store.series(run_id)``: ``{"loss": [(step, value), ...], "test_accuracy": [...]}``;
     other names are ignored; either may be missing or empty (a run that has not logged yet
     shows "waiting for the first steps…").  The loss axis turns logarithmic when the loss
-    spans more than 10x; NaN values leave gaps.
+    spans more than 10x; NaN values leave gaps.  ``most``: draw at most that many points per
+    curve (:func:`thin`; a live view redrawn every second stays light for server and browser).
     """
     fig = make_subplots(specs=[[{"secondary_y": True}]])
-    loss = list(series.get("loss") or [])
-    acc = list(series.get("test_accuracy") or [])
+    loss = thin(series.get("loss") or [], most)
+    acc = thin(series.get("test_accuracy") or [], most)
     if loss:
         steps, ys = [s for s, _ in loss], clean([v for _, v in loss])
         fig.add_trace(
