@@ -67,7 +67,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-POLL_SECONDS = 1.0  # live views redraw this often while a job runs
+POLL_SECONDS = 2.0  # live views redraw this often while a job runs (each redraw costs every watching browser)
 LIVE_CURVE_POINTS = 400  # a live curve, redrawn each poll in every watching browser, draws at most this many points
 CURVE_POINTS = 5000  # a finished run's curve (its CSV download has every point)
 # url_path of the page that shows a run kind (permalinks, the job monitor, deep links)

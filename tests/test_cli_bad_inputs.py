@@ -156,6 +156,11 @@ CASES: list = [
     ("runs-show-unknown", ["runs", "show", "deadbeef"], r"no run 'deadbeef'.*runs list"),
     ("runs-show-no-id", ["runs", "show"], r"required: run_id; see python -m stitchcore runs show --help"),
     ("runs-limit-text", ["runs", "list", "--limit", "abc"], r"argument --limit: invalid int value"),
+    ("runs-cancel-unknown", ["runs", "cancel", "deadbeef"], r"no run 'deadbeef'.*runs list"),
+    ("runs-cancel-finished", ["runs", "cancel", "FIRST_DONE"], r"is done, not queued or running: nothing to cancel"),
+    ("runs-cancel-no-id", ["runs", "cancel"], r"required: ID; see python -m stitchcore runs cancel --help"),
+    ("zoo-threads-zero", [*ZOO, "--threads", "0"], r"argument --threads: must be at least 1, not 0"),
+    ("zoo-threads-text", [*ZOO, "--threads", "two"], r"argument --threads: expected a whole number, not 'two'"),
     ("stitch-missing-b", ["stitch", "--a", A, "--cut-a", "fc1", "--cut-b", "fc1"], r"required: --b"),
     ("sweep-only-a", ["sweep", "--a", A], r"sweep needs --a REF and --b REF"),
     ("merge-image-models", ["merge", "--a", A, "--b", B], r"is not a language model; use the Stitch page"),
@@ -218,6 +223,7 @@ def test_a_bad_input_is_one_line_naming_the_fix_and_stores_nothing(store, folder
                                                                     argv, fix):  # fmt: skip
     monkeypatch.setenv("STITCHLAB_DATA", folders["missing"])  # no dataset files (mnist) here
     argv = [a.format(**folders) if "{" in a and "imagefolder:" in a else a for a in argv]
+    argv = [store.list_runs(status="done")[0].id if a == "FIRST_DONE" else a for a in argv]
     before = rows(store)
     code, out, err = run_cli(argv, store, capsys)
     assert_refused(code, out, err, fix)
