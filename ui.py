@@ -334,7 +334,7 @@ def viewer_mode() -> bool:
 
 def device_label() -> str:
     try:
-        return describe_device(pick_device())
+        return describe_device(pick_device(), threads=get_runner().cpu_threads)
     except StitchError as exc:  # a bad STITCHLAB_DEVICE must not take the app down
         return f"device error: {exc}"
 

@@ -56,11 +56,18 @@ def pick_device(preference: str | None = None) -> torch.device:
     return device
 
 
-def describe_device(device: torch.device) -> str:
-    """Human label: 'CUDA: NVIDIA H100 (80 GB)' or 'CPU (2 threads)'."""
+def describe_device(device: torch.device, threads: int | None = None) -> str:
+    """Human label: 'CUDA: NVIDIA H100 (80 GB)' or 'CPU (2 threads)'; ``threads``: the CPU threads a job uses
+    (default: this process's torch setting).
+
+    >>> describe_device(torch.device("cpu"), threads=1)
+    'CPU (1 thread per job)'
+    """
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         return f"CUDA: {props.name} ({props.total_memory / 2**30:.0f} GiB)"
     if device.type == "mps":
         return "Apple MPS"
+    if threads is not None:
+        return f"CPU ({threads} thread{'s' if threads != 1 else ''} per job)"
     return f"CPU ({torch.get_num_threads()} threads)"

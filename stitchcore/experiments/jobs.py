@@ -45,6 +45,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -69,8 +70,8 @@ log = logging.getLogger(__name__)
 JOB_STATES = ("queued", "running", "done", "failed", "cancelled", "interrupted")
 FINAL_STATES = frozenset({"done", "failed", "cancelled", "interrupted"})
 KEEP_FINISHED = 200  # finished jobs kept in memory; older ones are read back from the store by get()
-# A running job's time left is extrapolated from its progress rate (measured from its first progress report
-# above 0, so model loading does not count) once it has moved ETA_MIN_PROGRESS in ETA_MIN_SECONDS, or at all
+# A running job's time left is extrapolated from its progress rate (measured from the first report above 0 of
+# its current phase, see progress_phase, so model loading and a quick caching phase do not count) once it has moved ETA_MIN_PROGRESS in ETA_MIN_SECONDS, or at all
 # in three times as long (a long job moves slowly)
 ETA_MIN_PROGRESS = 0.03
 ETA_MIN_SECONDS = 3.0
@@ -102,7 +103,7 @@ class JobSnapshot:
     finished: float | None  # when it reached a final state
     device: str  # queue it ran on ("cpu", "cuda:0"); stored device for reconstructed runs
     spec: Any = None  # the spec object (read only); None when the stored spec cannot be rebuilt
-    rate_from: tuple[float, float] | None = None  # (time.time(), progress) of the first report above 0
+    rate_from: tuple[float, float] | None = None  # (time.time(), progress) where the current phase's rate starts
     waits_for: tuple[str, ...] = ()  # queued here: run ids of the zoo jobs making the models its spec names
 
     @property
@@ -153,7 +154,8 @@ class _Job:
     cancel: threading.Event = field(default_factory=threading.Event)
     stop_worker: Callable[[], None] | None = None  # process mode: asks the child running it to stop
     waits_for: tuple[str, ...] = ()  # the queued zoo jobs making models its spec names: checked when it starts
-    rate_from: tuple[float, float] | None = None  # (time, progress) of the first progress report above 0
+    rate_from: tuple[float, float] | None = None  # (time, progress) of the current phase's first report above 0
+    rate_phase: str = ""  # that phase: its progress message with the numbers blanked (progress_phase)
 
     @property
     def checked(self) -> bool:
@@ -167,6 +169,18 @@ class _Job:
             dict(self.summary) if self.summary is not None else None, self.cached,
             self.submitted, self.started, self.finished, self.device, self.spec, self.rate_from, self.waits_for,
         )
+
+
+def progress_phase(message: str) -> str:
+    """What a progress message says is happening, without its counts: the time left is extrapolated
+    from the rate within one phase (caching activations runs at another pace than training steps).
+
+    >>> progress_phase("training adapter: step 40/88") == progress_phase("training adapter: step 41/88")
+    True
+    >>> progress_phase("caching prefix activations") == progress_phase("training adapter: step 1/88")
+    False
+    """
+    return re.sub(r"[-+]?\d[\d.,e+-]*", "#", message).strip()
 
 
 def _label(kind: str, spec: Any) -> str:
@@ -598,8 +612,9 @@ class JobRunner:
         def on_progress(fraction: float, message: str, metrics: dict[str, float]) -> None:
             with self._lock:
                 job.progress = fraction
-                if job.rate_from is None and fraction > 0:
-                    job.rate_from = (time.time(), fraction)
+                phase = progress_phase(message) if message else job.rate_phase
+                if fraction > 0 and (job.rate_from is None or phase != job.rate_phase):
+                    job.rate_from, job.rate_phase = (time.time(), fraction), phase  # a new phase: its own rate
                 if message:
                     job.message = message
             self._notify(job)
