@@ -19,6 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the app's pages import ui from the repo root
     sys.path.insert(0, str(ROOT))
 
+# CLI commands run in-process (and the app servers the browser tests start) keep the suite's one thread.
+os.environ.setdefault("STITCHLAB_JOB_THREADS", "1")
 # Tests never reach a model hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

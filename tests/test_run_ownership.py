@@ -117,7 +117,7 @@ def test_ctrl_c_stores_cancelled_and_prints_one_line(tmp_path):
         code, out, err = _finish(proc)
     finally:
         proc.kill()
-    assert code == 130
+    assert code == 130, err[-3000:]
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     last = [line for line in err.replace("\r", "\n").splitlines() if line.strip()][-1]
     assert last.startswith("cancelled (Ctrl-C)")

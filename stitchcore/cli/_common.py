@@ -15,8 +15,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from stitchcore.errors import StitchError
-
 if TYPE_CHECKING:
     from stitchcore.experiments import RunOutcome
     from stitchcore.store.results import Store
@@ -120,19 +118,11 @@ def positive_int(text: str) -> int:
 def set_threads(args: argparse.Namespace) -> int:
     """Set torch's CPU threads for this command (``--threads``, else ``$STITCHLAB_JOB_THREADS``, else the cores
     less one), deliberately: torch's default of every core thrashes when anything else uses the CPU."""
-    import os
-
     import torch
 
-    from stitchcore.experiments.job_process import job_threads
+    from stitchcore.experiments.job_process import configured_threads
 
-    threads = getattr(args, "threads", None)
-    env = os.environ.get("STITCHLAB_JOB_THREADS", "").strip()
-    if threads is None and env:
-        if not env.isdigit() or int(env) < 1:
-            raise StitchError(f"$STITCHLAB_JOB_THREADS must be a whole number of threads (1 or more), not {env!r}")
-        threads = int(env)
-    threads = threads or job_threads(1)
+    threads = getattr(args, "threads", None) or configured_threads(1)
     torch.set_num_threads(threads)
     return threads
 

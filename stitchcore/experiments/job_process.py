@@ -32,10 +32,11 @@ from typing import Any
 
 from stitchcore.store.results import Store
 
-__all__ = ["MetricTap", "WorkerDied", "WorkerProcess", "job_threads", "one_line"]
+__all__ = ["THREADS_ENV", "MetricTap", "WorkerDied", "WorkerProcess", "configured_threads", "job_threads", "one_line"]
 
 log = logging.getLogger(__name__)
 
+THREADS_ENV = "STITCHLAB_JOB_THREADS"  # torch threads per job, when not given
 BATCH_SECONDS = 0.2  # the child sends its progress and points at most this often
 OnProgress = Callable[[float, str], None]
 OnPoints = Callable[[int, dict[str, float]], None]
@@ -55,6 +56,23 @@ def job_threads(workers: int = 1, cpu_count: int | None = None) -> int:
 
     cores = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
     return max(1, (cores - 1) // max(1, workers))
+
+
+def configured_threads(workers: int = 1) -> int:
+    """torch threads per job: ``$STITCHLAB_JOB_THREADS`` when set, else :func:`job_threads`.
+
+    Raises :class:`StitchError` naming the variable when it is not a whole number of at least 1.
+    """
+    import os
+
+    from stitchcore.errors import StitchError
+
+    text = os.environ.get(THREADS_ENV, "").strip()
+    if not text:
+        return job_threads(workers)
+    if not text.isdigit() or int(text) < 1:
+        raise StitchError(f"${THREADS_ENV} must be a whole number of threads (1 or more), not {text!r}")
+    return int(text)
 
 
 class WorkerProcess:

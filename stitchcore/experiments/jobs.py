@@ -58,7 +58,9 @@ import torch
 from stitchcore.device import pick_device
 from stitchcore.errors import Cancelled, RunBusy, StitchError
 from stitchcore.experiments._registry import check_spec, get_experiment, run_experiment, spec_from_record
-from stitchcore.experiments.job_process import MetricTap, WorkerDied, WorkerProcess, job_threads, one_line
+from stitchcore.experiments.job_process import (
+    MetricTap, WorkerDied, WorkerProcess, configured_threads, one_line,
+)
 from stitchcore.experiments.zoo import zoo_name
 from stitchcore.models.refs import parse_ref
 from stitchcore.store.results import Store, run_id_for
@@ -75,8 +77,6 @@ KEEP_FINISHED = 200  # finished jobs kept in memory; older ones are read back fr
 # in three times as long (a long job moves slowly)
 ETA_MIN_PROGRESS = 0.03
 ETA_MIN_SECONDS = 3.0
-
-THREADS_ENV = "STITCHLAB_JOB_THREADS"  # torch threads per job, when the runner is not given cpu_threads
 
 _live_roots: dict[Path, int] = {}  # store root -> live runners in this process using it
 _live_roots_lock = threading.Lock()
@@ -224,19 +224,16 @@ class JobRunner:
             raise StitchError(f"cpu_workers must be at least 1, not {cpu_workers}")
         if isolation not in ("thread", "process"):
             raise StitchError(f"isolation must be 'thread' or 'process', not {isolation!r}")
-        if cpu_threads is None and os.environ.get(THREADS_ENV, "").strip():
-            text = os.environ[THREADS_ENV].strip()
-            if not text.isdigit() or int(text) < 1:
-                raise StitchError(f"${THREADS_ENV} must be a whole number of threads (1 or more), not {text!r}")
-            cpu_threads = int(text)
-        if cpu_threads is not None and cpu_threads < 1:
+        if cpu_threads is None:
+            cpu_threads = configured_threads(cpu_workers)  # StitchError for a bad $STITCHLAB_JOB_THREADS
+        if cpu_threads < 1:
             raise StitchError(f"cpu_threads must be at least 1, not {cpu_threads}")
         names = list(dict.fromkeys(_norm_device(d) for d in (devices or _detect_devices())))  # [] = detect
         self.store = store
         self.devices: tuple[str, ...] = tuple(names)
         auto = _norm_device("auto")
         self.default_device: str = auto if auto in names else names[0]
-        self.cpu_threads: int = cpu_threads or job_threads(cpu_workers)
+        self.cpu_threads: int = cpu_threads
         self.isolation: str = isolation
         self._workers: list[WorkerProcess] = []  # process mode: one per worker thread, started on first job
         self._lock = threading.Lock()
