@@ -143,6 +143,22 @@ def test_picking_two_runs_compares_them(store_dir):
     assert not at.exception
 
 
+def test_two_picked_runs_download_as_one_bundle(store_dir, tmp_path):
+    from stitchcore.store.bundle import read_manifest
+    from views.run_views import bundle_bytes
+
+    root, ids = store_dir
+    at = pick(results_page(), ids["zoo0"], ids["stitch"])
+    assert "Download bundle (2 runs)" in [b.label for b in at.get("download_button")]
+    with Store(root) as src:
+        data = bundle_bytes(src, ids["zoo0"], ids["stitch"])  # what the button serves
+        want = {ids["zoo0"], ids["stitch"]}
+    path = tmp_path / "two.zip"
+    path.write_bytes(data)
+    runs = {r["id"] for r in read_manifest(path)["runs"]}
+    assert want <= runs  # both picked runs, plus the zoo models the stitch uses
+
+
 def test_delete_needs_confirmation(store_dir):
     root, ids = store_dir
     at = pick(results_page(), ids["failed"])

@@ -326,3 +326,13 @@ elif len(selected) >= 2:
     st.plotly_chart(plots.compare_curves(curves, metric=metric), key="results-compare")
     side = pd.DataFrame([summary_row(by_id[rid]) for rid in selected]).dropna(axis=1, how="all")
     st.dataframe(side, hide_index=True, width="stretch", placeholder=EMPTY)
+    ended = [rid for rid in selected if by_id[rid].status not in ACTIVE]
+    if len(ended) < len(selected):
+        st.caption(f"{_n(len(selected) - len(ended), 'selected run')} still running or queued: not in the bundle.")
+    st.download_button(
+        f"Download bundle ({_n(len(ended))})", lambda: run_views.bundle_bytes(store, *ended),
+        file_name=f"stitchlab-{len(ended)}-runs.zip", mime="application/zip", icon=":material/archive:",
+        key="results-bundle-selected", disabled=not ended,
+        help="These runs with their curves, blobs and the zoo models they use, in one zip; import it on"
+             " Results elsewhere (or `python -m stitchcore runs import FILE.zip`)",
+    )  # fmt: skip

@@ -383,14 +383,14 @@ def open_on_page(rec: RunRecord, container: Any = st) -> None:
                             query_params={"run": rec.id}, icon=":material/open_in_new:")
 
 
-def bundle_bytes(store: Store, run_id: str) -> bytes:
-    """The run as a bundle zip (``runs export --with-models``; without the models when one is gone)."""
+def bundle_bytes(store: Store, *run_ids: str) -> bytes:
+    """The runs as one bundle zip (``runs export --with-models``; without the models when one is gone)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "bundle.zip"
         try:
-            export_bundle(store, [run_id], out, with_models=True)
-        except StitchError:  # e.g. a zoo model it used was deleted: the run alone still travels
-            export_bundle(store, [run_id], out)
+            export_bundle(store, list(run_ids), out, with_models=True)
+        except StitchError:  # e.g. a zoo model one used was deleted: the runs alone still travel
+            export_bundle(store, list(run_ids), out)
         return out.read_bytes()
 
 

@@ -24,6 +24,7 @@ import sqlite3
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -137,6 +138,27 @@ def _owner_alive(owner: str | None, heartbeat: float | None, now: float) -> bool
     return heartbeat is None or fresh  # rows of an older StitchLab carry no heartbeat: the pid decides
 
 
+def _heartbeat(ref: weakref.ref[Store], wake: threading.Event) -> None:
+    """The heartbeat thread: ``Store._beat_once`` every HEARTBEAT_SECONDS while the Store lives, owns rows and
+    is open.  It holds the Store only during a beat, so a Store nobody uses any more is collected (and its
+    rows go stale, as they should: nothing runs them)."""
+    while True:
+        store = ref()
+        if store is None:
+            return
+        try:
+            if not store._beat_once():
+                store._drop_thread_conn()
+                return
+        finally:
+            del store
+        if wake.wait(HEARTBEAT_SECONDS):  # close() woke us: the next _beat_once returns False
+            store = ref()
+            if store is not None:
+                store._drop_thread_conn()
+            return
+
+
 @dataclass(frozen=True)
 class RunRecord:
     """One row of the runs table."""
@@ -188,6 +210,7 @@ class Store:
         self._owned: dict[str, Callable[[], None] | None] = {}
         self._owned_lock = threading.Lock()
         self._beat: threading.Thread | None = None  # stamps the owned rows' heartbeat while there are any
+        self._beat_wake = threading.Event()  # set by close(): the heartbeat thread stops at once
         try:
             self._migrate()
         except sqlite3.DatabaseError as exc:
@@ -287,8 +310,15 @@ class Store:
                 log.info("store %s: applied migration %d", self.root, version)
 
     def close(self) -> None:
-        """Close every connection this Store opened (any thread); further calls raise StoreError."""
+        """Close every connection this Store opened (any thread); further calls raise StoreError.
+
+        The heartbeat thread is stopped first (it may be inside a write on its own connection).
+        """
         self._closed = True
+        self._beat_wake.set()
+        beat = self._beat
+        if beat is not None and beat is not threading.current_thread():
+            beat.join(timeout=30)
         with self._conns_lock:
             for conn in self._conns:
                 conn.close()
@@ -355,8 +385,9 @@ class Store:
         with self._owned_lock:
             if on_cancel is not None or run_id not in self._owned:
                 self._owned[run_id] = on_cancel
-            if self._beat is None or not self._beat.is_alive():
-                self._beat = threading.Thread(target=self._heartbeat, name="stitchlab-heartbeat", daemon=True)
+            if not self._closed and (self._beat is None or not self._beat.is_alive()):
+                self._beat = threading.Thread(target=_heartbeat, args=(weakref.ref(self), self._beat_wake),
+                                              name="stitchlab-heartbeat", daemon=True)
                 self._beat.start()
 
     def _disown(self, run_id: str) -> None:
@@ -368,55 +399,52 @@ class Store:
         running run to stop (:meth:`request_cancel`, the CLI's ``runs cancel``)."""
         self._own(run_id, on_cancel)
 
-    def _heartbeat(self) -> None:
-        """Stamp the owned rows every HEARTBEAT_SECONDS; pass on cancel requests; stop when none is left."""
-        try:
-            self._beat_loop()
-        finally:
-            conn = getattr(self._local, "conn", None)  # this thread's connection dies with it
-            if conn is not None:
-                with self._conns_lock:
-                    if conn in self._conns:
-                        self._conns.remove(conn)
-                conn.close()
+    def _beat_once(self) -> bool:
+        """One heartbeat: stamp the owned rows, drop those no longer ours, pass on cancel requests.
 
-    def _beat_loop(self) -> None:
-        while not self._closed:
+        Returns False (and forgets the heartbeat thread) when this Store owns nothing or is closed.
+        """
+        with self._owned_lock:
+            ids = list(self._owned)
+            if not ids or self._closed:
+                self._beat = None
+                return False
+        fire: list[Callable[[], None]] = []
+        try:
+            marks = ", ".join("?" * len(ids))
+            with self._tx() as conn:
+                conn.execute(f"UPDATE runs SET heartbeat = ? WHERE owner = ? AND status IN ('queued', 'running')"
+                             f" AND id IN ({marks})", (time.time(), self._owner, *ids))
+                rows = conn.execute(f"SELECT id, status, owner, cancel_requested FROM runs WHERE id IN ({marks})",
+                                    ids).fetchall()
+            mine = {rid: asked for rid, status, owner, asked in rows
+                    if owner == self._owner and status in ("queued", "running")}
             with self._owned_lock:
-                ids = list(self._owned)
-            if not ids:
-                with self._owned_lock:
-                    if not self._owned:
-                        self._beat = None
-                        return
-                continue
-            fire: list[Callable[[], None]] = []
+                for rid in ids:
+                    if rid not in mine:
+                        self._owned.pop(rid, None)  # finished, deleted, or taken over
+                    elif mine[rid] is not None and (fn := self._owned.get(rid)) is not None:
+                        self._owned[rid] = None  # once
+                        fire.append(fn)
+        except Exception:  # a busy store: try again next beat
+            log.debug("heartbeat of %s failed", self.root, exc_info=True)
+        for fn in fire:
             try:
-                marks = ", ".join("?" * len(ids))
-                with self._tx() as conn:
-                    conn.execute(f"UPDATE runs SET heartbeat = ? WHERE owner = ? AND status IN ('queued', 'running')"
-                                 f" AND id IN ({marks})", (time.time(), self._owner, *ids))
-                    rows = conn.execute(f"SELECT id, status, owner, cancel_requested FROM runs WHERE id IN ({marks})",
-                                        ids).fetchall()
-                mine = {rid: asked for rid, status, owner, asked in rows
-                        if owner == self._owner and status in ("queued", "running")}
-                with self._owned_lock:
-                    for rid in ids:
-                        if rid not in mine:
-                            self._owned.pop(rid, None)  # finished, deleted, or taken over
-                        elif mine[rid] is not None and (fn := self._owned.get(rid)) is not None:
-                            self._owned[rid] = None  # once
-                            fire.append(fn)
-            except Exception:  # a closed or busy store: try again next beat
-                if self._closed:
-                    return
-                log.debug("heartbeat of %s failed", self.root, exc_info=True)
-            for fn in fire:
-                try:
-                    fn()
-                except Exception:
-                    log.exception("cancel callback failed")
-            time.sleep(HEARTBEAT_SECONDS)
+                fn()
+            except Exception:
+                log.exception("cancel callback failed")
+        return True
+
+    def _drop_thread_conn(self) -> None:
+        """Close the calling thread's connection (a thread that ends takes its connection with it)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            return
+        self._local.conn = None
+        with self._conns_lock:
+            if conn in self._conns:
+                self._conns.remove(conn)
+        conn.close()
 
     def live_owner(self, run_id: str) -> str | None:
         """'host:pid' of the other live process that has this run queued or running; None if none does."""
