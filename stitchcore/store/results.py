@@ -200,7 +200,7 @@ class Store:
             except OSError as exc:
                 raise StoreError(f"cannot create store {self.root} ({exc}): pass a writable --store DIR") from exc
         self._local = threading.local()
-        self._conns: list[sqlite3.Connection] = []
+        self._conns: list[tuple[sqlite3.Connection, threading.RLock]] = []  # every thread's (connection, in-use lock)
         self._conns_lock = threading.Lock()
         self._write_lock = threading.RLock()  # serialise this process's writers before SQLite's lock
         self._owner = f"{_HOST}:{os.getpid()}"
@@ -220,11 +220,13 @@ class Store:
             self.close()
             raise
 
-    def _conn(self) -> sqlite3.Connection:
+    def _conn(self) -> tuple[sqlite3.Connection, threading.RLock]:
+        """This thread's connection and the lock held while it is used (``close`` takes it before closing)."""
         if self._closed:
             raise StoreError(f"store {self.root} is closed: open a new Store")
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
+        entry = getattr(self._local, "entry", None)
+        if entry is None:
+            conn = None
             try:
                 if self.read_only:  # immutable: no -wal/-shm files to create on a read-only mount
                     uri = f"{self.db_path.resolve().as_uri()}?mode=ro&immutable=1"
@@ -241,10 +243,11 @@ class Store:
                 raise StoreError(
                     f"{self.db_path} is not a usable database ({exc}): move it aside or pass another --store"
                 ) from exc
-            self._local.conn = conn
+            entry = (conn, threading.RLock())
+            self._local.entry = entry
             with self._conns_lock:
-                self._conns.append(conn)
-        return conn
+                self._conns.append(entry)
+        return entry
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -252,14 +255,17 @@ class Store:
         if self.read_only:
             raise StoreError(f"store {self.root} is read-only: results can be viewed, not written;"
                              " pass a writable --store DIR (or STITCHLAB_STORE) to run experiments")
-        conn = self._conn()
-        with self._write_lock:
+        conn, in_use = self._conn()
+        with self._write_lock, in_use:
+            if self._closed:
+                raise StoreError(f"store {self.root} is closed: open a new Store")
             try:
-                conn.execute("BEGIN IMMEDIATE")
                 try:
+                    conn.execute("BEGIN IMMEDIATE")
                     yield conn
-                except BaseException:
-                    conn.execute("ROLLBACK")
+                except BaseException:  # Ctrl-C may land just after BEGIN returns: never leave it open
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
                     raise
                 conn.execute("COMMIT")
             except sqlite3.DatabaseError as exc:
@@ -268,8 +274,12 @@ class Store:
                 raise StoreError(self._damaged(exc)) from None
 
     def _query(self, sql: str, args: Iterable[Any] = ()) -> list[tuple]:
+        conn, in_use = self._conn()
         try:
-            return self._conn().execute(sql, tuple(args)).fetchall()
+            with in_use:
+                if self._closed:
+                    raise StoreError(f"store {self.root} is closed: open a new Store")
+                return conn.execute(sql, tuple(args)).fetchall()
         except sqlite3.DatabaseError as exc:
             if type(exc) is not sqlite3.DatabaseError:  # locked, constraint ...: the caller's to handle
                 raise
@@ -320,9 +330,11 @@ class Store:
         if beat is not None and beat is not threading.current_thread():
             beat.join(timeout=30)
         with self._conns_lock:
-            for conn in self._conns:
-                conn.close()
+            entries = list(self._conns)
             self._conns.clear()
+        for conn, in_use in entries:  # a thread inside a query or transaction finishes it first
+            with in_use:
+                conn.close()
 
     def __enter__(self) -> Store:
         return self
@@ -437,14 +449,15 @@ class Store:
 
     def _drop_thread_conn(self) -> None:
         """Close the calling thread's connection (a thread that ends takes its connection with it)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
+        entry = getattr(self._local, "entry", None)
+        if entry is None:
             return
-        self._local.conn = None
+        self._local.entry = None
         with self._conns_lock:
-            if conn in self._conns:
-                self._conns.remove(conn)
-        conn.close()
+            if entry in self._conns:
+                self._conns.remove(entry)
+        with entry[1]:
+            entry[0].close()
 
     def live_owner(self, run_id: str) -> str | None:
         """'host:pid' of the other live process that has this run queued or running; None if none does."""
