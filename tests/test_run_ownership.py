@@ -263,3 +263,32 @@ def test_a_read_only_store_of_the_first_database_version_still_opens(tmp_path, m
     monkeypatch.undo()
     with Store(tmp_path) as rw:  # opened writable once, it is upgraded and keeps its run
         assert rw.lookup_done("r1") is not None and rw._query("SELECT MAX(version) FROM schema_migrations")[0][0] == 2
+
+
+def test_close_waits_for_another_threads_query_instead_of_pulling_its_connection(tmp_path):
+    """A background thread (an estimate's calibration, the heartbeat) may be inside a query when a test or
+    the app closes the Store: close() waits for it; its next call says the store is closed."""
+    import threading
+
+    store = Store(tmp_path)
+    store.begin("busy", "zoo", {"seed": 1})
+    slow = ("WITH RECURSIVE n(i) AS (SELECT started() UNION ALL SELECT i + 1 FROM n WHERE i < 3000000)"
+            " SELECT COUNT(*) FROM n")  # started() runs once the query holds its connection
+    seen: list = []
+    started = threading.Event()
+
+    def query() -> None:
+        conn, _ = store._conn()
+        conn.create_function("started", 0, lambda: started.set() or 1)
+        seen.append(store._query(slow)[0][0])
+        try:
+            store.lookup("busy")
+        except StoreError as exc:
+            seen.append(str(exc))
+
+    worker = threading.Thread(target=query)
+    worker.start()
+    assert started.wait(60)
+    store.close()
+    worker.join(60)
+    assert seen[0] == 3000000 and "is closed: open a new Store" in seen[1]
