@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import tempfile
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -32,6 +34,9 @@ from stitchcore.models.refs import parse_ref
 from stitchcore.models.sources import load_model
 from stitchcore.plots import penalty_words
 from stitchcore.plots import runs as plots
+from stitchcore.report.figures import figure_csv
+from stitchcore.report.html import report_html
+from stitchcore.store.bundle import export_bundle
 from stitchcore.store.results import Store, resolve_store_dir
 
 __all__ = [
@@ -70,6 +75,8 @@ log = logging.getLogger(__name__)
 POLL_SECONDS = 2.0  # live views redraw this often while a job runs (each redraw costs every watching browser)
 LIVE_CURVE_POINTS = 400  # a live curve, redrawn each poll in every watching browser, draws at most this many points
 CURVE_POINTS = 5000  # a finished run's curve (its CSV download has every point)
+# Every chart's toolbar: the camera saves a PNG at 3x the drawn size (print-ready); no plotly logo or cloud upload.
+CHART_CONFIG = {"displaylogo": False, "showSendToCloud": False, "toImageButtonOptions": {"format": "png", "scale": 3}}
 # url_path of the page that shows a run kind (permalinks, the job monitor, deep links)
 PAGE_FOR_KIND = {"stitch": "stitch", "zoo": "models", "matrix": "similarity", "similarity": "similarity",
                  "merge": "language", "lmstitch": "language", "lmdepth": "language", "sweep": "traits"}
@@ -579,6 +586,16 @@ def live_figure(key: tuple, metrics: dict[str, list[tuple[int, float]]], build: 
     return figure
 
 
+def chart(where: Any, fig: Any, *, key: str, file_name: str | None = None) -> None:
+    """A plotly figure with the house toolbar (:data:`CHART_CONFIG`) and, given ``file_name``, a download of
+    its numbers as CSV under it (``figure_csv``, made on click)."""
+    where.plotly_chart(fig, key=key, config=CHART_CONFIG)
+    if file_name:
+        title = fig.layout.title.text or "figure"
+        where.download_button(f"CSV: {title}", lambda: figure_csv(fig), file_name=file_name, mime="text/csv",
+                              icon=":material/download:", key=f"{key}-csvdl")  # fmt: skip
+
+
 def _draw_run(snap: JobSnapshot, key: str) -> None:
     live = not snap.is_final
     run_header(snap, key, kept="Its curve so far is kept below.")
@@ -588,11 +605,10 @@ def _draw_run(snap: JobSnapshot, key: str) -> None:
         elif snap.kind == "zoo":
             _zoo_card(snap.summary)
     if snap.metrics or not snap.is_final:
-        st.plotly_chart(live_figure(("curve", snap.id), snap.metrics,
-                                    lambda: plots.training_curves(snap.metrics, title="Training curve",
-                                                                  most=LIVE_CURVE_POINTS if live else CURVE_POINTS),
-                                    live=live),
-                        key=f"{key}-curve-{snap.id}")
+        fig = live_figure(("curve", snap.id), snap.metrics,
+                          lambda: plots.training_curves(snap.metrics, title="Training curve",
+                                                        most=LIVE_CURVE_POINTS if live else CURVE_POINTS), live=live)
+        st.plotly_chart(fig, key=f"{key}-curve-{snap.id}", config=CHART_CONFIG)  # its CSV: "Metrics CSV" below
     if snap.is_final:
         downloads(snap, key)
 
@@ -615,8 +631,8 @@ def _stitch_card(s: dict[str, Any], key: str) -> None:
         f" {tuple(s['cut_b']['shape'])} · {s.get('n_train', '?')} train / {s.get('n_test', '?')} test images"
     )
     left, right = st.columns(2)
-    left.plotly_chart(plots.accuracy_bars(s), key=f"{key}-acc")
-    right.plotly_chart(plots.per_class_bars(s), key=f"{key}-pc")
+    chart(left, plots.accuracy_bars(s), key=f"{key}-acc", file_name="accuracy.csv")
+    chart(right, plots.per_class_bars(s), key=f"{key}-pc", file_name="per-class.csv")
 
 
 def _zoo_card(s: dict[str, Any]) -> None:
@@ -627,8 +643,20 @@ def _zoo_card(s: dict[str, Any]) -> None:
     c[2].metric("Sparsity", f"{s.get('sparsity', 0.0):.0%}")
 
 
+def bundle_bytes(store: Store, *run_ids: str) -> bytes:
+    """The runs as one bundle zip (``runs export --with-models``; without the models when one is gone)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "bundle.zip"
+        try:
+            export_bundle(store, list(run_ids), out, with_models=True)
+        except StitchError:  # e.g. a zoo model one used was deleted: the runs alone still travel
+            export_bundle(store, list(run_ids), out)
+        return out.read_bytes()
+
+
 def downloads(snap: JobSnapshot, key: str) -> None:
-    """Metrics CSV and run JSON download buttons of a finished run."""
+    """A finished run's downloads: its metrics as CSV, the run as JSON, as a bundle zip (with the zoo models
+    it uses: ``runs import`` elsewhere) and as an HTML report that opens offline; the last two made on click."""
     rows = [(name, step, value) for name, pts in snap.metrics.items() for step, value in pts]
     csv = pd.DataFrame(rows, columns=["metric", "step", "value"]).to_csv(index=False)
     payload = {"id": snap.id, "kind": snap.kind, "state": snap.state, "label": snap.label,
@@ -638,3 +666,19 @@ def downloads(snap: JobSnapshot, key: str) -> None:
                          key=f"{key}-csv-{snap.id}")
     c[1].download_button("Run JSON", json.dumps(payload, indent=2, default=str), file_name=f"{snap.id}.json",
                          mime="application/json", key=f"{key}-json-{snap.id}")
+    store = get_store()
+    now = store.lookup(snap.id)
+    if now is None or now.status in ("queued", "running"):  # e.g. deleted meanwhile: nothing to bundle
+        return
+    c[2].download_button(
+        "Download bundle", lambda: bundle_bytes(store, snap.id), file_name=f"stitchlab-{snap.id}.zip",
+        mime="application/zip", icon=":material/archive:", key=f"{key}-bundle-{snap.id}",
+        help="This run with its curves, blobs and the zoo models it uses; import it on Results elsewhere"
+             " (or `python -m stitchcore runs import FILE.zip`)",
+    )  # fmt: skip
+    c[3].download_button(
+        "Download report", lambda: report_html(store, [snap.id]).encode(), file_name=f"stitchlab-{snap.id}.html",
+        mime="text/html", icon=":material/description:", key=f"{key}-report-{snap.id}",
+        help="One HTML file that opens offline: the run's facts, numbers and interactive figures"
+             " (`python -m stitchcore runs report ID --out FILE.html`)",
+    )  # fmt: skip

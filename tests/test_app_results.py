@@ -117,7 +117,8 @@ def test_permalink_opens_the_run_card(store_dir):
     assert metrics["Stitched accuracy"] == f"{summary['accuracy']:.1%}"
     assert metrics["Model B"] == f"{summary['base']['b']:.1%}"
     labels = [b.label for b in at.get("download_button")]
-    assert labels == ["Table as CSV", "Metrics CSV", "Run JSON", "Download bundle"]
+    assert labels == ["Table as CSV", "CSV: Stitched vs base accuracy", "CSV: Per-class accuracy", "Metrics CSV",
+                      "Run JSON", "Download bundle", "Download report"]
 
     at = results_page(run=ids["failed"])
     assert any("This run failed" in e.value and "nope" in e.value for e in at.error)
@@ -145,11 +146,12 @@ def test_picking_two_runs_compares_them(store_dir):
 
 def test_two_picked_runs_download_as_one_bundle(store_dir, tmp_path):
     from stitchcore.store.bundle import read_manifest
-    from views.run_views import bundle_bytes
+    from ui import bundle_bytes
 
     root, ids = store_dir
     at = pick(results_page(), ids["zoo0"], ids["stitch"])
-    assert "Download bundle (2 runs)" in [b.label for b in at.get("download_button")]
+    labels = [b.label for b in at.get("download_button")]
+    assert "Download bundle (2 runs)" in labels and "Download report (2 runs)" in labels
     with Store(root) as src:
         data = bundle_bytes(src, ids["zoo0"], ids["stitch"])  # what the button serves
         want = {ids["zoo0"], ids["stitch"]}
@@ -267,7 +269,8 @@ def test_every_kind_opens_in_its_own_view_with_a_link_to_its_page(v1_store, run_
     links = {link.proto.label: link.proto for link in at.get("page_link")}
     link = links[f"Open on the {PAGE_TITLE[rec.kind]} page"]
     assert link.page.strip("/") == ui.PAGE_FOR_KIND[rec.kind] and link.query_string == f"run={run_id}"
-    assert set([b.label for b in at.get("download_button")][-3:]) == {"Metrics CSV", "Run JSON", "Download bundle"}
+    assert [b.label for b in at.get("download_button")][-4:] == ["Metrics CSV", "Run JSON", "Download bundle",
+                                                                 "Download report"]
 
 
 def test_picking_a_sweep_row_opens_its_own_view(v1_store):
@@ -301,7 +304,7 @@ def _import(at: AppTest, name: str, data: bytes) -> AppTest:
 
 
 def test_downloaded_bundle_imports_into_an_empty_store(v1_store, tmp_path, monkeypatch):
-    from views.run_views import bundle_bytes
+    from ui import bundle_bytes
 
     at = results_page(run="6d9f490702433fc1")
     assert "Download bundle" in [b.label for b in at.get("download_button")]

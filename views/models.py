@@ -380,7 +380,7 @@ def inspect(text: str) -> None:
     left, right = st.columns([2, 3])
     left.dataframe(pd.DataFrame(rows), hide_index=True, key="cut-table")
     diagram = [{"name": c.name, "shape": list(c.shape), "layout": c.layout, "depth": c.depth} for c in cuts]
-    right.plotly_chart(plots.cut_diagram(diagram, title="Cut points"), key="cut-diagram")
+    ui.chart(right, plots.cut_diagram(diagram, title="Cut points"), key="cut-diagram")
 
 
 # ------------------------------------------------------------------------------ page

@@ -6,7 +6,6 @@ store / runner calls -> ``stitchcore.plots``; nothing here trains.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import re
 import tempfile
@@ -18,10 +17,11 @@ import streamlit as st
 
 import ui
 from stitchcore.errors import StitchError
-from stitchcore.experiments import spec_from_record
 from stitchcore.plots import runs as plots
-from stitchcore.plots.lm import HIGHER_IS_WORSE as LM_HIGHER_IS_WORSE
-from stitchcore.plots.penalty import IMAGE_PENALTY, LM_PENALTY, penalty_label, penalty_words
+from stitchcore.plots.penalty import penalty_words
+from stitchcore.report.figures import COMPARE_METRICS
+from stitchcore.report.html import report_html
+from stitchcore.report.summary import run_label, summary_row
 from stitchcore.store.bundle import import_bundle
 from stitchcore.store.results import RunRecord
 from views import run_views
@@ -31,37 +31,6 @@ PICK_KEY = "results-pick"  # the "pick runs by id / label" multiselect
 CONFIRM_KEY = "results-confirm-delete"  # + the selected ids: a new selection starts unconfirmed
 BUNDLE_KEY = "results-bundle"  # the "Import bundle" file uploader
 EMPTY = "—"  # what a table shows where a run has no value (a failed run's accuracy)
-COMPARE_METRICS = {"loss": "Training loss", "test_accuracy": "Test accuracy"}
-# Summary fields shown side by side in Compare, in this order (nested ones as "base.a").
-SUMMARY_FIELDS = {
-    "accuracy": "Accuracy",
-    "penalty": penalty_label("Penalty", IMAGE_PENALTY, higher_is_worse=True),
-    "base.a": "Model A",
-    "base.b": "Model B",
-    "start_accuracy": "Accuracy at start",
-    "loss": "Loss",
-    "loss_penalty": penalty_label("Loss penalty", LM_PENALTY, higher_is_worse=LM_HIGHER_IS_WORSE),
-    "final_train_loss": "Final train loss",
-    "params": "Parameters",
-    "flops": "FLOPs / example",
-    "seconds": "Seconds",
-    "dataset": "Dataset",
-    "device": "Device",
-}
-
-
-def run_label(rec: RunRecord) -> str:
-    """Readable label: models and cuts for stitches, the zoo ref for trained models."""
-    if rec.kind == "zoo" and rec.summary.get("ref"):
-        return str(rec.summary["ref"])
-    if rec.label and rec.label != rec.kind:
-        return rec.label
-    if rec.kind == "zoo":
-        with contextlib.suppress(StitchError, TypeError):  # an older or foreign spec: fall back to the kind
-            return f"zoo:{spec_from_record(rec).short_name()}"
-    return rec.label or rec.kind
-
-
 def _when(ts: float | None) -> dt.datetime | None:
     return dt.datetime.fromtimestamp(ts).astimezone() if ts else None  # the server's local time zone
 
@@ -106,25 +75,6 @@ TABLE_COLUMNS = {
     "id": st.column_config.TextColumn("Run id", width=150, help="16 characters; results?run=<id> opens it"),
     "error": st.column_config.TextColumn("Error", width="large"),
 }
-
-
-def summary_row(rec: RunRecord) -> dict[str, Any]:
-    s = rec.summary or {}
-    row: dict[str, Any] = {"Run": run_label(rec), "Status": rec.status}
-    for field, title in SUMMARY_FIELDS.items():
-        top, _, sub = field.partition(".")
-        value = s.get(top)
-        value = value.get(sub) if sub and isinstance(value, dict) else value
-        if field in ("accuracy", "base.a", "base.b", "start_accuracy") and isinstance(value, (int, float)):
-            value = f"{value:.1%}"
-        elif field == "penalty" and isinstance(value, (int, float)):
-            value = f"{value * 100:+.1f} pts"
-        elif isinstance(value, float):
-            value = f"{value:.4g}"
-        elif isinstance(value, int) and not isinstance(value, bool):
-            value = f"{value:,}"
-        row[title] = value
-    return row
 
 
 def delete_runs(ids: list[str]) -> None:
@@ -323,16 +273,25 @@ elif len(selected) >= 2:
         key="results-metric",
     )
     curves = [(f"{run_label(by_id[rid])} · {rid[:6]}", store.series(rid)) for rid in selected]
-    st.plotly_chart(plots.compare_curves(curves, metric=metric), key="results-compare")
+    ui.chart(st, plots.compare_curves(curves, metric=metric), key="results-compare",
+             file_name=f"compare-{len(selected)}-runs-{metric}.csv")
     side = pd.DataFrame([summary_row(by_id[rid]) for rid in selected]).dropna(axis=1, how="all")
     st.dataframe(side, hide_index=True, width="stretch", placeholder=EMPTY)
     ended = [rid for rid in selected if by_id[rid].status not in ACTIVE]
     if len(ended) < len(selected):
-        st.caption(f"{_n(len(selected) - len(ended), 'selected run')} still running or queued: not in the bundle.")
-    st.download_button(
-        f"Download bundle ({_n(len(ended))})", lambda: run_views.bundle_bytes(store, *ended),
+        st.caption(f"{_n(len(selected) - len(ended), 'selected run')} still running or queued: not in the bundle or report.")
+    left, right, _ = st.columns([1, 1, 2])
+    left.download_button(
+        f"Download bundle ({_n(len(ended))})", lambda: ui.bundle_bytes(store, *ended),
         file_name=f"stitchlab-{len(ended)}-runs.zip", mime="application/zip", icon=":material/archive:",
         key="results-bundle-selected", disabled=not ended,
         help="These runs with their curves, blobs and the zoo models they use, in one zip; import it on"
              " Results elsewhere (or `python -m stitchcore runs import FILE.zip`)",
+    )  # fmt: skip
+    right.download_button(
+        f"Download report ({_n(len(ended))})", lambda: report_html(store, ended).encode(),
+        file_name=f"stitchlab-{len(ended)}-runs.html", mime="text/html", icon=":material/description:",
+        key="results-report-selected", disabled=not ended,
+        help="One HTML file that opens offline: a comparison, then each run's facts, numbers and figures"
+             " (`python -m stitchcore runs report ID... --out FILE.html`)",
     )  # fmt: skip

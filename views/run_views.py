@@ -5,16 +5,15 @@ similarity runs, Traits for sweeps, Language models for merge / lmstitch / lmdep
 these, with their own ``key`` prefix so widgets never collide.  Stitch and zoo runs use ``ui.run_view``.
 Stored results are read only through the experiment modules' readers (``partial_cells``,
 ``partial_positions``, ``partial_points``, ``spec_from_record``) and drawn with ``stitchcore.plots``.
-Every view is a fragment that redraws while its run is active (``ui.live_while_running``), with a
-"Download bundle" button under it once the run has ended (:func:`bundle_download`, ``runs export``).
+Every view is a fragment that redraws while its run is active (``ui.live_while_running``), with
+its downloads under it once the run has ended (``ui.downloads``: metrics CSV, JSON, "Download bundle"
+as ``runs export``, "Download report" as ``runs report``).  The heat-map panels and the report share
+``stitchcore.report.figures``.
 """
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import streamlit as st
@@ -22,9 +21,7 @@ import streamlit as st
 import ui
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
-from stitchcore.experiments.matrix import (
-    ControlTable, MatrixSpec, cell_axes, cell_grid, control_tables, partial_cells, skipped_pairs,
-)  # fmt: skip
+from stitchcore.experiments.matrix import MatrixSpec, cell_axes, cell_grid, control_tables, partial_cells, skipped_pairs
 from stitchcore.experiments.merge import partial_points
 from stitchcore.experiments.sweep import partial_positions
 from stitchcore.measures.traits import parse_metric
@@ -32,70 +29,31 @@ from stitchcore.plots import heatmap as plots_heatmap
 from stitchcore.plots import lm as plots_lm
 from stitchcore.plots import runs as plots
 from stitchcore.plots import traits as plots_traits
-from stitchcore.plots.penalty import IMAGE_PENALTY, LM_PENALTY, penalty_label, penalty_words
-from stitchcore.store.bundle import export_bundle
-from stitchcore.store.results import RunRecord, Store
+from stitchcore.plots.penalty import LM_PENALTY, penalty_label, penalty_words
+from stitchcore.report.figures import (
+    PENALTY_WORDS, HeatPanel, cka_panels, control_panels, panel_figure, stitching_panel,
+)  # fmt: skip
+from stitchcore.store.results import RunRecord
 
-__all__ = ["CKA_TITLES", "matrix_view", "similarity_view", "sweep_view", "lm_view", "VIEWS", "run_panel",
-           "open_on_page", "bundle_bytes", "bundle_download"]
-
-CKA_TITLES = {"cka-linear": "Linear CKA", "cka-rbf": "RBF CKA", "procrustes": "Procrustes distance"}
-
+__all__ = ["matrix_view", "similarity_view", "sweep_view", "lm_view", "VIEWS", "run_panel",
+           "open_on_page"]
 
 # ------------------------------------------------------------------------------------ similarity / matrix
 
 
-@dataclass(frozen=True)
-class _Panel:
-    """One heat map of a view, with its CSV download under it."""
-
-    title: str  # the figure's title: says what the panel is
-    values: list  # [rows][columns]
-    rows: list[str]
-    cols: list[str]
-    value_label: str  # colour-bar title and hover name of a value
-    csv_name: str  # file name stem of the panel's CSV, and its widget key
-    diverging: bool = False  # centred at 0 (a penalty or a difference)
-    higher_is_worse: bool | None = None  # diverging penalty scales: which way is worse (red)
-    bounded: bool = True  # accuracy / CKA: fixed 0..1 colour range
-    opens: bool = False  # a click on a cell opens that pair on the Stitch page
-    matrix: bool = True  # a stitching panel: skipped cells are marked in it
-
-
-def _cka_panels(cka) -> list[_Panel]:
-    """The heat map panels of a finished similarity run (its measure, and the shuffled baseline)."""
-    k = cka.summary
-    measure = k.get("measure", "cka-linear")
-    name = CKA_TITLES.get(measure, measure or "similarity")
-    label = "distance" if measure == "procrustes" else "CKA"
-    common = {"rows": k["senders"], "cols": k["receivers"], "value_label": label, "bounded": measure != "procrustes",
-              "matrix": False}  # fmt: skip
-    panels = [_Panel(name, k["values"], csv_name=measure, **common)]
-    if k.get("baseline"):
-        panels.append(_Panel(f"{name}, shuffled inputs (baseline)", k["baseline"], csv_name=f"{measure}-baseline",
-                             **common))  # fmt: skip
-    return panels
-
-
-def _draw(panel: _Panel, where: Any, *, key: str, run_id: str, skipped: dict | None = None,
+def _draw(panel: HeatPanel, where: Any, *, key: str, run_id: str, skipped: dict | None = None,
           pending: str | None = None, select: bool = False) -> Any:  # fmt: skip
     """One panel in ``where``: the heat map, then its numbers as a CSV download; returns the chart's event."""
-    fig = plots_heatmap.heatmap(
-        panel.values, panel.rows, panel.cols, title=panel.title, diverging=panel.diverging,
-        higher_is_worse=panel.higher_is_worse, clickable=panel.opens, value_label=panel.value_label,
-        zmin=0.0 if panel.bounded and not panel.diverging else None,
-        zmax=1.0 if panel.bounded and not panel.diverging else None,
-        skipped=skipped if panel.matrix else None, pending=pending if panel.matrix else None,
-    )  # fmt: skip
+    fig = panel_figure(panel, skipped=skipped, pending=pending)
     chart_key = f"{key}-heat-{panel.csv_name}-{run_id}"
     if select:
-        event = where.plotly_chart(fig, key=chart_key, on_select="rerun", selection_mode="points")
+        event = where.plotly_chart(fig, key=chart_key, on_select="rerun", selection_mode="points",
+                                   config=ui.CHART_CONFIG)  # fmt: skip
     else:
-        event = where.plotly_chart(fig, key=chart_key)
+        event = where.plotly_chart(fig, key=chart_key, config=ui.CHART_CONFIG)
     where.download_button(
-        f"CSV: {panel.title}", plots_heatmap.heatmap_csv(panel.values, panel.rows, panel.cols),
-        file_name=f"{run_id}-{panel.csv_name}.csv", mime="text/csv", icon=":material/download:",
-        key=f"{key}-csv-{panel.csv_name}-{run_id}",
+        f"CSV: {panel.title}", panel.csv(), file_name=f"{run_id}-{panel.csv_name}.csv", mime="text/csv",
+        icon=":material/download:", key=f"{key}-csv-{panel.csv_name}-{run_id}",
     )  # fmt: skip
     return event
 
@@ -111,31 +69,17 @@ def similarity_view(rec: RunRecord, *, key: str) -> None:
         ui.run_header(now, key)
         if now.state != "done" or not now.summary:
             return
-        panels = _cka_panels(now)
+        panels = cka_panels(now.summary)
         cols = st.columns(min(len(panels), 2))
         for i, panel in enumerate(panels):
             _draw(panel, cols[i % len(cols)], key=f"{key}-cka", run_id=rec.id)
 
     live()
-    bundle_download(rec, key)
+    _downloads(rec, key)
 
 
-# "penalty = B − stitched (higher = worse)" and the language models' opposite sign, in words
-_PENALTY_WORDS = penalty_label("penalty", IMAGE_PENALTY, higher_is_worse=True)
+# the language models' penalty, in words (the image pages' is PENALTY_WORDS)
 _LM_PENALTY_WORDS = penalty_label("loss penalty", LM_PENALTY, higher_is_worse=plots_lm.HIGHER_IS_WORSE)
-
-
-def _control_panels(table: ControlTable, senders: list[str], receivers: list[str]) -> list[_Panel]:
-    """A control's accuracy and the debiased matrix against it (trained − control), side by side."""
-    panels = []
-    if table.values is not None:
-        panels.append(_Panel(f"Control: {table.name} (accuracy)", table.values, senders, receivers, "accuracy",
-                             csv_name=f"control-{table.control}"))  # fmt: skip
-    if table.debiased is not None:
-        panels.append(_Panel(f"Debiased: trained − {table.name}", table.debiased,
-                             senders, receivers, "Δ accuracy", csv_name=f"debiased-{table.control}", diverging=True,
-                             higher_is_worse=False, bounded=False))  # fmt: skip
-    return panels
 
 
 def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
@@ -168,13 +112,9 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
                                f"{penalty_words(True)}; red = worse, blue = better")  # fmt: skip
         main = s.get("values" if metric == "accuracy" else "penalty") or cell_grid(cells, senders, receivers,
                                                                                     field=metric)
-        if metric == "accuracy":
-            top = [_Panel("Stitching accuracy", main, senders, receivers, "accuracy", csv_name="accuracy", opens=True)]
-        else:
-            top = [_Panel(f"Stitching {_PENALTY_WORDS}", main, senders, receivers, "penalty", csv_name="penalty",
-                          diverging=True, higher_is_worse=True, bounded=False, opens=True)]  # fmt: skip
+        top = [stitching_panel(main, senders, receivers, metric)]
         if cka_now is not None and cka_now.summary:
-            top += _cka_panels(cka_now)
+            top += cka_panels(cka_now.summary)
         elif cka_now is not None:
             st.caption(f"CKA: {cka_now.state} {cka_now.message}")
         skipped = skipped_pairs(s, cells)
@@ -197,7 +137,7 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
                        f"higher = the trained network adds more than the control (blue), below 0 = worse "
                        "than the control (red).")  # fmt: skip
         for table in tables:
-            pair = _control_panels(table, senders, receivers)
+            pair = control_panels(table, senders, receivers)
             cols = st.columns(2) if pair else []
             for col, panel in zip(cols[-len(pair):], pair, strict=True):  # a lone debiased panel sits right
                 _draw(panel, col, key=key, run_id=rec.id, skipped=skipped, pending=pending)
@@ -209,7 +149,7 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
             _open_in_stitch(spec, senders, receivers, key)
 
     live()
-    bundle_download(rec, key)
+    _downloads(rec, key)
 
 
 def _legend(skipped: dict, pending: str | None) -> None:
@@ -268,20 +208,21 @@ def sweep_view(rec: RunRecord, *, key: str, title: str | None = None) -> None:
             return
         every = data.get("all_positions") or data["positions"]
         labels = {k: parse_metric(k).label for k in metrics}
-        st.plotly_chart(plots_traits.trait_curves(data, data["reference"], metrics, labels=labels,
-                                                  all_positions=every), key=f"{key}-curves-{run_id}")  # fmt: skip
+        csv = (lambda name: f"{run_id}-{name}.csv") if s else (lambda name: None)  # CSVs once it has ended
+        ui.chart(st, plots_traits.trait_curves(data, data["reference"], metrics, labels=labels, all_positions=every),
+                 key=f"{key}-curves-{run_id}", file_name=csv("traits"))  # fmt: skip
         if data.get("simplicity"):
-            st.plotly_chart(plots_traits.simplicity_curves(data, data["reference"], all_positions=every),
-                            key=f"{key}-simp-{run_id}")  # fmt: skip
-            st.plotly_chart(plots_traits.simplicity_curves(data, data["reference"], normalized=True,
-                                                           all_positions=every), key=f"{key}-simpn-{run_id}")
+            ui.chart(st, plots_traits.simplicity_curves(data, data["reference"], all_positions=every),
+                     key=f"{key}-simp-{run_id}", file_name=csv("simplicity"))  # fmt: skip
+            ui.chart(st, plots_traits.simplicity_curves(data, data["reference"], normalized=True, all_positions=every),
+                     key=f"{key}-simpn-{run_id}", file_name=csv("simplicity-normalized"))  # fmt: skip
         if "accuracy" in metrics:
-            st.plotly_chart(plots_traits.penalty_curve(data, data["reference"], all_positions=every),
-                            key=f"{key}-penalty-{run_id}")  # fmt: skip
-            st.caption(f"Stitching {_PENALTY_WORDS}: B's accuracy minus the stitched model's at each cut, as on the "
+            ui.chart(st, plots_traits.penalty_curve(data, data["reference"], all_positions=every),
+                     key=f"{key}-penalty-{run_id}", file_name=csv("penalty"))  # fmt: skip
+            st.caption(f"Stitching {PENALTY_WORDS}: B's accuracy minus the stitched model's at each cut, as on the "
                        "Stitch and Similarity pages; red = worse, blue = better.")  # fmt: skip
-        st.plotly_chart(plots_traits.per_class_heatmap(data, data["classes"], all_positions=every),
-                        key=f"{key}-heat-{run_id}")  # fmt: skip
+        ui.chart(st, plots_traits.per_class_heatmap(data, data["classes"], all_positions=every),
+                 key=f"{key}-heat-{run_id}", file_name=csv("per-class"))  # fmt: skip
         if s:
             if s.get("control_note"):
                 st.caption(s["control_note"])
@@ -293,7 +234,7 @@ def sweep_view(rec: RunRecord, *, key: str, title: str | None = None) -> None:
                        f"({s['n_train']} images).")  # fmt: skip
 
     live()
-    bundle_download(rec, key)
+    _downloads(rec, key)
 
 
 # ------------------------------------------------------------------------------------- language models
@@ -317,24 +258,26 @@ def lm_view(rec: RunRecord, *, key: str) -> None:
         left, right = st.columns(2) if has_loss else (st.container(), None)
         if now.kind == "lmdepth":
             points = s.get("points") if s else partial_points(now.metrics)
-            left.plotly_chart(plots_lm.penalty_by_depth(points or []), key=f"{key}-depth-{run_id}")
+            ui.chart(left, plots_lm.penalty_by_depth(points or []), key=f"{key}-depth-{run_id}",
+                     file_name=f"{run_id}-penalty-by-depth.csv" if s else None)  # fmt: skip
         elif s:
-            left.plotly_chart(plots_lm.loss_bars(s), key=f"{key}-bars-{run_id}")
+            ui.chart(left, plots_lm.loss_bars(s), key=f"{key}-bars-{run_id}", file_name=f"{run_id}-loss.csv")
         if right is not None:
             curves = {"loss": now.metrics.get("loss", [])}
-            right.plotly_chart(plots.training_curves(curves, title="Adapter training loss (stitches one after "
-                                                     "another)"), key=f"{key}-loss-{run_id}")  # fmt: skip
+            ui.chart(right, plots.training_curves(curves, title="Adapter training loss (stitches one after another)"),
+                     key=f"{key}-loss-{run_id}", file_name=f"{run_id}-training-loss.csv" if s else None)  # fmt: skip
         if s.get("heatmap"):
-            st.plotly_chart(plots_lm.penalty_heatmap(s["heatmap"]), key=f"{key}-lmheat-{run_id}")
+            ui.chart(st, plots_lm.penalty_heatmap(s["heatmap"]), key=f"{key}-lmheat-{run_id}",
+                     file_name=f"{run_id}-penalty-heatmap.csv")  # fmt: skip
         if now.kind == "lmdepth" or s:
             st.caption(f"The {_LM_PENALTY_WORDS}: below 0 = a higher loss than the base model (the one whose "
                        "head is used), as in the GPT-2 stitching report. The image pages' penalty has the opposite "
-                       f"sign: {_PENALTY_WORDS}. Red = worse, blue = better everywhere.")  # fmt: skip
+                       f"sign: {PENALTY_WORDS}. Red = worse, blue = better everywhere.")  # fmt: skip
         if s.get("samples"):
             _lm_samples(s)
 
     live()
-    bundle_download(rec, key)
+    _downloads(rec, key)
 
 
 def _lm_cards(s: dict, kind: str) -> None:
@@ -383,29 +326,11 @@ def open_on_page(rec: RunRecord, container: Any = st) -> None:
                             query_params={"run": rec.id}, icon=":material/open_in_new:")
 
 
-def bundle_bytes(store: Store, *run_ids: str) -> bytes:
-    """The runs as one bundle zip (``runs export --with-models``; without the models when one is gone)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "bundle.zip"
-        try:
-            export_bundle(store, list(run_ids), out, with_models=True)
-        except StitchError:  # e.g. a zoo model one used was deleted: the runs alone still travel
-            export_bundle(store, list(run_ids), out)
-        return out.read_bytes()
-
-
-def bundle_download(rec: RunRecord, key: str) -> None:
-    """The "Download bundle" button: the run, its curves, blobs and zoo models as one zip (made on click)."""
-    store = ui.get_store()
-    now = store.lookup(rec.id)
-    if now is None or now.status in ("queued", "running"):
-        return
-    st.download_button(
-        "Download bundle", lambda: bundle_bytes(store, rec.id), file_name=f"stitchlab-{rec.id}.zip",
-        mime="application/zip", icon=":material/archive:", key=f"{key}-bundle-{rec.id}",
-        help="This run with its curves, blobs and the zoo models it uses; import it on Results elsewhere"
-             " (or `python -m stitchcore runs import FILE.zip`)",
-    )  # fmt: skip
+def _downloads(rec: RunRecord, key: str) -> None:
+    """The run's downloads (metrics CSV, JSON, bundle, report: ``ui.downloads``) once it has ended."""
+    snap = ui.get_runner().get(rec.id)
+    if snap is not None and snap.is_final:
+        ui.downloads(snap, key)
 
 
 def run_panel(rec: RunRecord, *, key: str) -> None:
@@ -413,12 +338,8 @@ def run_panel(rec: RunRecord, *, key: str) -> None:
     view = VIEWS.get(rec.kind)
     if view is None:
         ui.run_view(rec.id, key=key)  # the stitch / zoo card, the training curve, the downloads
-        bundle_download(rec, key)
         return
     try:
         view(rec, key=key)
     except StitchError as exc:  # e.g. a record whose spec this version cannot read
         ui.show_error(exc)
-    snap = ui.get_runner().get(rec.id)
-    if snap is not None and snap.is_final:
-        ui.downloads(snap, key)

@@ -19,7 +19,7 @@ from stitchcore.experiments.similarity import SimilaritySpec
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.sources.zoo import list_zoo_models
 from views import run_views
-from views.run_views import CKA_TITLES
+from stitchcore.report.figures import CKA_TITLES
 CUT_SETS = ("all", "coarse", "choose")  # every block-level cut | a few spread over depth | picked by hand
 COARSE_CUTS = 6  # cuts per model in the coarse set
 

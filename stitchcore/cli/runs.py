@@ -1,4 +1,4 @@
-"""CLI verbs over the results store: ``runs list``, ``show``, ``check``, ``cancel``, ``export`` and ``import``.
+"""CLI verbs over the results store: ``runs list``, ``show``, ``check``, ``cancel``, ``export``, ``import``, ``report``.
 
     python -m stitchcore runs list --kind stitch --limit 10
     python -m stitchcore runs show RUN_ID --json
@@ -6,6 +6,7 @@
     python -m stitchcore runs cancel RUN_ID   # stop it in whichever process runs it (app, shell)
     python -m stitchcore runs export RUN_ID zoo:cnn-digits-s0 --out runs.zip --with-models
     python -m stitchcore runs import runs.zip   # checked whole first; same runs skipped
+    python -m stitchcore runs report RUN_ID OTHER_ID --out report.html   # one file, opens offline
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ __all__ = ["COMMANDS", "add_verbs"]
 
 
 def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    """Add ``runs`` (``list``, ``show``, ``check``, ``cancel``, ``export``, ``import``) to the CLI's sub-parsers."""
+    """Add ``runs`` (``list``, ``show``, ``check``, ``cancel``, ``export``, ``import``, ``report``) to the CLI."""
     runs = verbs.add_parser("runs", help="browse the results store").add_subparsers(dest="runs_verb", required=True)
     rl = runs.add_parser("list", parents=[common], help="list runs, newest first")
     rl.add_argument("--kind", default=None, type=_kind)
@@ -46,6 +47,10 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
                      help="add the zoo models (checkpoints) the runs use, so they reproduce elsewhere")
     ri = runs.add_parser("import", parents=[common], help="check a bundle zip whole, then add its runs to the store")
     ri.add_argument("file", metavar="FILE.zip")
+    rr = runs.add_parser("report", parents=[common],
+                         help="write runs as one HTML file that opens offline: facts, numbers, interactive figures")
+    rr.add_argument("run_ids", nargs="+", metavar="ID", help="run ids, or zoo:NAME for a trained zoo model")
+    rr.add_argument("--out", required=True, metavar="FILE.html", help="the report to write")
 
 
 def _kind(text: str) -> str:
@@ -136,6 +141,15 @@ def _cmd_runs_import(args: argparse.Namespace, store: Store, bar: ProgressBar) -
     emit(args, obj, f"imported {len(rep.imported)} runs, skipped {len(rep.skipped)} already in {store.root}")
 
 
+def _cmd_runs_report(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
+    """One self-contained HTML report of the runs (several: with a comparison section first)."""
+    from stitchcore.report import write_report
+
+    info = write_report(store, args.run_ids, args.out)
+    obj = {"path": str(info.path), "runs": info.runs, "figures": info.figures, "bytes": info.bytes}
+    emit(args, obj, f"wrote {info.path}: {info.runs} runs, {info.figures} figures, {info.bytes:,} bytes")
+
+
 COMMANDS: dict[tuple[str, str | None], Command] = {
     ("runs", "list"): _cmd_runs_list,
     ("runs", "show"): _cmd_runs_show,
@@ -143,4 +157,5 @@ COMMANDS: dict[tuple[str, str | None], Command] = {
     ("runs", "cancel"): _cmd_runs_cancel,
     ("runs", "export"): _cmd_runs_export,
     ("runs", "import"): _cmd_runs_import,
+    ("runs", "report"): _cmd_runs_report,
 }

@@ -48,6 +48,7 @@ __all__ = [
     "Limits",
     "export_bundle",
     "import_bundle",
+    "resolve_runs",
     "member_problem",
     "read_manifest",
 ]
@@ -130,8 +131,8 @@ def _zoo_runs(store: Store) -> dict[str, RunRecord]:
     return out
 
 
-def _resolve(store: Store, wanted: Iterable[str]) -> list[RunRecord]:
-    """Run ids (or ``zoo:NAME``) -> records; StoreError names an unknown or unfinished one."""
+def resolve_runs(store: Store, wanted: Iterable[str], *, verb: str = "export") -> list[RunRecord]:
+    """Run ids (or ``zoo:NAME``) -> finished records, each once; StoreError names an unknown or unfinished one."""
     zoo = None
     out: dict[str, RunRecord] = {}
     for key in wanted:
@@ -142,10 +143,10 @@ def _resolve(store: Store, wanted: Iterable[str]) -> list[RunRecord]:
         if rec is None:
             raise StoreError(f"unknown run id {key!r} in {store.root}: see `python -m stitchcore runs list`")
         if rec.status not in _FINAL:
-            raise StoreError(f"run {rec.id} is {rec.status}: export it once it has finished")
+            raise StoreError(f"run {rec.id} is {rec.status}: {verb} it once it has finished")
         out.setdefault(rec.id, rec)
     if not out:
-        raise StoreError("no runs to export: name run ids (see `python -m stitchcore runs list`)")
+        raise StoreError(f"no runs to {verb}: name run ids (see `python -m stitchcore runs list`)")
     return list(out.values())
 
 
@@ -166,7 +167,7 @@ def export_bundle(store: Store, run_ids: Iterable[str], out: str | Path, with_mo
     ``with_models``: add the zoo runs their specs name, so the bundle reproduces elsewhere.
     Each blob is checked against the sha256 the store recorded before it goes in.
     """
-    recs = _resolve(store, run_ids)
+    recs = resolve_runs(store, run_ids)
     models: list[str] = []
     if with_models:
         zoo, todo, seen = None, list(recs), {r.id for r in recs}

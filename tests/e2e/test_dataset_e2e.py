@@ -76,7 +76,9 @@ def test_similarity_and_traits_pages_ask_for_the_dataset(app_url, page):
     assert _launch(page).is_disabled()
     open_app(page, f"{app_url}/similarity?{urlencode({**HUB, 'dataset': 'digits'})}")
     page.get_by_text("has 1000 outputs but digits has 10 classes").first.wait_for(timeout=SLOW)
-    assert page.get_by_role("button", name=f"Use {FIXED['b']}").count() == 1
+    fix_b = page.get_by_role("button", name=f"Use {FIXED['b']}")
+    fix_b.wait_for(timeout=SLOW)  # model A's check can show before model B has loaded
+    assert fix_b.count() == 1
     _shot(page, "similarity_dataset")
 
     open_app(page, f"{app_url}/traits")  # "Your own sweep" is open on a page without a link

@@ -1,0 +1,280 @@
+"""The figures of a stored run, one list per kind: what the app's run views draw and the HTML report embeds.
+
+:func:`run_figures` reads a run only through the store and its experiment's readers
+(``partial_cells``, ``control_tables``, ``spec_from_record``) and draws with :mod:`stitchcore.plots`;
+each :class:`RunFigure` carries its numbers as CSV (:func:`figure_csv` for line and bar plots, the
+matrix layout of :func:`~stitchcore.plots.heatmap.heatmap_csv` for heat maps).  The heat-map panels of
+similarity and matrix runs are :class:`HeatPanel` values, so the app's live views draw the same panels.
+
+>>> import plotly.graph_objects as go
+>>> print(figure_csv(go.Figure(go.Bar(name="acc", x=["A", "B"], y=[0.9, 0.8]))), end="")
+trace,x,y
+acc,A,0.9
+acc,B,0.8
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import plotly.graph_objects as go
+
+from stitchcore.experiments import spec_from_record
+from stitchcore.experiments.matrix import ControlTable, cell_axes, cell_grid, control_tables, partial_cells, skipped_pairs
+from stitchcore.experiments.merge import partial_points
+from stitchcore.experiments.sweep import partial_positions
+from stitchcore.measures.traits import parse_metric
+from stitchcore.plots import heatmap as plots_heatmap
+from stitchcore.plots import lm as plots_lm
+from stitchcore.plots import runs as plots_runs
+from stitchcore.plots import traits as plots_traits
+from stitchcore.plots.penalty import IMAGE_PENALTY, penalty_label
+from stitchcore.store.results import RunRecord, Store
+
+__all__ = ["CKA_TITLES", "CURVE_POINTS", "HeatPanel", "RunFigure", "cka_panels", "control_panels", "figure_csv",
+           "stitching_panel", "PENALTY_WORDS", "COMPARE_METRICS", "panel_figure", "run_figures", "compare_figures"]
+
+CKA_TITLES = {"cka-linear": "Linear CKA", "cka-rbf": "RBF CKA", "procrustes": "Procrustes distance"}
+CURVE_POINTS = 5000  # a finished run's training curve: at most this many points per series
+PENALTY_WORDS = penalty_label("penalty", IMAGE_PENALTY, higher_is_worse=True)  # "penalty = B − stitched (…)"
+
+
+@dataclass(frozen=True)
+class RunFigure:
+    """One figure of a run, with the numbers it draws."""
+
+    name: str  # file-name stem of its CSV and image ("accuracy", "training-curve" ...)
+    title: str  # what it shows, in words
+    figure: go.Figure
+    csv: str  # the plotted numbers as CSV text
+    caption: str = ""  # how to read it (sign conventions, what the marks mean)
+
+
+@dataclass(frozen=True)
+class HeatPanel:
+    """One heat map of a similarity or matrix run, ready to draw (:func:`panel_figure`)."""
+
+    title: str  # the figure's title: says what the panel is
+    values: list  # [rows][columns]
+    rows: list[str]
+    cols: list[str]
+    value_label: str  # colour-bar title and hover name of a value
+    csv_name: str  # file name stem of the panel's CSV, and its widget key
+    diverging: bool = False  # centred at 0 (a penalty or a difference)
+    higher_is_worse: bool | None = None  # diverging penalty scales: which way is worse (red)
+    bounded: bool = True  # accuracy / CKA: fixed 0..1 colour range
+    opens: bool = False  # a click on a cell opens that pair on the Stitch page (the app's stitching panel)
+    matrix: bool = True  # a stitching panel: skipped cells are marked in it
+
+    def csv(self) -> str:
+        """The panel's numbers, a header of column names then one line per row (:func:`heatmap_csv`)."""
+        return plots_heatmap.heatmap_csv(self.values, self.rows, self.cols)
+
+
+def panel_figure(panel: HeatPanel, *, skipped: Mapping[tuple[str, str], str] | None = None,
+                 pending: str | None = None) -> go.Figure:  # fmt: skip
+    """The panel's heat map; ``skipped`` pairs and ``pending`` cells are marked in stitching panels only."""
+    fixed = panel.bounded and not panel.diverging
+    return plots_heatmap.heatmap(
+        panel.values, panel.rows, panel.cols, title=panel.title, diverging=panel.diverging,
+        higher_is_worse=panel.higher_is_worse, clickable=panel.opens, value_label=panel.value_label,
+        zmin=0.0 if fixed else None, zmax=1.0 if fixed else None,
+        skipped=skipped if panel.matrix else None, pending=pending if panel.matrix else None,
+    )  # fmt: skip
+
+
+def cka_panels(summary: Mapping[str, Any]) -> list[HeatPanel]:
+    """The heat maps of a finished similarity run: its measure, and the shuffled-input baseline if it has one."""
+    measure = summary.get("measure", "cka-linear")
+    name = CKA_TITLES.get(measure, measure or "similarity")
+    label = "distance" if measure == "procrustes" else "CKA"
+    common = {"rows": summary["senders"], "cols": summary["receivers"], "value_label": label,
+              "bounded": measure != "procrustes", "matrix": False}  # fmt: skip
+    panels = [HeatPanel(name, summary["values"], csv_name=measure, **common)]
+    if summary.get("baseline"):
+        panels.append(HeatPanel(f"{name}, shuffled inputs (baseline)", summary["baseline"],
+                                csv_name=f"{measure}-baseline", **common))  # fmt: skip
+    return panels
+
+
+def stitching_panel(grid: list, senders: list[str], receivers: list[str], metric: str) -> HeatPanel:
+    """The stitching panel of a matrix: accuracy, or the penalty B − stitched (higher = worse)."""
+    if metric == "accuracy":
+        return HeatPanel("Stitching accuracy", grid, senders, receivers, "accuracy", csv_name="accuracy", opens=True)
+    return HeatPanel(f"Stitching {PENALTY_WORDS}", grid, senders, receivers, "penalty",
+                     csv_name="penalty", diverging=True, higher_is_worse=True, bounded=False, opens=True)  # fmt: skip
+
+
+def control_panels(table: ControlTable, senders: list[str], receivers: list[str]) -> list[HeatPanel]:
+    """A control's accuracy and the debiased matrix against it (trained − control), side by side."""
+    panels = []
+    if table.values is not None:
+        panels.append(HeatPanel(f"Control: {table.name} (accuracy)", table.values, senders, receivers, "accuracy",
+                                csv_name=f"control-{table.control}"))  # fmt: skip
+    if table.debiased is not None:
+        panels.append(HeatPanel(f"Debiased: trained − {table.name}", table.debiased, senders, receivers,
+                                "Δ accuracy", csv_name=f"debiased-{table.control}", diverging=True,
+                                higher_is_worse=False, bounded=False))  # fmt: skip
+    return panels
+
+
+# ------------------------------------------------------------------------------------------------ CSV
+
+
+def _axis_names(fig: go.Figure) -> dict[Any, str]:
+    """Tick value -> tick text of the first x axis, where a plot draws categories at numeric positions."""
+    axis = fig.layout.xaxis
+    if axis.tickvals is not None and axis.ticktext is not None:
+        return {v: str(t).split("<br>")[0] for v, t in zip(axis.tickvals, axis.ticktext, strict=False)}
+    return {}
+
+
+def _heatmap_csv(fig: go.Figure, trace: go.Heatmap) -> str:
+    """A heat map's values in the matrix layout of :func:`heatmap_csv`, named from its cells' custom data."""
+    z = [list(r) for r in trace.z]
+    custom = trace.customdata
+    rows = [str(line[0][0]) for line in custom] if custom is not None else [str(i) for i in range(len(z))]
+    cols = [str(cell[1]) for cell in custom[0]] if custom is not None and len(custom) else [str(j) for j in
+                                                                                            range(len(z[0]))]
+    return plots_heatmap.heatmap_csv(z, rows, cols, row_label=fig.layout.yaxis.title.text or "row",
+                                     col_label=fig.layout.xaxis.title.text or "column")  # fmt: skip
+
+
+def figure_csv(fig: go.Figure) -> str:
+    """A figure's numbers as CSV: a heat map's values as a matrix (a header of column names, one line per
+    row), any other plot's traces as long ``trace,x,y`` lines.
+
+    Traces that only decorate (overlay marks, ``hoverinfo="skip"``) are left out; categorical x
+    positions drawn at numbers come back as their tick labels.
+    """
+    heat = [t for t in fig.data if isinstance(t, go.Heatmap)]
+    if heat:
+        return _heatmap_csv(fig, next((t for t in heat if t.name == "values"), heat[0]))
+    names = _axis_names(fig)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["trace", "x", "y"])
+    for trace in fig.data:
+        if getattr(trace, "y", None) is None or trace.hoverinfo == "skip":
+            continue
+        xs = list(trace.x) if trace.x is not None else list(range(len(trace.y)))
+        writer.writerows(["" if v is None else v for v in (trace.name or "", names.get(x, x), y)]
+                         for x, y in zip(xs, trace.y, strict=False))  # fmt: skip
+    return out.getvalue()
+
+
+def _plain(name: str, fig: go.Figure, caption: str = "") -> RunFigure:
+    return RunFigure(name, fig.layout.title.text or name, fig, figure_csv(fig), caption)
+
+
+def _panel(panel: HeatPanel, **marks: Any) -> RunFigure:
+    return RunFigure(panel.csv_name, panel.title, panel_figure(panel, **marks), panel.csv())
+
+
+# ---------------------------------------------------------------------------------------------- per kind
+
+
+def _curve(record: RunRecord, store: Store, title: str) -> list[RunFigure]:
+    series = store.series(record.id)
+    if not series:
+        return []
+    return [_plain("training-curve", plots_runs.training_curves(series, title=title, most=CURVE_POINTS))]
+
+
+def _stitch(record: RunRecord, store: Store) -> list[RunFigure]:
+    s = record.summary
+    figs = []
+    if s.get("base") and s.get("accuracy") is not None:
+        figs += [_plain("accuracy", plots_runs.accuracy_bars(s)), _plain("per-class", plots_runs.per_class_bars(s))]
+    return figs + _curve(record, store, "Training curve")
+
+
+def _similarity(record: RunRecord, store: Store) -> list[RunFigure]:
+    return [_panel(p) for p in cka_panels(record.summary)] if record.summary.get("values") else []
+
+
+def _matrix(record: RunRecord, store: Store) -> list[RunFigure]:
+    s = record.summary
+    spec = spec_from_record(record)
+    cells = partial_cells(store, record.id)
+    senders, receivers = s.get("senders"), s.get("receivers")
+    if not senders or not receivers:
+        senders, receivers = cell_axes(cells)
+    if not senders:
+        return []
+    skipped = skipped_pairs(s, cells)
+    pending = None if record.status == "done" else "not computed (the run ended first)"
+    figs = []
+    for metric, field in (("accuracy", "values"), ("penalty", "penalty")):
+        grid = s.get(field) or cell_grid(cells, senders, receivers, field=metric)
+        figs.append(_panel(stitching_panel(grid, senders, receivers, metric), skipped=skipped, pending=pending))
+    for table in control_tables(s if record.status == "done" else None, cells, senders, receivers,
+                                controls=spec.controls):  # fmt: skip
+        figs += [_panel(p, skipped=skipped, pending=pending) for p in control_panels(table, senders, receivers)]
+    return figs
+
+
+def _sweep(record: RunRecord, store: Store) -> list[RunFigure]:
+    data = record.summary if record.status == "done" else partial_positions(store, record.id)
+    metrics = data.get("metrics")
+    if not metrics:
+        return []
+    every, ref = data.get("all_positions") or data["positions"], data["reference"]
+    labels = {k: parse_metric(k).label for k in metrics}
+    figs = [_plain("traits", plots_traits.trait_curves(data, ref, metrics, labels=labels, all_positions=every))]
+    if data.get("simplicity"):
+        figs += [_plain("simplicity", plots_traits.simplicity_curves(data, ref, all_positions=every)),
+                 _plain("simplicity-normalized", plots_traits.simplicity_curves(data, ref, normalized=True,
+                                                                                all_positions=every))]  # fmt: skip
+    if "accuracy" in metrics:
+        figs.append(_plain("penalty", plots_traits.penalty_curve(data, ref, all_positions=every)))
+    heat = plots_traits.per_class_heatmap(data, data["classes"], all_positions=every)
+    return figs + [_plain("per-class", heat)]
+
+
+def _lm(record: RunRecord, store: Store) -> list[RunFigure]:
+    s = record.summary if record.status == "done" else {}
+    figs = []
+    if record.kind == "lmdepth":
+        points = s.get("points") if s else partial_points(store.series(record.id))
+        figs.append(_plain("penalty-by-depth", plots_lm.penalty_by_depth(points or [])))
+    elif s:
+        figs.append(_plain("loss", plots_lm.loss_bars(s)))
+    loss = store.series(record.id, ["loss"])
+    if loss:
+        title = "Adapter training loss (stitches one after another)"
+        figs.append(_plain("training-loss", plots_runs.training_curves(loss, title=title, most=CURVE_POINTS)))
+    if s.get("heatmap"):
+        figs.append(_plain("penalty-heatmap", plots_lm.penalty_heatmap(s["heatmap"])))
+    return figs
+
+
+_BUILDERS = {"stitch": _stitch, "zoo": lambda r, st: _curve(r, st, "Training curve"), "similarity": _similarity,
+             "matrix": _matrix, "sweep": _sweep, "merge": _lm, "lmstitch": _lm, "lmdepth": _lm}  # fmt: skip
+
+
+def run_figures(record: RunRecord, store: Store) -> list[RunFigure]:
+    """The figures of one stored run (those the app's view of its kind draws once it has ended).
+
+    A run that ended early draws what it finished; an unknown kind draws its training curves.
+    """
+    build = _BUILDERS.get(record.kind)
+    return build(record, store) if build else _curve(record, store, "Curves")
+
+
+COMPARE_METRICS = {"loss": "Training loss", "test_accuracy": "Test accuracy"}
+
+
+def compare_figures(labelled: Sequence[tuple[str, RunRecord]], store: Store) -> list[RunFigure]:
+    """Several runs' curves overlaid, one figure per metric that at least two of them recorded."""
+    figs = []
+    for metric, title in COMPARE_METRICS.items():
+        curves = [(label, store.series(rec.id, [metric])) for label, rec in labelled]
+        if sum(1 for _, c in curves if c.get(metric)) >= 2:
+            fig = plots_runs.compare_curves(curves, metric=metric)
+            figs.append(RunFigure(f"compare-{metric}", title, fig, figure_csv(fig)))
+    return figs

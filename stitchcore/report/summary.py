@@ -1,0 +1,181 @@
+"""A stored run in words: its label, its headline numbers, the facts that say what it was.
+
+Results' table and Compare, and the HTML report all describe runs through these, so a number reads the
+same everywhere (accuracy as a percentage, the penalty in points with its sign convention).
+
+>>> from stitchcore.store.results import RunRecord
+>>> rec = RunRecord("0" * 16, "stitch", {}, "done", {"accuracy": 0.91, "penalty": 0.02,
+...                 "base": {"a": 0.95, "b": 0.93}}, None, 0.0, None, None, "A[fc1] -> B[fc1]")
+>>> headline(rec)[:2]
+[('Stitched accuracy', '91.0%'), ('Model A', '95.0%')]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from stitchcore.errors import StitchError
+from stitchcore.experiments import spec_from_record
+from stitchcore.plots.lm import HIGHER_IS_WORSE as LM_HIGHER_IS_WORSE
+from stitchcore.plots.penalty import IMAGE_PENALTY, LM_PENALTY, penalty_label
+from stitchcore.store.results import RunRecord
+
+__all__ = ["SUMMARY_FIELDS", "run_label", "summary_row", "headline", "facts", "preprocess_text"]
+
+# Summary fields shown side by side when runs are compared, in this order (nested ones as "base.a").
+SUMMARY_FIELDS = {
+    "accuracy": "Accuracy",
+    "penalty": penalty_label("Penalty", IMAGE_PENALTY, higher_is_worse=True),
+    "base.a": "Model A",
+    "base.b": "Model B",
+    "start_accuracy": "Accuracy at start",
+    "loss": "Loss",
+    "loss_penalty": penalty_label("Loss penalty", LM_PENALTY, higher_is_worse=LM_HIGHER_IS_WORSE),
+    "final_train_loss": "Final train loss",
+    "params": "Parameters",
+    "flops": "FLOPs / example",
+    "seconds": "Seconds",
+    "dataset": "Dataset",
+    "device": "Device",
+}
+_PERCENT = ("accuracy", "base.a", "base.b", "start_accuracy")
+
+
+def run_label(rec: RunRecord) -> str:
+    """Readable label: models and cuts for stitches, the zoo ref for trained models."""
+    if rec.kind == "zoo" and rec.summary.get("ref"):
+        return str(rec.summary["ref"])
+    if rec.label and rec.label != rec.kind:
+        return rec.label
+    if rec.kind == "zoo":
+        with contextlib.suppress(StitchError, TypeError):  # an older or foreign spec: fall back to the kind
+            return f"zoo:{spec_from_record(rec).short_name()}"
+    return rec.label or rec.kind
+
+
+def _field(summary: Mapping[str, Any], field: str) -> Any:
+    top, _, sub = field.partition(".")
+    value = summary.get(top)
+    return value.get(sub) if sub and isinstance(value, dict) else value
+
+
+def _number(field: str, value: Any) -> Any:
+    """One summary value as the app writes it (``0.91`` accuracy -> ``"91.0%"``)."""
+    if isinstance(value, Mapping) and isinstance(value.get("loss"), (int, float)):  # a language model's base
+        return f"loss {value['loss']:.3f}"
+    if isinstance(value, (Mapping, list)):  # a matrix's grid, not one number
+        return None
+    if field in _PERCENT and isinstance(value, (int, float)):
+        return f"{value:.1%}"
+    if field == "penalty" and isinstance(value, (int, float)):
+        return f"{value * 100:+.1f} pts"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return value
+
+
+def summary_row(rec: RunRecord) -> dict[str, Any]:
+    """One line of a comparison: the run's label and status, then every :data:`SUMMARY_FIELDS` value it has."""
+    row: dict[str, Any] = {"Run": run_label(rec), "Status": rec.status}
+    for field, title in SUMMARY_FIELDS.items():
+        row[title] = _number(field, _field(rec.summary or {}, field))
+    return row
+
+
+def headline(rec: RunRecord) -> list[tuple[str, str]]:
+    """The numbers a run's view shows first, as ``(label, text)``; [] for a run without results."""
+    s = rec.summary or {}
+    if not s:
+        return []
+    out: list[tuple[str, str]] = []
+    if rec.kind == "stitch":
+        base = s.get("penalty_base", "b").upper()
+        out += [("Stitched accuracy", _number("accuracy", s.get("accuracy"))),
+                ("Model A", _number("base.a", _field(s, "base.a"))), ("Model B", _number("base.b", _field(s, "base.b"))),
+                (f"Penalty ({base} − stitched)", _number("penalty", s.get("penalty"))),
+                ("Adapter parameters", _number("params", s.get("params")))]  # fmt: skip
+    elif rec.kind == "zoo":
+        out += [("Test accuracy", _number("accuracy", s.get("accuracy"))), ("Parameters", _number("params", s.get("params")))]
+        if s.get("val_loss") is not None:
+            out.append(("Validation loss", f"{s['val_loss']:.3f}"))
+    elif rec.kind in ("merge", "lmstitch"):
+        base = s.get("base") or {}
+        out += [("Loss A", f"{base['a']['loss']:.3f}"), ("Loss B", f"{base['b']['loss']:.3f}"),
+                ("Loss " + ("merged" if rec.kind == "merge" else "stitched"), f"{s['loss']:.3f}"),
+                (f"Loss penalty (base {str(s.get('penalty_base', 'b')).upper()})", f"{s['loss_penalty']:+.3f}"),
+                ("Perplexity", f"{s['perplexity']:.2f}")]  # fmt: skip
+    elif rec.kind == "lmdepth":
+        base = s.get("base") or {}
+        out += [("Loss A", f"{base['a']['loss']:.3f}"), ("Loss B", f"{base['b']['loss']:.3f}"),
+                ("Points", str(len(s.get("points") or [])))]  # fmt: skip
+    elif rec.kind == "matrix":
+        out += [("Cells", _number("n_cells", s.get("n_cells"))), ("Skipped pairs", str(len(s.get("skipped") or {})))]
+    elif rec.kind == "similarity":
+        out += [("Measure", str(s.get("measure"))), ("Examples", _number("n", s.get("n")))]
+    elif rec.kind == "sweep":
+        out += [("Cut positions", str(len(s.get("positions") or []))), ("Metrics", ", ".join(s.get("metrics") or []))]
+    if s.get("seconds") is not None:
+        out.append(("Time", f"{s['seconds']:.1f} s"))
+    return [(k, str(v)) for k, v in out if v is not None]
+
+
+def _cut(cut: Any) -> str:
+    if isinstance(cut, Mapping):
+        shape = cut.get("shape")
+        return f"{cut.get('name')} {tuple(shape)}" if shape else str(cut.get("name"))
+    return str(cut)
+
+
+def preprocess_text(pre: Mapping[str, Any]) -> str:
+    """A model's input preprocessing in words; both models' (``{"a": ..., "b": ...}``) as "A: …; B: …".
+
+    >>> preprocess_text({"channels": 1, "size": None, "mean": [0.3053], "std": [0.3758], "interpolation": "bilinear"})
+    '1 channel, native size, mean 0.305, std 0.376, bilinear resize'
+    """
+    if set(pre) <= {"a", "b"}:
+        return "; ".join(f"{k.upper()}: {preprocess_text(v)}" for k, v in pre.items() if isinstance(v, Mapping))
+    parts = []
+    if pre.get("channels"):
+        parts.append(f"{pre['channels']} channel" + ("s" if pre["channels"] != 1 else ""))
+    size = pre.get("size")
+    parts.append(f"{size} px" if isinstance(size, int) else f"{tuple(size)} px" if size else "native size")
+    for key in ("mean", "std"):
+        if pre.get(key) is not None:
+            values = [f"{v:.3f}" for v in pre[key]]
+            parts.append(f"{key} " + (values[0] if len(values) == 1 else "(" + ", ".join(values) + ")"))
+    if pre.get("interpolation"):
+        parts.append(f"{pre['interpolation']} resize")
+    rest = {k: v for k, v in pre.items() if k not in ("channels", "size", "mean", "std", "interpolation")}
+    return ", ".join(parts + ([json.dumps(rest, sort_keys=True)] if rest else []))
+
+
+def facts(rec: RunRecord) -> list[tuple[str, str]]:
+    """What the run was, as ``(label, text)``: models, cuts, data, preprocessing, device (those it has)."""
+    s, spec = rec.summary or {}, rec.spec or {}
+    out: list[tuple[str, str]] = []
+    for role in ("a", "b"):
+        if spec.get(role):
+            out.append((f"Model {role.upper()}", str(spec[role])))
+    if rec.kind == "zoo":
+        out.append(("Model", str(s.get("ref") or spec.get("arch"))))
+    for key, label in (("cut_a", "Cut in A"), ("cut_b", "Cut in B")):
+        if s.get(key) or spec.get(key):
+            out.append((label, _cut(s.get(key) or spec.get(key))))
+    for key, label in (("senders", "Cuts in A (senders)"), ("receivers", "Cuts in B (receivers)"),
+                       ("positions", "Cut positions")):  # fmt: skip
+        if isinstance(s.get(key) or spec.get(key), list):
+            out.append((label, ", ".join(map(str, s.get(key) or spec.get(key)))))
+    data = s.get("dataset") or spec.get("dataset") or s.get("text") or spec.get("text")
+    if data:
+        sizes = " · ".join(f"{s[k]:,} {w}" for k, w in (("n_train", "train"), ("n_test", "test")) if s.get(k))
+        out.append(("Data", f"{data}" + (f" ({sizes})" if sizes else "")))
+    if s.get("preprocess"):
+        out.append(("Preprocessing", preprocess_text(s["preprocess"])))
+    if s.get("device"):
+        out.append(("Device", str(s["device"])))
+    return out
