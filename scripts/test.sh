@@ -11,7 +11,8 @@ if [ -d tests/e2e ] && ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 set +e
-python -m pytest "$@"
+# Two workers (pytest-xdist), a test file per worker at a time: the suite's jobs are mostly one thread each.
+python -m pytest -n 2 --dist loadfile "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

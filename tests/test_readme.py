@@ -42,7 +42,7 @@ def readme_examples() -> list[list[str]]:
 
 
 def uses_zoo_gpt(argv: list[str]) -> bool:
-    """Whether an example trains or reads the zoo GPTs: ~70 s per model, ~1 min per merge on 2 CPU cores."""
+    """Whether an example trains or reads the zoo GPTs: ~25 s per 4-epoch model, ~1 min per merge on 2 CPU cores."""
     return any(w == "gpt" or w.startswith("zoo:gpt-") for w in argv)
 
 
@@ -85,7 +85,7 @@ def test_readme_cli_examples_run(tmp_path, monkeypatch, capsys):
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_readme_language_model_examples_run(tmp_path, monkeypatch, capsys):
-    """The zoo GPT examples, in order (train two, then merge them): ~3 min on 2 CPU cores.
+    """The zoo GPT examples, in order (train two quick ones, then merge them over depth): ~1.5 min on 2 CPU cores.
 
     The suite runs single-threaded (conftest); these jobs are big enough that two threads pay,
     so they get them deliberately, as a user's shell would.

@@ -31,6 +31,8 @@ PICK_KEY = "results-pick"  # the "pick runs by id / label" multiselect
 CONFIRM_KEY = "results-confirm-delete"  # + the selected ids: a new selection starts unconfirmed
 BUNDLE_KEY = "results-bundle"  # the "Import bundle" file uploader
 EMPTY = "—"  # what a table shows where a run has no value (a failed run's accuracy)
+
+
 def _when(ts: float | None) -> dt.datetime | None:
     return dt.datetime.fromtimestamp(ts).astimezone() if ts else None  # the server's local time zone
 

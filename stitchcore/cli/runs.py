@@ -147,7 +147,8 @@ def _cmd_runs_report(args: argparse.Namespace, store: Store, bar: ProgressBar) -
 
     info = write_report(store, args.run_ids, args.out)
     obj = {"path": str(info.path), "runs": info.runs, "figures": info.figures, "bytes": info.bytes}
-    emit(args, obj, f"wrote {info.path}: {info.runs} runs, {info.figures} figures, {info.bytes:,} bytes")
+    runs = f"{info.runs} run" + ("" if info.runs == 1 else "s")
+    emit(args, obj, f"wrote {info.path}: {runs}, {info.figures} figures, {info.bytes:,} bytes")
 
 
 COMMANDS: dict[tuple[str, str | None], Command] = {

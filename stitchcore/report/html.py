@@ -21,8 +21,8 @@ import html
 import json
 import os
 import re
-import tempfile
 import urllib.parse
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +31,7 @@ from typing import Any
 from plotly.offline import get_plotlyjs
 
 import stitchcore
+from stitchcore.errors import StoreError
 from stitchcore.report.figures import RunFigure, compare_figures, run_figures
 from stitchcore.report.summary import facts, headline, run_label, summary_row
 from stitchcore.store.bundle import resolve_runs
@@ -194,16 +195,19 @@ def _build(store: Store, run_ids: Sequence[str], created: dt.datetime | None) ->
 
 
 def write_report(store: Store, run_ids: Sequence[str], out: str | Path) -> ReportInfo:
-    """Write :func:`report_html` to ``out`` atomically (a temporary file renamed over it)."""
+    """Write :func:`report_html` to ``out`` atomically (a temporary file renamed over it); a folder or an
+    unwritable place is a ``StoreError``."""
+    path = Path(out).expanduser()
+    if path.is_dir():
+        raise StoreError(f"--out {path} is a folder: name the report file, e.g. {path / 'report.html'}")
     text, runs, count = _build(store, run_ids, None)
-    path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = path.with_name(f".tmp-{uuid.uuid4().hex}-{path.name}")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    except OSError as exc:
+        raise StoreError(f"cannot write {path} ({exc}): pass another --out") from exc
+    finally:
+        tmp.unlink(missing_ok=True)  # gone after the rename; a half-written file otherwise
     return ReportInfo(path, path.stat().st_size, runs, count)

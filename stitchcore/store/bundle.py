@@ -205,6 +205,7 @@ def export_bundle(store: Store, run_ids: Iterable[str], out: str | Path, with_mo
         raise StoreError(f"--out {out} is a folder: give a file name such as {out / 'bundle.zip'}")
     tmp = out.with_name(f".tmp-{uuid.uuid4().hex}-{out.name}")
     try:
+        out.parent.mkdir(parents=True, exist_ok=True)
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
             zf.writestr(MANIFEST, canonical_json(plain_json(manifest, "manifest", lenient=True)))
             for member, src, sha in files:
@@ -213,7 +214,7 @@ def export_bundle(store: Store, run_ids: Iterable[str], out: str | Path, with_mo
     except OSError as exc:
         raise StoreError(f"cannot write {out} ({exc}): pass another --out") from exc
     finally:
-        tmp.unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)  # gone after the rename; a half-written zip otherwise
     log.info("exported %d run(s) to %s", len(recs), out)
     return BundleInfo(out, tuple(r.id for r in recs), tuple(models), len(files), out.stat().st_size)
 
