@@ -27,8 +27,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked ``slow`` first: with ``-n 2`` (scripts/test.sh) their file starts on one worker while the
-    other takes the rest, instead of the longest one starting last and running alone."""
+    """Tests marked ``slow`` first: with ``-n 2`` (scripts/test.sh) they start on one worker while the other
+    takes the rest, instead of the longest one starting last and running alone."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: the order is kept otherwise
 
 

@@ -21,10 +21,20 @@ CHROMIUM_ARGS = [
 ]
 
 
-def pytest_collection_modifyitems(items):
-    for item in items:
-        if "/e2e/" in str(item.fspath):
-            item.add_marker(pytest.mark.e2e)
+def pytest_itemcollected(item):
+    """Every browser test is marked ``e2e`` and joins one xdist group: with ``-n 2 --dist loadgroup``
+    (scripts/test.sh) they run in order on one worker, against one set of servers, as they were written."""
+    if "/e2e/" in str(item.fspath):
+        item.add_marker(pytest.mark.e2e)
+        item.add_marker(pytest.mark.xdist_group("e2e"))
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    """Keep each phase's report on the test item, so the ``page`` fixture knows whether the test failed."""
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report
 
 
 def _free_port() -> int:
@@ -64,12 +74,21 @@ def browser():
 
 
 @pytest.fixture
-def page(browser):
-    """A page in a new browser context for every test: no session state carried over (a fresh visitor)."""
+def page(browser, request, tmp_path):
+    """A page in a new browser context for every test: no session state carried over (a fresh visitor).
+
+    When the test fails, its page's URL and visible text go to stderr (they show in the failure report)
+    and a screenshot is kept in the test's tmp_path."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     pg = context.new_page()
     pg.set_default_timeout(60_000)
     yield pg
+    report = getattr(request.node, "report_call", None)
+    if report is not None and report.failed:
+        with contextlib.suppress(Exception):  # the page may be gone: the report matters more
+            pg.screenshot(path=str(tmp_path / "failed.png"), full_page=True)
+            text = pg.locator("body").inner_text(timeout=5_000)
+            sys.stderr.write(f"\n[e2e] page at failure: {pg.url}\n{text[:3000]}\n[screenshot: {tmp_path}/failed.png]\n")
     context.close()
 
 
