@@ -11,9 +11,7 @@ if [ -d tests/e2e ] && ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 set +e
-# Two workers (pytest-xdist): the browser tests in order on one (tests/e2e/conftest.py groups them), the rest
-# spread over both; the suite's jobs are one thread each.
-python -m pytest -n 2 --dist loadgroup "$@"
+python -m pytest "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

@@ -26,12 +26,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
-def pytest_collection_modifyitems(config, items):
-    """Tests marked ``slow`` first: with ``-n 2`` (scripts/test.sh) they start on one worker while the other
-    takes the rest, instead of the longest one starting last and running alone."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: the order is kept otherwise
-
-
 @pytest.fixture(scope="session")
 def trained_store(tmp_path_factory):
     """A store holding zoo:cnn-digits-s0 and zoo:cnn-digits-s1 (default recipes, ~1 s each)."""

@@ -68,7 +68,7 @@ def test_lm_estimates_scale_with_steps_and_curves(tmp_path):
     a, b = train_tiny(st, 0), train_tiny(st, 1)
     short, long = (estimate_seconds("lmstitch", LMStitchSpec(a=a, b=b, cut_a=1, steps=n), st).seconds
                    for n in (100, 200))
-    assert 1.3 < long / short <= 2.05
+    assert 1.1 < long / short <= 2.05  # twice the steps; the fixed costs (loading, scoring) do not double
     one, both = (estimate_seconds("lmdepth", DepthSpec(a=a, b=b, heads=h, modes=("stitch",)), st)
                  for h in (("b",), ("a", "b")))
     assert "3 stitches" in one.basis and "6 stitches" in both.basis and both.seconds > 1.5 * one.seconds

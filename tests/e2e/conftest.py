@@ -21,12 +21,10 @@ CHROMIUM_ARGS = [
 ]
 
 
-def pytest_itemcollected(item):
-    """Every browser test is marked ``e2e`` and joins one xdist group: with ``-n 2 --dist loadgroup``
-    (scripts/test.sh) they run in order on one worker, against one set of servers, as they were written."""
-    if "/e2e/" in str(item.fspath):
-        item.add_marker(pytest.mark.e2e)
-        item.add_marker(pytest.mark.xdist_group("e2e"))
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "/e2e/" in str(item.fspath):
+            item.add_marker(pytest.mark.e2e)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
