@@ -281,7 +281,8 @@ elif len(selected) >= 2:
     st.dataframe(side, hide_index=True, width="stretch", placeholder=EMPTY)
     ended = [rid for rid in selected if by_id[rid].status not in ACTIVE]
     if len(ended) < len(selected):
-        st.caption(f"{_n(len(selected) - len(ended), 'selected run')} still running or queued: not in the bundle or report.")
+        st.caption(f"{_n(len(selected) - len(ended), 'selected run')} still running or queued: "
+                   "not in the bundle or report.")
     left, right, _ = st.columns([1, 1, 2])
     left.download_button(
         f"Download bundle ({_n(len(ended))})", lambda: ui.bundle_bytes(store, *ended),

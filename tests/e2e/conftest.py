@@ -91,10 +91,13 @@ def page(browser, request, tmp_path):
 
 
 def open_app(page, url: str) -> None:
-    """Go to ``url`` and wait until Streamlit has drawn the app and finished running the script."""
+    """Go to ``url`` and wait until Streamlit has drawn the page's first content and finished running the script."""
     page.goto(url)
     page.wait_for_selector('[data-testid="stApp"]')
     page.wait_for_selector('[data-testid="stMainBlockContainer"]')
+    page.wait_for_function(  # a fresh server's first script run (imports) can take seconds before it draws
+        "() => document.querySelector('[data-testid=\"stMainBlockContainer\"]').innerText.trim().length > 0",
+        timeout=120_000)
     page.wait_for_timeout(500)
     page.wait_for_function(
         "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=60_000
