@@ -22,6 +22,13 @@ Timed, in one process, on the same cached features (one forward pass of each mod
 
 Times are the fastest of 3 runs (per_pair_s: 1 run, end to end: 2).  Prints one JSON object;
 asserts every path gives the same matrix (max abs diff < 1e-6).
+
+``peer``: the PyPI package a user would pick instead, side by side in this process on the 8 block cuts
+(layer1.0 .. layer4.1) and the same batches, forward passes included on both sides: ``cka-pytorch``
+(``CKACalculator(...).calculate_cka_matrix(batches, num_epochs=1)``) against our ``similarity_matrix``
+(``ours_blocks_s``), both against ``reference``: the float64 pair-by-pair loop (``per_pair``) on the
+same features.  Install it for the bench only: ``pip install cka-pytorch==1.1.3`` (not a dependency;
+without it ``peer`` says so).
 Run: ``python bench/cka_bench.py``.
 """
 
@@ -53,6 +60,7 @@ from stitchcore.measures.similarity import (
 
 N, BATCH = 2048, 256
 CUTS = ["stem"] + [f"layer{s}.{b}" for s in range(1, 5) for b in range(2)] + ["pool"]
+BLOCKS = CUTS[1:-1]  # the 8 residual blocks: module names both tools can hook
 
 
 def images() -> torch.Tensor:
@@ -98,6 +106,30 @@ def best_of(fn, repeats: int = 3):
         out = fn()
         best = min(best, time.perf_counter() - t0)
     return out, best
+
+
+def peer_cka_pytorch(a: torch.nn.Module, b: torch.nn.Module, batches: list[torch.Tensor],
+                     reference: torch.Tensor) -> dict:
+    """cka-pytorch's CKA matrix over BLOCKS, timed end to end (best of 2), and its distance to ``reference``."""
+    try:
+        from importlib.metadata import version
+
+        from cka_pytorch.cka import CKACalculator
+    except ImportError:
+        return {"name": "cka-pytorch", "version": None, "note": "not installed: pip install cka-pytorch==1.1.3"}
+    loader = [(xb, torch.zeros(len(xb))) for xb in batches]  # it iterates (x, y) pairs
+
+    def run() -> torch.Tensor:
+        calc = CKACalculator(a, b, model1_layers=list(BLOCKS), model2_layers=list(BLOCKS), verbose=False)
+        try:
+            return calc.calculate_cka_matrix(loader, num_epochs=1).double()
+        finally:  # its hooks off the models again: the next run (and ours) sees plain models
+            calc.hook_manager1.clear_hooks()
+            calc.hook_manager2.clear_hooks()
+
+    values, seconds = best_of(run, repeats=2)
+    return {"name": "cka-pytorch", "version": version("cka-pytorch"), "seconds": round(seconds, 3),
+            "max_abs_diff_vs_reference": float((values - reference).abs().max())}
 
 
 def main() -> None:
@@ -146,6 +178,14 @@ def main() -> None:
     loop, loop_s = best_of(lambda: per_pair(feats_a, feats_b, cache=False), repeats=1)  # ~15 s
     e2e, e2e_s = best_of(lambda: similarity_matrix(a, b, CUTS, CUTS, batches, batches), repeats=2)
 
+    idx = [CUTS.index(c) for c in BLOCKS]
+    reference = loop[idx][:, idx]  # float64, pair by pair, on the same features
+    ours_blocks, ours_blocks_s = best_of(lambda: similarity_matrix(a, b, BLOCKS, BLOCKS, batches, batches), repeats=2)
+    ours_blocks = torch.tensor(ours_blocks["values"], dtype=torch.float64)
+    peer = peer_cka_pytorch(a, b, batches, reference)
+    if peer.get("seconds"):
+        peer["speedup_vs_peer"] = round(peer["seconds"] / ours_blocks_s, 2)
+
     diff = float((stacked - loop).abs().max())
     diff_cached = float((stacked - cached).abs().max())
     diff_e2e = float((stacked - torch.tensor(e2e["values"], dtype=torch.float64)).abs().max())
@@ -172,6 +212,10 @@ def main() -> None:
         "max_abs_diff_vs_cached": diff_cached,
         "max_abs_diff_end_to_end": diff_e2e,
         "diag_mean": round(float(stacked.diagonal().mean()), 4),
+        "blocks": BLOCKS,
+        "ours_blocks_s": round(ours_blocks_s, 3),
+        "ours_max_abs_diff_vs_reference": float((ours_blocks - reference).abs().max()),
+        "peer": peer,
         "threads": torch.get_num_threads(),
         "cpus": os.cpu_count(),
         "torch": torch.__version__,
