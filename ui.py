@@ -34,7 +34,7 @@ from stitchcore.models.refs import parse_ref
 from stitchcore.models.sources import load_model
 from stitchcore.plots import penalty_words
 from stitchcore.plots import runs as plots
-from stitchcore.report.figures import figure_csv
+from stitchcore.report.figures import CURVE_POINTS, figure_csv  # a finished run's curve: as in its report
 from stitchcore.report.html import report_html
 from stitchcore.store.bundle import export_bundle
 from stitchcore.store.results import Store, resolve_store_dir
@@ -74,7 +74,6 @@ log = logging.getLogger(__name__)
 
 POLL_SECONDS = 2.0  # live views redraw this often while a job runs (each redraw costs every watching browser)
 LIVE_CURVE_POINTS = 400  # a live curve, redrawn each poll in every watching browser, draws at most this many points
-CURVE_POINTS = 5000  # a finished run's curve (its CSV download has every point)
 # Every chart's toolbar: the camera saves a PNG at 3x the drawn size (print-ready); no plotly logo or cloud upload.
 CHART_CONFIG = {"displaylogo": False, "showSendToCloud": False, "toImageButtonOptions": {"format": "png", "scale": 3}}
 # url_path of the page that shows a run kind (permalinks, the job monitor, deep links)
