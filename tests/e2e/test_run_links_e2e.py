@@ -49,6 +49,7 @@ def test_results_link_opens_the_kinds_own_view(v1_url, page, run_id):
     open_app(page, f"{v1_url}/results?run={run_id}")
     _assert_kind_view(page, run_id, kind)
     link = page.get_by_role("link", name=f"Open on the {PAGE_TITLE[PAGE[kind]]} page")
+    link.first.wait_for(timeout=30_000)  # drawn beside the view, possibly a moment after it
     assert link.count() == 1
     assert link.get_attribute("href").endswith(f"{PAGE[kind]}?run={run_id}")
 
