@@ -30,7 +30,7 @@ def test_classroom_demo_then_permalink(app_url, page, browser, capsys):
     assert re.fullmatch(r"\d+\.\d%", accuracy), accuracy
     assert float(accuracy[:-1]) > 80
     page.get_by_text("Training curve").first.wait_for()
-    assert page.locator(".js-plotly-plot").count() >= 2
+    page.locator(".js-plotly-plot").nth(1).wait_for(timeout=30_000)  # charts can draw a moment apart
     assert "run=" in page.url
 
     other = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()

@@ -41,4 +41,5 @@ def test_lmstitch_run_opens_by_link(lm_server, page, page_path):
     assert "waiting for the first steps" not in page.content().lower()
     if page_path == "results":
         link = page.get_by_role("link", name="Open on the Language models page")
+        link.wait_for(timeout=30_000)
         assert link.get_attribute("href").endswith(f"language?run={run_id}")

@@ -15,7 +15,7 @@ def test_traits_preset_runs_and_draws_its_plots(app_url, page):
     page.wait_for_url("**preset=distributed**", timeout=60_000)
     page.get_by_text(re.compile(r"· done")).first.wait_for(timeout=240_000)  # the sweep has finished
     page.get_by_text("Per-class accuracy of the stitched model", exact=True).first.wait_for(timeout=60_000)
-    assert page.locator(".js-plotly-plot").count() >= 4  # trait curves, simplicity raw + normalised, classes
+    page.locator(".js-plotly-plot").nth(3).wait_for(timeout=30_000)  # trait curves, simplicity raw + normalised, classes
     assert "Traceback" not in page.content()
 
 
@@ -30,5 +30,5 @@ def test_language_models_merge_shows_losses_and_samples(app_url, e2e_store, page
     page.locator('[data-testid="stMetric"]', has_text="Loss merged").first.wait_for(timeout=180_000)
     assert "run=" in page.url
     assert refs[0].removeprefix("zoo:") in page.content()
-    assert page.locator('[data-testid="stCode"]').count() >= 4  # the part list and A, B, merged samples
+    page.locator('[data-testid="stCode"]').nth(3).wait_for(timeout=30_000)  # the part list and A, B, merged samples
     assert "Traceback" not in page.content()

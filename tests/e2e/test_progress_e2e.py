@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.e2e.conftest import open_app, serve
 
@@ -106,8 +107,8 @@ def test_classroom_demo_shows_its_models_training_in_the_page(tmp_path, browser)
         waiting.wait_for(timeout=SLOW)  # the stitch's run view, while it is queued behind its models
         for seed in (0, 1):  # each model's job in the page itself, with its own bar
             main.get_by_role("link", name=re.compile(rf"train cnn on digits \(seed {seed}")).first.wait_for()
-        assert main.locator('[data-testid="stProgress"]').count() >= 3  # the stitch's and one per model
+        main.locator('[data-testid="stProgress"]').nth(2).wait_for(timeout=SLOW)  # the stitch's and one per model
         _shot(page, "demo", waiting)
         page.locator('[data-testid="stMetric"]', has_text="Stitched accuracy").first.wait_for(timeout=SLOW)
-        assert page.get_by_text("Waiting for its models to train").count() == 0
+        expect(page.get_by_text("Waiting for its models to train")).to_have_count(0, timeout=30_000)
     page.context.close()

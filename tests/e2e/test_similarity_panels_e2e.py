@@ -8,6 +8,7 @@ import csv
 import io
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.e2e.conftest import open_app
 
@@ -43,6 +44,7 @@ def test_matrix_link_shows_every_control_debiased_skips_and_csvs(app_url, page, 
         _chart(page, f"Control: {name} (accuracy)").wait_for(timeout=30_000)
         _chart(page, f"Debiased: trained − {name}").wait_for(timeout=30_000)
     plots = page.locator(".js-plotly-plot")
+    expect(plots).to_have_count(7, timeout=30_000)
     assert plots.filter(has_text="Control: ").count() == 3 and plots.filter(has_text="Debiased: ").count() == 3
     assert plots.count() == 7  # the stitching panel + 3 controls + 3 debiased
     page.get_by_text("grey × = pair skipped").first.wait_for()
@@ -65,7 +67,7 @@ def test_matrix_link_shows_every_control_debiased_skips_and_csvs(app_url, page, 
 
     # one CSV download per panel; the stitching panel's holds its numbers, senders down, receivers across
     buttons = page.locator('[data-testid="stDownloadButton"]').filter(has_text="CSV: ")
-    assert buttons.count() == 7
+    expect(buttons).to_have_count(7, timeout=30_000)
     with page.expect_download() as info:
         buttons.filter(has_text="CSV: Debiased: trained − random receiver").first.click()
     rows = list(csv.reader(io.StringIO(open(info.value.path()).read())))
