@@ -16,6 +16,7 @@ from stitchcore.measures.similarity import (
     features_at,
     flatten,
     get_measure,
+    gram_centred,
     gram_linear,
     hsic_unbiased,
     list_measures,
@@ -129,6 +130,31 @@ def test_stacked_path_equals_per_pair_loop():
             k, l = gram_linear(xa), gram_linear(xb)
             want = hsic_unbiased(k, l) / torch.sqrt(hsic_unbiased(k, k) * hsic_unbiased(l, l))
             assert abs(float(got[i, j]) - float(want)) < 1e-10
+
+
+def _cka_of_grams(k: torch.Tensor, l: torch.Tensor) -> float:
+    return float(hsic_unbiased(k, l) / torch.sqrt(hsic_unbiased(k, k) * hsic_unbiased(l, l)))
+
+
+@pytest.mark.parametrize("offset", [0.0, 40.0, 1000.0])
+def test_float32_features_stay_within_1e_6_of_the_float64_reference(offset):
+    """Post-ReLU maps with a mean far from zero (offset / spread up to ~45): float32 Grams of the raw
+    features lose the small centred part to rounding (1e-5 off at the largest offset); gram_centred
+    centres first, so MinibatchCKA stays within 1e-6 of float64 Grams of the same float32 values."""
+    gen = torch.Generator().manual_seed(3)
+    base = torch.randn(256, 512, generator=gen)  # shared inputs: the layers are related
+    feats_a = [torch.relu(base @ torch.randn(512, p, generator=gen) + offset) for p in (4096, 700)]
+    feats_b = [torch.relu(base[:, :300] @ torch.randn(300, 2048, generator=gen) + offset)]
+    m = MinibatchCKA(2, 1)
+    m.update(feats_a, feats_b)
+    got = m.compute()
+    for i, xa in enumerate(feats_a):
+        want = _cka_of_grams(gram_linear(xa), gram_linear(feats_b[0]))
+        assert 0.3 < want < 0.99
+        assert abs(float(got[i, 0]) - want) < 1e-6
+    raw = _cka_of_grams((feats_a[0] @ feats_a[0].T).double(), (feats_b[0] @ feats_b[0].T).double())
+    raw_error = abs(raw - _cka_of_grams(gram_linear(feats_a[0]), gram_linear(feats_b[0])))
+    assert raw_error > 2e-6 if offset == 1000.0 else raw_error < 1e-5  # what centring first avoids
 
 
 def test_minibatch_over_many_batches_approaches_full_batch_debiased():
