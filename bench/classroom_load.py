@@ -29,52 +29,19 @@ import json
 import os
 import platform
 import shutil
-import socket
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURE = ROOT / "tests" / "fixtures" / "store_v1"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update"]  # fmt: skip
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _app import CHROMIUM_ARGS, FIXTURE, idle, start_server, stop_server  # noqa: E402
+
 LIVE = ("a=zoo:cnn-digits-s0-3a5c8f&b=zoo:cnn-digits-s1-d927a0&cut_a=block1&cut_b=block1&init=random"
         "&epochs=500&batch_size=4&seed={seed}")  # a stitch that keeps training for many minutes
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start_server(store: Path) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
-    env = {**os.environ, "STITCHLAB_STORE": str(store), "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-                             "--server.address", "127.0.0.1", "--server.headless", "true"],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(180):
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                if r.read().strip() == b"ok":
-                    return proc, url
-        except OSError:
-            time.sleep(0.5)
-    proc.kill()
-    raise RuntimeError("streamlit did not start")
-
-
-def _idle(page, timeout_ms: int = 120_000) -> None:
-    page.wait_for_selector('[data-testid="stMainBlockContainer"]', timeout=timeout_ms)
-    page.wait_for_timeout(300)
-    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout_ms)
 
 
 def _home_load(browser, url: str) -> float:
@@ -84,7 +51,7 @@ def _home_load(browser, url: str) -> float:
     t0 = time.perf_counter()
     page.goto(url + "/", wait_until="commit")
     page.get_by_text("Recent runs").wait_for(timeout=180_000)
-    _idle(page, 180_000)
+    idle(page, 180_000)
     seconds = time.perf_counter() - t0
     ctx.close()
     return seconds
@@ -140,7 +107,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="classroom-"))
     store = tmp / "store"
     shutil.copytree(FIXTURE, store)
-    proc, url = _start_server(store)
+    proc, url = start_server(store)
     chromium = "/usr/bin/chromium"
     if args.nice_watchers:
         wrapper = tmp / "chromium-nice"
@@ -190,11 +157,7 @@ def main() -> None:
                 prober.close()
             browser.close()
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_server(proc)
         shutil.rmtree(tmp, ignore_errors=True)
     solo = next((r["points_per_s"] for r in rows if r["sessions"] == 0), None)
     worst = max(rows, key=lambda r: r["sessions"])

@@ -1,41 +1,44 @@
-"""Benchmark: the stitching matrix of two zoo ResNets on digits, closed-form and trained, against a hand-written loop.
+"""Benchmark: time to accuracy of the stitching matrix of two zoo ResNets on digits, against the hand-written loop.
 
 Two zoo ResNets (``arch="resnet"``, blocks [2,2,2,2], width 8, digits upscaled to 16x16, seeds 0
 and 1; trained once and cached in ``--store``) give 10 cuts each (stem, layer1.0 .. layer4.1,
 pool) -> 100 cells (a vector sender into a spatial receiver is skipped, as the library does).
 
-Timed, in one process:
+Accuracy against time, in one process, every point a separate full run (mean test accuracy over the
+joinable cells):
 
-- ``closed_form_s``: ``run_experiment("matrix", MatrixSpec(a, b, mode="closed-form"), rerun=True)``
-  -- end to end (load models, cache every cut's activations, lstsq fit + test score per cell).
-- ``trained_s``: the same with ``mode="trained", adapter=AdapterSpec(init="random"), epochs=N``:
-  adapters trained on cached sender activations, all the adapters into one receiver together
-  through one pass of B's frozen suffix (BatchNorm folded, channels-last) per step;
-  ``--precision bf16`` runs them under bfloat16 autocast (the baseline stays fp32).
-- ``baseline_s``: the same trained matrix written by hand in plain PyTorch: per cell
-  ``torch.manual_seed(seed)``; ``build_adapter``; AdamW (same lr / wd) + cosine schedule; for each
-  epoch, for each batch (same batch size, same per-epoch ``randperm`` from a generator seeded with
-  ``seed``, exactly as ``train_adapter`` draws it): ``with no_grad: h = prefix_A(preprocess_A(x))``,
-  ``loss = CE(suffix_B(adapter(h)), y)``; then test accuracy.  The full frozen prefix runs every
-  step.  When the whole baseline would exceed ``--baseline-budget`` seconds, cells are timed in a
-  fixed shuffled order until the budget is spent and the total is extrapolated from the mean per
-  timed cell (``baseline_cells_timed`` < ``cells`` says so; accuracy is compared on timed cells).
+- ``hand_loop``: the trained matrix written by hand in plain PyTorch, what a user would write
+  without this library, at 1, 2, 4 and 8 epochs: per cell ``torch.manual_seed(seed)``;
+  ``build_adapter`` (random init, the same linear adapter with BatchNorm both sides); AdamW (same lr /
+  wd) + cosine schedule; each step (same batch size and per-epoch ``randperm`` as ``train_adapter``)
+  ``with no_grad: h = prefix_A(preprocess_A(x))``, ``loss = CE(suffix_B(adapter(h)), y)``; then test
+  accuracy.  The full frozen prefix runs every step.
+- ``ours``: ``run_experiment("matrix", ...)`` end to end (load, cache every cut's activations, fit,
+  train, score): closed form (``epochs`` 0) and closed form then 1, 2 and 4 trained epochs (all the
+  adapters into one receiver trained together through one pass of B's folded suffix per step).
+- ``time_to_accuracy``: ``target_acc`` = the hand loop's best mean accuracy, ``baseline_s`` the hand
+  run that reached it, ``ours_s`` when our curve reaches it (interpolated between our two runs around
+  it), ``speedup`` = baseline_s / ours_s.  Target: at least 5.
+- ``floor``: our longest run's training steps (``trained_s``, the wall time inside
+  ``train_adapters_shared_suffix``) against the same steps with no adapter: B's folded suffix forward
+  and backward on a [K * B, *receiver] input (``floor_s``).  Target ``ratio`` at most 1.3.
+  ``adapters_alone_s``: the same steps with the adapters and their optimiser and no suffix, so
+  ``floor_plus_adapters_alone_s`` is what the two parts cost apart.
 
-Times are best-of ``--repeats`` (default 2; every run listed in ``*_runs_s``); trained and baseline
-runs alternate, and ``speedup_per_pair`` gives baseline / trained for each adjacent pair.
-Prints one JSON object (progress on stderr).  ``--quick``: 2 x 2 cuts, 1 epoch, and zoo models of
-5 epochs (their own cache entries) unless ``--zoo-epochs`` is given -- a smoke run under 30 s.
-Run: ``python bench/matrix_bench.py [--epochs 2] [--store DIR] [--quick]``.
+Prints one JSON object (progress on stderr).  ``--quick``: 2 x 2 cuts, hand loop at 1 and 2 epochs,
+ours at 0 and 1, zoo models of 5 epochs (their own cache entries) unless ``--zoo-epochs`` is given.
+Run: ``python bench/matrix_bench.py [--store DIR] [--quick]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
+import dataclasses
 import json
 import logging
 import math
 import platform
-import random
 import sys
 import tempfile
 import time
@@ -49,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from stitchcore.stitching.adapters import AdapterSpec, build_adapter, compatibility
 from stitchcore.cuts import list_cuts, split
 from stitchcore.data.images import load_dataset
+from stitchcore.experiments import matrix as matrix_module
 from stitchcore.experiments import run_experiment
 from stitchcore.experiments.matrix import MatrixSpec
 from stitchcore.models.sources import load_model
@@ -131,41 +135,127 @@ def baseline_cell(spec: MatrixSpec, ma, mb, s, r, ds, prefixes: dict, suffixes: 
     return correct / seen
 
 
+class TrainingClock:
+    """Wraps the matrix's ``train_adapters_shared_suffix``: the wall time of every call and what it
+    trained (adapter count, suffix, rows, batch size, epochs, receiver shape), to replay as the floor."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict] = []
+
+    def __enter__(self) -> TrainingClock:
+        real = self.real = matrix_module.train_adapters_shared_suffix
+
+        def timed(adapters, suffix, sender_acts, labels, **kw):
+            t0 = time.perf_counter()
+            out = real(adapters, suffix, sender_acts, labels, **kw)
+            seconds = time.perf_counter() - t0
+            with torch.no_grad():  # eval mode after training: no state changes
+                shape = tuple(adapters[0](sender_acts[0][:2].float()).shape[1:])
+            self.calls.append({"seconds": seconds, "k": len(adapters), "suffix": suffix, "n": len(labels),
+                               "labels": labels, "batch_size": kw["batch_size"], "epochs": kw["epochs"],
+                               "shape": shape, "adapters": adapters, "sender_acts": sender_acts,
+                               "optimizer": (kw["optimizer"], kw["lr"], kw["weight_decay"])})  # fmt: skip
+            return out
+
+        matrix_module.train_adapters_shared_suffix = timed
+        return self
+
+    def __exit__(self, *exc) -> None:
+        matrix_module.train_adapters_shared_suffix = self.real
+
+    @property
+    def seconds(self) -> float:
+        return sum(c["seconds"] for c in self.calls)
+
+
+def floor_seconds(calls: list[dict]) -> float:
+    """The same steps as ``calls`` with no adapter: B's frozen (folded) suffix forward and backward on a
+    [K * B, *receiver] input that needs a gradient, cross-entropy against the same labels."""
+    spent = 0.0
+    gen = torch.Generator().manual_seed(0)
+    for call in calls:
+        k, n, bs = call["k"], call["n"], call["batch_size"]
+        sizes = [min(bs, n - start) for start in range(0, n, bs)]
+        x_full = torch.randn(k * bs, *call["shape"], generator=gen)
+        t0 = time.perf_counter()
+        for _ in range(call["epochs"]):
+            for b in sizes:
+                if b < 2:
+                    continue
+                x = x_full[: k * b]
+                if x.dim() == 4:
+                    x = x.contiguous(memory_format=torch.channels_last)
+                x.requires_grad_(True)
+                y = call["labels"][:b].repeat(k)
+                loss = F.cross_entropy(call["suffix"](x), y, reduction="none").view(k, b).mean(1).sum()
+                loss.backward()
+        spent += time.perf_counter() - t0
+    return spent
+
+
+def adapters_alone_seconds(calls: list[dict]) -> float:
+    """The same steps as ``calls`` with no suffix: copies of the adapters forward on the same batches of cached
+    sender activations, a loss on their outputs, backward, and the same optimiser step (what a step costs
+    beyond the floor)."""
+    spent = 0.0
+    for call in calls:
+        adapters = [copy.deepcopy(a).train() for a in call["adapters"]]
+        name, lr, wd = call["optimizer"]
+        opt = make_optimizer([p for a in adapters for p in a.parameters()], name, lr, wd)
+        n, bs = call["n"], call["batch_size"]
+        gen = torch.Generator().manual_seed(0)
+        t0 = time.perf_counter()
+        for _ in range(call["epochs"]):
+            order = torch.randperm(n, generator=gen)
+            for start in range(0, n, bs):
+                idx = order[start : start + bs]
+                if len(idx) < 2:
+                    continue
+                outs = [a(h[idx].float()) for a, h in zip(adapters, call["sender_acts"])]
+                loss = sum(o.square().mean() for o in outs)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+        spent += time.perf_counter() - t0
+    return spent
+
+
+def mean_over(values: dict, cells: list[tuple[str, str]]) -> float:
+    return sum(values[c] for c in cells) / len(cells)
+
+
+def time_to(target: float, curve: list[dict]) -> float | None:
+    """Seconds at which ``curve`` (points {seconds, mean_acc}, each a separate run) first reaches ``target``,
+    linearly interpolated between the two runs around it; None if it never does."""
+    points = sorted(curve, key=lambda p: p["seconds"])
+    for i, p in enumerate(points):
+        if p["mean_acc"] >= target:
+            if i == 0:
+                return p["seconds"]  # no result exists before the first run ends
+            q = points[i - 1]
+            frac = (target - q["mean_acc"]) / (p["mean_acc"] - q["mean_acc"])
+            return q["seconds"] + max(0.0, frac) * (p["seconds"] - q["seconds"])
+    return None
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument(
-        "--store", default=None, help="results store (zoo models are cached there); default a temp dir"
-    )
-    ap.add_argument(
-        "--epochs", type=int, default=2, help="adapter training epochs (trained matrix and baseline)"
-    )
-    ap.add_argument("--quick", action="store_true", help="smoke run: 2 x 2 cuts, 1 epoch")
+    ap.add_argument("--store", default=None, help="results store (zoo models are cached there); default a temp dir")
+    ap.add_argument("--hand-epochs", type=int, nargs="+", default=[1, 2, 4, 8],
+                    help="the hand loop's points on its curve (one full run each)")
+    ap.add_argument("--ours-epochs", type=int, nargs="+", default=[0, 1, 2, 4],
+                    help="our points: 0 = closed form, N = closed form then N trained epochs (one run each)")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 2 x 2 cuts, hand 1 2, ours 0 1")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
-                    help="trained matrix precision (bf16: autocast, fast with AMX / a GPU); the baseline stays fp32")
-    ap.add_argument(
-        "--repeats",
-        type=int,
-        default=None,
-        help="timed runs of each of the three (best-of reported, all listed); default 2, --quick 1",
-    )
-    ap.add_argument(
-        "--zoo-epochs",
-        type=int,
-        default=None,
-        help=f"zoo training epochs (default {ZOO_EPOCHS}; --quick: {QUICK_ZOO_EPOCHS} unless given)",
-    )
-    ap.add_argument(
-        "--baseline-budget",
-        type=float,
-        default=480.0,
-        help="seconds; past this the baseline stops and extrapolates from the cells timed",
-    )
+                    help="our trained runs' precision (bf16: autocast, fast with AMX / a GPU); hand loop: fp32")
+    ap.add_argument("--zoo-epochs", type=int, default=None,
+                    help=f"zoo training epochs (default {ZOO_EPOCHS}; --quick: {QUICK_ZOO_EPOCHS} unless given)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     torch.set_num_threads(args.threads)
-    epochs = 1 if args.quick else args.epochs
-    repeats = args.repeats or (1 if args.quick else 2)
+    if args.quick:
+        args.hand_epochs, args.ours_epochs = [1, 2], [0, 1]
     if args.zoo_epochs is None:
         args.zoo_epochs = QUICK_ZOO_EPOCHS if args.quick else ZOO_EPOCHS
 
@@ -186,91 +276,72 @@ def main() -> None:
     names_a, names_b = tuple(c.name for c in cuts_a), tuple(c.name for c in cuts_b)
     ds = load_dataset("digits")
 
-    log(f"closed-form matrix {len(cuts_a)} x {len(cuts_b)}")
-    cf_spec = MatrixSpec(ref_a, ref_b, senders=names_a, receivers=names_b, mode="closed-form")
-    cf_runs = [timed_matrix(cf_spec, store) for _ in range(repeats)]
-    cf_summary, closed_form_s = cf_runs[0][0], min(t for _, t in cf_runs)
+    hand_spec = MatrixSpec(ref_a, ref_b, senders=names_a, receivers=names_b, mode="trained",
+                           adapter=AdapterSpec(init="random"))  # fmt: skip
+    joinable = [(s, r) for s in cuts_a for r in cuts_b if compatibility(s, r, hand_spec.adapter) is None]
+    cells = [(s.name, r.name) for s, r in joinable]
 
-    tr_spec = MatrixSpec(ref_a, ref_b, senders=names_a, receivers=names_b, mode="trained",
-                         adapter=AdapterSpec(init="random"), epochs=epochs, precision=args.precision)  # fmt: skip
-    cells = [(s, r) for s in cuts_a for r in cuts_b if compatibility(s, r, tr_spec.adapter) is None]
-    order = list(cells)
-    random.Random(0).shuffle(order)  # timed subset (if any) spread over senders and receivers
-
-    def baseline_run() -> tuple[float, int, dict]:
-        prefixes, suffixes, acc = {}, {}, {}  # splits count in the baseline's time
+    hand = []
+    for epochs in args.hand_epochs:
+        log(f"hand loop: {len(joinable)} cells, random init, {epochs} epoch(s)")
+        spec = dataclasses.replace(hand_spec, epochs=epochs)
+        prefixes, suffixes, acc = {}, {}, {}  # splits count in the hand loop's time
         t0 = time.perf_counter()
-        for s, r in order:
-            acc[s.name, r.name] = baseline_cell(tr_spec, ma, mb, s, r, ds, prefixes, suffixes)
-            if time.perf_counter() - t0 > args.baseline_budget:
-                break
-        spent = time.perf_counter() - t0
-        return (spent if len(acc) == len(cells) else spent / len(acc) * len(cells)), len(acc), acc
+        for s, r in joinable:
+            acc[s.name, r.name] = baseline_cell(spec, ma, mb, s, r, ds, prefixes, suffixes)
+        hand.append({"epochs": epochs, "seconds": round(time.perf_counter() - t0, 2),
+                     "mean_acc": round(mean_over(acc, cells), 4)})  # fmt: skip
 
-    # Trained and baseline runs interleave (T, B, T, B ...) so each pair sees similar load on a shared host.
-    tr_runs, base_runs = [], []
-    for k in range(repeats):
-        log(f"trained matrix, {epochs} epoch(s), run {k + 1}/{repeats}")
-        tr_runs.append(timed_matrix(tr_spec, store))
-        log(f"baseline: {len(cells)} cells, budget {args.baseline_budget:.0f} s, run {k + 1}/{repeats}")
-        b_s, timed, b_acc = baseline_run()
-        base_runs.append(b_s)
-        if k == 0:
-            base_acc = b_acc
-        if timed < len(cells):
-            break  # over budget: one (extrapolated) baseline run only
-    timed = len(base_acc)
-    tr_summary, trained_s = tr_runs[0][0], min(t for _, t in tr_runs)
-    trained = {
-        (s, r): tr_summary["values"][i][j] for i, s in enumerate(names_a) for j, r in enumerate(names_b)
-    }
-    baseline_s = min(base_runs)
+    ours, clocks = [], {}
+    for epochs in args.ours_epochs:
+        if epochs == 0:
+            spec = MatrixSpec(ref_a, ref_b, senders=names_a, receivers=names_b, mode="closed-form")
+        else:
+            spec = MatrixSpec(ref_a, ref_b, senders=names_a, receivers=names_b, mode="trained", epochs=epochs,
+                              precision=args.precision)  # fmt: skip
+        log(f"ours: {spec.label()}" + (f", {epochs} epoch(s)" if epochs else ""))
+        with TrainingClock() as clock:
+            summary, seconds = timed_matrix(spec, store)
+        clocks[epochs] = clock
+        values = {(s, r): summary["values"][i][j] for i, s in enumerate(names_a) for j, r in enumerate(names_b)}
+        ours.append({"epochs": epochs, "mode": spec.mode, "seconds": round(seconds, 2),
+                     "mean_acc": round(mean_over(values, cells), 4),
+                     "training_s": round(clock.seconds, 2)})  # fmt: skip
 
-    diffs = [abs(base_acc[k] - trained[k]) * 100 for k in base_acc]
-    tr_vals = [v for v in trained.values() if v is not None]
-    trained_mean = sum(tr_vals) / len(tr_vals)
-    cf_vals = [v for row in cf_summary["values"] for v in row if v is not None]
-    base_mean = sum(base_acc.values()) / timed
-    mean_abs_diff = sum(diffs) / len(diffs)
-    speedup = baseline_s / trained_s
+    target = max(p["mean_acc"] for p in hand)
+    baseline_s = min(p["seconds"] for p in hand if p["mean_acc"] >= target)
+    ours_s = time_to(target, ours)
+    speedup = baseline_s / ours_s if ours_s else None
+
+    longest = max(e for e in args.ours_epochs)
+    floor = None
+    if longest > 0:
+        log(f"floor: the {longest}-epoch run's steps through B's suffix alone")
+        floor_s = floor_seconds(clocks[longest].calls)
+        alone_s = adapters_alone_seconds(clocks[longest].calls)
+        trained_s = clocks[longest].seconds
+        floor = {"epochs": longest, "floor_s": round(floor_s, 2), "trained_s": round(trained_s, 2),
+                 "ratio": round(trained_s / floor_s, 3), "target_ratio_at_most": 1.3,
+                 "adapters_alone_s": round(alone_s, 2),
+                 "floor_plus_adapters_alone_s": round(floor_s + alone_s, 2)}  # fmt: skip
+
     result = {
         "device": f"cpu ({platform.processor() or platform.machine()})",
+        "gpu": "none lent to this run" if not torch.cuda.is_available() else torch.cuda.get_device_name(),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "quick": args.quick,
-        "zoo": {
-            "refs": [ref_a, ref_b],
-            "test_acc": zoo_acc,
-            "epochs": args.zoo_epochs,
-            "train_s": round(zoo_s, 2),
-        },
+        "zoo": {"refs": [ref_a, ref_b], "test_acc": zoo_acc, "epochs": args.zoo_epochs, "train_s": round(zoo_s, 2)},
         "cuts": {"senders": list(names_a), "receivers": list(names_b)},
         "cells": len(cuts_a) * len(cuts_b),
-        "cells_trainable": len(cells),
-        "epochs": epochs,
+        "cells_joinable": len(cells),
         "precision": args.precision,
-        "repeats": repeats,
-        "closed_form_s": round(closed_form_s, 2),
-        "closed_form_runs_s": [round(t, 2) for _, t in cf_runs],
-        "closed_form_mean_acc": round(sum(cf_vals) / len(cf_vals), 4),
-        "trained_s": round(trained_s, 2),
-        "trained_runs_s": [round(t, 2) for _, t in tr_runs],
-        "trained_mean_acc": round(trained_mean, 4),
-        "baseline_s": round(baseline_s, 2),
-        "baseline_runs_s": [round(t, 2) for t in base_runs],
-        "baseline_cells_timed": timed,
-        "baseline_extrapolated": timed < len(cells),
-        "baseline_mean_acc": round(base_mean, 4),
-        "trained_mean_acc_on_timed_cells": round(sum(trained[k] for k in base_acc) / timed, 4),
-        "mean_abs_diff_pts": round(mean_abs_diff, 3),
-        "max_abs_diff_pts": round(max(diffs), 3),
-        "speedup": round(speedup, 2),
-        "speedup_per_pair": [round(b / t, 2) for (_, t), b in zip(tr_runs, base_runs)],
-        "targets": {
-            "closed_form_under_30s": closed_form_s < 30,
-            "trained_5x": speedup >= 5,
-            "equal_accuracy": mean_abs_diff < 2,
-        },
+        "hand_loop": hand,
+        "ours": ours,
+        "time_to_accuracy": {"target_acc": target, "baseline_s": baseline_s,
+                             "ours_s": round(ours_s, 2) if ours_s else None,
+                             "speedup": round(speedup, 2) if speedup else None, "target_speedup_at_least": 5},
+        "floor": floor,
     }
     print(json.dumps(result, indent=1))
     if tmp is not None:

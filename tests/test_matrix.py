@@ -261,14 +261,41 @@ def test_unknown_cut_names_the_close_ones(trained_store):
         run_experiment("matrix", MatrixSpec(refs[0], refs[1], senders=("fc9",)), store)
 
 
-def test_too_large_for_memory_fails_before_any_cell(trained_store, monkeypatch):
+def test_trained_matrix_too_large_for_memory_fails_before_any_cell(trained_store, monkeypatch):
     store, refs = trained_store
     monkeypatch.setenv("STITCHLAB_ACT_BUDGET_MB", "0.01")
     fits = _count_fits(monkeypatch)
-    spec = MatrixSpec(refs[0], refs[1], seed=9)
-    with pytest.raises(StitchError, match="fewer samples .*max_train.* fewer cuts"):
+    spec = MatrixSpec(refs[0], refs[1], seed=9, mode="trained", epochs=1)
+    with pytest.raises(StitchError, match="fewer samples .*max_train.* fewer cuts.*'closed-form' \\(it streams"):
         run_experiment("matrix", spec, store)
     assert fits == []
     rec = store.lookup(run_id_for("matrix", spec.to_dict()))
     assert rec.status == "failed" and "budget" in rec.error
     assert store.artifacts(rec.id) == []
+
+
+def test_closed_form_over_the_budget_streams_and_gives_the_cached_numbers(trained_store, monkeypatch):
+    """Activations over the budget: one streamed pass fits every cell, one scores them, a few images at a
+    time; the matrix is the one the cached path computes (same fits up to float rounding)."""
+    store, refs = trained_store
+    cached = run_experiment("matrix", MatrixSpec(refs[0], refs[1], seed=5, max_train=500), store).record.summary
+    streamed_calls = []
+    real = mx.fit_streamed
+    monkeypatch.setattr(mx, "fit_streamed", lambda *a, **kw: streamed_calls.append(len(a[0])) or real(*a, **kw))
+    monkeypatch.setenv("STITCHLAB_ACT_BUDGET_MB", "0.05")  # a few images of activations at a time
+    fits = _count_fits(monkeypatch)
+    progress = []
+    out = run_experiment("matrix", MatrixSpec(refs[0], refs[1], seed=6, max_train=500), store,
+                         progress=lambda f, m, _metrics: progress.append((f, m)))  # fmt: skip
+    s = out.record.summary
+    assert out.record.status == "done" and fits == [] and streamed_calls == [19]  # the 19 joinable cells at once
+    assert s["skipped"] == cached["skipped"] and s["base"] == cached["base"]
+    for got, want in ((s["values"], cached["values"]), (s["penalty"], cached["penalty"])):
+        for row_got, row_want in zip(got, want):
+            for g, w in zip(row_got, row_want):
+                assert (g is None) == (w is None) and (g is None or abs(g - w) <= 1 / s["n_test"] + 1e-9)
+    for row_got, row_want in zip(s["residual"], cached["residual"]):
+        assert all(g is None and w is None or abs(g - w) < 1e-4 for g, w in zip(row_got, row_want))
+    assert any("fitting 19 adapters: batch" in m for _, m in progress)
+    assert any("scoring 19 adapters: batch" in m for _, m in progress)
+    assert [f for f, _ in progress] == sorted(f for f, _ in progress)  # progress only moves forward

@@ -12,6 +12,11 @@ works on those cached activations only:
 * ``trained``: start from that fit (or from random weights with init="random")
   and train the adapter for ``epochs`` on the task loss through B's frozen suffix.
 
+When the cached activations would exceed the memory budget (``STITCHLAB_ACT_BUDGET_MB``), a
+closed-form matrix streams instead (:mod:`stitchcore.stitching.streamed`): one pass of A and B
+per batch fits every adapter, one pass of A over the test images scores them, and only a batch
+of activations is held at a time.  A trained matrix over the budget is refused with what to change.
+
 Cells that no adapter can join (a vector sender into a spatial receiver) are
 skipped with the reason; they never fail the matrix.  Finished cells stream
 into the store (``cell_acc`` metric points and the ``cells.json`` artifact,
@@ -36,7 +41,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,6 +70,7 @@ from stitchcore.stitching.adapters import AdapterSpec, build_adapter, compatibil
 from stitchcore.stitching.evaluate import evaluate_batches, stitching_penalty
 from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
 from stitchcore.stitching.shared_suffix import PRECISIONS, frozen_for_training, train_adapters_shared_suffix
+from stitchcore.stitching.streamed import StreamedCell, fit_streamed, images_per_batch, score_streamed
 from stitchcore.stitching.train import OPTIMIZERS
 from stitchcore.store.results import Store
 
@@ -351,11 +357,13 @@ def _resolve_cuts(m: LoadedModel, names: tuple[str, ...] | None) -> list[Cut]:
     return [get_cut(m.model, ex, name) for name in names]  # CutError names the close ones
 
 
-def _base_accuracy(m: LoadedModel, ds: ImageDataset, n_test: int, device: torch.device) -> float:
+def _base_accuracy(
+    m: LoadedModel, ds: ImageDataset, n_test: int, device: torch.device, batch: int = EVAL_BATCH
+) -> float:
     def forward(x: torch.Tensor) -> torch.Tensor:  # [B, C, H, W] images in [0, 1] -> logits [B, K]
         return m.model(m.preprocess(x) if m.preprocess is not None else x)
 
-    batches = ds.batches("test", EVAL_BATCH, limit=n_test)
+    batches = ds.batches("test", batch, limit=n_test)
     return evaluate_batches(forward, batches, ds.num_classes, device)["accuracy"]
 
 
@@ -382,6 +390,10 @@ class _Workspace:
     y_test: torch.Tensor  # int64 [N_test]
     suffixes: dict[tuple[str, str], nn.Module]  # (model key, receiver cut) -> frozen eval-mode suffix
     bases: dict[str, float]  # model key -> test accuracy of the whole model
+    models: dict[str, LoadedModel]  # model key -> model
+    ds: ImageDataset
+    budget: int  # bytes of activations held in memory at once
+    streamed: bool = False  # closed form over the budget: no caches, every pass streams (stitching.streamed)
 
 
 def _check_controls(spec: MatrixSpec) -> None:
@@ -434,24 +446,35 @@ def _prepare(
     receiving = sorted({v[2] for v in variants})  # random twins have the same cut shapes
     need = len(sending) * _nbytes(senders, n_train + n_test) + len(receiving) * _nbytes(receivers, n_train)
     budget = memory_budget_bytes()
-    if need > budget:
+    streamed = need > budget
+    if streamed and spec.mode == "trained":
         raise StitchError(
             f"this matrix caches {need / 2**20:.1f} MB of activations, over the {budget / 2**20:.0f} MB budget"
-            " (STITCHLAB_ACT_BUDGET_MB): use fewer samples (max_train / max_test) or fewer cuts"
-            " (senders / receivers), or raise the budget"
+            " (STITCHLAB_ACT_BUDGET_MB), and trained adapters train on cached activations: use fewer samples"
+            " (max_train / max_test) or fewer cuts (senders / receivers), raise the budget, or use mode"
+            " 'closed-form' (it streams the data instead)"
         )
+    if streamed:
+        log.info("matrix: %.1f MB of activations over the %.0f MB budget; streaming the closed-form fits",
+                 need / 2**20, budget / 2**20)  # fmt: skip
 
-    ctx.progress(0.0, "caching activations")
-    acts = {"device": device, "check_cancel": ctx.check_cancel}
     suffixes = {}
     for key in receiving:
         m = models[key]
         for r in receivers:
             suffixes[key, r.name] = split(m.model, r, m.example_input())[1].to(device).eval()
+    common = {"senders": senders, "receivers": receivers, "num_classes": ds.num_classes, "suffixes": suffixes,
+              "y_train": ds.labels("train")[:n_train], "y_test": ds.labels("test")[:n_test], "models": models,
+              "ds": ds, "budget": budget}  # fmt: skip
+    # streamed: whole-model passes in batches as small as the streamed ones, so they stay within the budget too
+    batch = images_per_batch(_nbytes(senders, 1) + _nbytes(receivers, 1), budget) if streamed else EVAL_BATCH
+    bases = {key: _base_accuracy(m, ds, n_test, device, batch) for key, m in models.items()}
+    if streamed:
+        return _Workspace(sender_train={}, sender_test={}, receiver_train={}, bases=bases, streamed=True,
+                          **common), ds.name  # fmt: skip
+    ctx.progress(0.0, "caching activations")
+    acts = {"device": device, "check_cancel": ctx.check_cancel}
     ws = _Workspace(
-        senders=senders,
-        receivers=receivers,
-        num_classes=ds.num_classes,
         sender_train={
             k: collect_cuts(models[k], senders, ds, "train", limit=n_train, **acts) for k in sending
         },
@@ -459,12 +482,20 @@ def _prepare(
         receiver_train={
             k: collect_cuts(models[k], receivers, ds, "train", limit=n_train, **acts) for k in receiving
         },
-        y_train=ds.labels("train")[:n_train],
-        y_test=ds.labels("test")[:n_test],
-        suffixes=suffixes,
-        bases={key: _base_accuracy(m, ds, n_test, device) for key, m in models.items()},
+        bases=bases,
+        **common,
     )
     return ws, ds.name
+
+
+def _new_cell(spec: MatrixSpec, s: Cut, r: Cut) -> tuple[dict, nn.Module | None]:
+    """A cell's empty record and its adapter as built (seeded), or None when no adapter joins the cuts."""
+    cell = {"sender": s.name, "receiver": r.name, "accuracy": None, "penalty": None, "residual": None,
+            "skipped_reason": compatibility(s, r, spec.adapter)}  # fmt: skip
+    if cell["skipped_reason"] is not None:
+        return cell, None
+    torch.manual_seed(spec.seed)
+    return cell, build_adapter(spec.adapter, s, r)
 
 
 def _fitted_cell(
@@ -474,12 +505,9 @@ def _fitted_cell(
 
     The adapter is None when the two cuts cannot be joined (the record says why).
     """
-    cell = {"sender": s.name, "receiver": r.name, "accuracy": None, "penalty": None, "residual": None,
-            "skipped_reason": compatibility(s, r, spec.adapter)}  # fmt: skip
-    if cell["skipped_reason"] is not None:
+    cell, adapter = _new_cell(spec, s, r)
+    if adapter is None:
         return cell, None
-    torch.manual_seed(spec.seed)
-    adapter = build_adapter(spec.adapter, s, r)
     if spec.adapter.init in FIT_METHODS:
         pairs = _batched(ws.sender_train[send][s.name], ws.receiver_train[recv][r.name])
         cell["residual"] = round(float(fit_adapter(adapter, pairs, method=spec.adapter.init)), 6)
@@ -523,6 +551,30 @@ def _run_receiver(
     return [cell for cell, _ in fitted]
 
 
+def _run_streamed(
+    spec: MatrixSpec, ctx: RunContext, ws: _Workspace, send: str, recv: str, pairs: list[tuple[Cut, Cut]],
+    report: Callable[[float, str], None],
+) -> list[dict]:
+    """Every cell of ``pairs`` in closed form from streamed passes (:mod:`stitchcore.stitching.streamed`):
+    one pass of A and B over the training images fits them all, one pass of A over the test images scores them."""
+    built = [_new_cell(spec, s, r) for s, r in pairs]
+    live = [(cell, StreamedCell(adapter.to(ctx.device), s, r))
+            for (cell, adapter), (s, r) in zip(built, pairs) if adapter is not None]  # fmt: skip
+    if live:
+        stream = {"device": ctx.device, "budget": ws.budget, "check_cancel": ctx.check_cancel}
+        residuals = fit_streamed([c for _, c in live], ws.models[send], ws.models[recv], ws.ds, len(ws.y_train),
+                                 method=spec.adapter.init, progress=lambda f, m: report(f / 2, m),
+                                 **stream)  # fmt: skip
+        suffixes = [ws.suffixes[recv, c.receiver.name] for _, c in live]
+        scores = score_streamed([c for _, c in live], suffixes, ws.models[send], ws.ds, len(ws.y_test),
+                                progress=lambda f, m: report(0.5 + f / 2, m), **stream)  # fmt: skip
+        for (cell, _), residual, score in zip(live, residuals, scores):
+            cell["residual"] = round(float(residual), 6)
+            cell["accuracy"] = score["accuracy"]
+            cell["penalty"] = stitching_penalty(ws.bases[recv], score["accuracy"])
+    return [cell for cell, _ in built]
+
+
 def _table(cells: list[dict], ws: _Workspace, variant: str, what: str) -> list[list]:
     """[senders][receivers] of one cell field (None where skipped)."""
     return cell_grid(cells, [s.name for s in ws.senders], [r.name for r in ws.receivers], what, variant)
@@ -553,6 +605,23 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
             ctx.log(len(cells) - 1, {metric: cell["accuracy"]})
 
     for variant, send, recv in variants:  # receiver by receiver: trained adapters into one receiver share its suffix
+        if ws.streamed:  # every pending cell of the variant from the same streamed passes
+            pending = [(s, r) for r in ws.receivers for s in ws.senders
+                       if _cell_key(variant, s.name, r.name) not in done]  # fmt: skip
+            for r in ws.receivers:
+                for s in ws.senders:
+                    if (s, r) not in pending:
+                        keep(done[_cell_key(variant, s.name, r.name)])
+            start = len(cells)
+
+            def report(fraction: float, message: str, start: int = start, count: int = len(pending)) -> None:
+                ctx.progress(min(0.99, (start + fraction * count) / n_cells), message)
+
+            for cell in _run_streamed(spec, ctx, ws, send, recv, pending, report):
+                keep({"variant": variant, **cell})
+            _write_atomic(resume, json.dumps({"run_id": ctx.run_id, "cells": cells}))
+            ctx.store.put_artifact(ctx.run_id, CELLS_ARTIFACT, json.dumps(cells, indent=1).encode())
+            continue
         for r in ws.receivers:
             pending = [s for s in ws.senders if _cell_key(variant, s.name, r.name) not in done]
             for s in ws.senders:

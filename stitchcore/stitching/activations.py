@@ -31,7 +31,7 @@ import contextlib
 import logging
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
@@ -43,7 +43,7 @@ from stitchcore.data.images import ImageDataset
 from stitchcore.models.preprocess import Preprocess
 from stitchcore.models.loaded import LoadedModel
 
-__all__ = ["collect", "collect_cuts", "memory_budget_bytes"]
+__all__ = ["collect", "collect_cuts", "iter_cuts", "memory_budget_bytes"]
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +131,40 @@ def _hookable(
     return hooked, prefixes
 
 
-@torch.no_grad()
+def iter_cuts(
+    m: LoadedModel,
+    cuts: list[Cut],
+    ds: ImageDataset,
+    split_name: str,
+    *,
+    device: torch.device,
+    batch_size: int = CUT_BATCH,
+    limit: int | None = None,
+    check_cancel=None,
+) -> Iterator[dict[str, torch.Tensor]]:
+    """Every cut's activations batch by batch, one forward pass per batch: {cut name: [B, *cut.shape]} on ``device``.
+
+    Nothing outlives its batch: for data whose activations do not fit in memory at once.
+    """
+    model = m.model.to(device).eval()
+    hooked, prefixes = _hookable(model, cuts, m.example_input().to(device))
+    n = len(ds.labels(split_name)) if limit is None else min(limit, len(ds.labels(split_name)))
+    for x, _ in ds.batches(split_name, batch_size, limit=n):
+        if check_cancel is not None:
+            check_cancel()
+        with torch.no_grad():
+            x = x.to(device)
+            x = m.preprocess(x) if m.preprocess is not None else x  # [B, C, H, W] model input
+            acts: dict[str, torch.Tensor] = {}
+            if hooked:
+                with record(model, hooked) as got:  # {name: [B, *cut.shape]}
+                    model(x)
+                acts.update((name, got[name]) for name in hooked)
+            for name, prefix in prefixes.items():
+                acts[name] = prefix(x)
+        yield acts
+
+
 def collect_cuts(
     m: LoadedModel,
     cuts: list[Cut],
@@ -143,22 +176,11 @@ def collect_cuts(
     check_cancel=None,
 ) -> dict[str, torch.Tensor]:
     """Activations at every cut from one forward pass per batch: {cut name: float32 [N, *cut.shape]} on the CPU."""
-    model = m.model.to(device).eval()
-    hooked, prefixes = _hookable(model, cuts, m.example_input().to(device))
     n = len(ds.labels(split_name)) if limit is None else min(limit, len(ds.labels(split_name)))
     out = {c.name: torch.empty((n, *c.shape), dtype=torch.float32) for c in cuts}
     i = 0
-    for x, _ in ds.batches(split_name, CUT_BATCH, limit=n):
-        if check_cancel is not None:
-            check_cancel()
-        x = x.to(device)
-        x = m.preprocess(x) if m.preprocess is not None else x  # [B, C, H, W] model input
-        if hooked:
-            with record(model, hooked) as got:  # {name: [B, *cut.shape]}
-                model(x)
-            for name in hooked:
-                out[name][i : i + len(x)] = got[name].to("cpu", torch.float32)
-        for name, prefix in prefixes.items():
-            out[name][i : i + len(x)] = prefix(x).to("cpu", torch.float32)
-        i += len(x)
+    for acts in iter_cuts(m, cuts, ds, split_name, device=device, limit=n, check_cancel=check_cancel):
+        for name, h in acts.items():
+            out[name][i : i + len(h)] = h.to("cpu", torch.float32)
+        i += len(next(iter(acts.values()), ()))
     return out

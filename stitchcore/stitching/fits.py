@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Moments", "LstsqAccumulator", "reduced_rank", "procrustes",
-    "fit_adapter", "FIT_METHODS",
+    "AdapterFit", "fit_adapter", "FIT_METHODS",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -188,6 +188,63 @@ def _set_bn(bn: nn.Module, mean: torch.Tensor, var: torch.Tensor, weight: torch.
         buf.copy_(value)
 
 
+class AdapterFit:
+    """One adapter's closed-form fit fed batch by batch: :meth:`update` with each (sender, receiver)
+    batch of the same inputs, then :meth:`finish` writes the solution into the adapter.
+
+    :func:`fit_adapter` reads an iterable of pairs through it; a caller that streams one forward pass
+    into many adapters keeps one ``AdapterFit`` per adapter.
+    """
+
+    def __init__(self, adapter: Adapter, method: str = "lstsq", ridge: float = 1e-4) -> None:
+        if method not in FIT_METHODS:
+            raise AdapterError(f"unknown fit method {method!r}; valid: {', '.join(FIT_METHODS)}")
+        lin = getattr(adapter.core, "linear", None)
+        if not getattr(adapter.core, "fittable", False) or lin is None:
+            raise AdapterError(
+                f"{method} init needs a linear adapter (kind linear or lowrank), got kind {adapter.spec.kind!r}; "
+                "use kind='linear' or init='random'"
+            )
+        self.adapter, self.lin, self.method = adapter, lin, method
+        self.acc = LstsqAccumulator(lin.in_features, adapter.plan.c_out, ridge)
+        self._cls_sum: torch.Tensor | None = None  # receiver class tokens' sum [D] and count
+        self._cls_n = 0
+
+    @torch.no_grad()
+    def update(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        """Add a sender batch ``x`` [B, *sender] and the receiver batch ``y`` [B, *receiver] of the same inputs."""
+        if len(x) != len(y):
+            raise AdapterError(f"sender and receiver batches differ ({len(x)} vs {len(y)}); pair them up")
+        adapter = self.adapter
+        was_training = adapter.training
+        adapter.eval()
+        try:
+            x = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+            xr = self.lin.rows(adapter.prepare(x))  # [n, in_features], what the linear map sees before bn_before
+            yr = to_rows(adapter.targets(y))  # [n, C_out], what the core must produce
+            self.acc.update(xr, yr)
+            if adapter.cls_offset is not None:  # receiver class token [B, D]
+                cls = y[:, 0].detach().cpu().double().sum(0)
+                self._cls_sum = cls if self._cls_sum is None else self._cls_sum + cls
+                self._cls_n += len(y)
+        finally:
+            adapter.train(was_training)
+
+    def finish(self) -> float:
+        """Solve, write W, b and the BatchNorms into the adapter; the normalised residual of the linear part."""
+        adapter, lin = self.adapter, self.lin
+        m = self.acc.moments()
+        w, b = self.acc.solve()[:2] if self.method == "lstsq" else procrustes(m)
+        if getattr(lin, "rank", None) is not None:
+            w = reduced_rank(w, m.cov_xx, lin.rank)
+            b = m.mean_y - w @ m.mean_x
+        residual = self.acc.residual(w, b, m)
+        cls_mean = self._cls_sum / self._cls_n if self._cls_sum is not None else None
+        _load(adapter, lin, m, w, b, cls_mean)
+        logger.info("%s fit, %s adapter on %d samples: residual %.4g", self.method, adapter.spec.kind, m.n, residual)
+        return residual
+
+
 def fit_adapter(
     adapter: Adapter,
     pairs: Iterable[tuple[torch.Tensor, torch.Tensor]],
@@ -213,48 +270,10 @@ def fit_adapter(
     Returns the normalised residual |pred - y|^2 / |y|^2 of the linear part (class
     token excluded).  The adapter's train/eval mode is restored.
     """
-    if method not in FIT_METHODS:
-        raise AdapterError(f"unknown fit method {method!r}; valid: {', '.join(FIT_METHODS)}")
-    lin = getattr(adapter.core, "linear", None)
-    if not getattr(adapter.core, "fittable", False) or lin is None:
-        raise AdapterError(
-            f"{method} init needs a linear adapter (kind linear or lowrank), got kind {adapter.spec.kind!r}; "
-            "use kind='linear' or init='random'"
-        )
-    was_training = adapter.training
-    adapter.eval()
-    try:
-        acc, cls_mean = _accumulate(adapter, lin, pairs, ridge)
-        m = acc.moments()
-        w, b = acc.solve()[:2] if method == "lstsq" else procrustes(m)
-        if getattr(lin, "rank", None) is not None:
-            w = reduced_rank(w, m.cov_xx, lin.rank)
-            b = m.mean_y - w @ m.mean_x
-        residual = acc.residual(w, b, m)
-        _load(adapter, lin, m, w, b, cls_mean)
-    finally:
-        adapter.train(was_training)
-    logger.info("%s fit, %s adapter on %d samples: residual %.4g", method, adapter.spec.kind, m.n, residual)
-    return residual
-
-
-def _accumulate(
-    adapter: Adapter, lin: nn.Module, pairs: Iterable[tuple[torch.Tensor, torch.Tensor]], ridge: float
-) -> tuple[LstsqAccumulator, torch.Tensor | None]:
-    acc = LstsqAccumulator(lin.in_features, adapter.plan.c_out, ridge)
-    cls_sum, cls_n = None, 0
-    with torch.no_grad():
-        for x, y in pairs:
-            if len(x) != len(y):
-                raise AdapterError(f"sender and receiver batches differ ({len(x)} vs {len(y)}); pair them up")
-            x = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
-            xr = lin.rows(adapter.prepare(x))  # [n, in_features], what the linear map sees before bn_before
-            yr = to_rows(adapter.targets(y))  # [n, C_out], what the core must produce
-            acc.update(xr, yr)
-            if adapter.cls_offset is not None:  # receiver class token [B, D]
-                cls = y[:, 0].detach().cpu().double().sum(0)
-                cls_sum, cls_n = (cls if cls_sum is None else cls_sum + cls), cls_n + len(y)
-    return acc, (cls_sum / cls_n if cls_sum is not None else None)
+    fit = AdapterFit(adapter, method, ridge)
+    for x, y in pairs:
+        fit.update(x, y)
+    return fit.finish()
 
 
 @torch.no_grad()

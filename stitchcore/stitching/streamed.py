@@ -1,0 +1,137 @@
+"""Closed-form fits and scores of many adapters from streamed batches, for activations too big to cache.
+
+The cached path (:func:`~stitchcore.stitching.activations.collect_cuts`, then fit and score on the
+cached tensors) keeps every cut's activations of the whole split in memory.  When they exceed the
+memory budget, the same numbers come from streaming: per batch of images, one forward pass of A
+(every sender cut) and one of B (every receiver cut) feed every adapter's
+:class:`~stitchcore.stitching.fits.AdapterFit`; then per test batch one pass of A feeds every
+adapter and its receiver's suffix.  Only one batch of activations lives at a time, and a cell whose
+resampled inputs are large (a late, wide sender into an early, fine grid) takes each batch in slices.
+
+>>> images_per_batch(bytes_per_image=4 * 2**20, budget=64 * 2**20)  # 4 MB of cuts an image, 64 MB budget
+8
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from stitchcore.cuts import Cut
+from stitchcore.data.images import ImageDataset
+from stitchcore.models.loaded import LoadedModel
+from stitchcore.stitching.activations import CUT_BATCH, iter_cuts
+from stitchcore.stitching.adapters import Adapter
+from stitchcore.stitching.evaluate import ClassifierScore, score_logits
+from stitchcore.stitching.fits import AdapterFit
+
+__all__ = ["StreamedCell", "fit_streamed", "images_per_batch", "score_streamed"]
+
+Progress = Callable[[float, str], None]
+
+
+@dataclass(frozen=True)
+class StreamedCell:
+    """One adapter joining A's ``sender`` cut to B's ``receiver`` cut."""
+
+    adapter: Adapter
+    sender: Cut
+    receiver: Cut
+
+
+def images_per_batch(bytes_per_image: int, budget: int) -> int:
+    """Images in one streamed batch: its activations at every cut within half of ``budget`` (1 .. CUT_BATCH)."""
+    return max(1, min(CUT_BATCH, budget // 2 // max(1, bytes_per_image)))
+
+
+@torch.no_grad()
+def _slice(cell: StreamedCell, budget: int) -> int:
+    """Images a cell handles at once: its resampled input and target, float32 and float64 copies, within
+    a quarter of ``budget``."""
+    prepared = cell.adapter.prepare(torch.zeros(1, *cell.sender.shape, device=_device(cell.adapter))).numel()
+    per_image = (prepared + math.prod(cell.receiver.shape)) * 4 * 5
+    return max(1, budget // 4 // per_image)
+
+
+def _device(module: nn.Module) -> torch.device:
+    p = next(iter(module.parameters()), None)
+    return p.device if p is not None else torch.device("cpu")
+
+
+def _unique(cuts: Sequence[Cut]) -> list[Cut]:
+    return list({c.name: c for c in cuts}.values())
+
+
+def _bytes(cuts: Sequence[Cut]) -> int:
+    return 4 * sum(math.prod(c.shape) for c in cuts)
+
+
+def fit_streamed(
+    cells: Sequence[StreamedCell],
+    a: LoadedModel,
+    b: LoadedModel,
+    ds: ImageDataset,
+    n_train: int,
+    *,
+    method: str,
+    device: torch.device,
+    budget: int,
+    check_cancel: Callable[[], None] | None = None,
+    progress: Progress | None = None,
+) -> list[float]:
+    """Fit every cell's adapter in closed form from one streamed pass of A and B over ``n_train``
+    training images; returns each fit's normalised residual (as :func:`~stitchcore.stitching.fits.fit_adapter`)."""
+    fits = [AdapterFit(c.adapter, method) for c in cells]
+    senders, receivers = _unique([c.sender for c in cells]), _unique([c.receiver for c in cells])
+    batch = images_per_batch(_bytes(senders) + _bytes(receivers), budget)
+    slices = [_slice(c, budget) for c in cells]
+    n_batches = math.ceil(n_train / batch)
+    kw = {"device": device, "batch_size": batch, "limit": n_train, "check_cancel": check_cancel}
+    streams = zip(iter_cuts(a, senders, ds, "train", **kw), iter_cuts(b, receivers, ds, "train", **kw))
+    for i, (acts_a, acts_b) in enumerate(streams):
+        for fit, cell, size in zip(fits, cells, slices):
+            h, y = acts_a[cell.sender.name], acts_b[cell.receiver.name]  # [B, *sender], [B, *receiver]
+            for j in range(0, len(h), size):
+                fit.update(h[j : j + size], y[j : j + size])
+        if progress is not None:
+            progress((i + 1) / n_batches, f"fitting {len(cells)} adapters: batch {i + 1}/{n_batches}")
+    return [fit.finish() for fit in fits]
+
+
+@torch.no_grad()
+def score_streamed(
+    cells: Sequence[StreamedCell],
+    suffixes: Sequence[nn.Module],
+    a: LoadedModel,
+    ds: ImageDataset,
+    n_test: int,
+    *,
+    device: torch.device,
+    budget: int,
+    check_cancel: Callable[[], None] | None = None,
+    progress: Progress | None = None,
+) -> list[ClassifierScore]:
+    """Test accuracy of ``suffixes[k](cells[k].adapter(h))`` for every cell, h streamed from one pass of A
+    over ``n_test`` test images (each suffix: B's frozen eval-mode top from that cell's receiver)."""
+    senders = _unique([c.sender for c in cells])
+    batch = images_per_batch(_bytes(senders), budget)
+    slices = [_slice(c, budget) for c in cells]
+    for cell in cells:
+        cell.adapter.eval()
+    logits: list[list[torch.Tensor]] = [[] for _ in cells]
+    n_batches = math.ceil(n_test / batch)
+    stream = iter_cuts(a, senders, ds, "test", device=device, batch_size=batch, limit=n_test,
+                       check_cancel=check_cancel)  # fmt: skip
+    for i, acts in enumerate(stream):
+        for out, cell, suffix, size in zip(logits, cells, suffixes, slices):
+            h = acts[cell.sender.name]  # [B, *sender]
+            for j in range(0, len(h), size):
+                out.append(suffix(cell.adapter(h[j : j + size].float())).float().cpu())  # [slice, K]
+        if progress is not None:
+            progress((i + 1) / n_batches, f"scoring {len(cells)} adapters: batch {i + 1}/{n_batches}")
+    labels = ds.labels("test")[:n_test]
+    return [score_logits(torch.cat(out), labels, ds.num_classes) for out in logits]
