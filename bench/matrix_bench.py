@@ -23,7 +23,8 @@ joinable cells):
   ``train_adapters_shared_suffix``) against the same steps with no adapter: B's folded suffix forward
   and backward on a [K * B, *receiver] input (``floor_s``).  Target ``ratio`` at most 1.3.
   ``adapters_alone_s``: the same steps with the adapters and their optimiser and no suffix, so
-  ``floor_plus_adapters_alone_s`` is what the two parts cost apart.
+  ``floor_plus_adapters_alone_s`` is what the two parts cost apart and ``ratio_to_the_parts`` what
+  training them together through one suffix pass adds.
 
 Prints one JSON object (progress on stderr).  ``--quick``: 2 x 2 cuts, hand loop at 1 and 2 epochs,
 ours at 0 and 1, zoo models of 5 epochs (their own cache entries) unless ``--zoo-epochs`` is given.
@@ -323,7 +324,8 @@ def main() -> None:
         floor = {"epochs": longest, "floor_s": round(floor_s, 2), "trained_s": round(trained_s, 2),
                  "ratio": round(trained_s / floor_s, 3), "target_ratio_at_most": 1.3,
                  "adapters_alone_s": round(alone_s, 2),
-                 "floor_plus_adapters_alone_s": round(floor_s + alone_s, 2)}  # fmt: skip
+                 "floor_plus_adapters_alone_s": round(floor_s + alone_s, 2),
+                 "ratio_to_the_parts": round(trained_s / (floor_s + alone_s), 3)}  # fmt: skip
 
     result = {
         "device": f"cpu ({platform.processor() or platform.machine()})",
