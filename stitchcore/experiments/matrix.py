@@ -65,12 +65,18 @@ from stitchcore.experiments._shared import (
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.refs import ModelRef, parse_ref
 from stitchcore.models.sources import load_model
-from stitchcore.stitching.activations import collect_cuts, memory_budget_bytes
+from stitchcore.stitching.activations import collect_cuts, forward_bytes_per_image, memory_budget_bytes
 from stitchcore.stitching.adapters import AdapterSpec, build_adapter, compatibility
 from stitchcore.stitching.evaluate import evaluate_batches, stitching_penalty
 from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
 from stitchcore.stitching.shared_suffix import PRECISIONS, frozen_for_training, train_adapters_shared_suffix
-from stitchcore.stitching.streamed import StreamedCell, fit_streamed, images_per_batch, score_streamed
+from stitchcore.stitching.streamed import (
+    StreamedCell,
+    fit_streamed,
+    images_per_batch,
+    images_per_slice,
+    score_streamed,
+)
 from stitchcore.stitching.train import OPTIMIZERS
 from stitchcore.store.results import Store
 
@@ -367,10 +373,10 @@ def _base_accuracy(
     return evaluate_batches(forward, batches, ds.num_classes, device)["accuracy"]
 
 
-def _batched(*tensors: torch.Tensor) -> Iterator[tuple[torch.Tensor, ...]]:
+def _batched(*tensors: torch.Tensor, size: int = EVAL_BATCH) -> Iterator[tuple[torch.Tensor, ...]]:
     n = len(tensors[0])
-    for i in range(0, n, EVAL_BATCH):
-        yield tuple(t[i : i + EVAL_BATCH] for t in tensors)
+    for i in range(0, n, size):
+        yield tuple(t[i : i + size] for t in tensors)
 
 
 @dataclass
@@ -393,6 +399,7 @@ class _Workspace:
     models: dict[str, LoadedModel]  # model key -> model
     ds: ImageDataset
     budget: int  # bytes of activations held in memory at once
+    work: int  # bytes an image of one forward pass's working memory (the larger model's)
     streamed: bool = False  # closed form over the budget: no caches, every pass streams (stitching.streamed)
 
 
@@ -466,14 +473,16 @@ def _prepare(
     common = {"senders": senders, "receivers": receivers, "num_classes": ds.num_classes, "suffixes": suffixes,
               "y_train": ds.labels("train")[:n_train], "y_test": ds.labels("test")[:n_test], "models": models,
               "ds": ds, "budget": budget}  # fmt: skip
-    # streamed: whole-model passes in batches as small as the streamed ones, so they stay within the budget too
-    batch = images_per_batch(_nbytes(senders, 1) + _nbytes(receivers, 1), budget) if streamed else EVAL_BATCH
+    work = max(forward_bytes_per_image(m) for m in models.values())
+    common["work"] = work
+    # forward passes in batches whose cut activations and working memory stay within a third of the budget
+    batch = images_per_batch(_nbytes(senders, 1) + _nbytes(receivers, 1) + work, budget)
     bases = {key: _base_accuracy(m, ds, n_test, device, batch) for key, m in models.items()}
     if streamed:
         return _Workspace(sender_train={}, sender_test={}, receiver_train={}, bases=bases, streamed=True,
                           **common), ds.name  # fmt: skip
     ctx.progress(0.0, "caching activations")
-    acts = {"device": device, "check_cancel": ctx.check_cancel}
+    acts = {"device": device, "check_cancel": ctx.check_cancel, "batch_size": batch}
     ws = _Workspace(
         sender_train={
             k: collect_cuts(models[k], senders, ds, "train", limit=n_train, **acts) for k in sending
@@ -509,7 +518,8 @@ def _fitted_cell(
     if adapter is None:
         return cell, None
     if spec.adapter.init in FIT_METHODS:
-        pairs = _batched(ws.sender_train[send][s.name], ws.receiver_train[recv][r.name])
+        size = min(EVAL_BATCH, images_per_slice(adapter, s, r, ws.budget))  # a wide sender into a fine grid: few
+        pairs = _batched(ws.sender_train[send][s.name], ws.receiver_train[recv][r.name], size=size)
         cell["residual"] = round(float(fit_adapter(adapter, pairs, method=spec.adapter.init)), 6)
     return cell, adapter.to(ctx.device)
 
@@ -519,8 +529,9 @@ def _score_cell(cell: dict, adapter: nn.Module, ctx: RunContext, ws: _Workspace,
     adapter.eval()
     suffix = ws.suffixes[recv, cell["receiver"]]
     h_test = ws.sender_test[send][cell["sender"]]  # [N_test, *s.shape]
-    score = evaluate_batches(lambda h: suffix(adapter(h.float())), _batched(h_test, ws.y_test), ws.num_classes,
-                             ctx.device)  # fmt: skip
+    size = min(EVAL_BATCH, images_per_slice(adapter, adapter.sender, adapter.receiver, ws.budget, ws.work))
+    score = evaluate_batches(lambda h: suffix(adapter(h.float())), _batched(h_test, ws.y_test, size=size),
+                             ws.num_classes, ctx.device)  # fmt: skip
     cell["accuracy"] = score["accuracy"]
     cell["penalty"] = stitching_penalty(ws.bases[recv], score["accuracy"])
     return cell
@@ -561,7 +572,7 @@ def _run_streamed(
     live = [(cell, StreamedCell(adapter.to(ctx.device), s, r))
             for (cell, adapter), (s, r) in zip(built, pairs) if adapter is not None]  # fmt: skip
     if live:
-        stream = {"device": ctx.device, "budget": ws.budget, "check_cancel": ctx.check_cancel}
+        stream = {"device": ctx.device, "budget": ws.budget, "work": ws.work, "check_cancel": ctx.check_cancel}
         residuals = fit_streamed([c for _, c in live], ws.models[send], ws.models[recv], ws.ds, len(ws.y_train),
                                  method=spec.adapter.init, progress=lambda f, m: report(f / 2, m),
                                  **stream)  # fmt: skip

@@ -8,7 +8,7 @@ memory budget, the same numbers come from streaming: per batch of images, one fo
 adapter and its receiver's suffix.  Only one batch of activations lives at a time, and a cell whose
 resampled inputs are large (a late, wide sender into an early, fine grid) takes each batch in slices.
 
->>> images_per_batch(bytes_per_image=4 * 2**20, budget=64 * 2**20)  # 4 MB of cuts an image, 64 MB budget
+>>> images_per_batch(bytes_per_image=4 * 2**20, budget=96 * 2**20)  # 4 MB of cuts an image, 96 MB budget
 8
 """
 
@@ -29,7 +29,7 @@ from stitchcore.stitching.adapters import Adapter
 from stitchcore.stitching.evaluate import ClassifierScore, score_logits
 from stitchcore.stitching.fits import AdapterFit
 
-__all__ = ["StreamedCell", "fit_streamed", "images_per_batch", "score_streamed"]
+__all__ = ["StreamedCell", "fit_streamed", "images_per_batch", "images_per_slice", "score_streamed"]
 
 Progress = Callable[[float, str], None]
 
@@ -44,17 +44,21 @@ class StreamedCell:
 
 
 def images_per_batch(bytes_per_image: int, budget: int) -> int:
-    """Images in one streamed batch: its activations at every cut within half of ``budget`` (1 .. CUT_BATCH)."""
-    return max(1, min(CUT_BATCH, budget // 2 // max(1, bytes_per_image)))
+    """Images in one streamed batch: its activations at every cut within a third of ``budget`` (1 .. CUT_BATCH)."""
+    return max(1, min(CUT_BATCH, budget // 3 // max(1, bytes_per_image)))
 
 
 @torch.no_grad()
-def _slice(cell: StreamedCell, budget: int) -> int:
-    """Images a cell handles at once: its resampled input and target, float32 and float64 copies, within
-    a quarter of ``budget``."""
-    prepared = cell.adapter.prepare(torch.zeros(1, *cell.sender.shape, device=_device(cell.adapter))).numel()
-    per_image = (prepared + math.prod(cell.receiver.shape)) * 4 * 5
-    return max(1, budget // 4 // per_image)
+def images_per_slice(adapter: Adapter, sender: Cut, receiver: Cut, budget: int, work: int = 0) -> int:
+    """Images one adapter fits or scores at once: its resampled input and target with their float32 and
+    float64 copies, plus ``work`` bytes an image (the suffix's forward), within an eighth of ``budget``.
+
+    A late, wide sender into an early, fine grid (2048 channels resampled to 56 x 56) takes one image
+    at a time; a small net's cells take hundreds.
+    """
+    prepared = adapter.prepare(torch.zeros(1, *sender.shape, device=_device(adapter))).numel()
+    per_image = (prepared + math.prod(receiver.shape)) * 4 * 5 + work
+    return max(1, budget // 8 // per_image)
 
 
 def _device(module: nn.Module) -> torch.device:
@@ -80,23 +84,31 @@ def fit_streamed(
     method: str,
     device: torch.device,
     budget: int,
+    work: int = 0,
     check_cancel: Callable[[], None] | None = None,
     progress: Progress | None = None,
 ) -> list[float]:
     """Fit every cell's adapter in closed form from one streamed pass of A and B over ``n_train``
-    training images; returns each fit's normalised residual (as :func:`~stitchcore.stitching.fits.fit_adapter`)."""
+    training images; returns each fit's normalised residual (as :func:`~stitchcore.stitching.fits.fit_adapter`).
+
+    A batch holds every sender and receiver cut's activations and ``work`` bytes an image (one forward
+    pass's working memory: :func:`~stitchcore.stitching.activations.forward_bytes_per_image`) within a
+    third of ``budget``.
+    """
     fits = [AdapterFit(c.adapter, method) for c in cells]
     senders, receivers = _unique([c.sender for c in cells]), _unique([c.receiver for c in cells])
-    batch = images_per_batch(_bytes(senders) + _bytes(receivers), budget)
-    slices = [_slice(c, budget) for c in cells]
+    batch = images_per_batch(_bytes(senders) + _bytes(receivers) + work, budget)
+    slices = [images_per_slice(c.adapter, c.sender, c.receiver, budget) for c in cells]
     n_batches = math.ceil(n_train / batch)
     kw = {"device": device, "batch_size": batch, "limit": n_train, "check_cancel": check_cancel}
-    streams = zip(iter_cuts(a, senders, ds, "train", **kw), iter_cuts(b, receivers, ds, "train", **kw))
-    for i, (acts_a, acts_b) in enumerate(streams):
+    stream_a, stream_b = iter_cuts(a, senders, ds, "train", **kw), iter_cuts(b, receivers, ds, "train", **kw)
+    for i in range(n_batches):  # next() by hand: zip and enumerate would hold the last batch while making the next
+        acts_a, acts_b = next(stream_a), next(stream_b)
         for fit, cell, size in zip(fits, cells, slices):
             h, y = acts_a[cell.sender.name], acts_b[cell.receiver.name]  # [B, *sender], [B, *receiver]
             for j in range(0, len(h), size):
                 fit.update(h[j : j + size], y[j : j + size])
+        del acts_a, acts_b, h, y  # before the next batch is computed
         if progress is not None:
             progress((i + 1) / n_batches, f"fitting {len(cells)} adapters: batch {i + 1}/{n_batches}")
     return [fit.finish() for fit in fits]
@@ -112,25 +124,29 @@ def score_streamed(
     *,
     device: torch.device,
     budget: int,
+    work: int = 0,
     check_cancel: Callable[[], None] | None = None,
     progress: Progress | None = None,
 ) -> list[ClassifierScore]:
     """Test accuracy of ``suffixes[k](cells[k].adapter(h))`` for every cell, h streamed from one pass of A
-    over ``n_test`` test images (each suffix: B's frozen eval-mode top from that cell's receiver)."""
+    over ``n_test`` test images (each suffix: B's frozen eval-mode top from that cell's receiver); ``work``
+    as in :func:`fit_streamed`, for A's pass and for each suffix's."""
     senders = _unique([c.sender for c in cells])
-    batch = images_per_batch(_bytes(senders), budget)
-    slices = [_slice(c, budget) for c in cells]
+    batch = images_per_batch(_bytes(senders) + work, budget)
+    slices = [images_per_slice(c.adapter, c.sender, c.receiver, budget, work) for c in cells]
     for cell in cells:
         cell.adapter.eval()
     logits: list[list[torch.Tensor]] = [[] for _ in cells]
     n_batches = math.ceil(n_test / batch)
     stream = iter_cuts(a, senders, ds, "test", device=device, batch_size=batch, limit=n_test,
                        check_cancel=check_cancel)  # fmt: skip
-    for i, acts in enumerate(stream):
+    for i in range(n_batches):  # next() by hand: enumerate would hold the last batch while making the next
+        acts = next(stream)
         for out, cell, suffix, size in zip(logits, cells, suffixes, slices):
             h = acts[cell.sender.name]  # [B, *sender]
             for j in range(0, len(h), size):
                 out.append(suffix(cell.adapter(h[j : j + size].float())).float().cpu())  # [slice, K]
+        del acts, h  # before the next batch is computed
         if progress is not None:
             progress((i + 1) / n_batches, f"scoring {len(cells)} adapters: batch {i + 1}/{n_batches}")
     labels = ds.labels("test")[:n_test]
