@@ -9,6 +9,8 @@ A real ``streamlit run app.py`` on loopback, driven by Playwright in Debian's he
   many plotly charts with their SVG drawn as a settled load of the same link shows; ``best_s`` and
   ``median_s`` of 5 loads.  Target: best under 1.5 s.  ``server_first_load_s``: the stitch's link as
   the first page a fresh server serves (Streamlit imports the app's modules then).
+- ``streamlit_one_chart_page``: the same measure on a page with one metric and one plotly chart and
+  nothing else, served by the same Streamlit: the floor under any page of any Streamlit app here.
 - ``classroom_demo``: a fresh server over an empty store, Home opened, "Run the classroom demo"
   clicked: seconds until the result card's "Stitched accuracy" shows (two digit CNNs trained, then
   the stitch); once as is, once with a second process keeping one core busy (``python -c "while 1:
@@ -105,6 +107,32 @@ def permalink(browser, base: str, path: str, text: str, loads: int) -> dict:
             "target_best_s_under": 1.5, "met": min(times) < 1.5}  # fmt: skip
 
 
+ONE_CHART = """import plotly.graph_objects as go
+import streamlit as st
+
+st.title("One chart")
+st.metric("Stitched accuracy", "96.4%")
+st.plotly_chart(go.Figure(go.Scatter(y=[1, 3, 2])))
+"""
+
+
+def streamlit_floor(browser, loads: int) -> dict:
+    """The same measure on a page with one metric and one plotly chart and nothing else, served by the
+    same Streamlit from the repository root (its .streamlit/config.toml): what any Streamlit page costs here."""
+    tmp = Path(tempfile.mkdtemp(prefix="app_bench-floor-"))
+    script = tmp / "one_chart.py"
+    script.write_text(ONE_CHART)
+    proc, url = start_server(tmp / "store", app=str(script))
+    try:
+        load_seconds(browser, f"{url}/", "Stitched accuracy", 1)  # the server's first page
+        times = [load_seconds(browser, f"{url}/", "Stitched accuracy", 1) for _ in range(loads)]
+        return {"best_s": round(min(times), 3), "median_s": round(statistics.median(times), 3),
+                "all_s": [round(t, 3) for t in times]}  # fmt: skip
+    finally:
+        stop_server(proc)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def classroom_demo(browser, busy: bool) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="app_bench-demo-"))
     proc, url = start_server(tmp / "store")
@@ -162,6 +190,8 @@ def main() -> None:
             }  # fmt: skip
         finally:
             stop_server(proc)
+        log("the floor: a one-chart Streamlit page")
+        result["streamlit_one_chart_page"] = streamlit_floor(browser, args.loads)
         if not args.no_demo:
             result["classroom_demo"] = []
             for busy in (False, True):
