@@ -95,6 +95,8 @@ def fit_streamed(
     pass's working memory: :func:`~stitchcore.stitching.activations.forward_bytes_per_image`) within a
     third of ``budget``.
     """
+    if not cells:
+        return []
     fits = [AdapterFit(c.adapter, method) for c in cells]
     senders, receivers = _unique([c.sender for c in cells]), _unique([c.receiver for c in cells])
     batch = images_per_batch(_bytes(senders) + _bytes(receivers) + work, budget)
@@ -131,6 +133,8 @@ def score_streamed(
     """Test accuracy of ``suffixes[k](cells[k].adapter(h))`` for every cell, h streamed from one pass of A
     over ``n_test`` test images (each suffix: B's frozen eval-mode top from that cell's receiver); ``work``
     as in :func:`fit_streamed`, for A's pass and for each suffix's."""
+    if not cells:
+        return []
     senders = _unique([c.sender for c in cells])
     batch = images_per_batch(_bytes(senders) + work, budget)
     slices = [images_per_slice(c.adapter, c.sender, c.receiver, budget, work) for c in cells]
