@@ -8,7 +8,7 @@ import torch
 
 from stitchcore.errors import StitchError
 
-__all__ = ["pick_device", "describe_device"]
+__all__ = ["describe_device", "module_device", "pick_device"]
 
 _KINDS = "auto, cpu, cuda, cuda:N or mps"  # what --device and STITCHLAB_DEVICE take
 
@@ -71,3 +71,13 @@ def describe_device(device: torch.device, threads: int | None = None) -> str:
     if threads is not None:
         return f"CPU ({threads} thread{'s' if threads != 1 else ''} per job)"
     return f"CPU ({torch.get_num_threads()} threads)"
+
+
+def module_device(module: torch.nn.Module) -> torch.device:
+    """Where ``module``'s first parameter lives; the CPU for a module without parameters.
+
+    >>> module_device(torch.nn.Linear(2, 2))
+    device(type='cpu')
+    """
+    p = next(iter(module.parameters()), None)
+    return p.device if p is not None else torch.device("cpu")

@@ -42,6 +42,7 @@ from torch import nn
 
 from stitchcore.cuts import Cut
 from stitchcore.cuts.record import record
+from stitchcore.device import module_device
 from stitchcore.errors import StitchError
 from stitchcore.registry import Registry
 from stitchcore.stitching.activations import memory_budget_bytes
@@ -373,11 +374,6 @@ def _first(batch: object) -> torch.Tensor:
     return batch[0] if isinstance(batch, (tuple, list)) else batch
 
 
-def _device(model: nn.Module) -> torch.device:
-    p = next(iter(model.parameters()), None)
-    return p.device if p is not None else torch.device("cpu")
-
-
 def similarity_matrix(
     model_a: nn.Module,
     model_b: nn.Module,
@@ -411,7 +407,7 @@ def similarity_matrix(
         raise StitchError(f"unknown token_mode {token_mode!r}; use one of {', '.join(TOKEN_MODES)}")
     names_a, layouts_a = _names_layouts(cuts_a)
     names_b, layouts_b = _names_layouts(cuts_b)
-    dev_a, dev_b = _device(model_a), _device(model_b)
+    dev_a, dev_b = module_device(model_a), module_device(model_b)
     gen = torch.Generator().manual_seed(seed)
     total = len(batches_a) if hasattr(batches_a, "__len__") else None  # for progress fractions
     mb = MinibatchCKA(len(names_a), len(names_b)) if meas.minibatch else None

@@ -40,6 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from stitchcore.device import module_device
 from stitchcore.errors import StitchError
 
 __all__ = [
@@ -103,11 +104,6 @@ def _measuring(model: nn.Module, params: list[nn.Parameter], grad: bool) -> Iter
         model.train(training)
 
 
-def _device(model: nn.Module) -> torch.device:
-    p = next(model.parameters(), None)
-    return p.device if p is not None else torch.device("cpu")
-
-
 def _materialize(batches: Batches) -> list[tuple[torch.Tensor, torch.Tensor]]:
     out = list(batches)
     if not out or sum(len(y) for _, y in out) == 0:
@@ -117,7 +113,7 @@ def _materialize(batches: Batches) -> list[tuple[torch.Tensor, torch.Tensor]]:
 
 @torch.no_grad()
 def _mean_loss(model: nn.Module, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> float:
-    dev = _device(model)
+    dev = module_device(model)
     total, n = 0.0, 0
     for x, y in batches:
         logits = model(x.to(dev))  # [B, K]
@@ -143,7 +139,7 @@ def gradient_norm(
     if not params:
         raise StitchError("the model has no parameters to measure; include biases or norm layers")
     n = sum(len(y) for _, y in batches)
-    dev = _device(model)
+    dev = module_device(model)
     grads = [torch.zeros_like(p, dtype=torch.float64) for p in params]
     total = 0.0
     with _measuring(model, params, grad=True):

@@ -40,6 +40,7 @@ from torch import nn
 from stitchcore.cuts import Cut, split
 from stitchcore.cuts.record import record
 from stitchcore.data.images import ImageDataset
+from stitchcore.device import module_device
 from stitchcore.models.preprocess import Preprocess
 from stitchcore.models.loaded import LoadedModel
 
@@ -150,8 +151,7 @@ def forward_bytes_per_image(m: LoadedModel) -> int:
     m.model.eval()
     handles = [mod.register_forward_hook(hook) for mod in leaves]
     try:
-        param = next(iter(m.model.parameters()), None)
-        m.model(m.example_input().to(param.device if param is not None else "cpu"))  # [2, ...] model input
+        m.model(m.example_input().to(module_device(m.model)))  # [2, ...] model input
     finally:
         for h in handles:
             h.remove()
@@ -219,8 +219,15 @@ def collect_cuts(
     i = 0
     for acts in iter_cuts(m, cuts, ds, split_name, device=device, batch_size=batch_size, limit=n,
                           check_cancel=check_cancel):  # fmt: skip
-        for name, h in acts.items():
-            out[name][i : i + len(h)] = h.to("cpu", torch.float32)
-        i += len(next(iter(acts.values()), ()))
-        del acts, h  # before the next batch is computed
+        i += _copy_batch(out, acts, i)
+        del acts  # before the next batch is computed
     return out
+
+
+def _copy_batch(out: dict[str, torch.Tensor], acts: dict[str, torch.Tensor], i: int) -> int:
+    """Write one batch {name: [B, ...]} into ``out`` {name: [N, ...]} at row ``i``; B (0 for no cuts)."""
+    n = 0
+    for name, h in acts.items():
+        out[name][i : i + len(h)] = h.to("cpu", torch.float32)
+        n = len(h)
+    return n

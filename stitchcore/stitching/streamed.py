@@ -23,6 +23,7 @@ from torch import nn
 
 from stitchcore.cuts import Cut
 from stitchcore.data.images import ImageDataset
+from stitchcore.device import module_device
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.stitching.activations import CUT_BATCH, iter_cuts
 from stitchcore.stitching.adapters import Adapter
@@ -56,14 +57,9 @@ def images_per_slice(adapter: Adapter, sender: Cut, receiver: Cut, budget: int, 
     A late, wide sender into an early, fine grid (2048 channels resampled to 56 x 56) takes one image
     at a time; a small net's cells take hundreds.
     """
-    prepared = adapter.prepare(torch.zeros(1, *sender.shape, device=_device(adapter))).numel()
+    prepared = adapter.prepare(torch.zeros(1, *sender.shape, device=module_device(adapter))).numel()
     per_image = (prepared + math.prod(receiver.shape)) * 4 * 5 + work
     return max(1, budget // 8 // per_image)
-
-
-def _device(module: nn.Module) -> torch.device:
-    p = next(iter(module.parameters()), None)
-    return p.device if p is not None else torch.device("cpu")
 
 
 def _unique(cuts: Sequence[Cut]) -> list[Cut]:
