@@ -237,8 +237,9 @@ def test_flatten_rules():
 
 
 def test_registry():
-    assert list_measures() == ["cka-linear", "cka-rbf", "procrustes"]
-    assert list_measures("cka-*") == ["cka-linear", "cka-rbf"] and list_measures("svcca") == []
+    assert list_measures() == ["cka-linear", "cka-rbf", "knn-jaccard", "procrustes", "ridge-r2", "rsa",
+                               "svcca"]
+    assert list_measures("cka-*") == ["cka-linear", "cka-rbf"] and list_measures("cca") == []
     with pytest.raises(ValueError, match="already registered"):
         register_measure("cka-linear")(lambda x, y: x)
 
@@ -246,8 +247,8 @@ def test_registry():
 def test_unknown_measure_names_the_close_ones():
     with pytest.raises(StitchError, match="unknown measure 'cka-linera'; did you mean 'cka-linear'"):
         get_measure("cka-linera")
-    with pytest.raises(StitchError, match=r"known: cka-linear, cka-rbf, procrustes"):
-        get_measure("svcca")
+    with pytest.raises(StitchError, match=r"known: cka-linear, cka-rbf, procrustes, rsa, svcca, ridge-r2"):
+        get_measure("nope")
 
 
 # ---------------------------------------------------------------------------- every registered measure
@@ -330,7 +331,7 @@ def test_matrix_errors(resnets, monkeypatch):
     with pytest.raises(StitchError, match="different numbers of batches"):
         similarity_matrix(a, b, CUTS[:1], CUTS[:1], batches, batches[:1])
     with pytest.raises(StitchError, match="unknown measure"):
-        similarity_matrix(a, b, CUTS[:1], CUTS[:1], batches, batches, measure="svcca")
+        similarity_matrix(a, b, CUTS[:1], CUTS[:1], batches, batches, measure="nope")
     with pytest.raises(CutError, match="close"):
         similarity_matrix(a, b, ["layer9.0"], CUTS[:1], batches, batches)
     monkeypatch.setenv("STITCHLAB_ACT_BUDGET_MB", "0.01")

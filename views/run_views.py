@@ -59,7 +59,7 @@ def _draw(panel: HeatPanel, where: Any, *, key: str, run_id: str, skipped: dict 
 
 
 def similarity_view(rec: RunRecord, *, key: str) -> None:
-    """A similarity (CKA / Procrustes) run on its own: its heat map and the shuffled baseline, once done."""
+    """A similarity (CKA, RSA, ...) run on its own: its heat map and the shuffled baseline, once done."""
     runner = ui.get_runner()
     snap = runner.get(rec.id)
 

@@ -18,8 +18,9 @@ from stitchcore.experiments.matrix import MatrixSpec
 from stitchcore.experiments.similarity import SimilaritySpec
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.sources.zoo import list_zoo_models
+from stitchcore.report.figures import MEASURE_TITLES, measure_choices, measure_direction
 from views import run_views
-from stitchcore.report.figures import CKA_TITLES
+
 CUT_SETS = ("all", "coarse", "choose")  # every block-level cut | a few spread over depth | picked by hand
 COARSE_CUTS = 6  # cuts per model in the coarse set
 
@@ -27,8 +28,8 @@ ui.page_setup("Similarity")
 st.title("Similarity matrices")
 st.caption(
     "Cell (i, j): how well A's layer i can feed B's layer j through a linear adapter (Hernandez, Dangovski "
-    "& Lu; Bansal et al.), beside CKA (or Procrustes distance) of the same two layers. Rows are A's cuts, columns B's, in "
-    "execution order."
+    "& Lu; Bansal et al.), beside a representation-similarity measure (CKA, Procrustes, RSA, SVCCA, "
+    "ridge R², k-NN Jaccard) of the same two layers. Rows are A's cuts, columns B's, in execution order."
 )
 
 
@@ -142,9 +143,11 @@ with right:
     epochs = st.number_input("Epochs (trained mode)", 1, 100, key="sim_epochs")
     controls = st.checkbox("Controls (random sender / receiver / both; zoo models)", key="sim_controls")
     c1, c2 = st.columns([1, 1])
-    with_cka = c1.checkbox("Similarity beside it", key="sim_cka", help="CKA or Procrustes of the same pairs")
-    measure = c2.selectbox("Measure", tuple(CKA_TITLES), key="sim_measure", format_func=CKA_TITLES.get,
-                           disabled=not with_cka)
+    with_cka = c1.checkbox("Similarity beside it", key="sim_cka", help="a similarity measure of the pairs")
+    measure = c2.selectbox("Measure", measure_choices(), key="sim_measure",
+                           format_func=lambda m: MEASURE_TITLES.get(m, m), disabled=not with_cka)
+    if with_cka:
+        st.caption(f"{MEASURE_TITLES.get(measure, measure)}: {measure_direction(measure)}.")
     max_train = st.number_input("Max training images (0 = all)", 0, 10**7, key="sim_max_train")
     models, why_not = _loaded(ref_a, ref_b), None  # why_not: why Launch is disabled
     if models is not None:

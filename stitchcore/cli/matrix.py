@@ -1,7 +1,7 @@
-"""CLI verbs over every cut pair of two models: ``matrix`` (stitching) and ``similarity`` (CKA ...).
+"""CLI verbs over every cut pair of two models: ``matrix`` (stitching) and ``similarity`` (CKA, RSA ...).
 
     python -m stitchcore matrix --a zoo:cnn-digits-s0 --b zoo:cnn-digits-s1
-    python -m stitchcore similarity --a zoo:cnn-digits-s0 --b zoo:cnn-digits-s1 --measure procrustes
+    python -m stitchcore similarity --a zoo:cnn-digits-s0 --b zoo:cnn-digits-s1 --measure rsa
 
 Both print a senders x receivers grid (:func:`grid_text`).  ``--senders/--receivers`` take cut
 names or their aliases (``layer2`` for ``layer2.1``); aliases are resolved to the canonical
@@ -11,6 +11,7 @@ names before the spec is built (one run id per stitch) and noted on stderr.
 from __future__ import annotations
 
 import argparse
+import textwrap
 from typing import TYPE_CHECKING, Any
 
 from stitchcore.cli._common import Command, ProgressBar, emit, names, outcome, run, took
@@ -47,10 +48,31 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     mx.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
                     help="trained mode: bf16 autocast (fast on GPUs and AMX CPUs)")
 
-    sm = verbs.add_parser("similarity", parents=[common, pair], help="CKA / Procrustes of every cut pair")
-    sm.add_argument("--measure", default="cka-linear", help="cka-linear | cka-rbf | procrustes")
+    sm = verbs.add_parser("similarity", parents=[common, pair], formatter_class=_RegistryHelp,
+                          help="CKA, Procrustes, RSA, SVCCA ... of every cut pair")
+    measure = sm.add_argument("--measure", default="cka-linear", metavar="NAME",
+                              help="similarity measure (default: %(default)s), one of")
+    measure.names_of = _measure_names  # listed when --help is printed; an unknown name is refused by the spec
     sm.add_argument("--max-samples", type=int, default=None)
     sm.add_argument("--batch-size", type=int, default=256)
+
+
+class _RegistryHelp(argparse.HelpFormatter):
+    """Help text that ends with a registry's names, read only when ``--help`` is printed: the registries
+    import torch, which every other command would otherwise pay for at start-up."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        names_of = getattr(action, "names_of", None)
+        return f"{action.help} {', '.join(names_of())}" if names_of is not None else action.help
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)  # "cka-linear" unbroken
+
+
+def _measure_names() -> list[str]:
+    from stitchcore.measures.similarity import list_measures
+
+    return list_measures()
 
 
 def grid_text(summary: dict[str, Any], footer: str) -> str:

@@ -1,4 +1,5 @@
-"""Experiment ``similarity``: representational similarity (CKA, Procrustes) of every cut pair.
+"""Experiment ``similarity``: representational similarity of every cut pair, under one registered measure
+(CKA, Procrustes, RSA, SVCCA, ridge R², k-NN Jaccard).
 
 The representational companion of the stitching matrix (Bansal et al. compare
 the two): the same images go through A (A's preprocessing) and B (B's), one
@@ -37,7 +38,7 @@ class SimilaritySpec:
     b: str  # ModelRef of B (columns)
     senders: tuple[str, ...] | None = None  # A's cuts; None = every cut
     receivers: tuple[str, ...] | None = None  # B's cuts; None = every cut
-    measure: str = "cka-linear"  # cka-linear (debiased minibatch) | cka-rbf | procrustes
+    measure: str = "cka-linear"  # a registered measure: cka-linear (debiased minibatch), cka-rbf, procrustes, rsa, ...
     token_mode: str = "mean"  # token layouts: mean-pooled per example, or "tokens" as samples
     dataset: str | None = None  # None: the dataset B was trained on
     split: str = "test"  # images compared (held-out by default)

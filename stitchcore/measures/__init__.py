@@ -3,9 +3,15 @@
 - :mod:`stitchcore.measures.similarity`: representation similarity between layers of two
   models (CKA linear / RBF / minibatch, Procrustes), on the measure registry
   (``register_measure``, ``list_measures``, ``get_measure``).
+- :mod:`stitchcore.measures.representational`: RSA, SVCCA, held-out ridge R² and k-NN Jaccard,
+  registered on the same table.
 - :mod:`stitchcore.measures.simplicity`: gradient norm, loss sharpness, gzip size of the weights.
 - :mod:`stitchcore.measures.traits`: trait metrics (``class_acc:3``, ``confusion:3->8``,
   ``blackout:left`` ...) parsed from one canonical string.
 
-Import the module you need; this package imports nothing on its own.
+Import the module you need.  The package imports only :mod:`~stitchcore.measures.representational` on its
+own, so that its measures are registered whichever module asks the registry (``list_measures()`` lists
+all seven).
 """
+
+from stitchcore.measures import representational  # noqa: F401  (registers rsa, svcca, ridge-r2, knn-jaccard)

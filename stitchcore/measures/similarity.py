@@ -1,5 +1,8 @@
 """Representation similarity between layers of two models: CKA (linear, RBF, minibatch), Procrustes.
 
+The measure registry lives here; RSA, SVCCA, held-out ridge R² and k-NN Jaccard are defined in
+:mod:`~stitchcore.measures.representational` and registered when the package is imported.
+
 Every measure compares two representations of the *same* n inputs, ``X`` [n, p] and
 ``Y`` [n, q] (rows are examples; p and q may differ).  Activations are flattened to
 rows by :func:`flatten`: a map [B, C, H, W] (or [B, H, W, C]) becomes [B, C*H*W],
@@ -10,10 +13,10 @@ tokens [B, N, D] are mean-pooled to [B, D] (``token_mode="mean"``) or become B*N
 >>> x = torch.randn(64, 10, dtype=torch.float64)
 >>> round(float(cka_linear(x, 3 * x)), 6)
 1.0
->>> list_measures(), list_measures("cka-*")
-(['cka-linear', 'cka-rbf', 'procrustes'], ['cka-linear', 'cka-rbf'])
->>> get_measure("procrustes").higher_is_similar
-False
+>>> list_measures()
+['cka-linear', 'cka-rbf', 'knn-jaccard', 'procrustes', 'ridge-r2', 'rsa', 'svcca']
+>>> list_measures("cka-*"), get_measure("procrustes").higher_is_similar
+(['cka-linear', 'cka-rbf'], False)
 
 **Minibatch CKA** (Nguyen, Raghu & Kornblith 2021): per batch, the linear Gram
 ``K = X Xᵀ`` [B, B] of every layer (of column-centred X, in float32: :func:`gram_centred`), the unbiased HSIC of Song et al. 2012
@@ -302,8 +305,8 @@ class Measure:
     fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (X [n, p], Y [n, q]) -> scalar tensor
     higher_is_similar: bool  # True for CKA (1 = same), False for distances (0 = same)
     minibatch: bool  # True: similarity_matrix streams batches in constant memory (else full batch)
-    bounds: tuple[float, float] = (0.0, 1.0)  # every value of fn lies in [low, high]; same inputs give
-    # high when higher_is_similar, else low
+    bounds: tuple[float, float] = (0.0, 1.0)  # every value of fn lies in [low, high] (low may be -inf); same
+    # inputs give high when higher_is_similar, else low (ridge-r2: just under 1, the ridge shrinks the fit)
     symmetric: bool = True  # fn(X, Y) == fn(Y, X)
 
 

@@ -17,16 +17,19 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import plotly.graph_objects as go
 
+from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.matrix import ControlTable, cell_axes, cell_grid, control_tables, partial_cells, skipped_pairs
 from stitchcore.experiments.merge import partial_points
 from stitchcore.experiments.sweep import partial_positions
+from stitchcore.measures.similarity import Measure, get_measure, list_measures
 from stitchcore.measures.traits import parse_metric
 from stitchcore.plots import heatmap as plots_heatmap
 from stitchcore.plots import lm as plots_lm
@@ -35,10 +38,18 @@ from stitchcore.plots import traits as plots_traits
 from stitchcore.plots.penalty import IMAGE_PENALTY, penalty_label
 from stitchcore.store.results import RunRecord, Store
 
-__all__ = ["CKA_TITLES", "CURVE_POINTS", "HeatPanel", "RunFigure", "cka_panels", "control_panels", "figure_csv",
+__all__ = ["CURVE_POINTS", "HeatPanel", "RunFigure", "cka_panels", "control_panels", "figure_csv",
            "stitching_panel", "PENALTY_WORDS", "COMPARE_METRICS", "panel_figure", "run_figures", "compare_figures"]
+__all__ += ["MEASURE_TITLES", "VALUE_LABELS", "measure_choices", "measure_direction"]
 
-CKA_TITLES = {"cka-linear": "Linear CKA", "cka-rbf": "RBF CKA", "procrustes": "Procrustes distance"}
+# Similarity measures in words: the Similarity page's picker (in this order) and the heat maps' titles.
+MEASURE_TITLES = {
+    "cka-linear": "Linear CKA", "cka-rbf": "RBF CKA", "procrustes": "Procrustes distance",
+    "rsa": "RSA (Spearman of RDMs)", "svcca": "SVCCA", "ridge-r2": "Ridge R² (A predicts B, held out)",
+    "knn-jaccard": "k-NN Jaccard (k = 10, cosine)",
+}  # fmt: skip
+VALUE_LABELS = {"cka-linear": "CKA", "cka-rbf": "CKA", "procrustes": "distance", "rsa": "Spearman ρ",
+                "svcca": "mean CCA ρ", "ridge-r2": "R²", "knn-jaccard": "Jaccard"}  # colour bar and hover
 CURVE_POINTS = 5000  # a finished run's training curve: at most this many points per series
 PENALTY_WORDS = penalty_label("penalty", IMAGE_PENALTY, higher_is_worse=True)  # "penalty = B − stitched (…)"
 
@@ -67,6 +78,7 @@ class HeatPanel:
     diverging: bool = False  # centred at 0 (a penalty or a difference)
     higher_is_worse: bool | None = None  # diverging penalty scales: which way is worse (red)
     bounded: bool = True  # accuracy / CKA: fixed 0..1 colour range
+    value_range: tuple[float, float] | None = None  # fixed colour range instead (diverging: ± its larger end)
     opens: bool = False  # a click on a cell opens that pair on the Stitch page (the app's stitching panel)
     matrix: bool = True  # a stitching panel: skipped cells are marked in it
 
@@ -79,21 +91,70 @@ def panel_figure(panel: HeatPanel, *, skipped: Mapping[tuple[str, str], str] | N
                  pending: str | None = None) -> go.Figure:  # fmt: skip
     """The panel's heat map; ``skipped`` pairs and ``pending`` cells are marked in stitching panels only."""
     fixed = panel.bounded and not panel.diverging
+    zmin, zmax = panel.value_range or ((0.0, 1.0) if fixed else (None, None))
     return plots_heatmap.heatmap(
         panel.values, panel.rows, panel.cols, title=panel.title, diverging=panel.diverging,
         higher_is_worse=panel.higher_is_worse, clickable=panel.opens, value_label=panel.value_label,
-        zmin=0.0 if fixed else None, zmax=1.0 if fixed else None,
+        zmin=zmin, zmax=zmax,
         skipped=skipped if panel.matrix else None, pending=pending if panel.matrix else None,
     )  # fmt: skip
 
 
+def measure_choices() -> tuple[str, ...]:
+    """Every registered measure, those of :data:`MEASURE_TITLES` first, in its order (the page's picker)."""
+    return (*MEASURE_TITLES, *(m for m in list_measures() if m not in MEASURE_TITLES))
+
+
+def _bound(v: float) -> str:
+    return f"{v:g}" if math.isfinite(v) else ("−∞" if v < 0 else "∞")
+
+
+def measure_direction(name: str) -> str:
+    """Which way a measure's values mean "more similar", and its range, in words (from the registry).
+
+    >>> measure_direction("procrustes")
+    'lower = more similar (0 to 2; 0 for the same representation)'
+    >>> measure_direction("ridge-r2")
+    'higher = more similar (at most 1; 1 for the same representation)'
+    """
+    meas = get_measure(name)
+    low, high = meas.bounds
+    way, same = ("higher", high) if meas.higher_is_similar else ("lower", low)
+    span = f"at most {_bound(high)}" if low == -math.inf else f"{_bound(low)} to {_bound(high)}"
+    return f"{way} = more similar ({span}; {_bound(same)} for the same representation)"
+
+
+def _registered(name: str) -> Measure | None:
+    try:
+        return get_measure(name)
+    except StitchError:  # a stored run of a measure this version does not have
+        return None
+
+
 def cka_panels(summary: Mapping[str, Any]) -> list[HeatPanel]:
-    """The heat maps of a finished similarity run: its measure, and the shuffled-input baseline if it has one."""
+    """The heat maps of a finished similarity run: its measure, and the shuffled-input baseline if it has one.
+
+    The colour range follows the measure's registered bounds: fixed 0..1 for [0, 1] measures (CKA, SVCCA,
+    k-NN Jaccard); a neutral diverging scale centred at 0 for those that go below 0, fixed at their bounds
+    (RSA: -1..1) or, unbounded (ridge R²), at ± the largest |value| of the run and its baseline together, so
+    both panels share one scale; the data's range otherwise (Procrustes distance, unknown measures).
+    """
     measure = summary.get("measure", "cka-linear")
-    name = CKA_TITLES.get(measure, measure or "similarity")
-    label = "distance" if measure == "procrustes" else "CKA"
+    name = MEASURE_TITLES.get(measure, measure or "similarity")
+    meas = _registered(measure)
+    label = VALUE_LABELS.get(measure) or ("distance" if meas is not None and not meas.higher_is_similar
+                                          else "similarity")  # fmt: skip
+    low, high = meas.bounds if meas is not None else (0.0, math.inf)
+    value_range = None
+    if low < 0 and math.isfinite(low) and math.isfinite(high):
+        value_range = (low, high)
+    elif low < 0:
+        grids = (summary["values"], summary.get("baseline") or [])
+        seen = [abs(v) for grid in grids for row in grid for v in row if v is not None and math.isfinite(v)]
+        value_range = (-max(seen), max(seen)) if seen and max(seen) > 0 else None
     common = {"rows": summary["senders"], "cols": summary["receivers"], "value_label": label,
-              "bounded": measure != "procrustes", "matrix": False}  # fmt: skip
+              "bounded": (low, high) == (0.0, 1.0), "diverging": low < 0, "value_range": value_range,
+              "matrix": False}  # fmt: skip
     panels = [HeatPanel(name, summary["values"], csv_name=measure, **common)]
     if summary.get("baseline"):
         panels.append(HeatPanel(f"{name}, shuffled inputs (baseline)", summary["baseline"],
