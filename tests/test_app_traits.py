@@ -56,3 +56,21 @@ def test_build_a_and_b_from_recipes_and_viewer_mode(app, monkeypatch):
     monkeypatch.setenv("STITCHLAB_VIEWER", "1")
     viewer = _page(AppTest.from_file(str(ROOT / "app.py"), default_timeout=120))
     assert viewer.button(key="preset_inheritance").disabled and viewer.button(key="tr_build").disabled
+
+
+def test_a_bansal_preset_draws_its_penalty_panel_waiting_then_filled(app):
+    preset = get_preset("label-noise")
+    at = app
+    at.query_params["preset"] = "label-noise"
+    _page(at)
+    assert not at.exception and not at.error
+    assert any("Not run yet" in c.value for c in at.caption)  # the link works before the preset has run
+    at.button(key="preset_label-noise").click().run()
+    for spec in preset.sweeps:
+        assert ui.get_runner().wait(run_id_for("sweep", spec.to_dict()), timeout=240).state == "done"
+    at.run()
+    assert not at.exception and not at.error
+    assert not any("Not run yet" in c.value for c in at.caption)
+    assert [e.label for e in at.expander if e.label.startswith("Sweep:")] == [f"Sweep: {t}" for t in preset.sweep_titles]
+    # the penalty panel, then each sweep's trait curves, penalty curve and per-class heat map
+    assert len(at.get("plotly_chart")) == 1 + 3 * len(preset.sweeps)

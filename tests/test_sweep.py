@@ -12,12 +12,15 @@ import json
 import math
 
 import pytest
+import torch
 
-from stitchcore.errors import AdapterError, StitchError
+from stitchcore.data.images import load_dataset
+from stitchcore.errors import AdapterError, DataError, StitchError
 from stitchcore.experiments import run_experiment
-from stitchcore.experiments.sweep import POSITIONS_ARTIFACT, SweepSpec, partial_positions
-from stitchcore.experiments.trait_presets import get_preset, list_presets, run_preset, zoo_ref
+from stitchcore.experiments.sweep import POSITIONS_ARTIFACT, SweepSpec, partial_positions, penalty_along
+from stitchcore.experiments.trait_presets import get_preset, list_presets, panel_lines, run_preset, zoo_ref
 from stitchcore.experiments.zoo import ZooRecipe
+from stitchcore.stitching.adapters import AdapterSpec
 from stitchcore.store.results import Store
 
 
@@ -76,6 +79,73 @@ def test_simplicity_moves_from_b_to_a_along_the_cut(preset_store):
     assert "sigma_t" in s["simplicity_definition"]["sharpness"]
 
 
+# Bansal et al.'s presets.  Thresholds from the presets at seed 0 and at seeds 2, 4, 6 (their factories take
+# a seed; run by hand on 2026-11-24, figures in docs/DESIGN.md), each with margin beyond the worst of the four.
+
+
+def _penalties(name: str, store: Store) -> dict[str, list[float]]:
+    preset = get_preset(name)
+    _, sweeps = run_preset(name, store)
+    return {t: penalty_along(s.record.summary) for t, s in zip(preset.sweep_titles, sweeps, strict=True)}
+
+
+def test_connectivity_trained_pairs_stitch_everywhere_a_random_bottom_fails_late(preset_store):
+    pen = _penalties("connectivity", preset_store)
+    *pairs, random_bottom = pen.values()
+    assert len(pairs) == 3 and all(len(p) == 5 for p in pen.values())  # block1, block2, flatten, fc1, fc2
+    assert max(max(p) for p in pairs) <= 0.04  # four seeds: at most 0.02 at any cut
+    # four seeds: the random bottom's penalty at fc2 0.16-0.34, its late mean minus block1's >= 0.14
+    assert random_bottom[-1] >= 0.1 and (random_bottom[-2] + random_bottom[-1]) / 2 - random_bottom[0] >= 0.08
+    assert random_bottom[-1] >= max(max(p) for p in pairs) + 0.08
+
+
+def test_more_data_width_and_training_beat_a_weaker_b_beyond_the_adapter_alone(preset_store):
+    pen = _penalties("more-is-better", preset_store)
+    for factor in ("data", "width", "time"):
+        better, alone = pen[f"{factor}: better A -> weak B"], pen[f"{factor}: weak B -> itself (adapter alone)"]
+        assert min(better) <= -0.01, (factor, better)  # four seeds: -0.024 .. -0.158 somewhere
+        gap = sum(b - a for b, a in zip(better[-2:], alone[-2:], strict=True)) / 2  # fc1, fc2
+        assert gap <= -0.01, (factor, better, alone)  # four seeds: -0.023 .. -0.07
+
+
+def test_label_noise_spoils_late_layers_not_early_ones(preset_store):
+    noisy, clean = _penalties("label-noise", preset_store).values()
+    assert noisy[0] <= 0.05 and noisy[-1] >= 0.08  # four seeds: block1 -0.007 .. 0.027, fc2 0.14 .. 0.21
+    assert noisy[-1] - noisy[0] >= 0.1 and noisy[-1] - clean[-1] >= 0.08
+    assert max(clean) <= 0.04  # the clean A stitches at every cut (0.013 at most)
+
+
+def test_preset_panels_read_the_lines_of_their_sweeps(preset_store):
+    preset = get_preset("label-noise")
+    run_preset("label-noise", preset_store)
+    (panel,) = preset.panels
+    lines = panel_lines(preset, panel, preset_store)
+    assert [ln["title"] for ln in lines] == list(preset.sweep_titles)
+    assert [ln["reference"] for ln in lines] == [False, True] and {ln["state"] for ln in lines} == {"done"}
+    assert lines[0]["positions"] == ["block1", "block2", "flatten", "fc1", "fc2"] and len(lines[0]["penalty"]) == 5
+    connectivity = get_preset("connectivity")
+    fresh = panel_lines(connectivity, connectivity.panels[0], Store(preset_store.root / "empty"))
+    assert all(ln["state"] is None and ln["penalty"] == [] for ln in fresh)
+
+
+def test_a_wider_a_sweeps_into_a_thinner_b_and_label_noise_is_a_dataset(trained_store):
+    store, (_, ref1) = trained_store
+    thin = ZooRecipe(arch="cnn", epochs=2, arch_kwargs={"channels": [4, 8], "fc_widths": [16, 8]})
+    run_experiment("zoo", thin, store)
+    out = run_experiment("sweep", SweepSpec(ref1, zoo_ref(thin), positions=("block2", "fc2"), epochs=1,
+                                            control=False, simplicity=False), store)  # fmt: skip
+    assert out.record.summary["positions"] == ["block2", "fc2"]
+    with pytest.raises(AdapterError, match="one architecture"):  # identity cannot change the width
+        run_experiment("sweep", SweepSpec(ref1, zoo_ref(thin), adapter=AdapterSpec(kind="identity", norm="none",
+                                          init="identity"), control=False), store)  # fmt: skip
+    noisy = load_dataset("digits|noise30s1")
+    clean = load_dataset("digits")
+    wrong = noisy.y_train != clean.y_train
+    assert int(wrong.sum()) == round(0.3 * len(clean.y_train)) and torch.equal(noisy.y_test, clean.y_test)
+    with pytest.raises(DataError, match="percentage"):
+        load_dataset("digits|noise0s1")
+
+
 def test_positions_stream_into_an_artifact_and_progress(trained_store):
     store, (ref0, ref1) = trained_store
     seen = []
@@ -106,9 +176,10 @@ def test_spec_errors_name_the_fix(trained_store):
         run_experiment("sweep", SweepSpec(ref0, ref0, metrics=("class_acc:12",), control=False), store)
     mlp = ZooRecipe(arch="mlp", epochs=1)
     run_experiment("zoo", mlp, store)
-    with pytest.raises(AdapterError, match="same arch"):
+    with pytest.raises(AdapterError, match="one architecture"):
         run_experiment("sweep", SweepSpec(ref0, zoo_ref(mlp), control=False), store)
-    assert {p.name for p in list_presets()} == {"inheritance", "special-layer", "distributed", "simplicity"}
+    assert {p.name for p in list_presets()} == {"inheritance", "special-layer", "distributed", "simplicity",
+                                                "connectivity", "more-is-better", "label-noise"}
     with pytest.raises(StitchError, match="special-layer"):
         get_preset("nope")
 

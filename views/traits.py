@@ -13,9 +13,19 @@ from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.dataset_check import default_dataset
 from stitchcore.experiments.sweep import SweepSpec
-from stitchcore.experiments.trait_presets import TRAITS, get_preset, list_presets, trait_recipe, zoo_ref
+from stitchcore.experiments.trait_presets import (
+    TRAITS,
+    Preset,
+    get_preset,
+    list_presets,
+    panel_lines,
+    trait_recipe,
+    zoo_ref,
+)
 from stitchcore.measures.traits import METRIC_HELP
 from stitchcore.models.sources.zoo import list_zoo_models
+from stitchcore.plots import traits as plots_traits
+from stitchcore.report.figures import PENALTY_WORDS
 from stitchcore.stitching.adapters import AdapterSpec
 from stitchcore.store.results import run_id_for
 from views import run_views
@@ -48,16 +58,19 @@ def _submit(jobs: list[tuple[str, object]]) -> str | None:
 
 # ---------------------------------------------------------------------------- presets
 
-st.subheader("Presets: the report's four findings on the bundled digits")
-cols = st.columns(4)
-for col, preset in zip(cols, list_presets(), strict=True):
-    with col:
-        st.markdown(f"**{preset.title}**")
-        st.caption(preset.claim)
-        jobs = [("zoo", r) for r in preset.recipes] + [("sweep", s) for s in preset.sweeps]
-        if st.button("Run", key=f"preset_{preset.name}", disabled=ui.viewer_mode(), type="primary",
-                     help=f"Trains {len(preset.recipes)} models, then {len(preset.sweeps)} sweep(s)") and _submit(jobs):
-            st.query_params.from_dict({"preset": preset.name})
+_by_paper: dict[str, list] = {}
+for _preset in list_presets():
+    _by_paper.setdefault(_preset.paper, []).append(_preset)
+for paper, presets in _by_paper.items():
+    st.subheader(f"Presets: findings of the {paper}" if "report" in paper else f"Presets: findings of {paper}")
+    for col, preset in zip(st.columns(4), presets):
+        with col:
+            st.markdown(f"**{preset.title}**")
+            st.caption(preset.claim)
+            jobs = [("zoo", r) for r in preset.recipes] + [("sweep", s) for s in preset.sweeps]
+            if st.button("Run", key=f"preset_{preset.name}", disabled=ui.viewer_mode(), type="primary",
+                         help=f"Trains {len(preset.recipes)} models, then {len(preset.sweeps)} sweep(s)") and _submit(jobs):
+                st.query_params.from_dict({"preset": preset.name})
 
 
 # ---------------------------------------------------------------------------- your own sweep
@@ -176,6 +189,25 @@ def _sweep_panel(run_id: str, title: str | None = None) -> None:
         run_views.sweep_view(rec, key="tr", title=title)
 
 
+def _penalty_panels(preset: Preset) -> None:
+    """A preset's penalty figures (one line per sweep), redrawn while any of its sweeps runs."""
+    ids = [run_id_for("sweep", spec.to_dict()) for spec in preset.sweeps]
+
+    @ui.live_while_running(*ids)
+    def live() -> None:
+        for k, panel in enumerate(preset.panels):
+            lines = panel_lines(preset, panel, ui.get_store())
+            ui.chart(st, plots_traits.penalty_lines(lines, title=panel.title), key=f"tr-panel-{preset.name}-{k}",
+                     file_name=f"{preset.name}-penalty-{k + 1}.csv")  # fmt: skip
+            waiting = [ln["title"] for ln in lines if ln["state"] is None]
+            if waiting:
+                st.caption(f"Not run yet: {', '.join(waiting)}. Press Run above to train the models and run them.")
+        st.caption(f"Stitching {PENALTY_WORDS}: B's accuracy minus the stitched model's at each cut (error of C minus "
+                   "error of B, as Bansal et al. define it); dashed lines are references. Red = worse, blue = better.")
+
+    live()
+
+
 preset_name = st.query_params.get("preset")
 if preset_name:
     st.divider()
@@ -185,9 +217,15 @@ if preset_name:
         ui.show_error(exc)
     else:
         st.markdown(f"### {preset.title}")
-        st.markdown(f"*Claim:* {preset.claim}  \n*Look for:* {preset.look_for}")
+        st.markdown(f"*Claim* ({preset.paper}): {preset.claim}  \n*Look for:* {preset.look_for}")
+        if preset.panels:
+            _penalty_panels(preset)
         for sweep_title, sweep_spec in zip(preset.sweep_titles, preset.sweeps, strict=True):
-            _sweep_panel(run_id_for("sweep", sweep_spec.to_dict()), sweep_title)
+            if preset.panels:  # the figures above say it; each sweep's own plots on request
+                with st.expander(f"Sweep: {sweep_title}"):
+                    _sweep_panel(run_id_for("sweep", sweep_spec.to_dict()), sweep_title)
+            else:
+                _sweep_panel(run_id_for("sweep", sweep_spec.to_dict()), sweep_title)
 elif st.query_params.get("run"):
     st.divider()
     _sweep_panel(st.query_params["run"])

@@ -27,7 +27,7 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     d = SweepSpec(a="zoo:x", b="zoo:x")
     sw = verbs.add_parser("sweep", parents=[common], help="cut at every depth: trait metrics + simplicity")
     sw.add_argument("--a", help="ModelRef of the bottom model A (layers up to the cut)")
-    sw.add_argument("--b", help="ModelRef of the top model B (layers after the cut; same architecture)")
+    sw.add_argument("--b", help="ModelRef of the top model B (layers after the cut; A's architecture, any width)")
     sw.add_argument("--preset", help="run a ready-made experiment (see --list-presets) instead of --a/--b")
     sw.add_argument("--list-presets", action="store_true", help="list the presets and exit")
     sw.add_argument("--positions", default=None, help="comma-separated cut names (default: every cut)")
@@ -51,9 +51,15 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
 
 
 def table(s: dict[str, Any]) -> str:
-    """One sweep as a terminal table: a row per position, a column per metric (+ gzip bits), A and B last."""
+    """One sweep as a terminal table: a row per position, a column per metric (+ the penalty B − stitched, higher =
+    worse, with accuracy; + simplicity), A and B last."""
+    from stitchcore.experiments.sweep import penalty_along
+
     keys = list(s["metrics"])
+    penalty = penalty_along(s)
     cols = [*keys, "control:" + keys[-1]] if s.get("control") else list(keys)
+    if penalty:
+        cols.append("penalty")
     if s.get("simplicity"):
         cols += ["grad_norm", "sharpness", "gzip_bits"]
     widths = [max(len(c), 8) + 2 for c in cols]
@@ -67,12 +73,14 @@ def table(s: dict[str, Any]) -> str:
         vals = [s["stitched"][k][i] for k in keys]
         if s.get("control"):
             vals.append(s["control"][keys[-1]]["max"][i])
+        if penalty:
+            vals.append(penalty[i])
         if s.get("simplicity"):
             vals += [s["simplicity"][k][i] for k in ("grad_norm", "sharpness", "gzip_bits")]
         lines.append(f"{pos:10s}" + fmt(vals))
     for role in ("a", "b"):
         ref = s["reference"][role]
-        vals = [ref["metrics"][k] for k in keys] + ([None] if s.get("control") else [])
+        vals = [ref["metrics"][k] for k in keys] + ([None] if s.get("control") else []) + ([None] if penalty else [])
         if s.get("simplicity"):
             vals += [ref["simplicity"][k] for k in ("grad_norm", "sharpness", "gzip_bits")]
         lines.append(f"{role.upper() + ' alone':10s}" + fmt(vals))
@@ -112,6 +120,7 @@ def _cmd_sweep(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None
 def _run_preset(args: argparse.Namespace, store: Store, bar: ProgressBar, preset: Preset) -> None:
     """Train the preset's models (cached), run its sweeps, print every model and table."""
     from stitchcore.experiments import run_experiment
+    from stitchcore.experiments.sweep import penalty_along
 
     check_device(args)
     set_threads(args)
@@ -123,7 +132,8 @@ def _run_preset(args: argparse.Namespace, store: Store, bar: ProgressBar, preset
     for title, spec in zip(preset.sweep_titles, preset.sweeps, strict=True):
         out = run_experiment("sweep", spec, store, rerun=args.rerun, progress=bar, device=args.device,
                              wait=not args.no_wait)
-        sweeps.append({"title": title, "run_id": out.record.id, "cached": out.cached, **out.record.summary})
+        sweeps.append({"title": title, "run_id": out.record.id, "cached": out.cached, **out.record.summary,
+                       "penalty": penalty_along(out.record.summary)})  # fmt: skip
     bar.close()
     obj = {"preset": preset.name, "claim": preset.claim, "look_for": preset.look_for, "models": models,
            "sweeps": sweeps}  # fmt: skip

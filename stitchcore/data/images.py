@@ -13,6 +13,7 @@ Names are canonical and rebuild the dataset, transforms included (files under :f
     digits|relabel3to8          all train 3s labelled 8 (``@train+test`` for both splits)
     digits|drop3                class 3 removed from train
     digits|subset100s0          a stratified 100 train examples, seed 0
+    digits|noise50s0            50% of the train labels swapped for another class, seed 0
 
 >>> ds = load_dataset("digits|relabel3to8")
 >>> ds.name, ds.image_shape, ds.num_classes, len(ds.y_train), len(ds.y_test)
@@ -38,7 +39,7 @@ from stitchcore.errors import DataError
 from stitchcore.registry import Registry
 
 __all__ = ["ImageDataset", "SPLITS", "clear_cache", "data_root", "drop_class"]
-__all__ += ["dataset_loader", "list_datasets", "load_dataset", "register_dataset", "relabel"]
+__all__ += ["dataset_loader", "list_datasets", "load_dataset", "noisy_labels", "register_dataset", "relabel"]
 
 log = logging.getLogger(__name__)
 
@@ -210,19 +211,45 @@ def drop_class(ds: ImageDataset, cls: int, *, splits: Sequence[str] = ("train",)
     return replace(ds, name=f"{ds.name}|drop{cls}{suffix}", **new)
 
 
-_TRANSFORM = re.compile(r"(?:relabel(\d+)to(\d+)|drop(\d+)|subset(\d+)s(\d+))(?:@([a-z+]+))?")
+def noisy_labels(ds: ImageDataset, percent: int, seed: int = 0, *, splits: Sequence[str] = ("train",)) -> ImageDataset:
+    """Swap ``percent``% of the labels in ``splits`` for another class, drawn uniformly (seeded): exactly
+    round(N * percent / 100) labels become wrong (Bansal et al.'s label-noise models).
+
+    >>> clean = load_dataset("digits")
+    >>> noisy = noisy_labels(clean, 50)
+    >>> noisy.name, int((noisy.y_train != clean.y_train).sum()), len(clean.y_train)
+    ('digits|noise50s0', 674, 1347)
+    """
+    if isinstance(percent, bool) or not isinstance(percent, int) or not 0 < percent <= 100:
+        raise DataError(f"label noise is a percentage in 1..100, got {percent!r}; e.g. digits|noise50s0")
+    splits, suffix = _check_splits(splits)
+    gen = torch.Generator().manual_seed(seed)
+    new = {}
+    for s in splits:
+        y = ds.labels(s).clone()  # [N]
+        flip = torch.randperm(len(y), generator=gen)[: round(len(y) * percent / 100)]
+        shift = torch.randint(1, ds.num_classes, (len(flip),), generator=gen)  # never the true class
+        y[flip] = (y[flip] + shift) % ds.num_classes
+        new[f"y_{s}"] = y
+    return replace(ds, name=f"{ds.name}|noise{percent}s{seed}{suffix}", **new)
+
+
+_TRANSFORM = re.compile(r"(?:relabel(\d+)to(\d+)|drop(\d+)|subset(\d+)s(\d+)|noise(\d+)s(\d+))(?:@([a-z+]+))?")
 
 
 def _apply_transform(ds: ImageDataset, token: str) -> ImageDataset:
     m = _TRANSFORM.fullmatch(token)
     if m is None:
-        raise DataError(f"unknown dataset transform {token!r}; use relabelAtoB, dropC, subsetNsS (+ @test)")
-    src, dst, cls, n, seed, splits = m.groups()
+        raise DataError(f"unknown dataset transform {token!r}; use relabelAtoB, dropC, subsetNsS, noisePsS "
+                        "(+ @test)")
+    src, dst, cls, n, seed, percent, noise_seed, splits = m.groups()
     splits = tuple(splits.split("+")) if splits else ("train",)
     if src is not None:
         return relabel(ds, int(src), int(dst), splits=splits)
     if cls is not None:
         return drop_class(ds, int(cls), splits=splits)
+    if percent is not None:
+        return noisy_labels(ds, int(percent), int(noise_seed), splits=splits)
     if len(splits) != 1:
         raise DataError(f"subset takes one split (@train or @test), got {token!r}")
     return ds.subset(splits[0], int(n), int(seed))

@@ -514,8 +514,8 @@ def _sweep_units(spec: SweepSpec, store: Store, pending: dict[str, ZooRecipe], d
     ds = load_dataset(resolve_dataset(spec.dataset, a, b))
     train = load_dataset(spec.train_data) if spec.train_data else ds
     setup = time.perf_counter() - t0
-    per = [_pair_units(a, b, train, c, c, spec.adapter, spec.batch_size, "task", spec.optimizer, device)
-           for c in _spread(cuts)]  # fmt: skip
+    per = [_pair_units(a, b, train, ca, cb, spec.adapter, spec.batch_size, "task", spec.optimizer, device)
+           for ca, cb in _spread(cuts)]  # fmt: skip
     mean = {k: statistics.fmean(p[k] for p in per) for k in per[0]}
     n_bytes = 4 * sum(p.numel() for p in a.model.parameters())
     return {**mean, "setup": setup, "positions": len(cuts), "full": _full_forward(a, ds, device),

@@ -1,7 +1,8 @@
 """Experiment ``sweep``: move the cut along depth and see where a trait lives (Oxford report).
 
-A and B share an architecture.  At every position (a block-level cut ``c``) the
-stitched model is C_c(x) = suffix_B,c(S(prefix_A,c(x))): A's layers up to and
+A and B share an architecture (their widths may differ: the adapter maps A's channels to
+B's, as Bansal et al. plug a wider model's bottom into a thinner top).  At every position
+(a block-level cut ``c``) the stitched model is C_c(x) = suffix_B,c(S(prefix_A,c(x))): A's layers up to and
 including ``c``, a trained adapter, B's layers after ``c``.  At each position the
 adapter is trained (task loss on ``train_data``'s train split, A and B frozen; the
 same building blocks as the ``stitch`` experiment) and then measured on the test
@@ -53,14 +54,14 @@ from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.refs import ModelRef, parse_ref
 from stitchcore.models.sources import load_model
 from stitchcore.stitching.activations import collect
-from stitchcore.stitching.adapters import AdapterSpec, build_adapter
+from stitchcore.stitching.adapters import AdapterSpec, build_adapter, compatibility
 from stitchcore.stitching.evaluate import score_logits
 from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
 from stitchcore.stitching.train import OPTIMIZERS, AdapterTargets, train_adapter
 from stitchcore.store.results import Store
 
 __all__ = ["POSITIONS_ARTIFACT", "SIMPLICITY_KEYS", "SweepSpec", "check_sweep", "curves", "partial_positions",
-           "run_sweep"]
+           "penalty_along", "run_sweep"]
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ class SweepSpec:
     """
 
     a: str  # ModelRef of the bottom model (its layers up to the cut)
-    b: str  # ModelRef of the top model (its layers after the cut); same architecture as A
+    b: str  # ModelRef of the top model (its layers after the cut); A's architecture, any width
     positions: tuple[str, ...] | None = None  # cut names in execution order; None = every cut
     metrics: tuple[str, ...] = ("accuracy",)  # trait metrics, see stitchcore.measures.traits
     dataset: str | None = None  # evaluation data (test split); None = the dataset B was trained on
@@ -148,9 +149,10 @@ def _random_ref(ref: str, seed: int) -> str:
     return str(ModelRef(r.scheme, r.name, r.file, tuple(params.items())))
 
 
-def _positions(spec: SweepSpec, a: LoadedModel, b: LoadedModel) -> list[Cut]:
-    """The swept cuts: every cut of A (or the named ones; CutError naming the close ones for a name A lacks),
-    each with the same shape in B."""
+def _positions(spec: SweepSpec, a: LoadedModel, b: LoadedModel) -> list[tuple[Cut, Cut]]:
+    """The swept cuts as (A's cut, B's cut of the same name), in A's execution order: every cut of A (or the
+    named ones; CutError naming the close ones for a name A lacks).  Widths may differ (a wider A into a
+    thinner B): the adapter maps A's channels to B's; AdapterError when it cannot join the pair."""
     cuts_a = list_cuts(a.model, a.example_input())
     cuts_b = {c.name: c for c in list_cuts(b.model, b.example_input())}
     by_name = {c.name: c for c in cuts_a}
@@ -167,13 +169,14 @@ def _positions(spec: SweepSpec, a: LoadedModel, b: LoadedModel) -> list[Cut]:
         raise CutError(f"no cut(s) {unknown} in {a.ref}; its cuts are: {', '.join(by_name)}")
     for n in names:
         other = cuts_b.get(n)
-        if other is None or other.shape != by_name[n].shape:
+        why = "it has no such cut" if other is None else compatibility(by_name[n], other, spec.adapter)
+        if why is not None:
             raise AdapterError(
-                f"a sweep needs A and B of one architecture: {a.ref}[{n}] is {by_name[n].shape}, {b.ref} has "
-                f"{other.shape if other else 'no such cut'}; pick two models of the same arch and size"
+                f"a sweep joins A and B at cuts of the same name: {a.ref}[{n}] is {by_name[n].shape} and {b.ref} "
+                f"cannot take it there ({why}); pick two models of one architecture (widths may differ)"
             )
     order = [c.name for c in cuts_a]
-    return [by_name[n] for n in sorted(names, key=order.index)]
+    return [(by_name[n], cuts_b[n]) for n in sorted(names, key=order.index)]
 
 
 def _forward(model: nn.Module, m: LoadedModel) -> nn.Module:
@@ -224,19 +227,21 @@ def _simplicity(spec: SweepSpec, model: nn.Module, data: _Data, exclude: nn.Modu
 
 
 def _stitch_at(
-    spec: SweepSpec, ctx: RunContext, a: LoadedModel, b: LoadedModel, cut: Cut, data: _Data, with_simplicity: bool
+    spec: SweepSpec, ctx: RunContext, a: LoadedModel, b: LoadedModel, cuts: tuple[Cut, Cut], data: _Data,
+    with_simplicity: bool,
 ) -> dict[str, Any]:
     """Train the adapter A[cut] -> B[cut] and measure C = suffix_B(S(prefix_A(x)))."""
     device = ctx.device
-    prefix_a, _ = split(a.model, cut, a.example_input())
-    prefix_b, suffix_b = split(b.model, cut, b.example_input())
+    cut_a, cut_b = cuts
+    prefix_a, _ = split(a.model, cut_a, a.example_input())
+    prefix_b, suffix_b = split(b.model, cut_b, b.example_input())
     for m in (prefix_a, prefix_b, suffix_b):
         m.to(device).eval()
     acts = {"device": device, "batch_size": EVAL_BATCH, "check_cancel": ctx.check_cancel}
     h_train = collect(prefix_a, data.train, a.preprocess, "train", limit=data.n_train, **acts)  # [N, *cut.shape]
     y_train = data.train.labels("train")[: data.n_train]
     torch.manual_seed(spec.seed)
-    adapter = build_adapter(spec.adapter, cut, cut)
+    adapter = build_adapter(spec.adapter, cut_a, cut_b)
     if spec.adapter.init in FIT_METHODS:
         target = collect(prefix_b, data.train, b.preprocess, "train", limit=data.n_train, **acts)
         pairs = ((h_train[i : i + EVAL_BATCH], target[i : i + EVAL_BATCH]) for i in range(0, len(h_train), EVAL_BATCH))
@@ -328,6 +333,20 @@ def curves(rows: list[dict], metrics: list[str] | tuple[str, ...]) -> dict[str, 
     return out
 
 
+def penalty_along(data: dict[str, Any]) -> list[float | None]:
+    """Stitching penalty accuracy(B) − accuracy(C) (= error(C) − error(B), Bansal et al.; higher = worse) at
+    every finished position of a sweep summary or :func:`partial_positions` result; [] without accuracy.
+
+    >>> penalty_along({"stitched": {"accuracy": [0.9, None]}, "reference": {"b": {"metrics": {"accuracy": 0.95}}}})
+    [0.05, None]
+    """
+    base = ((data.get("reference") or {}).get("b") or {}).get("metrics", {}).get("accuracy")
+    stitched = (data.get("stitched") or {}).get("accuracy")
+    if base is None or stitched is None:
+        return []
+    return [None if v is None else round(base - v, 6) for v in stitched]
+
+
 def partial_positions(store: Store, run_id: str) -> dict[str, Any]:
     """What a sweep run has finished so far, in the shape of its summary; {} before the first position.
 
@@ -357,7 +376,7 @@ def partial_positions(store: Store, run_id: str) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- the experiment
 
 
-def _prepare(spec: SweepSpec, store: Store) -> tuple[LoadedModel, LoadedModel, list[Cut], _Data]:
+def _prepare(spec: SweepSpec, store: Store) -> tuple[LoadedModel, LoadedModel, list[tuple[Cut, Cut]], _Data]:
     """A and B loaded, the swept cuts and the data; StitchError for anything that cannot run."""
     a, b = load_model(spec.a, store=store), load_model(spec.b, store=store)
     for m, role in ((a, "A"), (b, "B")):
@@ -391,19 +410,20 @@ def run_sweep(spec: SweepSpec, ctx: RunContext) -> dict:
     ctx.progress(0.02, "scoring A and B alone")
     reference = {"a": _reference(spec, ctx, a, data), "b": _reference(spec, ctx, b, data)}
     header = {"reference": reference, "metrics": list(spec.metrics), "classes": list(data.base.classes),
-              "all_positions": [c.name for c in cuts]}  # fmt: skip
+              "all_positions": [c.name for c, _ in cuts]}  # fmt: skip
     rows: list[dict] = []
     steps = len(cuts) * (1 + len(controls))
-    for i, cut in enumerate(cuts):
+    for i, pair in enumerate(cuts):
+        cut = pair[0]
         ctx.check_cancel()
         ctx.progress((0.05 + 0.95 * i * (1 + len(controls)) / steps), f"position {i + 1}/{len(cuts)}: {cut.name}")
         row = {"position": cut.name, "depth": round(cut.depth, 4),
-               **_stitch_at(spec, ctx, a, b, cut, data, spec.simplicity)}  # fmt: skip
+               **_stitch_at(spec, ctx, a, b, pair, data, spec.simplicity)}  # fmt: skip
         row["control"] = []
         for k, (ra, rb) in enumerate(controls):
             ctx.progress(0.05 + 0.95 * (i * (1 + len(controls)) + 1 + k) / steps,
                          f"position {i + 1}/{len(cuts)}: {cut.name} (random-init control {k + 1})")  # fmt: skip
-            row["control"].append(_stitch_at(spec, ctx, ra, rb, cut, data, False))
+            row["control"].append(_stitch_at(spec, ctx, ra, rb, pair, data, False))
         rows.append(row)
         ctx.log(i, {f"stitched:{k}": v for k, v in row["metrics"].items() if v is not None})
         ctx.store.put_artifact(ctx.run_id, POSITIONS_ARTIFACT,

@@ -1,10 +1,11 @@
-"""Ready-made trait experiments: zoo recipes for A and B plus the sweeps over them.
+"""Ready-made sweep experiments: zoo recipes for A and B plus the sweeps over them.
 
-Each preset reproduces one finding of the Oxford stitching report on the bundled
-digits data, in a few minutes on a laptop CPU (each model trains in seconds, each
-sweep position trains one small adapter per model pair).  Class 3 is the trait
-class throughout; adapters train on ``digits|drop3`` (no 3s), so whatever the
-stitched model does with a 3 comes from A's or B's layers, never from the adapter.
+Each preset reproduces one finding on the bundled digits data, in a few minutes on a
+laptop CPU (each model trains in seconds, each sweep position trains one small adapter
+per model pair).  The first four are the Oxford stitching report's trait findings:
+class 3 is the trait class throughout; adapters train on ``digits|drop3`` (no 3s), so
+whatever the stitched model does with a 3 comes from A's or B's layers, never from the
+adapter.
 
 ===================  ===========================================  ==========================================
 preset               A (bottom) / B (top)                          what to look for
@@ -20,28 +21,59 @@ simplicity           A: CNN with L1 + magnitude pruning;           gzip size (an
                      B: CNN with an L2 penalty                     from B's value to A's along the cut
 ===================  ===========================================  ==========================================
 
+The last three are Bansal, Nakkiran & Barak's (2021) findings, read off the stitching
+penalty = error(stitched) − error(B) = accuracy(B) − accuracy(stitched) at every cut.
+Their adapter is the paper's stitching layer: linear (1x1 conv) with BatchNorm before and
+after, here started by least squares and then task-trained on clean digits
+(:data:`STITCHING_LAYER`).  Each draws :class:`PenaltyPanel` figures: one penalty line per
+sweep, references dashed.
+
+===================  ===========================================  ==========================================
+preset               sweeps (A -> B)                               what to look for
+===================  ===========================================  ==========================================
+connectivity         three pairs of CNNs differing only in seed;   small penalty at every depth for trained
+                     a random-init bottom into a trained top       pairs; the random bottom's grows late
+more-is-better       a CNN with more data / width / epochs into    negative penalty (C beats B) at some depths,
+                     a weaker B; B into itself as reference        below B's own stitch (the adapter alone)
+label-noise          A trained with 50% of its labels wrong, into  little penalty early, a growing one late;
+                     a clean B; a clean A as reference             the clean A stays near zero
+===================  ===========================================  ==========================================
+
 >>> [p.name for p in list_presets()]
-['inheritance', 'special-layer', 'distributed', 'simplicity']
+['inheritance', 'special-layer', 'distributed', 'simplicity', 'connectivity', 'more-is-better', 'label-noise']
+>>> [(p.title, p.sweeps) for p in get_preset("connectivity").panels]
+[('Stitching connectivity: penalty at every depth', (0, 1, 2, 3))]
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from stitchcore.errors import StitchError
 from stitchcore.experiments._registry import ProgressFn, RunOutcome, run_experiment
-from stitchcore.experiments.sweep import SweepSpec
+from stitchcore.experiments.sweep import SweepSpec, partial_positions, penalty_along
 from stitchcore.experiments.zoo import ZooRecipe, zoo_name
 from stitchcore.registry import Registry
 from stitchcore.stitching.adapters import AdapterSpec
 from stitchcore.store.results import Store, run_id_for
 
-__all__ = ["TRAIT_CLASS", "Preset", "get_preset", "list_presets", "register_preset", "run_preset", "zoo_ref"]
+__all__ = ["STITCHING_LAYER", "TRAIT_CLASS", "PenaltyPanel", "Preset", "get_preset", "list_presets", "register_preset"]
+__all__ += ["panel_lines", "run_preset", "zoo_ref"]
 
 TRAIT_CLASS = 3  # the class every preset's trait is about (digit 3)
 RELABEL_TO = 8  # inheritance: every 3 labelled 8 (a 3 looks most like an 8 or a 5)
 BLIND_DATA = f"digits|drop{TRAIT_CLASS}"  # adapter fit data: no 3s, so no 3 is ever matched
+
+
+@dataclass(frozen=True)
+class PenaltyPanel:
+    """One figure of a preset: the stitching penalty along the cut, one line per sweep (by index)."""
+
+    title: str
+    sweeps: tuple[int, ...]  # indexes into Preset.sweeps, drawn in this order
+    references: tuple[int, ...] = ()  # those of them drawn dashed, as references
 
 
 @dataclass(frozen=True)
@@ -50,11 +82,13 @@ class Preset:
 
     name: str  # url/CLI name
     title: str  # button text
-    claim: str  # the report's claim this preset reproduces
+    claim: str  # the paper's claim this preset reproduces
     look_for: str  # what the plots should show if the claim holds
     recipes: tuple[ZooRecipe, ...]
     sweeps: tuple[SweepSpec, ...]
     sweep_titles: tuple[str, ...]  # one short title per sweep
+    panels: tuple[PenaltyPanel, ...] = ()  # penalty figures over several sweeps; () = each sweep on its own
+    paper: str = "Oxford stitching report"  # whose finding it is (the page groups presets by it)
 
 
 PresetFn = Callable[[], Preset]  # builds the preset (its recipes' run ids are computed on the call)
@@ -146,6 +180,84 @@ def _simplicity() -> Preset:
     )  # fmt: skip
 
 
+# ---------------------------------------------------------------------------- Bansal et al.
+
+BANSAL = "Bansal, Nakkiran & Barak 2021"
+# The paper's stitching layer (a 1x1 conv with BatchNorm before and after), here started by least squares and then
+# task-trained (SweepSpec's 10 epochs, AdamW lr 1e-2) on clean digits: the Stitch page's default adapter.
+STITCHING_LAYER = AdapterSpec(init="lstsq")
+
+
+def _penalty_sweep(a: str, b: str) -> SweepSpec:
+    """A's bottom into B's top at every cut, scored on clean digits (accuracy only: the penalty's input)."""
+    return SweepSpec(a=a, b=b, metrics=("accuracy",), dataset="digits", adapter=STITCHING_LAYER, control=False,
+                     simplicity=False)  # fmt: skip
+
+
+@register_preset("connectivity")
+def _connectivity(seed: int = 0) -> Preset:
+    models = tuple(ZooRecipe(arch="cnn", seed=seed + k) for k in range(3))
+    refs = [zoo_ref(m) for m in models]
+    random_bottom = f"{refs[1]}?init=random&seed={seed}"  # the architecture of refs[1], weights never trained
+    pairs = [(refs[(k + 1) % 3], refs[k]) for k in range(3)]
+    return Preset(
+        "connectivity", "Stitching connectivity (seeds)",
+        "Networks trained from different seeds are stitching-connected: a small penalty at every depth.",
+        "The three trained pairs stay near zero at every cut; the random-init bottom's penalty grows at late cuts.",
+        models, (*(_penalty_sweep(a, b) for a, b in pairs), _penalty_sweep(random_bottom, refs[0])),
+        (*(f"seed {seed + (k + 1) % 3} -> seed {seed + k}" for k in range(3)), f"random-init -> seed {seed}"),
+        (PenaltyPanel("Stitching connectivity: penalty at every depth", (0, 1, 2, 3), references=(3,)),), BANSAL,
+    )  # fmt: skip
+
+
+WIDE = {"channels": [32, 64], "fc_widths": [128, 64]}  # the CNN's default is channels 16,32 and fc 64,32
+THIN = {"channels": [4, 8], "fc_widths": [16, 8]}
+
+
+@register_preset("more-is-better")
+def _more_is_better(seed: int = 0) -> Preset:
+    # Weaker Bs that still converge (88-92% on digits, measured): 100 training images for 150 epochs (~300
+    # steps), a quarter of the width, 6 epochs instead of 20.  B into itself is the reference: a task-trained
+    # adapter on the full data improves a weak B by itself, so A's representation helps only below that line.
+    strong, wide = ZooRecipe(arch="cnn", seed=seed + 1), ZooRecipe(arch="cnn", seed=seed + 1, arch_kwargs=WIDE)
+    weak = {"data": ZooRecipe(arch="cnn", seed=seed, dataset=f"digits|subset100s{seed}", epochs=150),
+            "width": ZooRecipe(arch="cnn", seed=seed, arch_kwargs=THIN),
+            "time": ZooRecipe(arch="cnn", seed=seed, epochs=6)}  # fmt: skip
+    better = {"data": strong, "width": wide, "time": strong}
+    words = {"data": "more data (1,347 vs 100 images)", "width": "more width (4x the channels)",
+             "time": "more training (20 vs 6 epochs)"}  # fmt: skip
+    sweeps, titles, panels = [], [], []
+    for k, factor in enumerate(("data", "width", "time")):
+        a, b = zoo_ref(better[factor]), zoo_ref(weak[factor])
+        sweeps += [_penalty_sweep(a, b), _penalty_sweep(b, b)]
+        titles += [f"{factor}: better A -> weak B", f"{factor}: weak B -> itself (adapter alone)"]
+        panels.append(PenaltyPanel(f"A with {words[factor]} into a weaker B", (2 * k, 2 * k + 1), (2 * k + 1,)))
+    return Preset(
+        "more-is-better", "More is better (data, width, time)",
+        "Representations learned with more data, width or training time plugged into a weaker model improve it.",
+        "A negative penalty (the stitched model beats B) at some cuts, and below B's own stitch (dashed): the "
+        "gain comes from A's layers, not from training the adapter.",
+        (strong, wide, *weak.values()), tuple(sweeps), tuple(titles), tuple(panels), BANSAL,
+    )  # fmt: skip
+
+
+@register_preset("label-noise")
+def _label_noise(seed: int = 0) -> Preset:
+    # 100 epochs let A memorise the wrong half of its labels (test accuracy ~0.56, measured); after 20 it has not
+    # (~0.90) and its late layers still stitch.
+    noisy = ZooRecipe(arch="cnn", seed=seed + 1, dataset=f"digits|noise50s{seed}", epochs=100)
+    clean, b = ZooRecipe(arch="cnn", seed=seed + 1), ZooRecipe(arch="cnn", seed=seed)
+    return Preset(
+        "label-noise", "Label noise (50% wrong labels)",
+        "A model trained on noisy labels learns early layers as good as a clean model's, but not late ones.",
+        "The noisy A's penalty is near zero at early cuts and grows at late ones; the clean A (dashed) stays "
+        "near zero.",
+        (noisy, clean, b), (_penalty_sweep(zoo_ref(noisy), zoo_ref(b)), _penalty_sweep(zoo_ref(clean), zoo_ref(b))),
+        ("A with 50% noisy labels -> clean B", "clean A -> clean B"),
+        (PenaltyPanel("Penalty of a noisy-label bottom along the cut", (0, 1), (1,)),), BANSAL,
+    )  # fmt: skip
+
+
 TRAITS = ("plain", "relabel", "drop", "special-relabel", "special-drop", "l1-prune", "l2")  # trait_recipe kinds
 
 
@@ -189,6 +301,25 @@ def get_preset(name: str) -> Preset:
     stitchcore.errors.StitchError: unknown preset 'inheritence'; did you mean 'inheritance'? (known: ...)
     """
     return _PRESETS.get(name)()
+
+
+def panel_lines(preset: Preset, panel: PenaltyPanel, store: Store) -> list[dict[str, Any]]:
+    """The lines of one penalty figure, from the store (a running sweep gives its finished positions).
+
+    One dict per sweep of ``panel``: ``title``, ``run_id``, ``reference`` (drawn dashed), ``state`` (the
+    store row's status, or None before the sweep is queued), ``positions`` (every cut the sweep visits, []
+    before it has begun), ``penalty`` (one value per finished position: :func:`penalty_along`).
+    """
+    lines = []
+    for k in panel.sweeps:
+        run_id = run_id_for("sweep", preset.sweeps[k].to_dict())
+        rec = store.lookup(run_id)
+        data = rec.summary if rec is not None and rec.status == "done" else partial_positions(store, run_id)
+        lines.append({"title": preset.sweep_titles[k], "run_id": run_id, "reference": k in panel.references,
+                      "state": rec.status if rec is not None else None,
+                      "positions": list(data.get("all_positions") or data.get("positions") or []),
+                      "penalty": penalty_along(data)})  # fmt: skip
+    return lines
 
 
 def run_preset(

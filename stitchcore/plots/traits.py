@@ -11,6 +11,8 @@ draws the positions it has so far on the full x axis.
 * :func:`per_class_heatmap`: accuracy of every class at every position.
 * :func:`penalty_curve`: the stitching penalty (B's accuracy − stitched accuracy, higher = worse)
   at every position, the control's as a band; the worse side marked red as in every penalty figure.
+* :func:`penalty_lines`: the penalty of several sweeps on one axis (a preset's figure: one line per
+  model pair, references dashed).
 
 >>> c = {"positions": ["fc1", "fc2"], "stitched": {"accuracy": [0.9, 0.8]}, "control": None}
 >>> ref = {"a": {"metrics": {"accuracy": 0.95}}, "b": {"metrics": {"accuracy": 0.97}}}
@@ -31,7 +33,8 @@ from stitchcore.plots import heatmap as plots_heatmap
 from stitchcore.plots._style import HEIGHT, ROLE_COLORS, RUN_COLORS, WAITING, add_note, clean, house_style
 from stitchcore.plots.penalty import IMAGE_PENALTY, mark_worse_side, penalty_label
 
-__all__ = ["SIMPLICITY_LABELS", "penalty_curve", "per_class_heatmap", "simplicity_curves", "trait_curves"]
+__all__ = ["SIMPLICITY_LABELS", "penalty_curve", "penalty_lines", "per_class_heatmap", "simplicity_curves",
+           "trait_curves"]
 
 SIMPLICITY_LABELS = {"grad_norm": "gradient norm", "sharpness": "sharpness", "gzip_bits": "gzip size (bits)"}
 
@@ -206,5 +209,40 @@ def penalty_curve(
     if base is None or stitched is None:
         add_note(fig, "add the accuracy metric to the sweep to see its penalty")
     elif not done:
+        add_note(fig, WAITING if positions else "no positions yet")
+    return mark_worse_side(house_style(fig, title), higher_is_worse=True)
+
+
+def penalty_lines(lines: Sequence[Mapping[str, Any]], *, title: str | None = None) -> go.Figure:
+    """Stitching penalty (B − stitched, higher = worse) of several sweeps along one cut axis.
+
+    ``lines``: dicts with ``title``, ``positions`` (the cuts the sweep visits), ``penalty`` (one value per
+    finished position, in order) and ``reference`` (drawn dashed); the x axis is the longest ``positions``.
+    A line with no value yet is listed in the legend as waiting.
+
+    >>> fig = penalty_lines([{"title": "s1 -> s0", "positions": ["fc1", "fc2"], "penalty": [0.01, 0.02]},
+    ...                      {"title": "random -> s0", "positions": ["fc1", "fc2"], "penalty": [0.1],
+    ...                       "reference": True}])
+    >>> [(t.name, t.y, t.line.dash) for t in fig.data]
+    [('s1 -> s0', (0.01, 0.02), 'solid'), ('random -> s0', (0.1,), 'dash')]
+    """
+    positions = list(max((ln.get("positions") or [] for ln in lines), key=len, default=[]))
+    fig = go.Figure()
+    for i, ln in enumerate(lines):
+        values = clean(ln.get("penalty") or [])
+        color = RUN_COLORS[i % len(RUN_COLORS)]
+        fig.add_trace(go.Scatter(
+            x=list(range(len(values))), y=values, mode="lines+markers",
+            name=str(ln["title"]) + ("" if values else " (waiting)"),
+            line={"color": color, "width": 2.5 if not ln.get("reference") else 2,
+                  "dash": "dash" if ln.get("reference") else "solid"},
+            marker={"size": 8 if not ln.get("reference") else 6, "color": color},
+            customdata=positions[: len(values)],
+            hovertemplate=f"{ln['title']}<br>cut %{{customdata}}: penalty %{{y:+.3f}}<extra></extra>",
+        ))  # fmt: skip
+    fig.add_hline(y=0, line={"color": "#999", "width": 1})
+    _x_axis(fig, positions)
+    fig.update_yaxes(title_text=penalty_label("penalty", IMAGE_PENALTY, higher_is_worse=True))
+    if not any(ln.get("penalty") for ln in lines):
         add_note(fig, WAITING if positions else "no positions yet")
     return mark_worse_side(house_style(fig, title), higher_is_worse=True)
