@@ -354,7 +354,7 @@ def test_panels_follow_the_registry():
     assert panel("rsa").diverging and panel("rsa").value_range == (-1.0, 1.0) and not panel("rsa").bounded
     ridge = cka_panels({"measure": "ridge-r2", "senders": ["a"], "receivers": ["b", "c"], "values": [[0.9, None]],
                         "baseline": [[-1.5, 0.1]]})  # fmt: skip
-    assert [(p.diverging, p.value_range) for p in ridge] == [(True, (-1.5, 1.5))] * 2  # one scale for both
+    assert [(p.diverging, p.value_range) for p in ridge] == [(True, (-1.0, 1.0))] * 2  # one scale, -1.5 saturates
     assert panel("retired-measure").title == "retired-measure"  # a stored run of an unknown measure draws
 
 

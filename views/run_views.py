@@ -31,7 +31,7 @@ from stitchcore.plots import runs as plots
 from stitchcore.plots import traits as plots_traits
 from stitchcore.plots.penalty import LM_PENALTY, penalty_label, penalty_words
 from stitchcore.report.figures import (
-    PENALTY_WORDS, HeatPanel, cka_panels, control_panels, panel_figure, stitching_panel,
+    PENALTY_WORDS, HeatPanel, cka_panels, control_panels, measure_words, panel_figure, stitching_panel,
 )  # fmt: skip
 from stitchcore.store.results import RunRecord
 
@@ -73,6 +73,8 @@ def similarity_view(rec: RunRecord, *, key: str) -> None:
         cols = st.columns(min(len(panels), 2))
         for i, panel in enumerate(panels):
             _draw(panel, cols[i % len(cols)], key=f"{key}-cka", run_id=rec.id)
+        st.caption(f"{panels[0].title}: {measure_words(now.summary.get('measure', 'cka-linear'))}. "
+                   f"{now.summary.get('n', '?')} images; the baseline pairs each image of A with another of B.")
 
     live()
     _downloads(rec, key)

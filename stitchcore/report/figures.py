@@ -40,7 +40,7 @@ from stitchcore.store.results import RunRecord, Store
 
 __all__ = ["CURVE_POINTS", "HeatPanel", "RunFigure", "cka_panels", "control_panels", "figure_csv",
            "stitching_panel", "PENALTY_WORDS", "COMPARE_METRICS", "panel_figure", "run_figures", "compare_figures"]
-__all__ += ["MEASURE_TITLES", "VALUE_LABELS", "measure_choices", "measure_direction"]
+__all__ += ["MEASURE_TITLES", "VALUE_LABELS", "measure_choices", "measure_direction", "measure_words"]
 
 # Similarity measures in words: the Similarity page's picker (in this order) and the heat maps' titles.
 MEASURE_TITLES = {
@@ -131,13 +131,22 @@ def _registered(name: str) -> Measure | None:
         return None
 
 
+def measure_words(name: str) -> str:
+    """:func:`measure_direction` for a stored run's measure, also one this version no longer registers.
+
+    >>> measure_words("retired-measure")
+    'a measure this version does not know'
+    """
+    return measure_direction(name) if _registered(name) is not None else "a measure this version does not know"
+
+
 def cka_panels(summary: Mapping[str, Any]) -> list[HeatPanel]:
     """The heat maps of a finished similarity run: its measure, and the shuffled-input baseline if it has one.
 
     The colour range follows the measure's registered bounds: fixed 0..1 for [0, 1] measures (CKA, SVCCA,
     k-NN Jaccard); a neutral diverging scale centred at 0 for those that go below 0, fixed at their bounds
-    (RSA: -1..1) or, unbounded (ridge R²), at ± the largest |value| of the run and its baseline together, so
-    both panels share one scale; the data's range otherwise (Procrustes distance, unknown measures).
+    (RSA: -1..1) or, with no lower bound (ridge R²), at -1..1 with lower values saturated (their numbers are
+    printed in the cells); the data's range otherwise (Procrustes distance, unknown measures).
     """
     measure = summary.get("measure", "cka-linear")
     name = MEASURE_TITLES.get(measure, measure or "similarity")
@@ -146,12 +155,10 @@ def cka_panels(summary: Mapping[str, Any]) -> list[HeatPanel]:
                                           else "similarity")  # fmt: skip
     low, high = meas.bounds if meas is not None else (0.0, math.inf)
     value_range = None
-    if low < 0 and math.isfinite(low) and math.isfinite(high):
-        value_range = (low, high)
-    elif low < 0:
-        grids = (summary["values"], summary.get("baseline") or [])
-        seen = [abs(v) for grid in grids for row in grid for v in row if v is not None and math.isfinite(v)]
-        value_range = (-max(seen), max(seen)) if seen and max(seen) > 0 else None
+    if low < 0 and math.isfinite(high):
+        # RSA: its bounds; ridge R² (no lower bound): -top..top, so "worse than the mean by as much as the best fit
+        # is better" saturates (a shuffled baseline's R² of -3 would otherwise wash the real panel out, seen)
+        value_range = (low, high) if math.isfinite(low) else (-high, high)
     common = {"rows": summary["senders"], "cols": summary["receivers"], "value_label": label,
               "bounded": (low, high) == (0.0, 1.0), "diverging": low < 0, "value_range": value_range,
               "matrix": False}  # fmt: skip
