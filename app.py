@@ -16,6 +16,7 @@ PAGES = [
     st.Page("views/stitch.py", title="Stitch", icon=":material/cable:", url_path="stitch"),
     st.Page("views/similarity.py", title="Similarity", icon=":material/grid_on:", url_path="similarity"),
     st.Page("views/traits.py", title="Traits", icon=":material/timeline:", url_path="traits"),
+    st.Page("views/assemble.py", title="Assemble", icon=":material/extension:", url_path="assemble"),
     st.Page("views/language.py", title="Language models", icon=":material/translate:", url_path="language"),
     st.Page("views/results.py", title="Results", icon=":material/table_chart:", url_path="results"),
 ]

@@ -78,9 +78,10 @@ LIVE_CURVE_POINTS = 400  # a live curve, redrawn each poll in every watching bro
 CHART_CONFIG = {"displaylogo": False, "showSendToCloud": False, "toImageButtonOptions": {"format": "png", "scale": 3}}
 # url_path of the page that shows a run kind (permalinks, the job monitor, deep links)
 PAGE_FOR_KIND = {"stitch": "stitch", "zoo": "models", "matrix": "similarity", "similarity": "similarity",
-                 "merge": "language", "lmstitch": "language", "lmdepth": "language", "sweep": "traits"}
+                 "merge": "language", "lmstitch": "language", "lmdepth": "language", "sweep": "traits",
+                 "assemble": "assemble"}
 PAGE_TITLES = {"stitch": "Stitch", "models": "Models", "similarity": "Similarity", "traits": "Traits",
-               "language": "Language models"}  # url_path -> the page's title (as in app.py)
+               "language": "Language models", "assemble": "Assemble"}  # url_path -> the page's title (as in app.py)
 
 
 @st.cache_resource(show_spinner=False)

@@ -41,6 +41,24 @@ def trained_store(tmp_path_factory):
     return store, refs
 
 
+@pytest.fixture(scope="session")
+def family_store(trained_store):
+    """trained_store plus a ViT and a Swin trained on digits with their architectures' recipe defaults
+    (AdamW, 40 epochs: what ``zoo train --arch vit --dataset digits`` trains; ~20 s and ~15 s on one thread).
+
+    Returns (store, {"cnn": ref, "cnn1": ref, "vit": ref, "swin": ref}, {family: test accuracy})."""
+    from stitchcore.experiments import run_experiment
+    from stitchcore.experiments.zoo import ZooRecipe
+    from stitchcore.models.archs import arch_recipe_defaults
+
+    store, (cnn, cnn1) = trained_store
+    refs, accuracy = {"cnn": cnn, "cnn1": cnn1}, {}
+    for arch in ("vit", "swin"):
+        out = run_experiment("zoo", ZooRecipe(arch=arch, dataset="digits", **arch_recipe_defaults(arch)), store)
+        refs[arch], accuracy[arch] = out.record.summary["ref"], out.record.summary["accuracy"]
+    return store, refs, accuracy
+
+
 def copy_store(src: Path, dst: Path) -> None:
     """A consistent copy of a store directory: SQLite's backup API for the database, files for blobs.
 

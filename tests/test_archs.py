@@ -19,11 +19,13 @@ CASES = {
     "cnn": ({}, lambda: torch.randn(3, 1, 8, 8), (3, 10)),
     "resnet": ({}, lambda: torch.randn(3, 1, 8, 8), (3, 10)),
     "gpt": ({"vocab_size": 40}, lambda: torch.randint(0, 40, (3, 16)), (3, 16, 40)),
+    "vit": ({}, lambda: torch.randn(3, 1, 8, 8), (3, 10)),
+    "swin": ({}, lambda: torch.randn(3, 1, 8, 8), (3, 10)),
 }
 
 
 def test_registry_lists_builtins():
-    assert list_archs()[:4] == ["mlp", "cnn", "resnet", "gpt"]
+    assert list_archs()[:6] == ["mlp", "cnn", "resnet", "gpt", "vit", "swin"]
 
 
 @pytest.mark.parametrize("name", list(CASES))

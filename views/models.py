@@ -13,7 +13,7 @@ import ui
 from stitchcore.data.images import list_datasets, load_dataset
 from stitchcore.errors import StitchError
 from stitchcore.experiments.zoo import ZooRecipe
-from stitchcore.models.archs import arch_input_kind, list_archs
+from stitchcore.models.archs import arch_input_kind, arch_recipe_defaults, list_archs
 from stitchcore.models.info import describe_model
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.preprocess import format_size, format_values
@@ -49,9 +49,14 @@ def train_form() -> str | None:
     archs = [a for a in list_archs() if arch_input_kind(a) == "image"]
     datasets = list_datasets()
     viewer = ui.viewer_mode()
+    # outside the form: picking an architecture resets the fields it has its own defaults for (AdamW, 40 epochs
+    # for the transformers), which a form would only do after its submit
+    arch = st.selectbox("Architecture", archs, index=archs.index(DEFAULT.arch), key="zoo_arch")
+    start = {**DEFAULT.to_dict(), **arch_recipe_defaults(arch)}
     with st.form("zoo-train"):
         c = st.columns(4)
-        arch = c[0].selectbox("Architecture", archs, index=archs.index(DEFAULT.arch))
+        c[0].caption(f"**{arch}**: " + (", ".join(f"{k} {v}" for k, v in arch_recipe_defaults(arch).items())
+                                        or "the recipe's defaults"))  # fmt: skip
         dataset = c[1].selectbox(
             "Dataset",
             datasets,
@@ -62,11 +67,13 @@ def train_form() -> str | None:
         optimizer = c[3].selectbox(
             "Optimizer",
             OPTIMIZERS,
-            index=OPTIMIZERS.index(DEFAULT.optimizer),
+            index=OPTIMIZERS.index(start["optimizer"]),
             help="sgd: momentum 0.9, lr 0.05 · adamw: cosine schedule, lr 2e-3",
+            key=f"zoo_optimizer_{arch}",
         )
         c = st.columns(4)
-        epochs = c[0].number_input("Epochs", min_value=1, max_value=1000, value=DEFAULT.epochs, step=1)
+        epochs = c[0].number_input("Epochs", min_value=1, max_value=1000, value=start["epochs"], step=1,
+                                   key=f"zoo_epochs_{arch}")  # fmt: skip
         image_size = c[1].number_input(
             "Image size",
             min_value=4,

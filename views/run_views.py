@@ -21,10 +21,12 @@ import streamlit as st
 import ui
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
+from stitchcore.experiments.assemble import AssembleSpec, assembled_cells, pareto_front, recipe_name
 from stitchcore.experiments.matrix import MatrixSpec, cell_axes, cell_grid, control_tables, partial_cells, skipped_pairs
 from stitchcore.experiments.merge import partial_points
 from stitchcore.experiments.sweep import partial_positions
 from stitchcore.measures.traits import parse_metric
+from stitchcore.plots import assemble as plots_assemble
 from stitchcore.plots import heatmap as plots_heatmap
 from stitchcore.plots import lm as plots_lm
 from stitchcore.plots import runs as plots
@@ -35,7 +37,7 @@ from stitchcore.report.figures import (
 )  # fmt: skip
 from stitchcore.store.results import RunRecord
 
-__all__ = ["matrix_view", "similarity_view", "sweep_view", "lm_view", "VIEWS", "run_panel",
+__all__ = ["assemble_view", "matrix_view", "similarity_view", "sweep_view", "lm_view", "VIEWS", "run_panel",
            "open_on_page"]
 
 # ------------------------------------------------------------------------------------ similarity / matrix
@@ -187,6 +189,78 @@ def _open_in_stitch(spec: MatrixSpec, senders: list[str], receivers: list[str], 
                    query_params=_stitch_params(spec, sender, receiver), icon=":material/cable:")
 
 
+# ------------------------------------------------------------------------------------------------ assemble
+
+
+def _assemble_stitch_params(spec: AssembleSpec, cell: dict) -> dict[str, str]:
+    """Stitch-page query parameters for one assembled network: its cuts, adapter recipe and training."""
+    return {"a": spec.a, "b": spec.b, "cut_a": cell["sender"], "cut_b": cell["receiver"], "kind": cell["adapter"],
+            "norm": cell["norm"], "resample": cell["resample"], "init": "random", "optimizer": spec.optimizer,
+            "lr": str(spec.lr), "epochs": str(spec.epochs), "batch_size": str(spec.batch_size),
+            **({"dataset": spec.dataset} if spec.dataset else {})}  # fmt: skip
+
+
+def assemble_view(rec: RunRecord, *, key: str) -> None:
+    """An assemble run: accuracy against FLOPs with the Pareto front and A and B (a click on a point opens that
+    network on the Stitch page), a heat map per recipe over (sender, receiver), the recipes compared; filling in
+    sender by sender while it runs."""
+    runner = ui.get_runner()
+    snap = runner.get(rec.id)
+    spec = spec_from_record(rec)
+    run_id = rec.id
+
+    @ui.live_while_running(run_id)
+    def live() -> None:
+        now = runner.get(run_id) or snap
+        ui.run_header(now, key, kept="Finished cells are kept below, and a re-launch resumes from them.")
+        s = now.summary if now.state == "done" else None
+        cells = s["cells"] if s else assembled_cells(ui.get_store(), run_id)
+        if not cells:
+            st.caption("Waiting for the first sender's cells…")
+            return
+        base = s["base"] if s else None
+        front = pareto_front([*cells, *((base or {}).values())])
+        fig = plots_assemble.accuracy_vs_flops(cells, base, front)
+        event = st.plotly_chart(fig, key=f"{key}-pareto-{run_id}", on_select="rerun", selection_mode="points",
+                                config=ui.CHART_CONFIG)  # fmt: skip
+        for point in (event.selection.points if event is not None else []):
+            index = point.get("customdata")
+            if isinstance(index, list):
+                index = index[0] if index else None
+            if isinstance(index, int) and 0 <= index < len(cells):
+                st.switch_page("views/stitch.py", query_params=_assemble_stitch_params(spec, cells[index]))
+        st.caption("Each point is one assembled network: A up to the sender cut, an adapter, B from the receiver "
+                   "cut. Colour = adapter kind, shape = rescaling; stars = A and B alone; dotted = the Pareto front "
+                   "(no network is both more accurate and cheaper). Click a point to open it on the Stitch page.")
+        recipes = s["recipes"] if s else [recipe_name(r) for r in spec.recipes()]
+        senders = s["senders"] if s else list(dict.fromkeys(c["sender"] for c in cells))
+        receivers = s["receivers"] if s else list(dict.fromkeys(c["receiver"] for c in cells))
+        ui.chart(st, plots_assemble.recipe_comparison(cells, recipes), key=f"{key}-recipes-{run_id}",
+                 file_name=f"{run_id}-recipes.csv" if s else None)  # fmt: skip
+        st.subheader("Accuracy per recipe")
+        cols = st.columns(2)
+        for i, recipe in enumerate(recipes):
+            ui.chart(cols[i % 2], plots_assemble.recipe_heatmap(cells, recipe, senders, receivers, pending=s is None),
+                     key=f"{key}-heat-{i}-{run_id}", file_name=f"{run_id}-{recipe.replace('/', '-')}.csv" if s else None)
+        copies = sum(bool(c.get("same_as")) for c in cells)
+        skipped = [c for c in cells if c.get("skipped_reason")]
+        if copies:
+            st.caption(f"{copies} cell(s) build the same adapter as another recipe (no rescaling needed there) and "
+                       "show its result.")  # fmt: skip
+        if skipped:
+            with st.expander(f"{len(skipped)} cell(s) skipped"):
+                for c in skipped:
+                    st.markdown(f"- `{c['sender']} → {c['receiver']}` ({c['recipe']}): {c['skipped_reason']}")
+        if s:
+            a, b = s["base"]["a"], s["base"]["b"]
+            st.caption(f"A alone {a['accuracy']:.3f} at {a['flops'] / 1e6:.2f}M FLOPs; B alone {b['accuracy']:.3f} at "
+                       f"{b['flops'] / 1e6:.2f}M FLOPs. Evaluated on {s['dataset']} ({s['n_test']} test images; "
+                       f"adapters trained on {s['n_train']}).")  # fmt: skip
+
+    live()
+    _downloads(rec, key)
+
+
 # ------------------------------------------------------------------------------------------------ sweep
 
 
@@ -317,7 +391,8 @@ def _lm_samples(s: dict) -> None:
 # --------------------------------------------------------------------------------------------- any run
 
 VIEWS: dict[str, Callable[..., None]] = {"matrix": matrix_view, "similarity": similarity_view, "sweep": sweep_view,
-                                         "merge": lm_view, "lmstitch": lm_view, "lmdepth": lm_view}
+                                         "merge": lm_view, "lmstitch": lm_view, "lmdepth": lm_view,
+                                         "assemble": assemble_view}
 
 
 def open_on_page(rec: RunRecord, container: Any = st) -> None:

@@ -13,13 +13,13 @@ import argparse
 import logging
 import sys
 
-from stitchcore.cli import lm, matrix, models, runs, stitch, sweep
+from stitchcore.cli import assemble, lm, matrix, models, runs, stitch, sweep
 from stitchcore.cli._common import Command, OneLineParser, ProgressBar, common_parser
 from stitchcore.errors import Cancelled, RunBusy, StitchError
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
-_VERB_MODULES = (models, stitch, matrix, lm, sweep, runs)  # the order of the verbs in --help
+_VERB_MODULES = (models, stitch, matrix, assemble, lm, sweep, runs)  # the order of the verbs in --help
 
 
 def build_parser() -> argparse.ArgumentParser:

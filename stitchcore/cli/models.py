@@ -24,11 +24,11 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
         dest="zoo_verb", required=True, metavar="train|list"
     )
     zt = zoo.add_parser("train", parents=[common], help="train a zoo recipe (cached: never trained twice)")
-    zt.add_argument("--arch", default="cnn", help="mlp | cnn | resnet (see stitchcore.models.archs)")
+    zt.add_argument("--arch", default="cnn", help="mlp | cnn | resnet | vit | swin | gpt (stitchcore.models.archs)")
     zt.add_argument("--dataset", default="digits", help="digits | mnist | fashion-mnist | cifar10 | cifar100 | imagefolder:PATH")
     zt.add_argument("--seed", type=int, default=0)
-    zt.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd")
-    zt.add_argument("--epochs", type=int, default=None, help="default 20")
+    zt.add_argument("--optimizer", choices=("sgd", "adamw"), default=None, help="default sgd (vit, swin: adamw)")
+    zt.add_argument("--epochs", type=int, default=None, help="default 20 (vit, swin: 40)")
     zt.add_argument("--lr", type=float, default=None, help="default 0.05 (sgd) / 2e-3 (adamw)")
     zt.add_argument("--batch-size", type=int, default=None)
     zt.add_argument("--weight-decay", type=float, default=None)
@@ -50,10 +50,12 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
 def _cmd_zoo_train(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
     """Train one zoo recipe (or find it in the store) and print its ref and accuracy."""
     from stitchcore.experiments.zoo import ZooRecipe
+    from stitchcore.models.archs import arch_recipe_defaults
 
-    kwargs: dict[str, Any] = dict(arch=args.arch, dataset=args.dataset, seed=args.seed, optimizer=args.optimizer)
+    kwargs: dict[str, Any] = dict(arch=args.arch, dataset=args.dataset, seed=args.seed)
+    kwargs.update(arch_recipe_defaults(args.arch))  # e.g. AdamW for transformers; what the user gives wins
     optional = {
-        "epochs": args.epochs, "lr": args.lr, "batch_size": args.batch_size, "weight_decay": args.weight_decay,
+        "optimizer": args.optimizer, "epochs": args.epochs, "lr": args.lr, "batch_size": args.batch_size, "weight_decay": args.weight_decay,
         "image_size": args.image_size, "arch_kwargs": args.arch_kwargs, "relabel": args.relabel,
         "drop_class": args.drop_class,
     }

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import math
+import os
+from collections.abc import Callable
 from dataclasses import fields
+from pathlib import Path
 from typing import Any, TypeVar
 
 from stitchcore.errors import StitchError
@@ -16,9 +21,13 @@ __all__ = [
     "check_positive",
     "check_sample_caps",
     "field_label",
+    "read_resume",
     "resolve_dataset",
     "spec_from_dict",
+    "write_atomic",
 ]
+
+log = logging.getLogger(__name__)
 
 S = TypeVar("S")
 
@@ -95,3 +104,29 @@ def spec_from_dict(cls: type[S], d: dict[str, Any]) -> S:
     if unknown:
         raise StitchError(f"unknown {cls.__name__} field(s) {unknown}; known: {sorted(names)}")
     return cls(**d)
+
+
+def read_resume(path: Path, run_id: str, *, key: Callable[[dict], str]) -> dict[str, dict]:
+    """The cells a run of ``run_id`` finished before it stopped, by ``key(cell)``; {} when there is no
+    resume file, or one of another run, or an unreadable one (logged): the cells are then computed again."""
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        log.warning("ignoring unreadable resume file %s (%s)", path, exc)
+        return {}
+    if not isinstance(data, dict) or data.get("run_id") != run_id or not isinstance(data.get("cells"), list):
+        return {}
+    return {key(c): c for c in data["cells"]}
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename: a reader never sees half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

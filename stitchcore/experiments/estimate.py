@@ -45,6 +45,7 @@ from stitchcore.data.images import ImageDataset, drop_class, load_dataset
 from stitchcore.device import pick_device
 from stitchcore.errors import StitchError
 from stitchcore.experiments._shared import resolve_dataset
+from stitchcore.experiments.assemble import AssembleSpec, assemble_plan
 from stitchcore.experiments.lm_zoo import EVAL_WINDOWS, STEPS_PER_EPOCH, lm_train_step
 from stitchcore.experiments.matrix import MatrixSpec
 from stitchcore.experiments.merge import FIT_BATCHES, DepthSpec, LMStitchSpec, MergeSpec
@@ -546,6 +547,40 @@ def _estimate_sweep(spec: SweepSpec, store: Store, pending: dict[str, ZooRecipe]
                               f"{steps:,} steps")
 
 
+def _assemble_units(spec: AssembleSpec, store: Store, pending: dict[str, ZooRecipe], device: torch.device) -> dict:
+    t0 = time.perf_counter()
+    a, b = _load(spec.a, store, pending), _load(spec.b, store, pending)
+    ds = load_dataset(resolve_dataset(spec.dataset, a, b))
+    senders, trained = assemble_plan(spec, a, b)  # the cells that train an adapter: (sender, receiver, recipe)
+    setup = time.perf_counter() - t0
+    per = [_pair_units(a, b, ds, s, r, recipe, spec.batch_size, "task", spec.optimizer, device)
+           for s, r, recipe in _spread(trained)]  # fmt: skip
+    mean = {k: statistics.fmean(p[k] for p in per) for k in per[0]} if per else {"prefix_a": 0.0, "step": 0.0,
+                                                                                  "eval": 0.0}  # fmt: skip
+    return {**mean, "setup": setup, "senders": len(senders), "cells": len(trained),
+            "full": _full_forward(a, ds, device) + _full_forward(b, ds, device),
+            "n_train": len(ds.labels("train")), "n_test": len(ds.labels("test"))}  # fmt: skip
+
+
+def _estimate_assemble(spec: AssembleSpec, store: Store, pending: dict[str, ZooRecipe], device: torch.device
+                       ) -> Estimate:  # fmt: skip
+    scale = ("epochs", "max_train", "max_test", "seed", "lr", "weight_decay", "finetune_baseline", "finetune_epochs",
+             "finetune_lr")  # fmt: skip
+    fixed = {k: v for k, v in spec.to_dict().items() if k not in scale}
+    key = ("assemble", repr(sorted(fixed.items())), _model_key(spec.a, store, pending),
+           _model_key(spec.b, store, pending), _where(device))  # fmt: skip
+    u = _cached(key, lambda: _assemble_units(spec, store, pending, device))
+    n_train, n_test = _image_counts(u, spec)
+    steps = spec.epochs * -(-n_train // spec.batch_size)
+    # per cell: the adapter's steps, a BN recalibration pass and the test pass through B's suffix
+    cell = steps * u["step"] + (n_train + n_test) * u["eval"]
+    if spec.finetune_baseline:  # every part trains: forward + backward of the whole network ~ 3 forwards
+        cell += spec.finetune_epochs * n_train * 3 * (u["prefix_a"] + u["eval"]) + n_test * (u["prefix_a"] + u["eval"])
+    seconds = u["setup"] + n_test * u["full"] + u["senders"] * (n_train + n_test) * u["prefix_a"] + u["cells"] * cell
+    return _estimate(seconds, f"calibrated: 1 adapter step = {_ms(u['step'])}; {int(u['cells'])} adapters of "
+                              f"{steps:,} steps")
+
+
 def _matrix_units(spec: MatrixSpec, store: Store, pending: dict[str, ZooRecipe], device: torch.device) -> dict:
     from stitchcore.stitching.adapters import compatibility
 
@@ -722,6 +757,7 @@ _ESTIMATORS: dict[str, tuple[type, Callable[..., Estimate]]] = {
     "lm_zoo": (ZooRecipe, lambda spec, store, pending, device: _estimate_lm_zoo(spec, device)),
     "stitch": (StitchSpec, _estimate_stitch),
     "sweep": (SweepSpec, _estimate_sweep),
+    "assemble": (AssembleSpec, _estimate_assemble),
     "matrix": (MatrixSpec, _estimate_matrix),
     "similarity": (SimilaritySpec, _estimate_similarity),
     "merge": (MergeSpec, lambda spec, store, pending, device: _estimate_lm("merge", spec, store, pending, device)),

@@ -39,7 +39,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -59,8 +58,10 @@ from stitchcore.experiments._shared import (
     check_positive,
     check_head_classes,
     check_sample_caps,
+    read_resume,
     resolve_dataset,
     spec_from_dict,
+    write_atomic,
 )
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.refs import ModelRef, parse_ref
@@ -191,29 +192,6 @@ def partial_path(store: Store, run_id: str) -> Path:
 
 def _cell_key(variant: str, sender: str, receiver: str) -> str:
     return f"{variant}|{sender}|{receiver}"
-
-
-def _read_partial(path: Path, run_id: str) -> dict[str, dict]:
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as exc:
-        log.warning("ignoring unreadable matrix resume file %s (%s)", path, exc)
-        return {}
-    if not isinstance(data, dict) or data.get("run_id") != run_id or not isinstance(data.get("cells"), list):
-        return {}
-    return {_cell_key(c["variant"], c["sender"], c["receiver"]): c for c in data["cells"]}
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------------------- reading the cells back
@@ -603,7 +581,7 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
     ws, dataset = _prepare(spec, ctx, variants)
 
     resume = partial_path(ctx.store, ctx.run_id)
-    done = _read_partial(resume, ctx.run_id)
+    done = read_resume(resume, ctx.run_id, key=lambda c: _cell_key(c["variant"], c["sender"], c["receiver"]))
     if done:
         log.info("matrix %s: resuming with %d finished cell(s)", ctx.run_id, len(done))
     n_cells = len(variants) * len(ws.senders) * len(ws.receivers)
@@ -630,7 +608,7 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
 
             for cell in _run_streamed(spec, ctx, ws, send, recv, pending, report):
                 keep({"variant": variant, **cell})
-            _write_atomic(resume, json.dumps({"run_id": ctx.run_id, "cells": cells}))
+            write_atomic(resume, json.dumps({"run_id": ctx.run_id, "cells": cells}))
             ctx.store.put_artifact(ctx.run_id, CELLS_ARTIFACT, json.dumps(cells, indent=1).encode())
             continue
         for r in ws.receivers:
@@ -650,7 +628,7 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
                 ctx.progress(len(cells) / n_cells, f"cell {len(cells) + 1}/{n_cells}: {where}")
                 for cell in _run_receiver(spec, ctx, ws, send, recv, group, r, train_suffix):
                     keep({"variant": variant, **cell})
-                _write_atomic(resume, json.dumps({"run_id": ctx.run_id, "cells": cells}))
+                write_atomic(resume, json.dumps({"run_id": ctx.run_id, "cells": cells}))
                 ctx.store.put_artifact(ctx.run_id, CELLS_ARTIFACT, json.dumps(cells, indent=1).encode())
     ctx.progress(1.0, f"{n_cells} cells done")
 

@@ -26,11 +26,13 @@ import plotly.graph_objects as go
 
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
+from stitchcore.experiments.assemble import assembled_cells, pareto_front
 from stitchcore.experiments.matrix import ControlTable, cell_axes, cell_grid, control_tables, partial_cells, skipped_pairs
 from stitchcore.experiments.merge import partial_points
 from stitchcore.experiments.sweep import partial_positions
 from stitchcore.measures.similarity import Measure, get_measure, list_measures
 from stitchcore.measures.traits import parse_metric
+from stitchcore.plots import assemble as plots_assemble
 from stitchcore.plots import heatmap as plots_heatmap
 from stitchcore.plots import lm as plots_lm
 from stitchcore.plots import runs as plots_runs
@@ -321,8 +323,25 @@ def _lm(record: RunRecord, store: Store) -> list[RunFigure]:
     return figs
 
 
+def _assemble(record: RunRecord, store: Store) -> list[RunFigure]:
+    s = record.summary if record.status == "done" else {}
+    cells = s.get("cells") or assembled_cells(store, record.id)
+    if not cells:
+        return []
+    base = s.get("base")
+    figs = [_plain("accuracy-vs-flops", plots_assemble.accuracy_vs_flops(cells, base,
+                                                                        pareto_front([*cells, *(base or {}).values()])))]
+    recipes = s.get("recipes") or list(dict.fromkeys(c["recipe"] for c in cells))
+    figs.append(_plain("recipes", plots_assemble.recipe_comparison(cells, recipes)))
+    senders = s.get("senders") or list(dict.fromkeys(c["sender"] for c in cells))
+    receivers = s.get("receivers") or list(dict.fromkeys(c["receiver"] for c in cells))
+    return figs + [_plain(f"accuracy-{r.replace('/', '-')}", plots_assemble.recipe_heatmap(cells, r, senders, receivers))
+                   for r in recipes]  # fmt: skip
+
+
 _BUILDERS = {"stitch": _stitch, "zoo": lambda r, st: _curve(r, st, "Training curve"), "similarity": _similarity,
-             "matrix": _matrix, "sweep": _sweep, "merge": _lm, "lmstitch": _lm, "lmdepth": _lm}  # fmt: skip
+             "matrix": _matrix, "sweep": _sweep, "merge": _lm, "lmstitch": _lm, "lmdepth": _lm,
+             "assemble": _assemble}  # fmt: skip
 
 
 def run_figures(record: RunRecord, store: Store) -> list[RunFigure]:

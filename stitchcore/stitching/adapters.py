@@ -9,8 +9,11 @@ are channel-first, in one of three forms chosen from the pair (:class:`AdapterPl
   with N = s*s, or s*s + 1 with a leading class token).  The sender is resampled to
   the receiver grid by ``prepare`` (bilinear, nearest) or by the core (``strided``: a
   conv with stride = the integer ratio down; nearest upsampling + the core's 1x1 up).
-  A sender's class token is dropped; a receiver's is the mean of the produced patch
-  tokens plus ``cls_offset``, a learned [D] vector starting at zero.
+  A sender's class token is dropped.  A receiver's class token is, by ``AdapterSpec.cls_token``:
+  ``"adapter"`` (default) the mean of the produced patch tokens plus ``cls_offset``, a learned
+  [D] vector starting at zero (the adapter learns a class token); ``"receiver"`` B's own class
+  token at the receiving cut, a fixed [D] buffer ``cls_fixed`` that the caller sets with
+  :meth:`Adapter.set_receiver_cls` (e.g. B's mean class token there over training images).
 * ``seq`` [B, D, N]: tokens to tokens with equal N and a token-wise kind (one map over
   D per token, class token to class token); the only way for tokens without a grid.
 * ``vec`` [B, D]: a vector receiver; maps are average-pooled, tokens mean-pooled.
@@ -45,7 +48,7 @@ if TYPE_CHECKING:  # any object with name, shape (no batch), layout and depth wi
     from stitchcore.cuts import Cut
 
 __all__ = [
-    "LAYOUTS", "NORMS", "RESAMPLES", "INITS", "AdapterSpec", "AdapterCore", "AdapterPlan", "Adapter",
+    "LAYOUTS", "NORMS", "RESAMPLES", "INITS", "CLS_TOKENS", "AdapterSpec", "AdapterCore", "AdapterPlan", "Adapter",
     "register_adapter", "list_adapters", "get_adapter", "compatibility", "build_adapter", "adapter_cost",
 ]  # fmt: skip
 
@@ -55,6 +58,7 @@ LAYOUTS = ("map", "map_nhwc", "tokens", "vector")
 NORMS = ("none", "bn_before", "bn_after", "both")
 RESAMPLES = ("none", "bilinear", "nearest", "strided")
 INITS = ("random", "identity", "lstsq", "procrustes")
+CLS_TOKENS = ("adapter", "receiver")  # who makes a token receiver's class token: the adapter learns it, or B's own
 _RANK = {"map": 3, "map_nhwc": 3, "tokens": 2, "vector": 1}  # layout -> len(cut.shape)
 
 
@@ -71,10 +75,11 @@ class AdapterSpec:
     resample: str = "bilinear"  # sender grid -> receiver grid; bilinear was best in Traft & Cheney
     init: str = "random"  # random | identity (eye weight) | lstsq | procrustes (fits.fit_adapter on data)
     rank: int | None = None  # lowrank width; None -> min(C_in, C_out) // 4, at least 1
+    cls_token: str = "adapter"  # a token receiver's class token: learned by the adapter, or B's own (fixed)
 
     def __post_init__(self) -> None:
         core = get_adapter(self.kind)
-        for name, valid in ("norm", NORMS), ("resample", RESAMPLES), ("init", INITS):
+        for name, valid in ("norm", NORMS), ("resample", RESAMPLES), ("init", INITS), ("cls_token", CLS_TOKENS):
             value = getattr(self, name)
             if not isinstance(value, str) or value not in valid:
                 raise AdapterError(f"unknown adapter {name} {value!r}; valid: {', '.join(valid)}")
@@ -94,7 +99,10 @@ class AdapterSpec:
                 object.__setattr__(self, name, value)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        if d["cls_token"] == "adapter":  # absent unless chosen: run ids of older specs stay the same
+            del d["cls_token"]
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AdapterSpec:
@@ -230,12 +238,33 @@ class Adapter(nn.Module):
         self.bn_before = bn(plan.c_in) if norm in ("bn_before", "both") else nn.Identity()
         self.core = get_adapter(spec.kind)(plan)
         self.bn_after = bn(plan.c_out) if norm in ("bn_after", "both") else nn.Identity()
-        self.cls_offset = nn.Parameter(torch.zeros(plan.c_out)) if plan.receiver_cls else None  # [D]
+        learned = plan.receiver_cls and spec.cls_token == "adapter"
+        self.cls_offset = nn.Parameter(torch.zeros(plan.c_out)) if learned else None  # [D]
+        fixed = torch.zeros(plan.c_out) if plan.receiver_cls and spec.cls_token == "receiver" else None
+        self.register_buffer("cls_fixed", fixed)  # [D] B's own class token, set by set_receiver_cls
         if spec.init == "identity":
             self.core.init_identity()
 
     def extra_repr(self) -> str:
         return f"{_fmt(self.sender)} -> {_fmt(self.receiver)}, form={self.plan.form}"
+
+    def set_receiver_cls(self, token: torch.Tensor) -> None:
+        """Use ``token`` [D] as the receiver's class token (``cls_token="receiver"``): B's own at that cut.
+
+        >>> from types import SimpleNamespace as Cut
+        >>> a = Cut(name="s", shape=(8, 2, 2), layout="map", depth=0.5)
+        >>> b = Cut(name="blocks.1", shape=(5, 6), layout="tokens", depth=0.5)
+        >>> ad = build_adapter(AdapterSpec(cls_token="receiver"), a, b).eval()
+        >>> ad.set_receiver_cls(torch.arange(6.0))
+        >>> ad(torch.randn(3, 8, 2, 2))[:, 0].tolist() == [list(range(6))] * 3
+        True
+        """
+        if self.cls_fixed is None:
+            raise AdapterError("this adapter makes no fixed class token: it needs a token receiver with a class "
+                               "token and AdapterSpec(cls_token='receiver')")  # fmt: skip
+        if tuple(token.shape) != tuple(self.cls_fixed.shape):
+            raise AdapterError(f"receiver class token must be [{self.cls_fixed.shape[0]}], got {list(token.shape)}")
+        self.cls_fixed.copy_(token.detach().to(self.cls_fixed))
 
     @staticmethod
     def _check(t: torch.Tensor, cut: Cut, role: str) -> None:
@@ -294,6 +323,8 @@ class Adapter(nn.Module):
             if self.cls_offset is not None:
                 cls = t.mean(dim=1, keepdim=True) + self.cls_offset  # [B, 1, D]
                 t = torch.cat([cls, t], dim=1)  # [B, 1 + H*W, D]
+            elif self.cls_fixed is not None:
+                t = torch.cat([self.cls_fixed.expand(t.shape[0], 1, -1), t], dim=1)  # [B, 1 + H*W, D]
             return t.contiguous()
         return z
 

@@ -6,8 +6,9 @@ from collections.abc import Callable, Iterable
 
 import torch
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
-__all__ = ["ClassifierScore", "score_logits", "evaluate_batches", "count_params", "stitching_penalty"]
+__all__ = ["ClassifierScore", "score_logits", "evaluate_batches", "count_params", "module_flops", "stitching_penalty"]
 
 
 class ClassifierScore(dict):
@@ -42,6 +43,25 @@ def evaluate_batches(
 
 def count_params(module: nn.Module, trainable_only: bool = True) -> int:
     return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)
+
+
+def module_flops(module: nn.Module | Callable[[torch.Tensor], torch.Tensor], example: torch.Tensor) -> int:
+    """FLOPs of one eval forward of ``module`` on ``example`` [1, ...] as ``FlopCounterMode`` counts them
+    (2 per multiply-add of matmuls, convs and attention; not norms, activations, pooling or resampling).
+
+    >>> module_flops(nn.Linear(4, 3), torch.zeros(1, 4))
+    24
+    """
+    was = [(m, m.training) for m in module.modules()] if isinstance(module, nn.Module) else []
+    for m, _ in was:
+        m.eval()
+    try:
+        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+            module(example)
+    finally:
+        for m, training in was:
+            m.train(training)
+    return int(counter.get_total_flops())
 
 
 def stitching_penalty(base_accuracy: float, stitched_accuracy: float) -> float:

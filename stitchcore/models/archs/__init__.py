@@ -9,11 +9,11 @@ options, builds the model and records ``model.arch_name`` and
 >>> m.arch_name, m.arch_kwargs["num_classes"]
 ('cnn', 3)
 >>> list_archs()
-['mlp', 'cnn', 'resnet', 'gpt']
+['mlp', 'cnn', 'resnet', 'gpt', 'vit', 'swin']
 >>> create_arch("cnm")
 Traceback (most recent call last):
 ...
-stitchcore.errors.RefError: unknown architecture 'cnm'; did you mean 'cnn'? (known: mlp, cnn, resnet, gpt)
+stitchcore.errors.RefError: unknown architecture 'cnm'; did you mean 'cnn'? (known: mlp, cnn, resnet, gpt, vit, swin)
 
 Options may arrive as strings (from a ref query such as ``?blocks=2,2,2,2``) or
 lists (from JSON); they are coerced to the type of the default value.
@@ -36,10 +36,13 @@ from stitchcore.models.archs.cnn import CNN
 from stitchcore.models.archs.gpt import GPT
 from stitchcore.models.archs.mlp import MLP
 from stitchcore.models.archs.resnet import ResNet
+from stitchcore.models.archs.swin import Swin
+from stitchcore.models.archs.vit import ViT
 from stitchcore.registry import Registry
 
 __all__ = [
     "arch_input_kind",
+    "arch_recipe_defaults",
     "register_arch",
     "create_arch",
     "list_archs",
@@ -49,6 +52,8 @@ __all__ = [
     "GPT",
     "MLP",
     "ResNet",
+    "Swin",
+    "ViT",
 ]
 
 # name -> model class; the built-ins register at the end of this module, so any import of it has them
@@ -82,6 +87,16 @@ def _arch_class(name: str) -> type[nn.Module]:
 def arch_input_kind(name: str) -> str:
     """``"image"`` or ``"tokens"``: what architecture ``name`` takes as input."""
     return getattr(_arch_class(name), "input_kind", "image")
+
+
+def arch_recipe_defaults(name: str) -> dict[str, Any]:
+    """Training defaults architecture ``name`` needs beyond the zoo recipe's (the CLI and the Models page
+    start from them; a recipe stays explicit, so run ids never depend on them).
+
+    >>> arch_recipe_defaults("vit"), arch_recipe_defaults("cnn")
+    ({'optimizer': 'adamw', 'epochs': 40}, {})
+    """
+    return dict(getattr(_arch_class(name), "recipe_defaults", {}))
 
 
 def arch_defaults(name: str) -> dict[str, Any]:
@@ -183,6 +198,6 @@ def create_arch(name: str, **kwargs: Any) -> nn.Module:
     return model
 
 
-for _name, _cls in (("mlp", MLP), ("cnn", CNN), ("resnet", ResNet), ("gpt", GPT)):
+for _name, _cls in (("mlp", MLP), ("cnn", CNN), ("resnet", ResNet), ("gpt", GPT), ("vit", ViT), ("swin", Swin)):
     register_arch(_name)(_cls)
 del _name, _cls

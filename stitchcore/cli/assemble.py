@@ -1,0 +1,110 @@
+"""CLI verb ``assemble``: new networks from A's bottom and B's top at disparate depths (Traft & Cheney).
+
+    python -m stitchcore assemble --a zoo:resnet-digits-s0 --b zoo:vit-digits-s0-adamw-ffda8d --json
+    python -m stitchcore assemble --a REF --b REF --senders layer2.0,layer3.0 --adapters linear,bottleneck \\
+        --resample bilinear,strided --finetune-baseline --epochs 10 --max-train 500
+
+Prints one line per cell (accuracy, FLOPs of the whole network, adapter parameters), skipped
+cells with their reason, A and B for reference and the accuracy-vs-FLOPs Pareto front.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from stitchcore.cli._common import Command, ProgressBar, emit, names, outcome, run, took
+from stitchcore.cli.stitch import resolve_cuts
+
+if TYPE_CHECKING:
+    from stitchcore.store.results import Store
+
+__all__ = ["COMMANDS", "add_verbs", "cells_text"]
+
+
+def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """Add ``assemble`` to the CLI's sub-parsers (``common``: --store, --json, --device, --quiet)."""
+    from stitchcore.experiments.assemble import AssembleSpec
+
+    d = AssembleSpec(a="zoo:x", b="zoo:x")
+    p = verbs.add_parser("assemble", parents=[common],
+                         help="A's bottom into B's top at every cut pair and adapter recipe: accuracy vs FLOPs")
+    p.add_argument("--a", required=True, help="ModelRef of A (its layers up to the sender cut)")
+    p.add_argument("--b", required=True, help="ModelRef of B (its layers after the receiver cut, and its head)")
+    p.add_argument("--senders", default=None, help="comma-separated cuts of A (default: 3 map or token cuts over depth)")
+    p.add_argument("--receivers", default=None, help="comma-separated cuts of B (default: 3 over depth)")
+    p.add_argument("--adapters", default=",".join(d.kinds), help="adapter kinds (default: %(default)s)")
+    p.add_argument("--norm", default=",".join(d.norms), help="BatchNorm placements: none,bn_before,bn_after,both")
+    p.add_argument("--resample", default=",".join(d.resamples), help="none,bilinear,nearest,strided "
+                   "(default: %(default)s)")  # fmt: skip
+    p.add_argument("--cls-token", choices=("adapter", "receiver"), default=d.cls_token,
+                   help="a ViT receiver's class token: learned by the adapter, or B's own at that cut")
+    p.add_argument("--finetune-baseline", action="store_true", help="also fine-tune each assembled network end to end")
+    p.add_argument("--epochs", type=int, default=d.epochs)
+    p.add_argument("--lr", type=float, default=d.lr, help="AdamW, cosine to 0 (default: %(default)s)")
+    p.add_argument("--dataset", default=None, help="default: the dataset B was trained on")
+    p.add_argument("--max-train", type=int, default=None)
+    p.add_argument("--max-test", type=int, default=None)
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--rerun", action="store_true", help="run again even if the store has it")
+
+
+def _flops(v: int | None) -> str:
+    return "-" if v is None else f"{v / 1e6:.2f}M"
+
+
+def cells_text(s: dict[str, Any]) -> str:
+    """An assemble summary for the terminal: a line per cell, A and B, the Pareto front.
+
+    >>> s = {"cells": [{"sender": "layer2.0", "receiver": "blocks.3", "recipe": "linear/both/bilinear",
+    ...                 "accuracy": 0.86, "flops": 1133824, "adapter_params": 2368, "finetune_accuracy": None,
+    ...                 "skipped_reason": None, "same_as": None}],
+    ...      "base": {"a": {"ref": "zoo:a", "accuracy": 0.98, "flops": 1987072},
+    ...               "b": {"ref": "zoo:b", "accuracy": 0.94, "flops": 4465920}},
+    ...      "pareto": [{"cell": 0, "accuracy": 0.86, "flops": 1133824}, {"base": "a", "accuracy": 0.98, "flops": 1987072}]}
+    >>> print(cells_text(s))
+    sender      receiver    recipe                     accuracy    FLOPs  adapter params
+    layer2.0    blocks.3    linear/both/bilinear          0.860    1.13M            2368
+    A zoo:a: accuracy 0.980, 1.99M FLOPs;  B zoo:b: accuracy 0.940, 4.47M FLOPs
+    Pareto front (accuracy vs FLOPs): layer2.0 -> blocks.3 linear/both/bilinear 0.860 @ 1.13M; A 0.980 @ 1.99M
+    """
+    lines = [f"{'sender':12s}{'receiver':12s}{'recipe':26s}{'accuracy':>9s}{'FLOPs':>9s}  adapter params"
+             + ("  fine-tuned" if any(c.get("finetune_accuracy") is not None for c in s["cells"]) else "")]
+    for c in s["cells"]:
+        head = f"{c['sender'][:11]:12s}{c['receiver'][:11]:12s}{c['recipe'][:25]:26s}"
+        if c.get("skipped_reason"):
+            lines.append(f"{head}  skipped: {c['skipped_reason']}")
+            continue
+        line = f"{head}{c['accuracy']:9.3f}{_flops(c['flops']):>9s}{c['adapter_params']:>16d}"
+        if c.get("finetune_accuracy") is not None:
+            line += f"{c['finetune_accuracy']:12.3f}"
+        lines.append(line + (f"  (= {c['same_as']})" if c.get("same_as") else ""))
+    a, b = s["base"]["a"], s["base"]["b"]
+    lines.append(f"A {a['ref']}: accuracy {a['accuracy']:.3f}, {_flops(a['flops'])} FLOPs;  "
+                 f"B {b['ref']}: accuracy {b['accuracy']:.3f}, {_flops(b['flops'])} FLOPs")  # fmt: skip
+    front = [(f"{s['cells'][p['cell']]['sender']} -> {s['cells'][p['cell']]['receiver']} "
+              f"{s['cells'][p['cell']]['recipe']}" if "cell" in p else p["base"].upper())
+             + f" {p['accuracy']:.3f} @ {_flops(p['flops'])}" for p in s["pareto"]]  # fmt: skip
+    lines.append("Pareto front (accuracy vs FLOPs): " + "; ".join(front))
+    return "\n".join(lines)
+
+
+def _cmd_assemble(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
+    """Assemble every (sender, receiver, recipe) network; print the cells, A and B, and the front."""
+    from stitchcore.experiments.assemble import AssembleSpec
+
+    senders, alias_a = resolve_cuts(args.a, names(args.senders), store)
+    receivers, alias_b = resolve_cuts(args.b, names(args.receivers), store)
+    spec = AssembleSpec(
+        a=args.a, b=args.b, senders=senders, receivers=receivers, kinds=names(args.adapters),
+        norms=names(args.norm), resamples=names(args.resample), cls_token=args.cls_token,
+        finetune_baseline=args.finetune_baseline, epochs=args.epochs, lr=args.lr, dataset=args.dataset,
+        max_train=args.max_train, max_test=args.max_test, seed=args.seed,
+    )  # fmt: skip
+    out = run("assemble", spec, args, store, bar)
+    aliases = {**alias_a, **alias_b}
+    emit(args, outcome(out, **({"aliases": aliases} if aliases else {})),
+         cells_text(out.record.summary) + f"\n({took(out.cached, out.seconds)}; run {out.record.id})")
+
+
+COMMANDS: dict[tuple[str, str | None], Command] = {("assemble", None): _cmd_assemble}

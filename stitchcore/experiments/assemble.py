@@ -1,0 +1,498 @@
+"""Experiment ``assemble``: new networks from parts, at disparate depths and across families (Traft & Cheney).
+
+Every cell joins A's bottom, up to a sender cut, to B's top, from a receiver cut, through a
+trained adapter made by one *recipe* (kind x BatchNorm placement x spatial rescaling):
+
+    C(x) = suffix_B,r(S(prefix_A,s(x)))
+
+Sender and receiver may sit at any depth (a low layer of A into a high layer of B skips B's
+blocks; the other way repeats them) and in any layout: feature maps [B, C, H, W], Swin's
+channels-last maps [B, H, W, C], ViT tokens [B, N, D] (with a class token, made by the adapter
+or taken from B: ``cls_token``), vectors.  The adapter is trained on the task with A and B
+frozen, AdamW lr 2e-3, weight decay 0.05, cosine to zero (the seed's settings), starting from
+random weights; its BatchNorm statistics are then set to those of its training inputs (one
+pass, no weight changes); each cell then records
+
+* ``accuracy`` on the test split, the adapter's ``adapter_params`` and ``adapter_flops``;
+* the whole assembled network's ``flops`` (FlopCounterMode on one example: prefix + adapter +
+  suffix) and ``params``;
+* with ``finetune_baseline``, ``finetune_accuracy``: the same network with every part trained
+  (copies: A and B stay untouched), the seed's "drop the skipped blocks, fine-tune all".
+
+A's and B's own accuracy, FLOPs and parameters are the reference points (``base``), and the
+Pareto front of accuracy against FLOPs over every cell and A and B is part of the result
+(:func:`pareto_front`).  A sender's activations are computed once and reused for every
+receiver and recipe.  Cells stream into the ``cells.json`` artifact and a resume file, so a
+cancelled or crashed run continues where it stopped; a pair no adapter of the recipe can join
+is a cell with its ``skipped_reason``.  Two recipes that build the same adapter for a pair (say
+``bilinear`` and ``strided`` between equal grids) are trained once (``same_as``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from stitchcore.cuts import Cut, coarse_cuts, get_cut, list_cuts, split
+from stitchcore.data.images import ImageDataset, load_dataset
+from stitchcore.errors import StitchError
+from stitchcore.experiments._registry import RunContext, register_experiment
+from stitchcore.experiments._shared import (
+    check_at_least,
+    check_choice,
+    check_head_classes,
+    check_positive,
+    check_sample_caps,
+    read_resume,
+    resolve_dataset,
+    spec_from_dict,
+    write_atomic,
+)
+from stitchcore.models.loaded import LoadedModel
+from stitchcore.models.refs import parse_ref
+from stitchcore.models.sources import load_model
+from stitchcore.stitching.activations import collect
+from stitchcore.stitching.adapter_kinds import list_adapters
+from stitchcore.stitching.adapters import CLS_TOKENS, NORMS, RESAMPLES, AdapterSpec, build_adapter, compatibility
+from stitchcore.stitching.evaluate import count_params, module_flops, score_logits
+from stitchcore.stitching.train import OPTIMIZERS, AdapterTargets, train_adapter, train_classifier
+from stitchcore.store.results import Store
+
+__all__ = ["CELLS_ARTIFACT", "DEFAULT_KINDS", "AssembleSpec", "assembled_cells", "assemble_plan", "check_assemble", "default_cuts",
+           "pareto_front", "recipe_name", "run_assemble"]
+
+log = logging.getLogger(__name__)
+
+CELLS_ARTIFACT = "cells.json"
+DEFAULT_KINDS = ("linear", "linear_relu", "conv3x3_relu", "bottleneck")  # Traft & Cheney's adapters
+COARSE = 3  # default cut set: this many cuts of each model, spread over depth (3 x 3 pairs x 8 recipes)
+EVAL_BATCH = 256
+CLS_SAMPLES = 256  # training images averaged for B's own class token (cls_token="receiver")
+
+
+@dataclass(frozen=True)
+class AssembleSpec:
+    """Join A's bottom to B's top at every (sender, receiver) pair with every adapter recipe.
+
+    >>> s = AssembleSpec("zoo:resnet-digits-s0", "zoo:vit-digits-s0-adamw")
+    >>> [recipe_name(r) for r in s.recipes()][:3], len(s.recipes())
+    (['linear/both/bilinear', 'linear/both/strided', 'linear_relu/both/bilinear'], 8)
+    """
+
+    a: str  # ModelRef of the bottom model (its layers up to the sender cut)
+    b: str  # ModelRef of the top model (its layers after the receiver cut, and its head)
+    senders: tuple[str, ...] | None = None  # A's cuts; None = default_cuts: COARSE maps/token cuts over depth
+    receivers: tuple[str, ...] | None = None  # B's cuts; None = default_cuts
+    kinds: tuple[str, ...] = DEFAULT_KINDS  # adapter kinds (stitching.adapter_kinds)
+    norms: tuple[str, ...] = ("both",)  # BatchNorm placements: none | bn_before | bn_after | both
+    resamples: tuple[str, ...] = ("bilinear", "strided")  # spatial rescaling: none | bilinear | nearest | strided
+    cls_token: str = "adapter"  # a ViT receiver's class token: learned by the adapter, or B's own ("receiver")
+    optimizer: str = "adamw"  # Traft & Cheney: AdamW, lr 2e-3, weight decay 0.05, cosine to 0
+    lr: float = 2e-3
+    weight_decay: float = 0.05
+    epochs: int = 10  # digits: ~210 steps per cell
+    batch_size: int = 64
+    dataset: str | None = None  # None: the dataset B was trained on (C answers with B's head)
+    finetune_baseline: bool = False  # also fine-tune every assembled network end to end (copies)
+    finetune_epochs: int = 5
+    finetune_lr: float = 5e-4
+    max_train: int | None = None  # cap on training images; None = all
+    max_test: int | None = None  # cap on test images; None = all
+    seed: int = 0  # adapter init and data order
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "a", str(parse_ref(self.a)))
+        object.__setattr__(self, "b", str(parse_ref(self.b)))
+        for name, valid in (("kinds", tuple(list_adapters())), ("norms", NORMS), ("resamples", RESAMPLES),
+                            ("senders", None), ("receivers", None)):  # fmt: skip
+            value = getattr(self, name)
+            if value is None:
+                continue
+            items = (value,) if isinstance(value, str) else tuple(value)
+            if not items or len(set(items)) != len(items):
+                raise StitchError(f"{name} must name at least one value, each once; got {list(items)}")
+            for item in items if valid is not None else ():
+                check_choice(name[:-1], item, valid)
+            object.__setattr__(self, name, items)
+        if "identity" in self.kinds:
+            raise StitchError("kind 'identity' adds no adapter (a merge); assemble joins parts with trained adapters")
+        check_choice("cls_token", self.cls_token, CLS_TOKENS)
+        check_choice("optimizer", self.optimizer, OPTIMIZERS)
+        check_positive("lr", self.lr, "the seed's value is 2e-3")
+        check_positive("finetune_lr", self.finetune_lr, "e.g. 5e-4")
+        check_at_least("weight_decay", self.weight_decay, 0, "0 turns it off")
+        check_at_least("epochs", self.epochs, 1, "e.g. 10")
+        check_at_least("finetune_epochs", self.finetune_epochs, 1, "e.g. 5")
+        check_at_least("batch_size", self.batch_size, 1, "e.g. 64")
+        check_at_least("seed", self.seed, 0)
+        check_sample_caps(self)
+
+    def recipes(self) -> list[AdapterSpec]:
+        """Every adapter recipe of the spec: kinds x norms x resamples, random init, in that order."""
+        return [AdapterSpec(kind=k, norm=n, resample=r, cls_token=self.cls_token)
+                for k in self.kinds for n in self.norms for r in self.resamples]  # fmt: skip
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for name in ("senders", "receivers", "kinds", "norms", "resamples"):
+            d[name] = list(d[name]) if d[name] is not None else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AssembleSpec:
+        return spec_from_dict(cls, dict(d))
+
+    def label(self) -> str:
+        return f"assemble {self.a} -> {self.b} ({len(self.recipes())} recipes)"
+
+
+def recipe_name(spec: AdapterSpec) -> str:
+    """``kind/norm/resample``: a recipe's name in cells, tables and the CLI."""
+    return f"{spec.kind}/{spec.norm}/{spec.resample}"
+
+
+# ---------------------------------------------------------------------------- results, read back
+
+
+def pareto_front(points: Sequence[Mapping[str, Any]]) -> list[int]:
+    """Indexes of the points no other point beats: none has higher ``accuracy`` at no more ``flops``
+    (or equal accuracy at fewer); of equal points the first.  Points without both numbers, and copies
+    (``same_as``), are left out; sorted by FLOPs.
+
+    >>> pareto_front([{"accuracy": 0.9, "flops": 10}, {"accuracy": 0.8, "flops": 20}, {"accuracy": 0.95, "flops": 30}])
+    [0, 2]
+    """
+    ok = [i for i, p in enumerate(points)
+          if p.get("accuracy") is not None and p.get("flops") is not None and not p.get("same_as")]  # fmt: skip
+
+    def beaten(i: int) -> bool:
+        a, f = points[i]["accuracy"], points[i]["flops"]
+        return any(points[j]["accuracy"] >= a and points[j]["flops"] <= f
+                   and (points[j]["accuracy"] > a or points[j]["flops"] < f) for j in ok if j != i)  # fmt: skip
+
+    front, seen = [], set()
+    for i in ok:  # of points with equal accuracy and FLOPs (e.g. two resamplings of a 1x1 map) the first stands
+        if not beaten(i) and (points[i]["accuracy"], points[i]["flops"]) not in seen:
+            seen.add((points[i]["accuracy"], points[i]["flops"]))
+            front.append(i)
+    return sorted(front, key=lambda i: (points[i]["flops"], -points[i]["accuracy"]))
+
+
+def assembled_cells(store: Store, run_id: str) -> list[dict]:
+    """The cells an assemble run has finished so far (all of them once done); [] before the first.
+
+    One record per (sender, receiver, recipe): ``sender``, ``receiver``, ``sender_layout``,
+    ``receiver_layout``, ``recipe``, ``adapter``, ``norm``, ``resample``, ``accuracy``, ``flops``,
+    ``params``, ``adapter_params``, ``adapter_flops``, ``finetune_accuracy``, ``skipped_reason``
+    (None unless no adapter of the recipe joins the pair) and ``same_as`` (the recipe whose identical
+    adapter was trained instead).  Read from ``cells.json``, rewritten after every sender.
+    """
+    try:
+        cells = json.loads(store.artifact_path(run_id, CELLS_ARTIFACT).read_text())
+    except (StitchError, OSError, ValueError):  # no artifact yet (StoreError), or caught mid-replace
+        return []
+    return cells if isinstance(cells, list) else []
+
+
+# ---------------------------------------------------------------------------- parts
+
+
+def default_cuts(cuts: list[Cut]) -> list[Cut]:
+    """The default cut set of one model: COARSE cuts spread over its feature maps and token cuts (vector
+    cuts after pooling only take vectors: a linear probe, not an assembled network), all cuts if it has none.
+
+    >>> from types import SimpleNamespace as C
+    >>> cuts = [C(name=f"b{i}", layout="map", depth=i / 8) for i in range(6)] + [C(name="pool", layout="vector", depth=1)]
+    >>> [c.name for c in default_cuts(cuts)]
+    ['b0', 'b2', 'b5']
+    """
+    spatial = [c for c in cuts if c.layout != "vector"]
+    return coarse_cuts(spatial or cuts, COARSE)
+
+
+def _cuts(m: LoadedModel, names: tuple[str, ...] | None) -> list[Cut]:
+    """The named cuts (aliases resolved, CutError for an unknown one) in execution order, or the default set."""
+    every = list_cuts(m.model, m.example_input())
+    if names is None:
+        return default_cuts(every)
+    picked = {get_cut(m.model, m.example_input(), n).name for n in names}
+    return [c for c in every if c.name in picked]
+
+
+@dataclass
+class _Parts:
+    """Everything a run reuses across cells: models, data, cuts, B's suffixes and their costs."""
+
+    a: LoadedModel
+    b: LoadedModel
+    data: ImageDataset
+    senders: list[Cut]
+    receivers: list[Cut]
+    n_train: int
+    n_test: int
+    suffixes: dict[str, nn.Module]  # receiver name -> suffix_B (frozen, eval)
+    suffix_cost: dict[str, tuple[int, int]]  # receiver name -> (params, FLOPs per example)
+
+
+def _prepare(spec: AssembleSpec, store: Store) -> _Parts:
+    a, b = load_model(spec.a, store=store), load_model(spec.b, store=store)
+    for m, role in ((a, "A"), (b, "B")):
+        if m.input_kind != "image":
+            raise StitchError(f"model {role} ({m.ref}) is a language model; assemble joins image classifiers")
+    data = load_dataset(resolve_dataset(spec.dataset, a, b))
+    check_head_classes(b, data, "B")
+    senders, receivers = _cuts(a, spec.senders), _cuts(b, spec.receivers)
+    n_train = len(data.labels("train")) if spec.max_train is None else min(spec.max_train, len(data.labels("train")))
+    n_test = len(data.labels("test")) if spec.max_test is None else min(spec.max_test, len(data.labels("test")))
+    return _Parts(a, b, data, senders, receivers, n_train, n_test, {}, {})
+
+
+def assemble_plan(spec: AssembleSpec, a: LoadedModel, b: LoadedModel) -> tuple[list[Cut], list[tuple[Cut, Cut,
+                                                                                                   AdapterSpec]]]:
+    """A's sender cuts, and the (sender, receiver, recipe) cells that train an adapter: those an adapter of
+    the recipe can join, one per distinct adapter (a recipe building the same one as another is a copy)."""
+    senders, receivers = _cuts(a, spec.senders), _cuts(b, spec.receivers)
+    trained, seen = [], set()
+    for s in senders:
+        for r in receivers:
+            for recipe in spec.recipes():
+                if compatibility(s, r, recipe) is None:
+                    key = (s.name, r.name, recipe.kind, recipe.norm, repr(build_adapter(recipe, s, r).plan))
+                    if key not in seen:
+                        seen.add(key)
+                        trained.append((s, r, recipe))
+    return senders, trained
+
+
+def check_assemble(spec: AssembleSpec, store: Store) -> None:
+    """Everything the run checks before its first cell: models, cut names, data and B's head."""
+    _prepare(spec, store)
+
+
+def _forward_cost(m: LoadedModel) -> tuple[int, int]:
+    """(parameters, FLOPs per example) of a whole model on its model-input example."""
+    return count_params(m.model, trainable_only=False), module_flops(m.model, m.example_input(1))
+
+
+def _accuracy(logits: torch.Tensor, labels: torch.Tensor, num_classes: int) -> float:
+    return score_logits(logits, labels, num_classes)["accuracy"]
+
+
+@torch.no_grad()
+def _base_accuracy(m: LoadedModel, parts: _Parts, device: torch.device) -> float:
+    model = m.model.to(device).eval()
+    logits = [model(m.preprocess(x.to(device)) if m.preprocess is not None else x.to(device)).float().cpu()
+              for x, _ in parts.data.batches("test", EVAL_BATCH, limit=parts.n_test)]  # fmt: skip
+    return _accuracy(torch.cat(logits), parts.data.labels("test")[: parts.n_test], parts.data.num_classes)
+
+
+def _suffix(parts: _Parts, r: Cut, device: torch.device) -> nn.Module:
+    """B after the receiver cut (split once per receiver), frozen and in eval mode."""
+    if r.name not in parts.suffixes:
+        _, suffix = split(parts.b.model, r, parts.b.example_input())
+        suffix.to(device).eval()
+        example = torch.zeros(1, *r.shape, device=device)
+        parts.suffixes[r.name] = suffix
+        parts.suffix_cost[r.name] = (count_params(suffix, trainable_only=False), module_flops(suffix, example))
+    return parts.suffixes[r.name]
+
+
+@torch.no_grad()
+def _receiver_cls(parts: _Parts, r: Cut, device: torch.device) -> torch.Tensor:
+    """B's own class token at the receiving cut, averaged over the first CLS_SAMPLES training images: [D]."""
+    prefix, _ = split(parts.b.model, r, parts.b.example_input())
+    prefix.to(device).eval()
+    h = collect(prefix, parts.data, parts.b.preprocess, "train", device=device, limit=min(CLS_SAMPLES, parts.n_train))
+    return h[:, 0].float().mean(0)  # [D]
+
+
+@torch.no_grad()
+def _recalibrate_bn(adapter: nn.Module, h_train: torch.Tensor, device: torch.device) -> None:
+    """Set the adapter's BatchNorm running statistics to the exact mean and variance of its training inputs.
+
+    Training moves them by momentum 0.1 a step, which still carries the start (mean 0, var 1) after a short
+    run: a bottleneck (three BNs inside) trained 21 steps scored below chance in eval mode until recalibrated."""
+    norms = [m for m in adapter.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    if not norms:
+        return
+    saved = [m.momentum for m in norms]
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None  # a cumulative average over the pass
+    adapter.train()
+    for i in range(0, len(h_train), EVAL_BATCH):
+        adapter(h_train[i : i + EVAL_BATCH].to(device, torch.float32))
+    for m, momentum in zip(norms, saved, strict=True):
+        m.momentum = momentum
+    adapter.eval()
+
+
+class _Assembled(nn.Module):
+    """preprocess_A -> prefix_A -> adapter -> suffix_B as one module: [B, C, H, W] images in [0, 1] -> logits."""
+
+    def __init__(self, a: LoadedModel, prefix: nn.Module, adapter: nn.Module, suffix: nn.Module) -> None:
+        super().__init__()
+        self.preprocess, self.prefix, self.adapter, self.suffix = a.preprocess, prefix, adapter, suffix
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.suffix(self.adapter(self.prefix(self.preprocess(x) if self.preprocess is not None else x)))
+
+
+def _finetune(spec: AssembleSpec, ctx: RunContext, parts: _Parts, prefix: nn.Module, adapter: nn.Module,
+              suffix: nn.Module) -> float:  # fmt: skip
+    """Copies of prefix, adapter and suffix trained together on the task; test accuracy of the result."""
+    net = _Assembled(parts.a, copy.deepcopy(prefix), copy.deepcopy(adapter), copy.deepcopy(suffix)).to(ctx.device)
+    for p in net.parameters():
+        p.requires_grad_(True)
+    x, y = parts.data.images("train", slice(0, parts.n_train)), parts.data.labels("train")[: parts.n_train]
+    gen = torch.Generator().manual_seed(spec.seed)
+    steps = -(-parts.n_train // spec.batch_size)
+
+    def batches(epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:  # noqa: ARG001 - a fresh shuffle each
+        order = torch.randperm(parts.n_train, generator=gen)
+        for i in range(0, parts.n_train, spec.batch_size):
+            yield x[order[i : i + spec.batch_size]], y[order[i : i + spec.batch_size]]
+
+    train_classifier(net, batches, steps, optimizer="adamw", lr=spec.finetune_lr, weight_decay=spec.weight_decay,
+                     momentum=0.9, epochs=spec.finetune_epochs, device=ctx.device,
+                     check_cancel=ctx.check_cancel)  # fmt: skip
+    net.eval()
+    with torch.no_grad():
+        logits = torch.cat([net(x.to(ctx.device)).float().cpu()
+                            for x, _ in parts.data.batches("test", EVAL_BATCH, limit=parts.n_test)])  # fmt: skip
+    return _accuracy(logits, parts.data.labels("test")[: parts.n_test], parts.data.num_classes)
+
+
+def _cell_key(sender: str, receiver: str, recipe: str) -> str:
+    return f"{sender}|{receiver}|{recipe}"
+
+
+def _blank(s: Cut, r: Cut, recipe: AdapterSpec) -> dict[str, Any]:
+    return {"sender": s.name, "receiver": r.name, "sender_layout": s.layout, "receiver_layout": r.layout,
+            "sender_depth": round(s.depth, 4), "receiver_depth": round(r.depth, 4), "recipe": recipe_name(recipe),
+            "adapter": recipe.kind, "norm": recipe.norm, "resample": recipe.resample, "accuracy": None,
+            "flops": None, "params": None, "adapter_params": None, "adapter_flops": None,
+            "finetune_accuracy": None, "skipped_reason": None, "same_as": None}  # fmt: skip
+
+
+def _run_sender(spec: AssembleSpec, ctx: RunContext, parts: _Parts, s: Cut,
+                todo: list[tuple[Cut, AdapterSpec]]) -> list[dict]:  # fmt: skip
+    """Every pending (receiver, recipe) cell of sender ``s``, from one pass of A's prefix over the data."""
+    device = ctx.device
+    prefix, _ = split(parts.a.model, s, parts.a.example_input())
+    prefix.to(device).eval()
+    prefix_cost = (count_params(prefix, trainable_only=False), module_flops(prefix, parts.a.example_input(1).to(device)))
+    acts = {"device": device, "batch_size": EVAL_BATCH, "check_cancel": ctx.check_cancel}
+    h_train = collect(prefix, parts.data, parts.a.preprocess, "train", limit=parts.n_train, **acts)  # [N, *s.shape]
+    h_test = collect(prefix, parts.data, parts.a.preprocess, "test", limit=parts.n_test, **acts)
+    y_train = parts.data.labels("train")[: parts.n_train]
+    y_test = parts.data.labels("test")[: parts.n_test]
+    cells, built = [], {}  # built: (receiver, adapter repr) -> the cell that trained it
+    for r, recipe in todo:
+        ctx.check_cancel()
+        cell = _blank(s, r, recipe)
+        why = compatibility(s, r, recipe)
+        if why is not None:
+            cells.append({**cell, "skipped_reason": why})
+            continue
+        torch.manual_seed(spec.seed)
+        adapter = build_adapter(recipe, s, r)
+        plan_key = (r.name, recipe.kind, recipe.norm, repr(adapter.plan))
+        if plan_key in built:  # the same adapter under another recipe name (e.g. no resampling needed)
+            twin = built[plan_key]
+            cells.append({**twin, **{k: cell[k] for k in ("recipe", "resample")}, "same_as": twin["recipe"]})
+            continue
+        suffix = _suffix(parts, r, device)
+        if adapter.cls_fixed is not None:
+            adapter.set_receiver_cls(_receiver_cls(parts, r, device))
+        adapter.to(device)
+        train_adapter(adapter, suffix, h_train, AdapterTargets(labels=y_train), objective={"task": 1.0},
+                      optimizer=spec.optimizer, lr=spec.lr, weight_decay=spec.weight_decay, epochs=spec.epochs,
+                      batch_size=spec.batch_size, seed=spec.seed, device=device, check_cancel=ctx.check_cancel)  # fmt: skip
+        _recalibrate_bn(adapter, h_train, device)
+        with torch.no_grad():
+            logits = torch.cat([suffix(adapter(h_test[i : i + EVAL_BATCH].to(device))).float().cpu()
+                                for i in range(0, len(h_test), EVAL_BATCH)])  # fmt: skip
+        ad_params = count_params(adapter, trainable_only=False)
+        ad_flops = module_flops(adapter, torch.zeros(1, *s.shape, device=device))
+        suffix_params, suffix_flops = parts.suffix_cost[r.name]
+        cell.update(accuracy=_accuracy(logits, y_test, parts.data.num_classes), adapter_params=ad_params,
+                    adapter_flops=ad_flops, params=prefix_cost[0] + ad_params + suffix_params,
+                    flops=prefix_cost[1] + ad_flops + suffix_flops)  # fmt: skip
+        if spec.finetune_baseline:
+            cell["finetune_accuracy"] = _finetune(spec, ctx, parts, prefix, adapter, suffix)
+        built[plan_key] = cell
+        cells.append(cell)
+    return cells
+
+
+@register_experiment("assemble", AssembleSpec.from_dict, check=check_assemble)
+def run_assemble(spec: AssembleSpec, ctx: RunContext) -> dict:
+    """Train every (sender, receiver, recipe) cell of ``spec``; returns the summary stored with the run."""
+    t0 = time.perf_counter()
+    ctx.progress(0.0, "loading models")
+    parts = _prepare(spec, ctx.store)
+    recipes = spec.recipes()
+    ctx.progress(0.01, "scoring A and B alone")
+    base = {}
+    for role, m in (("a", parts.a), ("b", parts.b)):
+        params, flops = _forward_cost(m)
+        base[role] = {"ref": m.ref, "accuracy": _base_accuracy(m, parts, ctx.device), "flops": flops, "params": params}
+    resume = ctx.store.partial_path(ctx.run_id)
+    done = read_resume(resume, ctx.run_id, key=lambda c: _cell_key(c["sender"], c["receiver"], c["recipe"]))
+    if done:
+        log.info("assemble %s: resuming with %d finished cell(s)", ctx.run_id, len(done))
+    n_cells = len(parts.senders) * len(parts.receivers) * len(recipes)
+    cells: list[dict] = []
+    for s in parts.senders:
+        todo = [(r, rec) for r in parts.receivers for rec in recipes
+                if _cell_key(s.name, r.name, recipe_name(rec)) not in done]  # fmt: skip
+        ctx.progress(0.02 + 0.98 * len(cells) / n_cells, f"cell {len(cells) + 1}/{n_cells}: A[{s.name}] into B")
+        fresh = iter(_run_sender(spec, ctx, parts, s, todo) if todo else [])
+        for r in parts.receivers:
+            for rec in recipes:
+                key = _cell_key(s.name, r.name, recipe_name(rec))
+                cell = done[key] if key in done else next(fresh)
+                cells.append(cell)
+                if cell["accuracy"] is not None:
+                    ctx.log(len(cells) - 1, {"cell_acc": cell["accuracy"]})
+        write_atomic(resume, json.dumps({"run_id": ctx.run_id, "cells": cells}))
+        ctx.store.put_artifact(ctx.run_id, CELLS_ARTIFACT, json.dumps(cells, indent=1).encode())
+    ctx.progress(1.0, f"{n_cells} cells done")
+    points = [*cells, base["a"], base["b"]]
+    front = pareto_front(points)
+    summary = {
+        "a": spec.a,
+        "b": spec.b,
+        "senders": [c.name for c in parts.senders],
+        "receivers": [c.name for c in parts.receivers],
+        "recipes": [recipe_name(r) for r in recipes],
+        "cells": cells,
+        "pareto": [_front_point(i, cells, base) for i in front],
+        "base": base,
+        "dataset": parts.data.name,
+        "n_train": parts.n_train,
+        "n_test": parts.n_test,
+        "cls_token": spec.cls_token,
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+    resume.unlink(missing_ok=True)  # the run is about to be stored as done; cells.json stays with it
+    return summary
+
+
+def _front_point(i: int, cells: list[dict], base: dict[str, dict]) -> dict[str, Any]:
+    """Point ``i`` of cells + [A, B] as a front entry: a cell's index and names, or the base model's role."""
+    if i < len(cells):
+        c = cells[i]
+        return {"cell": i, "sender": c["sender"], "receiver": c["receiver"], "recipe": c["recipe"],
+                "accuracy": c["accuracy"], "flops": c["flops"], "params": c["params"]}  # fmt: skip
+    role = "a" if i == len(cells) else "b"
+    return {"base": role, **base[role]}

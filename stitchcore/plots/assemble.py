@@ -1,0 +1,115 @@
+"""Plotly figures of an ``assemble`` run, in the house style of :mod:`stitchcore.plots`.
+
+Each builder takes the run's cells (``stitchcore.experiments.assemble.assembled_cells``, also a
+running run's partial list) and returns a figure:
+
+* :func:`accuracy_vs_flops`: every assembled network as a point (accuracy against the FLOPs of one
+  forward pass, log axis), coloured by adapter kind, shaped by rescaling; the Pareto front as a
+  step line; A and B as stars.  Points carry their cell index (``customdata``) so a page can open
+  a clicked one on the Stitch page.
+* :func:`recipe_heatmap`: one recipe's accuracy over (sender, receiver), skipped pairs marked.
+* :func:`recipe_comparison`: mean and best accuracy of each recipe over the pairs every recipe joined.
+
+>>> cells = [{"sender": "s", "receiver": "r", "recipe": "linear/both/bilinear", "adapter": "linear",
+...           "resample": "bilinear", "accuracy": 0.8, "flops": 1000, "skipped_reason": None, "same_as": None}]
+>>> base = {"a": {"ref": "zoo:a", "accuracy": 0.9, "flops": 2000}, "b": {"ref": "zoo:b", "accuracy": 0.95, "flops": 3000}}
+>>> [t.name for t in accuracy_vs_flops(cells, base, [0]).data]
+['linear · bilinear', 'Pareto front', 'A: zoo:a', 'B: zoo:b']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+
+from stitchcore.plots import heatmap as plots_heatmap
+from stitchcore.plots._style import ROLE_COLORS, RUN_COLORS, WAITING, add_note, house_style
+
+__all__ = ["SYMBOLS", "accuracy_vs_flops", "recipe_comparison", "recipe_heatmap"]
+
+SYMBOLS = {"bilinear": "circle", "strided": "diamond", "nearest": "square", "none": "triangle-up"}
+
+
+def _scored(cells: Sequence[Mapping[str, Any]]) -> list[int]:
+    """Indexes of the cells that trained an adapter of their own (not skipped, not a copy)."""
+    return [i for i, c in enumerate(cells) if c.get("accuracy") is not None and not c.get("same_as")]
+
+
+def accuracy_vs_flops(cells: Sequence[Mapping[str, Any]], base: Mapping[str, Mapping[str, Any]] | None,
+                      front: Sequence[int], *, title: str | None = "Assembled networks: accuracy vs FLOPs",
+                      ) -> go.Figure:  # fmt: skip
+    """Accuracy against FLOPs per example; ``front``: indexes into ``cells`` + [A, B] (``len(cells)`` is A)."""
+    fig = go.Figure()
+    kinds = list(dict.fromkeys(cells[i]["adapter"] for i in _scored(cells)))
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i in _scored(cells):
+        groups.setdefault((cells[i]["adapter"], cells[i]["resample"]), []).append(i)
+    for (kind, resample), idx in groups.items():
+        color = RUN_COLORS[kinds.index(kind) % len(RUN_COLORS)]
+        fig.add_trace(go.Scatter(
+            x=[cells[i]["flops"] for i in idx], y=[cells[i]["accuracy"] for i in idx], mode="markers",
+            name=f"{kind} · {resample}", customdata=idx,
+            marker={"color": color, "size": 10, "symbol": SYMBOLS.get(resample, "circle"),
+                    "line": {"width": 1, "color": "white"}},
+            text=[f"A[{cells[i]['sender']}] → B[{cells[i]['receiver']}]<br>{cells[i]['recipe']}" for i in idx],
+            hovertemplate="%{text}<br>accuracy %{y:.3f}<br>%{x:.3s} FLOPs<extra>click: open on Stitch</extra>",
+        ))  # fmt: skip
+    roles = [("a", "A"), ("b", "B")]
+    points = [*cells, *((base or {}).get(r) or {} for r, _ in roles)]
+    on_front = sorted((i for i in front if i < len(points) and points[i].get("flops") is not None),
+                      key=lambda i: points[i]["flops"])  # fmt: skip
+    if on_front:
+        fig.add_trace(go.Scatter(x=[points[i]["flops"] for i in on_front], y=[points[i]["accuracy"] for i in on_front],
+                                 mode="lines", line={"shape": "hv", "color": "#444", "width": 1.5, "dash": "dot"},
+                                 name="Pareto front", hoverinfo="skip"))  # fmt: skip
+    for role, label in roles:
+        ref = (base or {}).get(role)
+        if ref and ref.get("flops") is not None:
+            fig.add_trace(go.Scatter(x=[ref["flops"]], y=[ref["accuracy"]], mode="markers+text", text=[label],
+                                     textposition="top center", name=f"{label}: {ref.get('ref', '')}",
+                                     marker={"symbol": "star", "size": 16, "color": ROLE_COLORS[role],
+                                             "line": {"width": 1, "color": "#333"}},
+                                     hovertemplate=f"{label} alone: accuracy %{{y:.3f}}<br>%{{x:.3s}} FLOPs"
+                                                   "<extra></extra>"))  # fmt: skip
+    fig.update_xaxes(type="log", title_text="FLOPs per example (whole network; log scale)")
+    fig.update_yaxes(title_text="test accuracy", range=[0, 1.02])
+    if not _scored(cells):
+        add_note(fig, WAITING)
+    return house_style(fig, title)
+
+
+def recipe_heatmap(cells: Sequence[Mapping[str, Any]], recipe: str, senders: Sequence[str],
+                   receivers: Sequence[str], *, pending: bool = False) -> go.Figure:  # fmt: skip
+    """Accuracy of ``recipe`` over senders (rows) x receivers (columns); skipped pairs grey with their reason."""
+    at = {(c["sender"], c["receiver"]): c for c in cells if c["recipe"] == recipe}
+    values = [[(at.get((s, r)) or {}).get("accuracy") for r in receivers] for s in senders]
+    skipped = {(s, r): c["skipped_reason"] for (s, r), c in at.items() if c.get("skipped_reason")}
+    return plots_heatmap.heatmap(values, list(senders), list(receivers), title=recipe, zmin=0.0, zmax=1.0,
+                                 value_label="accuracy", skipped=skipped,
+                                 pending="not trained yet" if pending else None)  # fmt: skip
+
+
+def recipe_comparison(cells: Sequence[Mapping[str, Any]], recipes: Sequence[str], *,
+                      title: str | None = "Recipes compared") -> go.Figure:  # fmt: skip
+    """Mean and best accuracy per recipe over the (sender, receiver) pairs that every recipe joined
+    (so a recipe is not flattered by skipping the hard pairs); the pair count in the hover."""
+    by_pair: dict[tuple[str, str], dict[str, float]] = {}
+    for c in cells:
+        if c.get("accuracy") is not None:
+            by_pair.setdefault((c["sender"], c["receiver"]), {})[c["recipe"]] = c["accuracy"]
+    common = [p for p, acc in by_pair.items() if all(r in acc for r in recipes)]
+    fig = go.Figure()
+    if common:
+        means = [sum(by_pair[p][r] for p in common) / len(common) for r in recipes]
+        best = [max(by_pair[p][r] for p in common) for r in recipes]
+        for name, values, color in (("mean", means, RUN_COLORS[0]), ("best", best, RUN_COLORS[1])):
+            fig.add_trace(go.Bar(x=list(recipes), y=values, name=f"{name} over {len(common)} pairs",
+                                 marker_color=color, text=[f"{v:.2f}" for v in values], textposition="outside",
+                                 hovertemplate="%{x}: " + name + " accuracy %{y:.3f}<extra></extra>"))  # fmt: skip
+    else:
+        add_note(fig, WAITING if not by_pair else "no pair was joined by every recipe")
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(title_text="test accuracy", range=[0, 1.1])
+    return house_style(fig, title)

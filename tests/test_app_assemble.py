@@ -1,0 +1,61 @@
+"""The Assemble page through AppTest: pick parts and recipes, launch, see the figures, open the permalink."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import ui
+from tests.conftest import ROOT
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread(monkeypatch):
+    """One thread per job, as on the shared 2-core machine (see test_app_traits)."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+
+
+def _page(at: AppTest) -> AppTest:
+    return at.run().switch_page("views/assemble.py").run()
+
+
+def test_launch_a_small_assembly_and_open_its_permalink(family_store, app):
+    _, refs, _ = family_store
+    at = app
+    at.query_params.update({"a": refs["cnn"], "b": refs["vit"]})
+    _page(at)
+    assert not at.exception and not at.error
+    assert at.multiselect(key="asm_senders").value == ["block1", "block2"]  # A's map cuts (its vectors: probes)
+    assert at.multiselect(key="asm_kinds").value == ["linear", "linear_relu", "conv3x3_relu", "bottleneck"]
+    at.multiselect(key="asm_senders").set_value(["block2"]).run()
+    at.multiselect(key="asm_receivers").set_value(["blocks.1", "norm"]).run()
+    at.multiselect(key="asm_kinds").set_value(["linear"]).run()
+    at.multiselect(key="asm_resamples").set_value(["bilinear"]).run()
+    at.number_input(key="asm_epochs").set_value(2).run()
+    at.number_input(key="asm_max_train").set_value(300).run()
+    assert any("1 × 2 cut pairs × 1 recipes = 2 networks" in c.value for c in at.caption)
+    at.button(key="asm_launch").click().run()
+    run_id = at.query_params["run"]
+    run_id = run_id[0] if isinstance(run_id, list) else run_id
+    assert ui.get_runner().wait(run_id, timeout=180).state == "done"
+    at.run()
+    assert not at.exception and not at.error
+    # accuracy vs FLOPs, the recipes compared, one heat map per recipe
+    assert len(at.get("plotly_chart")) == 3
+    fresh = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    fresh.query_params["run"] = run_id
+    _page(fresh)
+    assert not fresh.exception and len(fresh.get("plotly_chart")) == 3
+    assert fresh.multiselect(key="asm_receivers").value == ["blocks.1", "norm"]  # the form is the run's
+    assert fresh.number_input(key="asm_epochs").value == 2
+
+
+def test_the_form_says_why_launch_is_off(family_store, app):
+    _, refs, _ = family_store
+    app.query_params.update({"a": refs["cnn"], "b": refs["swin"]})
+    at = _page(app)
+    at.multiselect(key="asm_kinds").set_value([]).run()
+    assert at.button(key="asm_launch").disabled
+    assert any("pick at least one adapter kind" in c.value for c in at.caption)

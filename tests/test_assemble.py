@@ -1,0 +1,164 @@
+"""Experiment ``assemble`` (Traft & Cheney): transformer zoo models, networks assembled across depths and
+families, their FLOPs, the Pareto front, resume, the class-token choice, the fine-tuned baseline, the CLI."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+import torch
+from torch import nn
+
+from stitchcore.cli.main import main
+from stitchcore.cuts import get_cut, split
+from stitchcore.errors import Cancelled, StitchError
+from stitchcore.experiments import run_experiment
+from stitchcore.experiments.assemble import AssembleSpec, assembled_cells, pareto_front, recipe_name
+from stitchcore.models.sources import load_model
+from stitchcore.stitching.adapters import AdapterSpec, build_adapter
+from stitchcore.stitching.evaluate import module_flops
+from stitchcore.store.results import run_id_for
+
+SMALL = {"max_train": 500, "max_test": 150, "epochs": 3, "lr": 1e-2}  # enough to tell a working network from a broken one
+FIELDS = {"sender", "receiver", "sender_layout", "receiver_layout", "adapter", "resample", "accuracy", "flops",
+          "params", "adapter_params"}
+
+
+def test_transformer_zoo_models_train_on_digits_to_90_percent(family_store):
+    _, refs, accuracy = family_store
+    assert accuracy["vit"] >= 0.9 and accuracy["swin"] >= 0.9, accuracy  # measured: 0.94, 0.96
+    assert refs["vit"].startswith("zoo:vit-digits-s0-adamw") and refs["swin"].startswith("zoo:swin-digits-s0-adamw")
+
+
+def test_cnn_into_vit_cells_flops_and_front(family_store):
+    store, refs, _ = family_store
+    spec = AssembleSpec(refs["cnn"], refs["vit"], senders=("block1", "block2", "fc1"),
+                        receivers=("patch_embed", "blocks.2"), kinds=("linear", "bottleneck"),
+                        resamples=("bilinear", "strided"), **SMALL)  # fmt: skip
+    s = run_experiment("assemble", spec, store).record.summary
+    cells = s["cells"]
+    assert len(cells) == 3 * 2 * 4 and all(FIELDS <= c.keys() for c in cells)
+    by = {(c["sender"], c["receiver"], c["recipe"]): c for c in cells}
+    # a vector (fc1) cannot feed tokens: skipped with the reason; a bottleneck needs maps
+    assert all(by["fc1", r, k]["skipped_reason"] for r in ("patch_embed", "blocks.2") for k in s["recipes"])
+    assert "spatial map" in by["fc1", "blocks.2", "linear/both/bilinear"]["skipped_reason"]
+    # block2 [32, 2, 2] into the 4x4 token grid: strided upsampling is nearest + the core: a distinct adapter
+    assert by["block2", "patch_embed", "linear/both/strided"]["same_as"] is None
+    trained = [c for c in cells if c["accuracy"] is not None]
+    assert trained and max(c["accuracy"] for c in trained) > 0.5  # some assembled network works
+    assert {c["sender_layout"] for c in trained} == {"map"} and {c["receiver_layout"] for c in trained} == {"tokens"}
+
+    # FLOPs of the whole network = one FlopCounterMode pass over prefix + adapter + suffix, counted here anew
+    a, b = load_model(refs["cnn"], store=store), load_model(refs["vit"], store=store)
+    cell = by["block1", "blocks.2", "linear/both/bilinear"]
+    s_cut, r_cut = get_cut(a.model, a.example_input(), "block1"), get_cut(b.model, b.example_input(), "blocks.2")
+    prefix, _ = split(a.model, s_cut, a.example_input())
+    _, suffix = split(b.model, r_cut, b.example_input())
+    net = nn.Sequential(prefix, build_adapter(AdapterSpec(), s_cut, r_cut), suffix).eval()
+    assert cell["flops"] == module_flops(net, a.example_input(1))
+    assert cell["flops"] < s["base"]["b"]["flops"]  # two of B's four blocks are skipped
+    assert cell["params"] == sum(p.numel() for p in net.parameters())  # the class-token offset [64] included
+    assert s["base"]["a"]["flops"] == module_flops(a.model, a.example_input(1))
+    assert s["base"]["a"]["accuracy"] > 0.9 and s["base"]["b"]["accuracy"] > 0.9
+
+    # the front: every point on it is beaten by none; every point off it is beaten by one
+    points = [*cells, s["base"]["a"], s["base"]["b"]]
+    front = pareto_front(points)
+    assert [p.get("cell", {"a": len(cells), "b": len(cells) + 1}.get(p.get("base"))) for p in s["pareto"]] == front
+    for i, p in enumerate(points):
+        if p.get("accuracy") is None or p.get("same_as"):
+            continue
+        beaten = any(q.get("accuracy") is not None and not q.get("same_as") and q["accuracy"] >= p["accuracy"]
+                     and q["flops"] <= p["flops"] and (q["accuracy"], q["flops"]) != (p["accuracy"], p["flops"])
+                     for q in points)  # fmt: skip
+        tie = any((points[j]["accuracy"], points[j]["flops"]) == (p["accuracy"], p["flops"]) for j in front if j < i)
+        assert (beaten or tie) == (i not in front), p
+
+
+def test_resnet_like_into_swin_and_identical_recipes_train_once(family_store):
+    store, refs, _ = family_store
+    spec = AssembleSpec(refs["cnn"], refs["swin"], senders=("block1",), receivers=("patch_embed", "layers.1"),
+                        kinds=("linear",), resamples=("bilinear", "strided", "none"), **SMALL)  # fmt: skip
+    cells = run_experiment("assemble", spec, store).record.summary["cells"]
+    by = {(c["receiver"], c["resample"]): c for c in cells}
+    # block1 is [16, 4, 4]; Swin's patch_embed a 4x4 map (NHWC): no rescaling needed, all three are one adapter
+    assert by["patch_embed", "strided"]["same_as"] == "linear/both/bilinear"
+    assert by["patch_embed", "none"]["accuracy"] == by["patch_embed", "bilinear"]["accuracy"]
+    assert by["patch_embed", "bilinear"]["receiver_layout"] == "map_nhwc"
+    # layers.1 is 2x2: bilinear and strided differ; none cannot join the pair
+    assert by["layers.1", "strided"]["same_as"] is None and by["layers.1", "strided"]["accuracy"] is not None
+    assert "resample='none'" in by["layers.1", "none"]["skipped_reason"]
+
+
+def test_vit_class_token_learned_or_b_s_own(family_store):
+    store, refs, _ = family_store
+    common = dict(senders=("block2",), receivers=("blocks.1",), kinds=("linear",), resamples=("bilinear",),
+                  epochs=5, lr=1e-2, max_test=150)  # all 1,347 training images: ~2 s a network
+    learned = run_experiment("assemble", AssembleSpec(refs["cnn"], refs["vit"], **common), store).record.summary
+    own = run_experiment("assemble", AssembleSpec(refs["cnn"], refs["vit"], cls_token="receiver", **common),
+                         store).record.summary  # fmt: skip
+    (a,), (b,) = learned["cells"], own["cells"]
+    assert a["accuracy"] > 0.8 and b["accuracy"] > 0.8  # both make working networks (measured 0.97, 0.93)
+    assert a["adapter_params"] == b["adapter_params"] + 64  # the learned offset is the only difference
+    assert learned["cls_token"] == "adapter" and own["cls_token"] == "receiver"
+    # the default keeps older specs' adapter dicts (and run ids) as they were
+    assert "cls_token" not in AdapterSpec().to_dict() and AdapterSpec(cls_token="receiver").to_dict()["cls_token"]
+
+
+def test_cancel_keeps_cells_and_a_rerun_resumes(family_store):
+    store, refs, _ = family_store
+    spec = AssembleSpec(refs["cnn1"], refs["cnn"], senders=("block1", "block2"), receivers=("block2",),
+                        kinds=("linear",), resamples=("bilinear",), seed=5, **SMALL)  # fmt: skip
+    cancel = threading.Event()
+
+    def progress(fraction, message, metrics):
+        if "cell_acc" in metrics:
+            cancel.set()  # after the first sender's cells
+
+    with pytest.raises(Cancelled):
+        run_experiment("assemble", spec, store, progress=progress, cancel=cancel)
+    rec = store.lookup(run_id_for("assemble", spec.to_dict()))
+    assert rec.status == "cancelled"
+    first = assembled_cells(store, rec.id)
+    assert [c["sender"] for c in first] == ["block1"]  # viewable while cancelled
+    s = run_experiment("assemble", spec, store).record.summary
+    assert [c["sender"] for c in s["cells"]] == ["block1", "block2"] and s["cells"][0] == first[0]
+
+
+def test_finetune_baseline_leaves_a_and_b_untouched(family_store):
+    store, refs, _ = family_store
+    a = load_model(refs["cnn1"], store=store)
+    before = {k: v.clone() for k, v in a.model.state_dict().items()}
+    spec = AssembleSpec(refs["cnn1"], refs["cnn"], senders=("block1",), receivers=("fc1",), kinds=("linear",),
+                        resamples=("bilinear",), finetune_baseline=True, finetune_epochs=1, **SMALL)  # fmt: skip
+    (cell,) = run_experiment("assemble", spec, store).record.summary["cells"]
+    assert cell["finetune_accuracy"] is not None and cell["finetune_accuracy"] > 0.5
+    after = load_model(refs["cnn1"], store=store).model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_spec_checks_name_the_fix(family_store):
+    store, refs, _ = family_store
+    with pytest.raises(StitchError, match="kind"):
+        AssembleSpec("zoo:a", "zoo:b", kinds=("linaer",))
+    with pytest.raises(StitchError, match="merge"):
+        AssembleSpec("zoo:a", "zoo:b", kinds=("identity",))
+    with pytest.raises(StitchError, match="close: block1"):
+        run_experiment("assemble", AssembleSpec(refs["cnn"], refs["vit"], senders=("blok1",), **SMALL), store)
+    assert recipe_name(AdapterSpec(kind="bottleneck", resample="strided")) == "bottleneck/both/strided"
+
+
+def test_cli_assemble_json(family_store, capsys):
+    store, refs, _ = family_store
+    code = main(["assemble", "--store", str(store.root), "--a", refs["cnn"], "--b", refs["swin"], "--senders",
+                 "block1,block2", "--receivers", "layers.0", "--adapters", "linear", "--resample", "bilinear",
+                 "--epochs", "1", "--max-train", "200", "--max-test", "100", "--json", "--quiet"])  # fmt: skip
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["cells"]) == 2 and all(FIELDS <= c.keys() for c in out["cells"])
+    assert {"a", "b"} <= out["base"].keys() and {"accuracy", "flops"} <= out["base"]["a"].keys()
+    assert out["pareto"] and all("accuracy" in p and "flops" in p for p in out["pareto"])
+    code = main(["assemble", "--store", str(store.root), "--a", refs["cnn"], "--b", refs["swin"], "--adapters",
+                 "linaer", "--quiet"])  # fmt: skip
+    assert code != 0 and "linear" in capsys.readouterr().err
