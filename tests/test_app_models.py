@@ -285,3 +285,13 @@ def test_viewer_mode_refuses_a_permalink_to_a_server_file(open_page, monkeypatch
     at = open_page(ref="file:/etc/passwd?arch=zoo:cnn")
     assert not at.exception
     assert len(errors(at)) == 1 and "viewer mode opens only models in the store" in errors(at)[0]
+
+
+def test_architecture_sets_its_training_defaults(open_page):
+    at = open_page()
+    assert at.selectbox(key="zoo_optimizer_cnn").value == "sgd" and at.number_input(key="zoo_epochs_cnn").value == 20
+    at.selectbox(key="zoo_arch").select("vit").run()  # a transformer needs AdamW (SGD leaves it near 30%)
+    assert not at.exception
+    assert at.selectbox(key="zoo_optimizer_vit").value == "adamw" and at.number_input(key="zoo_epochs_vit").value == 40
+    at.selectbox(key="zoo_arch").select("cnn").run()
+    assert at.selectbox(key="zoo_optimizer_cnn").value == "sgd"

@@ -162,3 +162,11 @@ def test_cli_assemble_json(family_store, capsys):
     code = main(["assemble", "--store", str(store.root), "--a", refs["cnn"], "--b", refs["swin"], "--adapters",
                  "linaer", "--quiet"])  # fmt: skip
     assert code != 0 and "linear" in capsys.readouterr().err
+
+
+def test_cli_zoo_train_of_a_transformer_uses_its_recipe_defaults(family_store, capsys):
+    store, refs, accuracy = family_store
+    assert main(["zoo", "train", "--store", str(store.root), "--arch", "vit", "--dataset", "digits", "--json",
+                 "--quiet"]) == 0  # fmt: skip
+    out = json.loads(capsys.readouterr().out)
+    assert out["cached"] is True and out["ref"] == refs["vit"] and out["accuracy"] == accuracy["vit"]

@@ -119,6 +119,11 @@ def headline(rec: RunRecord) -> list[tuple[str, str]]:
         out += [("Measure", str(s.get("measure"))), ("Examples", _number("n", s.get("n")))]
     elif rec.kind == "sweep":
         out += [("Cut positions", str(len(s.get("positions") or []))), ("Metrics", ", ".join(s.get("metrics") or []))]
+    elif rec.kind == "assemble":
+        scored = [c for c in s.get("cells") or [] if c.get("accuracy") is not None and not c.get("same_as")]
+        best = max(scored, key=lambda c: c["accuracy"], default=None)
+        out += [("Networks trained", str(len(scored))), ("On the Pareto front", str(len(s.get("pareto") or []))),
+                ("Best accuracy", _number("accuracy", best["accuracy"]) if best else None)]  # fmt: skip
     if s.get("seconds") is not None:
         out.append(("Time", f"{s['seconds']:.1f} s"))
     return [(k, str(v)) for k, v in out if v is not None]
