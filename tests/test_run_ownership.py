@@ -292,3 +292,25 @@ def test_close_waits_for_another_threads_query_instead_of_pulling_its_connection
     store.close()
     worker.join(60)
     assert seen[0] == 3000000 and "is closed: open a new Store" in seen[1]
+
+
+def test_a_swallowed_ctrl_c_still_stops_the_run(tmp_path, monkeypatch, capsys):
+    """Python drops a KeyboardInterrupt raised inside a finalizer ("Exception ignored in ..."); the flag the CLI's
+    SIGINT handler sets beside it stops the run at its next step all the same."""
+    from stitchcore.cli import _common
+    from stitchcore.cli.main import main
+
+    calls = []
+
+    def progress(self, fraction, message="", metrics=None):  # the handler ran, its KeyboardInterrupt was lost
+        calls.append(fraction)
+        if len(calls) == 5:
+            _common.CTRL_C.ctrl_c()
+
+    monkeypatch.setattr(_common.ProgressBar, "__call__", progress)
+    code = main(["zoo", "train", *LONG, "--seed", "7", "--store", str(tmp_path)])
+    assert code == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("cancelled (Ctrl-C)")
+    with Store(tmp_path) as store:
+        rec = store.lookup(_zoo_id("--epochs", "3000", "--seed", "7"))
+    assert (rec.status, rec.error) == ("cancelled", "cancelled with Ctrl-C")

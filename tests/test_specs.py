@@ -5,6 +5,7 @@ import pytest
 
 from stitchcore.errors import StitchError
 from stitchcore.experiments import get_experiment, list_experiments, register_experiment, spec_from_record
+from stitchcore.experiments.assemble import AssembleSpec
 from stitchcore.experiments.merge import LMStitchSpec
 from stitchcore.experiments.similarity import SimilaritySpec
 from stitchcore.experiments.stitch import StitchSpec
@@ -118,7 +119,9 @@ def test_one_stitch_default_for_the_page_and_the_cli():
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "store_v1"  # one run of every kind, by the old code
 # Kinds the v1 fixture has no run of: an example spec each (a new kind fails test_every_kind_has_an_example).
-EXTRA_EXAMPLES = {"lmstitch": LMStitchSpec(a="zoo:gpt-pydoc-s0-adamw", b="zoo:gpt-pydoc-s1-adamw", cut_a=1)}
+EXTRA_EXAMPLES = {"lmstitch": LMStitchSpec(a="zoo:gpt-pydoc-s0-adamw", b="zoo:gpt-pydoc-s1-adamw", cut_a=1),
+                  "assemble": AssembleSpec(a="zoo:cnn-digits-s0", b="zoo:vit-digits-s0-adamw-ffda8d",
+                                           senders=("block2",), kinds=("linear", "bottleneck"))}
 
 
 def _builtin_kinds() -> list[str]:
@@ -144,7 +147,7 @@ def stored(tmp_path_factory) -> dict[str, RunRecord]:
 
 
 def test_the_package_registers_its_kinds_on_import():
-    assert {"zoo", "stitch", "matrix", "similarity", "sweep", "merge", "lmstitch", "lmdepth"} <= set(KINDS)
+    assert {"zoo", "stitch", "matrix", "similarity", "sweep", "merge", "lmstitch", "lmdepth", "assemble"} <= set(KINDS)
 
 
 @pytest.mark.parametrize("kind", KINDS)

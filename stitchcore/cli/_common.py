@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -190,13 +191,43 @@ def check_device(args: argparse.Namespace) -> None:
         pick_device(args.device)
 
 
+class CtrlC(threading.Event):
+    """The cancel event of the CLI's runs.  The SIGINT handler sets it beside the KeyboardInterrupt it raises (a
+    KeyboardInterrupt that lands in a finalizer is swallowed by Python, "Exception ignored in ..."; the run's next
+    cancel check stops it then); ``runs cancel`` from another process sets it too, without ``by_ctrl_c``.
+
+    >>> e = CtrlC(); e.ctrl_c(); (e.is_set(), e.reason)
+    (True, 'cancelled with Ctrl-C')
+    >>> e.clear(); e.set(); e.reason
+    'cancelled by the user'
+    """
+
+    by_ctrl_c = False
+
+    def ctrl_c(self) -> None:
+        self.by_ctrl_c = True
+        self.set()
+
+    def clear(self) -> None:
+        self.by_ctrl_c = False
+        super().clear()
+
+    @property
+    def reason(self) -> str:
+        """Why a run stopped, as its store row says (RunContext.check_cancel reads it)."""
+        return "cancelled with Ctrl-C" if self.by_ctrl_c else "cancelled by the user"
+
+
+CTRL_C = CtrlC()  # every run the CLI starts watches it (cancel=CTRL_C)
+
+
 def run(kind: str, spec: Any, args: argparse.Namespace, store: Store, bar: ProgressBar) -> RunOutcome:
     """``run_experiment`` with the CLI's --rerun and --device, the bar as progress; closes the bar."""
     from stitchcore.experiments import run_experiment
 
     check_device(args)
     set_threads(args)
-    out = run_experiment(kind, spec, store, rerun=args.rerun, progress=bar, device=args.device,
+    out = run_experiment(kind, spec, store, rerun=args.rerun, progress=bar, device=args.device, cancel=CTRL_C,
                          wait=not args.no_wait)
     bar.close()
     return out

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
+import threading
 
 from stitchcore.cli import assemble, lm, matrix, models, runs, stitch, sweep
-from stitchcore.cli._common import Command, OneLineParser, ProgressBar, common_parser
+from stitchcore.cli._common import CTRL_C, Command, OneLineParser, ProgressBar, common_parser
 from stitchcore.errors import Cancelled, RunBusy, StitchError
 
 __all__ = ["COMMANDS", "build_parser", "main"]
@@ -40,11 +42,32 @@ COMMANDS: dict[tuple[str, str | None], Command] = {k: v for m in _VERB_MODULES f
 COMMANDS[("stitch", None)] = lm.lm_aware_stitch(stitch.COMMANDS[("stitch", None)])  # LM refs -> lmstitch
 
 
+_CTRL_C_LINE = "cancelled (Ctrl-C): a run in progress is stored as cancelled; the same command starts it again"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit code (0 ok, 1 bug or failed check, 2 bad input, 3 the run is
     running elsewhere and --no-wait, 130 cancelled with Ctrl-C)."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     args = build_parser().parse_args(argv)
+    CTRL_C.clear()
+    handler = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _on_ctrl_c)
+    try:
+        return _main(args)
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, handler)
+
+
+def _on_ctrl_c(signum: int, frame: object) -> None:
+    """SIGINT: flag the runs to stop at their next step (CTRL_C), then interrupt as Python does."""
+    CTRL_C.ctrl_c()
+    raise KeyboardInterrupt
+
+
+def _main(args: argparse.Namespace) -> int:
     sub = getattr(args, f"{args.verb}_verb", None)  # a verb group (zoo, runs) keeps its sub-verb there
     bar = ProgressBar(enabled=not args.quiet)
     try:
@@ -54,9 +77,12 @@ def main(argv: list[str] | None = None) -> int:
         if (args.verb, sub) != ("runs", "check"):  # check reads a damaged store as it is
             store.mark_interrupted()  # runs left by dead processes; live ones are left alone
         code = COMMANDS[(args.verb, sub)](args, store, bar)  # None: success; a verb may return 1 (runs check)
-    except Cancelled as exc:  # `runs cancel` from another process, or the app's Stop
+    except Cancelled as exc:  # `runs cancel` from another process, the app's Stop, or a Ctrl-C seen by a run
         bar.close()
-        print(f"cancelled: {exc}", file=sys.stderr)
+        if CTRL_C.by_ctrl_c:
+            print(_CTRL_C_LINE, file=sys.stderr)
+        else:
+            print(f"cancelled: {exc}", file=sys.stderr)
         return 130
     except RunBusy as exc:
         bar.close()
@@ -68,7 +94,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         bar.close()
-        print("cancelled (Ctrl-C): a run in progress is stored as cancelled; the same command starts it again",
-              file=sys.stderr)
+        print(_CTRL_C_LINE, file=sys.stderr)
         return 130
     return code or 0

@@ -10,7 +10,18 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from stitchcore.cli._common import Command, ProgressBar, check_device, emit, names, outcome, run, set_threads, took
+from stitchcore.cli._common import (
+    CTRL_C,
+    Command,
+    ProgressBar,
+    check_device,
+    emit,
+    names,
+    outcome,
+    run,
+    set_threads,
+    took,
+)
 from stitchcore.errors import StitchError
 
 if TYPE_CHECKING:
@@ -126,11 +137,12 @@ def _run_preset(args: argparse.Namespace, store: Store, bar: ProgressBar, preset
     set_threads(args)
     models, sweeps = [], []
     for recipe in preset.recipes:
-        out = run_experiment("zoo", recipe, store, progress=bar, device=args.device, wait=not args.no_wait)
+        out = run_experiment("zoo", recipe, store, progress=bar, device=args.device, wait=not args.no_wait,
+                             cancel=CTRL_C)  # fmt: skip
         models.append({"ref": out.record.summary["ref"], "run_id": out.record.id, "cached": out.cached,
                        "accuracy": out.record.summary["accuracy"], "recipe": recipe.label()})  # fmt: skip
     for title, spec in zip(preset.sweep_titles, preset.sweeps, strict=True):
-        out = run_experiment("sweep", spec, store, rerun=args.rerun, progress=bar, device=args.device,
+        out = run_experiment("sweep", spec, store, rerun=args.rerun, progress=bar, device=args.device, cancel=CTRL_C,
                              wait=not args.no_wait)
         sweeps.append({"title": title, "run_id": out.record.id, "cached": out.cached, **out.record.summary,
                        "penalty": penalty_along(out.record.summary)})  # fmt: skip

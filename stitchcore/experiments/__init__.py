@@ -7,11 +7,11 @@ cancellation for free; the CLI and the app's job runner both use it.
 
 Importing this package registers the built-in kinds.  Each kind's module holds
 its spec and the readers of its own stored results (``matrix.partial_cells``,
-``sweep.partial_positions``, ``merge.partial_points``); :func:`spec_from_record`
-rebuilds the spec of any stored run.
+``sweep.partial_positions``, ``merge.partial_points``, ``assemble.assembled_cells``);
+:func:`spec_from_record` rebuilds the spec of any stored run.
 
 >>> list_experiments()
-['lmdepth', 'lmstitch', 'matrix', 'merge', 'similarity', 'stitch', 'sweep', 'zoo']
+['assemble', 'lmdepth', 'lmstitch', 'matrix', 'merge', 'similarity', 'stitch', 'sweep', 'zoo']
 """
 
 from __future__ import annotations

@@ -125,8 +125,8 @@ class RunContext:
 
     def check_cancel(self) -> None:
         """Raise :class:`Cancelled` if the user asked to stop (call every step)."""
-        if self.cancel.is_set():
-            raise Cancelled("cancelled by the user")
+        if self.cancel.is_set():  # an event may say why (the CLI's Ctrl-C event: "cancelled with Ctrl-C")
+            raise Cancelled(getattr(self.cancel, "reason", "cancelled by the user"))
 
     def progress(self, fraction: float, message: str = "", metrics: dict[str, float] | None = None) -> None:
         self._fraction = max(0.0, min(1.0, fraction))

@@ -35,7 +35,7 @@ import json
 import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
@@ -240,6 +240,7 @@ class _Parts:
     n_test: int
     suffixes: dict[str, nn.Module]  # receiver name -> suffix_B (frozen, eval)
     suffix_cost: dict[str, tuple[int, int]]  # receiver name -> (params, FLOPs per example)
+    receiver_cls: dict[str, torch.Tensor] = field(default_factory=dict)  # receiver name -> B's mean class token [D]
 
 
 def _prepare(spec: AssembleSpec, store: Store) -> _Parts:
@@ -307,11 +308,15 @@ def _suffix(parts: _Parts, r: Cut, device: torch.device) -> nn.Module:
 
 @torch.no_grad()
 def _receiver_cls(parts: _Parts, r: Cut, device: torch.device) -> torch.Tensor:
-    """B's own class token at the receiving cut, averaged over the first CLS_SAMPLES training images: [D]."""
-    prefix, _ = split(parts.b.model, r, parts.b.example_input())
-    prefix.to(device).eval()
-    h = collect(prefix, parts.data, parts.b.preprocess, "train", device=device, limit=min(CLS_SAMPLES, parts.n_train))
-    return h[:, 0].float().mean(0)  # [D]
+    """B's own class token at the receiving cut, averaged over the first CLS_SAMPLES training images: [D]
+    (computed once per receiver)."""
+    if r.name not in parts.receiver_cls:
+        prefix, _ = split(parts.b.model, r, parts.b.example_input())
+        prefix.to(device).eval()
+        h = collect(prefix, parts.data, parts.b.preprocess, "train", device=device,
+                    limit=min(CLS_SAMPLES, parts.n_train))  # fmt: skip
+        parts.receiver_cls[r.name] = h[:, 0].float().mean(0)
+    return parts.receiver_cls[r.name]
 
 
 @torch.no_grad()

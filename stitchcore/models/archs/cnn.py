@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from stitchcore.errors import RefError
+from stitchcore.models.archs._image import SquareImageClassifier
 
 __all__ = ["CNNConfig", "CNN"]
 
@@ -57,11 +58,10 @@ class CNNConfig:
             raise RefError("cnn in_chans and num_classes must be >= 1; e.g. in_chans=1&num_classes=10")
 
 
-class CNN(nn.Sequential):
+class CNN(SquareImageClassifier, nn.Sequential):
     """Input [B, in_chans, S, S] -> logits [B, num_classes]; blocks are (conv, relu, pool)."""
 
     config_cls = CNNConfig
-    input_kind = "image"
 
     def __init__(self, config: CNNConfig) -> None:
         layers: OrderedDict[str, nn.Module] = OrderedDict()
@@ -79,16 +79,6 @@ class CNN(nn.Sequential):
         layers["head"] = nn.Linear(fan_in, config.num_classes)  # [B, num_classes]
         super().__init__(layers)
         self.config = config
-
-    @property
-    def input_shape(self) -> tuple[int, ...]:
-        """One example without the batch dimension: (C, H, W)."""
-        return (self.config.in_chans, self.config.image_size, self.config.image_size)
-
-    @property
-    def num_outputs(self) -> int:
-        """Number of classes."""
-        return self.config.num_classes
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """[B, in_chans, S, S] -> [B, num_classes]."""

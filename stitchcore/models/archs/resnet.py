@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from stitchcore.errors import RefError
+from stitchcore.models.archs._image import SquareImageClassifier
 
 __all__ = ["ResNetConfig", "ResNet", "BasicBlock", "GlobalAvgPool"]
 
@@ -79,11 +80,10 @@ class GlobalAvgPool(nn.Module):
         return x.mean(dim=(2, 3))
 
 
-class ResNet(nn.Module):
+class ResNet(SquareImageClassifier, nn.Module):
     """Input [B, in_chans, H, W] -> logits [B, num_classes]."""
 
     config_cls = ResNetConfig
-    input_kind = "image"
 
     def __init__(self, config: ResNetConfig) -> None:
         super().__init__()
@@ -114,16 +114,6 @@ class ResNet(nn.Module):
             elif isinstance(m, nn.BatchNorm2d):
                 nn.init.ones_(m.weight)
                 nn.init.zeros_(m.bias)
-
-    @property
-    def input_shape(self) -> tuple[int, ...]:
-        """One example without the batch dimension: (C, H, W)."""
-        return (self.config.in_chans, self.config.image_size, self.config.image_size)
-
-    @property
-    def num_outputs(self) -> int:
-        """Number of classes."""
-        return self.config.num_classes
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """[B, in_chans, H, W] -> [B, num_classes]."""

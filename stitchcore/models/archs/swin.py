@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from timm.models.swin_transformer import SwinTransformer
 
 from stitchcore.errors import RefError
+from stitchcore.models.archs._image import SquareImageClassifier
 
 __all__ = ["Swin", "SwinConfig"]
 
@@ -55,11 +56,10 @@ class SwinConfig:
                 raise RefError(f"swin stage {k} width {self.width * 2**k} is not a multiple of its heads {h}")
 
 
-class Swin(SwinTransformer):
+class Swin(SquareImageClassifier, SwinTransformer):
     """Input [B, in_chans, S, S] -> logits [B, num_classes]; token maps [B, H, W, C] in between."""
 
     config_cls = SwinConfig
-    input_kind = "image"
     recipe_defaults = {"optimizer": "adamw", "epochs": 40}  # SGD (lr 0.05) leaves it near 40% on digits (measured)
 
     def __init__(self, config: SwinConfig) -> None:
@@ -69,13 +69,3 @@ class Swin(SwinTransformer):
             window_size=config.window, mlp_ratio=config.mlp_ratio, drop_path_rate=0.0,
         )  # fmt: skip
         self.config = config
-
-    @property
-    def input_shape(self) -> tuple[int, ...]:
-        """One example without the batch dimension: (C, H, W)."""
-        return (self.config.in_chans, self.config.image_size, self.config.image_size)
-
-    @property
-    def num_outputs(self) -> int:
-        """Number of classes."""
-        return self.config.num_classes

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from timm.models.vision_transformer import VisionTransformer
 
 from stitchcore.errors import RefError
+from stitchcore.models.archs._image import SquareImageClassifier
 
 __all__ = ["ViT", "ViTConfig"]
 
@@ -49,11 +50,10 @@ class ViTConfig:
             raise RefError(f"vit width {self.width} must be a multiple of heads {self.heads}; e.g. width=64&heads=4")
 
 
-class ViT(VisionTransformer):
+class ViT(SquareImageClassifier, VisionTransformer):
     """Input [B, in_chans, S, S] -> logits [B, num_classes]; tokens [B, 1 + (S/patch)², width] in between."""
 
     config_cls = ViTConfig
-    input_kind = "image"
     recipe_defaults = {"optimizer": "adamw", "epochs": 40}  # SGD (lr 0.05) leaves it near 30% on digits (measured)
 
     def __init__(self, config: ViTConfig) -> None:
@@ -63,13 +63,3 @@ class ViT(VisionTransformer):
             mlp_ratio=config.mlp_ratio, class_token=True, global_pool="token",
         )  # fmt: skip
         self.config = config
-
-    @property
-    def input_shape(self) -> tuple[int, ...]:
-        """One example without the batch dimension: (C, H, W)."""
-        return (self.config.in_chans, self.config.image_size, self.config.image_size)
-
-    @property
-    def num_outputs(self) -> int:
-        """Number of classes."""
-        return self.config.num_classes
