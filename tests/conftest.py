@@ -44,7 +44,7 @@ def trained_store(tmp_path_factory):
 @pytest.fixture(scope="session")
 def family_store(trained_store):
     """trained_store plus a ViT and a Swin trained on digits with their architectures' recipe defaults
-    (AdamW, 40 epochs: what ``zoo train --arch vit --dataset digits`` trains; ~20 s and ~15 s on one thread).
+    (AdamW, 40 epochs: what ``zoo train --arch vit --dataset digits`` trains; ~25 s and ~15 s on one thread).
 
     Returns (store, {"cnn": ref, "cnn1": ref, "vit": ref, "swin": ref}, {family: test accuracy})."""
     from stitchcore.experiments import run_experiment
@@ -53,9 +53,14 @@ def family_store(trained_store):
 
     store, (cnn, cnn1) = trained_store
     refs, accuracy = {"cnn": cnn, "cnn1": cnn1}, {}
-    for arch in ("vit", "swin"):
-        out = run_experiment("zoo", ZooRecipe(arch=arch, dataset="digits", **arch_recipe_defaults(arch)), store)
-        refs[arch], accuracy[arch] = out.record.summary["ref"], out.record.summary["accuracy"]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(min(2, os.cpu_count() or 1))  # big enough for two threads to pay, as a user's shell gives
+    try:
+        for arch in ("vit", "swin"):
+            out = run_experiment("zoo", ZooRecipe(arch=arch, dataset="digits", **arch_recipe_defaults(arch)), store)
+            refs[arch], accuracy[arch] = out.record.summary["ref"], out.record.summary["accuracy"]
+    finally:
+        torch.set_num_threads(threads)
     return store, refs, accuracy
 
 
