@@ -63,7 +63,13 @@ from stitchcore.stitching.activations import collect
 from stitchcore.stitching.adapter_kinds import list_adapters
 from stitchcore.stitching.adapters import CLS_TOKENS, NORMS, RESAMPLES, AdapterSpec, build_adapter, compatibility
 from stitchcore.stitching.evaluate import count_params, module_flops, score_logits
-from stitchcore.stitching.train import OPTIMIZERS, AdapterTargets, train_adapter, train_classifier
+from stitchcore.stitching.train import (
+    OPTIMIZERS,
+    AdapterTargets,
+    recalibrate_batchnorm,
+    train_adapter,
+    train_classifier,
+)
 from stitchcore.store.results import Store
 
 __all__ = ["CELLS_ARTIFACT", "DEFAULT_KINDS", "AssembleSpec", "assembled_cells", "assemble_plan", "check_assemble", "default_cuts",
@@ -319,27 +325,6 @@ def _receiver_cls(parts: _Parts, r: Cut, device: torch.device) -> torch.Tensor:
     return parts.receiver_cls[r.name]
 
 
-@torch.no_grad()
-def _recalibrate_bn(adapter: nn.Module, h_train: torch.Tensor, device: torch.device) -> None:
-    """Set the adapter's BatchNorm running statistics to the exact mean and variance of its training inputs.
-
-    Training moves them by momentum 0.1 a step, which still carries the start (mean 0, var 1) after a short
-    run: a bottleneck (three BNs inside) trained 21 steps scored below chance in eval mode until recalibrated."""
-    norms = [m for m in adapter.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
-    if not norms:
-        return
-    saved = [m.momentum for m in norms]
-    for m in norms:
-        m.reset_running_stats()
-        m.momentum = None  # a cumulative average over the pass
-    adapter.train()
-    for i in range(0, len(h_train), EVAL_BATCH):
-        adapter(h_train[i : i + EVAL_BATCH].to(device, torch.float32))
-    for m, momentum in zip(norms, saved, strict=True):
-        m.momentum = momentum
-    adapter.eval()
-
-
 class _Assembled(nn.Module):
     """preprocess_A -> prefix_A -> adapter -> suffix_B as one module: [B, C, H, W] images in [0, 1] -> logits."""
 
@@ -422,7 +407,7 @@ def _run_sender(spec: AssembleSpec, ctx: RunContext, parts: _Parts, s: Cut,
         train_adapter(adapter, suffix, h_train, AdapterTargets(labels=y_train), objective={"task": 1.0},
                       optimizer=spec.optimizer, lr=spec.lr, weight_decay=spec.weight_decay, epochs=spec.epochs,
                       batch_size=spec.batch_size, seed=spec.seed, device=device, check_cancel=ctx.check_cancel)  # fmt: skip
-        _recalibrate_bn(adapter, h_train, device)
+        recalibrate_batchnorm(adapter, h_train, device, batch_size=EVAL_BATCH)
         with torch.no_grad():
             logits = torch.cat([suffix(adapter(h_test[i : i + EVAL_BATCH].to(device))).float().cpu()
                                 for i in range(0, len(h_test), EVAL_BATCH)])  # fmt: skip
