@@ -19,13 +19,14 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from stitchcore.device import pick_device
 from stitchcore.errors import Cancelled, RunBusy, StitchError, TrainingError
+from stitchcore.experiments.backends import Backend, RunOptions, get_backend
 from stitchcore.registry import Registry
 from stitchcore.store.results import RunRecord, Store, run_id_for
 
@@ -121,7 +122,12 @@ class RunContext:
     device: torch.device
     cancel: threading.Event
     on_progress: ProgressFn | None = None
+    options: RunOptions = field(default_factory=RunOptions)  # where its units execute (never in the run id)
     _fraction: float = 0.0
+
+    def backend(self) -> Backend:
+        """The backend ``options`` name (connecting to a Ray cluster the first time it is asked for)."""
+        return get_backend(self.options, self.device)
 
     def check_cancel(self) -> None:
         """Raise :class:`Cancelled` if the user asked to stop (call every step)."""
@@ -185,6 +191,7 @@ def run_experiment(
     device: str | None = None,
     check: bool = True,
     wait: bool = True,
+    options: RunOptions | None = None,
 ) -> RunOutcome:
     """Look the spec up in the store; on a miss check it, run it and store the summary.
 
@@ -197,7 +204,9 @@ def run_experiment(
     stored); :class:`StitchError` subclasses from the run pass through after the run is marked
     failed (or cancelled) with the one-line message; Ctrl-C (KeyboardInterrupt) stores the run
     ``cancelled`` and passes on; other exceptions are stored with their traceback in the log and
-    re-raised.  ``check=False``: the caller has just checked.
+    re-raised.  ``check=False``: the caller has just checked.  ``options``: where the run's units
+    execute (:class:`~stitchcore.experiments.backends.RunOptions`; local by default); they change
+    neither the run id nor the result, so a cached result is returned whatever they say.
     """
     fn = get_experiment(kind).run
     spec_dict = spec.to_dict()
@@ -225,7 +234,7 @@ def run_experiment(
             if rec is not None and rec.status == "done":
                 return RunOutcome(rec, True, time.perf_counter() - t0)
             # it ended without a result, or its owner went silent: run it here (begin takes a stale row over)
-    ctx = RunContext(run_id, store, target, cancel, progress)
+    ctx = RunContext(run_id, store, target, cancel, progress, options or RunOptions())
     store.watch_cancel(run_id, cancel.set)  # `runs cancel` from another process
     try:
         summary = fn(spec, ctx)

@@ -52,6 +52,7 @@ from stitchcore.cuts import Cut, get_cut, list_cuts, split
 from stitchcore.data.images import ImageDataset, load_dataset
 from stitchcore.errors import StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
+from stitchcore.experiments.backends import Backend, Unit, UnitContext, UnitEvent
 from stitchcore.experiments._shared import (
     check_at_least,
     check_choice,
@@ -64,6 +65,7 @@ from stitchcore.experiments._shared import (
     write_atomic,
 )
 from stitchcore.models.loaded import LoadedModel
+from stitchcore.models.package import ModelPackage, pack_model
 from stitchcore.models.refs import ModelRef, parse_ref
 from stitchcore.models.sources import load_model
 from stitchcore.stitching.activations import collect_cuts, forward_bytes_per_image, memory_budget_bytes
@@ -83,8 +85,8 @@ from stitchcore.store.results import Store
 
 __all__ = [
     "CELLS_ARTIFACT", "CONTROLS", "CONTROL_NAMES", "MODES", "VARIANTS", "ControlTable", "MatrixSpec", "cell_axes",
-    "cell_grid", "control_tables", "debiased", "difference", "partial_cells", "partial_path", "run_matrix",
-    "skipped_pairs",
+    "cell_grid", "control_tables", "debiased", "difference", "failed_pairs", "partial_cells", "partial_path",
+    "receiver_unit", "run_matrix", "sender_activations", "skipped_pairs", "streamed_unit",
 ]  # fmt: skip
 
 log = logging.getLogger(__name__)
@@ -324,6 +326,25 @@ def skipped_pairs(summary: Mapping[str, Any] | None, cells: list[dict]) -> dict[
     return out
 
 
+def failed_pairs(summary: Mapping[str, Any] | None, cells: list[dict]) -> dict[tuple[str, str], str]:
+    """``(sender, receiver) -> reason`` of every trained-variant cell that failed for good (a cluster task
+    whose retries were spent); the rest of the matrix completed.
+
+    >>> failed_pairs(None, [{"variant": "trained", "sender": "fc1", "receiver": "fc2", "failed_reason": "node died"}])
+    {('fc1', 'fc2'): 'node died'}
+    """
+    out: dict[tuple[str, str], str] = {}
+    for key, reason in ((summary or {}).get("failed") or {}).items():
+        variant, _, pair = str(key).partition("|")
+        sender, _, receiver = pair.partition("->")
+        if variant == "trained":
+            out[sender, receiver] = str(reason)
+    for c in cells:
+        if c.get("failed_reason") and c.get("variant", "trained") == "trained":
+            out.setdefault((c["sender"], c["receiver"]), str(c["failed_reason"]))
+    return out
+
+
 # ---------------------------------------------------------------------------- the experiment
 
 
@@ -379,6 +400,7 @@ class _Workspace:
     budget: int  # bytes of activations held in memory at once
     work: int  # bytes an image of one forward pass's working memory (the larger model's)
     streamed: bool = False  # closed form over the budget: no caches, every pass streams (stitching.streamed)
+    batch: int = EVAL_BATCH  # images per forward pass when caching activations
 
 
 def _check_controls(spec: MatrixSpec) -> None:
@@ -414,9 +436,12 @@ def check_matrix(spec: MatrixSpec, store: Store) -> None:
 
 
 def _prepare(
-    spec: MatrixSpec, ctx: RunContext, variants: list[tuple[str, str, str]]
+    spec: MatrixSpec, ctx: RunContext, variants: list[tuple[str, str, str]], cache: bool = True
 ) -> tuple[_Workspace, str]:
-    """Load the models, check the memory budget, then cache every cut's activations (one pass per model)."""
+    """Load the models, check the memory budget, then cache every cut's activations (one pass per model).
+
+    ``cache=False`` (the units run elsewhere and compute their own): no activations are recorded here.
+    """
     device = ctx.device
     ctx.progress(0.0, "loading models")
     models, ds, senders, receivers = _inputs(spec, ctx.store)
@@ -456,8 +481,9 @@ def _prepare(
     # forward passes in batches whose cut activations and working memory stay within a third of the budget
     batch = images_per_batch(_nbytes(senders, 1) + _nbytes(receivers, 1) + work, budget)
     bases = {key: _base_accuracy(m, ds, n_test, device, batch) for key, m in models.items()}
-    if streamed:
-        return _Workspace(sender_train={}, sender_test={}, receiver_train={}, bases=bases, streamed=True,
+    common["batch"] = batch
+    if streamed or not cache:
+        return _Workspace(sender_train={}, sender_test={}, receiver_train={}, bases=bases, streamed=streamed,
                           **common), ds.name  # fmt: skip
     ctx.progress(0.0, "caching activations")
     acts = {"device": device, "check_cancel": ctx.check_cancel, "batch_size": batch}
@@ -486,7 +512,7 @@ def _new_cell(spec: MatrixSpec, s: Cut, r: Cut) -> tuple[dict, nn.Module | None]
 
 
 def _fitted_cell(
-    spec: MatrixSpec, ctx: RunContext, ws: _Workspace, send: str, recv: str, s: Cut, r: Cut
+    spec: MatrixSpec, ctx: UnitContext, ws: _Workspace, send: str, recv: str, s: Cut, r: Cut
 ) -> tuple[dict, nn.Module | None]:
     """A cell's record and its adapter A_send[s] -> B_recv[r], fitted by least squares where the spec says so.
 
@@ -502,7 +528,7 @@ def _fitted_cell(
     return cell, adapter.to(ctx.device)
 
 
-def _score_cell(cell: dict, adapter: nn.Module, ctx: RunContext, ws: _Workspace, send: str, recv: str) -> dict:
+def _score_cell(cell: dict, adapter: nn.Module, ctx: UnitContext, ws: _Workspace, send: str, recv: str) -> dict:
     """Test accuracy and penalty (against B_recv) of suffix_B(S(h_test)); fills and returns ``cell``."""
     adapter.eval()
     suffix = ws.suffixes[recv, cell["receiver"]]
@@ -516,7 +542,7 @@ def _score_cell(cell: dict, adapter: nn.Module, ctx: RunContext, ws: _Workspace,
 
 
 def _run_receiver(
-    spec: MatrixSpec, ctx: RunContext, ws: _Workspace, send: str, recv: str, senders: list[Cut], r: Cut,
+    spec: MatrixSpec, ctx: UnitContext, ws: _Workspace, send: str, recv: str, senders: list[Cut], r: Cut,
     train_suffix: nn.Module | None,
 ) -> list[dict]:
     """Every cell A_send[s] -> B_recv[r] for s in ``senders``: fit, train (trained mode), score.
@@ -541,7 +567,7 @@ def _run_receiver(
 
 
 def _run_streamed(
-    spec: MatrixSpec, ctx: RunContext, ws: _Workspace, send: str, recv: str, pairs: list[tuple[Cut, Cut]],
+    spec: MatrixSpec, ctx: UnitContext, ws: _Workspace, send: str, recv: str, pairs: list[tuple[Cut, Cut]],
     report: Callable[[float, str], None],
 ) -> list[dict]:
     """Every cell of ``pairs`` in closed form from streamed passes (:mod:`stitchcore.stitching.streamed`):
@@ -564,73 +590,208 @@ def _run_streamed(
     return [cell for cell, _ in built]
 
 
+# ---------------------------------------------------------------------------- units (run by a backend)
+
+
+def sender_activations(
+    model: ModelPackage, senders: list[str], ds: ImageDataset, n_train: int, n_test: int, batch: int,
+    context: UnitContext,
+) -> dict[str, dict[str, torch.Tensor]]:
+    """One pass of a sender model over the data: ``{"train"|"test": {cut: [N, *cut.shape]}}`` (a cluster task)."""
+    m = model.unpack()
+    cuts = _resolve_cuts(m, tuple(senders))
+    acts = {"device": context.device, "check_cancel": context.check_cancel, "batch_size": batch}
+    return {"train": collect_cuts(m, cuts, ds, "train", limit=n_train, **acts),
+            "test": collect_cuts(m, cuts, ds, "test", limit=n_test, **acts)}  # fmt: skip
+
+
+def _unit_workspace(source: _Workspace | dict, send: str, recv: str, receivers: list[str],
+                    context: UnitContext) -> _Workspace:  # fmt: skip
+    """The workspace a unit works in: the run's own (local), or one rebuilt from what the driver shipped:
+    the two models, the data, the sender's activations (cached mode) and B's targets at ``receivers``."""
+    if isinstance(source, _Workspace):
+        return source
+    models = {send: source["models"][send].unpack(), recv: source["models"][recv].unpack()}
+    ds, n_train, n_test = source["ds"], source["n_train"], source["n_test"]
+    senders = _resolve_cuts(models[send], tuple(source["senders"]))
+    cuts = _resolve_cuts(models[recv], tuple(receivers))
+    suffixes = {(recv, r.name): split(models[recv].model, r, models[recv].example_input())[1].to(context.device).eval()
+                for r in cuts}  # fmt: skip
+    acts = source.get("acts")
+    targets = {}
+    if acts is not None:
+        targets = {recv: collect_cuts(models[recv], cuts, ds, "train", limit=n_train, device=context.device,
+                                      check_cancel=context.check_cancel, batch_size=source["batch"])}  # fmt: skip
+    return _Workspace(
+        senders=senders, receivers=cuts, num_classes=ds.num_classes,
+        sender_train={send: acts["train"]} if acts else {}, sender_test={send: acts["test"]} if acts else {},
+        receiver_train=targets, y_train=ds.labels("train")[:n_train], y_test=ds.labels("test")[:n_test],
+        suffixes=suffixes, bases=source["bases"], models=models, ds=ds, budget=source["budget"],
+        work=source["work"], streamed=acts is None, batch=source["batch"],
+    )  # fmt: skip
+
+
+def receiver_unit(
+    spec: MatrixSpec, source: _Workspace | dict, variant: str, send: str, recv: str, receiver: str,
+    senders: list[str], context: UnitContext,
+) -> Iterator[tuple[str, Any]]:
+    """Every pending cell A_send[s] -> B_recv[receiver], s in ``senders``, in JOINT_ELEMENTS groups that
+    share one pass of B's suffix per step (trained mode); yields progress before each group and its cells."""
+    ws = _unit_workspace(source, send, recv, [receiver], context)
+    r = next(c for c in ws.receivers if c.name == receiver)
+    pending = [s for s in ws.senders if s.name in senders]
+    trained = spec.mode == "trained" and bool(pending)
+    per_pass = max(1, JOINT_ELEMENTS // (spec.batch_size * math.prod(r.shape))) if trained else 1
+    train_suffix = frozen_for_training(ws.suffixes[recv, r.name]) if trained else None  # once per receiver
+    for start in range(0, len(pending), per_pass):
+        group = pending[start : start + per_pass]
+        context.check_cancel()
+        where = f"{len(group)} sender(s) into {r.name}" + ("" if variant == "trained" else f" ({variant.replace('_', ' ')})")
+        yield "progress", (start / len(pending), where)
+        yield "cells", [{"variant": variant, **cell}
+                        for cell in _run_receiver(spec, context, ws, send, recv, group, r, train_suffix)]  # fmt: skip
+
+
+def streamed_unit(
+    spec: MatrixSpec, source: _Workspace | dict, variant: str, send: str, recv: str, pairs: list[tuple[str, str]],
+    context: UnitContext,
+) -> Iterator[tuple[str, Any]]:
+    """Every pending cell of a variant over the memory budget, from the same streamed passes."""
+    ws = _unit_workspace(source, send, recv, list(dict.fromkeys(r for _, r in pairs)), context)
+    cuts = {("s", c.name): c for c in ws.senders} | {("r", c.name): c for c in ws.receivers}
+    yield "progress", (0.0, f"{len(pairs)} cells streamed" + ("" if variant == "trained" else f" ({variant})"))
+    cells = _run_streamed(spec, context, ws, send, recv, [(cuts["s", s], cuts["r", r]) for s, r in pairs],
+                          context.report)  # fmt: skip
+    yield "cells", [{"variant": variant, **cell} for cell in cells]
+
+
+def _ship(ws: _Workspace, backend: Backend, sending: list[str]) -> tuple[dict, dict[str, Any]]:
+    """What units on another process need, shared once per run: each model as a package, the data, the
+    numbers; and (cached mode) one sender-activations task per sending model."""
+    packages = {key: backend.share(pack_model(m)) for key, m in ws.models.items()}
+    common = {"ds": backend.share(ws.ds), "n_train": len(ws.y_train), "n_test": len(ws.y_test), "batch": ws.batch,
+              "budget": ws.budget, "work": ws.work, "bases": ws.bases, "senders": [s.name for s in ws.senders]}
+    acts = {} if ws.streamed else {
+        key: backend.call(sender_activations, packages[key], common["senders"], common["ds"], common["n_train"],
+                          common["n_test"], ws.batch) for key in sending}  # fmt: skip
+    return packages, {"common": common, "acts": acts}
+
+
+def _source_for(shipped: tuple[dict, dict] | None, ws: _Workspace, send: str, recv: str) -> _Workspace | dict:
+    if shipped is None:
+        return ws
+    packages, rest = shipped
+    return {**rest["common"], "models": {send: packages[send], recv: packages[recv]}, "acts": rest["acts"].get(send)}
+
+
 def _table(cells: list[dict], ws: _Workspace, variant: str, what: str) -> list[list]:
     """[senders][receivers] of one cell field (None where skipped)."""
     return cell_grid(cells, [s.name for s in ws.senders], [r.name for r in ws.receivers], what, variant)
 
 
+def _where(event: UnitEvent) -> dict[str, Any]:
+    """The fields a cell computed on a cluster carries: node id, host and device."""
+    w = event.where
+    return {} if w is None else {"node": w["node"], "host": w["host"], "device": w["device"]}
+
+
 @register_experiment("matrix", MatrixSpec.from_dict, check=check_matrix)
 def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
-    """Fill the sender x receiver matrix of ``spec`` cell by cell; returns the summary stored with the run."""
+    """Fill the sender x receiver matrix of ``spec`` cell by cell; returns the summary stored with the run.
+
+    The units (one per receiver, or per variant when streaming) run on ``ctx.options``' backend; only
+    this process writes the store, as cells come back.
+    """
     t0 = time.perf_counter()
     _check_controls(spec)
     variants = [("trained", "a", "b")]  # (variant, sender model key, receiver model key)
     if spec.controls:
         variants += [("random_sender", "a_rand", "b"), ("random_receiver", "a", "b_rand"),
                      ("random_both", "a_rand", "b_rand")]  # fmt: skip
-    ws, dataset = _prepare(spec, ctx, variants)
+    backend = ctx.backend()
+    ws, dataset = _prepare(spec, ctx, variants, cache=backend.name == "local")
 
     resume = partial_path(ctx.store, ctx.run_id)
     done = read_resume(resume, ctx.run_id, key=lambda c: _cell_key(c["variant"], c["sender"], c["receiver"]))
+    done = {k: c for k, c in done.items() if not c.get("failed_reason")}  # a failed cell is tried again
     if done:
         log.info("matrix %s: resuming with %d finished cell(s)", ctx.run_id, len(done))
-    n_cells = len(variants) * len(ws.senders) * len(ws.receivers)
-    cells: list[dict] = []
+    order = {_cell_key(v, s.name, r.name): i for i, (v, r, s) in enumerate(
+        (v, r, s) for v, _, _ in variants for r in ws.receivers for s in ws.senders)}  # fmt: skip
+    n_cells = len(order)
+    kept: dict[str, dict] = {}
+
+    def save() -> None:
+        cells = sorted(kept.values(), key=lambda c: order[_cell_key(c["variant"], c["sender"], c["receiver"])])
+        write_atomic(resume, json.dumps({"run_id": ctx.run_id, "cells": cells}))
+        ctx.store.put_artifact(ctx.run_id, CELLS_ARTIFACT, json.dumps(cells, indent=1).encode())
 
     def keep(cell: dict) -> None:
-        cells.append(cell)
+        kept[_cell_key(cell["variant"], cell["sender"], cell["receiver"])] = cell
         if cell["accuracy"] is not None:
             metric = "cell_acc" if cell["variant"] == "trained" else f"cell_acc:{cell['variant']}"
-            ctx.log(len(cells) - 1, {metric: cell["accuracy"]})
+            ctx.log(len(kept) - 1, {metric: cell["accuracy"]})
 
+    units: list[Unit] = []
+    unit_cells: dict[str, list[tuple[str, str]]] = {}  # unit key -> its (sender, receiver) pairs
+    shipped = None if backend.name == "local" else _ship(ws, backend, sorted({v[1] for v in variants}))
     for variant, send, recv in variants:  # receiver by receiver: trained adapters into one receiver share its suffix
-        if ws.streamed:  # every pending cell of the variant from the same streamed passes
-            pending = [(s, r) for r in ws.receivers for s in ws.senders
-                       if _cell_key(variant, s.name, r.name) not in done]  # fmt: skip
-            for r in ws.receivers:
-                for s in ws.senders:
-                    if (s, r) not in pending:
-                        keep(done[_cell_key(variant, s.name, r.name)])
-            start = len(cells)
-
-            def report(fraction: float, message: str, start: int = start, count: int = len(pending)) -> None:
-                ctx.progress(min(0.99, (start + fraction * count) / n_cells), message)
-
-            for cell in _run_streamed(spec, ctx, ws, send, recv, pending, report):
-                keep({"variant": variant, **cell})
-            write_atomic(resume, json.dumps({"run_id": ctx.run_id, "cells": cells}))
-            ctx.store.put_artifact(ctx.run_id, CELLS_ARTIFACT, json.dumps(cells, indent=1).encode())
+        source = _source_for(shipped, ws, send, recv)
+        todo = []
+        for r in ws.receivers:
+            for s in ws.senders:
+                key = _cell_key(variant, s.name, r.name)
+                if key in done:
+                    keep(done[key])
+                else:
+                    todo.append((s.name, r.name))
+        if not todo:
+            continue
+        if ws.streamed:
+            units.append(Unit(variant, streamed_unit, (spec, source, variant, send, recv, todo), len(todo)))
+            unit_cells[variant] = todo
             continue
         for r in ws.receivers:
-            pending = [s for s in ws.senders if _cell_key(variant, s.name, r.name) not in done]
-            for s in ws.senders:
-                if s not in pending:
-                    keep(done[_cell_key(variant, s.name, r.name)])
-            trained = spec.mode == "trained" and bool(pending)
-            per_pass = max(1, JOINT_ELEMENTS // (spec.batch_size * math.prod(r.shape))) if trained else 1
-            groups = [pending[i : i + per_pass] for i in range(0, len(pending), per_pass)]
-            train_suffix = frozen_for_training(ws.suffixes[recv, r.name]) if trained else None  # once per receiver
-            for group in groups:
-                ctx.check_cancel()
-                where = f"{len(group)} sender(s) into {r.name}" + (
-                    "" if variant == "trained" else f" ({variant.replace('_', ' ')})"
-                )
-                ctx.progress(len(cells) / n_cells, f"cell {len(cells) + 1}/{n_cells}: {where}")
-                for cell in _run_receiver(spec, ctx, ws, send, recv, group, r, train_suffix):
-                    keep({"variant": variant, **cell})
-                write_atomic(resume, json.dumps({"run_id": ctx.run_id, "cells": cells}))
-                ctx.store.put_artifact(ctx.run_id, CELLS_ARTIFACT, json.dumps(cells, indent=1).encode())
+            mine = [s for s, rr in todo if rr == r.name]
+            if mine:
+                key = f"{variant}|{r.name}"
+                units.append(Unit(key, receiver_unit, (spec, source, variant, send, recv, r.name, mine), len(mine)))
+                unit_cells[key] = [(s, r.name) for s in mine]
+    if kept:
+        save()
+
+    inside_step: dict[str, float] = {}  # unit key -> how far a local unit is through its long step (streaming)
+
+    def overall(message: str) -> None:
+        busy = sum(f * sum(1 for s, r in unit_cells[k] if _cell_key(k.split("|")[0], s, r) not in kept)
+                   for k, f in inside_step.items())  # fmt: skip
+        ctx.progress(min(0.99, (len(kept) + busy) / n_cells), message)
+
+    def inside(unit: Unit, fraction: float, message: str) -> None:
+        inside_step[unit.key] = fraction
+        overall(message)
+
+    for event in backend.run_units(units, ctx.cancel, on_progress=inside):
+        key = event.unit.key
+        if event.kind == "progress":
+            where = f" on {event.where['host']} ({event.where['device']})" if event.where else ""
+            overall(f"cell {len(kept) + 1}/{n_cells}: {event.payload[1]}{where}")
+        elif event.kind == "cells":
+            inside_step.pop(key, None)
+            for cell in event.payload:
+                keep({**cell, **_where(event)})
+            save()
+        elif event.kind == "failed":
+            variant = key.split("|")[0]
+            for s, r in unit_cells[key]:
+                if _cell_key(variant, s, r) not in kept:
+                    keep({"variant": variant, "sender": s, "receiver": r, "accuracy": None, "penalty": None,
+                          "residual": None, "skipped_reason": None, "failed_reason": event.payload})  # fmt: skip
+            log.warning("matrix %s: unit %s failed: %s", ctx.run_id, key, event.payload)
+            save()
+    ctx.check_cancel()  # Stop during the units: the run ends cancelled, its finished cells kept
     ctx.progress(1.0, f"{n_cells} cells done")
+    cells = sorted(kept.values(), key=lambda c: order[_cell_key(c["variant"], c["sender"], c["receiver"])])
 
     values = _table(cells, ws, "trained", "accuracy")
     controls = by_control = None
@@ -659,5 +820,29 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
         "n_cells": len(ws.senders) * len(ws.receivers),
         "seconds": round(time.perf_counter() - t0, 3),
     }
-    resume.unlink(missing_ok=True)  # the run is about to be stored as done; cells.json stays with it
+    failed = {f"{c['variant']}|{c['sender']}->{c['receiver']}": c["failed_reason"] for c in cells
+              if c.get("failed_reason")}  # fmt: skip
+    if failed:  # the rest completed; the resume file keeps the good cells, so --rerun retries only these
+        summary["failed"] = failed
+    else:
+        resume.unlink(missing_ok=True)  # the run is about to be stored as done; cells.json stays with it
+    if backend.name != "local":
+        summary["backend"] = backend.describe()
+        summary["nodes"] = _cells_per_node(cells)
     return summary
+
+
+def _cells_per_node(cells: list[dict]) -> dict[str, dict[str, Any]]:
+    """node id -> host, devices and number of cells it computed (cells computed on a cluster).
+
+    >>> _cells_per_node([{"node": "ab", "host": "h1", "device": "cpu"}, {"node": "ab", "host": "h1", "device": "cpu"}])
+    {'ab': {'host': 'h1', 'devices': ['cpu'], 'cells': 2}}
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for c in cells:
+        if c.get("node"):
+            node = out.setdefault(c["node"], {"host": c.get("host", ""), "devices": [], "cells": 0})
+            node["cells"] += 1
+            if c.get("device") and c["device"] not in node["devices"]:
+                node["devices"].append(c["device"])
+    return out

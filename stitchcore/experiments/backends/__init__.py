@@ -1,0 +1,184 @@
+"""Where the independent pieces of a run execute: in this process (``local``) or on a Ray cluster (``ray``).
+
+A matrix, an assembly, a sweep or an LM depth sweep cuts its work into :class:`Unit` s -- one per
+receiver group, per sender, per position -- each a module-level generator function that yields
+events: ``("progress", (fraction, message))`` and ``("cells", [cell dicts])``.  A backend runs the
+units and hands the events back to the run, which alone writes the store (one writer: workers never
+open it).  The choice is a :class:`RunOptions`, given beside the spec and never hashed into the run
+id, so a result computed on a cluster is the same stored run as one computed here.
+
+``local`` runs the units one after another in this process, as runs always did; an exception ends
+the run.  ``ray`` (:mod:`.ray_backend`) submits them all as Ray tasks: a unit whose worker dies is
+retried, a unit that still fails yields a ``("failed", reason)`` event (its cells are stored with the
+reason, the rest complete), and Stop cancels what is left.
+
+A unit's event sequence must depend only on its arguments (never on the clock): a retried Ray task
+replays its events, and the driver drops the ones it already has by position.
+
+>>> RunOptions().backend, RunOptions("ray", "127.0.0.1:6379").describe()
+('local', 'ray cluster at 127.0.0.1:6379')
+>>> RunOptions("slurm")
+Traceback (most recent call last):
+...
+stitchcore.errors.StitchError: unknown backend 'slurm'; use one of: local, ray
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+import torch
+
+from stitchcore.errors import Cancelled, StitchError
+
+__all__ = [
+    "ADDRESS_ENV", "BACKENDS", "BACKEND_ENV", "Backend", "RunOptions", "Unit", "UnitContext", "UnitEvent",
+    "get_backend", "options_from_env",
+]  # fmt: skip
+
+BACKENDS = ("local", "ray")
+BACKEND_ENV = "STITCHLAB_BACKEND"  # the default backend of the CLI and the app: local | ray
+ADDRESS_ENV = "STITCHLAB_RAY_ADDRESS"  # the default cluster address (else a Ray started on this machine)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run executes, not what it computes: never part of the spec or its run id."""
+
+    backend: str = "local"  # local | ray
+    address: str | None = None  # ray: "HOST:PORT" of a running cluster, "auto", "ray://HOST:10001"; None = start one here
+    task_threads: int = 1  # ray: torch CPU threads (and Ray CPUs) per task
+    gpus_per_task: float = 0.0  # ray: 0 = CPU tasks; a fraction (0.25) packs small models onto one GPU
+    max_retries: int = 2  # ray: re-runs of a task whose worker process or node died
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise StitchError(f"unknown backend {self.backend!r}; use one of: {', '.join(BACKENDS)}")
+        address = (self.address or "").strip() or None
+        object.__setattr__(self, "address", address)
+        if address is not None and self.backend != "ray":
+            raise StitchError("--address names a Ray cluster: use it with --backend ray")
+        if int(self.task_threads) < 1:
+            raise StitchError(f"task threads must be at least 1, not {self.task_threads}")
+        if not 0 <= float(self.gpus_per_task) <= 8:
+            raise StitchError(f"GPUs per task must be between 0 (CPU tasks) and 8, not {self.gpus_per_task}")
+        if int(self.max_retries) < 0:
+            raise StitchError(f"max retries must be 0 or more, not {self.max_retries}")
+
+    def describe(self) -> str:
+        """In words: 'this process', 'a Ray started on this machine', 'ray cluster at HOST:PORT'."""
+        if self.backend == "local":
+            return "this process"
+        return f"ray cluster at {self.address}" if self.address else "a Ray started on this machine"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> RunOptions:
+        known = {k: v for k, v in (d or {}).items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+def options_from_env(env: dict[str, str] | None = None) -> RunOptions:
+    """The default options: ``$STITCHLAB_BACKEND`` (local) and ``$STITCHLAB_RAY_ADDRESS``.
+
+    >>> options_from_env({"STITCHLAB_BACKEND": "ray", "STITCHLAB_RAY_ADDRESS": "10.0.0.5:6379"}).address
+    '10.0.0.5:6379'
+    """
+    env = os.environ if env is None else env
+    backend = (env.get(BACKEND_ENV) or "local").strip().lower()
+    address = env.get(ADDRESS_ENV) if backend == "ray" else None
+    try:
+        return RunOptions(backend, address)
+    except StitchError as exc:
+        raise StitchError(f"${BACKEND_ENV}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class UnitContext:
+    """What a unit sees while it runs: the device it computes on and a cancel check to call every step."""
+
+    device: torch.device
+    cancel: threading.Event = field(default_factory=threading.Event)  # local: the run's; ray: never set
+    on_progress: Callable[[float, str], None] | None = None  # local: progress inside a long step; ray: None
+
+    def report(self, fraction: float, message: str) -> None:
+        """Progress within the unit (0..1) where the backend can show it live (locally); else nothing."""
+        if self.on_progress is not None:
+            self.on_progress(fraction, message)
+
+    def check_cancel(self) -> None:
+        """Raise :class:`Cancelled` once the run is stopped (on Ray the task is interrupted instead)."""
+        if self.cancel.is_set():
+            raise Cancelled(getattr(self.cancel, "reason", "cancelled by the user"))
+
+
+UnitFn = Callable[..., Iterator[tuple[str, Any]]]  # fn(*args, UnitContext) -> events
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One independent piece of a run: ``fn(*args, unit_context)`` yields its events."""
+
+    key: str  # names the unit in progress lines and failures: "trained|fc1"
+    fn: UnitFn  # a module-level generator function (Ray pickles it by reference)
+    args: tuple  # picklable; shared values from Backend.share are passed as they are
+    cells: int = 1  # how many cells it produces (weights the overall progress)
+
+
+@dataclass(frozen=True)
+class UnitEvent:
+    """An event of one unit, as the run sees it."""
+
+    unit: Unit
+    kind: str  # "progress" (fraction, message) | "cells" [dicts] | "failed" reason | "done" None
+    payload: Any
+    where: dict[str, Any] | None = None  # ray: node id, host, pid and device of the task; None locally
+
+
+class Backend(Protocol):
+    """Runs units and hands their events back in the driver, one at a time."""
+
+    name: str
+
+    def share(self, value: Any) -> Any:
+        """A handle every unit may take as an argument: the value itself locally, an object-store ref on Ray."""
+        ...
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args, unit_context)`` as one task; a handle to its result that units may take as an argument."""
+        ...
+
+    def run_units(self, units: Sequence[Unit], cancel: threading.Event,
+                  on_progress: Callable[[Unit, float, str], None] | None = None) -> Iterator[UnitEvent]:
+        """Run every unit; stop early (and cancel what is running) once ``cancel`` is set.
+
+        ``on_progress(unit, fraction, message)``: what a unit reports inside a long step, where the
+        backend can deliver it while the step runs (locally).
+        """
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """Where the run executed, stored in its summary ("backend", nodes...)."""
+        ...
+
+
+def get_backend(options: RunOptions | None, device: torch.device) -> Backend:
+    """The backend ``options`` name; ``device`` is where local units compute.
+
+    >>> get_backend(None, torch.device("cpu")).name
+    'local'
+    """
+    options = options or RunOptions()
+    if options.backend == "ray":
+        from stitchcore.experiments.backends.ray_backend import RayBackend  # imports ray (0.4 s) only when asked
+
+        return RayBackend(options)
+    from stitchcore.experiments.backends.local import LocalBackend
+
+    return LocalBackend(device)

@@ -1,0 +1,81 @@
+"""Ray for the tests: quiet, no token file in the home directory, and never ``ray stop`` (it kills every
+Ray process on the machine, a user's own cluster included).  Each test module holds at most one Ray
+connection (a process holds one), so the local-Ray and two-node tests live in separate modules."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+# Loopback clusters only: without this Ray 2.60 turns token auth on and writes ~/.ray/auth_token.
+RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "RAY_SCHEDULER_EVENTS": "0"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def unit_pids(prefix: str = "ray::stitchlab ") -> list[int]:
+    """Pids of the Ray workers running a StitchLab unit now (Ray titles a busy worker ``ray::<task name>``)."""
+    out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=True).stdout
+    return [int(line.split(None, 1)[0]) for line in out.splitlines()
+            if len(line.split(None, 1)) == 2 and line.split(None, 1)[1].startswith(prefix)]  # fmt: skip
+
+
+@contextmanager
+def two_node_cluster() -> Iterator[str]:
+    """A head node and a worker node, each a ``ray start --block`` process with one CPU; yields the
+    address once both are alive.  Stopped by signalling those two processes (1-2 s, nothing left over)."""
+    import ray
+
+    port, temp = free_port(), tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: socket paths stop at 107 bytes
+    env = {**os.environ, **RAY_ENV}
+    cli = [sys.executable, "-m", "ray.scripts.scripts", "start", "--num-cpus=1", "--num-gpus=0",
+           "--disable-usage-stats", "--block"]  # fmt: skip
+    log = open(Path(temp) / "nodes.log", "w")
+    procs: list[subprocess.Popen] = []
+
+    def start(*args: str) -> None:  # its own process group: a Ctrl-C of pytest does not reach it
+        procs.append(subprocess.Popen([*cli, *args], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                      start_new_session=True))  # fmt: skip
+
+    address = f"127.0.0.1:{port}"
+    try:
+        start("--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={temp}")
+        start(f"--address={address}")
+        deadline = time.time() + 90
+        while True:  # the head first, then both nodes alive
+            try:
+                if not ray.is_initialized():
+                    ray.init(address=address, logging_level="error", log_to_driver=False)
+                if sum(n["Alive"] for n in ray.nodes()) == 2:
+                    break
+            except (ConnectionError, RuntimeError):
+                pass
+            assert time.time() < deadline, (Path(temp) / "nodes.log").read_text()[-3000:]
+            time.sleep(0.3)
+        ray.shutdown()  # the run connects by itself, shipping stitchcore to the workers
+        yield address
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        for p in procs:
+            p.send_signal(signal.SIGTERM)  # `ray start --block` stops exactly what it started
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+        log.close()
+        shutil.rmtree(temp, ignore_errors=True)

@@ -1,0 +1,139 @@
+"""The ``ray`` backend on a Ray started in this process (``ray.init`` with this machine's CPUs): the same
+cells as the local backend, Stop, and a unit whose worker dies for good."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+
+import pytest
+from ray_helpers import RAY_ENV, unit_pids
+
+from stitchcore.errors import Cancelled
+from stitchcore.experiments import run_experiment
+from stitchcore.experiments.backends import RunOptions
+from stitchcore.experiments.matrix import MatrixSpec, failed_pairs, partial_cells, partial_path
+from stitchcore.store.results import run_id_for
+
+ray = pytest.importorskip("ray")
+RAY = RunOptions("ray")
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """Ray started here once for the module (through the backend, as a run starts it), stopped after."""
+    from stitchcore.experiments.backends.ray_backend import connect, disconnect
+
+    saved = {k: os.environ.get(k) for k in RAY_ENV}
+    os.environ.update(RAY_ENV)
+    connect(None)
+    yield
+    disconnect()
+    for k, v in saved.items():
+        os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+
+
+@pytest.fixture
+def store(trained_store, tmp_path):
+    from conftest import copy_store
+
+    from stitchcore.store.results import Store
+
+    src, refs = trained_store
+    copy_store(src.root, tmp_path / "store")
+    return Store(tmp_path / "store"), refs
+
+
+def _by_cell(store, run_id):
+    return {(c["variant"], c["sender"], c["receiver"]): c for c in partial_cells(store, run_id)}
+
+
+@pytest.mark.parametrize("mode, controls", [("trained", False), ("closed-form", True)])
+def test_a_matrix_on_ray_equals_the_local_one(local_ray, store, mode, controls):
+    store, refs = store
+    spec = MatrixSpec(refs[0], refs[1], mode=mode, epochs=1, max_train=400, max_test=300, seed=5, controls=controls)
+    here = run_experiment("matrix", spec, store)
+    local = _by_cell(store, here.record.id)
+    there = run_experiment("matrix", spec, store, rerun=True, options=RAY)
+    assert there.record.id == here.record.id  # the backend is not part of the run's identity
+    cells = _by_cell(store, there.record.id)
+    assert cells.keys() == local.keys() and len(cells) == 25 * (4 if controls else 1)
+    for key, cell in local.items():
+        assert cells[key]["skipped_reason"] == cell["skipped_reason"], key
+        if cell["accuracy"] is not None:
+            assert abs(cells[key]["accuracy"] - cell["accuracy"]) <= 1e-4, key
+            assert abs(cells[key]["residual"] - cell["residual"]) <= 1e-4, key
+    s = there.record.summary
+    assert _grids_close(s["values"], here.record.summary["values"])
+    assert s["backend"]["name"] == "ray" and len(s["nodes"]) == 1
+    (node,) = s["nodes"].values()
+    assert node["cells"] == len(cells) and node["devices"] == ["cpu"]
+    assert all(c["node"] in s["nodes"] and c["device"] == "cpu" for c in cells.values())
+    assert "backend" not in here.record.summary and "node" not in next(iter(local.values()))
+
+
+def _grids_close(a, b):
+    return all((x is None and y is None) or abs(x - y) <= 1e-4 for ra, rb in zip(a, b) for x, y in zip(ra, rb))
+
+
+def test_stop_on_ray_keeps_the_finished_cells_and_a_rerun_resumes(local_ray, store):
+    store, refs = store
+    spec = MatrixSpec(refs[0], refs[1], mode="trained", epochs=4, max_train=400, max_test=300, seed=7)
+    cancel = threading.Event()
+    seen = []
+
+    def progress(fraction, message, metrics):
+        if "cell_acc" in metrics:
+            seen.append(metrics["cell_acc"])
+            cancel.set()  # Stop once the first cells are back
+
+    with pytest.raises(Cancelled):
+        run_experiment("matrix", spec, store, progress=progress, cancel=cancel, options=RAY)
+    rec = store.lookup(run_id_for("matrix", spec.to_dict()))
+    assert rec.status == "cancelled"
+    kept = json.loads(partial_path(store, rec.id).read_text())["cells"]
+    assert 1 <= len(kept) < 25 and len(partial_cells(store, rec.id)) == len(kept)
+    deadline = time.time() + 20  # nothing is left running on the cluster
+    while ray.available_resources().get("CPU", 0) < ray.cluster_resources()["CPU"]:
+        assert time.time() < deadline, ray.available_resources()
+        time.sleep(0.2)
+
+    out = run_experiment("matrix", spec, store, options=RAY)
+    assert out.record.status == "done" and not out.cached
+    cells = partial_cells(store, out.record.id)
+    assert len(cells) == 25
+    before = {(c["sender"], c["receiver"]): c["accuracy"] for c in kept}
+    assert all(c["accuracy"] == before[c["sender"], c["receiver"]]
+               for c in cells if (c["sender"], c["receiver"]) in before)  # kept, not recomputed
+
+
+def test_a_unit_whose_worker_dies_for_good_is_stored_failed_and_the_rest_complete(local_ray, store):
+    store, refs = store
+    spec = MatrixSpec(refs[0], refs[1], mode="trained", epochs=60, max_train=400, max_test=300, seed=9,
+                      receivers=("fc1", "fc2"))  # fmt: skip
+    killed: list[int] = []
+
+    def progress(fraction, message, metrics):
+        if not killed and "into fc1" in message:  # the fc1 unit has started training: kill its worker
+            pids = unit_pids("ray::stitchlab trained|fc1")
+            for pid in pids:
+                os.kill(pid, signal.SIGKILL)
+            killed.extend(pids or [0])
+
+    out = run_experiment("matrix", spec, store, progress=progress,
+                         options=RunOptions("ray", max_retries=0))  # fmt: skip
+    assert killed and killed != [0], "the fc1 unit was not running when the first unit reported"
+    s = out.record.summary
+    assert out.record.status == "done"
+    failed = failed_pairs(s, partial_cells(store, out.record.id))
+    assert {r for _, r in failed} == {"fc1"} and len(failed) == 5
+    assert all("WorkerCrashedError" in reason or "died" in reason for reason in failed.values()), failed
+    assert all(v is not None for v in [row[1] for row in s["values"]])  # fc2 completed
+    assert partial_path(store, out.record.id).exists()  # so a re-run retries only the failed cells
+
+    again = run_experiment("matrix", spec, store, rerun=True, options=RAY)
+    assert "failed" not in again.record.summary
+    assert all(v is not None for row in again.record.summary["values"] for v in row)
