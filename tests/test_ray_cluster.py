@@ -1,0 +1,64 @@
+"""The ``ray`` backend against a cluster of separate processes: ``ray start --head`` and a second node on
+loopback, one CPU each.  The run connects by address and ships its stitchcore to the workers; the
+matrix records both nodes, and a worker killed mid-matrix is retried so every cell is there."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+from ray_helpers import RAY_ENV, two_node_cluster, unit_pids
+
+from stitchcore.experiments import run_experiment
+from stitchcore.experiments.backends import RunOptions
+from stitchcore.experiments.matrix import MatrixSpec, partial_cells
+
+pytest.importorskip("ray")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from stitchcore.experiments.backends.ray_backend import disconnect
+
+    saved = {k: os.environ.get(k) for k in RAY_ENV}
+    os.environ.update(RAY_ENV)
+    try:
+        with two_node_cluster() as address:
+            yield address
+            disconnect()
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+
+
+@pytest.mark.timeout(240)
+def test_a_matrix_on_two_nodes_survives_a_killed_worker(cluster, trained_store, tmp_path):
+    from conftest import copy_store
+
+    from stitchcore.store.results import Store
+
+    src, refs = trained_store
+    copy_store(src.root, tmp_path / "store")
+    store = Store(tmp_path / "store")
+    spec = MatrixSpec(refs[0], refs[1], mode="trained", epochs=40, max_train=400, max_test=300, seed=11,
+                      receivers=("block2", "fc1", "fc2"))  # fmt: skip
+    killed: list[int] = []
+
+    def progress(fraction, message, metrics):
+        if not killed and "into fc1" in message:  # the fc1 unit is training: kill its worker process
+            killed.extend(unit_pids("ray::stitchlab trained|fc1"))
+            for pid in killed:
+                os.kill(pid, signal.SIGKILL)
+
+    out = run_experiment("matrix", spec, store, progress=progress, options=RunOptions("ray", cluster))
+    assert killed, "the fc1 unit was not running when it reported"
+    s = out.record.summary
+    assert out.record.status == "done" and "failed" not in s
+    cells = partial_cells(store, out.record.id)
+    assert len(cells) == 15 and all(c["accuracy"] is not None or c["skipped_reason"] for c in cells)
+    assert all(v is not None for row in s["values"] for v in row[1:])  # fc1 (retried) and fc2 complete
+    assert s["backend"]["address"] == cluster and len(s["backend"]["nodes"]) == 2
+    assert len(s["nodes"]) == 2, f"SPREAD scheduling should use both nodes: {s['nodes']}"
+    assert sum(n["cells"] for n in s["nodes"].values()) == 15
+    assert {c["node"] for c in cells} == set(s["nodes"])
