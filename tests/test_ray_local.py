@@ -137,3 +137,22 @@ def test_a_unit_whose_worker_dies_for_good_is_stored_failed_and_the_rest_complet
     again = run_experiment("matrix", spec, store, rerun=True, options=RAY)
     assert "failed" not in again.record.summary
     assert all(v is not None for row in again.record.summary["values"] for v in row)
+
+
+def test_an_assembly_on_ray_equals_the_local_one(local_ray, store):
+    from stitchcore.experiments.assemble import AssembleSpec, assembled_cells
+
+    store, refs = store
+    spec = AssembleSpec(refs[1], refs[0], senders=("block1", "fc1"), receivers=("block2", "fc1"), kinds=("linear",),
+                        resamples=("bilinear",), epochs=2, max_train=400, max_test=300, seed=3)  # fmt: skip
+    here = run_experiment("assemble", spec, store).record
+    there = run_experiment("assemble", spec, store, rerun=True, options=RAY).record
+    local, remote = assembled_cells(store, here.id), assembled_cells(store, there.id)
+    assert [(c["sender"], c["receiver"], c["recipe"]) for c in remote] == [
+        (c["sender"], c["receiver"], c["recipe"]) for c in local]  # in plan order, whatever order they came back
+    for a, b in zip(local, remote):
+        assert a["skipped_reason"] == b["skipped_reason"]
+        if a["accuracy"] is not None:
+            assert abs(a["accuracy"] - b["accuracy"]) <= 1e-4 and a["flops"] == b["flops"]
+    assert there.summary["backend"]["name"] == "ray" and len(there.summary["nodes"]) == 1
+    assert all(c.get("node") for c in remote if c["accuracy"] is not None)

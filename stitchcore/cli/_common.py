@@ -101,6 +101,38 @@ def common_parser() -> argparse.ArgumentParser:
     return common
 
 
+def backend_parser() -> argparse.ArgumentParser:
+    """--backend, --address, --task-threads, --gpus-per-task, --max-retries: where a run's units execute."""
+    from stitchcore.experiments.backends import ADDRESS_ENV, BACKEND_ENV, BACKENDS
+
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("where the work runs (not part of the result's identity)")
+    g.add_argument("--backend", choices=BACKENDS, default=None,
+                   help=f"local: this process (default, or ${BACKEND_ENV}); ray: Ray tasks on a cluster")
+    g.add_argument("--address", default=None, metavar="HOST:PORT",
+                   help=f"ray: a running cluster's address (default ${ADDRESS_ENV}, else start Ray on this machine)")
+    g.add_argument("--task-threads", type=positive_int, default=1, metavar="N",
+                   help="ray: torch threads (and Ray CPUs) per task (default 1)")
+    g.add_argument("--gpus-per-task", type=float, default=0.0, metavar="F",
+                   help="ray: GPUs per task; 0 = CPU tasks (default), 0.25 packs four small-model tasks per GPU")
+    g.add_argument("--max-retries", type=int, default=2, metavar="N",
+                   help="ray: re-runs of a task whose worker or node died (default 2)")
+    return p
+
+
+def run_options(args: argparse.Namespace) -> Any:
+    """The RunOptions of ``--backend`` & co. (defaults from the environment), None for verbs without them."""
+    if not hasattr(args, "backend"):
+        return None
+    from stitchcore.experiments.backends import RunOptions, options_from_env
+
+    default = options_from_env()
+    backend = args.backend or default.backend
+    address = args.address if args.address is not None else (default.address if backend == "ray" else None)
+    return RunOptions(backend, address, task_threads=args.task_threads, gpus_per_task=args.gpus_per_task,
+                      max_retries=args.max_retries)
+
+
 def positive_int(text: str) -> int:
     """Argument type: a whole number of at least 1.
 
@@ -228,7 +260,7 @@ def run(kind: str, spec: Any, args: argparse.Namespace, store: Store, bar: Progr
     check_device(args)
     set_threads(args)
     out = run_experiment(kind, spec, store, rerun=args.rerun, progress=bar, device=args.device, cancel=CTRL_C,
-                         wait=not args.no_wait)
+                         wait=not args.no_wait, options=run_options(args))
     bar.close()
     return out
 

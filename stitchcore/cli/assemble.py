@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from stitchcore.cli._common import Command, ProgressBar, emit, names, outcome, run, took
+from stitchcore.cli._common import Command, ProgressBar, backend_parser, emit, names, outcome, run, took
 from stitchcore.cli.stitch import resolve_cuts
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     from stitchcore.experiments.assemble import AssembleSpec
 
     d = AssembleSpec(a="zoo:x", b="zoo:x")
-    p = verbs.add_parser("assemble", parents=[common],
+    p = verbs.add_parser("assemble", parents=[common, backend_parser()],
                          help="A's bottom into B's top at every cut pair and adapter recipe: accuracy vs FLOPs")
     p.add_argument("--a", required=True, help="ModelRef of A (its layers up to the sender cut)")
     p.add_argument("--b", required=True, help="ModelRef of B (its layers after the receiver cut, and its head)")

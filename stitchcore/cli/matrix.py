@@ -14,7 +14,7 @@ import argparse
 import textwrap
 from typing import TYPE_CHECKING, Any
 
-from stitchcore.cli._common import Command, ProgressBar, emit, names, outcome, run, took
+from stitchcore.cli._common import Command, ProgressBar, backend_parser, emit, names, outcome, run, took
 from stitchcore.cli.stitch import resolve_cuts
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def _pair_parser() -> argparse.ArgumentParser:
 def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """Add ``matrix`` and ``similarity`` to the CLI's sub-parsers."""
     pair = _pair_parser()
-    mx = verbs.add_parser("matrix", parents=[common, pair], help="stitching matrix: every sender cut x receiver cut")
+    mx = verbs.add_parser("matrix", parents=[common, pair, backend_parser()], help="stitching matrix: every sender cut x receiver cut")
     mx.add_argument("--mode", choices=("closed-form", "trained"), default="closed-form")
     mx.add_argument("--epochs", type=int, default=None, help="trained mode (default 3)")
     mx.add_argument("--controls", action="store_true", help="also random sender / receiver / both (zoo refs)")
@@ -116,6 +116,13 @@ def _cmd_matrix(args: argparse.Namespace, store: Store, bar: ProgressBar) -> Non
     s = out.record.summary
     footer = (f"{s['metric']} of the stitched model; rows = A's cuts, columns = B's cuts"
               f" ({took(out.cached, out.seconds)})")
+    if s.get("nodes"):
+        footer += f"\ncomputed on {len(s['nodes'])} Ray node(s): " + ", ".join(
+            f"{n['host']} {n['cells']} cells" for n in s["nodes"].values())
+    if s.get("failed"):
+        first = next(iter(s["failed"].items()))
+        footer += (f"\n{len(s['failed'])} cell(s) failed, e.g. {first[0]}: {first[1]}"
+                   " (--rerun computes only those again)")
     emit(args, outcome(out, **({"aliases": aliases} if aliases else {})), grid_text(s, footer))
 
 

@@ -59,21 +59,24 @@ class Experiment:
     # (spec, store) -> None, raising StitchError for input that cannot run (a bad cut name, a head that
     # does not fit the data): called before any store row is written, so such a run is never stored
     check: Callable[[Any, Store], None] | None = None
+    backends: tuple[str, ...] = ("local",)  # where its units can execute (experiments.backends.BACKENDS)
 
 
 EXPERIMENTS: Registry[Experiment] = Registry("experiment kind", StitchError)
 
 
 def register_experiment(
-    kind: str, from_dict: Callable[[dict], Any], check: Callable[[Any, Store], None] | None = None
+    kind: str, from_dict: Callable[[dict], Any], check: Callable[[Any, Store], None] | None = None,
+    backends: tuple[str, ...] = ("local",),
 ) -> Callable[[Callable], Callable]:
     """Decorator: register ``fn(spec, ctx) -> summary`` under ``kind``; a kind is registered once.
 
-    ``check(spec, store)`` validates the spec against its models and data before any row is written.
+    ``check(spec, store)`` validates the spec against its models and data before any row is written;
+    ``backends``: where its units can execute (a kind that cuts its work into units names "ray" too).
     """
 
     def deco(fn: Callable[[Any, RunContext], dict]) -> Callable[[Any, RunContext], dict]:
-        EXPERIMENTS.register(kind)(Experiment(kind, fn, from_dict, check))
+        EXPERIMENTS.register(kind)(Experiment(kind, fn, from_dict, check, backends))
         return fn
 
     return deco
@@ -208,7 +211,9 @@ def run_experiment(
     execute (:class:`~stitchcore.experiments.backends.RunOptions`; local by default); they change
     neither the run id nor the result, so a cached result is returned whatever they say.
     """
-    fn = get_experiment(kind).run
+    experiment = get_experiment(kind)
+    fn = experiment.run
+    options = options or RunOptions()
     spec_dict = spec.to_dict()
     run_id = run_id_for(kind, spec_dict)
     t0 = time.perf_counter()
@@ -217,6 +222,9 @@ def run_experiment(
         if hit is not None:
             return RunOutcome(hit, True, time.perf_counter() - t0)
     label = spec.label() if hasattr(spec, "label") else kind
+    if options.backend not in experiment.backends:
+        raise StitchError(f"{kind} runs on the {' or '.join(experiment.backends)} backend, not {options.backend};"
+                          " leave the backend at local")  # fmt: skip
     target = pick_device(device)  # a bad device fails before any row is written
     if check:
         check_spec(kind, spec, store)  # so does a spec its models or data cannot run
@@ -234,7 +242,7 @@ def run_experiment(
             if rec is not None and rec.status == "done":
                 return RunOutcome(rec, True, time.perf_counter() - t0)
             # it ended without a result, or its owner went silent: run it here (begin takes a stale row over)
-    ctx = RunContext(run_id, store, target, cancel, progress, options or RunOptions())
+    ctx = RunContext(run_id, store, target, cancel, progress, options)
     store.watch_cancel(run_id, cancel.set)  # `runs cancel` from another process
     try:
         summary = fn(spec, ctx)

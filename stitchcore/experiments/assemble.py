@@ -45,6 +45,7 @@ from stitchcore.cuts import Cut, coarse_cuts, get_cut, list_cuts, split
 from stitchcore.data.images import ImageDataset, load_dataset
 from stitchcore.errors import StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
+from stitchcore.experiments.backends import Unit, UnitContext, cells_per_node
 from stitchcore.experiments._shared import (
     check_at_least,
     check_choice,
@@ -57,6 +58,7 @@ from stitchcore.experiments._shared import (
     write_atomic,
 )
 from stitchcore.models.loaded import LoadedModel
+from stitchcore.models.package import pack_model
 from stitchcore.models.refs import parse_ref
 from stitchcore.models.sources import load_model
 from stitchcore.stitching.activations import collect
@@ -73,7 +75,7 @@ from stitchcore.stitching.train import (
 from stitchcore.store.results import Store
 
 __all__ = ["CELLS_ARTIFACT", "DEFAULT_KINDS", "AssembleSpec", "assembled_cells", "assemble_plan", "check_assemble", "default_cuts",
-           "pareto_front", "recipe_name", "run_assemble"]
+           "pareto_front", "recipe_name", "run_assemble", "sender_unit"]
 
 log = logging.getLogger(__name__)
 
@@ -336,7 +338,7 @@ class _Assembled(nn.Module):
         return self.suffix(self.adapter(self.prefix(self.preprocess(x) if self.preprocess is not None else x)))
 
 
-def _finetune(spec: AssembleSpec, ctx: RunContext, parts: _Parts, prefix: nn.Module, adapter: nn.Module,
+def _finetune(spec: AssembleSpec, ctx: UnitContext, parts: _Parts, prefix: nn.Module, adapter: nn.Module,
               suffix: nn.Module) -> float:  # fmt: skip
     """Copies of prefix, adapter and suffix trained together on the task; test accuracy of the result."""
     net = _Assembled(parts.a, copy.deepcopy(prefix), copy.deepcopy(adapter), copy.deepcopy(suffix)).to(ctx.device)
@@ -373,9 +375,9 @@ def _blank(s: Cut, r: Cut, recipe: AdapterSpec) -> dict[str, Any]:
             "finetune_accuracy": None, "skipped_reason": None, "same_as": None}  # fmt: skip
 
 
-def _run_sender(spec: AssembleSpec, ctx: RunContext, parts: _Parts, s: Cut,
-                todo: list[tuple[Cut, AdapterSpec]]) -> list[dict]:  # fmt: skip
-    """Every pending (receiver, recipe) cell of sender ``s``, from one pass of A's prefix over the data."""
+def _sender_cells(spec: AssembleSpec, ctx: UnitContext, parts: _Parts, s: Cut,
+                  todo: list[tuple[Cut, AdapterSpec]]) -> Iterator[dict]:  # fmt: skip
+    """Every pending (receiver, recipe) cell of sender ``s``, in ``todo`` order, from one pass of A's prefix."""
     device = ctx.device
     prefix, _ = split(parts.a.model, s, parts.a.example_input())
     prefix.to(device).eval()
@@ -385,20 +387,20 @@ def _run_sender(spec: AssembleSpec, ctx: RunContext, parts: _Parts, s: Cut,
     h_test = collect(prefix, parts.data, parts.a.preprocess, "test", limit=parts.n_test, **acts)
     y_train = parts.data.labels("train")[: parts.n_train]
     y_test = parts.data.labels("test")[: parts.n_test]
-    cells, built = [], {}  # built: (receiver, adapter repr) -> the cell that trained it
+    built = {}  # (receiver, adapter repr) -> the cell that trained it
     for r, recipe in todo:
         ctx.check_cancel()
         cell = _blank(s, r, recipe)
         why = compatibility(s, r, recipe)
         if why is not None:
-            cells.append({**cell, "skipped_reason": why})
+            yield {**cell, "skipped_reason": why}
             continue
         torch.manual_seed(spec.seed)
         adapter = build_adapter(recipe, s, r)
         plan_key = (r.name, recipe.kind, recipe.norm, repr(adapter.plan))
         if plan_key in built:  # the same adapter under another recipe name (e.g. no resampling needed)
             twin = built[plan_key]
-            cells.append({**twin, **{k: cell[k] for k in ("recipe", "resample")}, "same_as": twin["recipe"]})
+            yield {**twin, **{k: cell[k] for k in ("recipe", "resample")}, "same_as": twin["recipe"]}
             continue
         suffix = _suffix(parts, r, device)
         if adapter.cls_fixed is not None:
@@ -420,11 +422,23 @@ def _run_sender(spec: AssembleSpec, ctx: RunContext, parts: _Parts, s: Cut,
         if spec.finetune_baseline:
             cell["finetune_accuracy"] = _finetune(spec, ctx, parts, prefix, adapter, suffix)
         built[plan_key] = cell
-        cells.append(cell)
-    return cells
+        yield cell
 
 
-@register_experiment("assemble", AssembleSpec.from_dict, check=check_assemble)
+def sender_unit(spec: AssembleSpec, source: _Parts | dict, s: Cut, todo: list[tuple[Cut, AdapterSpec]],
+                context: UnitContext) -> Iterator[tuple[str, Any]]:  # fmt: skip
+    """A run's unit: sender ``s``'s pending cells, each yielded as it is done (locally ``source`` is the run's
+    parts; elsewhere the models come as packages and B's suffixes are split in the worker)."""
+    parts = source if isinstance(source, _Parts) else _Parts(
+        source["a"].unpack(), source["b"].unpack(), source["data"], [], [], source["n_train"], source["n_test"], {}, {})
+    yield "progress", (0.0, f"A[{s.name}] into B: {len(todo)} cell(s)")
+    for i, cell in enumerate(_sender_cells(spec, context, parts, s, todo)):
+        yield "cells", [cell]
+        if i + 1 < len(todo):
+            yield "progress", ((i + 1) / len(todo), f"A[{s.name}] into B[{todo[i + 1][0].name}]")
+
+
+@register_experiment("assemble", AssembleSpec.from_dict, check=check_assemble, backends=("local", "ray"))
 def run_assemble(spec: AssembleSpec, ctx: RunContext) -> dict:
     """Train every (sender, receiver, recipe) cell of ``spec``; returns the summary stored with the run."""
     t0 = time.perf_counter()
@@ -438,24 +452,58 @@ def run_assemble(spec: AssembleSpec, ctx: RunContext) -> dict:
         base[role] = {"ref": m.ref, "accuracy": _base_accuracy(m, parts, ctx.device), "flops": flops, "params": params}
     resume = ctx.store.partial_path(ctx.run_id)
     done = read_resume(resume, ctx.run_id, key=lambda c: _cell_key(c["sender"], c["receiver"], c["recipe"]))
+    done = {k: c for k, c in done.items() if not c.get("failed_reason")}  # a failed cell is tried again
     if done:
         log.info("assemble %s: resuming with %d finished cell(s)", ctx.run_id, len(done))
-    n_cells = len(parts.senders) * len(parts.receivers) * len(recipes)
-    cells: list[dict] = []
+    plan = [(s, r, rec) for s in parts.senders for r in parts.receivers for rec in recipes]
+    order = {_cell_key(s.name, r.name, recipe_name(rec)): i for i, (s, r, rec) in enumerate(plan)}
+    n_cells = len(plan)
+    kept: dict[str, dict] = {}
+
+    def keep(cell: dict) -> None:
+        kept[_cell_key(cell["sender"], cell["receiver"], cell["recipe"])] = cell
+        if cell["accuracy"] is not None:
+            ctx.log(len(kept) - 1, {"cell_acc": cell["accuracy"]})
+
+    def in_order() -> list[dict]:
+        return sorted(kept.values(), key=lambda c: order[_cell_key(c["sender"], c["receiver"], c["recipe"])])
+
+    def save() -> None:
+        write_atomic(resume, json.dumps({"run_id": ctx.run_id, "cells": in_order()}))
+        ctx.store.put_artifact(ctx.run_id, CELLS_ARTIFACT, json.dumps(in_order(), indent=1).encode())
+
+    backend = ctx.backend()
+    source: _Parts | dict = parts
+    if backend.name != "local":  # each model once through the object store; the worker splits its own suffixes
+        source = {"a": backend.share(pack_model(parts.a)), "b": backend.share(pack_model(parts.b)),
+                  "data": backend.share(parts.data), "n_train": parts.n_train, "n_test": parts.n_test}  # fmt: skip
+    units, todo_of = [], {}
     for s in parts.senders:
-        todo = [(r, rec) for r in parts.receivers for rec in recipes
-                if _cell_key(s.name, r.name, recipe_name(rec)) not in done]  # fmt: skip
-        ctx.progress(0.02 + 0.98 * len(cells) / n_cells, f"cell {len(cells) + 1}/{n_cells}: A[{s.name}] into B")
-        fresh = iter(_run_sender(spec, ctx, parts, s, todo) if todo else [])
+        todo = []
         for r in parts.receivers:
             for rec in recipes:
                 key = _cell_key(s.name, r.name, recipe_name(rec))
-                cell = done[key] if key in done else next(fresh)
-                cells.append(cell)
-                if cell["accuracy"] is not None:
-                    ctx.log(len(cells) - 1, {"cell_acc": cell["accuracy"]})
-        write_atomic(resume, json.dumps({"run_id": ctx.run_id, "cells": cells}))
-        ctx.store.put_artifact(ctx.run_id, CELLS_ARTIFACT, json.dumps(cells, indent=1).encode())
+                keep(done[key]) if key in done else todo.append((r, rec))
+        if todo:
+            units.append(Unit(s.name, sender_unit, (spec, source, s, todo), len(todo)))
+            todo_of[s.name] = todo
+    for event in backend.run_units(units, ctx.cancel):
+        if event.kind == "progress":
+            where = f" on {event.where['host']} ({event.where['device']})" if event.where else ""
+            ctx.progress(0.02 + 0.98 * len(kept) / n_cells, f"cell {len(kept) + 1}/{n_cells}: {event.payload[1]}{where}")
+        elif event.kind == "cells":
+            for cell in event.payload:
+                keep(event.stamp(cell))
+            save()
+        elif event.kind == "failed":
+            s = next(c for c in parts.senders if c.name == event.unit.key)
+            for r, rec in todo_of[s.name]:
+                if _cell_key(s.name, r.name, recipe_name(rec)) not in kept:
+                    keep({**_blank(s, r, rec), "failed_reason": event.payload})
+            log.warning("assemble %s: sender %s failed: %s", ctx.run_id, s.name, event.payload)
+            save()
+    ctx.check_cancel()  # Stop during the units: the run ends cancelled, its finished cells kept
+    cells = in_order()
     ctx.progress(1.0, f"{n_cells} cells done")
     points = [*cells, base["a"], base["b"]]
     front = pareto_front(points)
@@ -474,7 +522,15 @@ def run_assemble(spec: AssembleSpec, ctx: RunContext) -> dict:
         "cls_token": spec.cls_token,
         "seconds": round(time.perf_counter() - t0, 3),
     }
-    resume.unlink(missing_ok=True)  # the run is about to be stored as done; cells.json stays with it
+    failed = {_cell_key(c["sender"], c["receiver"], c["recipe"]): c["failed_reason"] for c in cells
+              if c.get("failed_reason")}  # fmt: skip
+    if failed:  # the rest completed; the resume file keeps the good cells, so a re-run retries only these
+        summary["failed"] = failed
+    else:
+        resume.unlink(missing_ok=True)  # the run is about to be stored as done; cells.json stays with it
+    if backend.name != "local":
+        summary["backend"] = backend.describe()
+        summary["nodes"] = cells_per_node(cells)
     return summary
 
 

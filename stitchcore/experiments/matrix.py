@@ -52,7 +52,7 @@ from stitchcore.cuts import Cut, get_cut, list_cuts, split
 from stitchcore.data.images import ImageDataset, load_dataset
 from stitchcore.errors import StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
-from stitchcore.experiments.backends import Backend, Unit, UnitContext, UnitEvent
+from stitchcore.experiments.backends import Backend, Unit, UnitContext, cells_per_node
 from stitchcore.experiments._shared import (
     check_at_least,
     check_choice,
@@ -689,13 +689,7 @@ def _table(cells: list[dict], ws: _Workspace, variant: str, what: str) -> list[l
     return cell_grid(cells, [s.name for s in ws.senders], [r.name for r in ws.receivers], what, variant)
 
 
-def _where(event: UnitEvent) -> dict[str, Any]:
-    """The fields a cell computed on a cluster carries: node id, host and device."""
-    w = event.where
-    return {} if w is None else {"node": w["node"], "host": w["host"], "device": w["device"]}
-
-
-@register_experiment("matrix", MatrixSpec.from_dict, check=check_matrix)
+@register_experiment("matrix", MatrixSpec.from_dict, check=check_matrix, backends=("local", "ray"))
 def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
     """Fill the sender x receiver matrix of ``spec`` cell by cell; returns the summary stored with the run.
 
@@ -779,7 +773,7 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
         elif event.kind == "cells":
             inside_step.pop(key, None)
             for cell in event.payload:
-                keep({**cell, **_where(event)})
+                keep(event.stamp(cell))
             save()
         elif event.kind == "failed":
             variant = key.split("|")[0]
@@ -828,21 +822,6 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
         resume.unlink(missing_ok=True)  # the run is about to be stored as done; cells.json stays with it
     if backend.name != "local":
         summary["backend"] = backend.describe()
-        summary["nodes"] = _cells_per_node(cells)
+        summary["nodes"] = cells_per_node(cells)
     return summary
 
-
-def _cells_per_node(cells: list[dict]) -> dict[str, dict[str, Any]]:
-    """node id -> host, devices and number of cells it computed (cells computed on a cluster).
-
-    >>> _cells_per_node([{"node": "ab", "host": "h1", "device": "cpu"}, {"node": "ab", "host": "h1", "device": "cpu"}])
-    {'ab': {'host': 'h1', 'devices': ['cpu'], 'cells': 2}}
-    """
-    out: dict[str, dict[str, Any]] = {}
-    for c in cells:
-        if c.get("node"):
-            node = out.setdefault(c["node"], {"host": c.get("host", ""), "devices": [], "cells": 0})
-            node["cells"] += 1
-            if c.get("device") and c["device"] not in node["devices"]:
-                node["devices"].append(c["device"])
-    return out

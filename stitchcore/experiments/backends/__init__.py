@@ -37,7 +37,7 @@ from stitchcore.errors import Cancelled, StitchError
 
 __all__ = [
     "ADDRESS_ENV", "BACKENDS", "BACKEND_ENV", "Backend", "RunOptions", "Unit", "UnitContext", "UnitEvent",
-    "get_backend", "options_from_env",
+    "cells_per_node", "get_backend", "options_from_env",
 ]  # fmt: skip
 
 BACKENDS = ("local", "ray")
@@ -139,6 +139,33 @@ class UnitEvent:
     kind: str  # "progress" (fraction, message) | "cells" [dicts] | "failed" reason | "done" None
     payload: Any
     where: dict[str, Any] | None = None  # ray: node id, host, pid and device of the task; None locally
+
+    def stamp(self, cell: dict[str, Any]) -> dict[str, Any]:
+        """``cell`` with where it was computed (``node``, ``host``, ``device``) when that was a cluster task.
+
+        >>> e = UnitEvent(Unit("u", print, ()), "cells", [], {"node": "ab", "host": "h", "pid": 1, "device": "cpu"})
+        >>> e.stamp({"accuracy": 0.9})
+        {'accuracy': 0.9, 'node': 'ab', 'host': 'h', 'device': 'cpu'}
+        """
+        if self.where is None:
+            return cell
+        return {**cell, "node": self.where["node"], "host": self.where["host"], "device": self.where["device"]}
+
+
+def cells_per_node(cells: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """node id -> host, devices and number of cells it computed, for cells stamped on a cluster.
+
+    >>> cells_per_node([{"node": "ab", "host": "h1", "device": "cpu"}, {"node": "ab", "host": "h1", "device": "cpu"}])
+    {'ab': {'host': 'h1', 'devices': ['cpu'], 'cells': 2}}
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for c in cells:
+        if c.get("node"):
+            node = out.setdefault(c["node"], {"host": c.get("host", ""), "devices": [], "cells": 0})
+            node["cells"] += 1
+            if c.get("device") and c["device"] not in node["devices"]:
+                node["devices"].append(c["device"])
+    return out
 
 
 class Backend(Protocol):
