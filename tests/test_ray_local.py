@@ -156,3 +156,18 @@ def test_an_assembly_on_ray_equals_the_local_one(local_ray, store):
             assert abs(a["accuracy"] - b["accuracy"]) <= 1e-4 and a["flops"] == b["flops"]
     assert there.summary["backend"]["name"] == "ray" and len(there.summary["nodes"]) == 1
     assert all(c.get("node") for c in remote if c["accuracy"] is not None)
+
+
+def test_a_sweep_on_ray_equals_the_local_one(local_ray, store):
+    from stitchcore.experiments.sweep import SweepSpec
+
+    store, refs = store
+    spec = SweepSpec(refs[0], refs[1], positions=("block1", "block2", "fc1"), epochs=1, max_train=300, max_test=200,
+                     control=True, control_seeds=1, simplicity=False)  # fmt: skip
+    here = run_experiment("sweep", spec, store).record.summary
+    there = run_experiment("sweep", spec, store, rerun=True, options=RAY).record.summary
+    assert [r["position"] for r in there["rows"]] == [r["position"] for r in here["rows"]] == ["block1", "block2", "fc1"]
+    for a, b in zip(here["rows"], there["rows"]):
+        assert a["metrics"] == pytest.approx(b["metrics"], abs=1e-4)
+        assert a["control"][0]["metrics"] == pytest.approx(b["control"][0]["metrics"], abs=1e-4)
+        assert b["node"] in there["nodes"] and "node" not in a

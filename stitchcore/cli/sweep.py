@@ -14,11 +14,13 @@ from stitchcore.cli._common import (
     CTRL_C,
     Command,
     ProgressBar,
+    backend_parser,
     check_device,
     emit,
     names,
     outcome,
     run,
+    run_options,
     set_threads,
     took,
 )
@@ -36,7 +38,7 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     from stitchcore.experiments.sweep import SweepSpec
 
     d = SweepSpec(a="zoo:x", b="zoo:x")
-    sw = verbs.add_parser("sweep", parents=[common], help="cut at every depth: trait metrics + simplicity")
+    sw = verbs.add_parser("sweep", parents=[common, backend_parser()], help="cut at every depth: trait metrics + simplicity")
     sw.add_argument("--a", help="ModelRef of the bottom model A (layers up to the cut)")
     sw.add_argument("--b", help="ModelRef of the top model B (layers after the cut; A's architecture, any width)")
     sw.add_argument("--preset", help="run a ready-made experiment (see --list-presets) instead of --a/--b")
@@ -143,7 +145,7 @@ def _run_preset(args: argparse.Namespace, store: Store, bar: ProgressBar, preset
                        "accuracy": out.record.summary["accuracy"], "recipe": recipe.label()})  # fmt: skip
     for title, spec in zip(preset.sweep_titles, preset.sweeps, strict=True):
         out = run_experiment("sweep", spec, store, rerun=args.rerun, progress=bar, device=args.device, cancel=CTRL_C,
-                             wait=not args.no_wait)
+                             wait=not args.no_wait, options=run_options(args))
         sweeps.append({"title": title, "run_id": out.record.id, "cached": out.cached, **out.record.summary,
                        "penalty": penalty_along(out.record.summary)})  # fmt: skip
     bar.close()

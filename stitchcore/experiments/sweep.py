@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -39,6 +40,7 @@ from stitchcore.cuts import Cut, get_cut, list_cuts, split
 from stitchcore.data.images import ImageDataset, load_dataset
 from stitchcore.errors import AdapterError, CutError, StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
+from stitchcore.experiments.backends import Unit, UnitContext, cells_per_node
 from stitchcore.experiments._shared import (
     check_at_least,
     check_choice,
@@ -51,6 +53,7 @@ from stitchcore.experiments._shared import (
 from stitchcore.measures.simplicity import GZIP_LEVEL, SHARPNESS_DEFINITION, simplicity
 from stitchcore.measures.traits import check_classes, compute, metric_dataset, parse_metric
 from stitchcore.models.loaded import LoadedModel
+from stitchcore.models.package import ModelPackage, pack_model
 from stitchcore.models.refs import ModelRef, parse_ref
 from stitchcore.models.sources import load_model
 from stitchcore.stitching.activations import collect
@@ -61,7 +64,7 @@ from stitchcore.stitching.train import OPTIMIZERS, AdapterTargets, train_adapter
 from stitchcore.store.results import Store
 
 __all__ = ["POSITIONS_ARTIFACT", "SIMPLICITY_KEYS", "SweepSpec", "check_sweep", "curves", "partial_positions",
-           "penalty_along", "run_sweep"]
+           "penalty_along", "position_unit", "run_sweep"]
 
 log = logging.getLogger(__name__)
 
@@ -227,7 +230,7 @@ def _simplicity(spec: SweepSpec, model: nn.Module, data: _Data, exclude: nn.Modu
 
 
 def _stitch_at(
-    spec: SweepSpec, ctx: RunContext, a: LoadedModel, b: LoadedModel, cuts: tuple[Cut, Cut], data: _Data,
+    spec: SweepSpec, ctx: UnitContext, a: LoadedModel, b: LoadedModel, cuts: tuple[Cut, Cut], data: _Data,
     with_simplicity: bool,
 ) -> dict[str, Any]:
     """Train the adapter A[cut] -> B[cut] and measure C = suffix_B(S(prefix_A(x)))."""
@@ -391,7 +394,29 @@ def check_sweep(spec: SweepSpec, store: Store) -> None:
     _prepare(spec, store)
 
 
-@register_experiment("sweep", SweepSpec.from_dict, check=check_sweep)
+def position_unit(spec: SweepSpec, source: dict, i: int, n: int, pair: tuple[Cut, Cut],
+                  context: UnitContext) -> Iterator[tuple[str, Any]]:  # fmt: skip
+    """A run's unit: the stitch at position ``i`` of ``n`` and its random-init control stitches; one row.
+
+    ``source``: the models (``a``, ``b``, ``controls`` pairs; loaded here, packages from another process)
+    and the data.
+    """
+    def model(m: LoadedModel | ModelPackage) -> LoadedModel:
+        return m.unpack() if isinstance(m, ModelPackage) else m
+
+    a, b, data = model(source["a"]), model(source["b"]), source["data"]
+    cut = pair[0]
+    steps = 1 + len(source["controls"])
+    yield "progress", (0.0, f"position {i + 1}/{n}: {cut.name}")
+    row = {"position": cut.name, "depth": round(cut.depth, 4),
+           **_stitch_at(spec, context, a, b, pair, data, spec.simplicity), "control": []}  # fmt: skip
+    for k, (ra, rb) in enumerate(source["controls"]):
+        yield "progress", ((1 + k) / steps, f"position {i + 1}/{n}: {cut.name} (random-init control {k + 1})")
+        row["control"].append(_stitch_at(spec, context, model(ra), model(rb), pair, data, False))
+    yield "cells", [row]
+
+
+@register_experiment("sweep", SweepSpec.from_dict, check=check_sweep, backends=("local", "ray"))
 def run_sweep(spec: SweepSpec, ctx: RunContext) -> dict:
     """Stitch at every position of ``spec``; returns the summary stored with the run."""
     t0 = time.perf_counter()
@@ -411,23 +436,31 @@ def run_sweep(spec: SweepSpec, ctx: RunContext) -> dict:
     reference = {"a": _reference(spec, ctx, a, data), "b": _reference(spec, ctx, b, data)}
     header = {"reference": reference, "metrics": list(spec.metrics), "classes": list(data.base.classes),
               "all_positions": [c.name for c, _ in cuts]}  # fmt: skip
-    rows: list[dict] = []
-    steps = len(cuts) * (1 + len(controls))
-    for i, pair in enumerate(cuts):
-        cut = pair[0]
-        ctx.check_cancel()
-        ctx.progress((0.05 + 0.95 * i * (1 + len(controls)) / steps), f"position {i + 1}/{len(cuts)}: {cut.name}")
-        row = {"position": cut.name, "depth": round(cut.depth, 4),
-               **_stitch_at(spec, ctx, a, b, pair, data, spec.simplicity)}  # fmt: skip
-        row["control"] = []
-        for k, (ra, rb) in enumerate(controls):
-            ctx.progress(0.05 + 0.95 * (i * (1 + len(controls)) + 1 + k) / steps,
-                         f"position {i + 1}/{len(cuts)}: {cut.name} (random-init control {k + 1})")  # fmt: skip
-            row["control"].append(_stitch_at(spec, ctx, ra, rb, pair, data, False))
-        rows.append(row)
-        ctx.log(i, {f"stitched:{k}": v for k, v in row["metrics"].items() if v is not None})
-        ctx.store.put_artifact(ctx.run_id, POSITIONS_ARTIFACT,
-                               json.dumps({**header, "positions": rows}, default=float).encode())  # fmt: skip
+    backend = ctx.backend()
+    source = {"a": a, "b": b, "controls": controls, "data": data}
+    if backend.name != "local":  # each model once through the object store
+        source = {"a": backend.share(pack_model(a)), "b": backend.share(pack_model(b)), "data": backend.share(data),
+                  "controls": [(backend.share(pack_model(ra)), backend.share(pack_model(rb))) for ra, rb in controls]}
+    units = [Unit(f"{i}|{pair[0].name}", position_unit, (spec, source, i, len(cuts), pair)) for i, pair in enumerate(cuts)]
+    done: dict[int, dict] = {}
+    failed: dict[str, str] = {}
+    for event in backend.run_units(units, ctx.cancel):
+        i = int(event.unit.key.split("|")[0])
+        if event.kind == "progress":
+            where = f" on {event.where['host']} ({event.where['device']})" if event.where else ""
+            ctx.progress(0.05 + 0.95 * (len(done) + event.payload[0]) / len(cuts), event.payload[1] + where)
+        elif event.kind == "cells":
+            (row,) = event.payload
+            done[i] = event.stamp(row)
+            ctx.log(i, {f"stitched:{k}": v for k, v in row["metrics"].items() if v is not None})
+            rows = [done[k] for k in sorted(done)]
+            ctx.store.put_artifact(ctx.run_id, POSITIONS_ARTIFACT,
+                                   json.dumps({**header, "positions": rows}, default=float).encode())  # fmt: skip
+        elif event.kind == "failed":
+            failed[cuts[i][0].name] = event.payload
+            log.warning("sweep %s: position %s failed: %s", ctx.run_id, cuts[i][0].name, event.payload)
+    ctx.check_cancel()  # Stop during the units: the run ends cancelled
+    rows = [done[k] for k in sorted(done)]
     ctx.progress(1.0, f"{len(cuts)} positions done")
     definition = {
         "sharpness": SHARPNESS_DEFINITION, "eps": spec.sharpness_eps, "draws": spec.sharpness_draws,
@@ -453,4 +486,6 @@ def run_sweep(spec: SweepSpec, ctx: RunContext) -> dict:
         "n_train": data.n_train,
         "n_test": data.n_test,
         "seconds": round(time.perf_counter() - t0, 3),
+        **({"failed": failed} if failed else {}),  # position -> why (its cluster task failed for good)
+        **({"backend": backend.describe(), "nodes": cells_per_node(rows)} if backend.name != "local" else {}),
     }
