@@ -171,3 +171,23 @@ def test_a_sweep_on_ray_equals_the_local_one(local_ray, store):
         assert a["metrics"] == pytest.approx(b["metrics"], abs=1e-4)
         assert a["control"][0]["metrics"] == pytest.approx(b["control"][0]["metrics"], abs=1e-4)
         assert b["node"] in there["nodes"] and "node" not in a
+
+
+def test_an_lm_depth_sweep_on_ray_equals_the_local_one(local_ray, store):
+    from stitchcore.experiments.merge import DepthSpec
+    from tests.lm_helpers import train_tiny
+
+    store, _ = store
+    a, b = train_tiny(store, 0), train_tiny(store, 1)
+    spec = DepthSpec(a=a, b=b, steps=2, heatmap=True, eval_windows=8, sample_tokens=12)
+    here = run_experiment("lmdepth", spec, store).record.summary
+    there = run_experiment("lmdepth", spec, store, rerun=True, options=RAY).record
+    s = there.summary
+    key = lambda p: (p["mode"], p["head"], p["split"])  # noqa: E731
+    assert [key(p) for p in s["points"]] == [key(p) for p in here["points"]] and len(s["points"]) == 12
+    for p, q in zip(here["points"], s["points"]):
+        assert abs(p["loss_penalty"] - q["loss_penalty"]) <= 1e-4, key(p)
+    flat = lambda h: [v for row in h["heatmap"]["values"] for v in row]  # noqa: E731
+    assert flat(s) == pytest.approx(flat(here), abs=1e-4) and None not in flat(s)
+    assert s["samples"].keys() == here["samples"].keys()
+    assert store.series(there.id)["loss"] and s["backend"]["name"] == "ray"

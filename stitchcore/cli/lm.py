@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from stitchcore.cli._common import Command, ProgressBar, emit, outcome, run, took
+from stitchcore.cli._common import Command, ProgressBar, backend_parser, emit, outcome, run, took
 from stitchcore.errors import StitchError
 
 if TYPE_CHECKING:
@@ -28,7 +28,8 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     from stitchcore.experiments.merge import LM_ADAPTER, DepthSpec
 
     d = DepthSpec(a="-", b="-")
-    mg = verbs.add_parser("merge", parents=[common], help="LM merge (block substitution) or stitch, one split or all")
+    mg = verbs.add_parser("merge", parents=[common, backend_parser()],
+                          help="LM merge (block substitution) or stitch, one split or all (--backend: over depth)")
     mg.add_argument("--a", required=True, help="ModelRef of A (zoo gpt or hf: GPT-2 family)")
     mg.add_argument("--b", required=True, help="ModelRef of B (same vocabulary as A)")
     mg.add_argument("--mode", choices=("merge", "stitch", "both"), default=None,

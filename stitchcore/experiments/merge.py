@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -31,6 +31,7 @@ from torch import nn
 
 from stitchcore.errors import AdapterError, CutError, StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
+from stitchcore.experiments.backends import Unit, UnitContext, cells_per_node
 from stitchcore.experiments._shared import check_at_least, check_choice, check_positive, spec_from_dict
 from stitchcore.lm.evaluate import LMData, eval_windows, lm_data, lm_loss, loss_penalty, sample_text
 from stitchcore.lm.parts import (
@@ -49,13 +50,15 @@ from stitchcore.lm.parts import (
     stitch_layout,
 )
 from stitchcore.lm.train import train_lm_adapter
+from stitchcore.models.loaded import LoadedModel
+from stitchcore.models.package import pack_model
 from stitchcore.models.sources import load_model
 from stitchcore.stitching.adapters import AdapterSpec
 from stitchcore.stitching.fits import fit_adapter
 from stitchcore.stitching.train import parse_objective
 
 __all__ = ["LM_ADAPTER", "MODES", "DepthSpec", "LMSetup", "LMStitchSpec", "MergeSpec", "check_depth", "check_lm_stitch",
-           "check_merge", "partial_points", "run_depth", "run_lm_stitch", "run_merge", "setup_pair"]
+           "check_merge", "depth_unit", "partial_points", "run_depth", "run_lm_stitch", "run_merge", "setup_pair"]
 
 log = logging.getLogger(__name__)
 
@@ -233,6 +236,7 @@ class LMSetup:
     base: dict[str, dict[str, float]]  # {"a": {"loss", "perplexity", "accuracy"}, "b": {...}}
     samples: dict[str, str]  # "a", "b" -> generated text
     device: torch.device
+    loaded: tuple[LoadedModel, LoadedModel] | None = None  # A and B as loaded (what a cluster task gets sent)
 
 
 def _whole(p: LMParts, role: str) -> ComposedLM:
@@ -268,7 +272,16 @@ def setup_pair(spec: MergeSpec | LMStitchSpec | DepthSpec, ctx: RunContext,
         base[role] = lm_loss(model, windows, ctx.device, ctx.check_cancel)
         samples[role] = _sample(model, a, data, spec, block, ctx.device)
     ctx.progress(0.05, f"A: loss {base['a']['loss']:.3f}, B: loss {base['b']['loss']:.3f}", {})
-    return LMSetup(a, b, data, windows, block, base, samples, ctx.device)
+    return LMSetup(a, b, data, windows, block, base, samples, ctx.device, (la, lb))
+
+
+def _setup_in_worker(shipped: dict[str, Any], device: torch.device) -> LMSetup:
+    """The setup again in a cluster task, from the driver's packages, encoded text and base scores."""
+    a, b = lm_parts(shipped["a"].unpack()), lm_parts(shipped["b"].unpack())
+    for p in (a, b):
+        for mod in (p.embed, p.head, *p.blocks):
+            mod.to(device)
+    return LMSetup(a, b, shipped["data"], shipped["windows"], shipped["block"], shipped["base"], {}, device)
 
 
 def _sample(model: nn.Module, p: LMParts, data: LMData, spec, block: int, device: torch.device) -> str:
@@ -392,7 +405,7 @@ def run_merge(spec: MergeSpec, ctx: RunContext) -> dict:
 # ------------------------------------------------------------------------------------ stitch
 
 
-def stitch_once(s: LMSetup, spec: LMStitchSpec | DepthSpec, ctx: RunContext, i: int, j: int, head: str,
+def stitch_once(s: LMSetup, spec: LMStitchSpec | DepthSpec, ctx: RunContext | _UnitRun, i: int, j: int, head: str,
                 head_at: int | None = None, step0: int = 0, span: tuple[float, float] = (0.1, 0.9),
                 log_every: int = 5) -> tuple[ComposedLM, dict]:
     """Build, fit (lstsq) and train one stitch from A's position ``i`` to B's ``j``; returns (model, scores)."""
@@ -494,51 +507,142 @@ def partial_points(metrics: Mapping[str, Sequence[tuple[int, float]]]) -> list[d
     return out
 
 
-@register_experiment("lmdepth", DepthSpec.from_dict, check=check_depth)
+class _UnitRun:
+    """What :func:`stitch_once` needs from a run, inside a unit: progress (live where the backend can show
+    it), metric points (buffered; the unit yields them) and the cancel check."""
+
+    def __init__(self, context: UnitContext) -> None:
+        self.context = context
+        self.points: list[tuple[int, dict[str, float]]] = []
+        self.check_cancel = context.check_cancel
+
+    def progress(self, fraction: float, message: str = "", metrics: dict[str, float] | None = None) -> None:
+        self.context.report(fraction, message)
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        self.points.append((step, dict(metrics)))
+
+    def take(self) -> list[tuple[int, dict[str, float]]]:
+        out, self.points = self.points, []
+        return out
+
+
+def depth_unit(spec: DepthSpec, source: LMSetup | dict, job: tuple, step0: int, context: UnitContext,
+               ) -> Iterator[tuple[str, Any]]:  # fmt: skip
+    """A run's unit: one point of a curve (``("point", mode, head, split, with_sample)``) or one row of the
+    heat map (``("row", i)``: A's position i into every position of B).  Yields the training loss points
+    (``"metrics"``) and the results (``"cells"``)."""
+    s = source if isinstance(source, LMSetup) else _setup_in_worker(source, context.device)
+    run, n_a, n_b = _UnitRun(context), s.a.n_layer, s.b.n_layer
+    if job[0] == "point":
+        _, mode, head, k, with_sample = job
+        j = _receiver(k, n_a, n_b)
+        yield "progress", (0.0, f"{mode}, head {head}, split {k}")
+        if mode == "merge":
+            model = build_merge(s.a, s.b, k, n_a, head)
+            res = lm_loss(model, s.windows, s.device, context.check_cancel)
+            res["loss_penalty"] = loss_penalty(s.base[head]["loss"], res["loss"])
+        else:
+            model, res = stitch_once(s, spec, run, k, j, head, step0=step0, span=(0.0, 1.0), log_every=10)
+        point = {"mode": mode, "head": head, "split": k, "receiver": j, "depth": round(k / max(n_a, 1), 6),
+                 "cut": cut_name(s.a.family, k), "label": _point_label(mode, head),
+                 "loss": res["loss"], "loss_penalty": res["loss_penalty"], "penalty_base": head}  # fmt: skip
+        sample = _sample(model, s.a, s.data, spec, s.block, s.device) if with_sample else None
+        yield "metrics", run.take()
+        yield "cells", [{"point": point, "sample": sample}]
+        return
+    _, i = job
+    for j in range(n_b + 1):
+        yield "progress", (j / (n_b + 1), f"heat map: A's {cut_name(s.a.family, i)} into B's {cut_name(s.b.family, j)}")
+        _, res = stitch_once(s, spec, run, i, j, "b", step0=step0 + j * max(spec.steps, 1), span=(0.0, 1.0),
+                             log_every=25)  # fmt: skip
+        yield "metrics", run.take()
+        yield "cells", [{"cell": [i, j], "loss_penalty": res["loss_penalty"]}]
+
+
+@register_experiment("lmdepth", DepthSpec.from_dict, check=check_depth, backends=("local", "ray"))
 def run_depth(spec: DepthSpec, ctx: RunContext) -> dict:
-    """Merge and stitch penalties at every split, per head; optionally every (i, j) stitch."""
+    """Merge and stitch penalties at every split, per head; optionally every (i, j) stitch.
+
+    Each point and each heat-map row is a unit on ``ctx.options``' backend; this process writes the store.
+    """
     t0 = time.perf_counter()
     s = setup_pair(spec, ctx, lambda a, _b: _depth_splits(spec, a.n_layer))
     n_a, n_b = s.a.n_layer, s.b.n_layer
     splits = list(spec.splits) if spec.splits is not None else list(range(n_a + 1))
     tasks, skipped = _depth_tasks(spec, n_a, n_b, s.a.width, s.b.width, splits)
-    cells = [(i, j) for i in range(n_a + 1) for j in range(n_b + 1)] if spec.heatmap else []
     per_stitch = max(spec.steps, 1)
-    total = sum(per_stitch if m == "stitch" else 1 for m, _, _ in tasks) + per_stitch * len(cells)
-    done, points, samples = 0, [], dict(s.samples)
+    backend = ctx.backend()
+    source: LMSetup | dict = s
+    if backend.name != "local":
+        la, lb = s.loaded
+        source = {"a": backend.share(pack_model(la)), "b": backend.share(pack_model(lb)),
+                  "data": backend.share(s.data), "windows": s.windows, "block": s.block, "base": s.base}  # fmt: skip
+    units, offset = [], 0  # offset: the first metric step of each unit, as when they ran one after another
     for mode, head, k in tasks:
-        ctx.check_cancel()
-        lo = 0.05 + 0.9 * done / total
-        j = _receiver(k, n_a, n_b)
-        if mode == "merge":
-            model = build_merge(s.a, s.b, k, n_a, head)
-            res = lm_loss(model, s.windows, s.device, ctx.check_cancel)
-            res["loss_penalty"] = loss_penalty(s.base[head]["loss"], res["loss"])
-            done += 1
-        else:
-            hi = 0.05 + 0.9 * (done + per_stitch) / total
-            model, res = stitch_once(s, spec, ctx, k, j, head, step0=done, span=(lo, hi), log_every=10)
-            done += per_stitch
-        point = {"mode": mode, "head": head, "split": k, "receiver": j, "depth": round(k / max(n_a, 1), 6),
-                 "cut": cut_name(s.a.family, k), "label": _point_label(mode, head),
-                 "loss": res["loss"], "loss_penalty": res["loss_penalty"], "penalty_base": head}
-        points.append(point)
-        ctx.log(k, {_penalty_series(mode, head): res["loss_penalty"]})
-        ctx.progress(0.05 + 0.9 * done / total, f"{mode}, head {head}, split {k}: penalty {res['loss_penalty']:+.3f}")
-        if k == splits[len(splits) // 2]:  # one sample per curve, at the middle split
-            samples[f"{mode}, head {head.upper()}, split {k}"] = _sample(model, s.a, s.data, spec, s.block, s.device)
+        job = ("point", mode, head, k, k == splits[len(splits) // 2])  # one sample per curve, at the middle split
+        units.append(Unit(f"{mode}|{head}|{k}", depth_unit, (spec, source, job, offset)))
+        offset += per_stitch if mode == "stitch" else 1
+    if spec.heatmap:
+        for i in range(n_a + 1):
+            units.append(Unit(f"row|{i}", depth_unit, (spec, source, ("row", i), offset), cells=n_b + 1))
+            offset += per_stitch * (n_b + 1)
+    weight = {u.key: (per_stitch if u.key.startswith("stitch") else 1) if u.cells == 1 else per_stitch * u.cells
+              for u in units}  # fmt: skip
+    total, finished = sum(weight.values()), 0.0
+    inside: dict[str, float] = {}
+
+    def overall(message: str) -> None:
+        busy = sum(weight[k] * f for k, f in inside.items())
+        ctx.progress(0.05 + 0.9 * min(1.0, (finished + busy) / total), message)
+
+    def report(unit: Unit, fraction: float, message: str) -> None:
+        inside[unit.key] = fraction
+        overall(message)
+
+    found: dict[str, dict] = {}
+    values = [[None] * (n_b + 1) for _ in range(n_a + 1)] if spec.heatmap else None
+    failed: dict[str, str] = {}
+    samples = dict(s.samples)
+    for event in backend.run_units(units, ctx.cancel, on_progress=report):
+        key = event.unit.key
+        if event.kind == "progress":
+            inside[key] = event.payload[0]
+            overall(event.payload[1] + (f" on {event.where['host']}" if event.where else ""))
+        elif event.kind == "metrics":
+            for step, metrics in event.payload:
+                ctx.log(step, metrics)
+        elif event.kind == "cells":
+            for item in event.payload:
+                if "point" in item:
+                    p = item["point"]
+                    found[key] = event.stamp(p)
+                    ctx.log(p["split"], {_penalty_series(p["mode"], p["head"]): p["loss_penalty"]})
+                    if item["sample"] is not None:
+                        samples[f"{p['mode']}, head {p['head'].upper()}, split {p['split']}"] = item["sample"]
+                    finished += weight[key]
+                    inside.pop(key, None)
+                    overall(f"{p['mode']}, head {p['head']}, split {p['split']}: penalty {p['loss_penalty']:+.3f}")
+                else:
+                    i, j = item["cell"]
+                    values[i][j] = item["loss_penalty"]
+                    finished += per_stitch
+                    inside.pop(key, None)
+        elif event.kind == "failed":
+            failed[key] = event.payload
+            log.warning("lmdepth %s: %s failed: %s", ctx.run_id, key, event.payload)
+    ctx.check_cancel()  # Stop during the units: the run ends cancelled
+    points = [found[u.key] for u in units if u.key in found]
     heat = None
-    if cells:
-        values = [[None] * (n_b + 1) for _ in range(n_a + 1)]
-        for i, j in cells:
-            ctx.check_cancel()
-            lo, hi = 0.05 + 0.9 * done / total, 0.05 + 0.9 * (done + per_stitch) / total
-            _, res = stitch_once(s, spec, ctx, i, j, "b", step0=done, span=(lo, hi), log_every=25)
-            values[i][j] = res["loss_penalty"]
-            done += per_stitch
+    if spec.heatmap:
         heat = {"rows": [cut_name(s.a.family, i) for i in range(n_a + 1)],
                 "cols": [cut_name(s.b.family, j) for j in range(n_b + 1)], "values": values, "head": "b"}
     out = _common(s, spec)
     out.update({"mode": "depth", "points": points, "splits": splits, "skipped": skipped, "heatmap": heat,
                 "samples": samples, "seconds": round(time.perf_counter() - t0, 3)})
+    if failed:  # unit key -> why (its cluster task failed for good); the rest completed
+        out["failed"] = failed
+    if backend.name != "local":
+        out["backend"] = backend.describe()
+        out["nodes"] = cells_per_node(points)
     return out

@@ -28,6 +28,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import ray
@@ -110,28 +111,50 @@ def _task_device(threads: int) -> tuple[torch.device, list]:
     return torch.device("cuda" if gpu_ids else "cpu"), gpu_ids
 
 
-def _resolve(value: Any) -> Any:
-    """Object refs inside dicts, lists and tuples fetched (Ray resolves only top-level arguments)."""
+@dataclass(frozen=True)
+class _Slot:
+    """Where an object ref sat inside a unit's arguments (see :func:`_lift`)."""
+
+    index: int
+
+
+def _lift(value: Any, refs: list) -> Any:
+    """``value`` with every object ref inside dicts, lists and tuples replaced by a :class:`_Slot`, the refs
+    appended to ``refs``: passed as top-level task arguments, Ray fetches them before the task starts (a
+    task that fetches inside lends its CPU back, and Ray starts another worker meanwhile)."""
     if isinstance(value, ray.ObjectRef):
-        return ray.get(value)
+        refs.append(value)
+        return _Slot(len(refs) - 1)
     if isinstance(value, dict):
-        return {k: _resolve(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
-        return type(value)(_resolve(v) for v in value)
+        return {k: _lift(v, refs) for k, v in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(_lift(v, refs) for v in value)
     return value
 
 
-def _run_unit(fn: Callable[..., Iterator], threads: int, *args: Any) -> Iterator[tuple[str, Any, dict]]:
+def _fill(value: Any, fetched: tuple) -> Any:
+    """The inverse of :func:`_lift` in the task, with the fetched values."""
+    if isinstance(value, _Slot):
+        return fetched[value.index]
+    if isinstance(value, dict):
+        return {k: _fill(v, fetched) for k, v in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(_fill(v, fetched) for v in value)
+    return value
+
+
+def _run_unit(fn: Callable[..., Iterator], threads: int, args: tuple, *fetched: Any,
+              ) -> Iterator[tuple[str, Any, dict]]:  # fmt: skip
     """The task: the unit's events, each with where it ran."""
     device, gpu_ids = _task_device(threads)
     where = where_here(device, gpu_ids)
-    for kind, payload in fn(*map(_resolve, args), UnitContext(device)):
+    for kind, payload in fn(*_fill(args, fetched), UnitContext(device)):
         yield kind, payload, where
 
 
-def _call_unit(fn: Callable[..., Any], threads: int, *args: Any) -> Any:
+def _call_unit(fn: Callable[..., Any], threads: int, args: tuple, *fetched: Any) -> Any:
     device, _ = _task_device(threads)
-    return fn(*map(_resolve, args), UnitContext(device))
+    return fn(*_fill(args, fetched), UnitContext(device))
 
 
 def _reason(exc: BaseException, retries: int) -> str:
@@ -174,18 +197,23 @@ class RayBackend:
         return ray.put(value)
 
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        refs: list = []
+        template = _lift(args, refs)
         return self._call.options(max_retries=self.options.max_retries, scheduling_strategy="SPREAD",
                                   name=f"stitchlab {fn.__name__}", **self._resources).remote(
-            fn, self.options.task_threads, *args)  # fmt: skip
+            fn, self.options.task_threads, template, *refs)  # fmt: skip
 
     def run_units(self, units: Sequence[Unit], cancel: threading.Event,
                   on_progress: Callable[[Unit, float, str], None] | None = None) -> Iterator[UnitEvent]:
         """See :meth:`Backend.run_units`; ``on_progress`` is not called (a task reports through its events)."""
         task = {"num_returns": "streaming", "max_retries": self.options.max_retries, "scheduling_strategy": "SPREAD",
                 **self._resources}  # fmt: skip
-        units_of = {self._run.options(name=f"stitchlab {u.key}", **task).remote(u.fn, self.options.task_threads,
-                                                                               *u.args): u
-                    for u in units}  # fmt: skip
+        units_of = {}
+        for u in units:
+            refs: list = []
+            template = _lift(u.args, refs)
+            units_of[self._run.options(name=f"stitchlab {u.key}", **task).remote(
+                u.fn, self.options.task_threads, template, *refs)] = u  # fmt: skip
         pending = list(units_of)
         stopped_at: float | None = None
         try:
