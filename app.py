@@ -19,6 +19,7 @@ PAGES = [
     st.Page("views/assemble.py", title="Assemble", icon=":material/extension:", url_path="assemble"),
     st.Page("views/language.py", title="Language models", icon=":material/translate:", url_path="language"),
     st.Page("views/results.py", title="Results", icon=":material/table_chart:", url_path="results"),
+    st.Page("views/settings.py", title="Settings", icon=":material/settings:", url_path="settings"),
 ]
 
 page = st.navigation(PAGES)

@@ -27,6 +27,7 @@ from stitchcore.data import ImageDataset, list_datasets, load_dataset
 from stitchcore.device import describe_device, pick_device
 from stitchcore.errors import StitchError
 from stitchcore.experiments.dataset_check import head_fix, head_mismatch
+from stitchcore.experiments.backends import ran_where
 from stitchcore.experiments.estimate import Estimate, calibrating, estimate_plan, estimate_seconds, format_duration
 from stitchcore.experiments.jobs import JobRunner, JobSnapshot
 from stitchcore.models.loaded import LoadedModel
@@ -81,7 +82,7 @@ PAGE_FOR_KIND = {"stitch": "stitch", "zoo": "models", "matrix": "similarity", "s
                  "merge": "language", "lmstitch": "language", "lmdepth": "language", "sweep": "traits",
                  "assemble": "assemble"}
 PAGE_TITLES = {"stitch": "Stitch", "models": "Models", "similarity": "Similarity", "traits": "Traits",
-               "language": "Language models", "assemble": "Assemble"}  # url_path -> the page's title (as in app.py)
+               "language": "Language models", "assemble": "Assemble", "settings": "Settings"}  # url_path -> the page's title (as in app.py)
 
 
 @st.cache_resource(show_spinner=False)
@@ -506,6 +507,23 @@ def run_header(snap: JobSnapshot, key: str, *, title: str | None = None, kept: s
         st.error(f"This run failed: {snap.error}")
     elif snap.state in ("cancelled", "interrupted"):
         st.warning(f"This run was {snap.state} ({snap.error or 'no reason given'}). {kept}".strip())
+    where = ran_where(snap.summary)
+    if where:
+        st.caption(where[0].upper() + where[1:])
+    failed = (snap.summary or {}).get("failed") or {}
+    if failed:
+        first, why = next(iter(failed.items()))
+        st.warning(f"{len(failed)} part(s) of this run failed on the cluster, e.g. {md_text(first)}: {md_text(why)}."
+                   " The rest completed and is shown below.")
+        if not viewer_mode() and snap.spec is not None and st.button(
+                "Retry the failed parts", key=f"{key}-retry-{snap.id}",
+                help="Runs it again; the finished parts are kept, only the failed ones are computed"):
+            try:
+                get_runner().submit(snap.kind, snap.spec, rerun=True)
+            except StitchError as exc:
+                show_error(exc)
+            else:
+                st.rerun()
 
 
 def _waiting_for(snap: JobSnapshot) -> None:

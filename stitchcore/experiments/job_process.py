@@ -120,10 +120,13 @@ class WorkerProcess:
                 pass
 
     def run(self, kind: str, spec: Any, *, rerun: bool, device: str, on_progress: OnProgress,
-            on_points: OnPoints) -> tuple:
-        """Run one job in the child; raises :class:`WorkerDied` when the child ends first."""
+            on_points: OnPoints, options: dict | None = None) -> tuple:
+        """Run one job in the child; raises :class:`WorkerDied` when the child ends first.
+
+        ``options``: the job's RunOptions as a dict (None: local); the child stays connected to a Ray
+        cluster between jobs."""
         conn = self._start()
-        self._send(("run", kind, spec, rerun, device))
+        self._send(("run", kind, spec, rerun, device, options))
         while True:
             try:
                 message = conn.recv()
@@ -247,9 +250,10 @@ def worker_main(conn: Connection, store_root: str, threads: int) -> None:
 def _run_one(store: Any, job: tuple, cancel: threading.Event, send: Callable[[tuple], None]) -> tuple:
     from stitchcore.errors import Cancelled, StitchError
     from stitchcore.experiments._registry import run_experiment
+    from stitchcore.experiments.backends import RunOptions
     from stitchcore.store.results import run_id_for
 
-    _, kind, spec, rerun, device = job
+    _, kind, spec, rerun, device, options = job
     run_id = run_id_for(kind, spec.to_dict())
     pending: list[tuple] = []
     last = [time.monotonic()]
@@ -269,6 +273,7 @@ def _run_one(store: Any, job: tuple, cancel: threading.Event, send: Callable[[tu
     try:
         try:
             out = run_experiment(kind, spec, tap, rerun=rerun, cancel=cancel, device=device, check=False,
+                                 options=RunOptions.from_dict(options) if options else None,
                                  progress=lambda fraction, message, metrics: queue_item(("progress", fraction, message)))
         finally:
             flush()

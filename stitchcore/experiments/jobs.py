@@ -42,6 +42,7 @@ Typical use (the CLI's ``--wait`` style)::
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import queue
@@ -58,6 +59,8 @@ import torch
 from stitchcore.device import pick_device
 from stitchcore.errors import Cancelled, RunBusy, StitchError
 from stitchcore.experiments._registry import check_spec, get_experiment, run_experiment, spec_from_record
+from stitchcore.experiments._shared import write_atomic
+from stitchcore.experiments.backends import RunOptions, options_from_env
 from stitchcore.experiments.job_process import (
     MetricTap, WorkerDied, WorkerProcess, configured_threads, one_line,
 )
@@ -65,7 +68,8 @@ from stitchcore.experiments.zoo import zoo_name
 from stitchcore.models.refs import parse_ref
 from stitchcore.store.results import Store, run_id_for
 
-__all__ = ["ETA_MIN_PROGRESS", "ETA_MIN_SECONDS", "FINAL_STATES", "JOB_STATES", "JobRunner", "JobSnapshot"]
+__all__ = ["ETA_MIN_PROGRESS", "ETA_MIN_SECONDS", "FINAL_STATES", "JOB_STATES", "SETTINGS_FILE", "JobRunner",
+           "JobSnapshot", "saved_options"]
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +160,7 @@ class _Job:
     waits_for: tuple[str, ...] = ()  # the queued zoo jobs making models its spec names: checked when it starts
     rate_from: tuple[float, float] | None = None  # (time, progress) of the current phase's first report above 0
     rate_phase: str = ""  # that phase: its progress message with the numbers blanked (progress_phase)
+    options: RunOptions | None = None  # where its units run (the runner's setting when submitted; None: local)
 
     @property
     def checked(self) -> bool:
@@ -207,6 +212,21 @@ def _detect_devices() -> list[str]:
     return [*found, "cpu"]
 
 
+SETTINGS_FILE = "settings.json"  # in the store directory: what the Settings page saved
+
+
+def saved_options(root: str | Path) -> RunOptions | None:
+    """The backend the Settings page saved for this store, None if none (or unreadable: logged)."""
+    path = Path(root) / SETTINGS_FILE
+    if not path.exists():
+        return None
+    try:
+        return RunOptions.from_dict(json.loads(path.read_text()).get("backend"))
+    except (OSError, ValueError, TypeError, StitchError) as exc:
+        log.warning("ignoring %s: %s", path, exc)
+        return None
+
+
 class JobRunner:
     """Process-wide job queues over one :class:`Store`: submit, poll, cancel, wait.
 
@@ -219,7 +239,8 @@ class JobRunner:
     """
 
     def __init__(self, store: Store, *, devices: list[str] | None = None, cpu_workers: int = 1,
-                 cpu_threads: int | None = None, isolation: str = "thread") -> None:
+                 cpu_threads: int | None = None, isolation: str = "thread", options: RunOptions | None = None,
+                 ) -> None:  # fmt: skip
         if cpu_workers < 1:
             raise StitchError(f"cpu_workers must be at least 1, not {cpu_workers}")
         if isolation not in ("thread", "process"):
@@ -235,6 +256,9 @@ class JobRunner:
         self.default_device: str = auto if auto in names else names[0]
         self.cpu_threads: int = cpu_threads
         self.isolation: str = isolation
+        # where the units of matrices, assemblies and sweeps run: given, else saved from the Settings page,
+        # else $STITCHLAB_BACKEND / $STITCHLAB_RAY_ADDRESS (local)
+        self.options: RunOptions = options or saved_options(store.root) or options_from_env()
         self._workers: list[WorkerProcess] = []  # process mode: one per worker thread, started on first job
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
@@ -267,6 +291,24 @@ class JobRunner:
                  ", ".join(names), self.cpu_threads, isolation)
 
     # -- public API -------------------------------------------------------------------------------
+
+    def set_options(self, options: RunOptions, save: bool = True) -> None:
+        """Where the next jobs' units run (jobs already queued keep theirs); ``save``: also for the next
+        server on this store (``settings.json`` in the store directory)."""
+        self.options = options
+        if save:
+            path = Path(self.store.root) / SETTINGS_FILE
+            try:
+                saved = json.loads(path.read_text()) if path.exists() else {}
+            except (OSError, ValueError):
+                saved = {}
+            write_atomic(path, json.dumps({**saved, "backend": options.to_dict()}, indent=1))
+
+    def options_for(self, kind: str) -> RunOptions | None:
+        """The runner's options for a job of ``kind``; None (local) for kinds that run only here."""
+        if self.options.backend in get_experiment(kind).backends:
+            return self.options
+        return None
 
     def submit(self, kind: str, spec: Any, *, rerun: bool = False, device: str | None = None) -> JobSnapshot:
         """Queue ``spec`` (a spec object with ``to_dict()``); returns at once.
@@ -301,7 +343,8 @@ class JobRunner:
                     return live.snapshot()
             hit = None if rerun else self.store.lookup_done(run_id)
             now = time.time()
-            job = _Job(run_id, kind, spec, label, queue_name, rerun, now, 0, waits_for=waits)
+            job = _Job(run_id, kind, spec, label, queue_name, rerun, now, 0, waits_for=waits,
+                       options=self.options_for(kind))
             if hit is not None:
                 job.state, job.progress, job.message, job.cached = "done", 1.0, "cached", True
                 job.summary, job.metrics = dict(hit.summary), self.store.series(run_id)
@@ -569,7 +612,7 @@ class JobRunner:
         try:
             result = worker.run(job.kind, job.spec, rerun=job.rerun, device=job.device,
                                 on_progress=lambda fraction, message: on_progress(fraction, message, {}),
-                                on_points=on_points)
+                                on_points=on_points, options=job.options.to_dict() if job.options else None)
         except WorkerDied as exc:
             log.error("job %s: %s", job.id, exc)
             return "failed", str(exc)
@@ -636,7 +679,7 @@ class JobRunner:
             try:
                 outcome = run_experiment(
                     job.kind, job.spec, store, rerun=job.rerun, progress=on_progress, cancel=job.cancel,
-                    device=job.device, check=False,
+                    device=job.device, check=False, options=job.options,
                 )
             except Cancelled as exc:
                 state, error = "cancelled", one_line(str(exc)) or "cancelled"

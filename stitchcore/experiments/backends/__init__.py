@@ -25,7 +25,10 @@ stitchcore.errors.StitchError: unknown backend 'slurm'; use one of: local, ray
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -37,7 +40,7 @@ from stitchcore.errors import Cancelled, StitchError
 
 __all__ = [
     "ADDRESS_ENV", "BACKENDS", "BACKEND_ENV", "Backend", "RunOptions", "Unit", "UnitContext", "UnitEvent",
-    "cells_per_node", "get_backend", "options_from_env",
+    "cells_per_node", "get_backend", "options_from_env", "probe_cluster", "ran_where",
 ]  # fmt: skip
 
 BACKENDS = ("local", "ray")
@@ -193,6 +196,44 @@ class Backend(Protocol):
     def describe(self) -> dict[str, Any]:
         """Where the run executed, stored in its summary ("backend", nodes...)."""
         ...
+
+
+def ran_where(summary: dict[str, Any] | None) -> str | None:
+    """In words, where a run's units ran when that was a cluster (None for a local run).
+
+    >>> ran_where({"backend": {"name": "ray", "address": "10.0.0.5:6379"},
+    ...            "nodes": {"a1": {"host": "gpu1", "cells": 12}, "b2": {"host": "gpu2", "cells": 13}}})
+    'computed on the Ray cluster at 10.0.0.5:6379: 2 nodes (gpu1 12, gpu2 13)'
+    """
+    backend = (summary or {}).get("backend") or {}
+    if backend.get("name") != "ray":
+        return None
+    nodes = (summary or {}).get("nodes") or {}
+    where = "a Ray started on the server" if backend.get("address") in (None, "started here") else (
+        f"the Ray cluster at {backend['address']}")  # fmt: skip
+    parts = ", ".join(f"{n.get('host', '?')} {n.get('cells', 0)}" for n in nodes.values())
+    return f"computed on {where}: {len(nodes)} node{'s' if len(nodes) != 1 else ''}" + (f" ({parts})" if parts else "")
+
+
+def probe_cluster(address: str | None, timeout: float = 90.0) -> dict[str, Any]:
+    """Connect to the Ray cluster at ``address`` (None: start one here) from a short-lived process and
+    describe it: ``{"nodes": [...], "cpus": N, "gpus": N}``; StitchError saying why it cannot.
+
+    A separate process, so the caller (the web server) never becomes a Ray driver itself.
+    """
+    cmd = [sys.executable, "-m", "stitchcore.experiments.backends.ray_backend", address or ""]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise StitchError(f"no answer from the Ray cluster at {address} within {timeout:.0f} s") from None
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise StitchError(f"testing the Ray connection failed: {tail}")
+    info = json.loads(lines[-1])
+    if "error" in info:
+        raise StitchError(info["error"])
+    return info
 
 
 def get_backend(options: RunOptions | None, device: torch.device) -> Backend:

@@ -21,6 +21,7 @@ Named ``ray_backend`` so that ``import ray`` stays unambiguous; importing this m
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import socket
@@ -38,7 +39,7 @@ from ray.exceptions import RayError, RayTaskError, TaskCancelledError
 from stitchcore.errors import StitchError
 from stitchcore.experiments.backends import RunOptions, Unit, UnitContext, UnitEvent
 
-__all__ = ["QUIET_ENV", "RayBackend", "connect", "connected_address", "disconnect", "where_here"]
+__all__ = ["QUIET_ENV", "RayBackend", "cluster_info", "connect", "connected_address", "disconnect", "where_here"]
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,19 @@ def connected_address() -> str | None:
     return _connected[0] if _connected and ray.is_initialized() else None
 
 
+def _check_listening(address: str) -> None:
+    """A HOST:PORT nothing listens on fails in a second, not after Ray's 20 s of retries."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "://" in address:
+        return  # "auto", "ray://HOST:10001": Ray resolves these itself
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=5).close()
+    except OSError as exc:
+        raise StitchError(f"cannot connect to the Ray cluster at {address}: nothing answers there ({exc.strerror or exc});"
+                          " start one with `ray start --head --port=6379`, then use its HOST:PORT, or leave the"
+                          " address empty to start Ray on this machine") from None
+
+
 def connect(address: str | None) -> None:
     """Connect this process to the cluster at ``address`` (None: start a Ray here), reusing a live
     connection to the same address; StitchError naming the fix when it cannot."""
@@ -69,6 +83,8 @@ def connect(address: str | None) -> None:
         for name, value in QUIET_ENV.items():
             os.environ.setdefault(name, value)
         quiet = {"logging_level": "warning", "log_to_driver": False}
+        if address:
+            _check_listening(address)
         try:
             if address:
                 import stitchcore
@@ -76,6 +92,8 @@ def connect(address: str | None) -> None:
                 ray.init(address=address, runtime_env={"py_modules": [stitchcore]}, **quiet)
             else:
                 temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: AF_UNIX paths stop at 107 bytes
+                if not _temp_dirs:
+                    atexit.register(disconnect)  # the Ray started here, and its temp dir, end with this process
                 _temp_dirs.append(temp)
                 ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, _temp_dir=temp, **quiet)
         except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
@@ -247,8 +265,27 @@ class RayBackend:
                 ray.cancel(g)
 
     def describe(self) -> dict[str, Any]:
-        nodes = [{"node": n["NodeID"], "host": n.get("NodeManagerHostname", ""), "alive": bool(n.get("Alive")),
-                  "cpus": n.get("Resources", {}).get("CPU", 0), "gpus": n.get("Resources", {}).get("GPU", 0)}
-                 for n in ray.nodes()]  # fmt: skip
-        return {"name": "ray", "address": self.options.address or "started here", "nodes": nodes,
+        return {"name": "ray", "address": self.options.address or "started here", "nodes": cluster_info()["nodes"],
                 "task": {k: v for k, v in self._resources.items()}, "max_retries": self.options.max_retries}
+
+
+def cluster_info() -> dict[str, Any]:
+    """The connected cluster: its nodes (id, host, CPUs, GPUs, alive) and its total CPUs and GPUs."""
+    total = ray.cluster_resources()
+    nodes = [{"node": n["NodeID"], "host": n.get("NodeManagerHostname", ""), "alive": bool(n.get("Alive")),
+              "cpus": n.get("Resources", {}).get("CPU", 0), "gpus": n.get("Resources", {}).get("GPU", 0)}
+             for n in ray.nodes()]  # fmt: skip
+    return {"nodes": nodes, "cpus": total.get("CPU", 0), "gpus": total.get("GPU", 0)}
+
+
+if __name__ == "__main__":  # the Settings page's "Test": connect, describe the cluster as JSON, leave
+    import json
+    import sys
+
+    try:
+        connect(sys.argv[1] if len(sys.argv) > 1 and sys.argv[1] else None)
+        print(json.dumps(cluster_info()))
+    except StitchError as exc:
+        print(json.dumps({"error": str(exc)}))
+    finally:
+        disconnect()

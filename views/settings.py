@@ -1,0 +1,77 @@
+"""Settings: where this server's jobs run -- on the server itself, or as tasks on a Ray cluster."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import ui
+from stitchcore.errors import StitchError
+from stitchcore.experiments import get_experiment, list_experiments
+from stitchcore.experiments.backends import BACKENDS, RunOptions, probe_cluster
+
+ui.page_setup("Settings")
+st.title("Settings")
+
+runner = ui.get_runner()
+now = runner.options
+spread = [k for k in list_experiments() if "ray" in get_experiment(k).backends]
+NAMES = {"local": "This server", "ray": "A Ray cluster"}
+WHAT = {"matrix": "matrices", "assemble": "assemblies", "sweep": "trait sweeps", "lmdepth": "LM depth sweeps"}
+
+st.subheader("Where jobs run")
+st.markdown(
+    f"{', '.join(WHAT.get(k, k) for k in spread).capitalize()} cut their work into independent tasks (a receiver,"
+    " a sender, a position, a depth). On a Ray cluster those tasks run side by side on its machines and GPUs;"
+    " this server still keeps every result. Other runs always run on this server. The choice never changes a"
+    " result or its link."
+)
+st.info(f"Now: **{NAMES[now.backend]}**" + (f" — {now.describe()}, {now.task_threads} CPU thread(s)"
+        f"{f' and {now.gpus_per_task:g} GPU' if now.gpus_per_task else ''} per task" if now.backend == "ray" else ""))
+
+if ui.viewer_mode():
+    st.caption("Viewer mode: settings are shown, not changed.")
+    st.stop()
+
+with st.form("backend-settings"):
+    backend = st.radio("Backend", BACKENDS, index=BACKENDS.index(now.backend), format_func=NAMES.get,
+                       horizontal=True, key="settings_backend")  # fmt: skip
+    address = st.text_input(
+        "Cluster address", value=now.address or "", placeholder="HOST:6379 — empty: start Ray on this server",
+        help="The address `ray start --head` printed (HOST:PORT), `auto` for the cluster this machine is part of,"
+             " or empty to start Ray here with this server's CPUs.", key="settings_address")  # fmt: skip
+    left, mid, right = st.columns(3)
+    threads = left.number_input("CPU threads per task", min_value=1, max_value=64, value=now.task_threads,
+                                key="settings_threads")  # fmt: skip
+    gpus = mid.number_input("GPUs per task", min_value=0.0, max_value=8.0, value=float(now.gpus_per_task), step=0.25,
+                            help="0: CPU tasks. 0.25 puts four small-model tasks on one GPU; 1 for ResNet-50-class"
+                                 " models.", key="settings_gpus")  # fmt: skip
+    retries = right.number_input("Retries after a worker dies", min_value=0, max_value=10, value=now.max_retries,
+                                 key="settings_retries")  # fmt: skip
+    save_col, test_col, _ = st.columns([1, 1, 4])
+    save = save_col.form_submit_button("Save", type="primary")
+    test = test_col.form_submit_button("Test connection")
+
+if save or test:
+    try:
+        options = RunOptions(backend, address if backend == "ray" else None, int(threads), float(gpus), int(retries))
+        info = None
+        if backend == "ray":  # a setting that cannot connect is never saved: the next job would fail on it
+            with st.spinner(f"Connecting to {options.describe()} (a few seconds)…"):
+                info = probe_cluster(options.address)
+            if options.gpus_per_task > info["gpus"]:
+                raise StitchError(f"the cluster has {info['gpus']:g} GPU(s); tasks asking {options.gpus_per_task:g}"
+                                  " GPU each would never start: set GPUs per task to 0 or add GPU nodes")
+    except StitchError as exc:
+        ui.show_error(exc)
+    else:
+        if info is not None:
+            st.success(f"Reached {options.describe()}: {len(info['nodes'])} node(s), {info['cpus']:g} CPUs,"
+                       f" {info['gpus']:g} GPUs.")
+            st.dataframe([{"node": n["node"][:12], "host": n["host"], "alive": n["alive"], "CPUs": n["cpus"],
+                           "GPUs": n["gpus"]} for n in info["nodes"]], hide_index=True)  # fmt: skip
+        elif test:
+            st.success("This server runs the jobs itself; there is nothing to connect to.")
+        if save:
+            runner.set_options(options)
+            st.success(f"Saved. The next {', '.join(WHAT.get(k, k) for k in spread)} run on"
+                       f" {NAMES[backend].lower()}; queued jobs keep the setting they were submitted with.")
