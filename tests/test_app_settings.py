@@ -1,13 +1,15 @@
-"""The Settings page through AppTest: where jobs run.  A cluster that cannot be reached is never saved;
-a Ray started on the server is, and a matrix launched from the Similarity page then runs there."""
+"""The Settings page through AppTest: where jobs run.  A cluster that cannot be reached is never saved; a
+saved setting is the next server's.  (tests/e2e/test_settings_e2e.py switches a real server to Ray and
+runs a matrix there from the browser.)"""
 
 from __future__ import annotations
 
 import json
 
-from ray_helpers import RAY_ENV, free_port
+from ray_helpers import free_port
 
 import ui
+from stitchcore.experiments.backends import RunOptions
 from stitchcore.experiments.jobs import SETTINGS_FILE, JobRunner
 
 
@@ -28,37 +30,19 @@ def test_an_address_nothing_answers_is_refused_and_not_saved(app):
     assert not (ui.get_store().root / SETTINGS_FILE).exists()
 
 
-def test_a_matrix_launched_in_the_browser_runs_on_the_saved_ray(app, monkeypatch):
-    for name, value in RAY_ENV.items():
-        monkeypatch.setenv(name, value)  # the job worker process and the probe inherit them
+def test_a_saved_setting_is_what_the_next_server_on_the_store_starts_with(app):
     at = _settings(app)
-    at.radio(key="settings_backend").set_value("ray")
-    at.number_input(key="settings_retries").set_value(1)
-    at.button[0].click().run()  # Save: probes a Ray started here first
-    assert not at.exception and not at.error, [e.value for e in at.error]
-    assert any("Saved" in s.value for s in at.success) and any("1 node(s)" in s.value for s in at.success)
+    at.number_input(key="settings_retries").set_value(4)
+    at.button[0].click().run()  # Save "This server": nothing to connect to
+    assert not at.exception and not at.error
+    assert any("Saved" in s.value for s in at.success) and "This server" in at.info[0].value
     runner = ui.get_runner()
-    assert runner.options.backend == "ray" and runner.options.max_retries == 1
-    saved = json.loads((ui.get_store().root / SETTINGS_FILE).read_text())["backend"]
-    assert saved["backend"] == "ray" and saved["address"] is None
-    assert runner.options_for("stitch") is None and runner.options_for("matrix") == runner.options
-
-    sim = app.switch_page("views/similarity.py").run()
-    sim.radio(key="sim_cutset").set_value("choose").run()
-    sim.multiselect(key="sim_cuts_a").set_value(["block2", "fc1"]).run()
-    sim.multiselect(key="sim_cuts_b").set_value(["fc1", "fc2"]).run()
-    sim.button(key="sim_launch").click().run()
-    run_id = sim.query_params["run"]
-    run_id = run_id[0] if isinstance(run_id, list) else run_id
-    snap = runner.wait(run_id, timeout=240)
-    assert snap.state == "done", snap.error
-    assert snap.summary["backend"]["name"] == "ray" and sum(n["cells"] for n in snap.summary["nodes"].values()) == 4
-    sim.run()
-    assert not sim.exception and not sim.error
-    assert any("Computed on a Ray started on the server: 1 node" in c.value for c in sim.caption)
-    # the next server on this store starts with the saved setting
+    assert runner.options.max_retries == 4 and runner.options_for("matrix") == runner.options
+    runner.set_options(RunOptions("ray", "10.0.0.5:6379"), save=False)  # (nothing connects until a job runs)
+    assert runner.options_for("stitch") is None and runner.options_for("sweep").backend == "ray"  # stitch: local
+    assert json.loads((ui.get_store().root / SETTINGS_FILE).read_text())["backend"]["max_retries"] == 4
     other = JobRunner(ui.get_store(), devices=["cpu"])
     try:
-        assert other.options.backend == "ray" and other.options.max_retries == 1
+        assert other.options == RunOptions(max_retries=4)
     finally:
         other.shutdown()

@@ -14,19 +14,28 @@ st.title("Settings")
 
 runner = ui.get_runner()
 now = runner.options
-spread = [k for k in list_experiments() if "ray" in get_experiment(k).backends]
 NAMES = {"local": "This server", "ray": "A Ray cluster"}
 WHAT = {"matrix": "matrices", "assemble": "assemblies", "sweep": "trait sweeps", "lmdepth": "LM depth sweeps"}
+spread = [k for k in (*WHAT, *list_experiments()) if "ray" in get_experiment(k).backends]
+kinds = ", ".join(WHAT.get(k, k) for k in dict.fromkeys(spread))
+
+
+def now_words(options: RunOptions) -> str:
+    if options.backend == "local":
+        return f"Now: **{NAMES['local']}**"
+    gpus = f" and {options.gpus_per_task:g} GPU" if options.gpus_per_task else ""
+    return (f"Now: **{NAMES['ray']}** — {options.describe()}, {options.task_threads} CPU thread(s){gpus} per task,"
+            f" {options.max_retries} retries")
 
 st.subheader("Where jobs run")
 st.markdown(
-    f"{', '.join(WHAT.get(k, k) for k in spread).capitalize()} cut their work into independent tasks (a receiver,"
+    f"{kinds[0].upper()}{kinds[1:]} cut their work into independent tasks (a receiver,"
     " a sender, a position, a depth). On a Ray cluster those tasks run side by side on its machines and GPUs;"
     " this server still keeps every result. Other runs always run on this server. The choice never changes a"
     " result or its link."
 )
-st.info(f"Now: **{NAMES[now.backend]}**" + (f" — {now.describe()}, {now.task_threads} CPU thread(s)"
-        f"{f' and {now.gpus_per_task:g} GPU' if now.gpus_per_task else ''} per task" if now.backend == "ray" else ""))
+now_box = st.empty()  # filled at the end: a Save below changes it
+now_box.info(now_words(now))
 
 if ui.viewer_mode():
     st.caption("Viewer mode: settings are shown, not changed.")
@@ -67,11 +76,12 @@ if save or test:
         if info is not None:
             st.success(f"Reached {options.describe()}: {len(info['nodes'])} node(s), {info['cpus']:g} CPUs,"
                        f" {info['gpus']:g} GPUs.")
-            st.dataframe([{"node": n["node"][:12], "host": n["host"], "alive": n["alive"], "CPUs": n["cpus"],
-                           "GPUs": n["gpus"]} for n in info["nodes"]], hide_index=True)  # fmt: skip
+            st.markdown("\n".join(f"- `{n['node'][:12]}` on **{n['host']}**: {n['cpus']:g} CPUs, {n['gpus']:g} GPUs"
+                                  + ("" if n["alive"] else " (not alive)") for n in info["nodes"]))
         elif test:
             st.success("This server runs the jobs itself; there is nothing to connect to.")
         if save:
             runner.set_options(options)
-            st.success(f"Saved. The next {', '.join(WHAT.get(k, k) for k in spread)} run on"
-                       f" {NAMES[backend].lower()}; queued jobs keep the setting they were submitted with.")
+            now_box.info(now_words(options))
+            st.success(f"Saved. The next {kinds} run on {NAMES[backend][0].lower()}{NAMES[backend][1:]};"
+                       " queued jobs keep the setting they were submitted with.")

@@ -203,7 +203,7 @@ def ran_where(summary: dict[str, Any] | None) -> str | None:
 
     >>> ran_where({"backend": {"name": "ray", "address": "10.0.0.5:6379"},
     ...            "nodes": {"a1": {"host": "gpu1", "cells": 12}, "b2": {"host": "gpu2", "cells": 13}}})
-    'computed on the Ray cluster at 10.0.0.5:6379: 2 nodes (gpu1 12, gpu2 13)'
+    'computed on the Ray cluster at 10.0.0.5:6379: 2 nodes (gpu1: 12 cells, gpu2: 13 cells)'
     """
     backend = (summary or {}).get("backend") or {}
     if backend.get("name") != "ray":
@@ -211,7 +211,7 @@ def ran_where(summary: dict[str, Any] | None) -> str | None:
     nodes = (summary or {}).get("nodes") or {}
     where = "a Ray started on the server" if backend.get("address") in (None, "started here") else (
         f"the Ray cluster at {backend['address']}")  # fmt: skip
-    parts = ", ".join(f"{n.get('host', '?')} {n.get('cells', 0)}" for n in nodes.values())
+    parts = ", ".join(f"{n.get('host', '?')}: {n.get('cells', 0)} cells" for n in nodes.values())
     return f"computed on {where}: {len(nodes)} node{'s' if len(nodes) != 1 else ''}" + (f" ({parts})" if parts else "")
 
 

@@ -1,0 +1,40 @@
+"""Settings in a real browser: switch this server's jobs to a Ray started on it, then a matrix launched
+from the Similarity page runs as Ray tasks and its view says so.  Its own server over a copy of the
+session's trained store, so the other browser tests keep the local backend."""
+
+from __future__ import annotations
+
+import os
+
+from ray_helpers import RAY_ENV
+
+from tests.conftest import copy_store
+from tests.e2e.conftest import open_app, serve
+
+
+def test_switch_to_ray_then_a_matrix_runs_there(page, trained_store, tmp_path, monkeypatch):
+    for name, value in RAY_ENV.items():
+        monkeypatch.setenv(name, value)  # the server (and its job worker and probe) inherit them
+    store, _ = trained_store
+    copy_store(store.root, tmp_path / "store")
+    shots = os.environ.get("STITCHLAB_SHOTS")  # a folder to keep screenshots in, when looking at the pages
+    with serve(tmp_path / "store") as url:
+        open_app(page, f"{url}/settings")
+        page.get_by_text("Now: This server").wait_for()
+        page.get_by_text("A Ray cluster", exact=True).last.click()  # the radio option (the text also opens the page)
+        page.get_by_role("button", name="Save").click()
+        page.get_by_text("Saved.").wait_for(timeout=120_000)
+        page.get_by_text("Reached a Ray started on this machine: 1 node(s)").wait_for()
+        if shots:
+            page.screenshot(path=f"{shots}/settings.png", full_page=True)
+
+        open_app(page, f"{url}/similarity?a=zoo:cnn-digits-s0&b=zoo:cnn-digits-s1")
+        page.get_by_role("button", name="Launch").click()
+        where = page.get_by_text("Computed on a Ray started on the server: 1 node")
+        where.wait_for(timeout=180_000)
+        page.locator(".js-plotly-plot").first.wait_for(timeout=30_000)
+        if shots:
+            where.scroll_into_view_if_needed()
+            page.screenshot(path=f"{shots}/similarity-ray.png", full_page=True)
+        open_app(page, f"{url}/settings")
+        page.get_by_text("Now: A Ray cluster").wait_for()  # saved for the server, seen by a fresh page
