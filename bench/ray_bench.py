@@ -21,8 +21,6 @@ Run: ``python bench/ray_bench.py [--store DIR] [--epochs 3] [--max-train N] [--w
 
 from __future__ import annotations
 
-from __future__ import annotations
-
 import argparse
 import json
 import os
