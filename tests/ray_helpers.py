@@ -26,17 +26,28 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def unit_pids(prefix: str = "ray::stitchlab ") -> list[int]:
-    """Pids of the Ray workers running a StitchLab unit now (Ray titles a busy worker ``ray::<task name>``)."""
-    out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=True).stdout
-    return [int(line.split(None, 1)[0]) for line in out.splitlines()
-            if len(line.split(None, 1)) == 2 and line.split(None, 1)[1].startswith(prefix)]  # fmt: skip
+def unit_pids(prefix: str, temp_dir: str) -> list[int]:
+    """Pids of the workers of the Ray whose temp dir is ``temp_dir`` running a unit whose task title starts
+    with ``prefix`` (Ray titles a busy worker ``ray::<task name>``).  Only this test's Ray: another Ray on
+    the machine (a parallel test, a user's) may run a unit of the same name."""
+    out = subprocess.run(["ps", "-eo", "pid=,ppid=,args="], capture_output=True, text=True, check=True).stdout
+    pids = []
+    for line in out.splitlines():
+        parts = line.split(None, 2)
+        if len(parts) == 3 and parts[2].startswith(prefix):
+            try:  # a worker's parent is its node's raylet, whose command line names the temp dir
+                parent = Path(f"/proc/{parts[1]}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if f"{temp_dir.rstrip('/')}/session_" in parent:
+                pids.append(int(parts[0]))
+    return pids
 
 
 @contextmanager
-def two_node_cluster() -> Iterator[str]:
+def two_node_cluster() -> Iterator[tuple[str, str]]:
     """A head node and a worker node, each a ``ray start --block`` process with one CPU; yields the
-    address once both are alive.  Stopped by signalling those two processes (1-2 s, nothing left over)."""
+    address and the temp dir once both are alive.  Stopped by signalling those two processes (1-2 s, nothing left over)."""
     import ray
 
     port, temp = free_port(), tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: socket paths stop at 107 bytes
@@ -66,7 +77,7 @@ def two_node_cluster() -> Iterator[str]:
             assert time.time() < deadline, (Path(temp) / "nodes.log").read_text()[-3000:]
             time.sleep(0.3)
         ray.shutdown()  # the run connects by itself, shipping stitchcore to the workers
-        yield address
+        yield address, temp
     finally:
         if ray.is_initialized():
             ray.shutdown()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from ray_helpers import free_port
+from tests.ray_helpers import free_port
 
 import ui
 from stitchcore.experiments.backends import RunOptions

@@ -8,7 +8,7 @@ import os
 import signal
 
 import pytest
-from ray_helpers import RAY_ENV, two_node_cluster, unit_pids
+from tests.ray_helpers import RAY_ENV, two_node_cluster, unit_pids
 
 from stitchcore.experiments import run_experiment
 from stitchcore.experiments.backends import RunOptions
@@ -24,8 +24,8 @@ def cluster():
     saved = {k: os.environ.get(k) for k in RAY_ENV}
     os.environ.update(RAY_ENV)
     try:
-        with two_node_cluster() as address:
-            yield address
+        with two_node_cluster() as (address, temp):
+            yield address, temp
             disconnect()
     finally:
         for k, v in saved.items():
@@ -34,7 +34,8 @@ def cluster():
 
 @pytest.mark.timeout(240)
 def test_a_matrix_on_two_nodes_survives_a_killed_worker(cluster, trained_store, tmp_path):
-    from conftest import copy_store
+    address, temp = cluster
+    from tests.conftest import copy_store
 
     from stitchcore.store.results import Store
 
@@ -47,18 +48,18 @@ def test_a_matrix_on_two_nodes_survives_a_killed_worker(cluster, trained_store, 
 
     def progress(fraction, message, metrics):
         if not killed and "into fc1" in message:  # the fc1 unit is training: kill its worker process
-            killed.extend(unit_pids("ray::stitchlab trained|fc1"))
+            killed.extend(unit_pids("ray::stitchlab trained|fc1", temp))
             for pid in killed:
                 os.kill(pid, signal.SIGKILL)
 
-    out = run_experiment("matrix", spec, store, progress=progress, options=RunOptions("ray", cluster))
+    out = run_experiment("matrix", spec, store, progress=progress, options=RunOptions("ray", address))
     assert killed, "the fc1 unit was not running when it reported"
     s = out.record.summary
     assert out.record.status == "done" and "failed" not in s
     cells = partial_cells(store, out.record.id)
     assert len(cells) == 15 and all(c["accuracy"] is not None or c["skipped_reason"] for c in cells)
     assert all(v is not None for row in s["values"] for v in row[1:])  # fc1 (retried) and fc2 complete
-    assert s["backend"]["address"] == cluster and len(s["backend"]["nodes"]) == 2
+    assert s["backend"]["address"] == address and len(s["backend"]["nodes"]) == 2
     assert len(s["nodes"]) == 2, f"SPREAD scheduling should use both nodes: {s['nodes']}"
     assert sum(n["cells"] for n in s["nodes"].values()) == 15
     assert {c["node"] for c in cells} == set(s["nodes"])

@@ -10,7 +10,7 @@ import threading
 import time
 
 import pytest
-from ray_helpers import RAY_ENV, unit_pids
+from tests.ray_helpers import RAY_ENV, unit_pids
 
 from stitchcore.errors import Cancelled
 from stitchcore.experiments import run_experiment
@@ -25,20 +25,20 @@ RAY = RunOptions("ray")
 @pytest.fixture(scope="module")
 def local_ray():
     """Ray started here once for the module (through the backend, as a run starts it), stopped after."""
-    from stitchcore.experiments.backends.ray_backend import connect, disconnect
+    from stitchcore.experiments.backends import ray_backend
 
     saved = {k: os.environ.get(k) for k in RAY_ENV}
     os.environ.update(RAY_ENV)
-    connect(None)
-    yield
-    disconnect()
+    ray_backend.connect(None)
+    yield ray_backend.local_temp_dir()  # this Ray's temp dir (its workers' raylet names it)
+    ray_backend.disconnect()
     for k, v in saved.items():
         os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
 
 
 @pytest.fixture
 def store(trained_store, tmp_path):
-    from conftest import copy_store
+    from tests.conftest import copy_store
 
     from stitchcore.store.results import Store
 
@@ -118,7 +118,7 @@ def test_a_unit_whose_worker_dies_for_good_is_stored_failed_and_the_rest_complet
 
     def progress(fraction, message, metrics):
         if not killed and "into fc1" in message:  # the fc1 unit has started training: kill its worker
-            pids = unit_pids("ray::stitchlab trained|fc1")
+            pids = unit_pids("ray::stitchlab trained|fc1", local_ray)
             for pid in pids:
                 os.kill(pid, signal.SIGKILL)
             killed.extend(pids or [0])

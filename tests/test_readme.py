@@ -42,7 +42,7 @@ def readme_examples() -> list[list[str]]:
 
 
 def uses_zoo_gpt(argv: list[str]) -> bool:
-    """Whether an example trains or reads the zoo GPTs: ~25 s per 4-epoch model, ~1 min per merge on 2 CPU cores."""
+    """Whether an example trains or reads the zoo GPTs: ~11 s per 2-epoch model, ~40 s per merge on 2 CPU cores."""
     return any(w == "gpt" or w.startswith("zoo:gpt-") for w in argv)
 
 

@@ -64,7 +64,7 @@ if save or test:
     try:
         options = RunOptions(backend, address if backend == "ray" else None, int(threads), float(gpus), int(retries))
         info = None
-        if backend == "ray":  # a setting that cannot connect is never saved: the next job would fail on it
+        if backend == "ray" and (test or options.address):  # an address that does not answer is never saved
             with st.spinner(f"Connecting to {options.describe()} (a few seconds)…"):
                 info = probe_cluster(options.address)
             if options.gpus_per_task > info["gpus"]:
@@ -80,6 +80,9 @@ if save or test:
                                   + ("" if n["alive"] else " (not alive)") for n in info["nodes"]))
         elif test:
             st.success("This server runs the jobs itself; there is nothing to connect to.")
+        elif backend == "ray":
+            st.caption("Ray starts on this server with the first job that uses it (a few seconds); Test connection"
+                       " tries it now.")
         if save:
             runner.set_options(options)
             now_box.info(now_words(options))

@@ -520,7 +520,8 @@ class _UnitRun:
         self.context.report(fraction, message)
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
-        self.points.append((step, dict(metrics)))
+        if not self.context.metrics(step, dict(metrics)):  # locally the point is stored at once (live curve)
+            self.points.append((step, dict(metrics)))
 
     def take(self) -> list[tuple[int, dict[str, float]]]:
         out, self.points = self.points, []
@@ -604,7 +605,10 @@ def run_depth(spec: DepthSpec, ctx: RunContext) -> dict:
     values = [[None] * (n_b + 1) for _ in range(n_a + 1)] if spec.heatmap else None
     failed: dict[str, str] = {}
     samples = dict(s.samples)
-    for event in backend.run_units(units, ctx.cancel, on_progress=report):
+    def points(unit: Unit, step: int, metrics: dict[str, float]) -> None:
+        ctx.log(step, metrics)
+
+    for event in backend.run_units(units, ctx.cancel, on_progress=report, on_metrics=points):
         key = event.unit.key
         if event.kind == "progress":
             inside[key] = event.payload[0]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from ray_helpers import RAY_ENV
+from tests.ray_helpers import RAY_ENV
 
 from tests.conftest import copy_store
 from tests.e2e.conftest import open_app, serve
@@ -24,7 +24,7 @@ def test_switch_to_ray_then_a_matrix_runs_there(page, trained_store, tmp_path, m
         page.get_by_text("A Ray cluster", exact=True).last.click()  # the radio option (the text also opens the page)
         page.get_by_role("button", name="Save").click()
         page.get_by_text("Saved.").wait_for(timeout=120_000)
-        page.get_by_text("Reached a Ray started on this machine: 1 node(s)").wait_for()
+        page.get_by_text("Now: A Ray cluster — a Ray started on this machine").wait_for()
         if shots:
             page.screenshot(path=f"{shots}/settings.png", full_page=True)
 

@@ -109,11 +109,19 @@ class UnitContext:
     device: torch.device
     cancel: threading.Event = field(default_factory=threading.Event)  # local: the run's; ray: never set
     on_progress: Callable[[float, str], None] | None = None  # local: progress inside a long step; ray: None
+    on_metrics: Callable[[int, dict[str, float]], None] | None = None  # local: metric points as they come
 
     def report(self, fraction: float, message: str) -> None:
         """Progress within the unit (0..1) where the backend can show it live (locally); else nothing."""
         if self.on_progress is not None:
             self.on_progress(fraction, message)
+
+    def metrics(self, step: int, values: dict[str, float]) -> bool:
+        """Deliver a metric point now where the backend can (locally: True); False: the unit yields it later."""
+        if self.on_metrics is None:
+            return False
+        self.on_metrics(step, values)
+        return True
 
     def check_cancel(self) -> None:
         """Raise :class:`Cancelled` once the run is stopped (on Ray the task is interrupted instead)."""
@@ -185,11 +193,12 @@ class Backend(Protocol):
         ...
 
     def run_units(self, units: Sequence[Unit], cancel: threading.Event,
-                  on_progress: Callable[[Unit, float, str], None] | None = None) -> Iterator[UnitEvent]:
+                  on_progress: Callable[[Unit, float, str], None] | None = None,
+                  on_metrics: Callable[[Unit, int, dict[str, float]], None] | None = None) -> Iterator[UnitEvent]:
         """Run every unit; stop early (and cancel what is running) once ``cancel`` is set.
 
-        ``on_progress(unit, fraction, message)``: what a unit reports inside a long step, where the
-        backend can deliver it while the step runs (locally).
+        ``on_progress(unit, fraction, message)`` and ``on_metrics(unit, step, values)``: what a unit reports
+        inside a long step, where the backend can deliver it while the step runs (locally).
         """
         ...
 

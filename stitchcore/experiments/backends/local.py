@@ -37,10 +37,12 @@ class LocalBackend:
         return fn(*args, UnitContext(self.device))
 
     def run_units(self, units: Sequence[Unit], cancel: threading.Event,
-                  on_progress: Callable[[Unit, float, str], None] | None = None) -> Iterator[UnitEvent]:
+                  on_progress: Callable[[Unit, float, str], None] | None = None,
+                  on_metrics: Callable[[Unit, int, dict[str, float]], None] | None = None) -> Iterator[UnitEvent]:
         for unit in units:
             report = None if on_progress is None else functools.partial(on_progress, unit)
-            context = UnitContext(self.device, cancel, report)
+            points = None if on_metrics is None else functools.partial(on_metrics, unit)
+            context = UnitContext(self.device, cancel, report, points)
             context.check_cancel()
             for kind, payload in unit.fn(*unit.args, context):
                 yield UnitEvent(unit, kind, payload)

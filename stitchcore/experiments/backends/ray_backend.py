@@ -39,7 +39,8 @@ from ray.exceptions import RayError, RayTaskError, TaskCancelledError
 from stitchcore.errors import StitchError
 from stitchcore.experiments.backends import RunOptions, Unit, UnitContext, UnitEvent
 
-__all__ = ["QUIET_ENV", "RayBackend", "cluster_info", "connect", "connected_address", "disconnect", "where_here"]
+__all__ = ["QUIET_ENV", "RayBackend", "cluster_info", "connect", "connected_address", "disconnect", "local_temp_dir",
+           "where_here"]
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,11 @@ def _check_listening(address: str) -> None:
         raise StitchError(f"cannot connect to the Ray cluster at {address}: nothing answers there ({exc.strerror or exc});"
                           " start one with `ray start --head --port=6379`, then use its HOST:PORT, or leave the"
                           " address empty to start Ray on this machine") from None
+
+
+def local_temp_dir() -> str | None:
+    """The temp dir of the Ray this process started (its sessions and sockets live there), None if none."""
+    return _temp_dirs[-1] if _temp_dirs else None
 
 
 def connect(address: str | None) -> None:
@@ -222,8 +228,9 @@ class RayBackend:
             fn, self.options.task_threads, template, *refs)  # fmt: skip
 
     def run_units(self, units: Sequence[Unit], cancel: threading.Event,
-                  on_progress: Callable[[Unit, float, str], None] | None = None) -> Iterator[UnitEvent]:
-        """See :meth:`Backend.run_units`; ``on_progress`` is not called (a task reports through its events)."""
+                  on_progress: Callable[[Unit, float, str], None] | None = None,
+                  on_metrics: Callable[[Unit, int, dict[str, float]], None] | None = None) -> Iterator[UnitEvent]:
+        """See :meth:`Backend.run_units`; the callbacks are not called (a task reports through its events)."""
         task = {"num_returns": "streaming", "max_retries": self.options.max_retries, "scheduling_strategy": "SPREAD",
                 **self._resources}  # fmt: skip
         units_of = {}
