@@ -11,7 +11,9 @@ if [ -d tests/e2e ] && ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 set +e
-python -m pytest "$@"
+# Two pytest workers (pytest-xdist), each test file on one of them (module fixtures stay whole); every test
+# runs torch on one thread, so the two share 2 cores without thrashing.
+python -m pytest -n "${STITCHLAB_TEST_WORKERS:-2}" --dist loadfile "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

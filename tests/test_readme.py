@@ -95,8 +95,10 @@ def test_readme_language_model_examples_run(tmp_path, monkeypatch, capsys):
     examples = [argv for argv in readme_examples() if uses_zoo_gpt(argv)]
     assert [argv[0] for argv in examples] == ["zoo", "zoo", "merge"], examples
     threads = torch.get_num_threads()
-    torch.set_num_threads(min(2, os.cpu_count() or 1))
-    monkeypatch.setenv("STITCHLAB_JOB_THREADS", str(min(2, os.cpu_count() or 1)))  # the CLI's --threads default
+    from tests.conftest import big_job_threads
+
+    torch.set_num_threads(big_job_threads())
+    monkeypatch.setenv("STITCHLAB_JOB_THREADS", str(big_job_threads()))  # the CLI's --threads default
     try:
         run_in_order(examples, tmp_path / "store", monkeypatch, capsys)
     finally:
