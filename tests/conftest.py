@@ -33,8 +33,9 @@ def big_job_threads() -> int:
 
 
 @pytest.fixture(scope="session")
-def trained_store(tmp_path_factory):
-    """A store holding zoo:cnn-digits-s0 and zoo:cnn-digits-s1 (default recipes, ~1 s each)."""
+def _trained(tmp_path_factory):
+    """The two digit CNNs trained once per session, and a copy of the store made right after (other tests add
+    models to the session store; under pytest-xdist which ones ran first on this worker varies)."""
     from stitchcore.experiments import run_experiment
     from stitchcore.experiments.zoo import ZooRecipe
     from stitchcore.store.results import Store
@@ -44,6 +45,15 @@ def trained_store(tmp_path_factory):
     for seed in (0, 1):
         out = run_experiment("zoo", ZooRecipe(arch="cnn", dataset="digits", seed=seed), store)
         refs.append(out.record.summary["ref"])
+    pristine = tmp_path_factory.mktemp("pristine") / "store"
+    copy_store(store.root, pristine)
+    return store, refs, pristine
+
+
+@pytest.fixture(scope="session")
+def trained_store(_trained):
+    """A store holding zoo:cnn-digits-s0 and zoo:cnn-digits-s1 (default recipes, ~1 s each)."""
+    store, refs, _ = _trained
     return store, refs
 
 
@@ -100,12 +110,12 @@ def fresh_app_state(monkeypatch):
 
 
 @pytest.fixture
-def app(tmp_path, monkeypatch, trained_store, fresh_app_state):
-    """An AppTest of app.py over a copy of the session store (two trained digit CNNs); runner shut down after."""
+def app(tmp_path, monkeypatch, _trained, fresh_app_state):
+    """An AppTest of app.py over a copy of the session store as first trained (two digit CNNs, nothing other
+    tests added); runner shut down after."""
     from streamlit.testing.v1 import AppTest
 
-    store, _ = trained_store
     copy = tmp_path / "store"
-    copy_store(store.root, copy)
+    copy_store(_trained[2], copy)
     monkeypatch.setenv("STITCHLAB_STORE", str(copy))
     return AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)

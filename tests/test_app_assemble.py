@@ -8,13 +8,22 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import ui
-from tests.conftest import ROOT
+from tests.conftest import ROOT, copy_store
 
 
 @pytest.fixture(autouse=True)
 def one_torch_thread(monkeypatch):
     """One thread per job, as on the shared 2-core machine (see test_app_traits)."""
     monkeypatch.setattr(os, "cpu_count", lambda: 1)
+
+
+@pytest.fixture
+def app(tmp_path, monkeypatch, family_store, fresh_app_state):
+    """An AppTest of app.py over a copy of the family store (the digit CNNs, a ViT and a Swin)."""
+    store, _, _ = family_store
+    copy_store(store.root, tmp_path / "store")
+    monkeypatch.setenv("STITCHLAB_STORE", str(tmp_path / "store"))
+    return AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
 
 
 def _page(at: AppTest) -> AppTest:
