@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from stitchcore.errors import StitchError
+from stitchcore.experiments.backends import Backend, cells_per_node
 from stitchcore.experiments.dataset_check import check_head_classes, resolve_dataset
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "check_positive",
     "check_sample_caps",
     "field_label",
+    "finish_cells",
     "read_resume",
     "resolve_dataset",
     "spec_from_dict",
@@ -130,3 +132,20 @@ def write_atomic(path: Path, text: str) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def finish_cells(summary: dict[str, Any], cells: list[dict], key: Callable[[dict], str], resume: Path,
+                 backend: Backend) -> dict[str, Any]:  # fmt: skip
+    """The end of a run whose cells came back from units: ``summary`` with ``failed`` (cell key -> reason) when a
+    cluster task failed for good -- the resume file then stays, so a re-run computes only those -- else the
+    resume file removed; and where a cluster computed the cells (``backend``, ``nodes``)."""
+    failed = {key(c): c["failed_reason"] for c in cells if c.get("failed_reason")}
+    if failed:
+        summary["failed"] = failed
+    else:
+        resume.unlink(missing_ok=True)  # the run is about to be stored as done; its cells artifact stays with it
+    if backend.name != "local":
+        summary["backend"] = backend.describe()
+        summary["nodes"] = cells_per_node(cells)
+    return summary
+

@@ -45,13 +45,14 @@ from stitchcore.cuts import Cut, coarse_cuts, get_cut, list_cuts, split
 from stitchcore.data.images import ImageDataset, load_dataset
 from stitchcore.errors import StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
-from stitchcore.experiments.backends import Unit, UnitContext, cells_per_node
+from stitchcore.experiments.backends import Unit, UnitContext
 from stitchcore.experiments._shared import (
     check_at_least,
     check_choice,
     check_head_classes,
     check_positive,
     check_sample_caps,
+    finish_cells,
     read_resume,
     resolve_dataset,
     spec_from_dict,
@@ -522,16 +523,7 @@ def run_assemble(spec: AssembleSpec, ctx: RunContext) -> dict:
         "cls_token": spec.cls_token,
         "seconds": round(time.perf_counter() - t0, 3),
     }
-    failed = {_cell_key(c["sender"], c["receiver"], c["recipe"]): c["failed_reason"] for c in cells
-              if c.get("failed_reason")}  # fmt: skip
-    if failed:  # the rest completed; the resume file keeps the good cells, so a re-run retries only these
-        summary["failed"] = failed
-    else:
-        resume.unlink(missing_ok=True)  # the run is about to be stored as done; cells.json stays with it
-    if backend.name != "local":
-        summary["backend"] = backend.describe()
-        summary["nodes"] = cells_per_node(cells)
-    return summary
+    return finish_cells(summary, cells, lambda c: _cell_key(c["sender"], c["receiver"], c["recipe"]), resume, backend)
 
 
 def _front_point(i: int, cells: list[dict], base: dict[str, dict]) -> dict[str, Any]:

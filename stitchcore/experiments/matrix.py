@@ -52,13 +52,14 @@ from stitchcore.cuts import Cut, get_cut, list_cuts, split
 from stitchcore.data.images import ImageDataset, load_dataset
 from stitchcore.errors import StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
-from stitchcore.experiments.backends import Backend, Unit, UnitContext, cells_per_node
+from stitchcore.experiments.backends import Backend, Unit, UnitContext
 from stitchcore.experiments._shared import (
     check_at_least,
     check_choice,
-    check_positive,
     check_head_classes,
+    check_positive,
     check_sample_caps,
+    finish_cells,
     read_resume,
     resolve_dataset,
     spec_from_dict,
@@ -814,14 +815,5 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
         "n_cells": len(ws.senders) * len(ws.receivers),
         "seconds": round(time.perf_counter() - t0, 3),
     }
-    failed = {f"{c['variant']}|{c['sender']}->{c['receiver']}": c["failed_reason"] for c in cells
-              if c.get("failed_reason")}  # fmt: skip
-    if failed:  # the rest completed; the resume file keeps the good cells, so --rerun retries only these
-        summary["failed"] = failed
-    else:
-        resume.unlink(missing_ok=True)  # the run is about to be stored as done; cells.json stays with it
-    if backend.name != "local":
-        summary["backend"] = backend.describe()
-        summary["nodes"] = cells_per_node(cells)
-    return summary
+    return finish_cells(summary, cells, lambda c: f"{c['variant']}|{c['sender']}->{c['receiver']}", resume, backend)
 
