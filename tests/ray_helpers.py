@@ -20,6 +20,21 @@ from pathlib import Path
 RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "RAY_SCHEDULER_EVENTS": "0"}
 
 
+@contextmanager
+def ray_env() -> Iterator[None]:
+    """:data:`RAY_ENV` in this process's environment (the drivers and the Rays they start read it), then back."""
+    saved = {k: os.environ.get(k) for k in RAY_ENV}
+    os.environ.update(RAY_ENV)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

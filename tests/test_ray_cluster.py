@@ -8,7 +8,7 @@ import os
 import signal
 
 import pytest
-from tests.ray_helpers import RAY_ENV, two_node_cluster, unit_pids
+from tests.ray_helpers import ray_env, two_node_cluster, unit_pids
 
 from stitchcore.experiments import run_experiment
 from stitchcore.experiments.backends import RunOptions
@@ -21,15 +21,9 @@ pytest.importorskip("ray")
 def cluster():
     from stitchcore.experiments.backends.ray_backend import disconnect
 
-    saved = {k: os.environ.get(k) for k in RAY_ENV}
-    os.environ.update(RAY_ENV)
-    try:
-        with two_node_cluster() as (address, temp):
-            yield address, temp
-            disconnect()
-    finally:
-        for k, v in saved.items():
-            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+    with ray_env(), two_node_cluster() as (address, temp):
+        yield address, temp
+        disconnect()
 
 
 @pytest.mark.timeout(240)

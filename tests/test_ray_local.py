@@ -10,7 +10,7 @@ import threading
 import time
 
 import pytest
-from tests.ray_helpers import RAY_ENV, unit_pids
+from tests.ray_helpers import ray_env, unit_pids
 
 from stitchcore.errors import Cancelled
 from stitchcore.experiments import run_experiment
@@ -27,13 +27,10 @@ def local_ray():
     """Ray started here once for the module (through the backend, as a run starts it), stopped after."""
     from stitchcore.experiments.backends import ray_backend
 
-    saved = {k: os.environ.get(k) for k in RAY_ENV}
-    os.environ.update(RAY_ENV)
-    ray_backend.connect(None)
-    yield ray_backend.local_temp_dir()  # this Ray's temp dir (its workers' raylet names it)
-    ray_backend.disconnect()
-    for k, v in saved.items():
-        os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+    with ray_env():
+        ray_backend.connect(None)
+        yield ray_backend.local_temp_dir()  # this Ray's temp dir (its workers' raylet names it)
+        ray_backend.disconnect()
 
 
 @pytest.fixture

@@ -52,11 +52,9 @@ from stitchcore.experiments._shared import (
     check_head_classes,
     check_positive,
     check_sample_caps,
-    finish_cells,
-    read_resume,
+    CellBook,
     resolve_dataset,
     spec_from_dict,
-    write_atomic,
 )
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.package import pack_model
@@ -451,27 +449,13 @@ def run_assemble(spec: AssembleSpec, ctx: RunContext) -> dict:
     for role, m in (("a", parts.a), ("b", parts.b)):
         params, flops = _forward_cost(m)
         base[role] = {"ref": m.ref, "accuracy": _base_accuracy(m, parts, ctx.device), "flops": flops, "params": params}
-    resume = ctx.store.partial_path(ctx.run_id)
-    done = read_resume(resume, ctx.run_id, key=lambda c: _cell_key(c["sender"], c["receiver"], c["recipe"]))
-    done = {k: c for k, c in done.items() if not c.get("failed_reason")}  # a failed cell is tried again
+    plan = [_cell_key(s.name, r.name, recipe_name(rec)) for s in parts.senders for r in parts.receivers
+            for rec in recipes]  # fmt: skip
+    book = CellBook(ctx, CELLS_ARTIFACT, lambda c: _cell_key(c["sender"], c["receiver"], c["recipe"]), plan,
+                    metric=lambda c: "cell_acc")
+    done, keep, n_cells = book.done, book.keep, len(plan)
     if done:
         log.info("assemble %s: resuming with %d finished cell(s)", ctx.run_id, len(done))
-    plan = [(s, r, rec) for s in parts.senders for r in parts.receivers for rec in recipes]
-    order = {_cell_key(s.name, r.name, recipe_name(rec)): i for i, (s, r, rec) in enumerate(plan)}
-    n_cells = len(plan)
-    kept: dict[str, dict] = {}
-
-    def keep(cell: dict) -> None:
-        kept[_cell_key(cell["sender"], cell["receiver"], cell["recipe"])] = cell
-        if cell["accuracy"] is not None:
-            ctx.log(len(kept) - 1, {"cell_acc": cell["accuracy"]})
-
-    def in_order() -> list[dict]:
-        return sorted(kept.values(), key=lambda c: order[_cell_key(c["sender"], c["receiver"], c["recipe"])])
-
-    def save() -> None:
-        write_atomic(resume, json.dumps({"run_id": ctx.run_id, "cells": in_order()}))
-        ctx.store.put_artifact(ctx.run_id, CELLS_ARTIFACT, json.dumps(in_order(), indent=1).encode())
 
     backend = ctx.backend()
     source: _Parts | dict = parts
@@ -490,21 +474,21 @@ def run_assemble(spec: AssembleSpec, ctx: RunContext) -> dict:
             todo_of[s.name] = todo
     for event in backend.run_units(units, ctx.cancel):
         if event.kind == "progress":
-            where = f" on {event.where['host']} ({event.where['device']})" if event.where else ""
-            ctx.progress(0.02 + 0.98 * len(kept) / n_cells, f"cell {len(kept) + 1}/{n_cells}: {event.payload[1]}{where}")
+            ctx.progress(0.02 + 0.98 * len(book) / n_cells,
+                         f"cell {len(book) + 1}/{n_cells}: {event.payload[1]}{event.where_words}")
         elif event.kind == "cells":
             for cell in event.payload:
                 keep(event.stamp(cell))
-            save()
+            book.save()
         elif event.kind == "failed":
             s = next(c for c in parts.senders if c.name == event.unit.key)
             for r, rec in todo_of[s.name]:
-                if _cell_key(s.name, r.name, recipe_name(rec)) not in kept:
+                if _cell_key(s.name, r.name, recipe_name(rec)) not in book:
                     keep({**_blank(s, r, rec), "failed_reason": event.payload})
             log.warning("assemble %s: sender %s failed: %s", ctx.run_id, s.name, event.payload)
-            save()
+            book.save()
     ctx.check_cancel()  # Stop during the units: the run ends cancelled, its finished cells kept
-    cells = in_order()
+    cells = book.cells()
     ctx.progress(1.0, f"{n_cells} cells done")
     points = [*cells, base["a"], base["b"]]
     front = pareto_front(points)
@@ -523,7 +507,7 @@ def run_assemble(spec: AssembleSpec, ctx: RunContext) -> dict:
         "cls_token": spec.cls_token,
         "seconds": round(time.perf_counter() - t0, 3),
     }
-    return finish_cells(summary, cells, lambda c: _cell_key(c["sender"], c["receiver"], c["recipe"]), resume, backend)
+    return book.finish(summary, backend)
 
 
 def _front_point(i: int, cells: list[dict], base: dict[str, dict]) -> dict[str, Any]:

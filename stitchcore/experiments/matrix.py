@@ -59,11 +59,9 @@ from stitchcore.experiments._shared import (
     check_head_classes,
     check_positive,
     check_sample_caps,
-    finish_cells,
-    read_resume,
+    CellBook,
     resolve_dataset,
     spec_from_dict,
-    write_atomic,
 )
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.package import ModelPackage, pack_model
@@ -706,26 +704,12 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
     backend = ctx.backend()
     ws, dataset = _prepare(spec, ctx, variants, cache=backend.name == "local")
 
-    resume = partial_path(ctx.store, ctx.run_id)
-    done = read_resume(resume, ctx.run_id, key=lambda c: _cell_key(c["variant"], c["sender"], c["receiver"]))
-    done = {k: c for k, c in done.items() if not c.get("failed_reason")}  # a failed cell is tried again
+    plan = [_cell_key(v, s.name, r.name) for v, _, _ in variants for r in ws.receivers for s in ws.senders]
+    book = CellBook(ctx, CELLS_ARTIFACT, lambda c: _cell_key(c["variant"], c["sender"], c["receiver"]), plan,
+                    metric=lambda c: "cell_acc" if c["variant"] == "trained" else f"cell_acc:{c['variant']}")
+    done, keep, n_cells = book.done, book.keep, len(plan)
     if done:
         log.info("matrix %s: resuming with %d finished cell(s)", ctx.run_id, len(done))
-    order = {_cell_key(v, s.name, r.name): i for i, (v, r, s) in enumerate(
-        (v, r, s) for v, _, _ in variants for r in ws.receivers for s in ws.senders)}  # fmt: skip
-    n_cells = len(order)
-    kept: dict[str, dict] = {}
-
-    def save() -> None:
-        cells = sorted(kept.values(), key=lambda c: order[_cell_key(c["variant"], c["sender"], c["receiver"])])
-        write_atomic(resume, json.dumps({"run_id": ctx.run_id, "cells": cells}))
-        ctx.store.put_artifact(ctx.run_id, CELLS_ARTIFACT, json.dumps(cells, indent=1).encode())
-
-    def keep(cell: dict) -> None:
-        kept[_cell_key(cell["variant"], cell["sender"], cell["receiver"])] = cell
-        if cell["accuracy"] is not None:
-            metric = "cell_acc" if cell["variant"] == "trained" else f"cell_acc:{cell['variant']}"
-            ctx.log(len(kept) - 1, {metric: cell["accuracy"]})
 
     units: list[Unit] = []
     unit_cells: dict[str, list[tuple[str, str]]] = {}  # unit key -> its (sender, receiver) pairs
@@ -752,15 +736,15 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
                 key = f"{variant}|{r.name}"
                 units.append(Unit(key, receiver_unit, (spec, source, variant, send, recv, r.name, mine), len(mine)))
                 unit_cells[key] = [(s, r.name) for s in mine]
-    if kept:
-        save()
+    if len(book):
+        book.save()
 
     inside_step: dict[str, float] = {}  # unit key -> how far a local unit is through its long step (streaming)
 
     def overall(message: str) -> None:
-        busy = sum(f * sum(1 for s, r in unit_cells[k] if _cell_key(k.split("|")[0], s, r) not in kept)
+        busy = sum(f * sum(1 for s, r in unit_cells[k] if _cell_key(k.split("|")[0], s, r) not in book)
                    for k, f in inside_step.items())  # fmt: skip
-        ctx.progress(min(0.99, (len(kept) + busy) / n_cells), message)
+        ctx.progress(min(0.99, (len(book) + busy) / n_cells), message)
 
     def inside(unit: Unit, fraction: float, message: str) -> None:
         inside_step[unit.key] = fraction
@@ -769,24 +753,23 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
     for event in backend.run_units(units, ctx.cancel, on_progress=inside):
         key = event.unit.key
         if event.kind == "progress":
-            where = f" on {event.where['host']} ({event.where['device']})" if event.where else ""
-            overall(f"cell {len(kept) + 1}/{n_cells}: {event.payload[1]}{where}")
+            overall(f"cell {len(book) + 1}/{n_cells}: {event.payload[1]}{event.where_words}")
         elif event.kind == "cells":
             inside_step.pop(key, None)
             for cell in event.payload:
                 keep(event.stamp(cell))
-            save()
+            book.save()
         elif event.kind == "failed":
             variant = key.split("|")[0]
             for s, r in unit_cells[key]:
-                if _cell_key(variant, s, r) not in kept:
+                if _cell_key(variant, s, r) not in book:
                     keep({"variant": variant, "sender": s, "receiver": r, "accuracy": None, "penalty": None,
                           "residual": None, "skipped_reason": None, "failed_reason": event.payload})  # fmt: skip
             log.warning("matrix %s: unit %s failed: %s", ctx.run_id, key, event.payload)
-            save()
+            book.save()
     ctx.check_cancel()  # Stop during the units: the run ends cancelled, its finished cells kept
     ctx.progress(1.0, f"{n_cells} cells done")
-    cells = sorted(kept.values(), key=lambda c: order[_cell_key(c["variant"], c["sender"], c["receiver"])])
+    cells = book.cells()
 
     values = _table(cells, ws, "trained", "accuracy")
     controls = by_control = None
@@ -815,5 +798,5 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
         "n_cells": len(ws.senders) * len(ws.receivers),
         "seconds": round(time.perf_counter() - t0, 3),
     }
-    return finish_cells(summary, cells, lambda c: f"{c['variant']}|{c['sender']}->{c['receiver']}", resume, backend)
+    return book.finish(summary, backend, label=lambda c: f"{c['variant']}|{c['sender']}->{c['receiver']}")
 

@@ -239,6 +239,13 @@ class LMSetup:
     loaded: tuple[LoadedModel, LoadedModel] | None = None  # A and B as loaded (what a cluster task gets sent)
 
 
+def _parts_to(device: torch.device, *parts: LMParts) -> None:
+    """Move the taken-apart models' embeddings, heads and blocks to ``device`` (they are copies: in place)."""
+    for p in parts:
+        for mod in (p.embed, p.head, *p.blocks):
+            mod.to(device)
+
+
 def _whole(p: LMParts, role: str) -> ComposedLM:
     layout = [f"{role}.wte", f"{role}.wpe", *[f"{role}.h.{k}" for k in range(p.n_layer)], f"{role}.ln_f",
               f"{role}.lm_head"]
@@ -258,9 +265,7 @@ def setup_pair(spec: MergeSpec | LMStitchSpec | DepthSpec, ctx: RunContext,
     check_same_vocab(a.codec, b.codec, "joined")
     if check is not None:
         check(a, b)  # bad positions fail before any scoring
-    for p in (a, b):
-        for mod in (p.embed, p.head, *p.blocks):
-            mod.to(ctx.device)
+    _parts_to(ctx.device, a, b)
     text = spec.text or la.dataset or lb.dataset or "pydoc"
     ctx.progress(0.02, f"encoding {text}")
     data = lm_data(text, a.codec)
@@ -278,9 +283,7 @@ def setup_pair(spec: MergeSpec | LMStitchSpec | DepthSpec, ctx: RunContext,
 def _setup_in_worker(shipped: dict[str, Any], device: torch.device) -> LMSetup:
     """The setup again in a cluster task, from the driver's packages, encoded text and base scores."""
     a, b = lm_parts(shipped["a"].unpack()), lm_parts(shipped["b"].unpack())
-    for p in (a, b):
-        for mod in (p.embed, p.head, *p.blocks):
-            mod.to(device)
+    _parts_to(device, a, b)
     return LMSetup(a, b, shipped["data"], shipped["windows"], shipped["block"], shipped["base"], {}, device)
 
 
@@ -612,7 +615,7 @@ def run_depth(spec: DepthSpec, ctx: RunContext) -> dict:
         key = event.unit.key
         if event.kind == "progress":
             inside[key] = event.payload[0]
-            overall(event.payload[1] + (f" on {event.where['host']}" if event.where else ""))
+            overall(event.payload[1] + event.where_words)
         elif event.kind == "metrics":
             for step, metrics in event.payload:
                 ctx.log(step, metrics)

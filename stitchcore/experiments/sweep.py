@@ -447,8 +447,7 @@ def run_sweep(spec: SweepSpec, ctx: RunContext) -> dict:
     for event in backend.run_units(units, ctx.cancel):
         i = int(event.unit.key.split("|")[0])
         if event.kind == "progress":
-            where = f" on {event.where['host']} ({event.where['device']})" if event.where else ""
-            ctx.progress(0.05 + 0.95 * (len(done) + event.payload[0]) / len(cuts), event.payload[1] + where)
+            ctx.progress(0.05 + 0.95 * (len(done) + event.payload[0]) / len(cuts), event.payload[1] + event.where_words)
         elif event.kind == "cells":
             (row,) = event.payload
             done[i] = event.stamp(row)

@@ -151,6 +151,15 @@ class UnitEvent:
     payload: Any
     where: dict[str, Any] | None = None  # ray: node id, host, pid and device of the task; None locally
 
+    @property
+    def where_words(self) -> str:
+        """`` on HOST (DEVICE)`` for a progress line when the event came from a cluster task, else ''.
+
+        >>> UnitEvent(Unit("u", print, ()), "progress", None, {"node": "ab", "host": "h", "device": "cpu"}).where_words
+        ' on h (cpu)'
+        """
+        return f" on {self.where['host']} ({self.where['device']})" if self.where else ""
+
     def stamp(self, cell: dict[str, Any]) -> dict[str, Any]:
         """``cell`` with where it was computed (``node``, ``host``, ``device``) when that was a cluster task.
 
