@@ -611,7 +611,7 @@ def chart(where: Any, fig: Any, *, key: str, file_name: str | None = None) -> No
     if file_name:
         title = fig.layout.title.text or "figure"
         where.download_button(f"CSV: {title}", lambda: figure_csv(fig), file_name=file_name, mime="text/csv",
-                              icon=":material/download:", key=f"{key}-csvdl")  # fmt: skip
+                              icon=":material/download:", key=f"{key}-csvdl", on_click="ignore")  # fmt: skip
 
 
 def _draw_run(snap: JobSnapshot, key: str) -> None:
@@ -681,22 +681,22 @@ def downloads(snap: JobSnapshot, key: str) -> None:
                "summary": snap.summary, "error": snap.error, "metrics": snap.metrics}
     c = st.columns(4)
     c[0].download_button("Metrics CSV", csv, file_name=f"{snap.id}-metrics.csv", mime="text/csv",
-                         key=f"{key}-csv-{snap.id}")
+                         key=f"{key}-csv-{snap.id}", on_click="ignore")
     c[1].download_button("Run JSON", json.dumps(payload, indent=2, default=str), file_name=f"{snap.id}.json",
-                         mime="application/json", key=f"{key}-json-{snap.id}")
+                         mime="application/json", key=f"{key}-json-{snap.id}", on_click="ignore")
     store = get_store()
     now = store.lookup(snap.id)
     if now is None or now.status in ("queued", "running"):  # e.g. deleted meanwhile: nothing to bundle
         return
     c[2].download_button(
         "Download bundle", lambda: bundle_bytes(store, snap.id), file_name=f"stitchlab-{snap.id}.zip",
-        mime="application/zip", icon=":material/archive:", key=f"{key}-bundle-{snap.id}",
+        mime="application/zip", icon=":material/archive:", key=f"{key}-bundle-{snap.id}", on_click="ignore",
         help="This run with its curves, blobs and the zoo models it uses; import it on Results elsewhere"
              " (or `python -m stitchcore runs import FILE.zip`)",
     )  # fmt: skip
     c[3].download_button(
         "Download report", lambda: report_html(store, [snap.id]).encode(), file_name=f"stitchlab-{snap.id}.html",
-        mime="text/html", icon=":material/description:", key=f"{key}-report-{snap.id}",
+        mime="text/html", icon=":material/description:", key=f"{key}-report-{snap.id}", on_click="ignore",
         help="One HTML file that opens offline: the run's facts, numbers and interactive figures"
              " (`python -m stitchcore runs report ID --out FILE.html`)",
     )  # fmt: skip

@@ -208,7 +208,7 @@ picked_ids = pick_col.multiselect(
 )  # fmt: skip
 csv_col.download_button(
     "Table as CSV", shown.to_csv(index=False), file_name="stitchlab-runs.csv", mime="text/csv",
-    icon=":material/download:", key="results-table-csv", width="stretch", disabled=shown.empty,
+    icon=":material/download:", key="results-table-csv", on_click="ignore", width="stretch", disabled=shown.empty,
 )  # fmt: skip
 selected = list(dict.fromkeys([*picked_rows, *(r for r in picked_ids if r in by_id)]))
 
@@ -287,14 +287,14 @@ elif len(selected) >= 2:
     left.download_button(
         f"Download bundle ({_n(len(ended))})", lambda: ui.bundle_bytes(store, *ended),
         file_name=f"stitchlab-{len(ended)}-runs.zip", mime="application/zip", icon=":material/archive:",
-        key="results-bundle-selected", disabled=not ended,
+        key="results-bundle-selected", on_click="ignore", disabled=not ended,
         help="These runs with their curves, blobs and the zoo models they use, in one zip; import it on"
              " Results elsewhere (or `python -m stitchcore runs import FILE.zip`)",
     )  # fmt: skip
     right.download_button(
         f"Download report ({_n(len(ended))})", lambda: report_html(store, ended).encode(),
         file_name=f"stitchlab-{len(ended)}-runs.html", mime="text/html", icon=":material/description:",
-        key="results-report-selected", disabled=not ended,
+        key="results-report-selected", on_click="ignore", disabled=not ended,
         help="One HTML file that opens offline: a comparison, then each run's facts, numbers and figures"
              " (`python -m stitchcore runs report ID... --out FILE.html`)",
     )  # fmt: skip

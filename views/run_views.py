@@ -55,7 +55,7 @@ def _draw(panel: HeatPanel, where: Any, *, key: str, run_id: str, skipped: dict 
         event = where.plotly_chart(fig, key=chart_key, config=ui.CHART_CONFIG)
     where.download_button(
         f"CSV: {panel.title}", panel.csv(), file_name=f"{run_id}-{panel.csv_name}.csv", mime="text/csv",
-        icon=":material/download:", key=f"{key}-csv-{panel.csv_name}-{run_id}",
+        icon=":material/download:", key=f"{key}-csv-{panel.csv_name}-{run_id}", on_click="ignore",
     )  # fmt: skip
     return event
 

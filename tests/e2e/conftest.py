@@ -104,6 +104,28 @@ def open_app(page, url: str) -> None:
     )
 
 
+def download(page, button, where: Path, timeout: float = 120_000) -> Path:
+    """Click a Streamlit download ``button`` (a locator) and save the file under ``where``; its path.
+
+    Streamlit keeps a file that a download button generates on click only until two script runs of any
+    session have ended (each sweeps unreferenced files), and the sidebar's job monitor reruns every 2 s: a
+    browser that fetches the file seconds late, as a loaded CI machine's can, gets a cancelled download.
+    Reproduced with the fetch delayed by 3 s; at 1 s it succeeds. A user clicks again; so does this, once.
+    """
+    for attempt in (1, 2):
+        with page.expect_download(timeout=timeout) as info:
+            button.click()
+        path = where / info.value.suggested_filename
+        try:
+            info.value.save_as(path)
+            return path
+        except Exception as exc:  # playwright's Error: "Download.save_as: canceled"
+            if attempt == 2 or "canceled" not in str(exc):
+                raise
+            page.wait_for_timeout(500)
+    raise AssertionError("unreachable")
+
+
 @contextlib.contextmanager
 def serve(store: Path):
     """A `streamlit run app.py` over ``store`` on a free port; yields its base URL, stops it on exit."""

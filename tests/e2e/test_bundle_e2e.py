@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import open_app, serve
+from tests.e2e.conftest import download, open_app, serve
 
 SLOW = 120_000
 
@@ -43,11 +43,7 @@ def _pick(page, run_id: str) -> None:
 
 
 def _download(page, label: str, where: Path) -> Path:
-    with page.expect_download(timeout=SLOW) as dl:
-        page.get_by_role("button", name=label).first.click()
-    path = where / dl.value.suggested_filename
-    dl.value.save_as(path)
-    return path
+    return download(page, page.get_by_role("button", name=label).first, where, timeout=SLOW)
 
 
 def _numbers(page, base: str, tmp: Path, matrix: str, stitch: str) -> dict[str, str]:

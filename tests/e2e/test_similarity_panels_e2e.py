@@ -10,7 +10,7 @@ import io
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import open_app
+from tests.e2e.conftest import download, open_app
 
 SENDERS, RECEIVERS = ("block2", "fc1"), ("block2", "fc2")  # fc1 (a vector) cannot feed block2 (a map): skipped
 CONTROLS = ("random sender", "random receiver", "both random")
@@ -35,7 +35,7 @@ def _chart(page, title: str):
     return page.locator(".js-plotly-plot", has_text=title).first
 
 
-def test_matrix_link_shows_every_control_debiased_skips_and_csvs(app_url, page, matrix_run):
+def test_matrix_link_shows_every_control_debiased_skips_and_csvs(app_url, page, matrix_run, tmp_path):
     s = matrix_run.summary
     assert s["skipped"] == {"fc1->block2": s["skipped"]["fc1->block2"]}
     open_app(page, f"{app_url}/similarity?run={matrix_run.id}")
@@ -68,9 +68,8 @@ def test_matrix_link_shows_every_control_debiased_skips_and_csvs(app_url, page, 
     # one CSV download per panel; the stitching panel's holds its numbers, senders down, receivers across
     buttons = page.locator('[data-testid="stDownloadButton"]').filter(has_text="CSV: ")
     expect(buttons).to_have_count(7, timeout=30_000)
-    with page.expect_download() as info:
-        buttons.filter(has_text="CSV: Debiased: trained − random receiver").first.click()
-    rows = list(csv.reader(io.StringIO(open(info.value.path()).read())))
+    saved = download(page, buttons.filter(has_text="CSV: Debiased: trained − random receiver").first, tmp_path)
+    rows = list(csv.reader(io.StringIO(saved.read_text(encoding="utf-8"))))
     assert rows[0] == ["sender (A) \\ receiver (B)", *RECEIVERS]
     assert [r[0] for r in rows[1:]] == list(SENDERS)
     want = s["debiased_by_control"]["random_receiver"]
