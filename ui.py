@@ -513,7 +513,7 @@ def run_header(snap: JobSnapshot, key: str, *, title: str | None = None, kept: s
     failed = (snap.summary or {}).get("failed") or {}
     if failed:
         first, why = next(iter(failed.items()))
-        st.warning(f"{len(failed)} part(s) of this run failed on the cluster, e.g. {md_text(first)}: {md_text(why)}."
+        st.warning(f"{len(failed)} part(s) of this run failed on the cluster, e.g. {md_text(first)}: {md_text(why.rstrip('.'))}."
                    " The rest completed and is shown below.")
         if not viewer_mode() and snap.spec is not None and st.button(
                 "Retry the failed parts", key=f"{key}-retry-{snap.id}",

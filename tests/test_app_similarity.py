@@ -77,3 +77,25 @@ def test_a_link_to_a_model_pair_picks_the_models(app):
     assert not at.exception
     assert at.selectbox(key="sim_pick_a").value == "zoo:cnn-digits-s1"
     assert at.text_input(key="sim_ref_b").value == "zoo:cnn-digits-s0?init=random"  # not in the list: typed
+
+
+def test_a_link_to_a_matrix_of_every_sender_into_chosen_receivers_fills_the_form_with_that_matrix(app):
+    at = app.run().switch_page("views/similarity.py").run()
+    at.radio(key="sim_cutset").set_value("choose").run()
+    at.multiselect(key="sim_cuts_b").set_value(["fc2"]).run()  # every sender (the default), one receiver
+    at.checkbox(key="sim_cka").uncheck().run()
+    at.button(key="sim_launch").click().run()
+    run_id = at.query_params["run"]
+    run_id = run_id[0] if isinstance(run_id, list) else run_id
+    spec = ui.get_store().lookup(run_id).spec
+    assert spec["senders"] is None and spec["receivers"] == ["fc2"]  # all picked = every cut, as "all" says
+    assert ui.get_runner().wait(run_id, timeout=180).state == "done"
+
+    fresh = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    fresh.query_params["run"] = run_id
+    fresh.run().switch_page("views/similarity.py").run()
+    assert not fresh.exception
+    assert fresh.multiselect(key="sim_cuts_a").value == ["block1", "block2", "flatten", "fc1", "fc2"]
+    assert fresh.multiselect(key="sim_cuts_b").value == ["fc2"]
+    assert not fresh.button(key="sim_launch").disabled
+    assert any("In the store already" in c.value for c in fresh.caption)  # the form is that very run

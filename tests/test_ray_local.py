@@ -107,7 +107,8 @@ def test_stop_on_ray_keeps_the_finished_cells_and_a_rerun_resumes(local_ray, sto
                for c in cells if (c["sender"], c["receiver"]) in before)  # kept, not recomputed
 
 
-def test_a_unit_whose_worker_dies_for_good_is_stored_failed_and_the_rest_complete(local_ray, store):
+def test_a_unit_whose_worker_dies_for_good_is_stored_failed_and_the_rest_complete(local_ray, store, monkeypatch,
+                                                                                  fresh_app_state):
     store, refs = store
     spec = MatrixSpec(refs[0], refs[1], mode="trained", epochs=60, max_train=400, max_test=300, seed=9,
                       receivers=("fc1", "fc2"))  # fmt: skip
@@ -131,9 +132,31 @@ def test_a_unit_whose_worker_dies_for_good_is_stored_failed_and_the_rest_complet
     assert all(v is not None for v in [row[1] for row in s["values"]])  # fc2 completed
     assert partial_path(store, out.record.id).exists()  # so a re-run retries only the failed cells
 
-    again = run_experiment("matrix", spec, store, rerun=True, options=RAY)
-    assert "failed" not in again.record.summary
-    assert all(v is not None for row in again.record.summary["values"] for v in row)
+    # the run's view says so and its "Retry the failed parts" computes only those (here on the local backend)
+    from streamlit.testing.v1 import AppTest
+    from tests.conftest import ROOT
+
+    import ui
+
+    monkeypatch.setenv("STITCHLAB_STORE", str(store.root))
+    view = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    view.query_params["run"] = out.record.id
+    view.run().switch_page("views/results.py").run()
+    assert not view.exception
+    warning = next(w.value for w in view.warning if "failed on the cluster" in w.value)
+    assert warning.startswith("5 part(s) of this run failed on the cluster") and "fc1" in warning, warning
+    assert any("= failed on the cluster: Retry the failed parts" in c.value for c in view.caption)  # the blanks
+    assert all(c.get("node") for c in partial_cells(store, out.record.id) if c["receiver"] == "fc2")  # from Ray
+    view.button(key=f"results-retry-{out.record.id}").click().run()
+    assert ui.get_runner().wait(out.record.id, timeout=180).state == "done"
+    view.run()
+    assert not view.exception and not any("failed on the cluster" in w.value for w in view.warning)
+    again = store.lookup(out.record.id)
+    assert "failed" not in again.summary
+    assert all(v is not None for row in again.summary["values"] for v in row)
+    by_receiver = {r: [bool(c.get("node")) for c in partial_cells(store, out.record.id) if c["receiver"] == r]
+                   for r in ("fc1", "fc2")}  # fmt: skip
+    assert by_receiver == {"fc1": [False] * 5, "fc2": [True] * 5}  # fc2 kept from Ray, fc1 computed here
 
 
 def test_an_assembly_on_ray_equals_the_local_one(local_ray, store):

@@ -22,7 +22,9 @@ import ui
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.assemble import AssembleSpec, assembled_cells, pareto_front, recipe_name
-from stitchcore.experiments.matrix import MatrixSpec, cell_axes, cell_grid, control_tables, partial_cells, skipped_pairs
+from stitchcore.experiments.matrix import (
+    MatrixSpec, blank_cells_mean, cell_axes, cell_grid, control_tables, failed_pairs, partial_cells, skipped_pairs,
+)  # fmt: skip
 from stitchcore.experiments.merge import partial_points
 from stitchcore.experiments.sweep import partial_positions
 from stitchcore.measures.traits import parse_metric
@@ -123,7 +125,7 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
             st.caption(f"CKA: {cka_now.state} {cka_now.message}")
         skipped = skipped_pairs(s, cells)
         done = now.state == "done"
-        pending = None if done else "not computed yet" if not now.is_final else "not computed (the run ended first)"
+        pending = blank_cells_mean(now.state, failed_pairs(s, cells))
         if done:
             st.caption("Click a cell of the stitching panel to open that pair on the Stitch page.")
         _legend(skipped, pending)

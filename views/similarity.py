@@ -59,8 +59,9 @@ def _prefill(run_id: str) -> None:
     chosen = spec.senders is not None or spec.receivers is not None
     st.session_state.update(sim_pick_a=spec.a, sim_ref_a=spec.a, sim_pick_b=spec.b, sim_ref_b=spec.b,
                             sim_cutset="choose" if chosen else "all", sim_dataset=spec.dataset)  # fmt: skip
-    if chosen:
-        st.session_state.update(sim_cuts_a=list(spec.senders or []), sim_cuts_b=list(spec.receivers or []))
+    if chosen:  # one side may still be every cut (None): the multiselect then holds all of that model's cuts
+        for role, ref, cuts in (("a", spec.a, spec.senders), ("b", spec.b, spec.receivers)):
+            st.session_state[f"sim_cuts_{role}"] = list(cuts) if cuts is not None else _every_cut(ref)
     if rec.kind == "similarity":
         st.session_state.update(sim_cka=True, sim_measure=spec.measure)
         return
@@ -71,8 +72,17 @@ def _prefill(run_id: str) -> None:
         st.session_state["sim_measure"] = spec_from_record(cka).measure
 
 
+def _every_cut(ref: str) -> list[str]:
+    """Every cut name of a model, in execution order ([] when it cannot be loaded: the page says why later)."""
+    try:
+        return [c.name for c in ui.cuts_of(ref)]
+    except StitchError:
+        return []
+
+
 def _cut_set(ref: str, role: str, how: str) -> tuple[str, ...] | None:
-    """The cut names of one model for the chosen cut set (None = every cut); a multiselect for "choose"."""
+    """The cut names of one model for the chosen cut set (None = every cut, also when "choose" picks them
+    all, so the run is the same as "all"'s); a multiselect for "choose"."""
     if how == "all":
         return None
     try:
@@ -90,6 +100,8 @@ def _cut_set(ref: str, role: str, how: str) -> tuple[str, ...] | None:
         st.session_state[key] = [c.name for c in coarse_cuts(cuts, COARSE_CUTS)]
     label = "Sender cuts of A (rows)" if role == "a" else "Receiver cuts of B (columns)"
     picked = set(st.multiselect(label, names, key=key))
+    if picked == set(names):
+        return None
     return tuple(n for n in names if n in picked)  # execution order, whatever the click order
 
 
@@ -158,7 +170,7 @@ with right:
 specs = None
 if models is None:
     why_not = "pick models A and B" if not (ref_a and ref_b) else "a model could not be loaded (above)"
-elif cut_set == "choose" and not (senders and receivers):
+elif cut_set == "choose" and (senders == () or receivers == ()):
     why_not = "choose at least one cut of A and one of B"
 if why_not is None:
     try:

@@ -83,9 +83,10 @@ from stitchcore.stitching.train import OPTIMIZERS
 from stitchcore.store.results import Store
 
 __all__ = [
-    "CELLS_ARTIFACT", "CONTROLS", "CONTROL_NAMES", "MODES", "VARIANTS", "ControlTable", "MatrixSpec", "cell_axes",
-    "cell_grid", "control_tables", "debiased", "difference", "failed_pairs", "partial_cells", "partial_path",
-    "receiver_unit", "run_matrix", "sender_activations", "skipped_pairs", "streamed_unit",
+    "CELLS_ARTIFACT", "CONTROLS", "CONTROL_NAMES", "MODES", "VARIANTS", "ControlTable", "MatrixSpec",
+    "blank_cells_mean", "cell_axes", "cell_grid", "control_tables", "debiased", "difference", "failed_pairs",
+    "partial_cells", "partial_path", "receiver_unit", "run_matrix", "sender_activations", "skipped_pairs",
+    "streamed_unit",
 ]  # fmt: skip
 
 log = logging.getLogger(__name__)
@@ -342,6 +343,20 @@ def failed_pairs(summary: Mapping[str, Any] | None, cells: list[dict]) -> dict[t
         if c.get("failed_reason") and c.get("variant", "trained") == "trained":
             out.setdefault((c["sender"], c["receiver"]), str(c["failed_reason"]))
     return out
+
+
+def blank_cells_mean(status: str, failed: Mapping[tuple[str, str], str]) -> str | None:
+    """What a blank cell of a matrix run in ``status`` means, for the heat maps' hover and legend (None: a
+    finished run with every cell computed has none).
+
+    >>> blank_cells_mean("running", {}), blank_cells_mean("done", {("fc1", "fc2"): "node died"})
+    ('not computed yet', 'failed on the cluster: Retry the failed parts')
+    """
+    if status in ("queued", "running"):
+        return "not computed yet"
+    if failed:
+        return "failed on the cluster: Retry the failed parts"
+    return None if status == "done" else "not computed (the run ended first)"
 
 
 # ---------------------------------------------------------------------------- the experiment

@@ -27,7 +27,9 @@ import plotly.graph_objects as go
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.assemble import assembled_cells, pareto_front
-from stitchcore.experiments.matrix import ControlTable, cell_axes, cell_grid, control_tables, partial_cells, skipped_pairs
+from stitchcore.experiments.matrix import (
+    ControlTable, blank_cells_mean, cell_axes, cell_grid, control_tables, failed_pairs, partial_cells, skipped_pairs,
+)  # fmt: skip
 from stitchcore.experiments.merge import partial_points
 from stitchcore.experiments.sweep import partial_positions
 from stitchcore.measures.similarity import Measure, get_measure, list_measures
@@ -277,7 +279,7 @@ def _matrix(record: RunRecord, store: Store) -> list[RunFigure]:
     if not senders:
         return []
     skipped = skipped_pairs(s, cells)
-    pending = None if record.status == "done" else "not computed (the run ended first)"
+    pending = blank_cells_mean(record.status, failed_pairs(s, cells))
     figs = []
     for metric, field in (("accuracy", "values"), ("penalty", "penalty")):
         grid = s.get(field) or cell_grid(cells, senders, receivers, field=metric)
