@@ -254,8 +254,10 @@ def show_estimate(kind: str, spec: Any) -> Estimate | None:
     """
     if spec is None:
         return None
+    cluster = get_runner().options_for(kind)
     return _show_estimate(lambda: estimate_seconds(kind, spec, get_store(), wait=False,
-                                                   threads=get_runner().cpu_threads), kind)
+                                                   threads=get_runner().cpu_threads), kind,
+                          on_cluster=cluster is not None and cluster.backend != "local")  # fmt: skip
 
 
 def show_plan_estimate(items: list[tuple[str, Any]]) -> Estimate | None:
@@ -265,11 +267,12 @@ def show_plan_estimate(items: list[tuple[str, Any]]) -> Estimate | None:
                           "+".join(k for k, _ in items))
 
 
-def _show_estimate(compute: Callable[[], Estimate | None], what: str) -> Estimate | None:
+def _show_estimate(compute: Callable[[], Estimate | None], what: str, *, on_cluster: bool = False
+                   ) -> Estimate | None:  # fmt: skip
     try:
         est = compute()
         if est is not None:
-            _draw_estimate(est)
+            _draw_estimate(est, on_cluster=on_cluster)
             return est
         if not calibrating():
             return None  # nothing to say: it cannot be estimated
@@ -292,15 +295,21 @@ def _show_estimate(compute: Callable[[], Estimate | None], what: str) -> Estimat
     return None
 
 
-def _draw_estimate(est: Estimate) -> None:
+def _draw_estimate(est: Estimate, *, on_cluster: bool = False) -> None:
+    """The estimate's caption; ``on_cluster``: the run goes to Ray (Settings), whose tasks run side by side,
+    so the time is what this machine alone would take, said as such."""
     if est.stored:
         st.caption(":material/bolt: In the store already: opens at once.")
         return
     text = f":material/timer: About {format_duration(est.seconds)} on this machine"
+    if on_cluster:
+        text += "; the Ray cluster runs its parts side by side"
     if est.seconds > LONG_RUN_SECONDS:
         text = f":orange[{text} · it runs in the background]"
-    st.caption(text, help=f"Estimate ({format_duration(est.low)} to {format_duration(est.high)}), {est.basis}. "
-                          "Jobs run in the background: you can leave the page.")
+    cluster = (" It runs on the Ray cluster (Settings): shorter by up to the cluster's number of task slots,"
+               " plus its workers' start-up (seconds)." if on_cluster else "")
+    st.caption(text, help=f"Estimate ({format_duration(est.low)} to {format_duration(est.high)}), {est.basis}."
+                          f"{cluster} Jobs run in the background: you can leave the page.")
 
 
 def _watch_kind(snap: JobSnapshot) -> str:

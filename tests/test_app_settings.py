@@ -46,3 +46,24 @@ def test_a_saved_setting_is_what_the_next_server_on_the_store_starts_with(app):
         assert other.options == RunOptions(max_retries=4)
     finally:
         other.shutdown()
+
+
+def test_with_ray_set_the_estimate_says_it_is_this_machines_time(app):
+    """Set to Ray, a matrix's estimate is still this machine's time, and says the cluster runs its parts side by
+    side; a stitch (it runs here whatever the setting) says nothing of the cluster."""
+    import time
+
+    at = app.run()
+    ui.get_runner().set_options(RunOptions("ray", "10.0.0.5:6379"), save=False)  # nothing connects until a job
+
+    def estimate(page: str) -> str:
+        view = at.switch_page(page).run()
+        deadline = time.monotonic() + 120
+        while not any("About" in c.value for c in view.caption):
+            assert time.monotonic() < deadline, [c.value for c in view.caption]
+            time.sleep(0.5)
+            view.run()
+        return next(c.value for c in view.caption if "About" in c.value)
+
+    assert "on this machine; the Ray cluster runs its parts side by side" in estimate("views/similarity.py")
+    assert "Ray" not in estimate("views/stitch.py")
