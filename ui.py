@@ -254,10 +254,19 @@ def show_estimate(kind: str, spec: Any) -> Estimate | None:
     """
     if spec is None:
         return None
-    cluster = get_runner().options_for(kind)
     return _show_estimate(lambda: estimate_seconds(kind, spec, get_store(), wait=False,
                                                    threads=get_runner().cpu_threads), kind,
-                          on_cluster=cluster is not None and cluster.backend != "local")  # fmt: skip
+                          on_cluster=_runs_on_cluster(kind))  # fmt: skip
+
+
+def _runs_on_cluster(kind: str) -> bool:
+    """Whether a job of ``kind`` goes to Ray under the server's Settings; False for estimator-only kinds
+    (``lm_zoo``: a char-GPT's training is a zoo job, and zoo jobs run here)."""
+    try:
+        options = get_runner().options_for(kind)
+    except StitchError:
+        return False
+    return options is not None and options.backend != "local"
 
 
 def show_plan_estimate(items: list[tuple[str, Any]]) -> Estimate | None:

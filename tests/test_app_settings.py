@@ -49,12 +49,13 @@ def test_a_saved_setting_is_what_the_next_server_on_the_store_starts_with(app):
 
 
 def test_with_ray_set_the_estimate_says_it_is_this_machines_time(app):
-    """Set to Ray, a matrix's estimate is still this machine's time, and says the cluster runs its parts side by
-    side; a stitch (it runs here whatever the setting) says nothing of the cluster."""
+    """Set to Ray, a matrix's estimate is still this machine's time and says the cluster runs its parts
+    side by side; a stitch or a char-GPT's training (they run here whatever the setting) says nothing of
+    the cluster."""
     import time
 
     at = app.run()
-    ui.get_runner().set_options(RunOptions("ray", "10.0.0.5:6379"), save=False)  # nothing connects until a job
+    ui.get_runner().set_options(RunOptions("ray", "10.0.0.5:6379"), save=False)  # (no job: nothing connects)
 
     def estimate(page: str) -> str:
         view = at.switch_page(page).run()
@@ -67,3 +68,4 @@ def test_with_ray_set_the_estimate_says_it_is_this_machines_time(app):
 
     assert "on this machine; the Ray cluster runs its parts side by side" in estimate("views/similarity.py")
     assert "Ray" not in estimate("views/stitch.py")
+    assert "Ray" not in estimate("views/language.py")  # a char-GPT's training ("lm_zoo" to the estimator)
