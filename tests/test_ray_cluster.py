@@ -27,14 +27,14 @@ def cluster():
 
 
 @pytest.mark.timeout(240)
-def test_a_matrix_on_two_nodes_survives_a_killed_worker(cluster, trained_store, tmp_path):
+def test_a_matrix_on_two_nodes_survives_a_killed_worker(cluster, _trained, tmp_path):
     address, temp = cluster
     from tests.conftest import copy_store
 
     from stitchcore.store.results import Store
 
-    src, refs = trained_store
-    copy_store(src.root, tmp_path / "store")
+    _, refs, pristine = _trained
+    copy_store(pristine, tmp_path / "store")  # the two CNNs as first trained: the matrix computes
     store = Store(tmp_path / "store")
     spec = MatrixSpec(refs[0], refs[1], mode="trained", epochs=40, max_train=400, max_test=300, seed=11,
                       receivers=("block2", "fc1", "fc2"))  # fmt: skip

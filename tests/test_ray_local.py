@@ -34,13 +34,14 @@ def local_ray():
 
 
 @pytest.fixture
-def store(trained_store, tmp_path):
+def store(_trained, tmp_path):
+    """The two digit CNNs as first trained (no run of them yet: every run here computes), and their refs."""
     from tests.conftest import copy_store
 
     from stitchcore.store.results import Store
 
-    src, refs = trained_store
-    copy_store(src.root, tmp_path / "store")
+    _, refs, pristine = _trained
+    copy_store(pristine, tmp_path / "store")
     return Store(tmp_path / "store"), refs
 
 

@@ -12,11 +12,10 @@ from tests.conftest import copy_store
 from tests.e2e.conftest import open_app, serve
 
 
-def test_switch_to_ray_then_a_matrix_runs_there(page, trained_store, tmp_path, monkeypatch):
+def test_switch_to_ray_then_a_matrix_runs_there(page, _trained, tmp_path, monkeypatch):
     for name, value in RAY_ENV.items():
         monkeypatch.setenv(name, value)  # the server (and its job worker and probe) inherit them
-    store, _ = trained_store
-    copy_store(store.root, tmp_path / "store")
+    copy_store(_trained[2], tmp_path / "store")  # the two CNNs as first trained: no matrix of them yet
     shots = os.environ.get("STITCHLAB_SHOTS")  # a folder to keep screenshots in, when looking at the pages
     with serve(tmp_path / "store") as url:
         open_app(page, f"{url}/settings")
