@@ -276,8 +276,9 @@ def show_plan_estimate(items: list[tuple[str, Any]]) -> Estimate | None:
                           "+".join(k for k, _ in items))
 
 
-def _show_estimate(compute: Callable[[], Estimate | None], what: str, *, on_cluster: bool = False
-                   ) -> Estimate | None:  # fmt: skip
+def _show_estimate(
+    compute: Callable[[], Estimate | None], what: str, *, on_cluster: bool = False
+) -> Estimate | None:
     try:
         est = compute()
         if est is not None:
@@ -531,8 +532,8 @@ def run_header(snap: JobSnapshot, key: str, *, title: str | None = None, kept: s
     failed = (snap.summary or {}).get("failed") or {}
     if failed:
         first, why = next(iter(failed.items()))
-        st.warning(f"{len(failed)} part(s) of this run failed on the cluster, e.g. {md_text(first)}: {md_text(why.rstrip('.'))}."
-                   " The rest completed and is shown below.")
+        st.warning(f"{len(failed)} part(s) of this run failed on the cluster, e.g. {md_text(first)}: "
+                   f"{md_text(why.rstrip('.'))}. The rest completed and is shown below.")
         if not viewer_mode() and snap.spec is not None and st.button(
                 "Retry the failed parts", key=f"{key}-retry-{snap.id}",
                 help="Runs it again; the finished parts are kept, only the failed ones are computed"):

@@ -208,7 +208,8 @@ picked_ids = pick_col.multiselect(
 )  # fmt: skip
 csv_col.download_button(
     "Table as CSV", shown.to_csv(index=False), file_name="stitchlab-runs.csv", mime="text/csv",
-    icon=":material/download:", key="results-table-csv", on_click="ignore", width="stretch", disabled=shown.empty,
+    icon=":material/download:", key="results-table-csv", on_click="ignore", width="stretch",
+    disabled=shown.empty,
 )  # fmt: skip
 selected = list(dict.fromkeys([*picked_rows, *(r for r in picked_ids if r in by_id)]))
 

@@ -23,7 +23,8 @@ from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.assemble import AssembleSpec, assembled_cells, pareto_front, recipe_name
 from stitchcore.experiments.matrix import (
-    MatrixSpec, blank_cells_mean, cell_axes, cell_grid, control_tables, failed_pairs, partial_cells, skipped_pairs,
+    MatrixSpec, blank_cells_mean, cell_axes, cell_grid, control_tables, failed_pairs, partial_cells,
+    skipped_pairs,
 )  # fmt: skip
 from stitchcore.experiments.merge import partial_points
 from stitchcore.experiments.sweep import partial_positions

@@ -73,7 +73,7 @@ def _prefill(run_id: str) -> None:
 
 
 def _every_cut(ref: str) -> list[str]:
-    """Every cut name of a model, in execution order ([] when it cannot be loaded: the page says why later)."""
+    """Every cut name of a model, in execution order ([] when it cannot be loaded: the page says why)."""
     try:
         return [c.name for c in ui.cuts_of(ref)]
     except StitchError:

@@ -28,7 +28,8 @@ from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.assemble import assembled_cells, pareto_front
 from stitchcore.experiments.matrix import (
-    ControlTable, blank_cells_mean, cell_axes, cell_grid, control_tables, failed_pairs, partial_cells, skipped_pairs,
+    ControlTable, blank_cells_mean, cell_axes, cell_grid, control_tables, failed_pairs, partial_cells,
+    skipped_pairs,
 )  # fmt: skip
 from stitchcore.experiments.merge import partial_points
 from stitchcore.experiments.sweep import partial_positions
