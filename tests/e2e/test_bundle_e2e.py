@@ -71,7 +71,8 @@ def test_a_bundle_carries_a_matrix_and_a_stitch_to_another_server(source, page, 
         _pick(page, matrix)
         _pick(page, stitch)
         page.get_by_text("Compare 2 runs").wait_for(timeout=SLOW)
-        bundle = _download(page, "Download bundle (2 runs)", tmp_path)
+        page.get_by_role("button", name="Download bundle (2 runs)").click()  # makes the zip, then offers it
+        bundle = _download(page, "Save bundle (2 runs)", tmp_path)
         before = _numbers(page, first, tmp_path / "before", matrix, stitch)
     assert bundle.suffix == ".zip" and bundle.stat().st_size > 0
 
