@@ -625,7 +625,7 @@ def live_figure(key: tuple, metrics: dict[str, list[tuple[int, float]]], build: 
 
 def chart(where: Any, fig: Any, *, key: str, file_name: str | None = None) -> None:
     """A plotly figure with the house toolbar (:data:`CHART_CONFIG`) and, given ``file_name``, a download of
-    its numbers as CSV under it (``figure_csv``, made on click)."""
+    its numbers as CSV under it (``figure_csv``, made as it is drawn: see :func:`made_download` for why)."""
     where.plotly_chart(fig, key=key, config=CHART_CONFIG)
     if file_name:
         title = fig.layout.title.text or "figure"
