@@ -707,7 +707,7 @@ def made_download(where: Any, label: str, make: Callable[[], bytes], *, file_nam
         with st.spinner(f"Making {file_name} …"):
             try:
                 st.session_state[key] = make()
-            except StitchError as exc:
+            except Exception as exc:  # e.g. a run deleted meanwhile: one red line, the page goes on
                 show_error(exc, f"making {file_name}")
                 return
     data = st.session_state.get(key)
