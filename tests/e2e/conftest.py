@@ -107,21 +107,14 @@ def open_app(page, url: str) -> None:
 def download(page, button, where: Path, timeout: float = 120_000) -> Path:
     """Click a Streamlit download ``button`` (a locator) and save the file under ``where``; its path.
 
-    A download Streamlit could not serve (its file swept meanwhile: see ``ui.made_download``) reads as a
-    cancelled download; a user clicks again, and so does this, once.
+    No second try: every download button holds its bytes (``ui.made_download`` says why), so a cancelled
+    download is a fault of the app.
     """
-    for attempt in (1, 2):
-        with page.expect_download(timeout=timeout) as info:
-            button.click()
-        path = where / info.value.suggested_filename
-        try:
-            info.value.save_as(path)
-            return path
-        except Exception as exc:  # playwright's Error: "Download.save_as: canceled"
-            if attempt == 2 or "canceled" not in str(exc):
-                raise
-            page.wait_for_timeout(500)
-    raise AssertionError("unreachable")
+    with page.expect_download(timeout=timeout) as info:
+        button.click()
+    path = where / info.value.suggested_filename
+    info.value.save_as(path)
+    return path
 
 
 @contextlib.contextmanager
