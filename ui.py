@@ -27,9 +27,9 @@ from stitchcore.data import ImageDataset, list_datasets, load_dataset
 from stitchcore.device import describe_device, pick_device
 from stitchcore.errors import StitchError
 from stitchcore.experiments.dataset_check import head_fix, head_mismatch
-from stitchcore.experiments.backends import ran_where
+from stitchcore.backends import ran_where
 from stitchcore.experiments.estimate import Estimate, calibrating, estimate_plan, estimate_seconds, format_duration
-from stitchcore.experiments.jobs import JobRunner, JobSnapshot
+from stitchcore.jobs import JobRunner, JobSnapshot
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.refs import parse_ref
 from stitchcore.models.sources import load_model

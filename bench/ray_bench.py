@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from stitchcore.experiments import matrix as matrix_module
 from stitchcore.experiments import run_experiment
-from stitchcore.experiments.backends import RunOptions
+from stitchcore.backends import RunOptions
 from stitchcore.experiments.matrix import MatrixSpec, partial_cells
 from stitchcore.experiments.zoo import ZooRecipe
 from stitchcore.models.sources import load_model
@@ -137,7 +137,7 @@ def main() -> None:
 
     import ray
 
-    from stitchcore.experiments.backends import ray_backend
+    from stitchcore.backends import ray_backend
 
     log(f"ray: starting a {args.workers}-CPU Ray here")
     with mock.patch.object(os, "cpu_count", lambda: args.workers):  # connect(None) starts os.cpu_count() CPUs

@@ -9,8 +9,9 @@ import json
 from tests.ray_helpers import free_port
 
 import ui
-from stitchcore.experiments.backends import RunOptions
-from stitchcore.experiments.jobs import SETTINGS_FILE, JobRunner
+from stitchcore.backends import RunOptions
+from stitchcore.backends.settings import SETTINGS_FILE
+from stitchcore.jobs import JobRunner
 
 
 def _settings(app):

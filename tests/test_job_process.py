@@ -9,8 +9,8 @@ import time
 import pytest
 
 from stitchcore.errors import StitchError
-from stitchcore.experiments.job_process import THREADS_ENV
-from stitchcore.experiments.jobs import JobRunner
+from stitchcore.jobs.worker import THREADS_ENV
+from stitchcore.jobs import JobRunner
 from stitchcore.experiments.zoo import ZooRecipe
 from stitchcore.store.results import Store
 

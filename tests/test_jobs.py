@@ -20,7 +20,7 @@ import pytest
 
 from stitchcore.errors import CutError, StitchError
 from stitchcore.experiments import RunContext, list_experiments, register_experiment
-from stitchcore.experiments.jobs import JobRunner, JobSnapshot
+from stitchcore.jobs import JobRunner, JobSnapshot
 from stitchcore.experiments.stitch import StitchSpec
 from stitchcore.store.results import Store, run_id_for
 
@@ -368,7 +368,7 @@ def test_bad_kind_and_device_are_user_errors(make_runner):
 
 
 def test_eta_appears_once_progress_means_something_and_decreases(make_runner, monkeypatch):
-    from stitchcore.experiments import jobs
+    from stitchcore.jobs import snapshot as jobs
 
     monkeypatch.setattr(jobs, "ETA_MIN_SECONDS", 0.1)
     runner = make_runner()

@@ -252,7 +252,7 @@ def test_adapter_training_leaves_frozen_parts_untouched(lm_store):
 
 
 def test_depth_job_can_be_cancelled(lm_store):
-    from stitchcore.experiments.jobs import JobRunner
+    from stitchcore.jobs import JobRunner
 
     store, (a, b, _) = lm_store
     with JobRunner(store) as runner:

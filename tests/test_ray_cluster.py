@@ -11,7 +11,7 @@ import pytest
 from tests.ray_helpers import ray_env, two_node_cluster, unit_pids
 
 from stitchcore.experiments import run_experiment
-from stitchcore.experiments.backends import RunOptions
+from stitchcore.backends import RunOptions
 from stitchcore.experiments.matrix import MatrixSpec, partial_cells
 
 pytest.importorskip("ray")
@@ -19,7 +19,7 @@ pytest.importorskip("ray")
 
 @pytest.fixture(scope="module")
 def cluster():
-    from stitchcore.experiments.backends.ray_backend import disconnect
+    from stitchcore.backends.ray_backend import disconnect
 
     with ray_env(), two_node_cluster() as (address, temp):
         yield address, temp

@@ -14,7 +14,7 @@ from tests.ray_helpers import ray_env, unit_pids
 
 from stitchcore.errors import Cancelled
 from stitchcore.experiments import run_experiment
-from stitchcore.experiments.backends import RunOptions
+from stitchcore.backends import RunOptions
 from stitchcore.experiments.matrix import MatrixSpec, failed_pairs, partial_cells, partial_path
 from stitchcore.store.results import run_id_for
 
@@ -25,7 +25,7 @@ RAY = RunOptions("ray")
 @pytest.fixture(scope="module")
 def local_ray():
     """Ray started here once for the module (through the backend, as a run starts it), stopped after."""
-    from stitchcore.experiments.backends import ray_backend
+    from stitchcore.backends import ray_backend
 
     with ray_env():
         ray_backend.connect(None)

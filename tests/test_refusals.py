@@ -7,7 +7,7 @@ import pytest
 
 from stitchcore.errors import AdapterError, CutError, StitchError
 from stitchcore.experiments import check_spec, run_experiment
-from stitchcore.experiments.jobs import JobRunner
+from stitchcore.jobs import JobRunner
 from stitchcore.experiments.matrix import MatrixSpec
 from stitchcore.experiments.merge import DepthSpec, LMStitchSpec, MergeSpec
 from stitchcore.experiments.similarity import SimilaritySpec

@@ -19,7 +19,7 @@ import pytest
 import stitchcore.store.results as store_mod
 from stitchcore.errors import RunBusy, StoreError
 from stitchcore.experiments.zoo import ZooRecipe
-from stitchcore.experiments.jobs import JobRunner
+from stitchcore.jobs import JobRunner
 from stitchcore.store.results import Store, run_id_for
 
 ROOT = Path(__file__).resolve().parents[1]

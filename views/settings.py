@@ -7,7 +7,7 @@ import streamlit as st
 import ui
 from stitchcore.errors import StitchError
 from stitchcore.experiments import get_experiment, list_experiments
-from stitchcore.experiments.backends import BACKENDS, RunOptions, probe_cluster
+from stitchcore.backends import BACKENDS, RunOptions, probe_cluster
 
 ui.page_setup("Settings")
 st.title("Settings")

@@ -103,7 +103,7 @@ def common_parser() -> argparse.ArgumentParser:
 
 def backend_parser() -> argparse.ArgumentParser:
     """--backend, --address, --task-threads, --gpus-per-task, --max-retries: where a run's units execute."""
-    from stitchcore.experiments.backends import ADDRESS_ENV, BACKEND_ENV, BACKENDS
+    from stitchcore.backends import ADDRESS_ENV, BACKEND_ENV, BACKENDS
 
     p = argparse.ArgumentParser(add_help=False)
     g = p.add_argument_group("where the work runs (not part of the result's identity)")
@@ -124,7 +124,7 @@ def run_options(args: argparse.Namespace) -> Any:
     """The RunOptions of ``--backend`` & co. (defaults from the environment), None for verbs without them."""
     if not hasattr(args, "backend"):
         return None
-    from stitchcore.experiments.backends import RunOptions, options_from_env
+    from stitchcore.backends import RunOptions, options_from_env
 
     default = options_from_env()
     backend = args.backend or default.backend
@@ -153,7 +153,7 @@ def set_threads(args: argparse.Namespace) -> int:
     less one), deliberately: torch's default of every core thrashes when anything else uses the CPU."""
     import torch
 
-    from stitchcore.experiments.job_process import configured_threads
+    from stitchcore.jobs.worker import configured_threads
 
     threads = getattr(args, "threads", None) or configured_threads(1)
     torch.set_num_threads(threads)

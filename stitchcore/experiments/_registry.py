@@ -24,9 +24,9 @@ from typing import Any
 
 import torch
 
+from stitchcore.backends import Backend, RunOptions, get_backend
 from stitchcore.device import pick_device
 from stitchcore.errors import Cancelled, RunBusy, StitchError, TrainingError
-from stitchcore.experiments.backends import Backend, RunOptions, get_backend
 from stitchcore.registry import Registry
 from stitchcore.store.results import RunRecord, Store, run_id_for
 
@@ -208,7 +208,7 @@ def run_experiment(
     failed (or cancelled) with the one-line message; Ctrl-C (KeyboardInterrupt) stores the run
     ``cancelled`` and passes on; other exceptions are stored with their traceback in the log and
     re-raised.  ``check=False``: the caller has just checked.  ``options``: where the run's units
-    execute (:class:`~stitchcore.experiments.backends.RunOptions`; local by default); they change
+    execute (:class:`~stitchcore.backends.RunOptions`; local by default); they change
     neither the run id nor the result, so a cached result is returned whatever they say.
     """
     experiment = get_experiment(kind)

@@ -5,15 +5,15 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
 from typing import Any, TypeVar
 
+from stitchcore.backends import Backend, cells_per_node
 from stitchcore.errors import StitchError
-from stitchcore.experiments.backends import Backend, cells_per_node
 from stitchcore.experiments.dataset_check import check_head_classes, resolve_dataset
+from stitchcore.store.canonical_json import write_atomic
 
 __all__ = [
     "CellBook",
@@ -26,7 +26,6 @@ __all__ = [
     "read_resume",
     "resolve_dataset",
     "spec_from_dict",
-    "write_atomic",
 ]
 
 log = logging.getLogger(__name__)
@@ -121,17 +120,6 @@ def read_resume(path: Path, run_id: str, *, key: Callable[[dict], str]) -> dict[
     if not isinstance(data, dict) or data.get("run_id") != run_id or not isinstance(data.get("cells"), list):
         return {}
     return {key(c): c for c in data["cells"]}
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename: a reader never sees half of it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 class CellBook:

@@ -41,18 +41,18 @@ from typing import Any
 import torch
 from torch import nn
 
+from stitchcore.backends import Unit, UnitContext
 from stitchcore.cuts import Cut, coarse_cuts, get_cut, list_cuts, split
 from stitchcore.data.images import ImageDataset, load_dataset
 from stitchcore.errors import StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
-from stitchcore.experiments.backends import Unit, UnitContext
 from stitchcore.experiments._shared import (
+    CellBook,
     check_at_least,
     check_choice,
     check_head_classes,
     check_positive,
     check_sample_caps,
-    CellBook,
     resolve_dataset,
     spec_from_dict,
 )
@@ -62,7 +62,14 @@ from stitchcore.models.refs import parse_ref
 from stitchcore.models.sources import load_model
 from stitchcore.stitching.activations import collect
 from stitchcore.stitching.adapter_kinds import list_adapters
-from stitchcore.stitching.adapters import CLS_TOKENS, NORMS, RESAMPLES, AdapterSpec, build_adapter, compatibility
+from stitchcore.stitching.adapters import (
+    CLS_TOKENS,
+    NORMS,
+    RESAMPLES,
+    AdapterSpec,
+    build_adapter,
+    compatibility,
+)
 from stitchcore.stitching.evaluate import count_params, module_flops, score_logits
 from stitchcore.stitching.train import (
     OPTIMIZERS,

@@ -48,18 +48,18 @@ from typing import Any
 import torch
 from torch import nn
 
+from stitchcore.backends import Backend, Unit, UnitContext
 from stitchcore.cuts import Cut, get_cut, list_cuts, split
 from stitchcore.data.images import ImageDataset, load_dataset
 from stitchcore.errors import StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
-from stitchcore.experiments.backends import Backend, Unit, UnitContext
 from stitchcore.experiments._shared import (
+    CellBook,
     check_at_least,
     check_choice,
     check_head_classes,
     check_positive,
     check_sample_caps,
-    CellBook,
     resolve_dataset,
     spec_from_dict,
 )

@@ -29,9 +29,9 @@ import torch
 from safetensors.torch import save
 from torch import nn
 
+from stitchcore.backends import Unit, UnitContext, cells_per_node
 from stitchcore.errors import AdapterError, CutError, StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
-from stitchcore.experiments.backends import Unit, UnitContext, cells_per_node
 from stitchcore.experiments._shared import check_at_least, check_choice, check_positive, spec_from_dict
 from stitchcore.lm.evaluate import LMData, eval_windows, lm_data, lm_loss, loss_penalty, sample_text
 from stitchcore.lm.parts import (

@@ -36,11 +36,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from stitchcore.backends import Unit, UnitContext, cells_per_node
 from stitchcore.cuts import Cut, get_cut, list_cuts, split
 from stitchcore.data.images import ImageDataset, load_dataset
 from stitchcore.errors import AdapterError, CutError, StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
-from stitchcore.experiments.backends import Unit, UnitContext, cells_per_node
 from stitchcore.experiments._shared import (
     check_at_least,
     check_choice,

@@ -1,6 +1,6 @@
 """A frozen model as something that travels to another process: its structure and its tensors, apart.
 
-A cluster worker (see :mod:`stitchcore.experiments.backends`) never opens the results store or a
+A cluster worker (see :mod:`stitchcore.backends`) never opens the results store or a
 checkpoint path; the driver sends each model once as a :class:`ModelPackage`.  The package holds the
 module tree with every weight on PyTorch's ``meta`` device (no memory, pickles in milliseconds) and
 the weights as a flat ``name -> tensor`` dict: the state dict plus the non-persistent buffers a

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
+from pathlib import Path
 from typing import Any
 
 from stitchcore.errors import StoreError
 
-__all__ = ["canonical_json", "plain_json"]
+__all__ = ["canonical_json", "plain_json", "write_atomic"]
 
 
 def plain_json(obj: Any, path: str, lenient: bool) -> Any:
@@ -45,3 +47,14 @@ def plain_json(obj: Any, path: str, lenient: bool) -> Any:
 def canonical_json(obj: Any) -> str:
     """Canonical JSON text (the form hashed into run ids and stored in JSON columns)."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename: a reader never sees half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -239,7 +239,7 @@ def probe_cluster(address: str | None, timeout: float = 90.0) -> dict[str, Any]:
 
     A separate process, so the caller (the web server) never becomes a Ray driver itself.
     """
-    cmd = [sys.executable, "-m", "stitchcore.experiments.backends.ray_backend", address or ""]
+    cmd = [sys.executable, "-m", "stitchcore.backends.ray_backend", address or ""]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
@@ -262,9 +262,9 @@ def get_backend(options: RunOptions | None, device: torch.device) -> Backend:
     """
     options = options or RunOptions()
     if options.backend == "ray":
-        from stitchcore.experiments.backends.ray_backend import RayBackend  # imports ray (0.4 s) only when asked
+        from stitchcore.backends.ray_backend import RayBackend  # imports ray (0.4 s) only when asked
 
         return RayBackend(options)
-    from stitchcore.experiments.backends.local import LocalBackend
+    from stitchcore.backends.local import LocalBackend
 
     return LocalBackend(device)

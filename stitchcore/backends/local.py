@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from stitchcore.experiments.backends import Unit, UnitContext, UnitEvent
+from stitchcore.backends import Unit, UnitContext, UnitEvent
 
 __all__ = ["LocalBackend"]
 

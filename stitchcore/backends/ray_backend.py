@@ -1,7 +1,7 @@
 """The ``ray`` backend: every unit of a run as a Ray task, on a cluster or on a Ray started here.
 
 Named ``ray_backend`` so that ``import ray`` stays unambiguous; importing this module imports Ray
-(0.4 s), so only :func:`~stitchcore.experiments.backends.get_backend` does, and only when asked.
+(0.4 s), so only :func:`~stitchcore.backends.get_backend` does, and only when asked.
 
 * **Connection**: one per process, reused while the address stays the same.  With an address the
   driver ships its own ``stitchcore`` to the workers (``runtime_env={"py_modules": [stitchcore]}``),
@@ -37,7 +37,7 @@ import torch
 from ray.exceptions import RayError, RayTaskError, TaskCancelledError
 
 from stitchcore.errors import StitchError
-from stitchcore.experiments.backends import RunOptions, Unit, UnitContext, UnitEvent
+from stitchcore.backends import RunOptions, Unit, UnitContext, UnitEvent
 
 __all__ = ["QUIET_ENV", "RayBackend", "cluster_info", "connect", "connected_address", "disconnect", "local_temp_dir",
            "where_here"]

@@ -249,8 +249,8 @@ def worker_main(conn: Connection, store_root: str, threads: int) -> None:
 
 def _run_one(store: Any, job: tuple, cancel: threading.Event, send: Callable[[tuple], None]) -> tuple:
     from stitchcore.errors import Cancelled, StitchError
-    from stitchcore.experiments._registry import run_experiment
-    from stitchcore.experiments.backends import RunOptions
+    from stitchcore.experiments import run_experiment
+    from stitchcore.backends import RunOptions
     from stitchcore.store.results import run_id_for
 
     _, kind, spec, rerun, device, options = job

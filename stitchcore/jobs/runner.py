@@ -13,7 +13,7 @@ Queues and threads
 
 Where a job runs (``isolation``)
     ``"process"`` (the app): each worker thread drives a long-lived child process
-    (:class:`~stitchcore.experiments.job_process.WorkerProcess`, start method
+    (:class:`~stitchcore.jobs.worker.WorkerProcess`, start method
     ``spawn``) that runs the job; progress, metric points and cancel cross a pipe,
     so training never holds the server's interpreter.  ``"thread"`` (the default,
     for scripts and tests): the worker thread runs the job itself.
@@ -42,11 +42,8 @@ Typical use (the CLI's ``--wait`` style)::
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import queue
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -56,82 +53,33 @@ from typing import Any, Self
 
 import torch
 
+from stitchcore.backends import RunOptions, options_from_env
+from stitchcore.backends.settings import save_options, saved_options
 from stitchcore.device import pick_device
 from stitchcore.errors import Cancelled, RunBusy, StitchError
-from stitchcore.experiments._registry import check_spec, get_experiment, run_experiment, spec_from_record
-from stitchcore.experiments._shared import write_atomic
-from stitchcore.experiments.backends import RunOptions, options_from_env
-from stitchcore.experiments.job_process import (
-    MetricTap, WorkerDied, WorkerProcess, configured_threads, one_line,
-)
+from stitchcore.experiments import check_spec, get_experiment, run_experiment, spec_from_record
 from stitchcore.experiments.zoo import zoo_name
+from stitchcore.jobs.snapshot import FINAL_STATES, JobSnapshot, progress_phase
+from stitchcore.jobs.worker import (
+    MetricTap,
+    WorkerDied,
+    WorkerProcess,
+    configured_threads,
+    one_line,
+)
 from stitchcore.models.refs import parse_ref
 from stitchcore.store.results import Store, run_id_for
 
-__all__ = ["ETA_MIN_PROGRESS", "ETA_MIN_SECONDS", "FINAL_STATES", "JOB_STATES", "SETTINGS_FILE", "JobRunner",
-           "JobSnapshot", "saved_options"]
+__all__ = ["JobRunner"]
 
 log = logging.getLogger(__name__)
 
-JOB_STATES = ("queued", "running", "done", "failed", "cancelled", "interrupted")
-FINAL_STATES = frozenset({"done", "failed", "cancelled", "interrupted"})
 KEEP_FINISHED = 200  # finished jobs kept in memory; older ones are read back from the store by get()
-# A running job's time left is extrapolated from its progress rate (measured from the first report above 0 of
-# its current phase, see progress_phase, so model loading and a quick caching phase do not count) once it has moved ETA_MIN_PROGRESS in ETA_MIN_SECONDS, or at all
-# in three times as long (a long job moves slowly)
-ETA_MIN_PROGRESS = 0.03
-ETA_MIN_SECONDS = 3.0
 
 _live_roots: dict[Path, int] = {}  # store root -> live runners in this process using it
 _live_roots_lock = threading.Lock()
 
 Listener = Callable[["JobSnapshot"], None]
-
-
-@dataclass(frozen=True)
-class JobSnapshot:
-    """A copy of one job's state, taken under the runner's lock; safe to read from any thread."""
-
-    id: str  # run id (hash of kind + spec): the dedupe key and the ?run= URL value
-    kind: str  # experiment kind: "stitch", "zoo" ...
-    label: str  # short human label for lists
-    state: str  # one of JOB_STATES
-    progress: float  # 0..1
-    message: str  # latest progress message ("training adapter: step 40/88")
-    metrics: dict[str, list[tuple[int, float]]]  # persisted points so far: name -> [(step, value)] by step
-    error: str | None  # one-line message for failed / cancelled / interrupted jobs
-    summary: dict | None  # the stored summary once done
-    cached: bool  # True when the result came from the store, not from running it here
-    submitted: float  # time.time() of the submit (store: row creation)
-    started: float | None  # when it began running
-    finished: float | None  # when it reached a final state
-    device: str  # queue it ran on ("cpu", "cuda:0"); stored device for reconstructed runs
-    spec: Any = None  # the spec object (read only); None when the stored spec cannot be rebuilt
-    rate_from: tuple[float, float] | None = None  # (time.time(), progress) where the current phase's rate starts
-    waits_for: tuple[str, ...] = ()  # queued here: run ids of the zoo jobs making the models its spec names
-
-    @property
-    def is_final(self) -> bool:
-        """True once the job will not change any more."""
-        return self.state in FINAL_STATES
-
-    def eta_seconds(self, now: float | None = None) -> float | None:
-        """Seconds left for a running job, from its progress rate so far; None until that means something
-        (ETA_MIN_PROGRESS moved in ETA_MIN_SECONDS, or any move in three times as long), and for jobs not
-        running.
-
-        >>> snap = JobSnapshot("id", "zoo", "x", "running", 0.5, "", {}, None, None, False, 0.0, 0.0, None,
-        ...                    "cpu", rate_from=(100.0, 0.1))
-        >>> snap.eta_seconds(now=140.0), snap.eta_seconds(now=101.0)
-        (50.0, None)
-        """
-        if self.state != "running" or self.rate_from is None:
-            return None
-        t0, p0 = self.rate_from
-        elapsed, moved = (time.time() if now is None else now) - t0, self.progress - p0
-        if moved <= 0 or elapsed < ETA_MIN_SECONDS or (moved < ETA_MIN_PROGRESS and elapsed < 3 * ETA_MIN_SECONDS):
-            return None
-        return max(0.0, (1.0 - self.progress) * elapsed / moved)
 
 
 @dataclass
@@ -176,18 +124,6 @@ class _Job:
         )
 
 
-def progress_phase(message: str) -> str:
-    """What a progress message says is happening, without its counts: the time left is extrapolated
-    from the rate within one phase (caching activations runs at another pace than training steps).
-
-    >>> progress_phase("training adapter: step 40/88") == progress_phase("training adapter: step 41/88")
-    True
-    >>> progress_phase("caching prefix activations") == progress_phase("training adapter: step 1/88")
-    False
-    """
-    return re.sub(r"[-+]?\d[\d.,e+-]*", "#", message).strip()
-
-
 def _label(kind: str, spec: Any) -> str:
     if callable(getattr(spec, "label", None)):
         return str(spec.label())
@@ -210,21 +146,6 @@ def _detect_devices() -> list[str]:
     if mps is not None and mps.is_available():
         found.append("mps")
     return [*found, "cpu"]
-
-
-SETTINGS_FILE = "settings.json"  # in the store directory: what the Settings page saved
-
-
-def saved_options(root: str | Path) -> RunOptions | None:
-    """The backend the Settings page saved for this store, None if none (or unreadable: logged)."""
-    path = Path(root) / SETTINGS_FILE
-    if not path.exists():
-        return None
-    try:
-        return RunOptions.from_dict(json.loads(path.read_text()).get("backend"))
-    except (OSError, ValueError, TypeError, StitchError) as exc:
-        log.warning("ignoring %s: %s", path, exc)
-        return None
 
 
 class JobRunner:
@@ -297,12 +218,7 @@ class JobRunner:
         server on this store (``settings.json`` in the store directory)."""
         self.options = options
         if save:
-            path = Path(self.store.root) / SETTINGS_FILE
-            try:
-                saved = json.loads(path.read_text()) if path.exists() else {}
-            except (OSError, ValueError):
-                saved = {}
-            write_atomic(path, json.dumps({**saved, "backend": options.to_dict()}, indent=1))
+            save_options(self.store.root, options)
 
     def options_for(self, kind: str) -> RunOptions | None:
         """The runner's options for a job of ``kind``; None (local) for kinds that run only here."""
