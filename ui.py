@@ -27,6 +27,7 @@ from stitchcore.data import ImageDataset, list_datasets, load_dataset
 from stitchcore.device import describe_device, pick_device
 from stitchcore.errors import StitchError
 from stitchcore.experiments.dataset_check import head_fix, head_mismatch
+from stitchcore.experiments.zoo_recipe import ZooRecipe
 from stitchcore.backends import ran_where
 from stitchcore.experiments.estimate import Estimate, calibrating, estimate_plan, estimate_seconds, format_duration
 from stitchcore.jobs import JobRunner, JobSnapshot
@@ -260,8 +261,8 @@ def show_estimate(kind: str, spec: Any) -> Estimate | None:
 
 
 def _runs_on_cluster(kind: str) -> bool:
-    """Whether a job of ``kind`` goes to Ray under the server's Settings; False for estimator-only kinds
-    (``lm_zoo``: a char-GPT's training is a zoo job, and zoo jobs run here)."""
+    """Whether a job of ``kind`` goes to Ray under the server's Settings (a char-GPT's training is a zoo job,
+    and zoo jobs run here)."""
     try:
         options = get_runner().options_for(kind)
     except StitchError:
@@ -322,10 +323,10 @@ def _draw_estimate(est: Estimate, *, on_cluster: bool = False) -> None:
                           f"{cluster} Jobs run in the background: you can leave the page.")
 
 
-def _watch_kind(snap: JobSnapshot) -> str:
-    """``lm_zoo`` for a zoo job that trains a language model, else the job's kind."""
+def watch_kind(snap: JobSnapshot) -> str:
+    """``lm_zoo`` for a zoo job that trains a language model, else the job's kind (pages group jobs by it)."""
     spec = getattr(snap, "spec", None)
-    if snap.kind == "zoo" and getattr(spec, "arch", None) == "gpt":
+    if snap.kind == "zoo" and isinstance(spec, ZooRecipe) and spec.trains_language_model():
         return "lm_zoo"
     return snap.kind
 
@@ -341,7 +342,7 @@ def rerun_when_jobs_finish(kinds: tuple[str, ...] = ("zoo", "lm_zoo")) -> None:
     """
     try:
         runner = get_runner()
-        watched = tuple(s.id for s in runner.list(active_only=True) if _watch_kind(s) in kinds)
+        watched = tuple(s.id for s in runner.list(active_only=True) if watch_kind(s) in kinds)
     except Exception as exc:  # a broken runner must not take the page down
         show_error(exc, "watching jobs")
         return

@@ -69,4 +69,4 @@ def test_with_ray_set_the_estimate_says_it_is_this_machines_time(app):
 
     assert "on this machine; the Ray cluster runs its parts side by side" in estimate("views/similarity.py")
     assert "Ray" not in estimate("views/stitch.py")
-    assert "Ray" not in estimate("views/language.py")  # a char-GPT's training ("lm_zoo" to the estimator)
+    assert "Ray" not in estimate("views/language.py")  # a char-GPT's training is a zoo job

@@ -72,7 +72,7 @@ def test_lm_estimates_scale_with_steps_and_curves(tmp_path):
     one, both = (estimate_seconds("lmdepth", DepthSpec(a=a, b=b, heads=h, modes=("stitch",)), st)
                  for h in (("b",), ("a", "b")))
     assert "3 stitches" in one.basis and "6 stitches" in both.basis and both.seconds > 1.5 * one.seconds
-    assert estimate_seconds("lm_zoo", tiny_recipe(5), st).seconds > 0
+    assert estimate_seconds("zoo", tiny_recipe(5), st).seconds > 0
     assert estimate_seconds("zoo", tiny_recipe(5), st).basis.startswith("calibrated: 1 step of gpt")
     st.close()
 

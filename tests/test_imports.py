@@ -1,7 +1,7 @@
 """The package's import structure: imports only run downward.
 
-Walks stitchcore's source with ``ast`` (lazy imports inside functions count too; imports under
-``if TYPE_CHECKING:`` do not): no import cycle between modules (a package's ``__init__``
+Walks stitchcore's source with ``ast`` (lazy imports inside functions count too, and so do imports
+under ``if TYPE_CHECKING:``: a type-only circle is still a circle): no import cycle between modules (a package's ``__init__``
 importing its own children to register or re-export them is not counted), no ``_private``
 module or name imported from outside its own subpackage, at most six top-level modules, and
 no streamlit anywhere in the library.
@@ -30,14 +30,6 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
-def _type_checking_nodes(tree: ast.AST) -> set[int]:
-    skip: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skip.update(id(n) for n in ast.walk(node))
-    return skip
-
-
 def _owner(name: str) -> str | None:
     """The module of ``stitchcore`` that ``name`` (a dotted import target) resolves to."""
     while name and name not in MODULES:
@@ -49,11 +41,8 @@ def _imports(module: str) -> list[tuple[str, str | None]]:
     """``(target module, imported name or None)`` for every stitchcore import in ``module``."""
     path = MODULES[module]
     tree = ast.parse(path.read_text())
-    skip = _type_checking_nodes(tree)
     found = []
     for node in ast.walk(tree):
-        if id(node) in skip:
-            continue
         if isinstance(node, ast.Import):
             found += [(a.name, None) for a in node.names if a.name.split(".")[0] == PKG]
         elif isinstance(node, ast.ImportFrom):
@@ -175,6 +164,16 @@ def _all_import_names(module: str) -> list[str]:
 def test_cycle_finder_finds_cycles(edges, expected):
     """The checker itself can fail: it finds a planted cycle."""
     assert _cycles(edges) == expected
+
+
+def test_type_only_imports_count_as_edges(tmp_path, monkeypatch):
+    """An import under ``if TYPE_CHECKING:`` is an edge: a circle through one is reported."""
+    fake = {"stitchcore": tmp_path / "__init__.py", "stitchcore.a": tmp_path / "a.py", "stitchcore.b": tmp_path / "b.py"}
+    fake["stitchcore"].write_text("")
+    fake["stitchcore.a"].write_text("from stitchcore.b import thing\n")
+    fake["stitchcore.b"].write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from stitchcore.a import other\n")
+    monkeypatch.setitem(globals(), "MODULES", fake)
+    assert _cycles(_edges()) == [["stitchcore.a", "stitchcore.b"]]
 
 
 def test_private_check_sees_a_planted_crossing(tmp_path, monkeypatch):

@@ -13,7 +13,6 @@ import ui
 from stitchcore.data.text import list_texts
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
-from stitchcore.experiments.estimate import estimate_kind
 from stitchcore.experiments.merge import LM_ADAPTER, DepthSpec, LMStitchSpec, MergeSpec
 from stitchcore.experiments.zoo import ZooRecipe
 from stitchcore.lm.parts import lm_shape, merge_layout, stitch_layout
@@ -72,7 +71,7 @@ def _train_form() -> None:
                                batch_size=int(batch))
         except StitchError as exc:
             ui.show_error(exc)
-    ui.show_estimate("lm_zoo", recipe)
+    ui.show_estimate("zoo", recipe)
     why = "type the text file's path" if dataset == "file:" else None
     if ui.launch_button("Train char-GPT", why if recipe is None else None, key="lm_train"):
         try:
@@ -88,7 +87,7 @@ def _train_form() -> None:
 def _training_now() -> None:
     """Char-GPTs training (or queued) in this server, each with its progress and the time left."""
     runner = ui.get_runner()
-    jobs = [s.id for s in runner.list(active_only=True) if estimate_kind(s.kind, s.spec) == "lm_zoo"]
+    jobs = [s.id for s in runner.list(active_only=True) if ui.watch_kind(s) == "lm_zoo"]
     if not jobs:
         return
 

@@ -27,6 +27,7 @@ import torch
 from stitchcore.backends import Backend, RunOptions, get_backend
 from stitchcore.device import pick_device
 from stitchcore.errors import Cancelled, RunBusy, StitchError, TrainingError
+from stitchcore.models.loaded import LoadedModel
 from stitchcore.registry import Registry
 from stitchcore.store.results import RunRecord, Store, run_id_for
 
@@ -59,7 +60,12 @@ class Experiment:
     # (spec, store) -> None, raising StitchError for input that cannot run (a bad cut name, a head that
     # does not fit the data): called before any store row is written, so such a run is never stored
     check: Callable[[Any, Store], None] | None = None
-    backends: tuple[str, ...] = ("local",)  # where its units can execute (experiments.backends.BACKENDS)
+    backends: tuple[str, ...] = ("local",)  # where its units can execute (stitchcore.backends.BACKENDS)
+    # (spec, EstimateContext) -> Estimate: how long it takes on this machine (experiments.estimate's helpers)
+    estimate: Callable[[Any, Any], Any] | None = None
+    # (spec, run id) -> {ref: (cost key, untrained copy)}: the models a run makes, which an estimate of a run
+    # queued after it times untrained (the zoo's)
+    makes: Callable[[Any, str], dict[str, tuple[str, Callable[[], LoadedModel]]]] | None = None
 
 
 EXPERIMENTS: Registry[Experiment] = Registry("experiment kind", StitchError)
@@ -67,16 +73,19 @@ EXPERIMENTS: Registry[Experiment] = Registry("experiment kind", StitchError)
 
 def register_experiment(
     kind: str, from_dict: Callable[[dict], Any], check: Callable[[Any, Store], None] | None = None,
-    backends: tuple[str, ...] = ("local",),
+    backends: tuple[str, ...] = ("local",), estimate: Callable[[Any, Any], Any] | None = None,
+    makes: Callable[[Any, str], dict[str, tuple[str, Callable[[], LoadedModel]]]] | None = None,
 ) -> Callable[[Callable], Callable]:
     """Decorator: register ``fn(spec, ctx) -> summary`` under ``kind``; a kind is registered once.
 
     ``check(spec, store)`` validates the spec against its models and data before any row is written;
-    ``backends``: where its units can execute (a kind that cuts its work into units names "ray" too).
+    ``backends``: where its units can execute (a kind that cuts its work into units names "ray" too);
+    ``estimate(spec, ectx)``: its time on this machine (:mod:`stitchcore.experiments.estimate`);
+    ``makes(spec, run_id)``: the models it makes, for the estimates of runs queued after it.
     """
 
     def deco(fn: Callable[[Any, RunContext], dict]) -> Callable[[Any, RunContext], dict]:
-        EXPERIMENTS.register(kind)(Experiment(kind, fn, from_dict, check, backends))
+        EXPERIMENTS.register(kind)(Experiment(kind, fn, from_dict, check, backends, estimate, makes))
         return fn
 
     return deco

@@ -33,6 +33,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import statistics
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -46,6 +47,9 @@ from stitchcore.cuts import Cut, coarse_cuts, get_cut, list_cuts, split
 from stitchcore.data.images import ImageDataset, load_dataset
 from stitchcore.errors import StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
+from stitchcore.experiments.estimate import (
+    Estimate, EstimateContext, calibrated, estimate_from, full_forward, image_counts, ms, pair_units, spread, where,
+)
 from stitchcore.experiments._shared import (
     CellBook,
     check_at_least,
@@ -80,8 +84,7 @@ from stitchcore.stitching.train import (
 )
 from stitchcore.store.results import Store
 
-__all__ = ["CELLS_ARTIFACT", "DEFAULT_KINDS", "AssembleSpec", "assembled_cells", "assemble_plan", "check_assemble", "default_cuts",
-           "pareto_front", "recipe_name", "run_assemble", "sender_unit"]
+__all__ = ["CELLS_ARTIFACT", "DEFAULT_KINDS", "AssembleSpec", "assemble_plan", "assembled_cells", "check_assemble", "default_cuts", "estimate_assemble", "pareto_front", "recipe_name", "run_assemble", "sender_unit"]
 
 log = logging.getLogger(__name__)
 
@@ -444,7 +447,46 @@ def sender_unit(spec: AssembleSpec, source: _Parts | dict, s: Cut, todo: list[tu
             yield "progress", ((i + 1) / len(todo), f"A[{s.name}] into B[{todo[i + 1][0].name}]")
 
 
-@register_experiment("assemble", AssembleSpec.from_dict, check=check_assemble, backends=("local", "ray"))
+# ---------------------------------------------------------------------------- estimate
+
+
+def _assemble_units(spec: AssembleSpec, ectx: EstimateContext) -> dict:
+    device = ectx.device
+    t0 = time.perf_counter()
+    a, b = ectx.load(spec.a), ectx.load(spec.b)
+    ds = load_dataset(resolve_dataset(spec.dataset, a, b))
+    senders, trained = assemble_plan(spec, a, b)  # the cells that train an adapter: (sender, receiver, recipe)
+    setup = time.perf_counter() - t0
+    per = [pair_units(a, b, ds, s, r, recipe, spec.batch_size, "task", spec.optimizer, device)
+           for s, r, recipe in spread(trained)]  # fmt: skip
+    mean = {k: statistics.fmean(p[k] for p in per) for k in per[0]} if per else {"prefix_a": 0.0, "step": 0.0,
+                                                                                  "eval": 0.0}  # fmt: skip
+    return {**mean, "setup": setup, "senders": len(senders), "cells": len(trained),
+            "full": full_forward(a, ds, device) + full_forward(b, ds, device),
+            "n_train": len(ds.labels("train")), "n_test": len(ds.labels("test"))}  # fmt: skip
+
+
+def estimate_assemble(spec: AssembleSpec, ectx: EstimateContext) -> Estimate:
+    """Each sender's pass, then every cell's adapter training and scoring (and the fine-tune baseline)."""
+    scale = ("epochs", "max_train", "max_test", "seed", "lr", "weight_decay", "finetune_baseline", "finetune_epochs",
+             "finetune_lr")  # fmt: skip
+    fixed = {k: v for k, v in spec.to_dict().items() if k not in scale}
+    key = ("assemble", repr(sorted(fixed.items())), ectx.model_key(spec.a),
+           ectx.model_key(spec.b), where(ectx.device))  # fmt: skip
+    u = calibrated(key, lambda: _assemble_units(spec, ectx))
+    n_train, n_test = image_counts(u, spec)
+    steps = spec.epochs * -(-n_train // spec.batch_size)
+    # per cell: the adapter's steps, a BN recalibration pass and the test pass through B's suffix
+    cell = steps * u["step"] + (n_train + n_test) * u["eval"]
+    if spec.finetune_baseline:  # every part trains: forward + backward of the whole network ~ 3 forwards
+        cell += spec.finetune_epochs * n_train * 3 * (u["prefix_a"] + u["eval"]) + n_test * (u["prefix_a"] + u["eval"])
+    seconds = u["setup"] + n_test * u["full"] + u["senders"] * (n_train + n_test) * u["prefix_a"] + u["cells"] * cell
+    return estimate_from(seconds, f"calibrated: 1 adapter step = {ms(u['step'])}; {int(u['cells'])} adapters of "
+                              f"{steps:,} steps")
+
+
+@register_experiment("assemble", AssembleSpec.from_dict, check=check_assemble, backends=("local", "ray"),
+                     estimate=estimate_assemble)
 def run_assemble(spec: AssembleSpec, ctx: RunContext) -> dict:
     """Train every (sender, receiver, recipe) cell of ``spec``; returns the summary stored with the run."""
     t0 = time.perf_counter()

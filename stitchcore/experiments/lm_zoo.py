@@ -17,8 +17,8 @@ import logging
 import math
 import os
 import tempfile
-
-from typing import TYPE_CHECKING
+import time
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -26,6 +26,17 @@ import torch.nn.functional as F
 from stitchcore.data.text import CharVocab, char_splits, list_texts, lm_batches, load_text
 from stitchcore.errors import DataError
 from stitchcore.experiments._registry import RunContext
+from stitchcore.experiments.estimate import (
+    Estimate,
+    EstimateContext,
+    calibrated,
+    estimate_from,
+    ms,
+    per_step,
+    timed,
+    where,
+)
+from stitchcore.experiments.zoo_recipe import ZooRecipe
 from stitchcore.lm.evaluate import eval_windows, lm_loss, sample_text
 from stitchcore.lm.parts import TokenCodec
 from stitchcore.models.archs import create_arch
@@ -34,10 +45,7 @@ from stitchcore.models.sources.checkpoint import save_checkpoint
 from stitchcore.stitching.evaluate import count_params
 from stitchcore.stitching.train import check_finite, make_optimizer
 
-if TYPE_CHECKING:  # zoo.py calls this module for gpt recipes; the recipe type is only a hint here
-    from stitchcore.experiments.zoo import ZooRecipe
-
-__all__ = ["EVAL_WINDOWS", "LM_DEFAULT_LR", "STEPS_PER_EPOCH", "lm_train_step", "train_lm_zoo", "untrained_lm"]
+__all__ = ["EVAL_WINDOWS", "LM_DEFAULT_LR", "STEPS_PER_EPOCH", "estimate_lm_zoo", "lm_train_step", "train_lm_zoo", "untrained_lm"]
 
 log = logging.getLogger(__name__)
 
@@ -151,3 +159,47 @@ def train_lm_zoo(recipe: ZooRecipe, ctx: RunContext, name: str) -> dict:
         "final_train_loss": round(running, 6),
         "sample": sample,
     }
+
+
+# ---------------------------------------------------------------------------- estimate
+
+
+def _lm_zoo_units(recipe: ZooRecipe, device: torch.device) -> dict[str, float]:
+    """Seconds per optimiser step, per validation pass and per sampled token of a char-GPT recipe."""
+    from stitchcore.data.text import CharVocab, char_splits, lm_batches, load_text
+    from stitchcore.lm.evaluate import eval_windows, lm_loss, sample_text
+    from stitchcore.lm.parts import TokenCodec
+    from stitchcore.models.archs import create_arch
+    from stitchcore.stitching.train import make_optimizer
+
+    t0 = time.perf_counter()
+    text = load_text(recipe.dataset)
+    vocab = CharVocab.from_text(text)
+    train_ids, val_ids = char_splits(text, vocab)
+    model = create_arch(recipe.arch, **{"vocab_size": vocab.size, **recipe.arch_kwargs}).to(device)
+    setup = time.perf_counter() - t0
+    block = model.config.block_size
+    opt = make_optimizer(model.parameters(), recipe.optimizer, 1e-4, recipe.resolved_weight_decay, recipe.momentum)
+
+    def run(n: int, on_step: Callable[..., None]) -> None:
+        for step, (x, y) in enumerate(lm_batches(train_ids, block, recipe.batch_size, recipe.seed, n)):
+            lm_train_step(model, opt, x.to(device), y.to(device), 1e-4, step)
+            on_step()
+
+    step = per_step(run)
+    windows = eval_windows(val_ids, block, 8)
+    val = timed(lambda: lm_loss(model, windows, device)) / len(windows) * EVAL_WINDOWS
+    codec = TokenCodec("chars", vocab.size, "", vocab.encode, vocab.decode)
+    token = timed(lambda: sample_text(model, codec, text[:24], 8, block, device)) / 8
+    return {"step": step, "setup": setup, "val": val, "token": token}
+
+
+def estimate_lm_zoo(recipe: ZooRecipe, ectx: EstimateContext) -> Estimate:
+    """Optimiser steps, validation passes and the sampled text of a char-GPT recipe."""
+    device = ectx.device
+    key = ("lm_zoo", recipe.arch, repr(sorted(recipe.arch_kwargs.items())), recipe.dataset, recipe.batch_size,
+           recipe.optimizer, where(device))  # fmt: skip
+    u = calibrated(key, lambda: _lm_zoo_units(recipe, device))
+    steps = recipe.epochs * STEPS_PER_EPOCH
+    seconds = u["setup"] + steps * u["step"] + (recipe.epochs + 1) * u["val"] + 160 * u["token"]
+    return estimate_from(seconds, f"calibrated: 1 step of {recipe.arch} = {ms(u['step'])}; {steps:,} steps")

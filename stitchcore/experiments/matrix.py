@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import statistics
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -53,6 +54,9 @@ from stitchcore.cuts import Cut, get_cut, list_cuts, split
 from stitchcore.data.images import ImageDataset, load_dataset
 from stitchcore.errors import StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
+from stitchcore.experiments.estimate import (
+    Estimate, EstimateContext, calibrated, estimate_from, full_forward, image_counts, ms, pair_units, spread, where,
+)
 from stitchcore.experiments._shared import (
     CellBook,
     check_at_least,
@@ -82,12 +86,7 @@ from stitchcore.stitching.streamed import (
 from stitchcore.stitching.train import OPTIMIZERS
 from stitchcore.store.results import Store
 
-__all__ = [
-    "CELLS_ARTIFACT", "CONTROLS", "CONTROL_NAMES", "MODES", "VARIANTS", "ControlTable", "MatrixSpec",
-    "blank_cells_mean", "cell_axes", "cell_grid", "control_tables", "debiased", "difference", "failed_pairs",
-    "partial_cells", "partial_path", "receiver_unit", "run_matrix", "sender_activations", "skipped_pairs",
-    "streamed_unit",
-]  # fmt: skip
+__all__ = ["CELLS_ARTIFACT", "CONTROLS", "CONTROL_NAMES", "MODES", "VARIANTS", "ControlTable", "MatrixSpec", "blank_cells_mean", "cell_axes", "cell_grid", "control_tables", "debiased", "difference", "estimate_matrix", "failed_pairs", "partial_cells", "partial_path", "receiver_unit", "run_matrix", "sender_activations", "skipped_pairs", "streamed_unit"]  # fmt: skip
 
 log = logging.getLogger(__name__)
 
@@ -703,7 +702,61 @@ def _table(cells: list[dict], ws: _Workspace, variant: str, what: str) -> list[l
     return cell_grid(cells, [s.name for s in ws.senders], [r.name for r in ws.receivers], what, variant)
 
 
-@register_experiment("matrix", MatrixSpec.from_dict, check=check_matrix, backends=("local", "ray"))
+# ---------------------------------------------------------------------------- estimate
+
+
+def _matrix_units(spec: MatrixSpec, ectx: EstimateContext) -> dict:
+    device = ectx.device
+    from stitchcore.stitching.adapters import compatibility
+
+    t0 = time.perf_counter()
+    a, b = ectx.load(spec.a), ectx.load(spec.b)
+    ds = load_dataset(resolve_dataset(spec.dataset, a, b))
+
+    def cuts(m: LoadedModel, names: tuple[str, ...] | None) -> list[Cut]:
+        ex = m.example_input()
+        return list_cuts(m.model, ex) if names is None else [get_cut(m.model, ex, n) for n in names]
+
+    senders, receivers = cuts(a, spec.senders), cuts(b, spec.receivers)
+    setup = time.perf_counter() - t0
+    pairs = [(s, r) for s in senders for r in receivers if compatibility(s, r, spec.adapter) is None]
+    if not pairs:
+        return {"setup": setup, "cells": 0, "full_a": 0.0, "full_b": 0.0, "fit": 0.0, "step": 0.0, "eval": 0.0,
+                "n_train": len(ds.labels("train")), "n_test": len(ds.labels("test"))}  # fmt: skip
+    by_receiver = {}
+    for s, r in pairs:
+        by_receiver.setdefault(r.name, (s, r))
+    sampled = spread(list(by_receiver.values()))
+    per = [pair_units(a, b, ds, s, r, spec.adapter, spec.batch_size, "task", spec.optimizer, device)
+           for s, r in sampled]  # fmt: skip
+    mean = {k: statistics.fmean(p[k] for p in per) for k in ("fit", "step", "eval")}
+    return {**mean, "setup": setup, "cells": len(pairs), "full_a": full_forward(a, ds, device),
+            "full_b": full_forward(b, ds, device), "n_train": len(ds.labels("train")),
+            "n_test": len(ds.labels("test"))}  # fmt: skip
+
+
+def estimate_matrix(spec: MatrixSpec, ectx: EstimateContext) -> Estimate:
+    """Both models over the data once per variant, then every cell's fit or training and its scoring."""
+    scale = ("epochs", "max_train", "max_test", "seed", "lr", "weight_decay", "controls", "mode", "precision")
+    fixed = {k: v for k, v in spec.to_dict().items() if k not in scale}
+    key = ("matrix", repr(sorted(fixed.items())), ectx.model_key(spec.a),
+           ectx.model_key(spec.b), where(ectx.device))  # fmt: skip
+    u = calibrated(key, lambda: _matrix_units(spec, ectx))
+    n_train, n_test = image_counts(u, spec)
+    variants = 4 if spec.controls else 1
+    models = 2 if spec.controls else 1  # each sending / receiving model runs once over the data
+    steps = spec.epochs * -(-n_train // spec.batch_size) if spec.mode == "trained" else 0
+    fits = spec.adapter.init in ("lstsq", "procrustes")
+    cell = n_train * u["fit"] * fits + steps * u["step"] + n_test * u["eval"]
+    cells = int(u["cells"]) * variants
+    seconds = (u["setup"] + models * ((n_train + n_test) * u["full_a"] + n_train * u["full_b"])
+               + 2 * models * n_test * (u["full_a"] + u["full_b"]) / 2 + cells * cell)  # fmt: skip
+    what = f"{cells} cells of {steps:,} adapter steps" if steps else f"{cells} least-squares cells"
+    return estimate_from(seconds, f"calibrated: 1 cell = {ms(cell)}; {what}")
+
+
+@register_experiment("matrix", MatrixSpec.from_dict, check=check_matrix, backends=("local", "ray"),
+                     estimate=estimate_matrix)
 def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
     """Fill the sender x receiver matrix of ``spec`` cell by cell; returns the summary stored with the run.
 

@@ -9,13 +9,17 @@ all pairs, with a shuffled-input baseline because small-batch HSIC is biased.
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass
 from typing import Any
+
+import torch
 
 from stitchcore.cuts import Cut, get_cut, list_cuts
 from stitchcore.data.images import SPLITS, ImageDataset, load_dataset
 from stitchcore.errors import StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
+from stitchcore.experiments.estimate import Estimate, EstimateContext, calibrated, estimate_from, full_forward, ms, timed, where
 from stitchcore.experiments._shared import (
     check_at_least,
     check_choice,
@@ -27,7 +31,7 @@ from stitchcore.models.refs import parse_ref
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.sources import load_model
 
-__all__ = ["SimilaritySpec", "run_similarity"]
+__all__ = ["SimilaritySpec", "estimate_similarity", "run_similarity"]
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,34 @@ def check_similarity(spec: SimilaritySpec, store: Any) -> None:
     _inputs(spec, store)
 
 
-@register_experiment("similarity", SimilaritySpec.from_dict, check=check_similarity)
+# ---------------------------------------------------------------------------- estimate
+
+
+def estimate_similarity(spec: SimilaritySpec, ectx: EstimateContext) -> Estimate:
+    """Both models once over the images (every cut recorded), then the measure for every cut pair."""
+    def units() -> dict:
+        t0 = time.perf_counter()
+        a, b = ectx.load(spec.a), ectx.load(spec.b)
+        ds = load_dataset(resolve_dataset(spec.dataset, a, b))
+        n_a = len(list_cuts(a.model, a.example_input()) if spec.senders is None else spec.senders)
+        n_b = len(list_cuts(b.model, b.example_input()) if spec.receivers is None else spec.receivers)
+        x = torch.randn(spec.batch_size, 512, dtype=torch.float64)
+        gram = timed(lambda: (x @ x.T) @ (x @ x.T))  # about one pair's work per batch
+        return {"setup": time.perf_counter() - t0, "full": full_forward(a, ds, ectx.device) + full_forward(b, ds, ectx.device),
+                "pairs": n_a * n_b, "gram": gram, "n": len(ds.labels(spec.split))}  # fmt: skip
+
+    key = ("similarity", spec.a, spec.b, repr(spec.senders), repr(spec.receivers), spec.dataset, spec.split,
+           spec.batch_size, ectx.model_key(spec.a), ectx.model_key(spec.b), where(ectx.device))
+    u = calibrated(key, units)
+    n = int(u["n"] if spec.max_samples is None else min(spec.max_samples, u["n"]))
+    passes = 2 if spec.baseline else 1
+    batches = -(-n // spec.batch_size)
+    seconds = u["setup"] + passes * (n * u["full"] + batches * u["pairs"] * u["gram"])
+    return estimate_from(seconds, f"calibrated: both models = {ms(u['full'] * 1000)} per 1,000 images; "
+                              f"{int(u['pairs'])} cut pairs")
+
+
+@register_experiment("similarity", SimilaritySpec.from_dict, check=check_similarity, estimate=estimate_similarity)
 def run_similarity(spec: SimilaritySpec, ctx: RunContext) -> dict:
     ctx.progress(0.0, "loading models")
     a, b, ds, cuts = _inputs(spec, ctx.store)

@@ -20,6 +20,9 @@ from stitchcore.cuts import Cut, get_cut, split, split_segment
 from stitchcore.data.images import load_dataset
 from stitchcore.errors import AdapterError, StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
+from stitchcore.experiments.estimate import (
+    Estimate, EstimateContext, calibrated, estimate_from, full_forward, image_counts, ms, pair_units, where,
+)
 from stitchcore.experiments._shared import (
     check_at_least,
     check_choice,
@@ -37,7 +40,7 @@ from stitchcore.stitching.evaluate import evaluate_batches, stitching_penalty
 from stitchcore.stitching.fits import fit_adapter
 from stitchcore.stitching.train import OPTIMIZERS, AdapterTargets, parse_objective, train_adapter
 
-__all__ = ["StitchSpec", "run_stitch"]
+__all__ = ["StitchSpec", "estimate_stitch", "run_stitch"]
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +158,40 @@ def check_stitch(spec: StitchSpec, store: Any) -> None:
     _prepare(spec, store)
 
 
-@register_experiment("stitch", StitchSpec.from_dict, check=check_stitch)
+# ---------------------------------------------------------------------------- estimate
+
+
+def _stitch_units(spec: StitchSpec, ectx: EstimateContext) -> dict[str, float]:
+    device = ectx.device
+    t0 = time.perf_counter()
+    a, b = ectx.load(spec.a), ectx.load(spec.b)
+    ds = load_dataset(resolve_dataset(spec.dataset, a, b))
+    cut_a = get_cut(a.model, a.example_input(), spec.cut_a)
+    cut_b = get_cut(b.model, b.example_input(), spec.cut_b)
+    setup = time.perf_counter() - t0
+    u = pair_units(a, b, ds, cut_a, cut_b, spec.adapter, spec.batch_size, spec.objective, spec.optimizer, device)
+    u.update(setup=setup, full_a=full_forward(a, ds, device), full_b=full_forward(b, ds, device),
+             n_train=len(ds.labels("train")), n_test=len(ds.labels("test")))
+    return u
+
+
+def estimate_stitch(spec: StitchSpec, ectx: EstimateContext) -> Estimate:
+    """A and B over the data, the fit, the adapter's training steps and the evaluations."""
+    scale = ("epochs", "max_train", "max_test", "seed", "lr", "weight_decay", "kd_temperature")
+    fixed = {k: v for k, v in spec.to_dict().items() if k not in scale}
+    key = ("stitch", repr(sorted(fixed.items())), ectx.model_key(spec.a),
+           ectx.model_key(spec.b), where(ectx.device))  # fmt: skip
+    u = calibrated(key, lambda: _stitch_units(spec, ectx))
+    n_train, n_test = image_counts(u, spec)
+    needs_receiver = "match" in spec.objective or spec.adapter.init in ("lstsq", "procrustes")
+    steps = spec.epochs * -(-n_train // spec.batch_size)
+    seconds = (u["setup"] + (n_train + n_test) * u["prefix_a"] + n_train * (u["prefix_b"] + u["fit"]) * needs_receiver
+               + n_train * u["full_b"] * ("kd" in spec.objective) + steps * u["step"]
+               + (spec.epochs + 2) * n_test * u["eval"] + n_test * (u["full_a"] + u["full_b"]))  # fmt: skip
+    return estimate_from(seconds, f"calibrated: 1 adapter step = {ms(u['step'])}; {steps:,} steps")
+
+
+@register_experiment("stitch", StitchSpec.from_dict, check=check_stitch, estimate=estimate_stitch)
 def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
     """Train the adapter of ``spec``; returns the summary stored with the run."""
     t0 = time.perf_counter()

@@ -26,8 +26,10 @@ comes from A's and B's layers, not from the adapter.
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
+import statistics
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -41,6 +43,10 @@ from stitchcore.cuts import Cut, get_cut, list_cuts, split
 from stitchcore.data.images import ImageDataset, load_dataset
 from stitchcore.errors import AdapterError, CutError, StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
+from stitchcore.experiments.estimate import (
+    Estimate, EstimateContext, calibrated, estimate_from, full_forward, image_counts, ms, pair_units, spread, timed,
+    where,
+)
 from stitchcore.experiments._shared import (
     check_at_least,
     check_choice,
@@ -63,8 +69,7 @@ from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
 from stitchcore.stitching.train import OPTIMIZERS, AdapterTargets, train_adapter
 from stitchcore.store.results import Store
 
-__all__ = ["POSITIONS_ARTIFACT", "SIMPLICITY_KEYS", "SweepSpec", "check_sweep", "curves", "partial_positions",
-           "penalty_along", "position_unit", "run_sweep"]
+__all__ = ["POSITIONS_ARTIFACT", "SIMPLICITY_KEYS", "SweepSpec", "check_sweep", "curves", "estimate_sweep", "partial_positions", "penalty_along", "position_unit", "run_sweep"]
 
 log = logging.getLogger(__name__)
 
@@ -416,7 +421,56 @@ def position_unit(spec: SweepSpec, source: dict, i: int, n: int, pair: tuple[Cut
     yield "cells", [row]
 
 
-@register_experiment("sweep", SweepSpec.from_dict, check=check_sweep, backends=("local", "ray"))
+# ---------------------------------------------------------------------------- estimate
+
+
+def _gzip_seconds_per_byte() -> float:
+    data = torch.randn(1 << 18).numpy().tobytes()  # 1 MiB of float32 weights
+    return timed(lambda: gzip.compress(data, compresslevel=9, mtime=0)) / len(data)
+
+
+def _sweep_units(spec: SweepSpec, ectx: EstimateContext) -> dict:
+    device = ectx.device
+    t0 = time.perf_counter()
+    a, b = ectx.load(spec.a), ectx.load(spec.b)
+    cuts = _positions(spec, a, b)
+    ds = load_dataset(resolve_dataset(spec.dataset, a, b))
+    train = load_dataset(spec.train_data) if spec.train_data else ds
+    setup = time.perf_counter() - t0
+    per = [pair_units(a, b, train, ca, cb, spec.adapter, spec.batch_size, "task", spec.optimizer, device)
+           for ca, cb in spread(cuts)]  # fmt: skip
+    mean = {k: statistics.fmean(p[k] for p in per) for k in per[0]}
+    n_bytes = 4 * sum(p.numel() for p in a.model.parameters())
+    return {**mean, "setup": setup, "positions": len(cuts), "full": full_forward(a, ds, device),
+            "gzip": n_bytes * _gzip_seconds_per_byte(), "n_train": len(train.labels("train")),
+            "n_test": len(ds.labels("test"))}  # fmt: skip
+
+
+def estimate_sweep(spec: SweepSpec, ectx: EstimateContext) -> Estimate:
+    """Every position's stitch and its controls, the reference scores and the simplicity measures."""
+    scale = ("epochs", "max_train", "max_test", "seed", "lr", "weight_decay", "control", "control_seeds",
+             "simplicity", "sharpness_eps", "sharpness_draws", "metrics")  # fmt: skip
+    fixed = {k: v for k, v in spec.to_dict().items() if k not in scale}
+    key = ("sweep", repr(sorted(fixed.items())), ectx.model_key(spec.a),
+           ectx.model_key(spec.b), where(ectx.device))  # fmt: skip
+    u = calibrated(key, lambda: _sweep_units(spec, ectx))
+    n_train, n_test = image_counts(u, spec)
+    evals = 1 + sum(":" in m and not m.startswith(("class_acc", "confusion")) for m in spec.metrics)
+    steps = spec.epochs * -(-n_train // spec.batch_size)
+    fits = spec.adapter.init in ("lstsq", "procrustes")
+    one = (n_train * (u["prefix_a"] + fits * (u["prefix_b"] + u["fit"])) + steps * u["step"]
+           + evals * n_test * (u["prefix_a"] + u["eval"]))  # fmt: skip
+    controls = spec.control_seeds if spec.control and all(r.startswith("zoo:") for r in (spec.a, spec.b)) else 0
+    # gradient norm (forward + backward ~ 3 forwards) and sharpness (a forward per draw) over the test set
+    simple = (n_test * u["full"] * (3 + spec.sharpness_draws) + u["gzip"]) if spec.simplicity else 0.0
+    positions = int(u["positions"])
+    stitches = positions * (1 + controls)
+    seconds = (u["setup"] + 2 * (evals * n_test * u["full"] + simple) + stitches * one + positions * simple)
+    return estimate_from(seconds, f"calibrated: 1 adapter step = {ms(u['step'])}; {stitches} stitches of "
+                              f"{steps:,} steps")
+
+
+@register_experiment("sweep", SweepSpec.from_dict, check=check_sweep, backends=("local", "ray"), estimate=estimate_sweep)
 def run_sweep(spec: SweepSpec, ctx: RunContext) -> dict:
     """Stitch at every position of ``spec``; returns the summary stored with the run."""
     t0 = time.perf_counter()

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import tempfile
-from dataclasses import asdict, dataclass, field
+import time
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -21,144 +21,33 @@ from stitchcore.data.images import ImageDataset, drop_class, load_dataset, relab
 from stitchcore.data.text import list_texts
 from stitchcore.errors import DataError, StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
-from stitchcore.experiments._shared import (
-    check_at_least,
-    check_choice,
-    check_positive,
-    field_label,
-    spec_from_dict,
+from stitchcore.experiments._shared import field_label
+from stitchcore.experiments.estimate import (
+    CAL_EXAMPLES,
+    Estimate,
+    EstimateContext,
+    calibrated,
+    estimate_from,
+    first_images,
+    forward_per_example,
+    ms,
+    per_step,
+    where,
 )
+from stitchcore.experiments.lm_zoo import estimate_lm_zoo
+from stitchcore.experiments.zoo_recipe import ZooRecipe, zoo_name
 from stitchcore.models.archs import arch_defaults, arch_input_kind, create_arch
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.preprocess import Preprocess
 from stitchcore.models.sources.checkpoint import save_checkpoint
 from stitchcore.stitching.evaluate import count_params, evaluate_batches
-from stitchcore.stitching.train import OPTIMIZERS, train_classifier
+from stitchcore.stitching.train import train_classifier
 
-__all__ = ["ZooRecipe", "check_zoo", "train_zoo", "untrained_model", "zoo_name"]
+__all__ = ["ZooRecipe", "check_zoo", "estimate_zoo", "train_zoo", "untrained_model", "zoo_name", "zoo_stand_in"]
 
 log = logging.getLogger(__name__)
 
 CHECKPOINT = "model.safetensors"
-
-
-@dataclass(frozen=True)
-class ZooRecipe:
-    """How to train a built-in (zoo) model; training one stores it as a run.
-
-    Defaults train the small digits CNN to ~97% test accuracy in a few seconds
-    on a laptop CPU, which is what the classroom demo needs.
-    """
-
-    arch: str = "cnn"  # a name from stitchcore.models.archs.list_archs()
-    dataset: str = "digits"  # a name for stitchcore.data.load_dataset
-    seed: int = 0  # weight init and data order
-    optimizer: str = "sgd"  # sgd (momentum) | adamw (cosine schedule)
-    epochs: int = 20  # digits: 1,347 training images, 20 epochs ~ 420 steps, ~97% in ~1 s
-    lr: float | None = None  # None: 0.05 for sgd, 2e-3 for adamw
-    batch_size: int = 64
-    momentum: float = 0.9  # sgd only
-    weight_decay: float | None = None  # None: 5e-4 for sgd, 0.05 for adamw
-    image_size: int | None = None  # resize inputs (digits 8 -> 16/32 for deeper nets); None = native
-    arch_kwargs: dict[str, Any] = field(default_factory=dict)  # e.g. {"blocks": [1, 1, 1, 1], "width": 16}
-    relabel: tuple[int, int] | None = None  # trait: train with class X labelled Y
-    drop_class: int | None = None  # trait: class X never seen in training
-    l1: float = 0.0  # L1 penalty on weights (simple models, with pruning)
-    l2: float = 0.0  # explicit L2 penalty on weights (beyond weight decay)
-    prune_every: int = 0  # epochs between magnitude-pruning steps (0 = never)
-    prune_fraction: float = 0.0  # fraction of remaining weights pruned at each step
-    # Special layer (trait localization): after the main training, fine-tune only this named layer
-    # (e.g. "fc2"; all others frozen) for finetune_epochs on finetune_data (None: the untransformed dataset).
-    finetune_layer: str | None = None
-    finetune_epochs: int = 10  # digits: enough for the last hidden layer to bring a dropped class back
-    finetune_data: str | None = None  # e.g. "digits|relabel3to8": the trait is taught to that layer only
-    finetune_lr: float | None = None  # None: the recipe's lr; smaller keeps the layer's other behaviour
-
-    def __post_init__(self) -> None:
-        check_choice("optimizer", self.optimizer, OPTIMIZERS)
-        check_at_least("seed", self.seed, 0)
-        check_at_least("epochs", self.epochs, 1, "e.g. 20")
-        check_at_least("batch_size", self.batch_size, 1, "e.g. 64")
-        if self.lr is not None:
-            check_positive("lr", self.lr, "typical values 1e-3 .. 1e-1; leave it out for the default")
-        if self.weight_decay is not None:
-            check_at_least("weight_decay", self.weight_decay, 0, "typical values 0 .. 0.1")
-        check_at_least("momentum", self.momentum, 0, "e.g. 0.9")
-        if self.momentum >= 1.0:
-            raise StitchError(f"momentum must be below 1 (got {self.momentum!r}); e.g. 0.9")
-        if self.image_size is not None:
-            check_at_least("image_size", self.image_size, 1, "leave it out for the dataset's native size")
-        for name in ("l1", "l2"):
-            check_at_least(name, getattr(self, name), 0, "0 turns the penalty off")
-        check_at_least("prune_every", self.prune_every, 0, "0 never prunes")
-        check_at_least("prune_fraction", self.prune_fraction, 0)
-        if self.prune_fraction >= 1.0:
-            raise StitchError(f"{field_label('prune_fraction')} must be below 1 (got {self.prune_fraction})")
-        if not isinstance(self.arch_kwargs, dict):
-            raise StitchError(f"{field_label('arch_kwargs')} must be a JSON object, e.g. {{\"width\": 32}}")
-        if self.relabel is not None:
-            if len(self.relabel) != 2:
-                raise StitchError(f"relabel takes two classes X:Y, got {self.relabel!r}")
-            object.__setattr__(self, "relabel", tuple(int(v) for v in self.relabel))
-        if self.finetune_layer is None and (self.finetune_data is not None or self.finetune_lr is not None):
-            raise StitchError("finetune_data and finetune_lr need a finetune_layer (the one layer trained)")
-        if self.finetune_layer is not None and self.finetune_epochs < 1:
-            raise StitchError("finetune_epochs must be at least 1 when a finetune_layer is set")
-        if self.finetune_lr is not None:
-            check_positive("finetune_lr", self.finetune_lr, "leave it out for the recipe's lr")
-
-    @property
-    def resolved_lr(self) -> float:
-        return self.lr if self.lr is not None else (0.05 if self.optimizer == "sgd" else 2e-3)
-
-    @property
-    def resolved_weight_decay(self) -> float:
-        if self.weight_decay is not None:
-            return self.weight_decay
-        return 5e-4 if self.optimizer == "sgd" else 0.05
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["relabel"] = list(self.relabel) if self.relabel else None
-        if self.finetune_layer is None:  # absent unless used: run ids of older recipes stay the same
-            del d["finetune_layer"], d["finetune_epochs"], d["finetune_data"], d["finetune_lr"]
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ZooRecipe:
-        return spec_from_dict(cls, dict(d))
-
-    def is_plain(self) -> bool:
-        """True when only arch, dataset, seed and optimizer differ from the defaults."""
-        base = ZooRecipe(arch=self.arch, dataset=self.dataset, seed=self.seed, optimizer=self.optimizer)
-        return base == self
-
-    def label(self) -> str:
-        """Human label for run lists: 'train cnn on digits (seed 0, sgd, 20 epochs, drop 3)'."""
-        extras = [f"seed {self.seed}", self.optimizer, f"{self.epochs} epochs"]
-        if self.relabel:
-            extras.append(f"relabel {self.relabel[0]}->{self.relabel[1]}")
-        if self.drop_class is not None:
-            extras.append(f"drop {self.drop_class}")
-        if self.l1 or self.prune_fraction:
-            extras.append("L1/pruned")
-        if self.l2:
-            extras.append(f"L2 {self.l2:g}")
-        if self.finetune_layer is not None:
-            extras.append(f"fine-tune {self.finetune_layer}" + (f" on {self.finetune_data}" if self.finetune_data else ""))
-        return f"train {self.arch} on {self.dataset} ({', '.join(extras)})"
-
-    def short_name(self) -> str:
-        """Readable part of the zoo ref: ``cnn-digits-s0`` (``-adamw`` when not sgd)."""
-        dataset = re.sub(r"[^a-z0-9]+", "", self.dataset.lower().split(":")[0])
-        name = f"{self.arch}-{dataset}-s{self.seed}"
-        return name + ("-adamw" if self.optimizer == "adamw" else "")
-
-
-def zoo_name(recipe: ZooRecipe, run_id: str) -> str:
-    """``cnn-digits-s0`` for plain recipes; a run-id suffix keeps other recipes apart."""
-    name = recipe.short_name()
-    return name if recipe.is_plain() else f"{name}-{run_id[:6]}"
 
 
 def _arch_kwargs(recipe: ZooRecipe, ds: ImageDataset) -> dict:
@@ -280,7 +169,63 @@ def check_zoo(recipe: ZooRecipe, store: Any = None) -> None:
     _finetune_dataset(recipe, ds)
 
 
-@register_experiment("zoo", ZooRecipe.from_dict, check=check_zoo)
+# ---------------------------------------------------------------------------- estimate
+
+
+def _zoo_units(recipe: ZooRecipe, device: torch.device) -> dict[str, float]:
+    """Seconds per training step (the recipe's batch) and per evaluated example of an image recipe."""
+    from stitchcore.stitching.train import train_classifier
+
+    untrained_model(recipe)  # the dataset loads once per process (the run finds it cached)
+    t0 = time.perf_counter()
+    m = untrained_model(recipe)
+    ds = load_dataset(recipe.dataset)
+    setup = time.perf_counter() - t0
+    model = m.model.train()
+    for p in model.parameters():
+        p.requires_grad_(True)
+
+    def batches(n: int) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:  # the run's data path: shuffle, preprocess
+        for k in range(n):
+            x, y = next(iter(ds.batches("train", recipe.batch_size, shuffle=True, seed=k)))
+            yield m.preprocess(x), y
+
+    step = per_step(lambda n, on_step: train_classifier(
+        model, lambda _e: batches(n), n, optimizer=recipe.optimizer, lr=1e-4, weight_decay=0.0,
+        momentum=recipe.momentum, epochs=1, device=device, l1=recipe.l1, l2=recipe.l2, on_step=on_step,
+    ))  # fmt: skip
+    model.eval()
+    xe, _ = first_images(ds, min(CAL_EXAMPLES, len(ds.labels("train"))))
+    return {"step": step, "setup": setup,
+            "eval": forward_per_example(lambda v: model(m.preprocess(v.to(device))), xe)}  # fmt: skip
+
+
+def estimate_zoo(recipe: ZooRecipe, ectx: EstimateContext) -> Estimate:
+    """Training steps of the recipe (a language model's: :func:`~stitchcore.experiments.lm_zoo.estimate_lm_zoo`)."""
+    device = ectx.device
+    if arch_input_kind(recipe.arch) != "image":
+        return estimate_lm_zoo(recipe, ectx)
+    key = ("zoo", recipe.arch, repr(sorted(recipe.arch_kwargs.items())), recipe.dataset, recipe.image_size,
+           recipe.batch_size, recipe.optimizer, recipe.l1 > 0, where(device))  # fmt: skip
+    u = calibrated(key, lambda: _zoo_units(recipe, device))
+    ds = load_dataset(recipe.dataset)
+    train = drop_class(ds, recipe.drop_class) if recipe.drop_class is not None else ds
+    per_epoch = -(-len(train.labels("train")) // recipe.batch_size)
+    epochs = recipe.epochs + (recipe.finetune_epochs if recipe.finetune_layer else 0)
+    steps = epochs * per_epoch
+    seconds = u["setup"] + steps * u["step"] + (epochs + 1) * len(ds.labels("test")) * u["eval"]
+    return estimate_from(seconds, f"calibrated: 1 step of {recipe.arch} = {ms(u['step'])}; {steps:,} steps")
+
+
+
+
+def zoo_stand_in(recipe: ZooRecipe, run_id: str) -> dict[str, tuple[str, Any]]:
+    """The model a queued zoo run makes (its ref), for the estimates of runs queued after it: the recipe
+    fixes its cost, an untrained copy stands in for it."""
+    return {f"zoo:{zoo_name(recipe, run_id)}": (repr(recipe.to_dict()), lambda: untrained_model(recipe))}
+
+
+@register_experiment("zoo", ZooRecipe.from_dict, check=check_zoo, estimate=estimate_zoo, makes=zoo_stand_in)
 def train_zoo(recipe: ZooRecipe, ctx: RunContext) -> dict:
     """Train ``recipe`` on its dataset; returns the summary stored with the run."""
     if arch_input_kind(recipe.arch) != "image":  # language models: stitchcore.experiments.lm_zoo

@@ -1,0 +1,158 @@
+"""A zoo recipe: how to train a built-in model, and the name its trained model goes by.
+
+Below both bodies of the ``zoo`` experiment (:mod:`~stitchcore.experiments.zoo` for image models,
+:mod:`~stitchcore.experiments.lm_zoo` for char-GPTs), so neither imports the other to know it.
+
+>>> r = ZooRecipe(seed=3)
+>>> r.short_name(), zoo_name(r, "abcdef123"), zoo_name(ZooRecipe(seed=3, epochs=5), "abcdef123")
+('cnn-digits-s3', 'cnn-digits-s3', 'cnn-digits-s3-abcdef')
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from stitchcore.errors import StitchError
+from stitchcore.experiments._shared import (
+    check_at_least,
+    check_choice,
+    check_positive,
+    field_label,
+    spec_from_dict,
+)
+from stitchcore.models.archs import arch_input_kind
+from stitchcore.stitching.train import OPTIMIZERS
+
+__all__ = ["ZooRecipe", "zoo_name"]
+
+
+@dataclass(frozen=True)
+class ZooRecipe:
+    """How to train a built-in (zoo) model; training one stores it as a run.
+
+    Defaults train the small digits CNN to ~97% test accuracy in a few seconds
+    on a laptop CPU, which is what the classroom demo needs.
+    """
+
+    arch: str = "cnn"  # a name from stitchcore.models.archs.list_archs()
+    dataset: str = "digits"  # a name for stitchcore.data.load_dataset
+    seed: int = 0  # weight init and data order
+    optimizer: str = "sgd"  # sgd (momentum) | adamw (cosine schedule)
+    epochs: int = 20  # digits: 1,347 training images, 20 epochs ~ 420 steps, ~97% in ~1 s
+    lr: float | None = None  # None: 0.05 for sgd, 2e-3 for adamw
+    batch_size: int = 64
+    momentum: float = 0.9  # sgd only
+    weight_decay: float | None = None  # None: 5e-4 for sgd, 0.05 for adamw
+    image_size: int | None = None  # resize inputs (digits 8 -> 16/32 for deeper nets); None = native
+    arch_kwargs: dict[str, Any] = field(default_factory=dict)  # e.g. {"blocks": [1, 1, 1, 1], "width": 16}
+    relabel: tuple[int, int] | None = None  # trait: train with class X labelled Y
+    drop_class: int | None = None  # trait: class X never seen in training
+    l1: float = 0.0  # L1 penalty on weights (simple models, with pruning)
+    l2: float = 0.0  # explicit L2 penalty on weights (beyond weight decay)
+    prune_every: int = 0  # epochs between magnitude-pruning steps (0 = never)
+    prune_fraction: float = 0.0  # fraction of remaining weights pruned at each step
+    # Special layer (trait localization): after the main training, fine-tune only this named layer
+    # (e.g. "fc2"; all others frozen) for finetune_epochs on finetune_data (None: the untransformed dataset).
+    finetune_layer: str | None = None
+    finetune_epochs: int = 10  # digits: enough for the last hidden layer to bring a dropped class back
+    finetune_data: str | None = None  # e.g. "digits|relabel3to8": the trait is taught to that layer only
+    finetune_lr: float | None = None  # None: the recipe's lr; smaller keeps the layer's other behaviour
+
+    def __post_init__(self) -> None:
+        check_choice("optimizer", self.optimizer, OPTIMIZERS)
+        check_at_least("seed", self.seed, 0)
+        check_at_least("epochs", self.epochs, 1, "e.g. 20")
+        check_at_least("batch_size", self.batch_size, 1, "e.g. 64")
+        if self.lr is not None:
+            check_positive("lr", self.lr, "typical values 1e-3 .. 1e-1; leave it out for the default")
+        if self.weight_decay is not None:
+            check_at_least("weight_decay", self.weight_decay, 0, "typical values 0 .. 0.1")
+        check_at_least("momentum", self.momentum, 0, "e.g. 0.9")
+        if self.momentum >= 1.0:
+            raise StitchError(f"momentum must be below 1 (got {self.momentum!r}); e.g. 0.9")
+        if self.image_size is not None:
+            check_at_least("image_size", self.image_size, 1, "leave it out for the dataset's native size")
+        for name in ("l1", "l2"):
+            check_at_least(name, getattr(self, name), 0, "0 turns the penalty off")
+        check_at_least("prune_every", self.prune_every, 0, "0 never prunes")
+        check_at_least("prune_fraction", self.prune_fraction, 0)
+        if self.prune_fraction >= 1.0:
+            raise StitchError(f"{field_label('prune_fraction')} must be below 1 (got {self.prune_fraction})")
+        if not isinstance(self.arch_kwargs, dict):
+            raise StitchError(f"{field_label('arch_kwargs')} must be a JSON object, e.g. {{\"width\": 32}}")
+        if self.relabel is not None:
+            if len(self.relabel) != 2:
+                raise StitchError(f"relabel takes two classes X:Y, got {self.relabel!r}")
+            object.__setattr__(self, "relabel", tuple(int(v) for v in self.relabel))
+        if self.finetune_layer is None and (self.finetune_data is not None or self.finetune_lr is not None):
+            raise StitchError("finetune_data and finetune_lr need a finetune_layer (the one layer trained)")
+        if self.finetune_layer is not None and self.finetune_epochs < 1:
+            raise StitchError("finetune_epochs must be at least 1 when a finetune_layer is set")
+        if self.finetune_lr is not None:
+            check_positive("finetune_lr", self.finetune_lr, "leave it out for the recipe's lr")
+
+    @property
+    def resolved_lr(self) -> float:
+        return self.lr if self.lr is not None else (0.05 if self.optimizer == "sgd" else 2e-3)
+
+    @property
+    def resolved_weight_decay(self) -> float:
+        if self.weight_decay is not None:
+            return self.weight_decay
+        return 5e-4 if self.optimizer == "sgd" else 0.05
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["relabel"] = list(self.relabel) if self.relabel else None
+        if self.finetune_layer is None:  # absent unless used: run ids of older recipes stay the same
+            del d["finetune_layer"], d["finetune_epochs"], d["finetune_data"], d["finetune_lr"]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ZooRecipe:
+        return spec_from_dict(cls, dict(d))
+
+    def is_plain(self) -> bool:
+        """True when only arch, dataset, seed and optimizer differ from the defaults."""
+        base = ZooRecipe(arch=self.arch, dataset=self.dataset, seed=self.seed, optimizer=self.optimizer)
+        return base == self
+
+    def label(self) -> str:
+        """Human label for run lists: 'train cnn on digits (seed 0, sgd, 20 epochs, drop 3)'."""
+        extras = [f"seed {self.seed}", self.optimizer, f"{self.epochs} epochs"]
+        if self.relabel:
+            extras.append(f"relabel {self.relabel[0]}->{self.relabel[1]}")
+        if self.drop_class is not None:
+            extras.append(f"drop {self.drop_class}")
+        if self.l1 or self.prune_fraction:
+            extras.append("L1/pruned")
+        if self.l2:
+            extras.append(f"L2 {self.l2:g}")
+        if self.finetune_layer is not None:
+            extras.append(f"fine-tune {self.finetune_layer}" + (f" on {self.finetune_data}" if self.finetune_data else ""))
+        return f"train {self.arch} on {self.dataset} ({', '.join(extras)})"
+
+    def trains_language_model(self) -> bool:
+        """True for a recipe of a language model (a char-GPT): trained by :mod:`stitchcore.experiments.lm_zoo`.
+
+        >>> ZooRecipe(arch="gpt", dataset="pydoc").trains_language_model(), ZooRecipe().trains_language_model()
+        (True, False)
+        """
+        try:
+            return arch_input_kind(self.arch) != "image"
+        except StitchError:  # an unknown arch: the run will say so
+            return False
+
+    def short_name(self) -> str:
+        """Readable part of the zoo ref: ``cnn-digits-s0`` (``-adamw`` when not sgd)."""
+        dataset = re.sub(r"[^a-z0-9]+", "", self.dataset.lower().split(":")[0])
+        name = f"{self.arch}-{dataset}-s{self.seed}"
+        return name + ("-adamw" if self.optimizer == "adamw" else "")
+
+
+def zoo_name(recipe: ZooRecipe, run_id: str) -> str:
+    """``cnn-digits-s0`` for plain recipes; a run-id suffix keeps other recipes apart."""
+    name = recipe.short_name()
+    return name if recipe.is_plain() else f"{name}-{run_id[:6]}"
