@@ -32,8 +32,17 @@ from torch import nn
 from stitchcore.backends import Unit, UnitContext, cells_per_node
 from stitchcore.errors import AdapterError, CutError, StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
-from stitchcore.experiments.estimate import Estimate, EstimateContext, calibrated, estimate_from, ms, per_step, timed, where
-from stitchcore.experiments._shared import check_at_least, check_choice, check_positive, spec_from_dict
+from stitchcore.experiments._spec import check_at_least, check_choice, check_positive, spec_from_dict
+from stitchcore.experiments.estimate import (
+    Estimate,
+    EstimateContext,
+    calibrated,
+    estimate_from,
+    ms,
+    per_step,
+    timed,
+    where,
+)
 from stitchcore.lm.evaluate import LMData, eval_windows, lm_data, lm_loss, loss_penalty, sample_text
 from stitchcore.lm.parts import (
     ComposedLM,

@@ -19,16 +19,21 @@ from stitchcore.cuts import Cut, get_cut, list_cuts
 from stitchcore.data.images import SPLITS, ImageDataset, load_dataset
 from stitchcore.errors import StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
-from stitchcore.experiments.estimate import Estimate, EstimateContext, calibrated, estimate_from, full_forward, ms, timed, where
-from stitchcore.experiments._shared import (
-    check_at_least,
-    check_choice,
-    resolve_dataset,
-    spec_from_dict,
+from stitchcore.experiments._spec import check_at_least, check_choice, spec_from_dict
+from stitchcore.experiments.dataset_check import resolve_dataset
+from stitchcore.experiments.estimate import (
+    Estimate,
+    EstimateContext,
+    calibrated,
+    estimate_from,
+    full_forward,
+    ms,
+    timed,
+    where,
 )
 from stitchcore.measures.similarity import TOKEN_MODES, list_measures, similarity_matrix
-from stitchcore.models.refs import parse_ref
 from stitchcore.models.loaded import LoadedModel
+from stitchcore.models.refs import parse_ref
 from stitchcore.models.sources import load_model
 
 __all__ = ["SimilaritySpec", "estimate_similarity", "run_similarity"]

@@ -20,17 +20,24 @@ from stitchcore.cuts import Cut, get_cut, split, split_segment
 from stitchcore.data.images import load_dataset
 from stitchcore.errors import AdapterError, StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
-from stitchcore.experiments.estimate import (
-    Estimate, EstimateContext, calibrated, estimate_from, full_forward, image_counts, ms, pair_units, where,
-)
-from stitchcore.experiments._shared import (
+from stitchcore.experiments._spec import (
     check_at_least,
     check_choice,
-    check_head_classes,
     check_positive,
     check_sample_caps,
-    resolve_dataset,
     spec_from_dict,
+)
+from stitchcore.experiments.dataset_check import check_head_classes, resolve_dataset
+from stitchcore.experiments.estimate import (
+    Estimate,
+    EstimateContext,
+    calibrated,
+    estimate_from,
+    full_forward,
+    image_counts,
+    ms,
+    pair_units,
+    where,
 )
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.sources import load_model

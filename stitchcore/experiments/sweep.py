@@ -43,18 +43,26 @@ from stitchcore.cuts import Cut, get_cut, list_cuts, split
 from stitchcore.data.images import ImageDataset, load_dataset
 from stitchcore.errors import AdapterError, CutError, StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
-from stitchcore.experiments.estimate import (
-    Estimate, EstimateContext, calibrated, estimate_from, full_forward, image_counts, ms, pair_units, spread, timed,
-    where,
-)
-from stitchcore.experiments._shared import (
+from stitchcore.experiments._spec import (
     check_at_least,
     check_choice,
-    check_head_classes,
     check_positive,
     check_sample_caps,
-    resolve_dataset,
     spec_from_dict,
+)
+from stitchcore.experiments.dataset_check import check_head_classes, resolve_dataset
+from stitchcore.experiments.estimate import (
+    Estimate,
+    EstimateContext,
+    calibrated,
+    estimate_from,
+    full_forward,
+    image_counts,
+    ms,
+    pair_units,
+    spread,
+    timed,
+    where,
 )
 from stitchcore.measures.simplicity import GZIP_LEVEL, SHARPNESS_DEFINITION, simplicity
 from stitchcore.measures.traits import check_classes, compute, metric_dataset, parse_metric

@@ -21,7 +21,7 @@ from stitchcore.data.images import ImageDataset, drop_class, load_dataset, relab
 from stitchcore.data.text import list_texts
 from stitchcore.errors import DataError, StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
-from stitchcore.experiments._shared import field_label
+from stitchcore.experiments._spec import field_label
 from stitchcore.experiments.estimate import (
     CAL_EXAMPLES,
     Estimate,

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from stitchcore.errors import StitchError
-from stitchcore.experiments._shared import (
+from stitchcore.experiments._spec import (
     check_at_least,
     check_choice,
     check_positive,

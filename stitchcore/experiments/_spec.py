@@ -1,0 +1,89 @@
+"""What every spec shares: the checks that name the field (and its CLI flag) in their message, and the
+dict -> spec rebuild that names unknown keys.  Private to :mod:`stitchcore.experiments`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import fields
+from typing import Any, TypeVar
+
+from stitchcore.errors import StitchError
+
+__all__ = ["check_at_least", "check_choice", "check_positive", "check_sample_caps", "field_label", "spec_from_dict"]
+
+S = TypeVar("S")
+
+
+def check_choice(what: str, value: Any, choices: tuple) -> None:
+    """StitchError naming the choices when ``value`` is not one of them."""
+    if value not in choices:
+        raise StitchError(f"unknown {what} {value!r}; use one of: {', '.join(map(str, choices))}")
+
+
+def field_label(name: str) -> str:
+    """A spec field as people typed it: the field, and the CLI flag when its spelling differs.
+
+    The app and the CLI share spec messages, so both names are given.
+
+    >>> field_label("lr"), field_label("max_train")
+    ('lr', 'max_train (--max-train)')
+    """
+    return name if "_" not in name else f"{name} (--{name.replace('_', '-')})"
+
+
+def _number(name: str, value: Any) -> float:
+    """``value`` as a finite number; StitchError naming the field otherwise (NaN, inf, text, bools)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise StitchError(f"{field_label(name)} must be a finite number (got {value!r})")
+    return value
+
+
+def check_positive(name: str, value: Any, hint: str = "") -> None:
+    """StitchError unless ``value`` is a finite number > 0 (a learning rate, a temperature ...).
+
+    >>> check_positive("lr", -1.0, "typical values 1e-3 .. 1e-1")
+    Traceback (most recent call last):
+    ...
+    stitchcore.errors.StitchError: lr must be > 0 (got -1.0); typical values 1e-3 .. 1e-1
+    """
+    if not _number(name, value) > 0:
+        raise StitchError(f"{field_label(name)} must be > 0 (got {value!r})" + (f"; {hint}" if hint else ""))
+
+
+def check_at_least(name: str, value: Any, least: float, hint: str = "") -> None:
+    """StitchError unless ``value`` is a finite number >= ``least`` (epochs, batch size, penalties ...).
+
+    >>> check_at_least("batch_size", 0, 1, "e.g. 64")
+    Traceback (most recent call last):
+    ...
+    stitchcore.errors.StitchError: batch_size (--batch-size) must be at least 1 (got 0); e.g. 64
+    """
+    if not _number(name, value) >= least:
+        why = f"{field_label(name)} must be at least {least} (got {value!r})"
+        raise StitchError(why + (f"; {hint}" if hint else ""))
+
+
+def check_sample_caps(spec: Any, names: tuple[str, ...] = ("max_train", "max_test")) -> None:
+    """A spec's image caps (``max_train`` / ``max_test``, or ``names``) are None (all images) or at least 2.
+
+    >>> from types import SimpleNamespace as NS
+    >>> check_sample_caps(NS(max_train=0, max_test=None))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    stitchcore.errors.StitchError: max_train (--max-train) must be at least 2 images (got 0); leave it out ...
+    """
+    for name in names:
+        value = getattr(spec, name)
+        if value is not None and not _number(name, value) >= 2:
+            why = f"{field_label(name)} must be at least 2 images (got {value!r})"
+            raise StitchError(f"{why}; leave it out to use all")
+
+
+def spec_from_dict(cls: type[S], d: dict[str, Any]) -> S:
+    """Build a spec dataclass from a dict, naming unknown keys in the error."""
+    names = {f.name for f in fields(cls)}
+    unknown = sorted(set(d) - names)
+    if unknown:
+        raise StitchError(f"unknown {cls.__name__} field(s) {unknown}; known: {sorted(names)}")
+    return cls(**d)
