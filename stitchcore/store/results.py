@@ -5,6 +5,8 @@ A run id hashes kind + canonical spec JSON + :data:`SCHEMA_VERSION`, so an
 identical spec is a cache hit.  Every state change is one transaction and blobs
 are written to a temp file then renamed: a crash leaves a run ``running``, which
 :meth:`Store.mark_interrupted` turns ``interrupted`` at the next start.
+The tables and their migrations are in :mod:`._schema`; who runs a run (owners, heartbeats,
+cancelling from another process) is in :mod:`._ownership`.
 
 >>> run_id_for("zoo", {"arch": "cnn", "seed": 0}) == run_id_for("zoo", {"seed": 0, "arch": "cnn"})
 True
@@ -19,18 +21,20 @@ import math
 import os
 import re
 import shutil
-import socket
 import sqlite3
 import threading
 import time
 import uuid
-import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# HEARTBEAT_SECONDS, STALE_SECONDS and MIGRATIONS lived here: they stay importable from this module
+from stitchcore.store._ownership import HEARTBEAT_SECONDS, STALE_SECONDS  # noqa: F401
+from stitchcore.store._ownership import HOST as _HOST, OwnedRuns, live_owner, owner_alive
+from stitchcore.store._schema import MIGRATIONS, STATUSES, migrate  # noqa: F401
 from stitchcore.store.canonical_json import canonical_json, plain_json
 from stitchcore.errors import RunBusy, StoreError
 
@@ -40,42 +44,12 @@ log = logging.getLogger(__name__)
 
 # Version of what a stored result *means*; hashed into every run id, so bumping
 # it makes old results cache misses (they stay listed).  Independent of the
-# database layout, which evolves through MIGRATIONS without invalidating runs.
+# database layout, which evolves through _schema.MIGRATIONS without invalidating runs.
 SCHEMA_VERSION: int = 1
 
-STATUSES = ("queued", "running", "done", "failed", "cancelled", "interrupted")
 DB_NAME = "stitchlab.sqlite"
 ENV_VAR = "STITCHLAB_STORE"
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # run ids and artifact names: one path part
-_HOST = socket.gethostname()
-# A process that owns queued or running rows stamps their heartbeat every HEARTBEAT_SECONDS; a row whose
-# owner has not stamped it for STALE_SECONDS (or, on this host, whose process is gone) is taken over
-HEARTBEAT_SECONDS = 2.0
-STALE_SECONDS = 30.0
-
-# Database migrations, applied in order; each entry's statements run in one
-# transaction together with its row in schema_migrations.  Append, never edit.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (
-    (  # 1: initial layout. JSON columns hold canonical JSON; series.value NULL stands for NaN.
-        f"""CREATE TABLE runs (id TEXT PRIMARY KEY, kind TEXT NOT NULL, spec TEXT NOT NULL,
-            status TEXT NOT NULL CHECK (status IN {STATUSES!r}), summary TEXT, error TEXT,
-            created REAL NOT NULL, started REAL, finished REAL, label TEXT NOT NULL DEFAULT '',
-            owner TEXT)""",  # owner: 'host:pid' of the process that last wrote the status
-        "CREATE INDEX runs_created ON runs (created)",
-        "CREATE INDEX runs_kind_status ON runs (kind, status)",
-        """CREATE TABLE series (run TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
-            name TEXT NOT NULL, step INTEGER NOT NULL, value REAL, epoch INTEGER,
-            PRIMARY KEY (run, name, step)) WITHOUT ROWID""",
-        """CREATE TABLE artifacts (run TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
-            name TEXT NOT NULL, relpath TEXT NOT NULL, sha256 TEXT NOT NULL, bytes INTEGER NOT NULL,
-            created REAL NOT NULL, PRIMARY KEY (run, name))""",  # relpath: relative to the store root
-    ),
-    (  # 2: live ownership. heartbeat: time.time() of the owner's last stamp; cancel_requested: when another
-        # process asked the owner to stop (`runs cancel`); both NULL on rows written before
-        "ALTER TABLE runs ADD COLUMN heartbeat REAL",
-        "ALTER TABLE runs ADD COLUMN cancel_requested REAL",
-    ),
-)
 
 
 def resolve_store_dir(explicit: str | Path | None = None) -> Path:
@@ -110,53 +84,6 @@ def _check_name(name: str, what: str) -> None:
 def _writable(root: Path, db_path: Path) -> bool:
     """Whether this process can write the store: its folder (new blobs, WAL files) and its database."""
     return os.access(root, os.W_OK) and os.access(db_path, os.W_OK)
-
-
-def _owner_alive(owner: str | None, heartbeat: float | None, now: float) -> bool:
-    """Whether ``owner`` ('host:pid') is a live process other than this one.
-
-    On this host its pid must exist and its heartbeat (if it stamps one) be fresh; on another host only the
-    heartbeat can tell, so a row of another machine without a fresh heartbeat is stale.
-
-    >>> _owner_alive(f"{_HOST}:{os.getpid()}", time.time(), time.time())  # this process is not "another"
-    False
-    >>> _owner_alive("elsewhere:1", 100.0, 110.0), _owner_alive("elsewhere:1", 100.0, 100.0 + STALE_SECONDS)
-    (True, False)
-    """
-    host, _, pid_text = (owner or "").rpartition(":")
-    if not host or not pid_text.isdigit() or (host == _HOST and int(pid_text) == os.getpid()):
-        return False
-    fresh = heartbeat is not None and now - heartbeat < STALE_SECONDS
-    if host != _HOST:
-        return fresh
-    try:
-        os.kill(int(pid_text), 0)
-    except PermissionError:
-        pass  # alive, someone else's
-    except OSError:
-        return False
-    return heartbeat is None or fresh  # rows of an older StitchLab carry no heartbeat: the pid decides
-
-
-def _heartbeat(ref: weakref.ref[Store], wake: threading.Event) -> None:
-    """The heartbeat thread: ``Store._beat_once`` every HEARTBEAT_SECONDS while the Store lives, owns rows and
-    is open.  It holds the Store only during a beat, so a Store nobody uses any more is collected (and its
-    rows go stale, as they should: nothing runs them)."""
-    while True:
-        store = ref()
-        if store is None:
-            return
-        try:
-            if not store._beat_once():
-                store._drop_thread_conn()
-                return
-        finally:
-            del store
-        if wake.wait(HEARTBEAT_SECONDS):  # close() woke us: the next _beat_once returns False
-            store = ref()
-            if store is not None:
-                store._drop_thread_conn()
-            return
 
 
 @dataclass(frozen=True)
@@ -206,11 +133,9 @@ class Store:
         self._owner = f"{_HOST}:{os.getpid()}"
         self._closed = False
         self._verified: dict[Path, tuple[int, int]] = {}  # blob -> (mtime_ns, size) whose sha256 matched
-        # queued/running rows this process owns -> what to call when another process asks them to stop
-        self._owned: dict[str, Callable[[], None] | None] = {}
-        self._owned_lock = threading.Lock()
-        self._beat: threading.Thread | None = None  # stamps the owned rows' heartbeat while there are any
-        self._beat_wake = threading.Event()  # set by close(): the heartbeat thread stops at once
+        # queued/running rows this process owns, what to call when another process asks one to stop, and
+        # the heartbeat thread that stamps them (close() stops it at once)
+        self._ownership = OwnedRuns()
         try:
             self._migrate()
         except sqlite3.DatabaseError as exc:
@@ -290,34 +215,7 @@ class Store:
                 " (the sqlite3 shell's .recover can salvage its rows)")
 
     def _migrate(self) -> None:
-        tables = {r[0] for r in self._query("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if tables and "schema_migrations" not in tables:
-            raise StoreError(
-                f"{self.db_path} is another program's SQLite database (tables: {', '.join(sorted(tables)[:6])}),"
-                " not a StitchLab store: pass another --store DIR"
-            )
-        if self.read_only:
-            have = self._query("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")[0][0] if tables else 0
-            if not 1 <= have <= len(MIGRATIONS):  # older layouts read the same (later ones only add columns)
-                raise StoreError(
-                    f"store {self.root} is read-only and has database version {have}, not one this StitchLab"
-                    f" reads (1 to {len(MIGRATIONS)}): open it once writable, or use a matching StitchLab"
-                )
-            return
-        with self._tx() as conn:
-            conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
-                         "(version INTEGER PRIMARY KEY, applied REAL)")
-            have = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()[0]
-            if have > len(MIGRATIONS):
-                raise StoreError(
-                    f"store {self.root} has database version {have}, newer than this StitchLab"
-                    f" ({len(MIGRATIONS)}): upgrade StitchLab or pass another --store"
-                )
-            for version in range(have + 1, len(MIGRATIONS) + 1):
-                for stmt in MIGRATIONS[version - 1]:
-                    conn.execute(stmt)
-                conn.execute("INSERT INTO schema_migrations VALUES (?, ?)", (version, time.time()))
-                log.info("store %s: applied migration %d", self.root, version)
+        migrate(self._query, self._tx, root=self.root, db_path=self.db_path, read_only=self.read_only)
 
     def close(self) -> None:
         """Close every connection this Store opened (any thread); further calls raise StoreError.
@@ -325,10 +223,7 @@ class Store:
         The heartbeat thread is stopped first (it may be inside a write on its own connection).
         """
         self._closed = True
-        self._beat_wake.set()
-        beat = self._beat
-        if beat is not None and beat is not threading.current_thread():
-            beat.join(timeout=30)
+        self._ownership.stop()
         with self._conns_lock:
             entries = list(self._conns)
             self._conns.clear()
@@ -368,7 +263,7 @@ class Store:
             if keep_done and row and row[0] == "done":
                 return _record(conn.execute(f"SELECT {_RUN_COLS} FROM runs WHERE id = ?", (run_id,)).fetchone())
             if row and row[0] in ("queued", "running") and row[2] != self._owner:
-                if _owner_alive(row[2], row[3], now):
+                if owner_alive(row[2], row[3], now):
                     if row[0] == "running":  # a queued row is taken by whoever starts it (or queues it again)
                         raise RunBusy(run_id, row[2])
                 else:  # its owner died or went silent: the row says so first, then it is taken over
@@ -394,17 +289,10 @@ class Store:
     # -- live ownership: heartbeat, waiting, cancelling from another process ----------------------------
 
     def _own(self, run_id: str, on_cancel: Callable[[], None] | None = None) -> None:
-        with self._owned_lock:
-            if on_cancel is not None or run_id not in self._owned:
-                self._owned[run_id] = on_cancel
-            if not self._closed and (self._beat is None or not self._beat.is_alive()):
-                self._beat = threading.Thread(target=_heartbeat, args=(weakref.ref(self), self._beat_wake),
-                                              name="stitchlab-heartbeat", daemon=True)
-                self._beat.start()
+        self._ownership.own(self, run_id, on_cancel)
 
     def _disown(self, run_id: str) -> None:
-        with self._owned_lock:
-            self._owned.pop(run_id, None)
+        self._ownership.disown(run_id)
 
     def watch_cancel(self, run_id: str, on_cancel: Callable[[], None]) -> None:
         """Call ``on_cancel()`` (from the heartbeat thread) when another process asks this process's queued or
@@ -412,40 +300,11 @@ class Store:
         self._own(run_id, on_cancel)
 
     def _beat_once(self) -> bool:
-        """One heartbeat: stamp the owned rows, drop those no longer ours, pass on cancel requests.
+        """One heartbeat (:meth:`.OwnedRuns.beat_once`): stamp the owned rows, pass on cancel requests.
 
         Returns False (and forgets the heartbeat thread) when this Store owns nothing or is closed.
         """
-        with self._owned_lock:
-            ids = list(self._owned)
-            if not ids or self._closed:
-                self._beat = None
-                return False
-        fire: list[Callable[[], None]] = []
-        try:
-            marks = ", ".join("?" * len(ids))
-            with self._tx() as conn:
-                conn.execute(f"UPDATE runs SET heartbeat = ? WHERE owner = ? AND status IN ('queued', 'running')"
-                             f" AND id IN ({marks})", (time.time(), self._owner, *ids))
-                rows = conn.execute(f"SELECT id, status, owner, cancel_requested FROM runs WHERE id IN ({marks})",
-                                    ids).fetchall()
-            mine = {rid: asked for rid, status, owner, asked in rows
-                    if owner == self._owner and status in ("queued", "running")}
-            with self._owned_lock:
-                for rid in ids:
-                    if rid not in mine:
-                        self._owned.pop(rid, None)  # finished, deleted, or taken over
-                    elif mine[rid] is not None and (fn := self._owned.get(rid)) is not None:
-                        self._owned[rid] = None  # once
-                        fire.append(fn)
-        except Exception:  # a busy store: try again next beat
-            log.debug("heartbeat of %s failed", self.root, exc_info=True)
-        for fn in fire:
-            try:
-                fn()
-            except Exception:
-                log.exception("cancel callback failed")
-        return True
+        return self._ownership.beat_once(self)
 
     def _drop_thread_conn(self) -> None:
         """Close the calling thread's connection (a thread that ends takes its connection with it)."""
@@ -463,10 +322,7 @@ class Store:
         """'host:pid' of the other live process that has this run queued or running; None if none does."""
         if self.read_only:  # nothing runs into a read-only store (and a version-1 one has no heartbeats)
             return None
-        rows = self._query("SELECT status, owner, heartbeat FROM runs WHERE id = ?", (run_id,))
-        if not rows or rows[0][0] not in ("queued", "running"):
-            return None
-        return rows[0][1] if _owner_alive(rows[0][1], rows[0][2], time.time()) else None
+        return live_owner(self._query, run_id)
 
     def request_cancel(self, run_id: str) -> str:
         """Stop a queued or running run: ``"asked"`` when a live process owns it (it stops at its next step and
@@ -477,11 +333,7 @@ class Store:
         rec = self._get(run_id)
         if rec.status not in ("queued", "running"):
             raise StoreError(f"run {run_id} is {rec.status}, not queued or running: nothing to cancel")
-        with self._owned_lock:
-            here = self._owned.get(run_id) if run_id in self._owned else False
-        if here is not False:  # this process runs it
-            if here is not None:
-                here()
+        if self._ownership.cancel_here(run_id):  # this process runs it
             return "asked"
         if self.live_owner(run_id) is not None:
             with self._tx() as conn:
@@ -509,7 +361,7 @@ class Store:
         now = time.time()
         with self._tx() as conn:
             row = conn.execute("SELECT owner, heartbeat, status FROM runs WHERE id = ?", (run_id,)).fetchone()
-            if row and row[2] in ("queued", "running") and _owner_alive(row[0], row[1], now):
+            if row and row[2] in ("queued", "running") and owner_alive(row[0], row[1], now):
                 raise RunBusy(run_id, row[0])  # never write over another live process's run
             cur = conn.execute(
                 "UPDATE runs SET status = ?, error = ?,"
@@ -583,7 +435,7 @@ class Store:
         with self._tx() as conn:
             rows = conn.execute("SELECT id, status, owner, heartbeat FROM runs WHERE status IN ('running', 'queued')")
             ids = [(rid, st) for rid, st, owner, beat in rows.fetchall()
-                   if force or not _owner_alive(owner, beat, now)]
+                   if force or not owner_alive(owner, beat, now)]
             for rid, st in ids:
                 conn.execute(
                     "UPDATE runs SET status = 'interrupted', finished = ?, error = ? WHERE id = ?",
