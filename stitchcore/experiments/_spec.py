@@ -1,16 +1,17 @@
-"""What every spec shares: the checks that name the field (and its CLI flag) in their message, and the
-dict -> spec rebuild that names unknown keys.  Private to :mod:`stitchcore.experiments`.
+"""What every spec shares: the :class:`Spec` base (``to_dict`` / ``from_dict``), and the checks that name
+the field (and its CLI flag) in their message.  Private to :mod:`stitchcore.experiments`.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import fields
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from stitchcore.errors import StitchError
 
-__all__ = ["check_at_least", "check_choice", "check_positive", "check_sample_caps", "field_label", "spec_from_dict"]
+__all__ = ["Spec", "check_at_least", "check_choice", "check_positive", "check_sample_caps", "field_label", "spec_from_dict"]
 
 S = TypeVar("S")
 
@@ -87,3 +88,39 @@ def spec_from_dict(cls: type[S], d: dict[str, Any]) -> S:
     if unknown:
         raise StitchError(f"unknown {cls.__name__} field(s) {unknown}; known: {sorted(names)}")
     return cls(**d)
+
+
+def _plain(value: Any) -> Any:
+    """A spec field as the JSON the store hashes: nested specs through their ``to_dict``, tuples as lists."""
+    if callable(getattr(value, "to_dict", None)):
+        return value.to_dict()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+class Spec:
+    """The base of every experiment spec (a frozen dataclass of plain values, commented per field).
+
+    ``to_dict()`` is the dict the store hashes into the run id and keeps: every field, tuples as lists,
+    nested specs (an ``AdapterSpec``) through their own ``to_dict``.  ``from_dict`` rebuilds the spec and
+    names unknown keys.  A kind that leaves a field out of the dict unless it is used (so the run ids of
+    older specs stay the same) overrides ``to_dict`` and edits ``super().to_dict()``.
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Demo(Spec):
+    ...     a: str = "zoo:cnn-digits-s0"
+    ...     cuts: tuple[str, ...] | None = ("conv1", "conv2")
+    >>> Demo().to_dict(), Demo.from_dict({"a": "x", "cuts": None})
+    ({'a': 'zoo:cnn-digits-s0', 'cuts': ['conv1', 'conv2']}, Demo(a='x', cuts=None))
+    """
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}  # type: ignore[arg-type]
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Self:
+        return spec_from_dict(cls, dict(d))

@@ -36,7 +36,7 @@ import logging
 import statistics
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -49,11 +49,11 @@ from stitchcore.errors import StitchError
 from stitchcore.experiments._cells import CellBook
 from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments._spec import (
+    Spec,
     check_at_least,
     check_choice,
     check_positive,
     check_sample_caps,
-    spec_from_dict,
 )
 from stitchcore.experiments.dataset_check import check_head_classes, resolve_dataset
 from stitchcore.experiments.estimate import (
@@ -104,7 +104,7 @@ CLS_SAMPLES = 256  # training images averaged for B's own class token (cls_token
 
 
 @dataclass(frozen=True)
-class AssembleSpec:
+class AssembleSpec(Spec):
     """Join A's bottom to B's top at every (sender, receiver) pair with every adapter recipe.
 
     >>> s = AssembleSpec("zoo:resnet-digits-s0", "zoo:vit-digits-s0-adamw")
@@ -164,16 +164,6 @@ class AssembleSpec:
         """Every adapter recipe of the spec: kinds x norms x resamples, random init, in that order."""
         return [AdapterSpec(kind=k, norm=n, resample=r, cls_token=self.cls_token)
                 for k in self.kinds for n in self.norms for r in self.resamples]  # fmt: skip
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        for name in ("senders", "receivers", "kinds", "norms", "resamples"):
-            d[name] = list(d[name]) if d[name] is not None else None
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> AssembleSpec:
-        return spec_from_dict(cls, dict(d))
 
     def label(self) -> str:
         return f"assemble {self.a} -> {self.b} ({len(self.recipes())} recipes)"

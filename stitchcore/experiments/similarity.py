@@ -10,7 +10,7 @@ all pairs, with a shuffled-input baseline because small-batch HSIC is biased.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -19,7 +19,7 @@ from stitchcore.cuts import Cut, get_cut, list_cuts
 from stitchcore.data.images import SPLITS, ImageDataset, load_dataset
 from stitchcore.errors import StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
-from stitchcore.experiments._spec import check_at_least, check_choice, spec_from_dict
+from stitchcore.experiments._spec import Spec, check_at_least, check_choice
 from stitchcore.experiments.dataset_check import resolve_dataset
 from stitchcore.experiments.estimate import (
     Estimate,
@@ -40,7 +40,7 @@ __all__ = ["SimilaritySpec", "estimate_similarity", "run_similarity"]
 
 
 @dataclass(frozen=True)
-class SimilaritySpec:
+class SimilaritySpec(Spec):
     """Every cut of A against every cut of B under one measure, on one image set."""
 
     a: str  # ModelRef of A (rows)
@@ -71,16 +71,6 @@ class SimilaritySpec:
             check_at_least("max_samples", self.max_samples, 4, "debiased CKA needs at least 4 images;"
                            " leave it out to use the whole split")
         check_at_least("seed", self.seed, 0)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        for role in ("senders", "receivers"):
-            d[role] = list(d[role]) if d[role] is not None else None
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> SimilaritySpec:
-        return spec_from_dict(cls, dict(d))
 
     def label(self) -> str:
         return f"{self.measure} {self.a} x {self.b}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -21,11 +21,11 @@ from stitchcore.data.images import load_dataset
 from stitchcore.errors import AdapterError, StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments._spec import (
+    Spec,
     check_at_least,
     check_choice,
     check_positive,
     check_sample_caps,
-    spec_from_dict,
 )
 from stitchcore.experiments.dataset_check import check_head_classes, resolve_dataset
 from stitchcore.experiments.estimate import (
@@ -56,7 +56,7 @@ EVAL_BATCH = 256
 
 
 @dataclass(frozen=True)
-class StitchSpec:
+class StitchSpec(Spec):
     """One stitch: C = suffix_B(S(prefix_A(x))), train S, compare C with A and B.
 
     The defaults follow Traft & Cheney (AdamW, wd 0.05, cosine to 0; a larger lr
@@ -100,15 +100,6 @@ class StitchSpec:
             raise StitchError("head='a' needs head_cut (where A's head takes over), and head_cut needs head='a'")
         if isinstance(self.adapter, dict):
             object.__setattr__(self, "adapter", AdapterSpec.from_dict(self.adapter))
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["adapter"] = self.adapter.to_dict()
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> StitchSpec:
-        return spec_from_dict(cls, dict(d))
 
     def label(self) -> str:
         head = f" -> {self.a}[{self.head_cut}:]" if self.head == "a" else ""

@@ -32,7 +32,7 @@ import logging
 import statistics
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -44,11 +44,11 @@ from stitchcore.data.images import ImageDataset, load_dataset
 from stitchcore.errors import AdapterError, CutError, StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments._spec import (
+    Spec,
     check_at_least,
     check_choice,
     check_positive,
     check_sample_caps,
-    spec_from_dict,
 )
 from stitchcore.experiments.dataset_check import check_head_classes, resolve_dataset
 from stitchcore.experiments.estimate import (
@@ -87,7 +87,7 @@ EVAL_BATCH = 256
 
 
 @dataclass(frozen=True)
-class SweepSpec:
+class SweepSpec(Spec):
     """Stitch A's bottom to B's top at every depth; measure traits and simplicity at each.
 
     >>> SweepSpec("zoo:cnn-digits-s0", "zoo:cnn-digits-s1", metrics=("class_acc:3",)).label()
@@ -137,17 +137,6 @@ class SweepSpec:
         check_positive("lr", self.lr, "typical values 1e-3 .. 1e-1 (default 1e-2)")
         check_at_least("weight_decay", self.weight_decay, 0, "0 turns it off")
         check_sample_caps(self)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["adapter"] = self.adapter.to_dict()
-        d["metrics"] = list(self.metrics)
-        d["positions"] = list(self.positions) if self.positions is not None else None
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> SweepSpec:
-        return spec_from_dict(cls, dict(d))
 
     def label(self) -> str:
         where = f"{len(self.positions)} cuts" if self.positions else "all cuts"

@@ -11,16 +11,16 @@ Below both bodies of the ``zoo`` experiment (:mod:`~stitchcore.experiments.zoo` 
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from stitchcore.errors import StitchError
 from stitchcore.experiments._spec import (
+    Spec,
     check_at_least,
     check_choice,
     check_positive,
     field_label,
-    spec_from_dict,
 )
 from stitchcore.models.archs import arch_input_kind
 from stitchcore.stitching.train import OPTIMIZERS
@@ -29,7 +29,7 @@ __all__ = ["ZooRecipe", "zoo_name"]
 
 
 @dataclass(frozen=True)
-class ZooRecipe:
+class ZooRecipe(Spec):
     """How to train a built-in (zoo) model; training one stores it as a run.
 
     Defaults train the small digits CNN to ~97% test accuracy in a few seconds
@@ -104,15 +104,10 @@ class ZooRecipe:
         return 5e-4 if self.optimizer == "sgd" else 0.05
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["relabel"] = list(self.relabel) if self.relabel else None
+        d = super().to_dict()
         if self.finetune_layer is None:  # absent unless used: run ids of older recipes stay the same
             del d["finetune_layer"], d["finetune_epochs"], d["finetune_data"], d["finetune_lr"]
         return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ZooRecipe:
-        return spec_from_dict(cls, dict(d))
 
     def is_plain(self) -> bool:
         """True when only arch, dataset, seed and optimizer differ from the defaults."""
