@@ -108,7 +108,7 @@ def test_frozen_parts_are_bit_identical_after_adapter_training():
     from stitchcore.stitching.adapters import build_adapter
     from stitchcore.models.archs import create_arch
     from stitchcore.cuts import get_cut, split
-    from stitchcore.stitching.train import AdapterTargets, train_adapter
+    from stitchcore.stitching.train import AdapterTargets, TrainKnobs, train_adapter
 
     torch.manual_seed(0)
     model = create_arch("resnet", blocks=(1, 1, 1, 1), width=8, in_chans=1, num_classes=10)
@@ -122,8 +122,8 @@ def test_frozen_parts_are_bit_identical_after_adapter_training():
     adapter = build_adapter(AdapterSpec(), cut, cut)
     train_adapter(
         adapter, suffix, h, AdapterTargets(labels=torch.randint(0, 10, (64,)), receiver=h),
-        objective={"task": 1.0, "match": 1.0}, optimizer="adamw", lr=1e-2, weight_decay=0.05, epochs=2,
-        batch_size=16, seed=0, device=torch.device("cpu"),
+        objective={"task": 1.0, "match": 1.0}, knobs=TrainKnobs("adamw", 1e-2, 0.05, epochs=2, batch_size=16, seed=0),
+        device=torch.device("cpu"),
     )
     after = model.state_dict()
     for k, v in before.items():
@@ -175,7 +175,7 @@ def test_other_objectives_train(trained_store, objective):
 
 def test_nan_loss_stops_with_clear_message():
     from stitchcore.errors import TrainingError
-    from stitchcore.stitching.train import AdapterTargets, train_adapter
+    from stitchcore.stitching.train import AdapterTargets, TrainKnobs, train_adapter
 
     h = torch.randn(32, 8)
     h[3, 0] = float("nan")
@@ -183,8 +183,8 @@ def test_nan_loss_stops_with_clear_message():
     with pytest.raises(TrainingError, match="diverged"):
         train_adapter(
             adapter, torch.nn.Linear(8, 3), h, AdapterTargets(labels=torch.zeros(32, dtype=torch.long)),
-            objective={"task": 1.0}, optimizer="adamw", lr=1e-3, weight_decay=0.0, epochs=1, batch_size=32,
-            seed=0, device=torch.device("cpu"),
+            objective={"task": 1.0}, knobs=TrainKnobs("adamw", 1e-3, 0.0, epochs=1, batch_size=32, seed=0),
+            device=torch.device("cpu"),
         )
 
 

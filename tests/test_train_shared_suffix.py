@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -10,13 +12,13 @@ from stitchcore.stitching.adapters import AdapterSpec, build_adapter
 from stitchcore.cuts import get_cut, split
 from stitchcore.data.images import load_dataset
 from stitchcore.models.sources import load_model
-from stitchcore.stitching.train import AdapterTargets, train_adapter
+from stitchcore.stitching.train import AdapterTargets, TrainKnobs, train_adapter
 from stitchcore.stitching.shared_suffix import train_adapters_shared_suffix
 
 CPU = torch.device("cpu")
 SENDERS = ("block1", "block2", "fc1")  # map (16,4,4), map (32,2,2), vector (64,): three adapter shapes
 RECEIVER = "fc1"
-TRAIN = dict(optimizer="adamw", lr=1e-2, weight_decay=0.05, epochs=2, batch_size=64, seed=5, device=CPU)
+TRAIN = dict(knobs=TrainKnobs("adamw", 1e-2, 0.05, epochs=2, batch_size=64, seed=5), device=CPU)
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +60,7 @@ def test_joint_training_equals_training_each_adapter_alone(setting):
 def test_a_suffix_in_train_mode_is_put_back_in_eval(setting):
     senders, receiver, acts, labels, suffix = setting
     suffix.train()
-    train_adapters_shared_suffix(_fresh(senders, receiver)[:1], suffix, acts[:1], labels, **{**TRAIN, "epochs": 1})
+    train_adapters_shared_suffix(_fresh(senders, receiver)[:1], suffix, acts[:1], labels, **{**TRAIN, "knobs": replace(TRAIN["knobs"], epochs=1)})
     assert not suffix.training
 
 

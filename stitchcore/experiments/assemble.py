@@ -86,6 +86,7 @@ from stitchcore.stitching.evaluate import count_params, module_flops, score_logi
 from stitchcore.stitching.train import (
     OPTIMIZERS,
     AdapterTargets,
+    TrainKnobs,
     recalibrate_batchnorm,
     train_adapter,
     train_classifier,
@@ -414,8 +415,7 @@ def _sender_cells(spec: AssembleSpec, ctx: UnitContext, parts: _Parts, s: Cut,
             adapter.set_receiver_cls(_receiver_cls(parts, r, device))
         adapter.to(device)
         train_adapter(adapter, suffix, h_train, AdapterTargets(labels=y_train), objective={"task": 1.0},
-                      optimizer=spec.optimizer, lr=spec.lr, weight_decay=spec.weight_decay, epochs=spec.epochs,
-                      batch_size=spec.batch_size, seed=spec.seed, device=device, check_cancel=ctx.check_cancel)  # fmt: skip
+                      knobs=TrainKnobs.of(spec), device=device, check_cancel=ctx.check_cancel)  # fmt: skip
         recalibrate_batchnorm(adapter, h_train, device, batch_size=EVAL_BATCH)
         with torch.no_grad():
             logits = torch.cat([suffix(adapter(h_test[i : i + EVAL_BATCH].to(device))).float().cpu()

@@ -320,7 +320,7 @@ def pair_units(a: LoadedModel, b: LoadedModel, ds: ImageDataset, cut_a: Cut, cut
     from stitchcore.stitching.activations import collect
     from stitchcore.stitching.adapters import build_adapter
     from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
-    from stitchcore.stitching.train import AdapterTargets, parse_objective, train_adapter
+    from stitchcore.stitching.train import AdapterTargets, TrainKnobs, parse_objective, train_adapter
 
     prefix_a, _ = split(a.model, cut_a, a.example_input())
     prefix_b, suffix_b = split(b.model, cut_b, b.example_input())
@@ -346,8 +346,9 @@ def pair_units(a: LoadedModel, b: LoadedModel, ds: ImageDataset, cut_a: Cut, cut
     targets = AdapterTargets(labels=y, receiver=target)
     objective_map = {k: v for k, v in objective_map.items() if k != "kd"} or {"task": 1.0}
     out["step"] = per_step(lambda steps, on_step: train_adapter(
-        adapter, suffix_b, h, targets, objective=objective_map, optimizer=optimizer, lr=1e-4, weight_decay=0.0,
-        epochs=-(-steps * batch_size // n), batch_size=batch_size, seed=0, device=device, on_step=on_step,
+        adapter, suffix_b, h, targets, objective=objective_map,
+        knobs=TrainKnobs(optimizer, 1e-4, 0.0, epochs=-(-steps * batch_size // n), batch_size=batch_size, seed=0),
+        device=device, on_step=on_step,
     ))  # fmt: skip
     adapter.eval()
     out["eval"] = forward_per_example(lambda v: suffix_b(adapter(v.to(device))), h[:CAL_EXAMPLES])

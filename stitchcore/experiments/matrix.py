@@ -91,7 +91,7 @@ from stitchcore.stitching.streamed import (
     images_per_slice,
     score_streamed,
 )
-from stitchcore.stitching.train import OPTIMIZERS
+from stitchcore.stitching.train import OPTIMIZERS, TrainKnobs
 from stitchcore.store.results import Store
 
 __all__ = ["CELLS_ARTIFACT", "CONTROLS", "CONTROL_NAMES", "MODES", "VARIANTS", "ControlTable", "MatrixSpec", "blank_cells_mean", "cell_axes", "cell_grid", "control_tables", "debiased", "difference", "estimate_matrix", "failed_pairs", "partial_cells", "partial_path", "receiver_unit", "run_matrix", "sender_activations", "skipped_pairs", "streamed_unit"]  # fmt: skip
@@ -578,8 +578,7 @@ def _run_receiver(
         train_adapters_shared_suffix(
             [adapter for _, adapter in live], train_suffix,
             [ws.sender_train[send][cell["sender"]] for cell, _ in live], ws.y_train,
-            optimizer=spec.optimizer, lr=spec.lr, weight_decay=spec.weight_decay, epochs=spec.epochs,
-            batch_size=spec.batch_size, seed=spec.seed, device=ctx.device, check_cancel=ctx.check_cancel,
+            knobs=TrainKnobs.of(spec), device=ctx.device, check_cancel=ctx.check_cancel,
             precision=spec.precision,
         )  # fmt: skip
     for cell, adapter in live:

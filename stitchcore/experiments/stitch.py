@@ -45,7 +45,7 @@ from stitchcore.stitching.activations import collect
 from stitchcore.stitching.adapters import AdapterSpec, adapter_cost, build_adapter, compatibility
 from stitchcore.stitching.evaluate import evaluate_batches, stitching_penalty
 from stitchcore.stitching.fits import fit_adapter
-from stitchcore.stitching.train import OPTIMIZERS, AdapterTargets, parse_objective, train_adapter
+from stitchcore.stitching.train import OPTIMIZERS, AdapterTargets, TrainKnobs, parse_objective, train_adapter
 
 __all__ = ["StitchSpec", "estimate_stitch", "run_stitch"]
 
@@ -256,12 +256,7 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
         h_train,
         AdapterTargets(labels=y_train, receiver=receiver, teacher_logits=teacher),
         objective=objective,
-        optimizer=spec.optimizer,
-        lr=spec.lr,
-        weight_decay=spec.weight_decay,
-        epochs=spec.epochs,
-        batch_size=spec.batch_size,
-        seed=spec.seed,
+        knobs=TrainKnobs.of(spec),
         device=device,
         kd_temperature=spec.kd_temperature,
         on_step=on_step,

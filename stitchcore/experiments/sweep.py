@@ -74,7 +74,7 @@ from stitchcore.stitching.activations import collect
 from stitchcore.stitching.adapters import AdapterSpec, build_adapter, compatibility
 from stitchcore.stitching.evaluate import score_logits
 from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
-from stitchcore.stitching.train import OPTIMIZERS, AdapterTargets, train_adapter
+from stitchcore.stitching.train import OPTIMIZERS, AdapterTargets, TrainKnobs, train_adapter
 from stitchcore.store.results import Store
 
 __all__ = ["POSITIONS_ARTIFACT", "SIMPLICITY_KEYS", "SweepSpec", "check_sweep", "curves", "estimate_sweep", "partial_positions", "penalty_along", "position_unit", "run_sweep"]
@@ -253,8 +253,7 @@ def _stitch_at(
         fit_adapter(adapter, pairs, method=spec.adapter.init)
     adapter.to(device)
     train_adapter(
-        adapter, suffix_b, h_train, AdapterTargets(labels=y_train), objective={"task": 1.0}, optimizer=spec.optimizer,
-        lr=spec.lr, weight_decay=spec.weight_decay, epochs=spec.epochs, batch_size=spec.batch_size, seed=spec.seed,
+        adapter, suffix_b, h_train, AdapterTargets(labels=y_train), objective={"task": 1.0}, knobs=TrainKnobs.of(spec),
         device=device, check_cancel=ctx.check_cancel,
     )  # fmt: skip
     adapter.eval()

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from stitchcore.stitching.train import check_finite, cosine_schedule, make_optimizer
+from stitchcore.stitching.train import TrainKnobs, check_finite, cosine_schedule, make_optimizer
 
 __all__ = ["PRECISIONS", "frozen_for_training", "train_adapters_shared_suffix"]
 
@@ -66,12 +66,7 @@ def train_adapters_shared_suffix(
     sender_acts: Sequence[torch.Tensor],
     labels: torch.Tensor,
     *,
-    optimizer: str,
-    lr: float,
-    weight_decay: float,
-    epochs: int,
-    batch_size: int,
-    seed: int,
+    knobs: TrainKnobs,
     device: torch.device,
     check_cancel: Callable[[], None] | None = None,
     on_step: Callable[[int, int], None] | None = None,
@@ -96,13 +91,14 @@ def train_adapters_shared_suffix(
     for adapter in adapters:
         adapter.to(device).train()
     params = [p for adapter in adapters for p in adapter.parameters() if p.requires_grad]
+    batch_size, epochs = knobs.batch_size, knobs.epochs
     total = math.ceil(n / batch_size) * epochs
     k = len(adapters)
     if not params or total == 0:
         return [float("nan")] * k
-    opt = make_optimizer(params, optimizer, lr, weight_decay)  # element-wise: same as one optimiser per adapter
+    opt = make_optimizer(params, knobs.optimizer, knobs.lr, knobs.weight_decay)  # element-wise: same as one optimiser per adapter
     sched = cosine_schedule(opt, total)
-    gen = torch.Generator().manual_seed(seed)  # the same batches train_adapter draws
+    gen = torch.Generator().manual_seed(knobs.seed)  # the same batches train_adapter draws
     step = 0
     last = torch.zeros(k)
     bf16 = precision == "bf16"

@@ -19,6 +19,7 @@ from torch import nn
 from stitchcore.errors import TrainingError
 
 __all__ = [
+    "TrainKnobs",
     "make_optimizer",
     "cosine_schedule",
     "check_finite",
@@ -102,6 +103,31 @@ class AdapterTargets:
     teacher_logits: torch.Tensor | None = None  # [N, K] B's logits (kd)
 
 
+@dataclass(frozen=True)
+class TrainKnobs:
+    """How an adapter is trained, as one value: what every adapter loop takes beside its data.
+
+    A spec hands its own over whole (:meth:`of`), so a new knob is one field here, not a keyword in
+    every call.
+
+    >>> from types import SimpleNamespace as NS
+    >>> TrainKnobs.of(NS(optimizer="adamw", lr=1e-3, weight_decay=0.0, epochs=2, batch_size=64, seed=1, a="x"))
+    TrainKnobs(optimizer='adamw', lr=0.001, weight_decay=0.0, epochs=2, batch_size=64, seed=1)
+    """
+
+    optimizer: str  # a name of OPTIMIZERS; every adapter loop follows a cosine schedule to 0
+    lr: float
+    weight_decay: float
+    epochs: int  # passes over the cached activations
+    batch_size: int
+    seed: int  # the order of the examples
+
+    @classmethod
+    def of(cls, spec: object) -> TrainKnobs:
+        """The knobs a spec (or any object with these six attributes) names."""
+        return cls(spec.optimizer, spec.lr, spec.weight_decay, spec.epochs, spec.batch_size, spec.seed)
+
+
 def train_adapter(
     adapter: nn.Module,
     suffix: nn.Module,
@@ -109,12 +135,7 @@ def train_adapter(
     targets: AdapterTargets,
     *,
     objective: dict[str, float],
-    optimizer: str,
-    lr: float,
-    weight_decay: float,
-    epochs: int,
-    batch_size: int,
-    seed: int,
+    knobs: TrainKnobs,
     device: torch.device,
     kd_temperature: float = 2.0,
     on_step: Callable[[int, int, dict[str, float]], None] | None = None,
@@ -128,6 +149,8 @@ def train_adapter(
     returns evaluation metrics merged into that epoch's record.
     Returns one metrics dict per epoch.
     """
+    optimizer, lr, weight_decay, epochs, batch_size, seed = (
+        knobs.optimizer, knobs.lr, knobs.weight_decay, knobs.epochs, knobs.batch_size, knobs.seed)
     suffix.eval()
     for p in suffix.parameters():
         p.requires_grad_(False)
