@@ -10,8 +10,8 @@ import pytest
 from stitchcore.experiments import run_experiment
 from stitchcore.experiments import estimate as est
 from stitchcore.experiments.estimate import Estimate, estimate_plan, estimate_seconds
+from stitchcore.experiments.lm import DepthSpec, LMStitchSpec
 from stitchcore.experiments.matrix import MatrixSpec
-from stitchcore.experiments.merge import DepthSpec, LMStitchSpec
 from stitchcore.experiments.stitch import StitchSpec
 from stitchcore.experiments.zoo import ZooRecipe
 from stitchcore.store.results import Store

@@ -10,6 +10,7 @@ import torch
 
 from stitchcore.errors import AdapterError, CutError, DataError
 from stitchcore.experiments import run_experiment
+from stitchcore.experiments.lm import DepthSpec, LMStitchSpec, MergeSpec
 from stitchcore.lm.parts import (
     build_merge,
     build_stitch,
@@ -21,7 +22,6 @@ from stitchcore.lm.parts import (
     stitch_layout,
 )
 from stitchcore.lm.evaluate import eval_windows, lm_data, lm_loss, loss_penalty
-from stitchcore.experiments.merge import DepthSpec, LMStitchSpec, MergeSpec
 from stitchcore.models.sources import load_model
 from stitchcore.store.results import Store
 from tests.lm_helpers import save_tiny_gpt2, train_tiny
@@ -226,7 +226,7 @@ def test_lm_plots():
     assert heat.data[0].zmid == 0
     bars = plots_lm.loss_bars({"mode": "merge", "loss": 2.0, "base": {"a": {"loss": 1.5}, "b": {"loss": 1.6}}})
     assert list(bars.data[0].x) == ["A", "B", "merged"]
-    from stitchcore.experiments.merge import partial_points
+    from stitchcore.experiments.lm import partial_points
 
     partial = partial_points({"penalty:merge:a": [(0, -0.5), (1, -0.2)], "loss": [(1, 2.0)]})
     assert [(p["label"], p["split"]) for p in partial] == [("merge, head A", 0), ("merge, head A", 1)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stitchcore.experiments.merge import partial_points
+from stitchcore.experiments.lm import partial_points
 from stitchcore.plots import lm as plots_lm
 
 

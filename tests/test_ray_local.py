@@ -195,7 +195,7 @@ def test_a_sweep_on_ray_equals_the_local_one(local_ray, store):
 
 
 def test_an_lm_depth_sweep_on_ray_equals_the_local_one(local_ray, store):
-    from stitchcore.experiments.merge import DepthSpec
+    from stitchcore.experiments.lm import DepthSpec
     from tests.lm_helpers import train_tiny
 
     store, _ = store

@@ -8,8 +8,8 @@ import pytest
 from stitchcore.errors import AdapterError, CutError, StitchError
 from stitchcore.experiments import check_spec, run_experiment
 from stitchcore.jobs import JobRunner
+from stitchcore.experiments.lm import DepthSpec, LMStitchSpec, MergeSpec
 from stitchcore.experiments.matrix import MatrixSpec
-from stitchcore.experiments.merge import DepthSpec, LMStitchSpec, MergeSpec
 from stitchcore.experiments.similarity import SimilaritySpec
 from stitchcore.experiments.stitch import StitchSpec
 from stitchcore.experiments.sweep import SweepSpec

@@ -6,7 +6,7 @@ import pytest
 from stitchcore.errors import StitchError
 from stitchcore.experiments import get_experiment, list_experiments, register_experiment, spec_from_record
 from stitchcore.experiments.assemble import AssembleSpec
-from stitchcore.experiments.merge import LMStitchSpec
+from stitchcore.experiments.lm import LMStitchSpec
 from stitchcore.experiments.similarity import SimilaritySpec
 from stitchcore.experiments.stitch import StitchSpec
 from stitchcore.experiments.zoo import ZooRecipe

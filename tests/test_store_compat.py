@@ -13,8 +13,8 @@ from streamlit.testing.v1 import AppTest
 
 from stitchcore.data.images import load_dataset
 from stitchcore.experiments import run_experiment, spec_from_record
+from stitchcore.experiments.lm import partial_points
 from stitchcore.experiments.matrix import cell_grid, partial_cells
-from stitchcore.experiments.merge import partial_points
 from stitchcore.experiments.sweep import partial_positions
 from stitchcore.models.sources import load_model
 from stitchcore.stitching.evaluate import evaluate_batches

@@ -13,7 +13,7 @@ import ui
 from stitchcore.data.text import list_texts
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
-from stitchcore.experiments.merge import LM_ADAPTER, DepthSpec, LMStitchSpec, MergeSpec
+from stitchcore.experiments.lm import LM_ADAPTER, DepthSpec, LMStitchSpec, MergeSpec
 from stitchcore.experiments.zoo import ZooRecipe
 from stitchcore.lm.parts import lm_shape, merge_layout, stitch_layout
 from stitchcore.models.sources.zoo import list_zoo_models

@@ -22,11 +22,11 @@ import ui
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.assemble import AssembleSpec, assembled_cells, pareto_front, recipe_name
+from stitchcore.experiments.lm import partial_points
 from stitchcore.experiments.matrix import (
     MatrixSpec, blank_cells_mean, cell_axes, cell_grid, control_tables, failed_pairs, partial_cells,
     skipped_pairs,
 )  # fmt: skip
-from stitchcore.experiments.merge import partial_points
 from stitchcore.experiments.sweep import partial_positions
 from stitchcore.measures.traits import parse_metric
 from stitchcore.plots import assemble as plots_assemble

@@ -25,7 +25,7 @@ __all__ = ["COMMANDS", "add_verbs", "is_lm_ref", "lm_aware_stitch"]
 
 def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """Add ``merge`` to the CLI's sub-parsers (``common``: --store, --json, --device, --quiet)."""
-    from stitchcore.experiments.merge import LM_ADAPTER, DepthSpec
+    from stitchcore.experiments.lm import LM_ADAPTER, DepthSpec
 
     d = DepthSpec(a="-", b="-")
     mg = verbs.add_parser("merge", parents=[common, backend_parser()],
@@ -66,7 +66,7 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
 
 def _adapter(args: argparse.Namespace) -> AdapterSpec:
     """The adapter of --adapter/--init/--rank (``mlp`` is a linear adapter plus an MLP branch)."""
-    from stitchcore.experiments.merge import LM_ADAPTER
+    from stitchcore.experiments.lm import LM_ADAPTER
     from stitchcore.stitching.adapters import AdapterSpec
 
     kind = "linear" if args.adapter == "mlp" else args.adapter
@@ -96,7 +96,7 @@ def _resolve(text: int | str | None, ref: str, store: Store) -> int | None:
 
 def _specs(args: argparse.Namespace, store: Store) -> tuple[str, Any]:
     """The experiment kind (``lmdepth``, ``merge`` or ``lmstitch``) and its spec, from the flags."""
-    from stitchcore.experiments.merge import DepthSpec, LMStitchSpec, MergeSpec
+    from stitchcore.experiments.lm import DepthSpec, LMStitchSpec, MergeSpec
 
     evals = dict(text=args.text, eval_windows=args.eval_windows, sample_tokens=args.sample_tokens, seed=args.seed)
     train = dict(adapter=_adapter(args), objective=args.objective, steps=args.steps, batch_size=args.batch_size,

@@ -7,7 +7,7 @@ cancellation for free; the CLI and the app's job runner both use it.
 
 Importing this package registers the built-in kinds.  Each kind's module holds
 its spec and the readers of its own stored results (``matrix.partial_cells``,
-``sweep.partial_positions``, ``merge.partial_points``, ``assemble.assembled_cells``);
+``sweep.partial_positions``, ``lm.partial_points``, ``assemble.assembled_cells``);
 :func:`spec_from_record` rebuilds the spec of any stored run.
 
 >>> list_experiments()
@@ -44,4 +44,4 @@ __all__ = [
 
 # The built-in kinds register themselves on import (after the names above exist, though they
 # import them from _registry, so a partially initialised package never matters).
-from stitchcore.experiments import assemble, matrix, merge, similarity, stitch, sweep, zoo  # noqa: E402, F401
+from stitchcore.experiments import assemble, lm, matrix, similarity, stitch, sweep, zoo  # noqa: E402, F401

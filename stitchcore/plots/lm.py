@@ -1,6 +1,6 @@
 """Plotly figures of the language-model experiments, in the house style of :mod:`stitchcore.plots`.
 
-Drawing only: a running depth sweep's points come from :func:`stitchcore.experiments.merge.partial_points`.
+Drawing only: a running depth sweep's points come from :func:`stitchcore.experiments.lm.partial_points`.
 
 >>> fig = penalty_by_depth([{"label": "merge, head A", "split": 0, "loss_penalty": -0.2, "cut": "drop"},
 ...                         {"label": "merge, head A", "split": 1, "loss_penalty": 0.0, "cut": "h.0"}])

@@ -27,11 +27,11 @@ import plotly.graph_objects as go
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.assemble import assembled_cells, pareto_front
+from stitchcore.experiments.lm import partial_points
 from stitchcore.experiments.matrix import (
     ControlTable, blank_cells_mean, cell_axes, cell_grid, control_tables, failed_pairs, partial_cells,
     skipped_pairs,
 )  # fmt: skip
-from stitchcore.experiments.merge import partial_points
 from stitchcore.experiments.sweep import partial_positions
 from stitchcore.measures.similarity import Measure, get_measure, list_measures
 from stitchcore.measures.traits import parse_metric

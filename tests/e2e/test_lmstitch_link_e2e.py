@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from stitchcore.experiments import run_experiment
-from stitchcore.experiments.merge import LMStitchSpec
+from stitchcore.experiments.lm import LMStitchSpec
 from stitchcore.store.results import Store
 from tests.e2e.conftest import ROOT, open_app, serve
 

@@ -1,0 +1,209 @@
+"""The pair setup shared by the three LM kinds: load A and B, take them apart on private copies
+(:func:`stitchcore.lm.parts.lm_parts`), encode the corpus with their shared vocabulary, score and
+sample A and B (:func:`setup_pair`; :func:`_setup_in_worker` again in a cluster task); the checks'
+first step (:func:`_pair_shapes`); and one trained stitch from A's position ``i`` to B's ``j``
+(:func:`stitch_once`, for ``lmstitch`` and ``lmdepth``; :class:`_UnitRun` is what it reports to
+inside a depth sweep's unit).  Bottom: :mod:`~stitchcore.experiments.lm.specs`; imported by the kind
+modules and their estimators, never by anything outside :mod:`stitchcore.experiments`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from stitchcore.backends import UnitContext
+from stitchcore.errors import StitchError
+from stitchcore.experiments._registry import RunContext
+from stitchcore.experiments.lm.specs import DepthSpec, LMStitchSpec, MergeSpec
+from stitchcore.lm.evaluate import LMData, eval_windows, lm_data, lm_loss, loss_penalty, sample_text
+from stitchcore.lm.parts import (
+    ComposedLM,
+    LMParts,
+    build_stitch,
+    check_same_vocab,
+    codec_of,
+    lm_parts,
+    lm_shape,
+    make_token_adapter,
+)
+from stitchcore.lm.train import train_lm_adapter
+from stitchcore.models.loaded import LoadedModel
+from stitchcore.models.sources import load_model
+from stitchcore.stitching.fits import fit_adapter
+from stitchcore.stitching.train import parse_objective
+
+__all__ = ["FIT_BATCHES", "LMSetup", "setup_pair", "stitch_once"]
+
+FIT_BATCHES = 8  # training batches whose tokens feed the least-squares start of an adapter
+
+
+@dataclass
+class LMSetup:
+    """Both models taken apart, the shared data and the base scores."""
+
+    a: LMParts
+    b: LMParts
+    data: LMData
+    windows: torch.Tensor  # int64 [n, T+1] validation windows, the same for every model
+    block: int  # T, the training / scoring context
+    base: dict[str, dict[str, float]]  # {"a": {"loss", "perplexity", "accuracy"}, "b": {...}}
+    samples: dict[str, str]  # "a", "b" -> generated text
+    device: torch.device
+    loaded: tuple[LoadedModel, LoadedModel] | None = None  # A and B as loaded (what a cluster task gets sent)
+
+
+def _parts_to(device: torch.device, *parts: LMParts) -> None:
+    """Move the taken-apart models' embeddings, heads and blocks to ``device`` (they are copies: in place)."""
+    for p in parts:
+        for mod in (p.embed, p.head, *p.blocks):
+            mod.to(device)
+
+
+def _whole(p: LMParts, role: str) -> ComposedLM:
+    layout = [f"{role}.wte", f"{role}.wpe", *[f"{role}.h.{k}" for k in range(p.n_layer)], f"{role}.ln_f",
+              f"{role}.lm_head"]
+    return ComposedLM(p.embed, p.blocks, p.head, layout, p.context)
+
+
+def setup_pair(spec: MergeSpec | LMStitchSpec | DepthSpec, ctx: RunContext,
+               check: Callable[[LMParts, LMParts], object] | None = None) -> LMSetup:
+    """Load, take apart (copies), check the vocabularies (and ``check(a, b)``: positions), encode the
+    text, score A and B, sample them."""
+    ctx.progress(0.0, "loading models")
+    la, lb = load_model(spec.a, store=ctx.store), load_model(spec.b, store=ctx.store)
+    for m, role in ((la, "A"), (lb, "B")):
+        if m.input_kind != "tokens":
+            raise StitchError(f"model {role} ({m.ref}) is not a language model; use the Stitch page / stitch verb")
+    a, b = lm_parts(la), lm_parts(lb)
+    check_same_vocab(a.codec, b.codec, "joined")
+    if check is not None:
+        check(a, b)  # bad positions fail before any scoring
+    _parts_to(ctx.device, a, b)
+    text = spec.text or la.dataset or lb.dataset or "pydoc"
+    ctx.progress(0.02, f"encoding {text}")
+    data = lm_data(text, a.codec)
+    block = min(la.input_shape[0], lb.input_shape[0], a.context, b.context)
+    windows = eval_windows(data.val, block, spec.eval_windows)
+    base, samples = {}, {}
+    for role, p in (("a", a), ("b", b)):
+        model = _whole(p, role.upper())
+        base[role] = lm_loss(model, windows, ctx.device, ctx.check_cancel)
+        samples[role] = _sample(model, a, data, spec, block, ctx.device)
+    ctx.progress(0.05, f"A: loss {base['a']['loss']:.3f}, B: loss {base['b']['loss']:.3f}", {})
+    return LMSetup(a, b, data, windows, block, base, samples, ctx.device, (la, lb))
+
+
+def _setup_in_worker(shipped: dict[str, Any], device: torch.device) -> LMSetup:
+    """The setup again in a cluster task, from the driver's packages, encoded text and base scores."""
+    a, b = lm_parts(shipped["a"].unpack()), lm_parts(shipped["b"].unpack())
+    _parts_to(device, a, b)
+    return LMSetup(a, b, shipped["data"], shipped["windows"], shipped["block"], shipped["base"], {}, device)
+
+
+def _sample(model: nn.Module, p: LMParts, data: LMData, spec, block: int, device: torch.device) -> str:
+    if spec.sample_tokens <= 0:
+        return ""
+    return sample_text(model, p.codec, data.prompt, spec.sample_tokens, block, device, seed=spec.seed)
+
+
+def _common(s: LMSetup, spec) -> dict:
+    return {
+        "base": s.base,
+        "samples": dict(s.samples),
+        "prompt": s.data.prompt,
+        "text": s.data.text,
+        "block_size": s.block,
+        "eval_tokens": int(s.windows.shape[0] * (s.windows.shape[1] - 1)),
+        "n_layer": {"a": s.a.n_layer, "b": s.b.n_layer},
+        "width": {"a": s.a.width, "b": s.b.width},
+        "vocab": s.a.codec.describe(),
+        "penalty_sign": "loss_penalty = (L_base - L) / L_base; negative = worse than the base model",
+    }
+
+
+def _pair_shapes(spec: MergeSpec | LMStitchSpec | DepthSpec, store: Any) -> tuple[dict, dict]:
+    """What every LM run checks first, without copying or scoring anything: both models load, both are
+    language models, they share one vocabulary.  Returns A's and B's ``lm_shape``."""
+    la, lb = load_model(spec.a, store=store), load_model(spec.b, store=store)
+    for m, role in ((la, "A"), (lb, "B")):
+        if m.input_kind != "tokens":
+            raise StitchError(f"model {role} ({m.ref}) is not a language model; use the Stitch page / stitch verb")
+    check_same_vocab(codec_of(la), codec_of(lb), "joined")
+    return lm_shape(la), lm_shape(lb)
+
+
+def _receiver(i: int, n_a: int, n_b: int) -> int:
+    """B's position matching A's split ``i`` (the same relative depth when the depths differ)."""
+    return i if n_a == n_b else round(i * n_b / max(n_a, 1))
+
+
+def stitch_once(s: LMSetup, spec: LMStitchSpec | DepthSpec, ctx: RunContext | _UnitRun, i: int, j: int, head: str,
+                head_at: int | None = None, step0: int = 0, span: tuple[float, float] = (0.1, 0.9),
+                log_every: int = 5) -> tuple[ComposedLM, dict]:
+    """Build, fit (lstsq) and train one stitch from A's position ``i`` to B's ``j``; returns (model, scores)."""
+    torch.manual_seed(spec.seed)
+    adapter = make_token_adapter(spec.adapter, s.a, i, s.b, j, spec.mlp_hidden)
+    model = build_stitch(s.a, s.b, i, j, adapter, head, head_at)
+    residual = None
+    if spec.adapter.init in ("lstsq", "procrustes"):
+        batches = [x for x, _ in _train_batches(s, spec, FIT_BATCHES)]
+        pairs = ((s.a.residual(x.to(s.device), i).flatten(0, 1), s.b.residual(x.to(s.device), j).flatten(0, 1))
+                 for x in batches)
+        residual = fit_adapter(adapter.inner, pairs, method=spec.adapter.init)
+    adapter.to(s.device)
+    start = lm_loss(model, s.windows, s.device, ctx.check_cancel)
+    objective = parse_objective(spec.objective)
+    teacher = _whole(s.a if head == "a" else s.b, head.upper()) if "kd" in objective else None
+    lo, hi = span
+
+    def on_step(step: int, total: int, metrics: dict[str, float]) -> None:
+        ctx.progress(lo + (hi - lo) * step / total, f"training adapter {i}->{j} (head {head}): step {step}/{total}")
+        if step % log_every == 0 or step == total:
+            ctx.log(step0 + step, {"loss": metrics["loss"]})
+
+    losses = train_lm_adapter(
+        model, i, adapter, s.data.train, block_size=s.block, objective=objective, steps=spec.steps,
+        batch_size=spec.batch_size, lr=spec.lr, weight_decay=spec.weight_decay, seed=spec.seed, device=s.device,
+        receiver=lambda x: s.b.residual(x, j), teacher=teacher, on_step=on_step, check_cancel=ctx.check_cancel,
+    )
+    score = lm_loss(model, s.windows, s.device, ctx.check_cancel)
+    params = sum(p.numel() for p in adapter.parameters() if p.requires_grad)
+    result = {
+        **score, "start_loss": start["loss"], "loss_penalty": loss_penalty(s.base[head]["loss"], score["loss"]),
+        "penalty_base": head, "params": int(params), "steps": len(losses),
+        "lstsq_residual": None if residual is None else round(float(residual), 6),
+        "final_train_loss": round(losses[-1], 6) if losses else None,
+    }
+    return model, result
+
+
+def _train_batches(s: LMSetup, spec, n: int):
+    from stitchcore.data.text import lm_batches
+
+    return lm_batches(s.data.train, s.block, spec.batch_size, spec.seed + 7919, n)
+
+
+class _UnitRun:
+    """What :func:`stitch_once` needs from a run, inside a unit: progress (live where the backend can show
+    it), metric points (buffered; the unit yields them) and the cancel check."""
+
+    def __init__(self, context: UnitContext) -> None:
+        self.context = context
+        self.points: list[tuple[int, dict[str, float]]] = []
+        self.check_cancel = context.check_cancel
+
+    def progress(self, fraction: float, message: str = "", metrics: dict[str, float] | None = None) -> None:
+        self.context.report(fraction, message)
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        if not self.context.metrics(step, dict(metrics)):  # locally the point is stored at once (live curve)
+            self.points.append((step, dict(metrics)))
+
+    def take(self) -> list[tuple[int, dict[str, float]]]:
+        out, self.points = self.points, []
+        return out

@@ -1,0 +1,111 @@
+"""The LM kinds' time estimators (each kind registers its own): calibrated on the models themselves, one
+validation window scored, one token sampled, and (stitch, depth sweep) one adapter step at the middle split."""
+
+from __future__ import annotations
+
+import time
+
+from stitchcore.experiments.estimate import (
+    Estimate,
+    EstimateContext,
+    calibrated,
+    estimate_from,
+    ms,
+    per_step,
+    timed,
+    where,
+)
+from stitchcore.experiments.lm._pair import FIT_BATCHES, _receiver, _whole
+from stitchcore.experiments.lm.specs import DepthSpec, LMStitchSpec, MergeSpec
+from stitchcore.lm.evaluate import eval_windows, lm_data, lm_loss, sample_text
+from stitchcore.lm.parts import build_stitch, lm_parts, make_token_adapter
+from stitchcore.lm.train import train_lm_adapter
+from stitchcore.stitching.train import parse_objective
+
+__all__ = ["estimate_depth", "estimate_lm", "estimate_lm_stitch", "estimate_merge"]
+
+
+def _lm_units(spec: MergeSpec | LMStitchSpec | DepthSpec, ectx: EstimateContext) -> dict[str, float]:
+    """Loading, scoring one validation window, sampling one token, and one adapter step at the middle split."""
+    device = ectx.device
+
+    t0 = time.perf_counter()
+    la, lb = ectx.load(spec.a), ectx.load(spec.b)
+    a, b = lm_parts(la), lm_parts(lb)
+    for p in (a, b):
+        for mod in (p.embed, p.head, *p.blocks):
+            mod.to(device)
+    data = lm_data(spec.text or la.dataset or lb.dataset or "pydoc", a.codec)
+    block = min(la.input_shape[0], lb.input_shape[0], a.context, b.context)
+    setup = time.perf_counter() - t0
+    windows = eval_windows(data.val, block, 8)
+    whole = _whole(a, "A")
+    window = (timed(lambda: lm_loss(whole, windows, device)) + timed(lambda: lm_loss(_whole(b, "B"), windows,
+                                                                                         device))) / 2 / len(windows)
+    token = timed(lambda: sample_text(whole, a.codec, data.prompt, 8, block, device)) / 8
+    out = {"setup": setup, "window": window, "token": token, "n_a": a.n_layer, "n_b": b.n_layer,
+           "same_width": float(a.width == b.width), "step": 0.0}  # fmt: skip
+    if isinstance(spec, (LMStitchSpec, DepthSpec)):
+        i = a.n_layer // 2 if isinstance(spec, DepthSpec) else spec.cut_a
+        j = _receiver(i, a.n_layer, b.n_layer) if isinstance(spec, DepthSpec) else (
+            spec.cut_a if spec.cut_b is None else spec.cut_b)
+        adapter = make_token_adapter(spec.adapter, a, i, b, j, spec.mlp_hidden)
+        model = build_stitch(a, b, i, j, adapter, "b")
+        objective = {k: v for k, v in parse_objective(spec.objective).items() if k != "kd"} or {"task": 1.0}
+        step = per_step(lambda steps, on_step: train_lm_adapter(
+            model, i, adapter, data.train, block_size=block, objective=objective, steps=steps,
+            batch_size=spec.batch_size, lr=1e-4, weight_decay=0.0, seed=0, device=device,
+            receiver=lambda x: b.residual(x, j), on_step=on_step,
+        ))  # fmt: skip
+        out["step"] = step * (1.3 if "kd" in spec.objective else 1.0)
+    return out
+
+
+def estimate_lm(kind: str, spec: MergeSpec | LMStitchSpec | DepthSpec, ectx: EstimateContext) -> Estimate:
+    train = {k: getattr(spec, k) for k in ("adapter", "batch_size", "mlp_hidden", "objective") if hasattr(spec, k)}
+    cuts = (spec.cut_a, spec.cut_b) if isinstance(spec, LMStitchSpec) else None
+    key = ("lm", kind, spec.a, spec.b, spec.text, repr(train), cuts, ectx.model_key(spec.a),
+           ectx.model_key(spec.b), where(ectx.device))  # fmt: skip
+    u = calibrated(key, lambda: _lm_units(spec, ectx))
+    score = spec.eval_windows * u["window"]
+    sample = spec.sample_tokens * u["token"]
+    setup = u["setup"] + 2 * (score + sample)  # A and B scored and sampled
+    if isinstance(spec, MergeSpec):
+        return estimate_from(setup + score + sample, f"calibrated: 1 validation window = {ms(u['window'])}; "
+                                                 f"{3 * spec.eval_windows} windows")
+    fit = FIT_BATCHES * spec.batch_size * u["window"] if spec.adapter.init in ("lstsq", "procrustes") else 0.0
+    stitch = fit + 2 * score + spec.steps * u["step"]
+    if isinstance(spec, LMStitchSpec):
+        return estimate_from(setup + stitch + sample, f"calibrated: 1 adapter step = {ms(u['step'])}; "
+                                                  f"{spec.steps:,} steps")
+    n_a, n_b = int(u["n_a"]), int(u["n_b"])
+    splits = len(spec.splits) if spec.splits is not None else n_a + 1
+    merges = stitches = 0
+    for mode in spec.modes:
+        for head in spec.heads:
+            if not u["same_width"] and (mode == "merge" or head == "a"):
+                continue
+            if mode == "merge" and n_a != n_b:
+                continue
+            merges += splits * (mode == "merge")
+            stitches += splits * (mode == "stitch")
+    cells = (n_a + 1) * (n_b + 1) if spec.heatmap else 0
+    curves = len(spec.modes) * len(spec.heads)
+    seconds = setup + merges * score + (stitches + cells) * stitch + curves * sample
+    return estimate_from(seconds, f"calibrated: 1 adapter step = {ms(u['step'])}; {stitches + cells} stitches of "
+                              f"{spec.steps:,} steps, {merges} merges")
+
+
+def estimate_merge(spec: MergeSpec, ectx: EstimateContext) -> Estimate:
+    """A, B and the merged model scored and sampled."""
+    return estimate_lm("merge", spec, ectx)
+
+
+def estimate_lm_stitch(spec: LMStitchSpec, ectx: EstimateContext) -> Estimate:
+    """A and B scored, the adapter fitted and trained, the stitched model scored and sampled."""
+    return estimate_lm("lmstitch", spec, ectx)
+
+
+def estimate_depth(spec: DepthSpec, ectx: EstimateContext) -> Estimate:
+    """Every split's merges and stitches (and the heat map's), with a sample per curve."""
+    return estimate_lm("lmdepth", spec, ectx)

@@ -1,0 +1,179 @@
+"""The specs of the three LM kinds: ``merge`` (:class:`MergeSpec`), ``lmstitch`` (:class:`LMStitchSpec`)
+and ``lmdepth`` (:class:`DepthSpec`); the bottom of :mod:`stitchcore.experiments.lm`, importing none of it.
+
+Positions are residual-stream positions (see :mod:`stitchcore.lm.parts`): ``k`` = after ``k``
+blocks, 0 = right after the embeddings.  Block ranges are half-open: ``start=1, end=4``
+substitutes blocks 1, 2 and 3.
+
+>>> MergeSpec(a="zoo:gpt-pydoc-s0-adamw", b="zoo:gpt-pydoc-s1-adamw", start=2).label()
+'merge zoo:gpt-pydoc-s0-adamw <- zoo:gpt-pydoc-s1-adamw blocks [2, end), head a'
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from stitchcore.errors import StitchError
+from stitchcore.experiments._spec import check_at_least, check_choice, check_positive, spec_from_dict
+from stitchcore.stitching.adapters import AdapterSpec
+from stitchcore.stitching.train import parse_objective
+
+__all__ = ["LM_ADAPTER", "MODES", "DepthSpec", "LMStitchSpec", "MergeSpec"]
+
+MODES = ("merge", "stitch")
+# Per-token linear map, least-squares start, no BatchNorm (train-mode BN would mix a batch's
+# tokens, future positions included).
+LM_ADAPTER = AdapterSpec(kind="linear", norm="none", resample="none", init="lstsq")
+
+
+def _adapter(value: AdapterSpec | dict) -> AdapterSpec:
+    return AdapterSpec.from_dict(value) if isinstance(value, dict) else value
+
+
+@dataclass(frozen=True)
+class _Eval:
+    """Fields shared by every LM spec (scoring and samples)."""
+
+    text: str | None = None  # corpus (text.load_text); None: A's training corpus, else pydoc
+    eval_windows: int = 128  # validation windows of A's context length, the same for A, B and C
+    sample_tokens: int = 160  # tokens generated per model for the side-by-side samples (0 = none)
+    seed: int = 0  # sampling and adapter-training seed
+
+
+@dataclass(frozen=True)
+class MergeSpec(_Eval):
+    """One merge: A with B's blocks ``start .. end-1``; no new parameters."""
+
+    a: str = ""  # ModelRef of the base model A
+    b: str = ""  # ModelRef of the donor B
+    start: int = 0  # first substituted block
+    end: int | None = None  # one past the last substituted block; None = to the last block
+    head: str = "a"  # whose ln_f + lm_head: "a" preserves A's head (A.wte, A.wpe, A.ln_f), "b" uses B's
+    embed: str = "a"  # whose wte + wpe read the input
+
+    def __post_init__(self) -> None:
+        if not self.a or not self.b:
+            raise StitchError("a merge needs two model refs, a and b")
+        check_choice("head", self.head, ("a", "b"))
+        check_choice("embed", self.embed, ("a", "b"))
+        if self.start < 0 or (self.end is not None and self.end < self.start):
+            raise StitchError(f"block range [{self.start}, {self.end}) is empty or negative; need 0 <= start <= end")
+        if self.eval_windows < 1:
+            raise StitchError("eval_windows must be at least 1")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> MergeSpec:
+        return spec_from_dict(cls, dict(d))
+
+    def label(self) -> str:
+        end = "end" if self.end is None else self.end
+        return f"merge {self.a} <- {self.b} blocks [{self.start}, {end}), head {self.head}"
+
+
+@dataclass(frozen=True)
+class _Train:
+    """Adapter training fields shared by LM stitches and depth sweeps."""
+
+    adapter: AdapterSpec = field(default_factory=lambda: LM_ADAPTER)
+    objective: str = "task"  # task | match | kd | weighted sum "task+0.5*match"
+    steps: int = 200  # adapter optimiser steps (0 = the closed-form / initial adapter only)
+    batch_size: int = 32  # windows per step
+    lr: float = 1e-3  # AdamW, cosine to 0
+    weight_decay: float = 0.0
+    mlp_hidden: int = 0  # > 0: the "mlp" adapter, linear map + a zero-initialised GELU MLP branch of this width
+
+    def _check_train(self) -> None:
+        object.__setattr__(self, "adapter", _adapter(self.adapter))
+        parse_objective(self.objective)
+        if self.adapter.kind == "identity":
+            raise StitchError("an identity adapter is a merge; use mode merge")
+        if self.steps < 0 or self.batch_size < 1 or self.mlp_hidden < 0:
+            raise StitchError("steps and mlp_hidden must be >= 0 and batch_size >= 1")
+        check_positive("lr", self.lr, "typical values 1e-4 .. 1e-2 (default 1e-3)")
+        check_at_least("weight_decay", self.weight_decay, 0, "0 turns it off")
+
+    @property
+    def adapter_name(self) -> str:
+        """linear | lowrank | mlp (as the page and the CLI spell it)."""
+        return "mlp" if self.mlp_hidden else self.adapter.kind
+
+
+@dataclass(frozen=True)
+class LMStitchSpec(_Train, _Eval):
+    """One LM stitch: A's stream at ``cut_a`` -> adapter -> B from ``cut_b`` (positions)."""
+
+    a: str = ""  # ModelRef of the bottom model A
+    b: str = ""  # ModelRef of the top model B
+    cut_a: int = 0  # A's residual position i (after i blocks)
+    cut_b: int | None = None  # B's position j where B takes over; None = the same as cut_a
+    head: str = "b"  # "b": B's head; "a": head-preserving C = A_head(B_{j..h}(S(A_<i)))
+    head_at: int | None = None  # head "a": where B's blocks hand back to A's (None = after B's last block)
+
+    def __post_init__(self) -> None:
+        if not self.a or not self.b:
+            raise StitchError("an LM stitch needs two model refs, a and b")
+        check_choice("head", self.head, ("a", "b"))
+        if self.head == "b" and self.head_at is not None:
+            raise StitchError("head_at is for head 'a' (where A's head takes over); leave it out with head 'b'")
+        self._check_train()
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["adapter"] = self.adapter.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LMStitchSpec:
+        return spec_from_dict(cls, dict(d))
+
+    def label(self) -> str:
+        j = self.cut_a if self.cut_b is None else self.cut_b
+        return f"lm stitch {self.a}[{self.cut_a}] -> {self.b}[{j}], head {self.head} ({self.adapter_name})"
+
+
+@dataclass(frozen=True)
+class DepthSpec(_Train, _Eval):
+    """Penalty over depth: merge and/or stitch at every split, with each head; optional (i, j) heat map.
+
+    Split ``i`` (0 .. L): merge = A's blocks < i, B's blocks >= i; stitch = A's stream at i
+    -> adapter -> B from i.  ``head`` "b" uses B's head (base B); "a" keeps A's (base A).
+    """
+
+    a: str = ""
+    b: str = ""
+    modes: tuple[str, ...] = MODES  # which curves: merge, stitch
+    heads: tuple[str, ...] = ("a", "b")  # which heads: a (preserved), b
+    splits: tuple[int, ...] | None = None  # split positions; None = every one, 0 .. L
+    heatmap: bool = False  # also stitch every (i, j) pair with B's head (the heat map)
+
+    def __post_init__(self) -> None:
+        if not self.a or not self.b:
+            raise StitchError("a depth sweep needs two model refs, a and b")
+        for name, values, choices in (("mode", self.modes, MODES), ("head", self.heads, ("a", "b"))):
+            object.__setattr__(self, f"{name}s", tuple(values))
+            if not values:
+                raise StitchError(f"pick at least one {name}")
+            for v in values:
+                check_choice(name, v, choices)
+        if self.splits is not None:
+            object.__setattr__(self, "splits", tuple(int(s) for s in self.splits))
+        self._check_train()
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["adapter"] = self.adapter.to_dict()
+        d["modes"], d["heads"] = list(self.modes), list(self.heads)
+        d["splits"] = None if self.splits is None else list(self.splits)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> DepthSpec:
+        return spec_from_dict(cls, dict(d))
+
+    def label(self) -> str:
+        extra = " + heat map" if self.heatmap else ""
+        return f"LM depth sweep {self.a} / {self.b} ({', '.join(self.modes)}; heads {', '.join(self.heads)}){extra}"
