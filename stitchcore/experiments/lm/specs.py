@@ -11,11 +11,10 @@ substitutes blocks 1, 2 and 3.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 from stitchcore.errors import StitchError
-from stitchcore.experiments._spec import check_at_least, check_choice, check_positive, spec_from_dict
+from stitchcore.experiments._spec import Spec, check_at_least, check_choice, check_positive
 from stitchcore.stitching.adapters import AdapterSpec
 from stitchcore.stitching.train import parse_objective
 
@@ -32,7 +31,7 @@ def _adapter(value: AdapterSpec | dict) -> AdapterSpec:
 
 
 @dataclass(frozen=True)
-class _Eval:
+class _Eval(Spec):
     """Fields shared by every LM spec (scoring and samples)."""
 
     text: str | None = None  # corpus (text.load_text); None: A's training corpus, else pydoc
@@ -61,13 +60,6 @@ class MergeSpec(_Eval):
             raise StitchError(f"block range [{self.start}, {self.end}) is empty or negative; need 0 <= start <= end")
         if self.eval_windows < 1:
             raise StitchError("eval_windows must be at least 1")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> MergeSpec:
-        return spec_from_dict(cls, dict(d))
 
     def label(self) -> str:
         end = "end" if self.end is None else self.end
@@ -121,15 +113,6 @@ class LMStitchSpec(_Train, _Eval):
             raise StitchError("head_at is for head 'a' (where A's head takes over); leave it out with head 'b'")
         self._check_train()
 
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["adapter"] = self.adapter.to_dict()
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> LMStitchSpec:
-        return spec_from_dict(cls, dict(d))
-
     def label(self) -> str:
         j = self.cut_a if self.cut_b is None else self.cut_b
         return f"lm stitch {self.a}[{self.cut_a}] -> {self.b}[{j}], head {self.head} ({self.adapter_name})"
@@ -162,17 +145,6 @@ class DepthSpec(_Train, _Eval):
         if self.splits is not None:
             object.__setattr__(self, "splits", tuple(int(s) for s in self.splits))
         self._check_train()
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["adapter"] = self.adapter.to_dict()
-        d["modes"], d["heads"] = list(self.modes), list(self.heads)
-        d["splits"] = None if self.splits is None else list(self.splits)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> DepthSpec:
-        return spec_from_dict(cls, dict(d))
 
     def label(self) -> str:
         extra = " + heat map" if self.heatmap else ""
