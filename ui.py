@@ -109,7 +109,7 @@ def load_for_display(ref: str) -> LoadedModel:
 def cuts_of(ref: str) -> list[Cut]:
     """The cut points of ``ref`` (see stitchcore.cuts.list_cuts)."""
     m = load_for_display(ref)
-    return list_cuts(m.model, m.example_input())
+    return list_cuts(m)
 
 
 def page_setup(title: str) -> None:

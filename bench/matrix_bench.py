@@ -92,9 +92,9 @@ def timed_matrix(spec: MatrixSpec, store: Store) -> tuple[dict, float]:
 def baseline_cell(spec: MatrixSpec, ma, mb, s, r, ds, prefixes: dict, suffixes: dict) -> float:
     """One cell the hand-written way: full frozen prefix of A every step, adapter, frozen suffix of B."""
     if s.name not in prefixes:
-        prefixes[s.name] = split(ma.model, s, ma.example_input())[0].eval()
+        prefixes[s.name] = split(ma, s)[0].eval()
     if r.name not in suffixes:
-        suffixes[r.name] = split(mb.model, r, mb.example_input())[1].eval()
+        suffixes[r.name] = split(mb, r)[1].eval()
     prefix, suffix = prefixes[s.name], suffixes[r.name]
     for p in list(prefix.parameters()) + list(suffix.parameters()):
         p.requires_grad_(False)
@@ -271,7 +271,7 @@ def main() -> None:
     log("zoo models")
     (ref_a, ref_b), zoo_acc, zoo_s = zoo_models(store, args.zoo_epochs)
     ma, mb = load_model(ref_a, store=store), load_model(ref_b, store=store)
-    cuts_a, cuts_b = list_cuts(ma.model, ma.example_input()), list_cuts(mb.model, mb.example_input())
+    cuts_a, cuts_b = list_cuts(ma), list_cuts(mb)
     if args.quick:  # one spatial, one late cut each
         cuts_a, cuts_b = [cuts_a[1], cuts_a[-2]], [cuts_b[1], cuts_b[-2]]
     names_a, names_b = tuple(c.name for c in cuts_a), tuple(c.name for c in cuts_b)

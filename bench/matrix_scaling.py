@@ -69,7 +69,7 @@ def spread(names: list[str], n: int) -> tuple[str, ...]:
 def scaling(store: Store, sizes: list[int]) -> list[dict]:
     ref_a, ref_b = deep_zoo(store)
     m = load_model(ref_a, store=store)
-    names = [c.name for c in list_cuts(m.model, m.example_input())]
+    names = [c.name for c in list_cuts(m)]
     rows = []
     for n in sizes:
         cuts = spread(names, n)

@@ -52,9 +52,9 @@ def test_cnn_into_vit_cells_flops_and_front(family_store):
     # FLOPs of the whole network = one FlopCounterMode pass over prefix + adapter + suffix, counted here anew
     a, b = load_model(refs["cnn"], store=store), load_model(refs["vit"], store=store)
     cell = by["block1", "blocks.2", "linear/both/bilinear"]
-    s_cut, r_cut = get_cut(a.model, a.example_input(), "block1"), get_cut(b.model, b.example_input(), "blocks.2")
-    prefix, _ = split(a.model, s_cut, a.example_input())
-    _, suffix = split(b.model, r_cut, b.example_input())
+    s_cut, r_cut = get_cut(a, "block1"), get_cut(b, "blocks.2")
+    prefix, _ = split(a, s_cut)
+    _, suffix = split(b, r_cut)
     net = nn.Sequential(prefix, build_adapter(AdapterSpec(), s_cut, r_cut), suffix).eval()
     assert cell["flops"] == module_flops(net, a.example_input(1))
     assert cell["flops"] < s["base"]["b"]["flops"]  # two of B's four blocks are skipped

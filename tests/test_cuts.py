@@ -146,11 +146,11 @@ def resnet18():
 def test_unknown_cut_names_close_ones(resnet18):
     model, x = resnet18
     with pytest.raises(CutError, match=r"no cut 'layer5' .*close: .*layer4.*Hint: list the cuts with"):
-        get_cut(model, x, "layer5")
+        get_cut(model, "layer5", x)
     with pytest.raises(CutError, match=r"no cut 'layer4\.1\.conv2' .*it is a module.*close: "):
         split(model, "layer4.1.conv2", x)  # inside a residual block: no cut, and no alias of one
     with pytest.raises(CutError, match=r"no cut 'fc' .*it is a module, but its output is the model output"):
-        get_cut(model, x, "fc")
+        get_cut(model, "fc", x)
 
 
 # ----------------------------------------------------------------------------- aliases
@@ -161,10 +161,10 @@ def test_stage_names_are_aliases_of_their_last_block(resnet18):
     cuts = {c.name: c for c in list_cuts(model, x)}
     assert cuts["layer2.1"].aliases[0] == "layer2" and "layer2.1.relu:1" in cuts["layer2.1"].aliases
     assert cuts["layer2.0"].aliases == ("layer2.0.relu:1",)  # the block's 2nd ReLU call, not the 1st
-    assert get_cut(model, x, "layer2") == cuts["layer2.1"]
-    assert get_cut(model, x, "layer2").aliases == cuts["layer2.1"].aliases
-    assert resolve_cut_name(model, x, "layer4") == "layer4.1"
-    assert resolve_cut_name(model, x, "layer4.1") == "layer4.1"
+    assert get_cut(model, "layer2", x) == cuts["layer2.1"]
+    assert get_cut(model, "layer2", x).aliases == cuts["layer2.1"].aliases
+    assert resolve_cut_name(model, "layer4", x) == "layer4.1"
+    assert resolve_cut_name(model, "layer4.1", x) == "layer4.1"
     assert alias_note("layer2", "layer2.1") == "layer2 = layer2.1" and alias_note("fc1", "fc1") is None
     with torch.no_grad():
         by_alias, by_name = split(model, "layer2", x), split(model, "layer2.1", x)
@@ -174,9 +174,9 @@ def test_stage_names_are_aliases_of_their_last_block(resnet18):
         segment = split_segment(model, "layer2", "layer3", x)
         assert torch.allclose(segment(h), split(model, "layer3.1", x)[0](x), atol=1e-5)
     with pytest.raises(CutError, match=r"no cut 'layer2\.1\.relu' .*close: "):
-        get_cut(model, x, "layer2.1.relu")  # its first call is inside the block: only ':1' is a cut
+        get_cut(model, "layer2.1.relu", x)  # its first call is inside the block: only ':1' is a cut
     with pytest.raises(CutError, match=r"no cut 'layr2' .*close: .*layer2"):
-        resolve_cut_name(model, x, "layr2")  # suggestions include the aliases
+        resolve_cut_name(model, "layr2", x)  # suggestions include the aliases
 
 
 def test_zoo_resnet_stage_alias():
@@ -189,13 +189,13 @@ def test_zoo_resnet_stage_alias():
     assert "layer1" in cuts["layer1.1"].aliases and "layer1.1.relu2" in cuts["layer1.1"].aliases
     assert cuts["layer2.0"].aliases[0] == "layer2"
     assert "stem.relu" in cuts["stem"].aliases
-    assert resolve_cut_name(model, x, "layer1") == "layer1.1"
+    assert resolve_cut_name(model, "layer1", x) == "layer1.1"
     with torch.no_grad():
         assert torch.equal(split(model, "layer2", x)[0](x), split(model, "layer2.0", x)[0](x))
         prefix, suffix = split(model, "layer1", x)
         assert torch.equal(suffix(prefix(x)), model(x))
     with pytest.raises(CutError, match=r"no cut 'layer9' .*close: "):
-        get_cut(model, x, "layer9")
+        get_cut(model, "layer9", x)
 
 
 def test_model_left_as_found(resnet18):
@@ -209,7 +209,7 @@ def test_model_left_as_found(resnet18):
     assert [m.training for m in model.modules()] == flags
     assert _hooks(model) == 0
     assert all(torch.equal(v, model.state_dict()[k]) for k, v in state.items())  # BN stats untouched
-    cut = get_cut(model, x, "layer2.1")
+    cut = get_cut(model, "layer2.1", x)
     assert cut == Cut("layer2.1", (128, 8, 8), "map", cut.depth)
 
 

@@ -61,10 +61,10 @@ def test_collect_cuts_matches_split_prefixes(trained_store):
     store, refs = trained_store
     m = load_model(refs[0], store=store)
     ds = load_dataset("digits")
-    cuts = list_cuts(m.model, m.example_input())
+    cuts = list_cuts(m)
     got = collect_cuts(m, cuts, ds, "test", device=torch.device("cpu"), limit=300)
     for cut in cuts:
-        prefix, _ = split(m.model, cut, m.example_input())
+        prefix, _ = split(m, cut)
         want = collect(prefix, ds, m.preprocess, "test", device=torch.device("cpu"), limit=300)
         assert got[cut.name].shape == want.shape == (300, *cut.shape)
         torch.testing.assert_close(got[cut.name], want, rtol=0, atol=0)
@@ -74,12 +74,12 @@ def test_collect_cuts_falls_back_to_prefixes_when_a_hook_disagrees(trained_store
     store, refs = trained_store
     m = load_model(refs[0], store=store)
     ds = load_dataset("digits")
-    cuts = list_cuts(m.model, m.example_input())
+    cuts = list_cuts(m)
     wrong = m.model.get_submodule("block1")
     monkeypatch.setattr(m.model, "get_submodule", lambda name: wrong)  # every hook records block1's output
     got = collect_cuts(m, cuts, ds, "test", device=torch.device("cpu"), limit=50)
     for cut in cuts:
-        prefix, _ = split(m.model, cut, m.example_input())
+        prefix, _ = split(m, cut)
         want = collect(prefix, ds, m.preprocess, "test", device=torch.device("cpu"), limit=50)
         torch.testing.assert_close(got[cut.name], want, rtol=0, atol=0)
 

@@ -114,7 +114,7 @@ def test_frozen_parts_are_bit_identical_after_adapter_training():
     model = create_arch("resnet", blocks=(1, 1, 1, 1), width=8, in_chans=1, num_classes=10)
     model.eval()
     x = torch.randn(64, 1, 8, 8)
-    cut = get_cut(model, x[:2], "layer2.0")
+    cut = get_cut(model, "layer2.0", x[:2])
     prefix, suffix = split(model, cut, x[:2])
     before = {k: v.clone() for k, v in model.state_dict().items()}
     with torch.no_grad():

@@ -26,10 +26,10 @@ def setting(trained_store):
     store, refs = trained_store
     a, b = load_model(refs[0], store=store), load_model(refs[1], store=store)
     ds = load_dataset("digits")
-    senders = [get_cut(a.model, a.example_input(), n) for n in SENDERS]
-    receiver = get_cut(b.model, b.example_input(), RECEIVER)
+    senders = [get_cut(a, n) for n in SENDERS]
+    receiver = get_cut(b, RECEIVER)
     acts = collect_cuts(a, senders, ds, "train", device=CPU, limit=400)
-    suffix = split(b.model, receiver, b.example_input())[1]
+    suffix = split(b, receiver)[1]
     return senders, receiver, [acts[n] for n in SENDERS], ds.labels("train")[:400], suffix
 
 
@@ -83,7 +83,7 @@ def test_frozen_for_training_folds_batchnorm_without_touching_the_suffix():
             m.running_mean.uniform_(-1, 1)
             m.running_var.uniform_(0.5, 2)
     example = torch.zeros(2, 1, 16, 16)
-    cut = get_cut(model, example, "layer1.0")
+    cut = get_cut(model, "layer1.0", example)
     suffix = split(model, cut, example)[1]
     before = {k: v.clone() for k, v in suffix.state_dict().items()}
     fast = frozen_for_training(suffix)

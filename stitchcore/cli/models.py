@@ -88,7 +88,7 @@ def _cmd_cuts(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
     cuts = [
         {"name": c.name, "shape": list(c.shape), "layout": c.layout, "depth": round(c.depth, 4),
          "aliases": list(c.aliases)}
-        for c in list_cuts(m.model, m.example_input())
+        for c in list_cuts(m)
     ]
     lines = [f"{c['name']:24s} {c['layout']:9s} {str(tuple(c['shape'])):20s} depth {c['depth']:.2f}"
              + (f"  = {', '.join(c['aliases'])}" if c["aliases"] else "") for c in cuts]

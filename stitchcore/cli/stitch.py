@@ -37,8 +37,7 @@ def resolve_cuts(ref: str, names: tuple[str, ...] | None, store: Store) -> tuple
     m = load_model(ref, store=store)
     if m.input_kind != "image":
         return names, {}
-    ex = m.example_input()
-    canonical = tuple(resolve_cut_name(m.model, ex, n) for n in names)
+    canonical = tuple(resolve_cut_name(m, n) for n in names)
     aliases = {n: c for n, c in zip(names, canonical, strict=True) if n != c}
     for n, c in aliases.items():
         print(f"note: cut {alias_note(n, c)} in {m.ref}", file=sys.stderr)

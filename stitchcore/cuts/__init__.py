@@ -4,6 +4,10 @@ Discover, then select (as torchvision's ``get_graph_node_names`` /
 ``create_feature_extractor``): :func:`list_cuts` names every cut, :func:`split`
 returns ``(prefix, suffix)`` with ``suffix(prefix(x)) == model(x)``.
 
+Every function takes the model whole: a :class:`~stitchcore.models.loaded.LoadedModel` (or anything
+with ``.model`` and ``.example_input()``) knows both the module and the input it is traced with; a bare
+``nn.Module`` takes its ``example_input`` batch ([B, ...]) as the last argument.
+
 >>> import torch, torchvision
 >>> model = torchvision.models.resnet18(weights=None)
 >>> x = torch.randn(2, 3, 64, 64)
@@ -12,8 +16,12 @@ returns ``(prefix, suffix)`` with ``suffix(prefix(x)) == model(x)``.
 >>> prefix, suffix = split(model, "layer2.1", x)
 >>> prefix(x).shape
 torch.Size([2, 128, 8, 8])
->>> get_cut(model, x, "layer2").name, resolve_cut_name(model, x, "layer2")  # a stage is its last block
+>>> get_cut(model, "layer2", x).name, resolve_cut_name(model, "layer2", x)  # a stage is its last block
 ('layer2.1', 'layer2.1')
+>>> from stitchcore.models.loaded import LoadedModel
+>>> m = LoadedModel("torchvision:resnet18", model, "image", (3, 64, 64), preprocess=None, num_classes=1000)
+>>> get_cut(m, "layer2").name, len(list_cuts(m)) == len(list_cuts(model, x))
+('layer2.1', True)
 
 **What is a cut.**  The model is traced with torch.fx in eval mode (timm and
 torchvision leaf modules / wrapped functions are honoured).  A graph node is a cut
@@ -74,6 +82,7 @@ import logging
 import threading
 import weakref
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 from torch import nn
@@ -83,7 +92,7 @@ from stitchcore.cuts._hooks import HookPlan
 from stitchcore.cuts._naming import close_names, parse_call
 from stitchcore.errors import CutError
 
-__all__ = ["Cut", "coarse_cuts", "list_cuts", "get_cut", "resolve_cut_name", "alias_note", "split",
+__all__ = ["Cut", "Traceable", "coarse_cuts", "list_cuts", "get_cut", "resolve_cut_name", "alias_note", "split",
            "split_segment"]
 
 log = logging.getLogger(__name__)
@@ -158,17 +167,47 @@ def _plan(model: nn.Module, example_input: torch.Tensor) -> FxPlan | HookPlan:
     return plan
 
 
+class Traceable(Protocol):
+    """A model with the input it is traced with: what the cut functions take (a LoadedModel is one)."""
+
+    model: nn.Module
+
+    def example_input(self) -> torch.Tensor: ...  # [B, ...] shaped like the model's data
+
+
+Model = Traceable | nn.Module  # a bare module takes its example_input beside it
+
+
+def _unpack(m: Model, example_input: torch.Tensor | None) -> tuple[nn.Module, torch.Tensor]:
+    """``(module, example input)`` of a Traceable, or of a bare module and the batch given with it."""
+    if isinstance(m, nn.Module):
+        if example_input is None:
+            raise CutError(f"a bare {type(m).__name__} needs its example_input batch (e.g. [2, 3, 64, 64]); "
+                           "or pass the LoadedModel")
+        return m, example_input
+    if example_input is not None:
+        return m.model, example_input
+    if not callable(getattr(m, "example_input", None)) or not hasattr(m, "model"):
+        raise CutError(f"expected a LoadedModel or a torch nn.Module, got {type(m).__name__}; load the model first")
+    return m.model, m.example_input()
+
+
+def _check_name(name: object) -> None:
+    if isinstance(name, torch.Tensor):
+        raise CutError("the cut name comes before the example input: get_cut(model, name, example_input)")
+
+
 def _to_cuts(sites: list[Site]) -> list[Cut]:
     n = len(sites)
     return [Cut(s.name, s.shape, s.layout, round((i + 1) / n, 6), s.aliases) for i, s in enumerate(sites)]
 
 
-def list_cuts(model: nn.Module, example_input: torch.Tensor) -> list[Cut]:
-    """Every cut of ``model`` in execution order, shapes as seen for ``example_input`` ([B, ...]).
+def list_cuts(m: Model, example_input: torch.Tensor | None = None) -> list[Cut]:
+    """Every cut of the model in execution order, shapes as seen for its example input ([B, ...]).
 
     Raises :class:`CutError` for a model that fx cannot trace and that has no known block list.
     """
-    return _to_cuts(_plan(model, example_input).sites)
+    return _to_cuts(_plan(*_unpack(m, example_input)).sites)
 
 
 def coarse_cuts(cuts: list[Cut], n: int = 6) -> list[Cut]:
@@ -187,9 +226,11 @@ def coarse_cuts(cuts: list[Cut], n: int = 6) -> list[Cut]:
     return [cuts[i] for i in picks]
 
 
-def get_cut(model: nn.Module, example_input: torch.Tensor, name: str) -> Cut:
+def get_cut(m: Model, name: str, example_input: torch.Tensor | None = None) -> Cut:
     """The cut called ``name`` or aliased ``name`` (``layer2`` -> the ``layer2.1`` Cut);
     :class:`CutError` with the close names when there is none."""
+    _check_name(name)
+    model, example_input = _unpack(m, example_input)
     cuts = list_cuts(model, example_input)
     for cut in cuts:
         if cut.name == name:
@@ -207,13 +248,13 @@ def get_cut(model: nn.Module, example_input: torch.Tensor, name: str) -> Cut:
                    "Hint: list the cuts with `python -m stitchcore cuts REF`")
 
 
-def resolve_cut_name(model: nn.Module, example_input: torch.Tensor, name: str) -> str:
+def resolve_cut_name(m: Model, name: str, example_input: torch.Tensor | None = None) -> str:
     """The canonical name of the cut called or aliased ``name`` (``"layer2"`` -> ``"layer2.1"``).
 
     Callers resolve at the edges (CLI, URL, forms) so stored specs hold canonical names only.
     :class:`CutError` with the close names (aliases included) when ``name`` is no cut.
     """
-    return get_cut(model, example_input, name).name
+    return get_cut(m, name, example_input).name
 
 
 def alias_note(name: str, canonical: str) -> str | None:
@@ -221,8 +262,8 @@ def alias_note(name: str, canonical: str) -> str | None:
     return None if name == canonical else f"{name} = {canonical}"
 
 
-def split(model: nn.Module, cut: Cut | str, example_input: torch.Tensor) -> tuple[nn.Module, nn.Module]:
-    """Cut ``model`` in two at ``cut``: ``prefix(x)`` -> activation, ``suffix(h)`` -> model output.
+def split(m: Model, cut: Cut | str, example_input: torch.Tensor | None = None) -> tuple[nn.Module, nn.Module]:
+    """Cut the model in two at ``cut``: ``prefix(x)`` -> activation, ``suffix(h)`` -> model output.
 
     ``prefix(x)`` returns the activation laid out as ``cut.layout`` says, e.g. [B, C, H, W]
     for ``map``; ``suffix(prefix(x))`` equals ``model(x)`` (eval mode).  Both share
@@ -231,21 +272,24 @@ def split(model: nn.Module, cut: Cut | str, example_input: torch.Tensor) -> tupl
     name = cut.name if isinstance(cut, Cut) else cut
     if not isinstance(name, str):
         raise CutError(f"a cut is a Cut or its name string, got {type(cut).__name__}")
+    model, example_input = _unpack(m, example_input)
     plan = _plan(model, example_input)
     if name not in {s.name for s in plan.sites}:
-        name = resolve_cut_name(model, example_input, name)  # an alias, or raises with the close names
+        name = resolve_cut_name(model, name, example_input)  # an alias, or raises with the close names
     return plan.split(name)
 
 
-def split_segment(model: nn.Module, start: Cut | str, end: Cut | str, example_input: torch.Tensor) -> nn.Module:
+def split_segment(m: Model, start: Cut | str, end: Cut | str, example_input: torch.Tensor | None = None
+                  ) -> nn.Module:  # fmt: skip
     """The part of ``model`` between two cuts: activation at ``start`` -> activation at ``end``.
 
     With ``prefix, _ = split(model, start)`` and ``_, tail = split(model, end)``,
     ``tail(segment(prefix(x)))`` equals ``model(x)``.  Used for head-preserving
     stitches, C = A_tail(B_segment(S(A_prefix))).  Needs a torch.fx-traceable model.
     """
+    model, example_input = _unpack(m, example_input)
     names = [c.name if isinstance(c, Cut) else c for c in (start, end)]
-    names = [resolve_cut_name(model, example_input, n) for n in names]  # aliases; raises with close names
+    names = [resolve_cut_name(model, n, example_input) for n in names]  # aliases; raises with close names
     plan = _plan(model, example_input)
     if not isinstance(plan, FxPlan):
         raise CutError(f"cannot take the segment {names[0]} -> {names[1]} of {type(model).__name__}: "

@@ -236,10 +236,10 @@ def default_cuts(cuts: list[Cut]) -> list[Cut]:
 
 def _cuts(m: LoadedModel, names: tuple[str, ...] | None) -> list[Cut]:
     """The named cuts (aliases resolved, CutError for an unknown one) in execution order, or the default set."""
-    every = list_cuts(m.model, m.example_input())
+    every = list_cuts(m)
     if names is None:
         return default_cuts(every)
-    picked = {get_cut(m.model, m.example_input(), n).name for n in names}
+    picked = {get_cut(m, n).name for n in names}
     return [c for c in every if c.name in picked]
 
 
@@ -314,7 +314,7 @@ def _base_accuracy(m: LoadedModel, parts: _Parts, device: torch.device) -> float
 def _suffix(parts: _Parts, r: Cut, device: torch.device) -> nn.Module:
     """B after the receiver cut (split once per receiver), frozen and in eval mode."""
     if r.name not in parts.suffixes:
-        _, suffix = split(parts.b.model, r, parts.b.example_input())
+        _, suffix = split(parts.b, r)
         suffix.to(device).eval()
         example = torch.zeros(1, *r.shape, device=device)
         parts.suffixes[r.name] = suffix
@@ -327,7 +327,7 @@ def _receiver_cls(parts: _Parts, r: Cut, device: torch.device) -> torch.Tensor:
     """B's own class token at the receiving cut, averaged over the first CLS_SAMPLES training images: [D]
     (computed once per receiver)."""
     if r.name not in parts.receiver_cls:
-        prefix, _ = split(parts.b.model, r, parts.b.example_input())
+        prefix, _ = split(parts.b, r)
         prefix.to(device).eval()
         h = collect(prefix, parts.data, parts.b.preprocess, "train", device=device,
                     limit=min(CLS_SAMPLES, parts.n_train))  # fmt: skip
@@ -387,7 +387,7 @@ def _sender_cells(spec: AssembleSpec, ctx: UnitContext, parts: _Parts, s: Cut,
                   todo: list[tuple[Cut, AdapterSpec]]) -> Iterator[dict]:  # fmt: skip
     """Every pending (receiver, recipe) cell of sender ``s``, in ``todo`` order, from one pass of A's prefix."""
     device = ctx.device
-    prefix, _ = split(parts.a.model, s, parts.a.example_input())
+    prefix, _ = split(parts.a, s)
     prefix.to(device).eval()
     prefix_cost = (count_params(prefix, trainable_only=False), module_flops(prefix, parts.a.example_input(1).to(device)))
     acts = {"device": device, "batch_size": EVAL_BATCH, "check_cancel": ctx.check_cancel}

@@ -322,8 +322,8 @@ def pair_units(a: LoadedModel, b: LoadedModel, ds: ImageDataset, cut_a: Cut, cut
     from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
     from stitchcore.stitching.train import AdapterTargets, TrainKnobs, parse_objective, train_adapter
 
-    prefix_a, _ = split(a.model, cut_a, a.example_input())
-    prefix_b, suffix_b = split(b.model, cut_b, b.example_input())
+    prefix_a, _ = split(a, cut_a)
+    prefix_b, suffix_b = split(b, cut_b)
     for m in (prefix_a, prefix_b, suffix_b):
         m.to(device).eval()
     n = min(max(CAL_EXAMPLES, (CAL_STEPS + 1) * batch_size), len(ds.labels("train")))

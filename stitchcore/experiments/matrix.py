@@ -377,10 +377,9 @@ def _random_ref(ref: str, seed: int) -> str:
 
 
 def _resolve_cuts(m: LoadedModel, names: tuple[str, ...] | None) -> list[Cut]:
-    ex = m.example_input()
     if names is None:
-        return list_cuts(m.model, ex)
-    return [get_cut(m.model, ex, name) for name in names]  # CutError names the close ones
+        return list_cuts(m)
+    return [get_cut(m, name) for name in names]  # CutError names the close ones
 
 
 def _base_accuracy(
@@ -493,7 +492,7 @@ def _prepare(
     for key in receiving:
         m = models[key]
         for r in receivers:
-            suffixes[key, r.name] = split(m.model, r, m.example_input())[1].to(device).eval()
+            suffixes[key, r.name] = split(m, r)[1].to(device).eval()
     common = {"senders": senders, "receivers": receivers, "num_classes": ds.num_classes, "suffixes": suffixes,
               "y_train": ds.labels("train")[:n_train], "y_test": ds.labels("test")[:n_test], "models": models,
               "ds": ds, "budget": budget}  # fmt: skip
@@ -635,7 +634,7 @@ def _unit_workspace(source: _Workspace | dict, send: str, recv: str, receivers: 
     ds, n_train, n_test = source["ds"], source["n_train"], source["n_test"]
     senders = _resolve_cuts(models[send], tuple(source["senders"]))
     cuts = _resolve_cuts(models[recv], tuple(receivers))
-    suffixes = {(recv, r.name): split(models[recv].model, r, models[recv].example_input())[1].to(context.device).eval()
+    suffixes = {(recv, r.name): split(models[recv], r)[1].to(context.device).eval()
                 for r in cuts}  # fmt: skip
     acts = source.get("acts")
     targets = {}
@@ -721,8 +720,7 @@ def _matrix_units(spec: MatrixSpec, ectx: EstimateContext) -> dict:
     ds = load_dataset(resolve_dataset(spec.dataset, a, b))
 
     def cuts(m: LoadedModel, names: tuple[str, ...] | None) -> list[Cut]:
-        ex = m.example_input()
-        return list_cuts(m.model, ex) if names is None else [get_cut(m.model, ex, n) for n in names]
+        return list_cuts(m) if names is None else [get_cut(m, n) for n in names]
 
     senders, receivers = cuts(a, spec.senders), cuts(b, spec.receivers)
     setup = time.perf_counter() - t0

@@ -83,8 +83,8 @@ def _inputs(spec: SimilaritySpec, store: Any) -> tuple[LoadedModel, LoadedModel,
     ds = load_dataset(resolve_dataset(spec.dataset, a, b))
     cuts = []
     for m, names in ((a, spec.senders), (b, spec.receivers)):
-        all_cuts = list_cuts(m.model, m.example_input())
-        cuts.append([get_cut(m.model, m.example_input(), n) for n in names] if names else all_cuts)
+        all_cuts = list_cuts(m)
+        cuts.append([get_cut(m, n) for n in names] if names else all_cuts)
     return a, b, ds, cuts
 
 
@@ -102,8 +102,8 @@ def estimate_similarity(spec: SimilaritySpec, ectx: EstimateContext) -> Estimate
         t0 = time.perf_counter()
         a, b = ectx.load(spec.a), ectx.load(spec.b)
         ds = load_dataset(resolve_dataset(spec.dataset, a, b))
-        n_a = len(list_cuts(a.model, a.example_input()) if spec.senders is None else spec.senders)
-        n_b = len(list_cuts(b.model, b.example_input()) if spec.receivers is None else spec.receivers)
+        n_a = len(list_cuts(a) if spec.senders is None else spec.senders)
+        n_b = len(list_cuts(b) if spec.receivers is None else spec.receivers)
         x = torch.randn(spec.batch_size, 512, dtype=torch.float64)
         gram = timed(lambda: (x @ x.T) @ (x @ x.T))  # about one pair's work per batch
         return {"setup": time.perf_counter() - t0, "full": full_forward(a, ds, ectx.device) + full_forward(b, ds, ectx.device),

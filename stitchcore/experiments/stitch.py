@@ -108,8 +108,8 @@ class StitchSpec(Spec):
 
 def _head_cuts_match(a: LoadedModel, b: LoadedModel, head_cut: str) -> Cut:
     """A's cut where its head takes over, checked against B's cut of the same name."""
-    at_a = get_cut(a.model, a.example_input(), head_cut)
-    at_b = get_cut(b.model, b.example_input(), head_cut)
+    at_a = get_cut(a, head_cut)
+    at_b = get_cut(b, head_cut)
     if (at_a.shape, at_a.layout) != (at_b.shape, at_b.layout):
         raise AdapterError(
             f"A's head cannot follow B's middle at {head_cut}: A has {at_a.shape} there, B has {at_b.shape};"
@@ -121,8 +121,8 @@ def _head_cuts_match(a: LoadedModel, b: LoadedModel, head_cut: str) -> Cut:
 def _head_preserving_top(a: LoadedModel, b: LoadedModel, cut_b: str, head_cut: str) -> torch.nn.Sequential:
     """B's middle (cut_b -> head_cut) followed by A's head (head_cut -> output)."""
     at_a = _head_cuts_match(a, b, head_cut)
-    middle = split_segment(b.model, cut_b, head_cut, b.example_input())
-    _, tail_a = split(a.model, at_a, a.example_input())
+    middle = split_segment(b, cut_b, head_cut)
+    _, tail_a = split(a, at_a)
     return torch.nn.Sequential(middle, tail_a)
 
 
@@ -141,8 +141,8 @@ def _prepare(spec: StitchSpec, store: Any) -> tuple[LoadedModel, LoadedModel, An
     ds = load_dataset(resolve_dataset(spec.dataset, a, b))
     check_head_classes(b, ds, "B")
     check_head_classes(a, ds, "A")
-    cut_a = get_cut(a.model, a.example_input(), spec.cut_a)
-    cut_b = get_cut(b.model, b.example_input(), spec.cut_b)
+    cut_a = get_cut(a, spec.cut_a)
+    cut_b = get_cut(b, spec.cut_b)
     reason = compatibility(cut_a, cut_b, spec.adapter)
     if reason is not None:
         raise AdapterError(f"cannot join A[{cut_a.name}] {cut_a.shape} to B[{cut_b.name}] {cut_b.shape}: {reason}")
@@ -164,8 +164,8 @@ def _stitch_units(spec: StitchSpec, ectx: EstimateContext) -> dict[str, float]:
     t0 = time.perf_counter()
     a, b = ectx.load(spec.a), ectx.load(spec.b)
     ds = load_dataset(resolve_dataset(spec.dataset, a, b))
-    cut_a = get_cut(a.model, a.example_input(), spec.cut_a)
-    cut_b = get_cut(b.model, b.example_input(), spec.cut_b)
+    cut_a = get_cut(a, spec.cut_a)
+    cut_b = get_cut(b, spec.cut_b)
     setup = time.perf_counter() - t0
     u = pair_units(a, b, ds, cut_a, cut_b, spec.adapter, spec.batch_size, spec.objective, spec.optimizer, device)
     u.update(setup=setup, full_a=full_forward(a, ds, device), full_b=full_forward(b, ds, device),
@@ -196,8 +196,8 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
     device = ctx.device
     ctx.progress(0.0, "loading models")
     a, b, ds, cut_a, cut_b = _prepare(spec, ctx.store)
-    prefix_a, _ = split(a.model, cut_a, a.example_input())
-    prefix_b, suffix_b = split(b.model, cut_b, b.example_input())
+    prefix_a, _ = split(a, cut_a)
+    prefix_b, suffix_b = split(b, cut_b)
     base, base_role = b, "b"
     if spec.head == "a":
         suffix_b = _head_preserving_top(a, b, cut_b.name, spec.head_cut)

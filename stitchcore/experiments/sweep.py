@@ -158,14 +158,14 @@ def _positions(spec: SweepSpec, a: LoadedModel, b: LoadedModel) -> list[tuple[Cu
     """The swept cuts as (A's cut, B's cut of the same name), in A's execution order: every cut of A (or the
     named ones; CutError naming the close ones for a name A lacks).  Widths may differ (a wider A into a
     thinner B): the adapter maps A's channels to B's; AdapterError when it cannot join the pair."""
-    cuts_a = list_cuts(a.model, a.example_input())
-    cuts_b = {c.name: c for c in list_cuts(b.model, b.example_input())}
+    cuts_a = list_cuts(a)
+    cuts_b = {c.name: c for c in list_cuts(b)}
     by_name = {c.name: c for c in cuts_a}
     names = spec.positions or tuple(c.name for c in cuts_a)
     unknown = [n for n in names if n not in by_name]
     for n in unknown:
         try:
-            canonical = get_cut(a.model, a.example_input(), n).name
+            canonical = get_cut(a, n).name
         except CutError:
             continue
         raise CutError(f"{n} is another name of {canonical} in {a.ref}; sweep positions are canonical cut names: "
@@ -238,8 +238,8 @@ def _stitch_at(
     """Train the adapter A[cut] -> B[cut] and measure C = suffix_B(S(prefix_A(x)))."""
     device = ctx.device
     cut_a, cut_b = cuts
-    prefix_a, _ = split(a.model, cut_a, a.example_input())
-    prefix_b, suffix_b = split(b.model, cut_b, b.example_input())
+    prefix_a, _ = split(a, cut_a)
+    prefix_b, suffix_b = split(b, cut_b)
     for m in (prefix_a, prefix_b, suffix_b):
         m.to(device).eval()
     acts = {"device": device, "batch_size": EVAL_BATCH, "check_cancel": ctx.check_cancel}

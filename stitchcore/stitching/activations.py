@@ -19,7 +19,7 @@ prefix), for matrices and similarity:
 >>> ds = ImageDataset("toy", ("a", "b"), images(6), labels(6), images(4), labels(4))
 >>> net = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(256, 2)).eval()
 >>> m = LoadedModel("toy", net, "image", (1, 8, 8), None, 2)
->>> cuts = list_cuts(net, m.example_input())
+>>> cuts = list_cuts(m)
 >>> acts = collect_cuts(m, cuts, ds, "test", device=torch.device("cpu"))
 >>> {name: tuple(a.shape) for name, a in acts.items()}  # [N, *cut.shape] float32 each
 {'0': (4, 4, 8, 8), '1': (4, 4, 8, 8), '2': (4, 256)}
