@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from stitchcore.stitching.adapters import AdapterSpec, build_adapter, compatibility
 from stitchcore.cuts import list_cuts, split
 from stitchcore.data.images import load_dataset
-from stitchcore.experiments import matrix as matrix_module
+from stitchcore.experiments.matrix import units as matrix_units  # the trained cells train there
 from stitchcore.experiments import run_experiment
 from stitchcore.experiments.matrix import MatrixSpec
 from stitchcore.models.sources import load_model
@@ -144,7 +144,7 @@ class TrainingClock:
         self.calls: list[dict] = []
 
     def __enter__(self) -> TrainingClock:
-        real = self.real = matrix_module.train_adapters_shared_suffix
+        real = self.real = matrix_units.train_adapters_shared_suffix
 
         def timed(adapters, suffix, sender_acts, labels, **kw):
             t0 = time.perf_counter()
@@ -158,11 +158,11 @@ class TrainingClock:
                                "optimizer": (kw["optimizer"], kw["lr"], kw["weight_decay"])})  # fmt: skip
             return out
 
-        matrix_module.train_adapters_shared_suffix = timed
+        matrix_units.train_adapters_shared_suffix = timed
         return self
 
     def __exit__(self, *exc) -> None:
-        matrix_module.train_adapters_shared_suffix = self.real
+        matrix_units.train_adapters_shared_suffix = self.real
 
     @property
     def seconds(self) -> float:

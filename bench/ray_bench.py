@@ -41,7 +41,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from stitchcore.experiments import matrix as matrix_module
+from stitchcore.experiments.matrix import run as matrix_run  # the driver: it makes the units
 from stitchcore.experiments import run_experiment
 from stitchcore.backends import RunOptions
 from stitchcore.experiments.matrix import MatrixSpec, partial_cells
@@ -71,7 +71,7 @@ def run_matrix(spec: MatrixSpec, store: Store, options: RunOptions) -> tuple[Cel
 
 def run_local(spec: MatrixSpec, store: Store) -> tuple[Cells, float, float, int]:
     """The local run: its cells, wall seconds, seconds spent inside its receiver units, and how many."""
-    real, spent, units = matrix_module.receiver_unit, [0.0], [0]
+    real, spent, units = matrix_run.receiver_unit, [0.0], [0]
 
     def clocked(*args: Any) -> Iterator[tuple[str, Any]]:
         gen, units[0] = real(*args), units[0] + 1
@@ -83,7 +83,7 @@ def run_local(spec: MatrixSpec, store: Store) -> tuple[Cells, float, float, int]
                 return
             yield event
 
-    with mock.patch.object(matrix_module, "receiver_unit", clocked):
+    with mock.patch.object(matrix_run, "receiver_unit", clocked):
         cells, wall = run_matrix(spec, store, RunOptions())
     return cells, wall, round(spent[0], 3), units[0]
 

@@ -16,6 +16,7 @@ from stitchcore.data.images import load_dataset
 from stitchcore.errors import Cancelled, CutError, StitchError
 from stitchcore.experiments import run_experiment
 from stitchcore.experiments.matrix import MatrixSpec, cell_axes, cell_grid, partial_path
+from stitchcore.experiments.matrix import units as mx_units  # what a worker runs: the fits happen there
 from stitchcore.models.sources import load_model
 from stitchcore.store.results import run_id_for
 
@@ -29,13 +30,13 @@ def _cells(store, run_id):
 
 def _count_fits(monkeypatch):
     calls = []
-    real = mx.fit_adapter
+    real = mx_units.fit_adapter
 
     def counting(*args, **kw):
         calls.append(1)
         return real(*args, **kw)
 
-    monkeypatch.setattr(mx, "fit_adapter", counting)
+    monkeypatch.setattr(mx_units, "fit_adapter", counting)
     return calls
 
 
@@ -280,8 +281,8 @@ def test_closed_form_over_the_budget_streams_and_gives_the_cached_numbers(traine
     store, refs = trained_store
     cached = run_experiment("matrix", MatrixSpec(refs[0], refs[1], seed=5, max_train=500), store).record.summary
     streamed_calls = []
-    real = mx.fit_streamed
-    monkeypatch.setattr(mx, "fit_streamed", lambda *a, **kw: streamed_calls.append(len(a[0])) or real(*a, **kw))
+    real = mx_units.fit_streamed
+    monkeypatch.setattr(mx_units, "fit_streamed", lambda *a, **kw: streamed_calls.append(len(a[0])) or real(*a, **kw))
     monkeypatch.setenv("STITCHLAB_ACT_BUDGET_MB", "0.05")  # a few images of activations at a time
     fits = _count_fits(monkeypatch)
     progress = []

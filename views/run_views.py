@@ -3,7 +3,7 @@
 Not a page (app.py routes the pages explicitly): the page that makes a kind (Similarity for matrix and
 similarity runs, Traits for sweeps, Language models for merge / lmstitch / lmdepth) and Results both call
 these, with their own ``key`` prefix so widgets never collide.  Stitch and zoo runs use ``ui.run_view``.
-Stored results are read only through the experiment modules' readers (``partial_cells``,
+Stored results are read only through the experiment modules' readers (``matrix_state``,
 ``partial_positions``, ``partial_points``, ``spec_from_record``) and drawn with ``stitchcore.plots``.
 Every view is a fragment that redraws while its run is active (``ui.live_while_running``), with
 its downloads under it once the run has ended (``ui.downloads``: metrics CSV, JSON, "Download bundle"
@@ -23,10 +23,7 @@ from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.assemble import AssembleSpec, assembled_cells, pareto_front, recipe_name
 from stitchcore.experiments.lm import partial_points
-from stitchcore.experiments.matrix import (
-    MatrixSpec, blank_cells_mean, cell_axes, cell_grid, control_tables, failed_pairs, partial_cells,
-    skipped_pairs,
-)  # fmt: skip
+from stitchcore.experiments.matrix import MatrixSpec, matrix_state
 from stitchcore.experiments.sweep import partial_positions
 from stitchcore.measures.traits import parse_metric
 from stitchcore.plots import assemble as plots_assemble
@@ -104,29 +101,21 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
         cka_now = runner.get(cka_id) if cka_id else None
         ui.run_header(now, key, also_cancel=(cka_id,),  # Stop cancels the CKA beside it too
                       kept="Finished cells are kept below, and a re-launch resumes from them.")
-        s = now.summary or {}
-        cells = partial_cells(ui.get_store(), rec.id)
-        try:  # the full grid from the start, so cells fill in where they belong
-            senders = s.get("senders") or list(spec.senders or [c.name for c in ui.cuts_of(spec.a)])
-            receivers = s.get("receivers") or list(spec.receivers or [c.name for c in ui.cuts_of(spec.b)])
-        except StitchError:
-            senders, receivers = cell_axes(cells)
-        if not senders:
+        state = matrix_state(ui.get_store(), rec.id, now.summary, spec, status=now.state, final=now.is_final,
+                             cut_names=lambda ref: [c.name for c in ui.cuts_of(ref)])  # the full grid from the start
+        if not state.senders:
             st.caption("Waiting for the first cells…")
             return
+        senders, receivers, skipped, pending = state.senders, state.receivers, state.skipped, state.pending
         metric = st.radio("Stitching panel shows", ("accuracy", "penalty"), horizontal=True, key=f"{key}_metric",
                           help=f"penalty = B's accuracy − stitched accuracy (Bansal et al.): "
                                f"{penalty_words(True)}; red = worse, blue = better")  # fmt: skip
-        main = s.get("values" if metric == "accuracy" else "penalty") or cell_grid(cells, senders, receivers,
-                                                                                    field=metric)
-        top = [stitching_panel(main, senders, receivers, metric)]
+        top = [stitching_panel(state.grid(metric), senders, receivers, metric)]
         if cka_now is not None and cka_now.summary:
             top += cka_panels(cka_now.summary)
         elif cka_now is not None:
             st.caption(f"CKA: {cka_now.state} {cka_now.message}")
-        skipped = skipped_pairs(s, cells)
         done = now.state == "done"
-        pending = blank_cells_mean(now.state, failed_pairs(s, cells))
         if done:
             st.caption("Click a cell of the stitching panel to open that pair on the Stitch page.")
         _legend(skipped, pending)
@@ -136,21 +125,20 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
                           pending=pending, select=panel.opens and done)  # fmt: skip
             if panel.opens and done:
                 _open_selected_cell(spec, event)
-        tables = control_tables(s if now.is_final else None, cells, senders, receivers, controls=spec.controls)
-        if tables:
+        if state.controls:
             st.subheader("Controls and debiased matrices")
             st.caption("Each control stitches the same cuts with random-init weights on one side or both "
                        "(Hernandez et al.); beside it, debiased = trained accuracy − the control's, cell by cell: "
                        f"higher = the trained network adds more than the control (blue), below 0 = worse "
                        "than the control (red).")  # fmt: skip
-        for table in tables:
+        for table in state.controls:
             pair = control_panels(table, senders, receivers)
             cols = st.columns(2) if pair else []
             for col, panel in zip(cols[-len(pair):], pair, strict=True):  # a lone debiased panel sits right
                 _draw(panel, col, key=key, run_id=rec.id, skipped=skipped, pending=pending)
-        if s.get("skipped"):
-            with st.expander(f"{len(s['skipped'])} pair(s) skipped"):
-                for pair_name, why in s["skipped"].items():
+        if state.skipped_listed:
+            with st.expander(f"{len(state.skipped_listed)} pair(s) skipped"):
+                for pair_name, why in state.skipped_listed.items():
                     st.markdown(f"- `{pair_name}`: {why}")
         if done:
             _open_in_stitch(spec, senders, receivers, key)

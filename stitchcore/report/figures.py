@@ -1,7 +1,7 @@
 """The figures of a stored run, one list per kind: what the app's run views draw and the HTML report embeds.
 
 :func:`run_figures` reads a run only through the store and its experiment's readers
-(``partial_cells``, ``control_tables``, ``spec_from_record``) and draws with :mod:`stitchcore.plots`;
+(``matrix_state``, ``partial_positions``, ``spec_from_record`` ...) and draws with :mod:`stitchcore.plots`;
 each :class:`RunFigure` carries its numbers as CSV (:func:`figure_csv` for line and bar plots, the
 matrix layout of :func:`~stitchcore.plots.heatmap.heatmap_csv` for heat maps).  The heat-map panels of
 similarity and matrix runs are :class:`HeatPanel` values, so the app's live views draw the same panels.
@@ -28,10 +28,7 @@ from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.assemble import assembled_cells, pareto_front
 from stitchcore.experiments.lm import partial_points
-from stitchcore.experiments.matrix import (
-    ControlTable, blank_cells_mean, cell_axes, cell_grid, control_tables, failed_pairs, partial_cells,
-    skipped_pairs,
-)  # fmt: skip
+from stitchcore.experiments.matrix import ControlTable, matrix_state
 from stitchcore.experiments.sweep import partial_positions
 from stitchcore.measures.similarity import Measure, get_measure, list_measures
 from stitchcore.measures.traits import parse_metric
@@ -271,23 +268,15 @@ def _similarity(record: RunRecord, store: Store) -> list[RunFigure]:
 
 
 def _matrix(record: RunRecord, store: Store) -> list[RunFigure]:
-    s = record.summary
-    spec = spec_from_record(record)
-    cells = partial_cells(store, record.id)
-    senders, receivers = s.get("senders"), s.get("receivers")
-    if not senders or not receivers:
-        senders, receivers = cell_axes(cells)
-    if not senders:
+    state = matrix_state(store, record.id, record.summary, spec_from_record(record), status=record.status,
+                         final=record.status == "done")  # the axes the run computed: the summary's, else its cells'
+    if not state.senders:
         return []
-    skipped = skipped_pairs(s, cells)
-    pending = blank_cells_mean(record.status, failed_pairs(s, cells))
-    figs = []
-    for metric, field in (("accuracy", "values"), ("penalty", "penalty")):
-        grid = s.get(field) or cell_grid(cells, senders, receivers, field=metric)
-        figs.append(_panel(stitching_panel(grid, senders, receivers, metric), skipped=skipped, pending=pending))
-    for table in control_tables(s if record.status == "done" else None, cells, senders, receivers,
-                                controls=spec.controls):  # fmt: skip
-        figs += [_panel(p, skipped=skipped, pending=pending) for p in control_panels(table, senders, receivers)]
+    senders, receivers, marks = state.senders, state.receivers, {"skipped": state.skipped, "pending": state.pending}
+    figs = [_panel(stitching_panel(state.grid(metric), senders, receivers, metric), **marks)
+            for metric in ("accuracy", "penalty")]  # fmt: skip
+    for table in state.controls:
+        figs += [_panel(p, **marks) for p in control_panels(table, senders, receivers)]
     return figs
 
 

@@ -1,0 +1,51 @@
+"""Experiment ``matrix``: stitch every sender cut of A into every receiver cut of B.
+
+The heat map of stitched accuracies is Hernandez, Dangovski & Lu's functional similarity matrix.
+Controls (``controls=True``, zoo models only): the same matrix with a random-init sender
+(A?init=random&seed=SEED), a random-init receiver (B?init=random), and both random; debiased =
+values - control values, one matrix per control.
+
+One kind, one package, imports running downward:
+
+* :mod:`.spec` -- :class:`MatrixSpec` and the names the others share (the bottom);
+* :mod:`.units` -- what a worker runs: :func:`receiver_unit`, :func:`streamed_unit`,
+  :func:`sender_activations` and the workspace they work in;
+* :mod:`.run` -- the driver :func:`run_matrix`, registered as ``matrix`` on import; only it writes the store;
+* :mod:`.read` -- the readers of stored results (:func:`partial_cells`, :func:`cell_grid`,
+  :func:`control_tables` ...) and :func:`matrix_state`, what a page or a report draws;
+* :mod:`.estimate` -- :func:`estimate_matrix`, how long a run will take.
+"""
+
+from __future__ import annotations
+
+from stitchcore.experiments.matrix.estimate import estimate_matrix
+from stitchcore.experiments.matrix.read import (
+    ControlTable,
+    MatrixState,
+    blank_cells_mean,
+    cell_axes,
+    cell_grid,
+    control_tables,
+    debiased,
+    difference,
+    failed_pairs,
+    matrix_state,
+    partial_cells,
+    partial_path,
+    skipped_pairs,
+)
+from stitchcore.experiments.matrix.run import run_matrix  # registers the kind
+from stitchcore.experiments.matrix.spec import (
+    CELLS_ARTIFACT,
+    CONTROL_NAMES,
+    CONTROLS,
+    MODES,
+    VARIANTS,
+    MatrixSpec,
+)
+from stitchcore.experiments.matrix.units import receiver_unit, sender_activations, streamed_unit
+
+__all__ = ["CELLS_ARTIFACT", "CONTROLS", "CONTROL_NAMES", "MODES", "VARIANTS", "ControlTable", "MatrixSpec",
+           "MatrixState", "blank_cells_mean", "cell_axes", "cell_grid", "control_tables", "debiased", "difference",
+           "estimate_matrix", "failed_pairs", "matrix_state", "partial_cells", "partial_path", "receiver_unit",
+           "run_matrix", "sender_activations", "skipped_pairs", "streamed_unit"]  # fmt: skip

@@ -1,0 +1,79 @@
+"""How long a matrix run will take, before it runs: :func:`estimate_matrix` (registered by :mod:`.run`).
+
+Times a few cells on this machine (a joinable pair into each receiver, a few of those spread over them;
+:func:`~stitchcore.experiments.estimate.calibrated` caches the timings per spec shape, models and device)
+and scales them by the cells, variants and images of the spec.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+from stitchcore.cuts import Cut, get_cut, list_cuts
+from stitchcore.data.images import load_dataset
+from stitchcore.experiments.dataset_check import resolve_dataset
+from stitchcore.experiments.estimate import (
+    Estimate,
+    EstimateContext,
+    calibrated,
+    estimate_from,
+    full_forward,
+    image_counts,
+    ms,
+    pair_units,
+    spread,
+    where,
+)
+from stitchcore.experiments.matrix.spec import MatrixSpec
+from stitchcore.models.loaded import LoadedModel
+from stitchcore.stitching.adapters import compatibility
+
+__all__ = ["estimate_matrix"]
+
+
+def _matrix_units(spec: MatrixSpec, ectx: EstimateContext) -> dict:
+    device = ectx.device
+    t0 = time.perf_counter()
+    a, b = ectx.load(spec.a), ectx.load(spec.b)
+    ds = load_dataset(resolve_dataset(spec.dataset, a, b))
+
+    def cuts(m: LoadedModel, names: tuple[str, ...] | None) -> list[Cut]:
+        return list_cuts(m) if names is None else [get_cut(m, n) for n in names]
+
+    senders, receivers = cuts(a, spec.senders), cuts(b, spec.receivers)
+    setup = time.perf_counter() - t0
+    pairs = [(s, r) for s in senders for r in receivers if compatibility(s, r, spec.adapter) is None]
+    if not pairs:
+        return {"setup": setup, "cells": 0, "full_a": 0.0, "full_b": 0.0, "fit": 0.0, "step": 0.0, "eval": 0.0,
+                "n_train": len(ds.labels("train")), "n_test": len(ds.labels("test"))}  # fmt: skip
+    by_receiver = {}
+    for s, r in pairs:
+        by_receiver.setdefault(r.name, (s, r))
+    sampled = spread(list(by_receiver.values()))
+    per = [pair_units(a, b, ds, s, r, spec.adapter, spec.batch_size, "task", spec.optimizer, device)
+           for s, r in sampled]  # fmt: skip
+    mean = {k: statistics.fmean(p[k] for p in per) for k in ("fit", "step", "eval")}
+    return {**mean, "setup": setup, "cells": len(pairs), "full_a": full_forward(a, ds, device),
+            "full_b": full_forward(b, ds, device), "n_train": len(ds.labels("train")),
+            "n_test": len(ds.labels("test"))}  # fmt: skip
+
+
+def estimate_matrix(spec: MatrixSpec, ectx: EstimateContext) -> Estimate:
+    """Both models over the data once per variant, then every cell's fit or training and its scoring."""
+    scale = ("epochs", "max_train", "max_test", "seed", "lr", "weight_decay", "controls", "mode", "precision")
+    fixed = {k: v for k, v in spec.to_dict().items() if k not in scale}
+    key = ("matrix", repr(sorted(fixed.items())), ectx.model_key(spec.a),
+           ectx.model_key(spec.b), where(ectx.device))  # fmt: skip
+    u = calibrated(key, lambda: _matrix_units(spec, ectx))
+    n_train, n_test = image_counts(u, spec)
+    variants = 4 if spec.controls else 1
+    models = 2 if spec.controls else 1  # each sending / receiving model runs once over the data
+    steps = spec.epochs * -(-n_train // spec.batch_size) if spec.mode == "trained" else 0
+    fits = spec.adapter.init in ("lstsq", "procrustes")
+    cell = n_train * u["fit"] * fits + steps * u["step"] + n_test * u["eval"]
+    cells = int(u["cells"]) * variants
+    seconds = (u["setup"] + models * ((n_train + n_test) * u["full_a"] + n_train * u["full_b"])
+               + 2 * models * n_test * (u["full_a"] + u["full_b"]) / 2 + cells * cell)  # fmt: skip
+    what = f"{cells} cells of {steps:,} adapter steps" if steps else f"{cells} least-squares cells"
+    return estimate_from(seconds, f"calibrated: 1 cell = {ms(cell)}; {what}")

@@ -1,0 +1,276 @@
+"""Reading a matrix run back: its finished cells, laid out as grids, its controls, and one :class:`MatrixState`.
+
+A matrix streams its finished cells into the store as it goes (the ``cells.json`` artifact, rewritten after
+every group of cells), so a running, cancelled or crashed matrix is readable: :func:`partial_cells` reads the
+cells back and :func:`cell_grid` lays them out.  Once done, the run's summary holds the same grids.
+
+Controls (random sender, random receiver, both random): debiased = values - control values, one matrix per
+control (``debiased_by_control``): with the random sender, what the trained bottom contributes beyond the
+adapter + trained top alone.  ``debiased`` keeps the random sender's (the only one stored before);
+:func:`debiased` and :func:`control_tables` read both old and new summaries, :func:`skipped_pairs` the
+skipped cells with their reasons.
+
+:func:`matrix_state` reconciles all of that into what a page or a report draws (:class:`MatrixState`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stitchcore.errors import StitchError
+from stitchcore.experiments.matrix.spec import CELLS_ARTIFACT, CONTROL_NAMES, CONTROLS, MatrixSpec
+from stitchcore.store.results import Store
+
+__all__ = ["ControlTable", "Grid", "MatrixState", "blank_cells_mean", "cell_axes", "cell_grid", "control_tables",
+           "debiased", "difference", "failed_pairs", "matrix_state", "partial_cells", "partial_path",
+           "skipped_pairs"]  # fmt: skip
+
+
+def partial_path(store: Store, run_id: str) -> Path:
+    """Where a matrix run keeps its finished cells until it succeeds (survives a re-run's reset)."""
+    return store.partial_path(run_id)
+
+
+def partial_cells(store: Store, run_id: str) -> list[dict]:
+    """The cells a matrix run has finished so far (all of them once done); [] before the first one.
+
+    One record per cell: ``variant`` (one of :data:`VARIANTS`), ``sender``, ``receiver``,
+    ``accuracy``, ``penalty``, ``residual`` (None where not computed) and ``skipped_reason``
+    (None unless no adapter can join the two cuts).  Read from the run's ``cells.json``, which
+    the run rewrites after every group of cells, so a running or cancelled matrix is readable.
+    """
+    try:
+        cells = json.loads(store.artifact_path(run_id, CELLS_ARTIFACT).read_text())
+    except (StitchError, OSError, ValueError):  # no artifact yet (StoreError), or caught mid-replace
+        return []
+    return cells if isinstance(cells, list) else []
+
+
+def cell_grid(cells: list[dict], senders: list[str], receivers: list[str], field: str = "accuracy",
+              variant: str = "trained") -> list[list]:  # fmt: skip
+    """[senders][receivers] of one field of ``variant``'s cells; None where a cell is skipped or not done yet.
+
+    >>> cells = [{"variant": "trained", "sender": "fc1", "receiver": "fc2", "accuracy": 0.9}]
+    >>> cell_grid(cells, ["block1", "fc1"], ["fc2"])
+    [[None], [0.9]]
+    """
+    values = {(c["sender"], c["receiver"]): c.get(field) for c in cells if c.get("variant", "trained") == variant}
+    return [[values.get((s, r)) for r in receivers] for s in senders]
+
+
+def cell_axes(cells: list[dict], variant: str = "trained") -> tuple[list[str], list[str]]:
+    """The sender and receiver names ``variant``'s cells mention, in the order they first appear."""
+    mine = [c for c in cells if c.get("variant", "trained") == variant]
+    return list(dict.fromkeys(c["sender"] for c in mine)), list(dict.fromkeys(c["receiver"] for c in mine))
+
+
+Grid = list[list[float | None]]  # [senders][receivers]; None where a cell is skipped or not done
+
+
+def difference(values: Sequence[Sequence[float | None]], control: Sequence[Sequence[float | None]]) -> Grid:
+    """``values - control`` cell by cell (rounded to 6 places); None where either is None.
+
+    >>> difference([[0.9, None], [0.5, 0.4]], [[0.2, 0.1], [None, 0.5]])
+    [[0.7, None], [None, -0.1]]
+    """
+    return [[None if t is None or c is None else round(t - c, 6) for t, c in zip(row_t, row_c, strict=True)]
+            for row_t, row_c in zip(values, control, strict=True)]  # fmt: skip
+
+
+def debiased(summary: Mapping[str, Any], control: str = "random_sender") -> Grid | None:
+    """Debiased matrix of a finished matrix summary against one control: trained - ``control``, cell by cell.
+
+    Reads ``debiased_by_control`` (runs since all three controls are debiased), else the stored
+    ``debiased`` (older runs kept only the random sender's), else computes it from ``values`` and
+    ``controls``; None when the run has no such control.
+
+    >>> s = {"values": [[0.9]], "controls": {"random_receiver": [[0.1]]}, "debiased": [[0.5]]}
+    >>> debiased(s, "random_receiver"), debiased(s, "random_sender"), debiased(s, "random_both")
+    ([[0.8]], [[0.5]], None)
+    """
+    if control not in CONTROLS:
+        raise StitchError(f"unknown matrix control {control!r}; use one of: {', '.join(CONTROLS)}")
+    stored = (summary.get("debiased_by_control") or {}).get(control)
+    if stored is not None:
+        return stored
+    if summary.get("debiased") is not None and (summary.get("debiased_control") or "random_sender") == control:
+        return summary["debiased"]
+    values, grid = summary.get("values"), (summary.get("controls") or {}).get(control)
+    return difference(values, grid) if values is not None and grid is not None else None
+
+
+@dataclass(frozen=True)
+class ControlTable:
+    """One control of a matrix, ready to draw: its accuracies and the debiased matrix against it."""
+
+    control: str  # one of CONTROLS
+    name: str  # in words: "random sender" | "random receiver" | "both random"
+    values: Grid | None  # the control's stitched accuracy [senders][receivers]; None if the summary lacks it
+    debiased: Grid | None  # trained accuracy - the control's, cell by cell (higher = the trained model adds more)
+
+
+def control_tables(
+    summary: Mapping[str, Any] | None, cells: list[dict], senders: Sequence[str], receivers: Sequence[str], *,
+    controls: bool = False,
+) -> list[ControlTable]:  # fmt: skip
+    """The controls of a matrix run, in :data:`CONTROLS` order: from its summary once done (old summaries
+    with only the random sender's ``debiased`` included), else from its finished ``cells`` (a running run).
+
+    ``controls=True`` (the spec asks for them) gives every control a table before its first cell.
+
+    >>> cells = [{"variant": v, "sender": "fc1", "receiver": "fc2", "accuracy": a}
+    ...          for v, a in (("trained", 0.9), ("random_sender", 0.3))]
+    >>> [(t.name, t.values, t.debiased) for t in control_tables(None, cells, ["fc1"], ["fc2"])]
+    [('random sender', [[0.3]], [[0.6]])]
+    """
+    s = summary or {}
+    tables = []
+    if s.get("controls") or s.get("debiased") is not None:
+        for control in CONTROLS:
+            values = (s.get("controls") or {}).get(control)
+            diff = debiased(s, control)
+            if values is not None or diff is not None:
+                tables.append(ControlTable(control, CONTROL_NAMES[control], values, diff))
+        return tables
+    trained = cell_grid(cells, list(senders), list(receivers))
+    seen = {c.get("variant") for c in cells}
+    for control in CONTROLS:
+        if controls or control in seen:
+            values = cell_grid(cells, list(senders), list(receivers), variant=control)
+            tables.append(ControlTable(control, CONTROL_NAMES[control], values, difference(trained, values)))
+    return tables
+
+
+def skipped_pairs(summary: Mapping[str, Any] | None, cells: list[dict]) -> dict[tuple[str, str], str]:
+    """``(sender, receiver) -> reason`` of every pair no adapter can join: the summary's ``skipped``
+    (``"sender->receiver"`` keys) and any cell with a ``skipped_reason`` (a running run's).
+
+    >>> skipped_pairs({"skipped": {"fc1->block1": "vector into a map"}}, [])
+    {('fc1', 'block1'): 'vector into a map'}
+    """
+    out: dict[tuple[str, str], str] = {}
+    for pair, reason in ((summary or {}).get("skipped") or {}).items():
+        sender, _, receiver = str(pair).partition("->")
+        out[sender, receiver] = str(reason)
+    for c in cells:
+        if c.get("skipped_reason"):
+            out.setdefault((c["sender"], c["receiver"]), str(c["skipped_reason"]))
+    return out
+
+
+def failed_pairs(summary: Mapping[str, Any] | None, cells: list[dict]) -> dict[tuple[str, str], str]:
+    """``(sender, receiver) -> reason`` of every trained-variant cell that failed for good (a cluster task
+    whose retries were spent); the rest of the matrix completed.
+
+    >>> failed_pairs(None, [{"variant": "trained", "sender": "fc1", "receiver": "fc2", "failed_reason": "node died"}])
+    {('fc1', 'fc2'): 'node died'}
+    """
+    out: dict[tuple[str, str], str] = {}
+    for key, reason in ((summary or {}).get("failed") or {}).items():
+        variant, _, pair = str(key).partition("|")
+        sender, _, receiver = pair.partition("->")
+        if variant == "trained":
+            out[sender, receiver] = str(reason)
+    for c in cells:
+        if c.get("failed_reason") and c.get("variant", "trained") == "trained":
+            out.setdefault((c["sender"], c["receiver"]), str(c["failed_reason"]))
+    return out
+
+
+def blank_cells_mean(status: str, failed: Mapping[tuple[str, str], str]) -> str | None:
+    """What a blank cell of a matrix run in ``status`` means, for the heat maps' hover and legend (None: a
+    finished run with every cell computed has none).
+
+    >>> blank_cells_mean("running", {}), blank_cells_mean("done", {("fc1", "fc2"): "node died"})
+    ('not computed yet', 'failed on the cluster: Retry the failed parts')
+    """
+    if status in ("queued", "running"):
+        return "not computed yet"
+    if failed:
+        return "failed on the cluster: Retry the failed parts"
+    return None if status == "done" else "not computed (the run ended first)"
+
+
+@dataclass(frozen=True)
+class MatrixState:
+    """A matrix run as its page and its report draw it: the axes, the stitching grids, the marks, the controls.
+
+    Built by :func:`matrix_state` from the run's summary (once it has one) and its finished cells (while
+    it runs, or when it ended early).
+    """
+
+    senders: list[str]  # rows: sender cut names of A, in order; [] when nothing names them yet (nothing to draw)
+    receivers: list[str]  # columns: receiver cut names of B, in order
+    accuracy: Grid  # stitched accuracy [senders][receivers]: the summary's ``values``, else the finished cells'
+    penalty: Grid  # B's accuracy - stitched accuracy [senders][receivers]: the summary's, else the cells'
+    skipped: dict[tuple[str, str], str]  # (sender, receiver) -> why no adapter joins them (:func:`skipped_pairs`)
+    skipped_listed: dict[str, str]  # the summary's own list: "sender->receiver" -> why (empty while it runs)
+    failed: dict[tuple[str, str], str]  # (sender, receiver) -> why the cell failed for good (:func:`failed_pairs`)
+    pending: str | None  # what a blank cell means now (:func:`blank_cells_mean`); None: there are none
+    controls: list[ControlTable]  # each control beside its debiased matrix, in CONTROLS order (:func:`control_tables`)
+
+    def grid(self, metric: str) -> Grid:
+        """The stitching panel's grid for ``metric``: "accuracy" or "penalty"."""
+        if metric not in ("accuracy", "penalty"):
+            raise StitchError(f"a matrix's stitching panel shows accuracy or penalty, not {metric!r}")
+        return self.accuracy if metric == "accuracy" else self.penalty
+
+
+def _axes(s: Mapping[str, Any], cells: list[dict], spec: MatrixSpec,
+          cut_names: Callable[[str], Sequence[str]] | None) -> tuple[list[str], list[str]]:  # fmt: skip
+    """The rows and columns to draw (see :func:`matrix_state`)."""
+    if cut_names is None:  # what the run computed: the summary's axes, else the cells'
+        senders, receivers = s.get("senders"), s.get("receivers")
+        if not senders or not receivers:
+            senders, receivers = cell_axes(cells)
+        return senders, receivers
+    try:  # the full grid from the start, so cells fill in where they belong
+        senders = s.get("senders") or list(spec.senders or cut_names(spec.a))
+        receivers = s.get("receivers") or list(spec.receivers or cut_names(spec.b))
+    except StitchError:  # a model that no longer loads: the cells' axes
+        senders, receivers = cell_axes(cells)
+    return senders, receivers
+
+
+def matrix_state(
+    store: Store, run_id: str, summary: Mapping[str, Any] | None, spec: MatrixSpec, *, status: str, final: bool,
+    cut_names: Callable[[str], Sequence[str]] | None = None,
+) -> MatrixState:  # fmt: skip
+    """What a matrix run ``run_id`` (of ``spec``, in ``status``) draws now, from ``summary`` and its finished cells.
+
+    ``final``: the run will not change any more, so the control tables come from its summary (a running
+    run's come from its cells).  ``cut_names`` (ref -> cut names; the live page passes its cached loader)
+    gives the full grid from the start: the summary's axes, else the spec's cuts, else every cut of A and B,
+    and the cells' axes if a model cannot be loaded.  Without it (a report), the axes are the summary's, else
+    the cells'.  A state with no senders has nothing to draw (its other fields are empty).
+
+    >>> import tempfile
+    >>> store = Store(tempfile.mkdtemp())
+    >>> s = {"senders": ["fc1"], "receivers": ["fc2"], "values": [[0.9]], "penalty": [[0.05]],
+    ...      "skipped": {}, "controls": None, "debiased": None}
+    >>> state = matrix_state(store, "no-such-run", s, MatrixSpec("zoo:cnn-digits-s0", "zoo:cnn-digits-s1"),
+    ...                   status="done", final=True)
+    >>> state.senders, state.grid("accuracy"), state.grid("penalty"), state.pending, state.controls
+    (['fc1'], [[0.9]], [[0.05]], None, [])
+    """
+    s = summary or {}
+    cells = partial_cells(store, run_id)
+    senders, receivers = _axes(s, cells, spec, cut_names)
+    if not senders:
+        return MatrixState([], [], [], [], {}, {}, {}, None, [])
+    failed = failed_pairs(s, cells)
+    return MatrixState(
+        senders=senders,
+        receivers=receivers,
+        accuracy=s.get("values") or cell_grid(cells, senders, receivers, field="accuracy"),
+        penalty=s.get("penalty") or cell_grid(cells, senders, receivers, field="penalty"),
+        skipped=skipped_pairs(s, cells),
+        skipped_listed=dict(s.get("skipped") or {}),
+        failed=failed,
+        pending=blank_cells_mean(status, failed),
+        controls=control_tables(s if final else None, cells, senders, receivers, controls=spec.controls),
+    )

@@ -1,0 +1,315 @@
+"""The driver of a matrix run: :func:`run_matrix`, registered as the experiment ``matrix``.
+
+It loads A and B (and their random-init twins for the controls), checks the memory budget, caches the
+activations when the units run here, cuts the pending cells into units (:mod:`.units`: one per receiver,
+or one per variant when streaming) and hands them to the run's backend.  Only this process writes the
+store: finished cells stream into it as they come back (``cell_acc`` metric points and the ``cells.json``
+artifact, rewritten after every group of cells) and into a resume file, so a cancelled or crashed matrix
+keeps its cells and a re-run of the same spec does not recompute them.  A unit that fails for good on a
+cluster stores its cells with the reason; the rest of the matrix completes.
+
+Cells that no adapter can join (a vector sender into a spatial receiver) are skipped with the reason;
+they never fail the matrix.  A trained matrix whose activations exceed the memory budget
+(``STITCHLAB_ACT_BUDGET_MB``) is refused with what to change; a closed-form one streams instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import Any
+
+import torch
+
+from stitchcore.backends import Backend, Unit
+from stitchcore.cuts import Cut, split
+from stitchcore.data.images import ImageDataset, load_dataset
+from stitchcore.errors import StitchError
+from stitchcore.experiments._cells import CellBook
+from stitchcore.experiments._registry import RunContext, register_experiment
+from stitchcore.experiments.dataset_check import check_head_classes, resolve_dataset
+from stitchcore.experiments.matrix.estimate import estimate_matrix
+from stitchcore.experiments.matrix.read import cell_grid, difference
+from stitchcore.experiments.matrix.spec import CELLS_ARTIFACT, MatrixSpec
+from stitchcore.experiments.matrix.units import (
+    EVAL_BATCH,
+    _resolve_cuts,
+    _Workspace,
+    receiver_unit,
+    sender_activations,
+    streamed_unit,
+)
+from stitchcore.models.loaded import LoadedModel
+from stitchcore.models.package import pack_model
+from stitchcore.models.refs import ModelRef, parse_ref
+from stitchcore.models.sources import load_model
+from stitchcore.stitching.activations import collect_cuts, forward_bytes_per_image, memory_budget_bytes
+from stitchcore.stitching.evaluate import evaluate_batches
+from stitchcore.stitching.streamed import images_per_batch
+from stitchcore.store.results import Store
+
+__all__ = ["check_matrix", "run_matrix"]
+
+log = logging.getLogger(__name__)
+
+
+def _nbytes(cuts: list[Cut], n: int) -> int:
+    return sum(math.prod(c.shape) for c in cuts) * n * 4
+
+
+def _cell_key(variant: str, sender: str, receiver: str) -> str:
+    return f"{variant}|{sender}|{receiver}"
+
+
+def _random_ref(ref: str, seed: int) -> str:
+    r = parse_ref(ref)
+    params = dict(r.params)
+    params.update(init="random", seed=str(seed))
+    return str(ModelRef(r.scheme, r.name, r.file, tuple(params.items())))
+
+
+def _base_accuracy(
+    m: LoadedModel, ds: ImageDataset, n_test: int, device: torch.device, batch: int = EVAL_BATCH
+) -> float:
+    def forward(x: torch.Tensor) -> torch.Tensor:  # [B, C, H, W] images in [0, 1] -> logits [B, K]
+        return m.model(m.preprocess(x) if m.preprocess is not None else x)
+
+    batches = ds.batches("test", batch, limit=n_test)
+    return evaluate_batches(forward, batches, ds.num_classes, device)["accuracy"]
+
+
+def _check_controls(spec: MatrixSpec) -> None:
+    """Controls need trained zoo models (their random-init twins come from zoo:NAME?init=random)."""
+    if spec.controls:
+        for ref in (spec.a, spec.b):
+            r = parse_ref(ref)
+            if r.scheme != "zoo" or r.param("init", "trained") != "trained":
+                raise StitchError(
+                    f"controls need trained zoo models for now (random-init twins come from zoo:NAME?init=random);"
+                    f" {ref} is not one: run without controls"
+                )
+
+
+def _inputs(spec: MatrixSpec, store: Store) -> tuple[dict[str, LoadedModel], ImageDataset, list[Cut], list[Cut]]:
+    """A and B loaded, the data (B's head fits it) and the chosen cuts; StitchError for what cannot run."""
+    models = {"a": load_model(spec.a, store=store), "b": load_model(spec.b, store=store)}
+    for key, role in (("a", "A"), ("b", "B")):
+        if models[key].input_kind != "image":
+            raise StitchError(
+                f"model {role} ({models[key].ref}) is a language model; matrices need image models"
+            )
+    ds = load_dataset(resolve_dataset(spec.dataset, models["a"], models["b"]))
+    check_head_classes(models["b"], ds, "B")
+    check_head_classes(models["a"], ds, "A")
+    return models, ds, _resolve_cuts(models["a"], spec.senders), _resolve_cuts(models["b"], spec.receivers)
+
+
+def check_matrix(spec: MatrixSpec, store: Store) -> None:
+    """What the run checks before its first cell, without computing any: controls, models, data, cut names."""
+    _check_controls(spec)
+    _inputs(spec, store)
+
+
+def _prepare(
+    spec: MatrixSpec, ctx: RunContext, variants: list[tuple[str, str, str]], cache: bool = True
+) -> tuple[_Workspace, str]:
+    """Load the models, check the memory budget, then cache every cut's activations (one pass per model).
+
+    ``cache=False`` (the units run elsewhere and compute their own): no activations are recorded here.
+    """
+    device = ctx.device
+    ctx.progress(0.0, "loading models")
+    models, ds, senders, receivers = _inputs(spec, ctx.store)
+    if spec.controls:
+        models["a_rand"] = load_model(_random_ref(spec.a, spec.seed), store=ctx.store)
+        models["b_rand"] = load_model(_random_ref(spec.b, spec.seed), store=ctx.store)
+    n_train, n_test = (len(ds.labels(s)) for s in ("train", "test"))
+    n_train = n_train if spec.max_train is None else min(spec.max_train, n_train)
+    n_test = n_test if spec.max_test is None else min(spec.max_test, n_test)
+
+    sending = sorted({v[1] for v in variants})
+    receiving = sorted({v[2] for v in variants})  # random twins have the same cut shapes
+    need = len(sending) * _nbytes(senders, n_train + n_test) + len(receiving) * _nbytes(receivers, n_train)
+    budget = memory_budget_bytes()
+    streamed = need > budget
+    if streamed and spec.mode == "trained":
+        raise StitchError(
+            f"this matrix caches {need / 2**20:.1f} MB of activations, over the {budget / 2**20:.0f} MB budget"
+            " (STITCHLAB_ACT_BUDGET_MB), and trained adapters train on cached activations: use fewer samples"
+            " (max_train / max_test) or fewer cuts (senders / receivers), raise the budget, or use mode"
+            " 'closed-form' (it streams the data instead)"
+        )
+    if streamed:
+        log.info("matrix: %.1f MB of activations over the %.0f MB budget; streaming the closed-form fits",
+                 need / 2**20, budget / 2**20)  # fmt: skip
+
+    suffixes = {}
+    for key in receiving:
+        m = models[key]
+        for r in receivers:
+            suffixes[key, r.name] = split(m, r)[1].to(device).eval()
+    common = {"senders": senders, "receivers": receivers, "num_classes": ds.num_classes, "suffixes": suffixes,
+              "y_train": ds.labels("train")[:n_train], "y_test": ds.labels("test")[:n_test], "models": models,
+              "ds": ds, "budget": budget}  # fmt: skip
+    work = max(forward_bytes_per_image(m) for m in models.values())
+    common["work"] = work
+    # forward passes in batches whose cut activations and working memory stay within a third of the budget
+    batch = images_per_batch(_nbytes(senders, 1) + _nbytes(receivers, 1) + work, budget)
+    bases = {key: _base_accuracy(m, ds, n_test, device, batch) for key, m in models.items()}
+    common["batch"] = batch
+    if streamed or not cache:
+        return _Workspace(sender_train={}, sender_test={}, receiver_train={}, bases=bases, streamed=streamed,
+                          **common), ds.name  # fmt: skip
+    ctx.progress(0.0, "caching activations")
+    acts = {"device": device, "check_cancel": ctx.check_cancel, "batch_size": batch}
+    ws = _Workspace(
+        sender_train={
+            k: collect_cuts(models[k], senders, ds, "train", limit=n_train, **acts) for k in sending
+        },
+        sender_test={k: collect_cuts(models[k], senders, ds, "test", limit=n_test, **acts) for k in sending},
+        receiver_train={
+            k: collect_cuts(models[k], receivers, ds, "train", limit=n_train, **acts) for k in receiving
+        },
+        bases=bases,
+        **common,
+    )
+    return ws, ds.name
+
+
+def _ship(ws: _Workspace, backend: Backend, sending: list[str]) -> tuple[dict, dict[str, Any]]:
+    """What units on another process need, shared once per run: each model as a package, the data, the
+    numbers; and (cached mode) one sender-activations task per sending model."""
+    packages = {key: backend.share(pack_model(m)) for key, m in ws.models.items()}
+    common = {"ds": backend.share(ws.ds), "n_train": len(ws.y_train), "n_test": len(ws.y_test), "batch": ws.batch,
+              "budget": ws.budget, "work": ws.work, "bases": ws.bases, "senders": [s.name for s in ws.senders]}
+    acts = {} if ws.streamed else {
+        key: backend.call(sender_activations, packages[key], common["senders"], common["ds"], common["n_train"],
+                          common["n_test"], ws.batch) for key in sending}  # fmt: skip
+    return packages, {"common": common, "acts": acts}
+
+
+def _source_for(shipped: tuple[dict, dict] | None, ws: _Workspace, send: str, recv: str) -> _Workspace | dict:
+    if shipped is None:
+        return ws
+    packages, rest = shipped
+    return {**rest["common"], "models": {send: packages[send], recv: packages[recv]}, "acts": rest["acts"].get(send)}
+
+
+def _table(cells: list[dict], ws: _Workspace, variant: str, what: str) -> list[list]:
+    """[senders][receivers] of one cell field (None where skipped)."""
+    return cell_grid(cells, [s.name for s in ws.senders], [r.name for r in ws.receivers], what, variant)
+
+
+@register_experiment("matrix", MatrixSpec.from_dict, check=check_matrix, backends=("local", "ray"),
+                     estimate=estimate_matrix)
+def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
+    """Fill the sender x receiver matrix of ``spec`` cell by cell; returns the summary stored with the run.
+
+    The units (one per receiver, or per variant when streaming) run on ``ctx.options``' backend; only
+    this process writes the store, as cells come back.
+    """
+    t0 = time.perf_counter()
+    _check_controls(spec)
+    variants = [("trained", "a", "b")]  # (variant, sender model key, receiver model key)
+    if spec.controls:
+        variants += [("random_sender", "a_rand", "b"), ("random_receiver", "a", "b_rand"),
+                     ("random_both", "a_rand", "b_rand")]  # fmt: skip
+    backend = ctx.backend()
+    ws, dataset = _prepare(spec, ctx, variants, cache=backend.name == "local")
+
+    plan = [_cell_key(v, s.name, r.name) for v, _, _ in variants for r in ws.receivers for s in ws.senders]
+    book = CellBook(ctx, CELLS_ARTIFACT, lambda c: _cell_key(c["variant"], c["sender"], c["receiver"]), plan,
+                    metric=lambda c: "cell_acc" if c["variant"] == "trained" else f"cell_acc:{c['variant']}")
+    done, keep, n_cells = book.done, book.keep, len(plan)
+    if done:
+        log.info("matrix %s: resuming with %d finished cell(s)", ctx.run_id, len(done))
+
+    units: list[Unit] = []
+    unit_cells: dict[str, list[tuple[str, str]]] = {}  # unit key -> its (sender, receiver) pairs
+    shipped = None if backend.name == "local" else _ship(ws, backend, sorted({v[1] for v in variants}))
+    for variant, send, recv in variants:  # receiver by receiver: trained adapters into one receiver share its suffix
+        source = _source_for(shipped, ws, send, recv)
+        todo = []
+        for r in ws.receivers:
+            for s in ws.senders:
+                key = _cell_key(variant, s.name, r.name)
+                if key in done:
+                    keep(done[key])
+                else:
+                    todo.append((s.name, r.name))
+        if not todo:
+            continue
+        if ws.streamed:
+            units.append(Unit(variant, streamed_unit, (spec, source, variant, send, recv, todo), len(todo)))
+            unit_cells[variant] = todo
+            continue
+        for r in ws.receivers:
+            mine = [s for s, rr in todo if rr == r.name]
+            if mine:
+                key = f"{variant}|{r.name}"
+                units.append(Unit(key, receiver_unit, (spec, source, variant, send, recv, r.name, mine), len(mine)))
+                unit_cells[key] = [(s, r.name) for s in mine]
+    if len(book):
+        book.save()
+
+    inside_step: dict[str, float] = {}  # unit key -> how far a local unit is through its long step (streaming)
+
+    def overall(message: str) -> None:
+        busy = sum(f * sum(1 for s, r in unit_cells[k] if _cell_key(k.split("|")[0], s, r) not in book)
+                   for k, f in inside_step.items())  # fmt: skip
+        ctx.progress(min(0.99, (len(book) + busy) / n_cells), message)
+
+    def inside(unit: Unit, fraction: float, message: str) -> None:
+        inside_step[unit.key] = fraction
+        overall(message)
+
+    for event in backend.run_units(units, ctx.cancel, on_progress=inside):
+        key = event.unit.key
+        if event.kind == "progress":
+            overall(f"cell {len(book) + 1}/{n_cells}: {event.payload[1]}{event.where_words}")
+        elif event.kind == "cells":
+            inside_step.pop(key, None)
+            for cell in event.payload:
+                keep(event.stamp(cell))
+            book.save()
+        elif event.kind == "failed":
+            variant = key.split("|")[0]
+            for s, r in unit_cells[key]:
+                if _cell_key(variant, s, r) not in book:
+                    keep({"variant": variant, "sender": s, "receiver": r, "accuracy": None, "penalty": None,
+                          "residual": None, "skipped_reason": None, "failed_reason": event.payload})  # fmt: skip
+            log.warning("matrix %s: unit %s failed: %s", ctx.run_id, key, event.payload)
+            book.save()
+    ctx.check_cancel()  # Stop during the units: the run ends cancelled, its finished cells kept
+    ctx.progress(1.0, f"{n_cells} cells done")
+    cells = book.cells()
+
+    values = _table(cells, ws, "trained", "accuracy")
+    controls = by_control = None
+    if spec.controls:
+        controls = {v: _table(cells, ws, v, "accuracy") for v, _, _ in variants[1:]}
+        by_control = {v: difference(values, grid) for v, grid in controls.items()}
+    skipped = [c for c in cells if c["variant"] == "trained" and c["skipped_reason"] is not None]
+    summary = {
+        "senders": [s.name for s in ws.senders],
+        "receivers": [r.name for r in ws.receivers],
+        "values": values,
+        "metric": "accuracy",
+        "penalty": _table(cells, ws, "trained", "penalty"),
+        "residual": _table(cells, ws, "trained", "residual"),
+        "skipped": {f"{c['sender']}->{c['receiver']}": c["skipped_reason"] for c in skipped},
+        "base": {"a": ws.bases["a"], "b": ws.bases["b"]},
+        "base_random": {"a": ws.bases["a_rand"], "b": ws.bases["b_rand"]} if spec.controls else None,
+        "controls": controls,
+        "debiased": by_control["random_sender"] if by_control else None,  # as stored before the other two
+        "debiased_by_control": by_control,  # control -> values - controls[control]
+        "debiased_control": "random_sender" if spec.controls else None,
+        "mode": spec.mode,
+        "dataset": dataset,
+        "n_train": len(ws.y_train),
+        "n_test": len(ws.y_test),
+        "n_cells": len(ws.senders) * len(ws.receivers),
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+    return book.finish(summary, backend, label=lambda c: f"{c['variant']}|{c['sender']}->{c['receiver']}")

@@ -1,0 +1,250 @@
+"""What a worker runs for a matrix: the units (one per receiver, or one per variant when streaming) and their workspace.
+
+Every cell works on activations, never on images twice:
+
+* ``closed-form``: fit the linear adapter by least squares (``fits.fit_adapter``)
+  and score suffix_B(S(h)) on the test split -- every cell in seconds.
+* ``trained``: start from that fit (or from random weights with init="random")
+  and train the adapter for ``epochs`` on the task loss through B's frozen suffix.
+
+Cached mode: one forward pass of A over the data records every sender cut at once (forward hooks on the
+cut modules, each checked against the ``split`` prefix; a cut whose hook disagrees runs its own prefix),
+and one pass of B records every receiver cut (the least-squares targets); :func:`receiver_unit` fits,
+trains and scores the cells into one receiver from those.  Streamed mode (the activations would exceed
+the memory budget, closed form only): :func:`streamed_unit` fits every adapter from one pass of A and B
+per batch and scores them from one pass of A over the test images (:mod:`stitchcore.stitching.streamed`).
+
+A unit runs in the driver's process on the run's own :class:`_Workspace`, or on another process on one
+rebuilt from what the driver shipped (:func:`_unit_workspace`); cells that no adapter can join come back
+with ``skipped_reason`` instead of a score.  Units never write the store.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from stitchcore.backends import UnitContext
+from stitchcore.cuts import Cut, get_cut, list_cuts, split
+from stitchcore.data.images import ImageDataset
+from stitchcore.experiments.matrix.spec import MatrixSpec
+from stitchcore.models.loaded import LoadedModel
+from stitchcore.models.package import ModelPackage
+from stitchcore.stitching.activations import collect_cuts
+from stitchcore.stitching.adapters import build_adapter, compatibility
+from stitchcore.stitching.evaluate import evaluate_batches, stitching_penalty
+from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
+from stitchcore.stitching.shared_suffix import frozen_for_training, train_adapters_shared_suffix
+from stitchcore.stitching.streamed import StreamedCell, fit_streamed, images_per_slice, score_streamed
+from stitchcore.stitching.train import TrainKnobs
+
+__all__ = ["receiver_unit", "sender_activations", "streamed_unit"]
+
+
+EVAL_BATCH = 256  # at most this many images of activations per slice fitted or scored (fewer where the budget says)
+JOINT_ELEMENTS = 2**24  # trained mode: at most this many stacked suffix-input values (adapters x batch x receiver size)
+
+
+def _resolve_cuts(m: LoadedModel, names: tuple[str, ...] | None) -> list[Cut]:
+    if names is None:
+        return list_cuts(m)
+    return [get_cut(m, name) for name in names]  # CutError names the close ones
+
+
+def _batched(*tensors: torch.Tensor, size: int = EVAL_BATCH) -> Iterator[tuple[torch.Tensor, ...]]:
+    n = len(tensors[0])
+    for i in range(0, n, size):
+        yield tuple(t[i : i + size] for t in tensors)
+
+
+@dataclass
+class _Workspace:
+    """Everything the cells share: cuts, cached activations, labels, suffixes and base accuracies.
+
+    Model keys: "a", "b" (the spec's models) and "a_rand", "b_rand" (their random-init twins, controls).
+    """
+
+    senders: list[Cut]
+    receivers: list[Cut]
+    num_classes: int
+    sender_train: dict[str, dict[str, torch.Tensor]]  # model key -> cut -> [N_train, *cut.shape]
+    sender_test: dict[str, dict[str, torch.Tensor]]  # model key -> cut -> [N_test, *cut.shape]
+    receiver_train: dict[str, dict[str, torch.Tensor]]  # model key -> cut -> [N_train, *cut.shape] (targets)
+    y_train: torch.Tensor  # int64 [N_train]
+    y_test: torch.Tensor  # int64 [N_test]
+    suffixes: dict[tuple[str, str], nn.Module]  # (model key, receiver cut) -> frozen eval-mode suffix
+    bases: dict[str, float]  # model key -> test accuracy of the whole model
+    models: dict[str, LoadedModel]  # model key -> model
+    ds: ImageDataset
+    budget: int  # bytes of activations held in memory at once
+    work: int  # bytes an image of one forward pass's working memory (the larger model's)
+    streamed: bool = False  # closed form over the budget: no caches, every pass streams (stitching.streamed)
+    batch: int = EVAL_BATCH  # images per forward pass when caching activations
+
+
+def _new_cell(spec: MatrixSpec, s: Cut, r: Cut) -> tuple[dict, nn.Module | None]:
+    """A cell's empty record and its adapter as built (seeded), or None when no adapter joins the cuts."""
+    cell = {"sender": s.name, "receiver": r.name, "accuracy": None, "penalty": None, "residual": None,
+            "skipped_reason": compatibility(s, r, spec.adapter)}  # fmt: skip
+    if cell["skipped_reason"] is not None:
+        return cell, None
+    torch.manual_seed(spec.seed)
+    return cell, build_adapter(spec.adapter, s, r)
+
+
+def _fitted_cell(
+    spec: MatrixSpec, ctx: UnitContext, ws: _Workspace, send: str, recv: str, s: Cut, r: Cut
+) -> tuple[dict, nn.Module | None]:
+    """A cell's record and its adapter A_send[s] -> B_recv[r], fitted by least squares where the spec says so.
+
+    The adapter is None when the two cuts cannot be joined (the record says why).
+    """
+    cell, adapter = _new_cell(spec, s, r)
+    if adapter is None:
+        return cell, None
+    if spec.adapter.init in FIT_METHODS:
+        size = min(EVAL_BATCH, images_per_slice(adapter, s, r, ws.budget))  # a wide sender into a fine grid: few
+        pairs = _batched(ws.sender_train[send][s.name], ws.receiver_train[recv][r.name], size=size)
+        cell["residual"] = round(float(fit_adapter(adapter, pairs, method=spec.adapter.init)), 6)
+    return cell, adapter.to(ctx.device)
+
+
+def _score_cell(cell: dict, adapter: nn.Module, ctx: UnitContext, ws: _Workspace, send: str, recv: str) -> dict:
+    """Test accuracy and penalty (against B_recv) of suffix_B(S(h_test)); fills and returns ``cell``."""
+    adapter.eval()
+    suffix = ws.suffixes[recv, cell["receiver"]]
+    h_test = ws.sender_test[send][cell["sender"]]  # [N_test, *s.shape]
+    size = min(EVAL_BATCH, images_per_slice(adapter, adapter.sender, adapter.receiver, ws.budget, ws.work))
+    score = evaluate_batches(lambda h: suffix(adapter(h.float())), _batched(h_test, ws.y_test, size=size),
+                             ws.num_classes, ctx.device)  # fmt: skip
+    cell["accuracy"] = score["accuracy"]
+    cell["penalty"] = stitching_penalty(ws.bases[recv], score["accuracy"])
+    return cell
+
+
+def _run_receiver(
+    spec: MatrixSpec, ctx: UnitContext, ws: _Workspace, send: str, recv: str, senders: list[Cut], r: Cut,
+    train_suffix: nn.Module | None,
+) -> list[dict]:
+    """Every cell A_send[s] -> B_recv[r] for s in ``senders``: fit, train (trained mode), score.
+
+    In trained mode all these adapters train together through one pass of ``train_suffix`` (B's
+    frozen suffix, BN folded) per step (see :mod:`stitchcore.stitching.shared_suffix`); each gets the
+    gradient of its own loss.
+    """
+    fitted = [_fitted_cell(spec, ctx, ws, send, recv, s, r) for s in senders]
+    live = [(cell, adapter) for cell, adapter in fitted if adapter is not None]
+    if spec.mode == "trained" and live:
+        train_adapters_shared_suffix(
+            [adapter for _, adapter in live], train_suffix,
+            [ws.sender_train[send][cell["sender"]] for cell, _ in live], ws.y_train,
+            knobs=TrainKnobs.of(spec), device=ctx.device, check_cancel=ctx.check_cancel,
+            precision=spec.precision,
+        )  # fmt: skip
+    for cell, adapter in live:
+        _score_cell(cell, adapter, ctx, ws, send, recv)
+    return [cell for cell, _ in fitted]
+
+
+def _run_streamed(
+    spec: MatrixSpec, ctx: UnitContext, ws: _Workspace, send: str, recv: str, pairs: list[tuple[Cut, Cut]],
+    report: Callable[[float, str], None],
+) -> list[dict]:
+    """Every cell of ``pairs`` in closed form from streamed passes (:mod:`stitchcore.stitching.streamed`):
+    one pass of A and B over the training images fits them all, one pass of A over the test images scores them."""
+    built = [_new_cell(spec, s, r) for s, r in pairs]
+    live = [(cell, StreamedCell(adapter.to(ctx.device), s, r))
+            for (cell, adapter), (s, r) in zip(built, pairs) if adapter is not None]  # fmt: skip
+    if live:
+        stream = {"device": ctx.device, "budget": ws.budget, "work": ws.work, "check_cancel": ctx.check_cancel}
+        residuals = fit_streamed([c for _, c in live], ws.models[send], ws.models[recv], ws.ds, len(ws.y_train),
+                                 method=spec.adapter.init, progress=lambda f, m: report(f / 2, m),
+                                 **stream)  # fmt: skip
+        suffixes = [ws.suffixes[recv, c.receiver.name] for _, c in live]
+        scores = score_streamed([c for _, c in live], suffixes, ws.models[send], ws.ds, len(ws.y_test),
+                                progress=lambda f, m: report(0.5 + f / 2, m), **stream)  # fmt: skip
+        for (cell, _), residual, score in zip(live, residuals, scores):
+            cell["residual"] = round(float(residual), 6)
+            cell["accuracy"] = score["accuracy"]
+            cell["penalty"] = stitching_penalty(ws.bases[recv], score["accuracy"])
+    return [cell for cell, _ in built]
+
+
+# ---------------------------------------------------------------------------- units (run by a backend)
+
+
+def sender_activations(
+    model: ModelPackage, senders: list[str], ds: ImageDataset, n_train: int, n_test: int, batch: int,
+    context: UnitContext,
+) -> dict[str, dict[str, torch.Tensor]]:
+    """One pass of a sender model over the data: ``{"train"|"test": {cut: [N, *cut.shape]}}`` (a cluster task)."""
+    m = model.unpack()
+    cuts = _resolve_cuts(m, tuple(senders))
+    acts = {"device": context.device, "check_cancel": context.check_cancel, "batch_size": batch}
+    return {"train": collect_cuts(m, cuts, ds, "train", limit=n_train, **acts),
+            "test": collect_cuts(m, cuts, ds, "test", limit=n_test, **acts)}  # fmt: skip
+
+
+def _unit_workspace(source: _Workspace | dict, send: str, recv: str, receivers: list[str],
+                    context: UnitContext) -> _Workspace:  # fmt: skip
+    """The workspace a unit works in: the run's own (local), or one rebuilt from what the driver shipped:
+    the two models, the data, the sender's activations (cached mode) and B's targets at ``receivers``."""
+    if isinstance(source, _Workspace):
+        return source
+    models = {send: source["models"][send].unpack(), recv: source["models"][recv].unpack()}
+    ds, n_train, n_test = source["ds"], source["n_train"], source["n_test"]
+    senders = _resolve_cuts(models[send], tuple(source["senders"]))
+    cuts = _resolve_cuts(models[recv], tuple(receivers))
+    suffixes = {(recv, r.name): split(models[recv], r)[1].to(context.device).eval()
+                for r in cuts}  # fmt: skip
+    acts = source.get("acts")
+    targets = {}
+    if acts is not None:
+        targets = {recv: collect_cuts(models[recv], cuts, ds, "train", limit=n_train, device=context.device,
+                                      check_cancel=context.check_cancel, batch_size=source["batch"])}  # fmt: skip
+    return _Workspace(
+        senders=senders, receivers=cuts, num_classes=ds.num_classes,
+        sender_train={send: acts["train"]} if acts else {}, sender_test={send: acts["test"]} if acts else {},
+        receiver_train=targets, y_train=ds.labels("train")[:n_train], y_test=ds.labels("test")[:n_test],
+        suffixes=suffixes, bases=source["bases"], models=models, ds=ds, budget=source["budget"],
+        work=source["work"], streamed=acts is None, batch=source["batch"],
+    )  # fmt: skip
+
+
+def receiver_unit(
+    spec: MatrixSpec, source: _Workspace | dict, variant: str, send: str, recv: str, receiver: str,
+    senders: list[str], context: UnitContext,
+) -> Iterator[tuple[str, Any]]:
+    """Every pending cell A_send[s] -> B_recv[receiver], s in ``senders``, in JOINT_ELEMENTS groups that
+    share one pass of B's suffix per step (trained mode); yields progress before each group and its cells."""
+    ws = _unit_workspace(source, send, recv, [receiver], context)
+    r = next(c for c in ws.receivers if c.name == receiver)
+    pending = [s for s in ws.senders if s.name in senders]
+    trained = spec.mode == "trained" and bool(pending)
+    per_pass = max(1, JOINT_ELEMENTS // (spec.batch_size * math.prod(r.shape))) if trained else 1
+    train_suffix = frozen_for_training(ws.suffixes[recv, r.name]) if trained else None  # once per receiver
+    for start in range(0, len(pending), per_pass):
+        group = pending[start : start + per_pass]
+        context.check_cancel()
+        where = f"{len(group)} sender(s) into {r.name}" + ("" if variant == "trained" else f" ({variant.replace('_', ' ')})")
+        yield "progress", (start / len(pending), where)
+        yield "cells", [{"variant": variant, **cell}
+                        for cell in _run_receiver(spec, context, ws, send, recv, group, r, train_suffix)]  # fmt: skip
+
+
+def streamed_unit(
+    spec: MatrixSpec, source: _Workspace | dict, variant: str, send: str, recv: str, pairs: list[tuple[str, str]],
+    context: UnitContext,
+) -> Iterator[tuple[str, Any]]:
+    """Every pending cell of a variant over the memory budget, from the same streamed passes."""
+    ws = _unit_workspace(source, send, recv, list(dict.fromkeys(r for _, r in pairs)), context)
+    cuts = {("s", c.name): c for c in ws.senders} | {("r", c.name): c for c in ws.receivers}
+    yield "progress", (0.0, f"{len(pairs)} cells streamed" + ("" if variant == "trained" else f" ({variant})"))
+    cells = _run_streamed(spec, context, ws, send, recv, [(cuts["s", s], cuts["r", r]) for s, r in pairs],
+                          context.report)  # fmt: skip
+    yield "cells", [{"variant": variant, **cell} for cell in cells]
