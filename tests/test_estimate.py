@@ -3,12 +3,14 @@ close to a real run on this machine, and silent (None) where they cannot say."""
 
 from __future__ import annotations
 
+import sys
 import time
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 
 import pytest
 
-from stitchcore.experiments import run_experiment
+from stitchcore.experiments import get_experiment, list_experiments, run_experiment
+from stitchcore.experiments import zoo as zoo_kind
 from stitchcore.experiments import estimate as est
 from stitchcore.experiments.estimate import Estimate, estimate_plan, estimate_seconds
 from stitchcore.experiments.lm import DepthSpec, LMStitchSpec
@@ -43,6 +45,20 @@ class _Ticks:
         return self.now
 
 
+def _timing_modules() -> list[ModuleType]:
+    """The modules whose code times a calibration: the engine, and each kind's estimator (in its kind's module,
+    with the char-GPT recipes' in lm_zoo)."""
+    names = {"stitchcore.experiments.estimate", "stitchcore.experiments.lm_zoo"}
+    names |= {get_experiment(k).estimate.__module__ for k in list_experiments()}
+    return [sys.modules[n] for n in sorted(names)]
+
+
+def _set_clock(patch, perf_counter) -> None:
+    """Every timing module reads ``perf_counter`` for its time."""
+    for module in _timing_modules():
+        patch.setattr(module, "time", SimpleNamespace(perf_counter=perf_counter, monotonic=time.monotonic))
+
+
 @pytest.fixture
 def ticks(monkeypatch) -> _Ticks:
     """The estimator times its calibrations on a :class:`_Ticks` clock: every timed stretch costs the ticks its
@@ -52,7 +68,7 @@ def ticks(monkeypatch) -> _Ticks:
     _no_background()  # a background calibration would read the clock too
     est.clear_calibrations()
     clock = _Ticks()
-    monkeypatch.setattr(est, "time", SimpleNamespace(perf_counter=clock.perf_counter, monotonic=time.monotonic))
+    _set_clock(monkeypatch, clock.perf_counter)
     yield clock
     est.clear_calibrations()
 
@@ -70,7 +86,7 @@ def test_calibration_runs_once_and_is_cached(store, monkeypatch):
     def timed_again(*_a, **_k):
         raise AssertionError("calibrated a second time")  # estimate_seconds would say None
 
-    monkeypatch.setattr(est, "_zoo_units", timed_again)
+    monkeypatch.setattr(zoo_kind, "_zoo_units", timed_again)
     again = estimate_seconds("zoo", ZooRecipe(arch="mlp", seed=42, epochs=30), st)  # another seed and length
     assert again is not None and est.calibrations() == 1  # arithmetic only, nothing timed
     assert again.seconds > first.seconds
@@ -117,7 +133,7 @@ def _compare(kind: str, spec, st: Store, capsys, monkeypatch) -> tuple[float, fl
     _no_background()  # a page's background calibration (an earlier app test) would slow both down
     est.clear_calibrations()
     with monkeypatch.context() as m:
-        m.setattr(est, "time", SimpleNamespace(perf_counter=time.thread_time, monotonic=time.monotonic))
+        _set_clock(m, time.thread_time)
         guess = estimate_seconds(kind, spec, st)
     est.clear_calibrations()  # none timed on this clock is kept
     t0 = time.thread_time()
