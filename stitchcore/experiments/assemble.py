@@ -55,7 +55,7 @@ from stitchcore.experiments._spec import (
     check_positive,
     check_sample_caps,
 )
-from stitchcore.experiments.dataset_check import check_head_classes, resolve_dataset
+from stitchcore.experiments.dataset_check import check_head_classes, load_pair, resolve_dataset
 from stitchcore.experiments.estimate import (
     Estimate,
     EstimateContext,
@@ -71,7 +71,6 @@ from stitchcore.experiments.estimate import (
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.package import pack_model
 from stitchcore.models.refs import parse_ref
-from stitchcore.models.sources import load_model
 from stitchcore.stitching.activations import collect
 from stitchcore.stitching.adapter_kinds import list_adapters
 from stitchcore.stitching.adapters import (
@@ -260,10 +259,7 @@ class _Parts:
 
 
 def _prepare(spec: AssembleSpec, store: Store) -> _Parts:
-    a, b = load_model(spec.a, store=store), load_model(spec.b, store=store)
-    for m, role in ((a, "A"), (b, "B")):
-        if m.input_kind != "image":
-            raise StitchError(f"model {role} ({m.ref}) is a language model; assemble joins image classifiers")
+    a, b = load_pair(spec, store, input_kind="image", hint="assemble joins image classifiers")
     data = load_dataset(resolve_dataset(spec.dataset, a, b))
     check_head_classes(b, data, "B")
     senders, receivers = _cuts(a, spec.senders), _cuts(b, spec.receivers)

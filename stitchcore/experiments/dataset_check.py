@@ -1,4 +1,5 @@
-"""Which dataset a run uses, and whether the models' heads fit it.
+"""The opening every two-model run shares: its models A and B (:func:`load_pair`), which dataset it uses,
+and whether the models' heads fit it.
 
 Every image experiment (stitch, matrix, similarity, sweep) takes ``dataset=None`` to mean
 "the data B was trained on" (else A's); a model whose output count differs from the
@@ -17,12 +18,15 @@ say so before Launch, and to offer the fix for a random-init hub model: its ref 
 
 from __future__ import annotations
 
+from typing import Any
+
 from stitchcore.data.images import ImageDataset
-from stitchcore.errors import DataError
+from stitchcore.errors import DataError, StitchError
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.refs import ModelRef, parse_ref
+from stitchcore.models.sources import load_model
 
-__all__ = ["check_head_classes", "default_dataset", "head_fix", "head_mismatch", "resolve_dataset"]
+__all__ = ["check_head_classes", "default_dataset", "head_fix", "head_mismatch", "load_pair", "resolve_dataset"]
 
 _HEAD_SCHEMES = ("timm", "torchvision")  # sources whose refs take ?num_classes= for a random-init head
 
@@ -73,3 +77,14 @@ def check_head_classes(model: LoadedModel, ds: ImageDataset, role: str) -> None:
     hint = f"use {fix} (a random head of {ds.num_classes} classes)" if fix else \
         "pick the dataset the model was trained on (--dataset)"
     raise DataError(f"{why}; {hint}")
+
+
+def load_pair(spec: Any, store: Any, *, input_kind: str, hint: str) -> tuple[LoadedModel, LoadedModel]:
+    """A and B of a spec (its ``a`` and ``b`` refs, through the store), both of ``input_kind`` ("image" or
+    "tokens"); StitchError naming the model and ``hint`` (what to use instead) otherwise."""
+    a, b = load_model(spec.a, store=store), load_model(spec.b, store=store)
+    for m, role in ((a, "A"), (b, "B")):
+        if m.input_kind != input_kind:
+            what = "a language model" if input_kind == "image" else "not a language model"
+            raise StitchError(f"model {role} ({m.ref}) is {what}; {hint}")
+    return a, b

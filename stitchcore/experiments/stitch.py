@@ -27,7 +27,7 @@ from stitchcore.experiments._spec import (
     check_positive,
     check_sample_caps,
 )
-from stitchcore.experiments.dataset_check import check_head_classes, resolve_dataset
+from stitchcore.experiments.dataset_check import check_head_classes, load_pair, resolve_dataset
 from stitchcore.experiments.estimate import (
     Estimate,
     EstimateContext,
@@ -40,7 +40,6 @@ from stitchcore.experiments.estimate import (
     where,
 )
 from stitchcore.models.loaded import LoadedModel
-from stitchcore.models.sources import load_model
 from stitchcore.stitching.activations import collect
 from stitchcore.stitching.adapters import AdapterSpec, adapter_cost, build_adapter, compatibility
 from stitchcore.stitching.evaluate import evaluate_batches, stitching_penalty
@@ -133,11 +132,7 @@ def _state_bytes(module: torch.nn.Module) -> bytes:
 
 def _prepare(spec: StitchSpec, store: Any) -> tuple[LoadedModel, LoadedModel, Any, Cut, Cut]:
     """Load A, B and the data and find both cuts; StitchError for anything that cannot run."""
-    a = load_model(spec.a, store=store)
-    b = load_model(spec.b, store=store)
-    for m, role in ((a, "A"), (b, "B")):
-        if m.input_kind != "image":
-            raise StitchError(f"model {role} ({m.ref}) is a language model; use the merge/LM stitching tools")
+    a, b = load_pair(spec, store, input_kind="image", hint="use the merge/LM stitching tools")
     ds = load_dataset(resolve_dataset(spec.dataset, a, b))
     check_head_classes(b, ds, "B")
     check_head_classes(a, ds, "A")

@@ -50,7 +50,7 @@ from stitchcore.experiments._spec import (
     check_positive,
     check_sample_caps,
 )
-from stitchcore.experiments.dataset_check import check_head_classes, resolve_dataset
+from stitchcore.experiments.dataset_check import check_head_classes, load_pair, resolve_dataset
 from stitchcore.experiments.estimate import (
     Estimate,
     EstimateContext,
@@ -382,10 +382,7 @@ def partial_positions(store: Store, run_id: str) -> dict[str, Any]:
 
 def _prepare(spec: SweepSpec, store: Store) -> tuple[LoadedModel, LoadedModel, list[tuple[Cut, Cut]], _Data]:
     """A and B loaded, the swept cuts and the data; StitchError for anything that cannot run."""
-    a, b = load_model(spec.a, store=store), load_model(spec.b, store=store)
-    for m, role in ((a, "A"), (b, "B")):
-        if m.input_kind != "image":
-            raise StitchError(f"model {role} ({m.ref}) is a language model; sweeps need image classifiers")
+    a, b = load_pair(spec, store, input_kind="image", hint="sweeps need image classifiers")
     return a, b, _positions(spec, a, b), _load_data(spec, a, b)
 
 

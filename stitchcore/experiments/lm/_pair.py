@@ -17,8 +17,8 @@ import torch
 from torch import nn
 
 from stitchcore.backends import UnitContext
-from stitchcore.errors import StitchError
 from stitchcore.experiments._registry import RunContext
+from stitchcore.experiments.dataset_check import load_pair
 from stitchcore.experiments.lm.specs import DepthSpec, LMStitchSpec, MergeSpec
 from stitchcore.lm.evaluate import LMData, eval_windows, lm_data, lm_loss, loss_penalty, sample_text
 from stitchcore.lm.parts import (
@@ -33,12 +33,12 @@ from stitchcore.lm.parts import (
 )
 from stitchcore.lm.train import train_lm_adapter
 from stitchcore.models.loaded import LoadedModel
-from stitchcore.models.sources import load_model
 from stitchcore.stitching.fits import fit_adapter
 from stitchcore.stitching.train import parse_objective
 
 __all__ = ["FIT_BATCHES", "LMSetup", "setup_pair", "stitch_once"]
 
+NOT_LM_HINT = "use the Stitch page / stitch verb"  # what an image model in an LM run should use instead
 FIT_BATCHES = 8  # training batches whose tokens feed the least-squares start of an adapter
 
 
@@ -75,10 +75,7 @@ def setup_pair(spec: MergeSpec | LMStitchSpec | DepthSpec, ctx: RunContext,
     """Load, take apart (copies), check the vocabularies (and ``check(a, b)``: positions), encode the
     text, score A and B, sample them."""
     ctx.progress(0.0, "loading models")
-    la, lb = load_model(spec.a, store=ctx.store), load_model(spec.b, store=ctx.store)
-    for m, role in ((la, "A"), (lb, "B")):
-        if m.input_kind != "tokens":
-            raise StitchError(f"model {role} ({m.ref}) is not a language model; use the Stitch page / stitch verb")
+    la, lb = load_pair(spec, ctx.store, input_kind="tokens", hint=NOT_LM_HINT)
     a, b = lm_parts(la), lm_parts(lb)
     check_same_vocab(a.codec, b.codec, "joined")
     if check is not None:
@@ -129,10 +126,7 @@ def _common(s: LMSetup, spec) -> dict:
 def _pair_shapes(spec: MergeSpec | LMStitchSpec | DepthSpec, store: Any) -> tuple[dict, dict]:
     """What every LM run checks first, without copying or scoring anything: both models load, both are
     language models, they share one vocabulary.  Returns A's and B's ``lm_shape``."""
-    la, lb = load_model(spec.a, store=store), load_model(spec.b, store=store)
-    for m, role in ((la, "A"), (lb, "B")):
-        if m.input_kind != "tokens":
-            raise StitchError(f"model {role} ({m.ref}) is not a language model; use the Stitch page / stitch verb")
+    la, lb = load_pair(spec, store, input_kind="tokens", hint=NOT_LM_HINT)
     check_same_vocab(codec_of(la), codec_of(lb), "joined")
     return lm_shape(la), lm_shape(lb)
 

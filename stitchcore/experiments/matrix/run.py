@@ -28,7 +28,7 @@ from stitchcore.data.images import ImageDataset, load_dataset
 from stitchcore.errors import StitchError
 from stitchcore.experiments._cells import CellBook
 from stitchcore.experiments._registry import RunContext, register_experiment
-from stitchcore.experiments.dataset_check import check_head_classes, resolve_dataset
+from stitchcore.experiments.dataset_check import check_head_classes, load_pair, resolve_dataset
 from stitchcore.experiments.matrix.estimate import estimate_matrix
 from stitchcore.experiments.matrix.read import cell_grid, difference
 from stitchcore.experiments.matrix.spec import CELLS_ARTIFACT, MatrixSpec
@@ -93,12 +93,8 @@ def _check_controls(spec: MatrixSpec) -> None:
 
 def _inputs(spec: MatrixSpec, store: Store) -> tuple[dict[str, LoadedModel], ImageDataset, list[Cut], list[Cut]]:
     """A and B loaded, the data (B's head fits it) and the chosen cuts; StitchError for what cannot run."""
-    models = {"a": load_model(spec.a, store=store), "b": load_model(spec.b, store=store)}
-    for key, role in (("a", "A"), ("b", "B")):
-        if models[key].input_kind != "image":
-            raise StitchError(
-                f"model {role} ({models[key].ref}) is a language model; matrices need image models"
-            )
+    a, b = load_pair(spec, store, input_kind="image", hint="matrices need image models")
+    models = {"a": a, "b": b}
     ds = load_dataset(resolve_dataset(spec.dataset, models["a"], models["b"]))
     check_head_classes(models["b"], ds, "B")
     check_head_classes(models["a"], ds, "A")
