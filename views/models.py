@@ -22,6 +22,7 @@ from stitchcore.plots import runs as plots
 from stitchcore.stitching.evaluate import model_accuracy
 from stitchcore.stitching.train import OPTIMIZERS
 from stitchcore.store.uploads import UPLOAD_EXTS, save_upload
+from views import run_views
 
 DEFAULT = ZooRecipe()  # the form's defaults are the recipe's defaults
 REF_HELP = """Any model ref, e.g.
@@ -144,7 +145,7 @@ def show_run(run_id: str) -> None:
     first = ui.get_runner().get(run_id)
     if first is not None and first.kind == "zoo" and first.cached and first.summary:
         st.success(f"Already trained — from the store: `{first.summary['ref']}`")
-    snap = ui.run_view(run_id, key="zoo")
+    snap = ui.run_view(run_id, key="zoo", cards=run_views.CARDS)
     if snap is None:
         return
     if snap.kind != "zoo":
