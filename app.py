@@ -10,17 +10,8 @@ import ui
 
 st.set_page_config(page_title="StitchLab", page_icon="🧵", layout="wide")  # pages repeat it (ui.page_setup)
 
-PAGES = [
-    st.Page("views/home.py", title="Home", icon=":material/home:", url_path="home", default=True),
-    st.Page("views/models.py", title="Models", icon=":material/neurology:", url_path="models"),
-    st.Page("views/stitch.py", title="Stitch", icon=":material/cable:", url_path="stitch"),
-    st.Page("views/similarity.py", title="Similarity", icon=":material/grid_on:", url_path="similarity"),
-    st.Page("views/traits.py", title="Traits", icon=":material/timeline:", url_path="traits"),
-    st.Page("views/assemble.py", title="Assemble", icon=":material/extension:", url_path="assemble"),
-    st.Page("views/language.py", title="Language models", icon=":material/translate:", url_path="language"),
-    st.Page("views/results.py", title="Results", icon=":material/table_chart:", url_path="results"),
-    st.Page("views/settings.py", title="Settings", icon=":material/settings:", url_path="settings"),
-]
+PAGES = [st.Page(p.file, title=p.title, icon=p.icon, url_path=p.url_path, default=p.default)
+         for p in ui.nav.PAGES]  # the one table of pages: ui/nav.py
 
 page = st.navigation(PAGES)
 ui.follow_deep_link(page.url_path)

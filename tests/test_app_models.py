@@ -183,24 +183,24 @@ def test_viewer_mode_disables_training(open_page, monkeypatch):
 
 def test_an_unexpected_error_is_one_line_and_a_logged_traceback(open_page, monkeypatch, caplog):
     at = inspect(open_page(), "tim:resnet18")  # a user error: its own message, nothing logged
-    assert len(errors(at)) == 1 and not [r for r in caplog.records if r.name == "ui"]
+    assert len(errors(at)) == 1 and not [r for r in caplog.records if r.name.startswith("ui.")]
 
     def broken(ref, store=None):
         raise RuntimeError("boom\nsecond line")
 
-    monkeypatch.setattr(ui, "load_model", broken)  # a bug in a loader
+    monkeypatch.setattr(ui.resources, "load_model", broken)  # a bug in a loader (ui.load_for_display calls it)
     at = inspect(at, "zoo:cnn-digits-s0")
     assert not at.exception
     assert errors(at) == ["loading zoo:cnn-digits-s0 failed: unexpected error: RuntimeError: boom "
                           "(details in the server log)"]  # fmt: skip
-    logged = [r for r in caplog.records if r.name == "ui"]
+    logged = [r for r in caplog.records if r.name == "ui.errors"]  # show_error's log
     assert len(logged) == 1 and logged[0].exc_info[0] is RuntimeError
     assert at.button(key=TRAIN)  # the rest of the page still renders
 
 
 def test_upload_form_prefills_the_zoo_inputs_and_scores_the_model(open_page, trained_store):
     store, refs = trained_store
-    zoo = ui.load_model(refs[0], store=store)
+    zoo = ui.resources.load_model(refs[0], store=store)
     at = open_page()
     at.file_uploader(key="upload").upload("digit-cnn.pt", state_dict_bytes(zoo.model))
     at.text_input(key="upload_arch").input("zoo:cnn")

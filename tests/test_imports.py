@@ -142,8 +142,23 @@ def test_library_never_imports_streamlit():
     assert users == []
 
 
-def _all_import_names(module: str) -> list[str]:
-    tree = ast.parse(MODULES[module].read_text())
+def test_library_never_imports_the_app():
+    """stitchcore knows nothing of the app above it: not ui, not the pages (views)."""
+    users = [m for m in MODULES if any(t.split(".")[0] in ("ui", "views", "app") for t in _all_import_names(m))]
+    assert users == []
+
+
+def test_ui_never_imports_the_pages():
+    """Imports run views -> ui, never back: a view that ui draws is passed in by the page (run_view's cards)."""
+    ui_files = sorted((ROOT / "ui").rglob("*.py"))
+    assert ui_files
+    users = [p.name for p in ui_files if any(t.split(".")[0] in ("views", "app") for t in _all_import_names(p))]
+    assert users == []
+
+
+def _all_import_names(module: str | Path) -> list[str]:
+    """Every module name ``module`` (a stitchcore module's name, or a file) imports, absolute imports only."""
+    tree = ast.parse((MODULES[module] if isinstance(module, str) else module).read_text())
     names = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

@@ -90,3 +90,25 @@ def test_upload_ref_errors():
         upload_ref("/u/m.pt", "", {"num_classes": 3})
     with pytest.raises(RefError, match="must be a number"):
         upload_ref("/u/m.pt", "zoo:cnn", {"channels": {"a": 1}})
+
+
+def test_model_accuracy_scores_through_the_models_own_preprocessing():
+    """What the Models page shows as "Base accuracy" for a model with no stored accuracy."""
+    from stitchcore.data.images import ImageDataset
+    from stitchcore.models.loaded import LoadedModel, freeze
+    from stitchcore.stitching.evaluate import model_accuracy
+
+    class Brighter(torch.nn.Module):  # [B, 1, H, W] -> logits [B, 2]: class 1 when the mean pixel is above 0
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            m = x.mean(dim=(1, 2, 3))
+            return torch.stack([-m, m], dim=1)
+
+    grey = torch.tensor([102, 153] * 3, dtype=torch.uint8).view(6, 1, 1, 1).expand(6, 1, 2, 2).contiguous()
+    labels = torch.tensor([0, 1] * 3)  # 0.4 -> class 0, 0.6 -> class 1, once 0.5 is taken off
+    ds = ImageDataset("greys", ("dark", "light"), grey, labels, grey[:4], labels[:4])
+    model = LoadedModel("file:/greys.pt", freeze(Brighter()), "image", (1, 2, 2), Preprocess(mean=(0.5,)), 2)
+    assert model_accuracy(model, ds) == 1.0
+    assert model_accuracy(model, ds, batch_size=1) == 1.0  # batches are pooled before scoring
+    raw = LoadedModel("file:/greys.pt", freeze(Brighter()), "image", (1, 2, 2), Preprocess(), 2)
+    assert model_accuracy(raw, ds) == 0.5  # without the mean taken off every image reads as light
+    assert model_accuracy(raw, ds, split="train") == 0.5

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pandas as pd
 import streamlit as st
-import torch
 
 import ui
 from stitchcore.data.images import list_datasets, load_dataset
@@ -20,9 +19,10 @@ from stitchcore.models.preprocess import format_size, format_values
 from stitchcore.models.refs import check_store_ref, parse_ref, upload_ref
 from stitchcore.models.sources.zoo import list_zoo_models
 from stitchcore.plots import runs as plots
-from stitchcore.stitching.evaluate import evaluate_batches
+from stitchcore.stitching.evaluate import model_accuracy
 from stitchcore.stitching.train import OPTIMIZERS
 from stitchcore.store.uploads import UPLOAD_EXTS, save_upload
+from views import run_views
 
 DEFAULT = ZooRecipe()  # the form's defaults are the recipe's defaults
 REF_HELP = """Any model ref, e.g.
@@ -145,7 +145,7 @@ def show_run(run_id: str) -> None:
     first = ui.get_runner().get(run_id)
     if first is not None and first.kind == "zoo" and first.cached and first.summary:
         st.success(f"Already trained — from the store: `{first.summary['ref']}`")
-    snap = ui.run_view(run_id, key="zoo")
+    snap = ui.run_view(run_id, key="zoo", cards=run_views.CARDS)
     if snap is None:
         return
     if snap.kind != "zoo":
@@ -314,10 +314,7 @@ SCORE_PARAMS = 5_000_000  # models up to this size are scored as they are inspec
 @st.cache_data(show_spinner="Scoring on the test split …", max_entries=64)
 def test_accuracy(ref: str, dataset: str) -> float:
     """Accuracy of ``ref`` on ``dataset``'s test split, through the model's own preprocessing."""
-    loaded = ui.load_for_display(ref)
-    ds = load_dataset(dataset)
-    forward = lambda x: loaded.model(loaded.preprocess(x))  # noqa: E731
-    return evaluate_batches(forward, ds.batches("test", 256), ds.num_classes, torch.device("cpu"))["accuracy"]
+    return model_accuracy(ui.load_for_display(ref), load_dataset(dataset))
 
 
 def base_accuracy(ref: str, loaded: LoadedModel, info: dict) -> tuple[str, str]:

@@ -158,7 +158,7 @@ if not records:
     st.page_link("views/home.py", label="Go to Home and run the classroom demo", icon=":material/home:")
     st.caption(f"Store: `{store.root}`")
     if linked:
-        ui.run_view(linked, key="results")
+        ui.run_view(linked, key="results", cards=run_views.CARDS)
     st.stop()
 
 # -- filters --------------------------------------------------------------------------------------
@@ -263,7 +263,7 @@ if open_id:
     if not selected:  # opened from the URL: closing drops ?run= (a table selection closes by deselecting)
         close.button("Close", key="results-close", on_click=close_run, width="stretch")
     if open_rec is None:
-        ui.run_view(open_id, key="results")  # says the run is not in the store
+        ui.run_view(open_id, key="results", cards=run_views.CARDS)  # says the run is not in the store
     else:
         run_views.run_panel(open_rec, key="results")
 elif len(selected) >= 2:

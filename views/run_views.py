@@ -2,11 +2,13 @@
 
 Not a page (app.py routes the pages explicitly): the page that makes a kind (Similarity for matrix and
 similarity runs, Traits for sweeps, Language models for merge / lmstitch / lmdepth) and Results both call
-these, with their own ``key`` prefix so widgets never collide.  Stitch and zoo runs use ``ui.run_view``.
+these, with their own ``key`` prefix so widgets never collide.  :data:`VIEWS` holds the view of every
+registered kind (tests/test_kinds.py checks it); stitch and zoo runs are ``ui.run_view`` with their result
+card (:data:`CARDS`), which the Stitch and Models pages pass to it too.
 Stored results are read only through the experiment modules' readers (``matrix_state``,
 ``partial_positions``, ``partial_points``, ``spec_from_record``) and drawn with ``stitchcore.plots``.
 Every view is a fragment that redraws while its run is active (``ui.live_while_running``), with
-its downloads under it once the run has ended (``ui.downloads``: metrics CSV, JSON, "Download bundle"
+its downloads under it once the run has ended (``ui.run_downloads``: metrics CSV, JSON, "Download bundle"
 as ``runs export``, "Download report" as ``runs report``).  The heat-map panels and the report share
 ``stitchcore.report.figures``.
 """
@@ -37,8 +39,53 @@ from stitchcore.report.figures import (
 )  # fmt: skip
 from stitchcore.store.results import RunRecord
 
-__all__ = ["assemble_view", "matrix_view", "similarity_view", "sweep_view", "lm_view", "VIEWS", "run_panel",
-           "open_on_page"]
+__all__ = ["stitch_card", "zoo_card", "CARDS", "card_view", "assemble_view", "matrix_view", "similarity_view",
+           "sweep_view", "lm_view", "VIEWS", "run_panel", "open_on_page"]
+
+# ------------------------------------------------------------------------------------------ stitch / zoo
+
+
+def stitch_card(s: dict[str, Any], key: str) -> None:
+    """A done stitch's numbers: accuracies, penalty, time, the adapter, then accuracy and per-class bars."""
+    base_role = s.get("penalty_base", "b").upper()
+    c = st.columns(5)
+    c[0].metric("Stitched accuracy", f"{s['accuracy']:.1%}")
+    c[1].metric("Model A", f"{s['base']['a']:.1%}")
+    c[2].metric("Model B", f"{s['base']['b']:.1%}")
+    c[3].metric(f"Penalty ({base_role} − stitched)", f"{s['penalty'] * 100:+.1f} pts",
+                help=f"{base_role}'s accuracy minus the stitched model's: {penalty_words(True)} (positive: the "
+                     "stitched model is worse; negative: it beats the base)")
+    c[4].metric("Time", f"{s.get('seconds', 0):.1f} s")
+    resid = s.get("lstsq_residual")
+    st.caption(
+        f"Adapter: {s['params']:,} parameters · {s['flops']:,} FLOPs per example"
+        + (f" · lstsq residual {resid:.3f}" if resid is not None else "")
+        + f" · A[{s['cut_a']['name']}] {tuple(s['cut_a']['shape'])} → B[{s['cut_b']['name']}]"
+        f" {tuple(s['cut_b']['shape'])} · {s.get('n_train', '?')} train / {s.get('n_test', '?')} test images"
+    )
+    left, right = st.columns(2)
+    ui.chart(left, plots.accuracy_bars(s), key=f"{key}-acc", file_name="accuracy.csv")
+    ui.chart(right, plots.per_class_bars(s), key=f"{key}-pc", file_name="per-class.csv")
+
+
+def zoo_card(s: dict[str, Any], key: str) -> None:
+    """A done zoo run's model: its ref, test accuracy, parameters and sparsity."""
+    st.markdown(f"Model **`{s['ref']}`** ({s['arch']} on {s['dataset']})")
+    c = st.columns(3)
+    c[0].metric("Test accuracy", f"{s['accuracy']:.1%}")
+    c[1].metric("Parameters", f"{s['params']:,}")
+    c[2].metric("Sparsity", f"{s.get('sparsity', 0.0):.0%}")
+
+
+# The result cards ``ui.run_view`` draws under a done run's header (kind -> card); pages showing ``?run=`` pass it.
+CARDS: dict[str, ui.runs.Card] = {"stitch": stitch_card, "zoo": zoo_card}
+
+
+def card_view(rec: RunRecord, *, key: str) -> None:
+    """A stitch or zoo run: ``ui.run_view`` (header, progress, the card once done, the training curve, the
+    downloads)."""
+    ui.run_view(rec.id, key=key, cards=CARDS)
+
 
 # ------------------------------------------------------------------------------------ similarity / matrix
 
@@ -381,32 +428,40 @@ def _lm_samples(s: dict) -> None:
 
 # --------------------------------------------------------------------------------------------- any run
 
-VIEWS: dict[str, Callable[..., None]] = {"matrix": matrix_view, "similarity": similarity_view, "sweep": sweep_view,
-                                         "merge": lm_view, "lmstitch": lm_view, "lmdepth": lm_view,
-                                         "assemble": assemble_view}
+# Each run kind's view, ``view(rec, key=...)``; one entry per registered kind (tests/test_kinds.py checks it
+# against list_experiments()).  Results opens any run through it (run_panel).
+VIEWS: dict[str, Callable[..., None]] = {
+    "assemble": assemble_view,
+    "lmdepth": lm_view,
+    "lmstitch": lm_view,
+    "matrix": matrix_view,
+    "merge": lm_view,
+    "similarity": similarity_view,
+    "stitch": card_view,
+    "sweep": sweep_view,
+    "zoo": card_view,
+}
 
 
 def open_on_page(rec: RunRecord, container: Any = st) -> None:
     """A link to the page that makes runs of this kind, opened on this run (``similarity?run=ID``)."""
     page = ui.PAGE_FOR_KIND.get(rec.kind)
     if page is not None:
-        container.page_link(f"views/{page}.py", label=f"Open on the {ui.PAGE_TITLES[page]} page",
+        container.page_link(ui.nav.page_file(page), label=f"Open on the {ui.PAGE_TITLES[page]} page",
                             query_params={"run": rec.id}, icon=":material/open_in_new:")
 
 
 def _downloads(rec: RunRecord, key: str) -> None:
-    """The run's downloads (metrics CSV, JSON, bundle, report: ``ui.downloads``) once it has ended."""
+    """The run's downloads (metrics CSV, JSON, bundle, report: ``ui.run_downloads``) once it has ended."""
     snap = ui.get_runner().get(rec.id)
     if snap is not None and snap.is_final:
-        ui.downloads(snap, key)
+        ui.run_downloads(snap, key)
 
 
 def run_panel(rec: RunRecord, *, key: str) -> None:
-    """Any run in its kind's own view (stitch and zoo: ``ui.run_view``), with its downloads once it has ended."""
-    view = VIEWS.get(rec.kind)
-    if view is None:
-        ui.run_view(rec.id, key=key)  # the stitch / zoo card, the training curve, the downloads
-        return
+    """Any run in its kind's own view (:data:`VIEWS`), with its downloads once it has ended; a kind this
+    version does not know shows as ``ui.run_view`` does any run (header, curves, downloads)."""
+    view = VIEWS.get(rec.kind, card_view)
     try:
         view(rec, key=key)
     except StitchError as exc:  # e.g. a record whose spec this version cannot read

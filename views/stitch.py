@@ -20,6 +20,7 @@ from stitchcore.experiments.stitch import StitchSpec
 from stitchcore.models.sources.zoo import list_zoo_models
 from stitchcore.stitching.adapters import INITS, NORMS, RESAMPLES, AdapterSpec, compatibility, list_adapters
 from stitchcore.stitching.train import OPTIMIZERS, parse_objective
+from views import run_views
 
 OBJECTIVES = ("task", "match", "kd", "task+0.5*kd")
 DEFAULTS = StitchSpec(a="", b="", cut_a="", cut_b="")  # the library's defaults, shared with the CLI
@@ -310,4 +311,4 @@ if url_run:
             ui.get_runner().submit("stitch", spec_again, rerun=True)
             st.rerun()
     st.divider()
-    ui.run_view(url_run, key="stitch")
+    ui.run_view(url_run, key="stitch", cards=run_views.CARDS)  # a stitch (or zoo) run: its result card

@@ -18,7 +18,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +40,7 @@ from stitchcore.plots import traits as plots_traits
 from stitchcore.plots.penalty import IMAGE_PENALTY, penalty_label
 from stitchcore.store.results import RunRecord, Store
 
-__all__ = ["CURVE_POINTS", "HeatPanel", "RunFigure", "cka_panels", "control_panels", "figure_csv",
+__all__ = ["CURVE_POINTS", "FIGURES", "HeatPanel", "RunFigure", "cka_panels", "control_panels", "figure_csv",
            "stitching_panel", "PENALTY_WORDS", "COMPARE_METRICS", "panel_figure", "run_figures", "compare_figures"]
 __all__ += ["MEASURE_TITLES", "VALUE_LABELS", "measure_choices", "measure_direction", "measure_words"]
 
@@ -331,9 +331,23 @@ def _assemble(record: RunRecord, store: Store) -> list[RunFigure]:
                    for r in recipes]  # fmt: skip
 
 
-_BUILDERS = {"stitch": _stitch, "zoo": lambda r, st: _curve(r, st, "Training curve"), "similarity": _similarity,
-             "matrix": _matrix, "sweep": _sweep, "merge": _lm, "lmstitch": _lm, "lmdepth": _lm,
-             "assemble": _assemble}  # fmt: skip
+def _zoo(record: RunRecord, store: Store) -> list[RunFigure]:
+    return _curve(record, store, "Training curve")
+
+
+# Each run kind's figures (those its view in the app draws once it has ended); one entry per registered kind
+# (tests/test_kinds.py checks it against list_experiments()).
+FIGURES: dict[str, Callable[[RunRecord, Store], list[RunFigure]]] = {
+    "assemble": _assemble,
+    "lmdepth": _lm,
+    "lmstitch": _lm,
+    "matrix": _matrix,
+    "merge": _lm,
+    "similarity": _similarity,
+    "stitch": _stitch,
+    "sweep": _sweep,
+    "zoo": _zoo,
+}
 
 
 def run_figures(record: RunRecord, store: Store) -> list[RunFigure]:
@@ -341,7 +355,7 @@ def run_figures(record: RunRecord, store: Store) -> list[RunFigure]:
 
     A run that ended early draws what it finished; an unknown kind draws its training curves.
     """
-    build = _BUILDERS.get(record.kind)
+    build = FIGURES.get(record.kind)
     return build(record, store) if build else _curve(record, store, "Curves")
 
 

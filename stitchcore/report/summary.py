@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from stitchcore.errors import StitchError
@@ -23,7 +23,7 @@ from stitchcore.plots.lm import HIGHER_IS_WORSE as LM_HIGHER_IS_WORSE
 from stitchcore.plots.penalty import IMAGE_PENALTY, LM_PENALTY, penalty_label
 from stitchcore.store.results import RunRecord
 
-__all__ = ["SUMMARY_FIELDS", "run_label", "summary_row", "headline", "facts", "preprocess_text"]
+__all__ = ["SUMMARY_FIELDS", "HEADLINES", "run_label", "summary_row", "headline", "facts", "preprocess_text"]
 
 # Summary fields shown side by side when runs are compared, in this order (nested ones as "base.a").
 SUMMARY_FIELDS = {
@@ -87,43 +87,81 @@ def summary_row(rec: RunRecord) -> dict[str, Any]:
     return row
 
 
+def _stitch_numbers(s: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    base = s.get("penalty_base", "b").upper()
+    return [("Stitched accuracy", _number("accuracy", s.get("accuracy"))),
+            ("Model A", _number("base.a", _field(s, "base.a"))), ("Model B", _number("base.b", _field(s, "base.b"))),
+            (f"Penalty ({base} − stitched)", _number("penalty", s.get("penalty"))),
+            ("Adapter parameters", _number("params", s.get("params")))]  # fmt: skip
+
+
+def _zoo_numbers(s: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    out = [("Test accuracy", _number("accuracy", s.get("accuracy"))), ("Parameters", _number("params", s.get("params")))]
+    if s.get("val_loss") is not None:
+        out.append(("Validation loss", f"{s['val_loss']:.3f}"))
+    return out
+
+
+def _lm_pair_numbers(joined: str) -> Callable[[Mapping[str, Any]], list[tuple[str, Any]]]:
+    """A merge's or an lmstitch's numbers; ``joined`` names the joined model ("merged", "stitched")."""
+
+    def numbers(s: Mapping[str, Any]) -> list[tuple[str, Any]]:
+        base = s.get("base") or {}
+        return [("Loss A", f"{base['a']['loss']:.3f}"), ("Loss B", f"{base['b']['loss']:.3f}"),
+                (f"Loss {joined}", f"{s['loss']:.3f}"),
+                (f"Loss penalty (base {str(s.get('penalty_base', 'b')).upper()})", f"{s['loss_penalty']:+.3f}"),
+                ("Perplexity", f"{s['perplexity']:.2f}")]  # fmt: skip
+
+    return numbers
+
+
+def _lmdepth_numbers(s: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    base = s.get("base") or {}
+    return [("Loss A", f"{base['a']['loss']:.3f}"), ("Loss B", f"{base['b']['loss']:.3f}"),
+            ("Points", str(len(s.get("points") or [])))]  # fmt: skip
+
+
+def _matrix_numbers(s: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    return [("Cells", _number("n_cells", s.get("n_cells"))), ("Skipped pairs", str(len(s.get("skipped") or {})))]
+
+
+def _similarity_numbers(s: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    return [("Measure", str(s.get("measure"))), ("Examples", _number("n", s.get("n")))]
+
+
+def _sweep_numbers(s: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    return [("Cut positions", str(len(s.get("positions") or []))), ("Metrics", ", ".join(s.get("metrics") or []))]
+
+
+def _assemble_numbers(s: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    scored = [c for c in s.get("cells") or [] if c.get("accuracy") is not None and not c.get("same_as")]
+    best = max(scored, key=lambda c: c["accuracy"], default=None)
+    return [("Networks trained", str(len(scored))), ("On the Pareto front", str(len(s.get("pareto") or []))),
+            ("Best accuracy", _number("accuracy", best["accuracy"]) if best else None)]  # fmt: skip
+
+
+# Each run kind's headline numbers from its summary, as ``(label, text or None)``; :func:`headline` adds the time.
+# One entry per registered kind (tests/test_kinds.py checks it against list_experiments()).
+HEADLINES: dict[str, Callable[[Mapping[str, Any]], list[tuple[str, Any]]]] = {
+    "assemble": _assemble_numbers,
+    "lmdepth": _lmdepth_numbers,
+    "lmstitch": _lm_pair_numbers("stitched"),
+    "matrix": _matrix_numbers,
+    "merge": _lm_pair_numbers("merged"),
+    "similarity": _similarity_numbers,
+    "stitch": _stitch_numbers,
+    "sweep": _sweep_numbers,
+    "zoo": _zoo_numbers,
+}
+
+
 def headline(rec: RunRecord) -> list[tuple[str, str]]:
     """The numbers a run's view shows first, as ``(label, text)``; [] for a run without results."""
     s = rec.summary or {}
     if not s:
         return []
-    out: list[tuple[str, str]] = []
-    if rec.kind == "stitch":
-        base = s.get("penalty_base", "b").upper()
-        out += [("Stitched accuracy", _number("accuracy", s.get("accuracy"))),
-                ("Model A", _number("base.a", _field(s, "base.a"))), ("Model B", _number("base.b", _field(s, "base.b"))),
-                (f"Penalty ({base} − stitched)", _number("penalty", s.get("penalty"))),
-                ("Adapter parameters", _number("params", s.get("params")))]  # fmt: skip
-    elif rec.kind == "zoo":
-        out += [("Test accuracy", _number("accuracy", s.get("accuracy"))), ("Parameters", _number("params", s.get("params")))]
-        if s.get("val_loss") is not None:
-            out.append(("Validation loss", f"{s['val_loss']:.3f}"))
-    elif rec.kind in ("merge", "lmstitch"):
-        base = s.get("base") or {}
-        out += [("Loss A", f"{base['a']['loss']:.3f}"), ("Loss B", f"{base['b']['loss']:.3f}"),
-                ("Loss " + ("merged" if rec.kind == "merge" else "stitched"), f"{s['loss']:.3f}"),
-                (f"Loss penalty (base {str(s.get('penalty_base', 'b')).upper()})", f"{s['loss_penalty']:+.3f}"),
-                ("Perplexity", f"{s['perplexity']:.2f}")]  # fmt: skip
-    elif rec.kind == "lmdepth":
-        base = s.get("base") or {}
-        out += [("Loss A", f"{base['a']['loss']:.3f}"), ("Loss B", f"{base['b']['loss']:.3f}"),
-                ("Points", str(len(s.get("points") or [])))]  # fmt: skip
-    elif rec.kind == "matrix":
-        out += [("Cells", _number("n_cells", s.get("n_cells"))), ("Skipped pairs", str(len(s.get("skipped") or {})))]
-    elif rec.kind == "similarity":
-        out += [("Measure", str(s.get("measure"))), ("Examples", _number("n", s.get("n")))]
-    elif rec.kind == "sweep":
-        out += [("Cut positions", str(len(s.get("positions") or []))), ("Metrics", ", ".join(s.get("metrics") or []))]
-    elif rec.kind == "assemble":
-        scored = [c for c in s.get("cells") or [] if c.get("accuracy") is not None and not c.get("same_as")]
-        best = max(scored, key=lambda c: c["accuracy"], default=None)
-        out += [("Networks trained", str(len(scored))), ("On the Pareto front", str(len(s.get("pareto") or []))),
-                ("Best accuracy", _number("accuracy", best["accuracy"]) if best else None)]  # fmt: skip
+    numbers = HEADLINES.get(rec.kind)
+    out = numbers(s) if numbers is not None else []  # a kind this version does not know: its time only
     if s.get("seconds") is not None:
         out.append(("Time", f"{s['seconds']:.1f} s"))
     return [(k, str(v)) for k, v in out if v is not None]

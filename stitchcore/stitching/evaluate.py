@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-__all__ = ["ClassifierScore", "score_logits", "evaluate_batches", "count_params", "module_flops", "stitching_penalty"]
+if TYPE_CHECKING:
+    from stitchcore.data.images import ImageDataset
+    from stitchcore.models.loaded import LoadedModel
+
+__all__ = ["ClassifierScore", "score_logits", "evaluate_batches", "model_accuracy", "count_params", "module_flops",
+           "stitching_penalty"]
 
 
 class ClassifierScore(dict):
@@ -39,6 +45,16 @@ def evaluate_batches(
         logits.append(forward(x.to(device)).float().cpu())
         labels.append(y)
     return score_logits(torch.cat(logits), torch.cat(labels), num_classes)
+
+
+def model_accuracy(loaded: LoadedModel, ds: ImageDataset, *, split: str = "test", batch_size: int = 256,
+                   device: torch.device | None = None) -> float:
+    """Accuracy of a loaded classifier on one split of ``ds``, through the model's own preprocessing
+    (``loaded.preprocess``: the dataset's [0, 1] images -> the model's input); the model stays on ``device``
+    (default: CPU, where models loaded for display live)."""
+    device = device or torch.device("cpu")
+    forward = lambda x: loaded.model(loaded.preprocess(x))  # noqa: E731  [B, C, H, W] -> logits [B, K]
+    return evaluate_batches(forward, ds.batches(split, batch_size), ds.num_classes, device)["accuracy"]
 
 
 def count_params(module: nn.Module, trainable_only: bool = True) -> int:

@@ -1,0 +1,133 @@
+"""Form parts the launching pages share: the model and dataset pickers, the check that a dataset fits the
+models' heads, and the Launch button that says why it is disabled."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from stitchcore.data import list_datasets
+from stitchcore.errors import StitchError
+from stitchcore.experiments.dataset_check import head_fix, head_mismatch
+from stitchcore.models.loaded import LoadedModel
+from stitchcore.models.refs import parse_ref
+from ui.errors import show_error
+from ui.resources import dataset_for_display, viewer_mode
+
+__all__ = ["CUSTOM_REF", "IMAGEFOLDER", "pick_model", "pick_dataset", "dataset_fit", "launch_button"]
+
+CUSTOM_REF = "other (type a model ref)…"
+
+
+def pick_model(role: str, zoo_refs: list[str], default_index: int, prefix: str = "") -> str | None:
+    """A selectbox of trained zoo models plus a free ModelRef field; returns the canonical ref.
+
+    Widget keys are ``{prefix}pick_{role}`` and ``{prefix}ref_{role}`` (URL prefill writes them).
+    """
+    pick_key, ref_key, auto_key = f"{prefix}pick_{role}", f"{prefix}ref_{role}", f"{prefix}pick_{role}_auto"
+    options = zoo_refs + [CUSTOM_REF]
+    picked = st.session_state.get(pick_key)
+    if picked is not None and picked not in options:
+        st.session_state[pick_key] = CUSTOM_REF
+    if picked == CUSTOM_REF and st.session_state.get(auto_key) and zoo_refs and not st.session_state.get(ref_key):
+        del st.session_state[pick_key]  # "other" only because nothing was trained then: follow the new models
+    if pick_key not in st.session_state:
+        st.session_state[pick_key] = options[min(default_index, len(options) - 1)]
+        st.session_state[auto_key] = not zoo_refs
+    choice = st.selectbox(f"Model {role.upper()}", options, key=pick_key)
+    text = choice
+    if choice == CUSTOM_REF:
+        text = st.text_input(f"Model {role.upper()} ref", key=ref_key,
+                             placeholder="timm:resnet18?pretrained=false, file:/path/model.pt?arch=zoo:cnn …")
+    if not text:
+        return None
+    try:
+        return str(parse_ref(text))
+    except StitchError as exc:
+        show_error(exc)
+        return None
+
+
+IMAGEFOLDER = "a folder of images (ImageFolder)…"
+
+
+def pick_dataset(prefix: str, default: str | None) -> str | None:
+    """The dataset picker: every registered dataset, or an ImageFolder path; returns its name or None.
+
+    Follows ``default`` (B's training set, else A's) until the user picks another; a value the URL put
+    under ``{prefix}dataset`` (``digits|drop3``, ``imagefolder:/x``) is selected as given.
+    """
+    key, auto_key, path_key = f"{prefix}dataset", f"{prefix}dataset_auto", f"{prefix}dataset_path"
+    options = list_datasets() + [IMAGEFOLDER]
+    value = st.session_state.get(key)
+    if value is None or value == st.session_state.get(auto_key):  # untouched: follow the models' default
+        st.session_state[key] = value = default
+    st.session_state[auto_key] = default
+    if isinstance(value, str) and value.startswith("imagefolder:"):
+        st.session_state[path_key] = value.removeprefix("imagefolder:")
+        st.session_state[key] = value = IMAGEFOLDER
+    if value is not None and value not in options:
+        options.insert(0, value)  # a transformed dataset (digits|drop3) stays choosable
+
+    def label(name: str) -> str:
+        return f"{name}  (the models' training set)" if name == default else name
+
+    choice = st.selectbox("Dataset", options, key=key, index=None, placeholder="choose a dataset", format_func=label,
+                          help="The data the adapter trains and is evaluated on; default: B's training set")
+    if choice != IMAGEFOLDER:
+        return choice
+    path = st.text_input("Image folder", key=path_key, placeholder="/data/pets or /data/pets?size=64",
+                         help="train/<class>/* and test/<class>/* (or val/); images resized to 32x32 unless ?size=N")
+    return f"imagefolder:{path.strip()}" if path.strip() else None
+
+
+
+
+def _use_ref(prefix: str, role: str, ref: str) -> None:
+    st.session_state[f"{prefix}pick_{role}"] = CUSTOM_REF
+    st.session_state[f"{prefix}ref_{role}"] = ref
+
+
+def dataset_fit(prefix: str, dataset: str | None, models: dict[str, LoadedModel]) -> str | None:
+    """Check the chosen dataset against the models' heads (``models``: role -> model); None when it fits.
+
+    Shows the dataset in one line, or what is wrong and what to do: for a random-init hub model a button
+    that switches to its ref with the matching ``num_classes``.  Returns the reason Launch is disabled.
+    """
+    if dataset is None:
+        return "choose a dataset: neither model says which data it was trained on"
+    try:
+        with st.spinner(f"Loading {dataset} …"):
+            ds = dataset_for_display(dataset)
+    except StitchError as exc:
+        show_error(exc)
+        return f"dataset {dataset} cannot be loaded"
+    reason = None
+    for role, model in models.items():
+        why = head_mismatch(model, ds, role.upper())
+        if why is None:
+            continue
+        reason = reason or why
+        fix = head_fix(model, ds.num_classes)
+        if fix:
+            st.warning(f"{why}. Its head is random anyway: give it {ds.num_classes} outputs.",
+                       icon=":material/warning:")
+            st.button(f"Use {fix}", key=f"{prefix}fix_{role}", on_click=_use_ref, args=(prefix, role, fix))
+        else:
+            st.warning(f"{why}. Choose the dataset it was trained on, or a model trained on {ds.name}.",
+                       icon=":material/warning:")
+    c, h, w = ds.image_shape
+    st.caption(f"Data: {ds.name} · {ds.num_classes} classes · {len(ds.y_train):,} train / {len(ds.y_test):,} test "
+               f"images of {c}x{h}x{w}")
+    return reason
+
+
+def launch_button(label: str, reason: str | None, *, key: str) -> bool:
+    """The primary button that submits a job; disabled with ``reason`` shown while the form is incomplete
+    (and in viewer mode)."""
+    if viewer_mode():
+        reason = "this server is in viewer mode (STITCHLAB_VIEWER=1): results only"
+    clicked = st.button(label, type="primary", key=key, disabled=reason is not None,
+                        help=f"Disabled: {reason}" if reason else None)
+    if reason:
+        st.caption(f":material/block: {label} is disabled: {reason}.")
+    return clicked

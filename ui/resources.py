@@ -1,0 +1,72 @@
+"""What every page shares: the process-wide store and job runner, models and datasets loaded for display
+(each a single ``st.cache_resource``), page setup, viewer mode and the device line."""
+
+from __future__ import annotations
+
+import os
+
+import streamlit as st
+
+from stitchcore.cuts import Cut, list_cuts
+from stitchcore.data import ImageDataset, load_dataset
+from stitchcore.device import describe_device, pick_device
+from stitchcore.errors import StitchError
+from stitchcore.jobs import JobRunner
+from stitchcore.models.loaded import LoadedModel
+from stitchcore.models.sources import load_model
+from stitchcore.store.results import Store, resolve_store_dir
+
+__all__ = ["get_store", "get_runner", "load_for_display", "cuts_of", "dataset_for_display", "page_setup",
+           "viewer_mode", "device_label", "POLL_SECONDS"]
+
+POLL_SECONDS = 2.0  # live views redraw this often while a job runs (each redraw costs every watching browser)
+
+
+@st.cache_resource(show_spinner=False)
+def get_store() -> Store:
+    """The results store: $STITCHLAB_STORE, else cache/ (as the CLI)."""
+    return Store(resolve_store_dir())
+
+
+@st.cache_resource(show_spinner=False)
+def get_runner() -> JobRunner:
+    """One runner per server process; every browser session sees the same jobs.  Jobs run in a worker
+    process with one core left for the server ($STITCHLAB_JOB_THREADS sets their torch threads)."""
+    return JobRunner(get_store(), isolation="process")
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def load_for_display(ref: str) -> LoadedModel:
+    """A model loaded for display (cut lists, shapes); shared read-only, never trained."""
+    return load_model(ref, store=get_store())
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def cuts_of(ref: str) -> list[Cut]:
+    """The cut points of ``ref`` (see stitchcore.cuts.list_cuts)."""
+    m = load_for_display(ref)
+    return list_cuts(m)
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def dataset_for_display(name: str) -> ImageDataset:
+    """A dataset loaded to check the models' heads against it (shared read-only)."""
+    return load_dataset(name)
+
+
+def page_setup(title: str) -> None:
+    """Every page calls this first: wide layout (set per page: Streamlit 1.67 resets the
+    entrypoint's layout when a page runs) and the browser-tab title."""
+    st.set_page_config(page_title=f"{title} · StitchLab", page_icon="🧵", layout="wide")
+
+
+def viewer_mode() -> bool:
+    """Viewer mode (``STITCHLAB_VIEWER=1``): results are shown, no jobs can be launched."""
+    return os.environ.get("STITCHLAB_VIEWER", "").lower() in ("1", "true", "yes")
+
+
+def device_label() -> str:
+    try:
+        return describe_device(pick_device(), threads=get_runner().cpu_threads)
+    except StitchError as exc:  # a bad STITCHLAB_DEVICE must not take the app down
+        return f"device error: {exc}"
