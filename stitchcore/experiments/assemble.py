@@ -44,7 +44,7 @@ from torch import nn
 
 from stitchcore.backends import Unit, UnitContext
 from stitchcore.cuts import Cut, coarse_cuts, get_cut, list_cuts, split
-from stitchcore.data.images import ImageDataset, load_dataset
+from stitchcore.data.images import ImageDataset
 from stitchcore.errors import StitchError
 from stitchcore.experiments._cells import CellBook
 from stitchcore.experiments._registry import RunContext, register_experiment
@@ -55,7 +55,7 @@ from stitchcore.experiments._spec import (
     check_positive,
     check_sample_caps,
 )
-from stitchcore.experiments.dataset_check import check_head_classes, load_pair, resolve_dataset
+from stitchcore.experiments.dataset_check import check_head_classes, load_pair, pair_dataset
 from stitchcore.experiments.estimate import (
     Estimate,
     EstimateContext,
@@ -260,7 +260,7 @@ class _Parts:
 
 def _prepare(spec: AssembleSpec, store: Store) -> _Parts:
     a, b = load_pair(spec, store, input_kind="image", hint="assemble joins image classifiers")
-    data = load_dataset(resolve_dataset(spec.dataset, a, b))
+    data = pair_dataset(spec, a, b)
     check_head_classes(b, data, "B")
     senders, receivers = _cuts(a, spec.senders), _cuts(b, spec.receivers)
     n_train = len(data.labels("train")) if spec.max_train is None else min(spec.max_train, len(data.labels("train")))
@@ -448,7 +448,7 @@ def _assemble_units(spec: AssembleSpec, ectx: EstimateContext) -> dict:
     device = ectx.device
     t0 = time.perf_counter()
     a, b = ectx.load(spec.a), ectx.load(spec.b)
-    ds = load_dataset(resolve_dataset(spec.dataset, a, b))
+    ds = pair_dataset(spec, a, b)
     senders, trained = assemble_plan(spec, a, b)  # the cells that train an adapter: (sender, receiver, recipe)
     setup = time.perf_counter() - t0
     per = [pair_units(a, b, ds, s, r, recipe, spec.batch_size, "task", spec.optimizer, device)

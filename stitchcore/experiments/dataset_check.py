@@ -20,13 +20,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from stitchcore.data.images import ImageDataset
+from stitchcore.data.images import ImageDataset, load_dataset
 from stitchcore.errors import DataError, StitchError
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.refs import ModelRef, parse_ref
 from stitchcore.models.sources import load_model
 
-__all__ = ["check_head_classes", "default_dataset", "head_fix", "head_mismatch", "load_pair", "resolve_dataset"]
+__all__ = ["check_head_classes", "default_dataset", "head_fix", "head_mismatch", "load_pair", "pair_dataset", "resolve_dataset"]
 
 _HEAD_SCHEMES = ("timm", "torchvision")  # sources whose refs take ?num_classes= for a random-init head
 
@@ -88,3 +88,8 @@ def load_pair(spec: Any, store: Any, *, input_kind: str, hint: str) -> tuple[Loa
             what = "a language model" if input_kind == "image" else "not a language model"
             raise StitchError(f"model {role} ({m.ref}) is {what}; {hint}")
     return a, b
+
+
+def pair_dataset(spec: Any, a: LoadedModel, b: LoadedModel) -> ImageDataset:
+    """The data a run of ``spec`` on A and B uses, loaded: its ``dataset``, else B's, else A's."""
+    return load_dataset(resolve_dataset(spec.dataset, a, b))

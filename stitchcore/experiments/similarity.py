@@ -16,11 +16,11 @@ from typing import Any
 import torch
 
 from stitchcore.cuts import Cut, get_cut, list_cuts
-from stitchcore.data.images import SPLITS, ImageDataset, load_dataset
+from stitchcore.data.images import SPLITS, ImageDataset
 from stitchcore.errors import StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments._spec import Spec, check_at_least, check_choice
-from stitchcore.experiments.dataset_check import resolve_dataset
+from stitchcore.experiments.dataset_check import pair_dataset
 from stitchcore.experiments.estimate import (
     Estimate,
     EstimateContext,
@@ -80,7 +80,7 @@ def _inputs(spec: SimilaritySpec, store: Any) -> tuple[LoadedModel, LoadedModel,
     """A, B, the data and [A's cuts, B's cuts]; CutError naming the close names for a bad one."""
     a = load_model(spec.a, store=store)
     b = load_model(spec.b, store=store)
-    ds = load_dataset(resolve_dataset(spec.dataset, a, b))
+    ds = pair_dataset(spec, a, b)
     cuts = []
     for m, names in ((a, spec.senders), (b, spec.receivers)):
         all_cuts = list_cuts(m)
@@ -101,7 +101,7 @@ def estimate_similarity(spec: SimilaritySpec, ectx: EstimateContext) -> Estimate
     def units() -> dict:
         t0 = time.perf_counter()
         a, b = ectx.load(spec.a), ectx.load(spec.b)
-        ds = load_dataset(resolve_dataset(spec.dataset, a, b))
+        ds = pair_dataset(spec, a, b)
         n_a = len(list_cuts(a) if spec.senders is None else spec.senders)
         n_b = len(list_cuts(b) if spec.receivers is None else spec.receivers)
         x = torch.randn(spec.batch_size, 512, dtype=torch.float64)

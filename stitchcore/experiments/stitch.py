@@ -17,7 +17,6 @@ import torch
 from safetensors.torch import save
 
 from stitchcore.cuts import Cut, get_cut, split, split_segment
-from stitchcore.data.images import load_dataset
 from stitchcore.errors import AdapterError, StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments._spec import (
@@ -27,7 +26,7 @@ from stitchcore.experiments._spec import (
     check_positive,
     check_sample_caps,
 )
-from stitchcore.experiments.dataset_check import check_head_classes, load_pair, resolve_dataset
+from stitchcore.experiments.dataset_check import check_head_classes, load_pair, pair_dataset
 from stitchcore.experiments.estimate import (
     Estimate,
     EstimateContext,
@@ -133,7 +132,7 @@ def _state_bytes(module: torch.nn.Module) -> bytes:
 def _prepare(spec: StitchSpec, store: Any) -> tuple[LoadedModel, LoadedModel, Any, Cut, Cut]:
     """Load A, B and the data and find both cuts; StitchError for anything that cannot run."""
     a, b = load_pair(spec, store, input_kind="image", hint="use the merge/LM stitching tools")
-    ds = load_dataset(resolve_dataset(spec.dataset, a, b))
+    ds = pair_dataset(spec, a, b)
     check_head_classes(b, ds, "B")
     check_head_classes(a, ds, "A")
     cut_a = get_cut(a, spec.cut_a)
@@ -158,7 +157,7 @@ def _stitch_units(spec: StitchSpec, ectx: EstimateContext) -> dict[str, float]:
     device = ectx.device
     t0 = time.perf_counter()
     a, b = ectx.load(spec.a), ectx.load(spec.b)
-    ds = load_dataset(resolve_dataset(spec.dataset, a, b))
+    ds = pair_dataset(spec, a, b)
     cut_a = get_cut(a, spec.cut_a)
     cut_b = get_cut(b, spec.cut_b)
     setup = time.perf_counter() - t0

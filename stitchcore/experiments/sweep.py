@@ -50,7 +50,7 @@ from stitchcore.experiments._spec import (
     check_positive,
     check_sample_caps,
 )
-from stitchcore.experiments.dataset_check import check_head_classes, load_pair, resolve_dataset
+from stitchcore.experiments.dataset_check import check_head_classes, load_pair, pair_dataset
 from stitchcore.experiments.estimate import (
     Estimate,
     EstimateContext,
@@ -286,7 +286,7 @@ def _reference(spec: SweepSpec, ctx: RunContext, m: LoadedModel, data: _Data) ->
 
 
 def _load_data(spec: SweepSpec, a: LoadedModel, b: LoadedModel) -> _Data:
-    base = load_dataset(resolve_dataset(spec.dataset, a, b))
+    base = pair_dataset(spec, a, b)
     check_head_classes(b, base, "B")
     check_head_classes(a, base, "A")
     train = load_dataset(spec.train_data) if spec.train_data else base
@@ -427,7 +427,7 @@ def _sweep_units(spec: SweepSpec, ectx: EstimateContext) -> dict:
     t0 = time.perf_counter()
     a, b = ectx.load(spec.a), ectx.load(spec.b)
     cuts = _positions(spec, a, b)
-    ds = load_dataset(resolve_dataset(spec.dataset, a, b))
+    ds = pair_dataset(spec, a, b)
     train = load_dataset(spec.train_data) if spec.train_data else ds
     setup = time.perf_counter() - t0
     per = [pair_units(a, b, train, ca, cb, spec.adapter, spec.batch_size, "task", spec.optimizer, device)

@@ -11,8 +11,7 @@ import statistics
 import time
 
 from stitchcore.cuts import Cut, get_cut, list_cuts
-from stitchcore.data.images import load_dataset
-from stitchcore.experiments.dataset_check import resolve_dataset
+from stitchcore.experiments.dataset_check import pair_dataset
 from stitchcore.experiments.estimate import (
     Estimate,
     EstimateContext,
@@ -36,7 +35,7 @@ def _matrix_units(spec: MatrixSpec, ectx: EstimateContext) -> dict:
     device = ectx.device
     t0 = time.perf_counter()
     a, b = ectx.load(spec.a), ectx.load(spec.b)
-    ds = load_dataset(resolve_dataset(spec.dataset, a, b))
+    ds = pair_dataset(spec, a, b)
 
     def cuts(m: LoadedModel, names: tuple[str, ...] | None) -> list[Cut]:
         return list_cuts(m) if names is None else [get_cut(m, n) for n in names]

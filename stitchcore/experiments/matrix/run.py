@@ -24,11 +24,11 @@ import torch
 
 from stitchcore.backends import Backend, Unit
 from stitchcore.cuts import Cut, split
-from stitchcore.data.images import ImageDataset, load_dataset
+from stitchcore.data.images import ImageDataset
 from stitchcore.errors import StitchError
 from stitchcore.experiments._cells import CellBook
 from stitchcore.experiments._registry import RunContext, register_experiment
-from stitchcore.experiments.dataset_check import check_head_classes, load_pair, resolve_dataset
+from stitchcore.experiments.dataset_check import check_head_classes, load_pair, pair_dataset
 from stitchcore.experiments.matrix.estimate import estimate_matrix
 from stitchcore.experiments.matrix.read import cell_grid, difference
 from stitchcore.experiments.matrix.spec import CELLS_ARTIFACT, MatrixSpec
@@ -95,7 +95,7 @@ def _inputs(spec: MatrixSpec, store: Store) -> tuple[dict[str, LoadedModel], Ima
     """A and B loaded, the data (B's head fits it) and the chosen cuts; StitchError for what cannot run."""
     a, b = load_pair(spec, store, input_kind="image", hint="matrices need image models")
     models = {"a": a, "b": b}
-    ds = load_dataset(resolve_dataset(spec.dataset, models["a"], models["b"]))
+    ds = pair_dataset(spec, models["a"], models["b"])
     check_head_classes(models["b"], ds, "B")
     check_head_classes(models["a"], ds, "A")
     return models, ds, _resolve_cuts(models["a"], spec.senders), _resolve_cuts(models["b"], spec.receivers)
