@@ -153,9 +153,9 @@ class TrainingClock:
             with torch.no_grad():  # eval mode after training: no state changes
                 shape = tuple(adapters[0](sender_acts[0][:2].float()).shape[1:])
             self.calls.append({"seconds": seconds, "k": len(adapters), "suffix": suffix, "n": len(labels),
-                               "labels": labels, "batch_size": kw["batch_size"], "epochs": kw["epochs"],
+                               "labels": labels, "batch_size": kw["knobs"].batch_size, "epochs": kw["knobs"].epochs,
                                "shape": shape, "adapters": adapters, "sender_acts": sender_acts,
-                               "optimizer": (kw["optimizer"], kw["lr"], kw["weight_decay"])})  # fmt: skip
+                               "optimizer": (kw["knobs"].optimizer, kw["knobs"].lr, kw["knobs"].weight_decay)})  # fmt: skip
             return out
 
         matrix_units.train_adapters_shared_suffix = timed

@@ -20,7 +20,7 @@ from ui.errors import md_text, show_error
 from ui.estimates import show_estimate, show_plan_estimate
 from ui.figures import CHART_CONFIG, chart, live_figure
 from ui.forms import CUSTOM_REF, dataset_fit, launch_button, pick_dataset, pick_model
-from ui.nav import PAGE_FOR_KIND, PAGE_TITLES, follow_deep_link
+from ui.nav import PAGE_FOR_KIND, PAGE_TITLES, follow_deep_link, page_file
 from ui.resources import (
     POLL_SECONDS,
     cuts_of,
@@ -32,6 +32,7 @@ from ui.resources import (
     viewer_mode,
 )
 from ui.runs import (
+    Card,
     job_monitor,
     live_while_running,
     progress_text,
@@ -43,40 +44,9 @@ from ui.runs import (
     watch_kind,
 )
 
-__all__ = [
-    "get_store",
-    "get_runner",
-    "page_setup",
-    "load_for_display",
-    "cuts_of",
-    "pick_model",
-    "pick_dataset",
-    "dataset_fit",
-    "launch_button",
-    "show_estimate",
-    "show_plan_estimate",
-    "rerun_when_jobs_finish",
-    "progress_with_stop",
-    "progress_text",
-    "viewer_mode",
-    "device_label",
-    "job_monitor",
-    "live_while_running",
-    "run_link",
-    "follow_deep_link",
-    "run_view",
-    "run_header",
-    "watch_kind",
-    "run_downloads",
-    "made_download",
-    "bundle_bytes",
-    "chart",
-    "live_figure",
-    "CHART_CONFIG",
-    "CUSTOM_REF",
-    "PAGE_FOR_KIND",
-    "PAGE_TITLES",
-    "show_error",
-    "md_text",
-    "POLL_SECONDS",
-]
+__all__ = ["CHART_CONFIG", "CUSTOM_REF", "PAGE_FOR_KIND", "PAGE_TITLES", "POLL_SECONDS", "bundle_bytes",
+    "Card", "chart", "cuts_of", "dataset_fit", "device_label", "follow_deep_link", "get_runner",
+    "get_store", "job_monitor", "launch_button", "live_figure", "live_while_running", "load_for_display",
+    "made_download", "md_text", "page_file", "page_setup", "pick_dataset", "pick_model", "progress_text",
+    "progress_with_stop", "rerun_when_jobs_finish", "run_downloads", "run_header", "run_link", "run_view",
+    "show_error", "show_estimate", "show_plan_estimate", "viewer_mode", "watch_kind"]

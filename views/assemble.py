@@ -169,6 +169,6 @@ if st.query_params.get("run"):
         st.error(f"No run {st.query_params['run']!r} in the store.")
     elif rec.kind != "assemble":
         st.info(f"Run `{rec.id}` is a {rec.kind} run, not an assembly.")
-        st.page_link("views/results.py", label="Open it on Results", query_params={"run": rec.id})
+        st.page_link(ui.page_file("results"), label="Open it on Results", query_params={"run": rec.id})
     else:
         run_views.assemble_view(rec, key="asm")

@@ -55,7 +55,7 @@ with left:
         except Exception as exc:  # a bug must not kill the page: one line here, the traceback in the log
             ui.show_error(exc, "queueing the classroom demo")
         else:
-            st.switch_page("views/stitch.py", query_params={"run": job.id})
+            st.switch_page(ui.page_file("stitch"), query_params={"run": job.id})
 with right:
     st.graphviz_chart(DIAGRAM)
 
@@ -67,7 +67,7 @@ for rec in runs:
     metric = rec.summary.get("accuracy") if rec.summary else None
     name = rec.summary.get("ref") if rec.kind == "zoo" and rec.summary else None  # a trained model: its ref
     text = f"{name or rec.label or rec.kind}" + (f" — {metric:.1%}" if isinstance(metric, float) else "")
-    page = "views/stitch.py" if rec.kind == "stitch" else "views/results.py"
+    page = ui.page_file("stitch") if rec.kind == "stitch" else ui.page_file("results")
     st.page_link(page, label=ui.md_text(f"{rec.status} · {text}"), query_params={"run": rec.id})
 
 ui.rerun_when_jobs_finish(("zoo", "stitch"))  # Recent runs lists what finished

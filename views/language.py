@@ -171,7 +171,7 @@ def _results(run_id: str) -> None:
         st.error(f"No run {run_id!r} in the store at {ui.get_store().root}.")
     elif rec.kind not in KINDS.values():
         st.info(f"Run `{run_id}` is a {rec.kind} run, not a language-model run.")
-        st.page_link("views/results.py", label="Open it on Results", query_params={"run": run_id})
+        st.page_link(ui.page_file("results"), label="Open it on Results", query_params={"run": run_id})
     else:
         run_views.lm_view(rec, key="lm")
 

@@ -150,7 +150,7 @@ def show_run(run_id: str) -> None:
         return
     if snap.kind != "zoo":
         st.page_link(
-            "views/results.py",
+            ui.page_file("results"),
             label="This run is not a zoo model: open it on Results",
             query_params={"run": run_id},
         )

@@ -155,7 +155,7 @@ linked = st.query_params.get("run")
 
 if not records:
     st.info("No runs in the store yet. Run the classroom demo to train two small models and stitch them.")
-    st.page_link("views/home.py", label="Go to Home and run the classroom demo", icon=":material/home:")
+    st.page_link(ui.page_file("home"), label="Go to Home and run the classroom demo", icon=":material/home:")
     st.caption(f"Store: `{store.root}`")
     if linked:
         ui.run_view(linked, key="results", cards=run_views.CARDS)

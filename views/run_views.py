@@ -78,7 +78,7 @@ def zoo_card(s: dict[str, Any], key: str) -> None:
 
 
 # The result cards ``ui.run_view`` draws under a done run's header (kind -> card); pages showing ``?run=`` pass it.
-CARDS: dict[str, ui.runs.Card] = {"stitch": stitch_card, "zoo": zoo_card}
+CARDS: dict[str, ui.Card] = {"stitch": stitch_card, "zoo": zoo_card}
 
 
 def card_view(rec: RunRecord, *, key: str) -> None:
@@ -176,7 +176,7 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
             st.subheader("Controls and debiased matrices")
             st.caption("Each control stitches the same cuts with random-init weights on one side or both "
                        "(Hernandez et al.); beside it, debiased = trained accuracy − the control's, cell by cell: "
-                       f"higher = the trained network adds more than the control (blue), below 0 = worse "
+                       "higher = the trained network adds more than the control (blue), below 0 = worse "
                        "than the control (red).")  # fmt: skip
         for table in state.controls:
             pair = control_panels(table, senders, receivers)
@@ -215,7 +215,7 @@ def _open_selected_cell(spec: MatrixSpec, event) -> None:
     for point in (event.selection.points if event is not None else []):
         cell = plots_heatmap.cell_of_point(point)
         if cell is not None:
-            st.switch_page("views/stitch.py", query_params=_stitch_params(spec, *cell))
+            st.switch_page(ui.page_file("stitch"), query_params=_stitch_params(spec, *cell))
 
 
 def _open_in_stitch(spec: MatrixSpec, senders: list[str], receivers: list[str], key: str) -> None:
@@ -223,7 +223,7 @@ def _open_in_stitch(spec: MatrixSpec, senders: list[str], receivers: list[str], 
     c = st.columns([2, 2, 3])
     sender = c[0].selectbox("Sender (A)", senders, key=f"{key}_cell_sender")
     receiver = c[1].selectbox("Receiver (B)", receivers, key=f"{key}_cell_receiver")
-    c[2].page_link("views/stitch.py", label="Open this cell on the Stitch page",
+    c[2].page_link(ui.page_file("stitch"), label="Open this cell on the Stitch page",
                    query_params=_stitch_params(spec, sender, receiver), icon=":material/cable:")
 
 
@@ -266,7 +266,7 @@ def assemble_view(rec: RunRecord, *, key: str) -> None:
             if isinstance(index, list):
                 index = index[0] if index else None
             if isinstance(index, int) and 0 <= index < len(cells):
-                st.switch_page("views/stitch.py", query_params=_assemble_stitch_params(spec, cells[index]))
+                st.switch_page(ui.page_file("stitch"), query_params=_assemble_stitch_params(spec, cells[index]))
         st.caption("Each point is one assembled network: A up to the sender cut, an adapter, B from the receiver "
                    "cut. Colour = adapter kind, shape = rescaling; stars = A and B alone; dotted = the Pareto front "
                    "(no network is both more accurate and cheaper). Click a point to open it on the Stitch page.")
@@ -447,7 +447,7 @@ def open_on_page(rec: RunRecord, container: Any = st) -> None:
     """A link to the page that makes runs of this kind, opened on this run (``similarity?run=ID``)."""
     page = ui.PAGE_FOR_KIND.get(rec.kind)
     if page is not None:
-        container.page_link(ui.nav.page_file(page), label=f"Open on the {ui.PAGE_TITLES[page]} page",
+        container.page_link(ui.page_file(page), label=f"Open on the {ui.PAGE_TITLES[page]} page",
                             query_params={"run": rec.id}, icon=":material/open_in_new:")
 
 

@@ -44,7 +44,7 @@ def _show_run(run_id: str, cka_id: str | None) -> None:
         run_views.similarity_view(rec, key="sim")
     else:
         st.info(f"Run `{run_id}` is a {rec.kind} run, not a matrix.")
-        st.page_link("views/results.py", label="Open it on Results", query_params={"run": run_id})
+        st.page_link(ui.page_file("results"), label="Open it on Results", query_params={"run": run_id})
 
 
 def _prefill(run_id: str) -> None:

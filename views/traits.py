@@ -184,7 +184,7 @@ def _sweep_panel(run_id: str, title: str | None = None) -> None:
         st.info(f"{title or 'This sweep'} has not been run yet (run `{run_id}`).")
     elif rec.kind != "sweep":
         st.info(f"Run `{run_id}` is a {rec.kind} run, not a sweep.")
-        st.page_link("views/results.py", label="Open it on Results", query_params={"run": run_id})
+        st.page_link(ui.page_file("results"), label="Open it on Results", query_params={"run": run_id})
     else:
         run_views.sweep_view(rec, key="tr", title=title)
 

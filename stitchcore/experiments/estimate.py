@@ -43,7 +43,7 @@ from stitchcore.cuts import Cut, split
 from stitchcore.data.images import ImageDataset
 from stitchcore.device import pick_device
 from stitchcore.errors import StitchError
-from stitchcore.experiments._registry import get_experiment
+from stitchcore.experiments._registry import EXPERIMENTS, get_experiment
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.refs import parse_ref
 from stitchcore.models.sources import load_model
@@ -381,11 +381,12 @@ def spread(items: list, k: int = MAX_SAMPLED) -> list:
 
 
 def _pending(items: Iterable[tuple[str, Any]]) -> dict[str, StandIn]:
-    """The models that the runs ``items`` [(kind, spec)] make (their kinds' ``makes``), by ref."""
+    """The models that the runs ``items`` [(kind, spec)] make (their kinds' ``makes``), by ref; an item this
+    process cannot read (no spec, a kind it does not register) makes none."""
     out: dict[str, StandIn] = {}
     for kind, spec in items:
-        makes = get_experiment(kind).makes
-        if makes is not None:
+        makes = get_experiment(kind).makes if kind in EXPERIMENTS else None
+        if makes is not None and spec is not None:
             out.update(makes(spec, run_id_for(kind, spec.to_dict())))
     return out
 

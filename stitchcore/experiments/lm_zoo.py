@@ -166,12 +166,6 @@ def train_lm_zoo(recipe: ZooRecipe, ctx: RunContext, name: str) -> dict:
 
 def _lm_zoo_units(recipe: ZooRecipe, device: torch.device) -> dict[str, float]:
     """Seconds per optimiser step, per validation pass and per sampled token of a char-GPT recipe."""
-    from stitchcore.data.text import CharVocab, char_splits, lm_batches, load_text
-    from stitchcore.lm.evaluate import eval_windows, lm_loss, sample_text
-    from stitchcore.lm.parts import TokenCodec
-    from stitchcore.models.archs import create_arch
-    from stitchcore.stitching.train import make_optimizer
-
     t0 = time.perf_counter()
     text = load_text(recipe.dataset)
     vocab = CharVocab.from_text(text)

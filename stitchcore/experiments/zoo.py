@@ -34,7 +34,7 @@ from stitchcore.experiments.estimate import (
     per_step,
     where,
 )
-from stitchcore.experiments.lm_zoo import estimate_lm_zoo
+from stitchcore.experiments.lm_zoo import estimate_lm_zoo, train_lm_zoo, untrained_lm
 from stitchcore.experiments.zoo_recipe import ZooRecipe, zoo_name
 from stitchcore.models.archs import arch_defaults, arch_input_kind, create_arch
 from stitchcore.models.loaded import LoadedModel
@@ -71,8 +71,6 @@ def untrained_model(recipe: ZooRecipe) -> LoadedModel:
     ((1, 8, 8), 10, 'zoo:cnn-digits-s0?init=random')
     """
     if arch_input_kind(recipe.arch) != "image":
-        from stitchcore.experiments.lm_zoo import untrained_lm
-
         return untrained_lm(recipe)
     ds = load_dataset(recipe.dataset)
     size = recipe.image_size
@@ -174,8 +172,6 @@ def check_zoo(recipe: ZooRecipe, store: Any = None) -> None:
 
 def _zoo_units(recipe: ZooRecipe, device: torch.device) -> dict[str, float]:
     """Seconds per training step (the recipe's batch) and per evaluated example of an image recipe."""
-    from stitchcore.stitching.train import train_classifier
-
     untrained_model(recipe)  # the dataset loads once per process (the run finds it cached)
     t0 = time.perf_counter()
     m = untrained_model(recipe)
@@ -217,8 +213,6 @@ def estimate_zoo(recipe: ZooRecipe, ectx: EstimateContext) -> Estimate:
     return estimate_from(seconds, f"calibrated: 1 step of {recipe.arch} = {ms(u['step'])}; {steps:,} steps")
 
 
-
-
 def zoo_stand_in(recipe: ZooRecipe, run_id: str) -> dict[str, tuple[str, Any]]:
     """The model a queued zoo run makes (its ref), for the estimates of runs queued after it: the recipe
     fixes its cost, an untrained copy stands in for it."""
@@ -229,8 +223,6 @@ def zoo_stand_in(recipe: ZooRecipe, run_id: str) -> dict[str, tuple[str, Any]]:
 def train_zoo(recipe: ZooRecipe, ctx: RunContext) -> dict:
     """Train ``recipe`` on its dataset; returns the summary stored with the run."""
     if arch_input_kind(recipe.arch) != "image":  # language models: stitchcore.experiments.lm_zoo
-        from stitchcore.experiments.lm_zoo import train_lm_zoo
-
         return train_lm_zoo(recipe, ctx, zoo_name(recipe, ctx.run_id))
     ds = load_dataset(recipe.dataset)
     train_ds = ds

@@ -1,8 +1,8 @@
 """The pair setup shared by the three LM kinds: load A and B, take them apart on private copies
 (:func:`stitchcore.lm.parts.lm_parts`), encode the corpus with their shared vocabulary, score and
-sample A and B (:func:`setup_pair`; :func:`_setup_in_worker` again in a cluster task); the checks'
-first step (:func:`_pair_shapes`); and one trained stitch from A's position ``i`` to B's ``j``
-(:func:`stitch_once`, for ``lmstitch`` and ``lmdepth``; :class:`_UnitRun` is what it reports to
+sample A and B (:func:`setup_pair`; :func:`setup_in_worker` again in a cluster task); the checks'
+first step (:func:`pair_shapes`); and one trained stitch from A's position ``i`` to B's ``j``
+(:func:`stitch_once`, for ``lmstitch`` and ``lmdepth``; :class:`UnitRun` is what it reports to
 inside a depth sweep's unit).  Bottom: :mod:`~stitchcore.experiments.lm.specs`; imported by the kind
 modules and their estimators, never by anything outside :mod:`stitchcore.experiments`.
 """
@@ -36,7 +36,8 @@ from stitchcore.models.loaded import LoadedModel
 from stitchcore.stitching.fits import fit_adapter
 from stitchcore.stitching.train import parse_objective
 
-__all__ = ["FIT_BATCHES", "LMSetup", "setup_pair", "stitch_once"]
+__all__ = ["FIT_BATCHES", "NOT_LM_HINT", "LMSetup", "UnitRun", "common_summary", "pair_shapes", "receiver_block",
+           "sample_of", "setup_in_worker", "setup_pair", "stitch_once", "whole_model"]
 
 NOT_LM_HINT = "use the Stitch page / stitch verb"  # what an image model in an LM run should use instead
 FIT_BATCHES = 8  # training batches whose tokens feed the least-squares start of an adapter
@@ -64,7 +65,7 @@ def _parts_to(device: torch.device, *parts: LMParts) -> None:
             mod.to(device)
 
 
-def _whole(p: LMParts, role: str) -> ComposedLM:
+def whole_model(p: LMParts, role: str) -> ComposedLM:
     layout = [f"{role}.wte", f"{role}.wpe", *[f"{role}.h.{k}" for k in range(p.n_layer)], f"{role}.ln_f",
               f"{role}.lm_head"]
     return ComposedLM(p.embed, p.blocks, p.head, layout, p.context)
@@ -88,27 +89,27 @@ def setup_pair(spec: MergeSpec | LMStitchSpec | DepthSpec, ctx: RunContext,
     windows = eval_windows(data.val, block, spec.eval_windows)
     base, samples = {}, {}
     for role, p in (("a", a), ("b", b)):
-        model = _whole(p, role.upper())
+        model = whole_model(p, role.upper())
         base[role] = lm_loss(model, windows, ctx.device, ctx.check_cancel)
-        samples[role] = _sample(model, a, data, spec, block, ctx.device)
+        samples[role] = sample_of(model, a, data, spec, block, ctx.device)
     ctx.progress(0.05, f"A: loss {base['a']['loss']:.3f}, B: loss {base['b']['loss']:.3f}", {})
     return LMSetup(a, b, data, windows, block, base, samples, ctx.device, (la, lb))
 
 
-def _setup_in_worker(shipped: dict[str, Any], device: torch.device) -> LMSetup:
+def setup_in_worker(shipped: dict[str, Any], device: torch.device) -> LMSetup:
     """The setup again in a cluster task, from the driver's packages, encoded text and base scores."""
     a, b = lm_parts(shipped["a"].unpack()), lm_parts(shipped["b"].unpack())
     _parts_to(device, a, b)
     return LMSetup(a, b, shipped["data"], shipped["windows"], shipped["block"], shipped["base"], {}, device)
 
 
-def _sample(model: nn.Module, p: LMParts, data: LMData, spec, block: int, device: torch.device) -> str:
+def sample_of(model: nn.Module, p: LMParts, data: LMData, spec, block: int, device: torch.device) -> str:
     if spec.sample_tokens <= 0:
         return ""
     return sample_text(model, p.codec, data.prompt, spec.sample_tokens, block, device, seed=spec.seed)
 
 
-def _common(s: LMSetup, spec) -> dict:
+def common_summary(s: LMSetup, spec) -> dict:
     return {
         "base": s.base,
         "samples": dict(s.samples),
@@ -123,7 +124,7 @@ def _common(s: LMSetup, spec) -> dict:
     }
 
 
-def _pair_shapes(spec: MergeSpec | LMStitchSpec | DepthSpec, store: Any) -> tuple[dict, dict]:
+def pair_shapes(spec: MergeSpec | LMStitchSpec | DepthSpec, store: Any) -> tuple[dict, dict]:
     """What every LM run checks first, without copying or scoring anything: both models load, both are
     language models, they share one vocabulary.  Returns A's and B's ``lm_shape``."""
     la, lb = load_pair(spec, store, input_kind="tokens", hint=NOT_LM_HINT)
@@ -131,12 +132,12 @@ def _pair_shapes(spec: MergeSpec | LMStitchSpec | DepthSpec, store: Any) -> tupl
     return lm_shape(la), lm_shape(lb)
 
 
-def _receiver(i: int, n_a: int, n_b: int) -> int:
+def receiver_block(i: int, n_a: int, n_b: int) -> int:
     """B's position matching A's split ``i`` (the same relative depth when the depths differ)."""
     return i if n_a == n_b else round(i * n_b / max(n_a, 1))
 
 
-def stitch_once(s: LMSetup, spec: LMStitchSpec | DepthSpec, ctx: RunContext | _UnitRun, i: int, j: int, head: str,
+def stitch_once(s: LMSetup, spec: LMStitchSpec | DepthSpec, ctx: RunContext | UnitRun, i: int, j: int, head: str,
                 head_at: int | None = None, step0: int = 0, span: tuple[float, float] = (0.1, 0.9),
                 log_every: int = 5) -> tuple[ComposedLM, dict]:
     """Build, fit (lstsq) and train one stitch from A's position ``i`` to B's ``j``; returns (model, scores)."""
@@ -152,7 +153,7 @@ def stitch_once(s: LMSetup, spec: LMStitchSpec | DepthSpec, ctx: RunContext | _U
     adapter.to(s.device)
     start = lm_loss(model, s.windows, s.device, ctx.check_cancel)
     objective = parse_objective(spec.objective)
-    teacher = _whole(s.a if head == "a" else s.b, head.upper()) if "kd" in objective else None
+    teacher = whole_model(s.a if head == "a" else s.b, head.upper()) if "kd" in objective else None
     lo, hi = span
 
     def on_step(step: int, total: int, metrics: dict[str, float]) -> None:
@@ -182,7 +183,7 @@ def _train_batches(s: LMSetup, spec, n: int):
     return lm_batches(s.data.train, s.block, spec.batch_size, spec.seed + 7919, n)
 
 
-class _UnitRun:
+class UnitRun:
     """What :func:`stitch_once` needs from a run, inside a unit: progress (live where the backend can show
     it), metric points (buffered; the unit yields them) and the cancel check."""
 

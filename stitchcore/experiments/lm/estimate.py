@@ -15,7 +15,7 @@ from stitchcore.experiments.estimate import (
     timed,
     where,
 )
-from stitchcore.experiments.lm._pair import FIT_BATCHES, _receiver, _whole
+from stitchcore.experiments.lm._pair import FIT_BATCHES, receiver_block, whole_model
 from stitchcore.experiments.lm.specs import DepthSpec, LMStitchSpec, MergeSpec
 from stitchcore.lm.evaluate import eval_windows, lm_data, lm_loss, sample_text
 from stitchcore.lm.parts import build_stitch, lm_parts, make_token_adapter
@@ -39,15 +39,15 @@ def _lm_units(spec: MergeSpec | LMStitchSpec | DepthSpec, ectx: EstimateContext)
     block = min(la.input_shape[0], lb.input_shape[0], a.context, b.context)
     setup = time.perf_counter() - t0
     windows = eval_windows(data.val, block, 8)
-    whole = _whole(a, "A")
-    window = (timed(lambda: lm_loss(whole, windows, device)) + timed(lambda: lm_loss(_whole(b, "B"), windows,
+    whole = whole_model(a, "A")
+    window = (timed(lambda: lm_loss(whole, windows, device)) + timed(lambda: lm_loss(whole_model(b, "B"), windows,
                                                                                          device))) / 2 / len(windows)
     token = timed(lambda: sample_text(whole, a.codec, data.prompt, 8, block, device)) / 8
     out = {"setup": setup, "window": window, "token": token, "n_a": a.n_layer, "n_b": b.n_layer,
            "same_width": float(a.width == b.width), "step": 0.0}  # fmt: skip
     if isinstance(spec, (LMStitchSpec, DepthSpec)):
         i = a.n_layer // 2 if isinstance(spec, DepthSpec) else spec.cut_a
-        j = _receiver(i, a.n_layer, b.n_layer) if isinstance(spec, DepthSpec) else (
+        j = receiver_block(i, a.n_layer, b.n_layer) if isinstance(spec, DepthSpec) else (
             spec.cut_a if spec.cut_b is None else spec.cut_b)
         adapter = make_token_adapter(spec.adapter, a, i, b, j, spec.mlp_hidden)
         model = build_stitch(a, b, i, j, adapter, "b")

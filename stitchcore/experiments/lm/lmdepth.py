@@ -19,12 +19,12 @@ from stitchcore.errors import CutError, StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments.lm._pair import (
     LMSetup,
-    _common,
-    _pair_shapes,
-    _receiver,
-    _sample,
-    _setup_in_worker,
-    _UnitRun,
+    UnitRun,
+    common_summary,
+    pair_shapes,
+    receiver_block,
+    sample_of,
+    setup_in_worker,
     setup_pair,
     stitch_once,
 )
@@ -68,7 +68,7 @@ def _depth_tasks(spec: DepthSpec, n_a: int, n_b: int, width_a: int, width_b: int
 
 def check_depth(spec: DepthSpec, store: Any) -> None:
     """Before anything is stored: the models, their vocabulary, the splits, and that some curve can run."""
-    sa, sb = _pair_shapes(spec, store)
+    sa, sb = pair_shapes(spec, store)
     _depth_splits(spec, sa["n_layer"])
     splits = list(spec.splits) if spec.splits is not None else list(range(sa["n_layer"] + 1))
     _depth_tasks(spec, sa["n_layer"], sb["n_layer"], sa["width"], sb["width"], splits)
@@ -107,11 +107,11 @@ def depth_unit(spec: DepthSpec, source: LMSetup | dict, job: tuple, step0: int, 
     """A run's unit: one point of a curve (``("point", mode, head, split, with_sample)``) or one row of the
     heat map (``("row", i)``: A's position i into every position of B).  Yields the training loss points
     (``"metrics"``) and the results (``"cells"``)."""
-    s = source if isinstance(source, LMSetup) else _setup_in_worker(source, context.device)
-    run, n_a, n_b = _UnitRun(context), s.a.n_layer, s.b.n_layer
+    s = source if isinstance(source, LMSetup) else setup_in_worker(source, context.device)
+    run, n_a, n_b = UnitRun(context), s.a.n_layer, s.b.n_layer
     if job[0] == "point":
         _, mode, head, k, with_sample = job
-        j = _receiver(k, n_a, n_b)
+        j = receiver_block(k, n_a, n_b)
         yield "progress", (0.0, f"{mode}, head {head}, split {k}")
         if mode == "merge":
             model = build_merge(s.a, s.b, k, n_a, head)
@@ -122,7 +122,7 @@ def depth_unit(spec: DepthSpec, source: LMSetup | dict, job: tuple, step0: int, 
         point = {"mode": mode, "head": head, "split": k, "receiver": j, "depth": round(k / max(n_a, 1), 6),
                  "cut": cut_name(s.a.family, k), "label": _point_label(mode, head),
                  "loss": res["loss"], "loss_penalty": res["loss_penalty"], "penalty_base": head}  # fmt: skip
-        sample = _sample(model, s.a, s.data, spec, s.block, s.device) if with_sample else None
+        sample = sample_of(model, s.a, s.data, spec, s.block, s.device) if with_sample else None
         yield "metrics", run.take()
         yield "cells", [{"point": point, "sample": sample}]
         return
@@ -216,7 +216,7 @@ def run_depth(spec: DepthSpec, ctx: RunContext) -> dict:
     if spec.heatmap:
         heat = {"rows": [cut_name(s.a.family, i) for i in range(n_a + 1)],
                 "cols": [cut_name(s.b.family, j) for j in range(n_b + 1)], "values": values, "head": "b"}
-    out = _common(s, spec)
+    out = common_summary(s, spec)
     out.update({"mode": "depth", "points": points, "splits": splits, "skipped": skipped, "heatmap": heat,
                 "samples": samples, "seconds": round(time.perf_counter() - t0, 3)})
     if failed:  # unit key -> why (its cluster task failed for good); the rest completed

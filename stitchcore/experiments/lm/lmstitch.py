@@ -10,7 +10,7 @@ from safetensors.torch import save
 
 from stitchcore.errors import AdapterError
 from stitchcore.experiments._registry import RunContext, register_experiment
-from stitchcore.experiments.lm._pair import _common, _pair_shapes, _sample, setup_pair, stitch_once
+from stitchcore.experiments.lm._pair import common_summary, pair_shapes, sample_of, setup_pair, stitch_once
 from stitchcore.experiments.lm.estimate import estimate_lm_stitch
 from stitchcore.experiments.lm.specs import LMStitchSpec
 from stitchcore.lm.parts import TokenwiseAdapter, cut_name, stitch_layout
@@ -23,7 +23,7 @@ ADAPTER_WEIGHTS = "adapter.safetensors"
 def check_lm_stitch(spec: LMStitchSpec, store: Any) -> None:
     """Before anything is stored: the models, their vocabulary, positions i and j (and head_at), equal widths
     for A's head."""
-    sa, sb = _pair_shapes(spec, store)
+    sa, sb = pair_shapes(spec, store)
     j = spec.cut_a if spec.cut_b is None else spec.cut_b
     stitch_layout(sa["n_layer"], sb["n_layer"], spec.cut_a, j, spec.head, spec.head_at)
     if spec.head == "a" and sa["width"] != sb["width"]:
@@ -38,8 +38,8 @@ def run_lm_stitch(spec: LMStitchSpec, ctx: RunContext) -> dict:
     j = spec.cut_a if spec.cut_b is None else spec.cut_b
     s = setup_pair(spec, ctx, lambda a, b: stitch_layout(a.n_layer, b.n_layer, spec.cut_a, j, spec.head, spec.head_at))
     model, result = stitch_once(s, spec, ctx, spec.cut_a, j, spec.head, spec.head_at, span=(0.1, 0.95))
-    out = _common(s, spec)
-    out["samples"]["stitched"] = _sample(model, s.a, s.data, spec, s.block, s.device)
+    out = common_summary(s, spec)
+    out["samples"]["stitched"] = sample_of(model, s.a, s.data, spec, s.block, s.device)
     adapter = next(p for p in model.parts if isinstance(p, TokenwiseAdapter))
     state = {k: v.detach().cpu().contiguous() for k, v in adapter.state_dict().items()}
     ctx.store.put_artifact(ctx.run_id, ADAPTER_WEIGHTS, save(state))

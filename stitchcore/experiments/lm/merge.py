@@ -8,7 +8,7 @@ from typing import Any
 
 from stitchcore.errors import AdapterError
 from stitchcore.experiments._registry import RunContext, register_experiment
-from stitchcore.experiments.lm._pair import _common, _pair_shapes, _sample, setup_pair
+from stitchcore.experiments.lm._pair import common_summary, pair_shapes, sample_of, setup_pair
 from stitchcore.experiments.lm.estimate import estimate_merge
 from stitchcore.experiments.lm.specs import MergeSpec
 from stitchcore.lm.evaluate import lm_loss, loss_penalty
@@ -27,7 +27,7 @@ def _merge_end(spec: MergeSpec, n_a: int, n_b: int) -> int:
 def check_merge(spec: MergeSpec, store: Any) -> None:
     """Before anything is stored: the models, their vocabulary, the block range, equal widths (a merge has
     no adapter)."""
-    sa, sb = _pair_shapes(spec, store)
+    sa, sb = pair_shapes(spec, store)
     _merge_end(spec, sa["n_layer"], sb["n_layer"])
     if sa["width"] != sb["width"]:
         raise AdapterError(f"merge substitutes blocks without an adapter, so widths must be equal: A has "
@@ -43,8 +43,8 @@ def run_merge(spec: MergeSpec, ctx: RunContext) -> dict:
     merged = build_merge(s.a, s.b, spec.start, end, spec.head, spec.embed)
     ctx.progress(0.5, "scoring the merged model")
     score = lm_loss(merged, s.windows, s.device, ctx.check_cancel)
-    out = _common(s, spec)
-    out["samples"]["merged"] = _sample(merged, s.a, s.data, spec, s.block, s.device)
+    out = common_summary(s, spec)
+    out["samples"]["merged"] = sample_of(merged, s.a, s.data, spec, s.block, s.device)
     out.update({
         "mode": "merge", "layout": merged.layout, "start": spec.start, "end": end, "head": spec.head,
         "embed": spec.embed, **score, "loss_penalty": loss_penalty(s.base[spec.head]["loss"], score["loss"]),

@@ -10,7 +10,6 @@ from __future__ import annotations
 import statistics
 import time
 
-from stitchcore.cuts import Cut, get_cut, list_cuts
 from stitchcore.experiments.dataset_check import pair_dataset
 from stitchcore.experiments.estimate import (
     Estimate,
@@ -25,7 +24,7 @@ from stitchcore.experiments.estimate import (
     where,
 )
 from stitchcore.experiments.matrix.spec import MatrixSpec
-from stitchcore.models.loaded import LoadedModel
+from stitchcore.experiments.matrix.units import resolve_cuts
 from stitchcore.stitching.adapters import compatibility
 
 __all__ = ["estimate_matrix"]
@@ -36,11 +35,7 @@ def _matrix_units(spec: MatrixSpec, ectx: EstimateContext) -> dict:
     t0 = time.perf_counter()
     a, b = ectx.load(spec.a), ectx.load(spec.b)
     ds = pair_dataset(spec, a, b)
-
-    def cuts(m: LoadedModel, names: tuple[str, ...] | None) -> list[Cut]:
-        return list_cuts(m) if names is None else [get_cut(m, n) for n in names]
-
-    senders, receivers = cuts(a, spec.senders), cuts(b, spec.receivers)
+    senders, receivers = resolve_cuts(a, spec.senders), resolve_cuts(b, spec.receivers)
     setup = time.perf_counter() - t0
     pairs = [(s, r) for s in senders for r in receivers if compatibility(s, r, spec.adapter) is None]
     if not pairs:

@@ -34,9 +34,9 @@ from stitchcore.experiments.matrix.read import cell_grid, difference
 from stitchcore.experiments.matrix.spec import CELLS_ARTIFACT, MatrixSpec
 from stitchcore.experiments.matrix.units import (
     EVAL_BATCH,
-    _resolve_cuts,
     _Workspace,
     receiver_unit,
+    resolve_cuts,
     sender_activations,
     streamed_unit,
 )
@@ -98,7 +98,7 @@ def _inputs(spec: MatrixSpec, store: Store) -> tuple[dict[str, LoadedModel], Ima
     ds = pair_dataset(spec, models["a"], models["b"])
     check_head_classes(models["b"], ds, "B")
     check_head_classes(models["a"], ds, "A")
-    return models, ds, _resolve_cuts(models["a"], spec.senders), _resolve_cuts(models["b"], spec.receivers)
+    return models, ds, resolve_cuts(models["a"], spec.senders), resolve_cuts(models["b"], spec.receivers)
 
 
 def check_matrix(spec: MatrixSpec, store: Store) -> None:

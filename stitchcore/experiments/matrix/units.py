@@ -43,14 +43,14 @@ from stitchcore.stitching.shared_suffix import frozen_for_training, train_adapte
 from stitchcore.stitching.streamed import StreamedCell, fit_streamed, images_per_slice, score_streamed
 from stitchcore.stitching.train import TrainKnobs
 
-__all__ = ["receiver_unit", "sender_activations", "streamed_unit"]
+__all__ = ["receiver_unit", "resolve_cuts", "sender_activations", "streamed_unit"]
 
 
 EVAL_BATCH = 256  # at most this many images of activations per slice fitted or scored (fewer where the budget says)
 JOINT_ELEMENTS = 2**24  # trained mode: at most this many stacked suffix-input values (adapters x batch x receiver size)
 
 
-def _resolve_cuts(m: LoadedModel, names: tuple[str, ...] | None) -> list[Cut]:
+def resolve_cuts(m: LoadedModel, names: tuple[str, ...] | None) -> list[Cut]:
     if names is None:
         return list_cuts(m)
     return [get_cut(m, name) for name in names]  # CutError names the close ones
@@ -184,7 +184,7 @@ def sender_activations(
 ) -> dict[str, dict[str, torch.Tensor]]:
     """One pass of a sender model over the data: ``{"train"|"test": {cut: [N, *cut.shape]}}`` (a cluster task)."""
     m = model.unpack()
-    cuts = _resolve_cuts(m, tuple(senders))
+    cuts = resolve_cuts(m, tuple(senders))
     acts = {"device": context.device, "check_cancel": context.check_cancel, "batch_size": batch}
     return {"train": collect_cuts(m, cuts, ds, "train", limit=n_train, **acts),
             "test": collect_cuts(m, cuts, ds, "test", limit=n_test, **acts)}  # fmt: skip
@@ -198,8 +198,8 @@ def _unit_workspace(source: _Workspace | dict, send: str, recv: str, receivers: 
         return source
     models = {send: source["models"][send].unpack(), recv: source["models"][recv].unpack()}
     ds, n_train, n_test = source["ds"], source["n_train"], source["n_test"]
-    senders = _resolve_cuts(models[send], tuple(source["senders"]))
-    cuts = _resolve_cuts(models[recv], tuple(receivers))
+    senders = resolve_cuts(models[send], tuple(source["senders"]))
+    cuts = resolve_cuts(models[recv], tuple(receivers))
     suffixes = {(recv, r.name): split(models[recv], r)[1].to(context.device).eval()
                 for r in cuts}  # fmt: skip
     acts = source.get("acts")
