@@ -1,10 +1,11 @@
 """The package's import structure: imports only run downward.
 
 Walks stitchcore's source with ``ast`` (lazy imports inside functions count too, and so do imports
-under ``if TYPE_CHECKING:``: a type-only circle is still a circle): no import cycle between modules (a package's ``__init__``
-importing its own children to register or re-export them is not counted), no ``_private``
-module or name imported from outside its own subpackage, at most six top-level modules, and
-no streamlit anywhere in the library.
+under ``if TYPE_CHECKING:``: a type-only circle is still a circle): no import cycle between modules
+(a package's ``__init__`` importing its own children to register or re-export them is not counted),
+every subpackage on a floor (:data:`FLOORS`) and imports only to floors below, no ``_private`` module
+or name imported from outside the package that holds it, at most six top-level modules, no streamlit
+in the library, the library never importing the app, and ``ui`` never importing the pages.
 """
 
 from __future__ import annotations
@@ -115,21 +116,81 @@ def _is_private(name: str) -> bool:
     return name.startswith("_") and not name.startswith("__")
 
 
+def _package(module: str) -> str:
+    """The package ``module`` belongs to: itself for a package (its ``__init__``), else its parent."""
+    return module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+
+
+def _private_to(owner: str, name: str | None) -> str | None:
+    """The package an import of ``owner`` (and ``name`` from it) is private to; None when it is public.
+
+    A ``_module`` is private to the package that holds it (``experiments.lm._pair``: ``experiments.lm``),
+    a ``_name`` to the package of the module that defines it."""
+    parts = owner.split(".")
+    for i, part in enumerate(parts[1:], start=1):
+        if _is_private(part):
+            return ".".join(parts[:i])
+    return _package(owner) if name is not None and _is_private(name) else None
+
+
+# The floors of the library, bottom first: a module imports only from floors below its own (and inside its
+# own subpackage).  A new subpackage takes a place here (test_every_subpackage_has_a_floor).
+FLOORS: list[set[str]] = [
+    {"stitchcore", "stitchcore.errors"},
+    {"stitchcore.registry", "stitchcore.device"},
+    {"stitchcore.store", "stitchcore.data", "stitchcore.plots"},
+    {"stitchcore.models", "stitchcore.backends"},
+    {"stitchcore.cuts"},
+    {"stitchcore.stitching"},
+    {"stitchcore.measures", "stitchcore.lm"},
+    {"stitchcore.experiments"},
+    {"stitchcore.jobs", "stitchcore.report"},
+    {"stitchcore.cli"},
+    {"stitchcore.__main__"},
+]
+
+
+def _floor(module: str) -> int:
+    sub = module if module == PKG else _subpackage(module)
+    return next(i for i, floor in enumerate(FLOORS) if sub in floor)
+
+
+def _upward(edges: dict[str, set[str]]) -> list[str]:
+    """Edges from a module to another subpackage on its own floor or above."""
+    return sorted(f"{m} imports {t}" for m, targets in edges.items() for t in targets
+                  if _subpackage(m) != _subpackage(t) and _floor(t) >= _floor(m))
+
+
 def test_no_import_cycle():
     assert _cycles(_edges()) == []
 
 
-def test_no_private_name_or_module_imported_across_subpackages():
+def test_no_private_name_or_module_imported_from_outside_its_package():
     crossings = []
     for module in MODULES:
         for target, name in _imports(module):
             owner = _owner(target)
-            if owner is None or _subpackage(owner) == _subpackage(module):
+            if owner is None or owner == module:
                 continue
-            private_module = any(_is_private(part) for part in owner.split(".")[1:])
-            if private_module or (name is not None and _is_private(name)):
+            package = _private_to(owner, name)
+            if package is not None and module != package and not module.startswith(package + "."):
                 crossings.append(f"{module} imports {owner}{'.' + name if name else ''}")
     assert crossings == []
+
+
+def test_every_subpackage_has_a_floor():
+    placed = set().union(*FLOORS)
+    assert sorted({_subpackage(m) for m in MODULES if m != PKG} - placed) == []
+
+
+def test_imports_only_run_down_the_floors():
+    assert _upward(_edges()) == []
+
+
+def test_floor_check_sees_an_upward_import():
+    """The checker itself can fail: the store importing the job runner is reported."""
+    planted = {"stitchcore.store.results": {"stitchcore.jobs.runner"}, "stitchcore.jobs.runner": set()}
+    assert _upward(planted) == ["stitchcore.store.results imports stitchcore.jobs.runner"]
 
 
 def test_top_level_stays_small():
@@ -206,4 +267,4 @@ def test_private_check_sees_a_planted_crossing(tmp_path, monkeypatch):
     fake["stitchcore.b.user"].write_text("from stitchcore.a._hidden import thing\n")
     monkeypatch.setitem(globals(), "MODULES", fake)
     with pytest.raises(AssertionError, match="stitchcore.b.user imports stitchcore.a._hidden"):
-        test_no_private_name_or_module_imported_across_subpackages()
+        test_no_private_name_or_module_imported_from_outside_its_package()

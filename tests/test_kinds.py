@@ -1,6 +1,7 @@
 """The run-kind contract: every registered kind has every piece on every floor.
 
-A kind registers itself in its own module (``stitchcore.experiments``: run, check, reader, estimate); the
+A kind registers itself in its own module (``stitchcore.experiments``: run, from_dict, check, backends,
+estimate; the zoo also the models it makes) and exports the readers of its stored results; the
 floors above keep one presentation table each, keyed by kind: its figures (``report.figures.FIGURES``),
 its headline numbers (``report.summary.HEADLINES``), its view in the app (``views/run_views.py``'s
 ``VIEWS``) and the page that launches and shows it (``ui/nav.py``).  Parametrized over

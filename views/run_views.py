@@ -1,6 +1,6 @@
 """Each run kind's own view, drawn from its stored record: one implementation per kind.
 
-Not a page (app.py routes the pages explicitly): the page that makes a kind (Similarity for matrix and
+Not a page (app.py routes the pages of ``ui.nav.PAGES``): the page that makes a kind (Similarity for matrix and
 similarity runs, Traits for sweeps, Language models for merge / lmstitch / lmdepth) and Results both call
 these, with their own ``key`` prefix so widgets never collide.  :data:`VIEWS` holds the view of every
 registered kind (tests/test_kinds.py checks it); stitch and zoo runs are ``ui.run_view`` with their result

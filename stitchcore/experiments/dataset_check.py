@@ -1,7 +1,8 @@
-"""The opening every two-model run shares: its models A and B (:func:`load_pair`), which dataset it uses,
-and whether the models' heads fit it.
+"""What two-model runs open with: models A and B of the input kind they need (:func:`load_pair`: the
+image kinds and the LM kinds; similarity measures any pair, so it loads its own), which dataset an
+image run uses (:func:`pair_dataset`), and whether the models' heads fit it.
 
-Every image experiment (stitch, matrix, similarity, sweep) takes ``dataset=None`` to mean
+Every image experiment (stitch, matrix, similarity, sweep, assemble) takes ``dataset=None`` to mean
 "the data B was trained on" (else A's); a model whose output count differs from the
 dataset's classes is refused before anything trains.  Pages call the same functions to
 say so before Launch, and to offer the fix for a random-init hub model: its ref with

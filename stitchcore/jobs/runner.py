@@ -21,7 +21,7 @@ Where a job runs (``isolation``)
 Thread policy (``torch.set_num_threads``)
     Each job runs with ``cpu_threads`` intra-op threads: given, else
     ``$STITCHLAB_JOB_THREADS``, else the cores less one (left for the server)
-    shared by ``cpu_workers`` (:func:`job_threads`, at least 1).  A worker process
+    shared by ``cpu_workers`` (:func:`~stitchcore.jobs.worker.job_threads`, at least 1).  A worker process
     sets it for itself.  In thread mode the count is process-global, so it is set
     in the thread that builds the runner and at the start of each worker thread
     (an OpenMP build keeps the count per OS thread), and :meth:`JobRunner.shutdown`

@@ -105,7 +105,8 @@ class AdapterTargets:
 
 @dataclass(frozen=True)
 class TrainKnobs:
-    """How an adapter is trained, as one value: what every adapter loop takes beside its data.
+    """How an adapter is trained, as one value: what the image adapter loops (:func:`train_adapter`,
+    ``shared_suffix.train_adapters_shared_suffix``) take beside their data.
 
     A spec hands its own over whole (:meth:`of`), so a new knob is one field here, not a keyword in
     every call.

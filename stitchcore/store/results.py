@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# HEARTBEAT_SECONDS, STALE_SECONDS and MIGRATIONS lived here: they stay importable from this module
+# HEARTBEAT_SECONDS, STALE_SECONDS and MIGRATIONS lived here: they stay importable from this module (to read;
+# a monkeypatch takes effect in _ownership / _schema, where they are used)
 from stitchcore.store._ownership import HEARTBEAT_SECONDS, STALE_SECONDS  # noqa: F401
 from stitchcore.store._ownership import HOST as _HOST, OwnedRuns, live_owner, owner_alive
 from stitchcore.store._schema import MIGRATIONS, STATUSES, migrate  # noqa: F401
