@@ -57,17 +57,8 @@ from stitchcore.experiments._spec import (
 )
 from stitchcore.experiments.dataset_check import check_head_classes, load_pair, pair_dataset
 from stitchcore.experiments.estimate import (
-    Estimate,
-    EstimateContext,
-    calibrated,
-    estimate_from,
-    full_forward,
-    image_counts,
-    ms,
-    pair_units,
-    spread,
-    where,
-)
+    Estimate, EstimateContext, calibrated, estimate_from, full_forward, image_counts, ms, pair_units, spread,
+)  # fmt: skip
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.package import pack_model
 from stitchcore.models.refs import parse_ref
@@ -464,9 +455,7 @@ def estimate_assemble(spec: AssembleSpec, ectx: EstimateContext) -> Estimate:
     """Each sender's pass, then every cell's adapter training and scoring (and the fine-tune baseline)."""
     scale = ("epochs", "max_train", "max_test", "seed", "lr", "weight_decay", "finetune_baseline", "finetune_epochs",
              "finetune_lr")  # fmt: skip
-    fixed = {k: v for k, v in spec.to_dict().items() if k not in scale}
-    key = ("assemble", repr(sorted(fixed.items())), ectx.model_key(spec.a),
-           ectx.model_key(spec.b), where(ectx.device))  # fmt: skip
+    key = ectx.pair_key("assemble", spec, scale)
     u = calibrated(key, lambda: _assemble_units(spec, ectx))
     n_train, n_test = image_counts(u, spec)
     steps = spec.epochs * -(-n_train // spec.batch_size)

@@ -292,6 +292,12 @@ class EstimateContext:
         stand_in = self._stand_in(ref)
         return stand_in[0] if stand_in is not None else f"{ref}@{self.store.root}"
 
+    def pair_key(self, kind: str, spec: Any, scales: tuple[str, ...]) -> tuple:
+        """The calibration key of a two-model spec: its fields but ``scales`` (counts the estimate multiplies
+        by, never timed), what fixes each model's cost, and where it is timed."""
+        fixed = {k: v for k, v in spec.to_dict().items() if k not in scales}
+        return kind, repr(sorted(fixed.items())), self.model_key(spec.a), self.model_key(spec.b), where(self.device)
+
     def _stand_in(self, ref: str) -> StandIn | None:
         r = parse_ref(ref)
         return self.pending.get(f"zoo:{r.name}") if r.scheme == "zoo" else None

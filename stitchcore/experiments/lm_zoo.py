@@ -27,15 +27,8 @@ from stitchcore.data.text import CharVocab, char_splits, list_texts, lm_batches,
 from stitchcore.errors import DataError
 from stitchcore.experiments._registry import RunContext
 from stitchcore.experiments.estimate import (
-    Estimate,
-    EstimateContext,
-    calibrated,
-    estimate_from,
-    ms,
-    per_step,
-    timed,
-    where,
-)
+    Estimate, EstimateContext, calibrated, estimate_from, ms, per_step, timed, where,
+)  # fmt: skip
 from stitchcore.experiments.zoo_recipe import ZooRecipe
 from stitchcore.lm.evaluate import eval_windows, lm_loss, sample_text
 from stitchcore.lm.parts import TokenCodec

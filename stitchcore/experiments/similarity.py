@@ -22,15 +22,8 @@ from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments._spec import Spec, check_at_least, check_choice
 from stitchcore.experiments.dataset_check import pair_dataset
 from stitchcore.experiments.estimate import (
-    Estimate,
-    EstimateContext,
-    calibrated,
-    estimate_from,
-    full_forward,
-    ms,
-    timed,
-    where,
-)
+    Estimate, EstimateContext, calibrated, estimate_from, full_forward, ms, timed, where,
+)  # fmt: skip
 from stitchcore.measures.similarity import TOKEN_MODES, list_measures, similarity_matrix
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.refs import parse_ref

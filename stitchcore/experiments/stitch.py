@@ -28,16 +28,8 @@ from stitchcore.experiments._spec import (
 )
 from stitchcore.experiments.dataset_check import check_head_classes, load_pair, pair_dataset
 from stitchcore.experiments.estimate import (
-    Estimate,
-    EstimateContext,
-    calibrated,
-    estimate_from,
-    full_forward,
-    image_counts,
-    ms,
-    pair_units,
-    where,
-)
+    Estimate, EstimateContext, calibrated, estimate_from, full_forward, image_counts, ms, pair_units,
+)  # fmt: skip
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.stitching.activations import collect
 from stitchcore.stitching.adapters import AdapterSpec, adapter_cost, build_adapter, compatibility
@@ -170,9 +162,7 @@ def _stitch_units(spec: StitchSpec, ectx: EstimateContext) -> dict[str, float]:
 def estimate_stitch(spec: StitchSpec, ectx: EstimateContext) -> Estimate:
     """A and B over the data, the fit, the adapter's training steps and the evaluations."""
     scale = ("epochs", "max_train", "max_test", "seed", "lr", "weight_decay", "kd_temperature")
-    fixed = {k: v for k, v in spec.to_dict().items() if k not in scale}
-    key = ("stitch", repr(sorted(fixed.items())), ectx.model_key(spec.a),
-           ectx.model_key(spec.b), where(ectx.device))  # fmt: skip
+    key = ectx.pair_key("stitch", spec, scale)
     u = calibrated(key, lambda: _stitch_units(spec, ectx))
     n_train, n_test = image_counts(u, spec)
     needs_receiver = "match" in spec.objective or spec.adapter.init in ("lstsq", "procrustes")

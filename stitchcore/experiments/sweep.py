@@ -52,23 +52,14 @@ from stitchcore.experiments._spec import (
 )
 from stitchcore.experiments.dataset_check import check_head_classes, load_pair, pair_dataset
 from stitchcore.experiments.estimate import (
-    Estimate,
-    EstimateContext,
-    calibrated,
-    estimate_from,
-    full_forward,
-    image_counts,
-    ms,
-    pair_units,
-    spread,
+    Estimate, EstimateContext, calibrated, estimate_from, full_forward, image_counts, ms, pair_units, spread,
     timed,
-    where,
-)
+)  # fmt: skip
 from stitchcore.measures.simplicity import GZIP_LEVEL, SHARPNESS_DEFINITION, simplicity
 from stitchcore.measures.traits import check_classes, compute, metric_dataset, parse_metric
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.package import ModelPackage, pack_model
-from stitchcore.models.refs import ModelRef, parse_ref
+from stitchcore.models.refs import parse_ref, random_twin
 from stitchcore.models.sources import load_model
 from stitchcore.stitching.activations import collect
 from stitchcore.stitching.adapters import AdapterSpec, build_adapter, compatibility
@@ -144,14 +135,6 @@ class SweepSpec(Spec):
 
 
 # ---------------------------------------------------------------------------- helpers
-
-
-def _random_ref(ref: str, seed: int) -> str:
-    """The untrained twin of a zoo ref: ``zoo:NAME?init=random&seed=S``."""
-    r = parse_ref(ref)
-    params = dict(r.params)
-    params.update(init="random", seed=str(seed))
-    return str(ModelRef(r.scheme, r.name, r.file, tuple(params.items())))
 
 
 def _positions(spec: SweepSpec, a: LoadedModel, b: LoadedModel) -> list[tuple[Cut, Cut]]:
@@ -443,9 +426,7 @@ def estimate_sweep(spec: SweepSpec, ectx: EstimateContext) -> Estimate:
     """Every position's stitch and its controls, the reference scores and the simplicity measures."""
     scale = ("epochs", "max_train", "max_test", "seed", "lr", "weight_decay", "control", "control_seeds",
              "simplicity", "sharpness_eps", "sharpness_draws", "metrics")  # fmt: skip
-    fixed = {k: v for k, v in spec.to_dict().items() if k not in scale}
-    key = ("sweep", repr(sorted(fixed.items())), ectx.model_key(spec.a),
-           ectx.model_key(spec.b), where(ectx.device))  # fmt: skip
+    key = ectx.pair_key("sweep", spec, scale)
     u = calibrated(key, lambda: _sweep_units(spec, ectx))
     n_train, n_test = image_counts(u, spec)
     evals = 1 + sum(":" in m and not m.startswith(("class_acc", "confusion")) for m in spec.metrics)
@@ -474,8 +455,8 @@ def run_sweep(spec: SweepSpec, ctx: RunContext) -> dict:
     if spec.control:
         if all(parse_ref(r).scheme == "zoo" and parse_ref(r).param("init", "trained") == "trained"
                for r in (spec.a, spec.b)):  # fmt: skip
-            controls = [(load_model(_random_ref(spec.a, spec.seed + k), store=ctx.store),
-                         load_model(_random_ref(spec.b, spec.seed + k), store=ctx.store))
+            controls = [(load_model(random_twin(spec.a, spec.seed + k), store=ctx.store),
+                         load_model(random_twin(spec.b, spec.seed + k), store=ctx.store))
                         for k in range(spec.control_seeds)]  # fmt: skip
         else:
             control_note = "the random-init control needs trained zoo models (zoo:NAME); it was skipped"

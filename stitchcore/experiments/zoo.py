@@ -23,17 +23,9 @@ from stitchcore.errors import DataError, StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments._spec import field_label
 from stitchcore.experiments.estimate import (
-    CAL_EXAMPLES,
-    Estimate,
-    EstimateContext,
-    calibrated,
-    estimate_from,
-    first_images,
-    forward_per_example,
-    ms,
-    per_step,
-    where,
-)
+    CAL_EXAMPLES, Estimate, EstimateContext, calibrated, estimate_from, first_images, forward_per_example,
+    ms, per_step, where,
+)  # fmt: skip
 from stitchcore.experiments.lm_zoo import estimate_lm_zoo, train_lm_zoo, untrained_lm
 from stitchcore.experiments.zoo_recipe import ZooRecipe, zoo_name
 from stitchcore.models.archs import arch_defaults, arch_input_kind, create_arch

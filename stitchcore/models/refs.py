@@ -32,7 +32,7 @@ from typing import Any
 from stitchcore.errors import RefError
 from stitchcore.models.preprocess import format_size, format_values, parse_size, parse_values
 
-__all__ = ["SCHEMES", "ModelRef", "check_store_ref", "parse_ref", "upload_ref"]
+__all__ = ["SCHEMES", "ModelRef", "check_store_ref", "parse_ref", "random_twin", "upload_ref"]
 
 # Where a model can come from; the order is the order shown in help texts.
 SCHEMES: tuple[str, ...] = ("zoo", "timm", "torchvision", "hf", "file")
@@ -208,6 +208,18 @@ torchvision:, hf:, file: (did you mean timm:?)
                 f"@file= is for hub models (timm:, torchvision:); for a checkpoint write 'file:{file}'"
             )
     return ModelRef(scheme=scheme, name=name, file=file if mark else None, params=_parse_query(query, text))
+
+
+def random_twin(ref: str, seed: int) -> str:
+    """The untrained twin of a zoo ref (the random-weight control of matrices and sweeps): ``?init=random&seed=S``.
+
+    >>> random_twin("zoo:cnn-digits-s0", 3)
+    'zoo:cnn-digits-s0?init=random&seed=3'
+    """
+    r = parse_ref(ref)
+    params = dict(r.params)
+    params.update(init="random", seed=str(seed))
+    return str(ModelRef(r.scheme, r.name, r.file, tuple(params.items())))
 
 
 def _option_text(key: str, value: Any) -> str:

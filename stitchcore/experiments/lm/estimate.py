@@ -6,15 +6,8 @@ from __future__ import annotations
 import time
 
 from stitchcore.experiments.estimate import (
-    Estimate,
-    EstimateContext,
-    calibrated,
-    estimate_from,
-    ms,
-    per_step,
-    timed,
-    where,
-)
+    Estimate, EstimateContext, calibrated, estimate_from, ms, per_step, timed, where,
+)  # fmt: skip
 from stitchcore.experiments.lm._pair import FIT_BATCHES, receiver_block, whole_model
 from stitchcore.experiments.lm.specs import DepthSpec, LMStitchSpec, MergeSpec
 from stitchcore.lm.evaluate import eval_windows, lm_data, lm_loss, sample_text

@@ -12,17 +12,8 @@ import time
 
 from stitchcore.experiments.dataset_check import pair_dataset
 from stitchcore.experiments.estimate import (
-    Estimate,
-    EstimateContext,
-    calibrated,
-    estimate_from,
-    full_forward,
-    image_counts,
-    ms,
-    pair_units,
-    spread,
-    where,
-)
+    Estimate, EstimateContext, calibrated, estimate_from, full_forward, image_counts, ms, pair_units, spread,
+)  # fmt: skip
 from stitchcore.experiments.matrix.spec import MatrixSpec
 from stitchcore.experiments.matrix.units import resolve_cuts
 from stitchcore.stitching.adapters import compatibility
@@ -56,9 +47,7 @@ def _matrix_units(spec: MatrixSpec, ectx: EstimateContext) -> dict:
 def estimate_matrix(spec: MatrixSpec, ectx: EstimateContext) -> Estimate:
     """Both models over the data once per variant, then every cell's fit or training and its scoring."""
     scale = ("epochs", "max_train", "max_test", "seed", "lr", "weight_decay", "controls", "mode", "precision")
-    fixed = {k: v for k, v in spec.to_dict().items() if k not in scale}
-    key = ("matrix", repr(sorted(fixed.items())), ectx.model_key(spec.a),
-           ectx.model_key(spec.b), where(ectx.device))  # fmt: skip
+    key = ectx.pair_key("matrix", spec, scale)
     u = calibrated(key, lambda: _matrix_units(spec, ectx))
     n_train, n_test = image_counts(u, spec)
     variants = 4 if spec.controls else 1
