@@ -398,7 +398,7 @@ def _pending(items: Iterable[tuple[str, Any]]) -> dict[str, StandIn]:
 
 
 def _one(kind: str, spec: Any, store: Store, pending: dict[str, StandIn]) -> Estimate | None:
-    estimate = get_experiment(kind).estimate
+    estimate = get_experiment(kind).estimate if kind in EXPERIMENTS else None
     if estimate is None:
         return None
     if store.lookup_done(run_id_for(kind, spec.to_dict())) is not None:
