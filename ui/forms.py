@@ -33,10 +33,10 @@ def pick_model(role: str, zoo_refs: list[str], default_index: int, prefix: str =
     if pick_key not in st.session_state:
         st.session_state[pick_key] = options[min(default_index, len(options) - 1)]
         st.session_state[auto_key] = not zoo_refs
-    choice = st.selectbox(f"Model {role.upper()}", options, key=pick_key)
+    choice = st.selectbox(f"Model {role.upper()}", options, key=pick_key, persist_state="session")
     text = choice
     if choice == CUSTOM_REF:
-        text = st.text_input(f"Model {role.upper()} ref", key=ref_key,
+        text = st.text_input(f"Model {role.upper()} ref", key=ref_key, persist_state="session",
                              placeholder="timm:resnet18?pretrained=false, file:/path/model.pt?arch=zoo:cnn …")
     if not text:
         return None
@@ -71,11 +71,11 @@ def pick_dataset(prefix: str, default: str | None) -> str | None:
     def label(name: str) -> str:
         return f"{name}  (the models' training set)" if name == default else name
 
-    choice = st.selectbox("Dataset", options, key=key, index=None, placeholder="choose a dataset", format_func=label,
+    choice = st.selectbox("Dataset", options, key=key, index=None, persist_state="session", placeholder="choose a dataset", format_func=label,
                           help="The data the adapter trains and is evaluated on; default: B's training set")
     if choice != IMAGEFOLDER:
         return choice
-    path = st.text_input("Image folder", key=path_key, placeholder="/data/pets or /data/pets?size=64",
+    path = st.text_input("Image folder", key=path_key, persist_state="session", placeholder="/data/pets or /data/pets?size=64",
                          help="train/<class>/* and test/<class>/* (or val/); images resized to 32x32 unless ?size=N")
     return f"imagefolder:{path.strip()}" if path.strip() else None
 

@@ -137,7 +137,7 @@ def _cut_choice(label: str, names: list[str], key: str, default: str | None, cut
         outer = list(by_name[name].outer_aliases) if name in by_name else []
         return f"{name}  (= {', '.join(outer)})" if outer else name
 
-    picked = st.selectbox(label, names, key=key, format_func=label_of)
+    picked = st.selectbox(label, names, key=key, format_func=label_of, persist_state="session")
     alias, canonical = st.session_state.get(f"_alias_{key}", (None, None))
     if alias and picked == canonical:
         st.caption(f"Cut {alias_note(alias, canonical)}: the same tensor, stored under its canonical name.")
@@ -211,22 +211,22 @@ if len(loaded) == 2:
     (model_a, cuts_a), (model_b, cuts_b) = loaded["a"], loaded["b"]
     with st.expander("Adapter and training", expanded=False):
         c = st.columns(4)
-        kind = c[0].selectbox("Adapter", list_adapters(), key="kind")
-        norm = c[1].selectbox("BatchNorm", NORMS, key="norm")
-        resample = c[2].selectbox("Resample", RESAMPLES, key="resample")
-        init = c[3].selectbox("Init", INITS, key="init", help="lstsq: closed-form fit on cached activations")
+        kind = c[0].selectbox("Adapter", list_adapters(), key="kind", persist_state="session")
+        norm = c[1].selectbox("BatchNorm", NORMS, key="norm", persist_state="session")
+        resample = c[2].selectbox("Resample", RESAMPLES, key="resample", persist_state="session")
+        init = c[3].selectbox("Init", INITS, key="init", persist_state="session", help="lstsq: closed-form fit on cached activations")
         c = st.columns(4)
         objectives = OBJECTIVES + (() if st.session_state["objective"] in OBJECTIVES else (st.session_state["objective"],))
-        objective = c[0].selectbox("Objective", objectives, key="objective")
-        optimizer = c[1].selectbox("Optimizer", OPTIMIZERS, key="optimizer")
-        lr = c[2].number_input("Learning rate", *NUMBER_RANGES["lr"], format="%.4f", key="lr")
-        epochs = c[3].number_input("Epochs", *NUMBER_RANGES["epochs"], key="epochs")
+        objective = c[0].selectbox("Objective", objectives, key="objective", persist_state="session")
+        optimizer = c[1].selectbox("Optimizer", OPTIMIZERS, key="optimizer", persist_state="session")
+        lr = c[2].number_input("Learning rate", *NUMBER_RANGES["lr"], format="%.4f", key="lr", persist_state="session")
+        epochs = c[3].number_input("Epochs", *NUMBER_RANGES["epochs"], key="epochs", persist_state="session")
         c = st.columns(5)
-        batch_size = c[0].number_input("Batch size", *NUMBER_RANGES["batch_size"], key="batch_size")
-        seed = c[1].number_input("Seed", *NUMBER_RANGES["seed"], key="seed")
-        max_train = c[2].number_input("Max training images (0 = all)", *NUMBER_RANGES["max_train"], key="max_train")
-        max_test = c[3].number_input("Max test images (0 = all)", *NUMBER_RANGES["max_test"], key="max_test")
-        head = c[4].selectbox("Head", ("b", "a"), key="head",
+        batch_size = c[0].number_input("Batch size", *NUMBER_RANGES["batch_size"], key="batch_size", persist_state="session")
+        seed = c[1].number_input("Seed", *NUMBER_RANGES["seed"], key="seed", persist_state="session")
+        max_train = c[2].number_input("Max training images (0 = all)", *NUMBER_RANGES["max_train"], key="max_train", persist_state="session")
+        max_test = c[3].number_input("Max test images (0 = all)", *NUMBER_RANGES["max_test"], key="max_test", persist_state="session")
+        head = c[4].selectbox("Head", ("b", "a"), key="head", persist_state="session",
                               help="a: keep A's head after B's middle (same-family models)")
     with cuts:
         cut_a = _cut_choice("Sender cut (A)", [c.name for c in cuts_a], "cut_a", None, cuts_a)
@@ -291,6 +291,8 @@ with launch:
     if url_notes and spec is not None:
         st.caption(f":material/warning: Launch runs the form as shown: {len(url_notes)} value(s) of the link were "
                    "changed (see the warning above).")
+    if spec is not None:  # what Launch runs, read back from the spec (not from the widgets)
+        st.caption(ui.md_text(f"Launch runs A[{spec.cut_a}] → B[{spec.cut_b}] with a {spec.settings()}."))
     ui.show_estimate("stitch", spec)
     clicked = ui.launch_button("Launch", why_not, key="launch")
 if clicked and spec is not None:

@@ -91,6 +91,22 @@ class StitchSpec(Spec):
         if isinstance(self.adapter, dict):
             object.__setattr__(self, "adapter", AdapterSpec.from_dict(self.adapter))
 
+    def settings(self) -> str:
+        """Everything but the models and cuts, in one line: what Launch runs.
+
+        >>> print(StitchSpec(a="zoo:x", b="zoo:y", cut_a="block1", cut_b="block1", epochs=3).settings())
+        linear adapter (BatchNorm both, bilinear resample, lstsq init) · objective task · adamw lr 0.01 · 3 epochs · batch 64 · seed 0 · all images of B's dataset · head b
+        """
+        ad = self.adapter
+        rank = f", rank {ad.rank}" if ad.rank is not None else ""
+        images = ("all images" if self.max_train is None and self.max_test is None else
+                  f"{self.max_train or 'all'} train / {self.max_test or 'all'} test images")
+        dataset = self.dataset or "B's dataset"
+        head = f"head a from {self.head_cut}" if self.head == "a" else "head b"
+        return (f"{ad.kind} adapter (BatchNorm {ad.norm}, {ad.resample} resample, {ad.init} init{rank}) · "
+                f"objective {self.objective} · {self.optimizer} lr {self.lr:g} · {self.epochs} epochs · "
+                f"batch {self.batch_size} · seed {self.seed} · {images} of {dataset} · {head}")
+
     def label(self) -> str:
         head = f" -> {self.a}[{self.head_cut}:]" if self.head == "a" else ""
         return f"{self.a}[{self.cut_a}] -> {self.b}[{self.cut_b}]{head} ({self.adapter.kind}, {self.adapter.init})"
