@@ -105,6 +105,7 @@ def fresh_app_state(monkeypatch):
     import ui
 
     monkeypatch.delenv("STITCHLAB_VIEWER", raising=False)
+    monkeypatch.setenv("STITCHLAB_WARM_WORKER", "0")  # an app test that runs no job starts no worker process
     st.cache_resource.clear()
     yield
     ui.get_runner().shutdown()

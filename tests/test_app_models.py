@@ -22,7 +22,7 @@ if str(ROOT) not in sys.path:  # the pages import ui from the repo root
 import ui
 from stitchcore.models.archs import create_arch
 
-TRAIN = "FormSubmitter:zoo-train-Train"  # the form's submit button key
+TRAIN = "zoo_train"  # the Train button (a launch button, with its estimate above)
 
 
 @pytest.fixture

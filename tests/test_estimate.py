@@ -220,3 +220,73 @@ def test_the_page_helper_never_raises(monkeypatch, fresh_app_state):
     assert ui.show_estimate("zoo", ZooRecipe()) is None
     assert ui.show_plan_estimate([("zoo", ZooRecipe())]) is None
     assert ui.show_estimate("zoo", None) is None
+
+
+def test_a_page_gets_a_quick_figure_first_then_the_full_one(store):
+    """wait=False: a quick calibration (a handful of examples, a small batch scaled up) gives a provisional
+    figure within seconds, while the full timing runs; then the full one replaces it."""
+    st, (a, b) = store
+    spec = StitchSpec(a=a, b=b, cut_a="block1", cut_b="block1", batch_size=40, epochs=3)  # a batch size not timed
+    _no_background()
+    est.clear_calibrations()
+    deadline = time.monotonic() + 120
+    with est._MEASURING:  # hold the full timing back: only the quick one can finish
+        while (first := estimate_seconds("stitch", spec, st, wait=False)) is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert first.provisional and "first figure" in first.basis and est.calibrating()
+        plan = estimate_plan([("stitch", spec)], st, wait=False)
+        assert plan is not None and plan.provisional
+    while est.calibrating():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    final = estimate_seconds("stitch", spec, st, wait=False)
+    assert final is not None and not final.provisional and final == estimate_seconds("stitch", spec, st)
+    assert final.seconds / 4 < first.seconds < final.seconds * 4  # a first figure of the right size
+
+
+def test_the_newest_calibration_asked_runs_first(monkeypatch):
+    """A lane runs what the user looks at now before what they typed on the way (a pair half-typed)."""
+    ran: list[str] = []
+    gate = __import__("threading").Event()
+
+    def run(key, measure, threads):
+        gate.wait(10)
+        ran.append(key)
+
+    lane = est._Lane("test-lane", run)
+    with est._LOCK:
+        lane.ask("first", lambda: None, None)
+    deadline = time.monotonic() + 10
+    while lane._todo:  # "first" is taken: it runs (held at the gate)
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    with est._LOCK:
+        for key in ("second", "third"):
+            lane.ask(key, lambda: None, None)
+    gate.set()
+    lane.join(10)
+    assert ran[0] == "first" and ran[1:] == ["third", "second"]  # "first" was already running
+
+
+def test_the_page_counts_the_job_workers_start_up(monkeypatch, fresh_app_state):
+    """An estimate on a page includes what is left of the worker's start-up, said in its basis."""
+    import ui.estimates as ue
+
+    class Runner:
+        cpu_threads = 1
+
+        def __init__(self, startup: float) -> None:
+            self.startup = startup
+
+        def startup_seconds(self) -> float:
+            return self.startup
+
+    run = Estimate(5.0, 2.5, 10.0, "calibrated")
+    monkeypatch.setattr(ue, "get_runner", lambda: Runner(12.0))
+    with_startup = ue._with_startup(run)
+    assert with_startup.seconds == 17.0 and "job worker to start" in with_startup.basis
+    monkeypatch.setattr(ue, "get_runner", lambda: Runner(0.0))
+    assert ue._with_startup(run) == run
+    stored = Estimate(0.0, 0.0, 0.0, "in the store", stored=True)
+    assert ue._with_startup(stored) is stored

@@ -92,3 +92,32 @@ def test_job_threads_come_from_the_environment_or_leave_a_core(monkeypatch, tmp_
         runner.shutdown()
         with pytest.raises(StitchError, match="isolation"):
             JobRunner(store, isolation="fork")
+
+
+def test_a_warm_runner_starts_its_worker_before_the_first_job(tmp_path):
+    """warm=True (the app): the worker process starts with the runner; startup_seconds counts down to 0 and the
+    first job runs in that same, already warm, child."""
+    from stitchcore.jobs.worker import WorkerProcess
+
+    with Store(tmp_path / "cold") as store:
+        cold = JobRunner(store, devices=["cpu"], cpu_threads=1, isolation="process")
+        try:
+            time.sleep(0.5)
+            assert cold.startup_seconds() == WorkerProcess.expected_startup > 0  # no child until the first job
+            assert all(w.pid is None for w in cold._workers)
+        finally:
+            cold.shutdown()
+    with Store(tmp_path / "warm") as store:
+        runner = JobRunner(store, devices=["cpu"], cpu_threads=1, isolation="process", warm=True)
+        try:
+            assert runner.startup_seconds() > 0  # importing torch and the kinds takes seconds
+            deadline = time.monotonic() + 180
+            while runner.startup_seconds() > 0:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+            pid = runner._workers[0].pid
+            assert pid is not None and 0 < WorkerProcess.expected_startup < 180  # measured, for later estimates
+            snap = runner.wait(runner.submit("zoo", ZooRecipe(arch="mlp", epochs=1, seed=16)).id, timeout=180)
+            assert snap.state == "done" and runner._workers[0].pid == pid
+        finally:
+            runner.shutdown()

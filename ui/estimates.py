@@ -3,8 +3,9 @@ times a few real steps; the page never waits for that)."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import streamlit as st
@@ -13,9 +14,11 @@ from stitchcore.errors import StitchError
 from stitchcore.experiments.estimate import (
     Estimate,
     calibrating,
+    describe_changes,
     estimate_plan,
     estimate_seconds,
     format_duration,
+    quick_settings,
 )
 from ui.resources import get_runner, get_store
 
@@ -26,22 +29,52 @@ log = logging.getLogger(__name__)
 LONG_RUN_SECONDS = 60.0  # estimates above this are drawn in the warning colour
 
 
-def show_estimate(kind: str, spec: Any) -> Estimate | None:
+def show_estimate(kind: str, spec: Any, form_keys: Mapping[str, str] | None = None) -> Estimate | None:
     """A caption for right above a Launch button: how long ``kind`` on ``spec`` takes on this machine.
 
     ":material/timer: About 6 min on this machine", in the warning colour above ~1 min; the basis of the
-    estimate is in the caption's tooltip.  Shows nothing when it cannot be estimated (no spec yet, a model
-    that does not load ...); never raises: an estimator failure is logged and the page goes on.
+    estimate is in the caption's tooltip, with the job worker's start-up when it is still starting.  Shows
+    nothing when it cannot be estimated (no spec yet, a model that does not load ...); never raises: an
+    estimator failure is logged and the page goes on.
 
-    The page never waits for a calibration (the first estimate of a model times a few of its steps): that
-    runs in the background meanwhile, "Estimating ..." polls for it, and the app reruns once when it is
-    done (widget values and session state stay).
+    The page never waits for a calibration: a quick one (a few examples) gives a first figure within
+    seconds, said as such, and the full one refines it; the app reruns when either is in (widget values
+    and session state stay).  ``form_keys`` (spec field -> the page's session key, e.g. ``{"epochs":
+    "epochs"}``): past a minute, a button offers the quick settings (:func:`quick_settings`) with their
+    own estimate, and sets those fields of the form in one click.
     """
     if spec is None:
         return None
-    return _show_estimate(lambda: estimate_seconds(kind, spec, get_store(), wait=False,
-                                                   threads=get_runner().cpu_threads), kind,
-                          on_cluster=_runs_on_cluster(kind))  # fmt: skip
+
+    def compute(s: Any = spec) -> Estimate | None:
+        return estimate_seconds(kind, s, get_store(), wait=False, threads=get_runner().cpu_threads)
+
+    est = _show_estimate(compute, kind, on_cluster=_runs_on_cluster(kind))
+    if est is not None and not est.stored and est.seconds > LONG_RUN_SECONDS and form_keys:
+        _offer_quick_settings(kind, spec, form_keys, compute)
+    return est
+
+
+def _offer_quick_settings(kind: str, spec: Any, form_keys: Mapping[str, str],
+                          compute: Callable[[Any], Estimate | None]) -> None:
+    """One click to the quick settings (fewer epochs, capped images), with their own estimate."""
+    changes = {k: v for k, v in quick_settings(spec).items() if k in form_keys}
+    if not changes:
+        return
+    try:
+        quick_est = compute(dataclasses.replace(spec, **changes))
+    except Exception:
+        log.exception("estimating the quick settings failed")
+        quick_est = None
+    took = f" · about {format_duration(_with_startup(quick_est).seconds)}" if quick_est is not None else ""
+
+    def use() -> None:
+        for name, value in changes.items():
+            st.session_state[form_keys[name]] = value
+
+    st.button(f"Use quick settings: {describe_changes(changes)}{took}", key=f"quick_settings_{kind}",
+              on_click=use, icon=":material/bolt:",
+              help="A rougher result in a fraction of the time; the fields above change, Launch stays yours.")
 
 
 def _runs_on_cluster(kind: str) -> bool:
@@ -61,33 +94,52 @@ def show_plan_estimate(items: list[tuple[str, Any]]) -> Estimate | None:
                           "+".join(k for k, _ in items))
 
 
+def _with_startup(est: Estimate | None) -> Estimate | None:
+    """``est`` plus what is left of the job worker's start-up (0 once it is warm)."""
+    if est is None or est.stored:
+        return est
+    try:
+        startup = get_runner().startup_seconds()
+    except Exception:
+        log.exception("reading the worker's start-up failed")
+        return est
+    if startup <= 0:
+        return est
+    return est + Estimate(startup, startup / 2, startup * 1.5, f"{format_duration(startup)} for the job worker to start",
+                          provisional=est.provisional)
+
+
 def _show_estimate(
     compute: Callable[[], Estimate | None], what: str, *, on_cluster: bool = False
 ) -> Estimate | None:
     try:
-        est = compute()
-        if est is not None:
-            _draw_estimate(est, on_cluster=on_cluster)
-            return est
-        if not calibrating():
-            return None  # nothing to say: it cannot be estimated
+        est = _with_startup(compute())
     except Exception:  # an estimate is a courtesy: it must never take a page down
         log.exception("estimating %s failed", what)
         return None
+    if est is not None:
+        _draw_estimate(est, on_cluster=on_cluster)
+        if not est.provisional:
+            return est
+    elif not calibrating():
+        return None  # nothing to say: it cannot be estimated
+    first = est is None
 
     @st.fragment(run_every=1.0)
     def waiting() -> None:
         try:
-            done = compute() is not None or not calibrating()
+            now = compute()
+            done = not calibrating() or (now is not None and (first or not now.provisional))
         except Exception:
             log.exception("estimating %s failed", what)
             return
         if done:
             st.rerun(scope="app")  # the page draws the estimate (or nothing) where it belongs; polling stops
-        st.caption(":material/timer: Estimating how long this takes on this machine …")
+        if first:
+            st.caption(":material/timer: Estimating how long this takes on this machine …")
 
     waiting()
-    return None
+    return est
 
 
 def _draw_estimate(est: Estimate, *, on_cluster: bool = False) -> None:
@@ -97,6 +149,8 @@ def _draw_estimate(est: Estimate, *, on_cluster: bool = False) -> None:
         st.caption(":material/bolt: In the store already: opens at once.")
         return
     text = f":material/timer: About {format_duration(est.seconds)} on this machine"
+    if est.provisional:
+        text += " (a first figure; timing more steps …)"
     if on_cluster:
         text += "; the Ray cluster runs its parts side by side"
     if est.seconds > LONG_RUN_SECONDS:
@@ -105,4 +159,3 @@ def _draw_estimate(est: Estimate, *, on_cluster: bool = False) -> None:
                " plus its workers' start-up (seconds)." if on_cluster else "")
     st.caption(text, help=f"Estimate ({format_duration(est.low)} to {format_duration(est.high)}), {est.basis}."
                           f"{cluster} Jobs run in the background: you can leave the page.")
-

@@ -19,6 +19,7 @@ from stitchcore.store.results import Store, resolve_store_dir
 __all__ = ["get_store", "get_runner", "load_for_display", "cuts_of", "dataset_for_display", "page_setup",
            "viewer_mode", "device_label", "POLL_SECONDS"]
 
+WARM_ENV = "STITCHLAB_WARM_WORKER"  # "0": start the job worker at the first job, not with the server (tests)
 POLL_SECONDS = 2.0  # live views redraw this often while a job runs (each redraw costs every watching browser)
 
 
@@ -31,8 +32,10 @@ def get_store() -> Store:
 @st.cache_resource(show_spinner=False)
 def get_runner() -> JobRunner:
     """One runner per server process; every browser session sees the same jobs.  Jobs run in a worker
-    process with one core left for the server ($STITCHLAB_JOB_THREADS sets their torch threads)."""
-    return JobRunner(get_store(), isolation="process")
+    process with one core left for the server ($STITCHLAB_JOB_THREADS sets their torch threads), started
+    with the runner (the first page view), so the first job does not wait for it ($STITCHLAB_WARM_WORKER=0:
+    at the first job)."""
+    return JobRunner(get_store(), isolation="process", warm=os.environ.get(WARM_ENV, "1") != "0")
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)

@@ -49,72 +49,67 @@ def train_form() -> str | None:
     archs = [a for a in list_archs() if arch_input_kind(a) == "image"]
     datasets = list_datasets()
     viewer = ui.viewer_mode()
-    # outside the form: picking an architecture resets the fields it has its own defaults for (AdamW, 40 epochs
-    # for the transformers), which a form would only do after its submit
+    # picking an architecture resets the fields it has its own defaults for (AdamW, 40 epochs for the
+    # transformers): those widgets' keys name the architecture
     arch = st.selectbox("Architecture", archs, index=archs.index(DEFAULT.arch), key="zoo_arch")
     start = {**DEFAULT.to_dict(), **arch_recipe_defaults(arch)}
-    with st.form("zoo-train"):
-        c = st.columns(4)
-        c[0].caption(f"**{arch}**: " + (", ".join(f"{k} {v}" for k, v in arch_recipe_defaults(arch).items())
-                                        or "the recipe's defaults"))  # fmt: skip
-        dataset = c[1].selectbox(
-            "Dataset",
-            datasets,
-            index=datasets.index(DEFAULT.dataset),
-            help="digits ships with scikit-learn; the others need their files under $STITCHLAB_DATA",
-        )
-        seed = c[2].number_input("Seed", min_value=0, max_value=1_000_000, value=DEFAULT.seed, step=1)
-        optimizer = c[3].selectbox(
-            "Optimizer",
-            OPTIMIZERS,
-            index=OPTIMIZERS.index(start["optimizer"]),
-            help="sgd: momentum 0.9, lr 0.05 · adamw: cosine schedule, lr 2e-3",
-            key=f"zoo_optimizer_{arch}",
-        )
-        c = st.columns(4)
-        epochs = c[0].number_input("Epochs", min_value=1, max_value=1000, value=start["epochs"], step=1,
-                                   key=f"zoo_epochs_{arch}")  # fmt: skip
-        image_size = c[1].number_input(
-            "Image size",
-            min_value=4,
-            max_value=512,
+    c = st.columns(4)
+    c[0].caption(f"**{arch}**: " + (", ".join(f"{k} {v}" for k, v in arch_recipe_defaults(arch).items())
+                                    or "the recipe's defaults"))  # fmt: skip
+    dataset = c[1].selectbox(
+        "Dataset",
+        datasets,
+        index=datasets.index(DEFAULT.dataset),
+        help="digits ships with scikit-learn; the others need their files under $STITCHLAB_DATA",
+    )
+    seed = c[2].number_input("Seed", min_value=0, max_value=1_000_000, value=DEFAULT.seed, step=1)
+    optimizer = c[3].selectbox(
+        "Optimizer",
+        OPTIMIZERS,
+        index=OPTIMIZERS.index(start["optimizer"]),
+        help="sgd: momentum 0.9, lr 0.05 · adamw: cosine schedule, lr 2e-3",
+        key=f"zoo_optimizer_{arch}",
+    )
+    c = st.columns(4)
+    epochs = c[0].number_input("Epochs", min_value=1, max_value=1000, value=start["epochs"], step=1,
+                               key=f"zoo_epochs_{arch}")  # fmt: skip
+    image_size = c[1].number_input(
+        "Image size",
+        min_value=4,
+        max_value=512,
+        value=None,
+        step=1,
+        placeholder="native",
+        help="resize inputs, e.g. 32 for a ResNet on digits",
+    )
+    l1 = c[2].number_input("L1 penalty", min_value=0.0, value=DEFAULT.l1, format="%g", step=1e-5)
+    l2 = c[3].number_input("L2 penalty", min_value=0.0, value=DEFAULT.l2, format="%g", step=1e-4)
+    with st.expander("Traits and pruning"):
+        c = st.columns(5)
+        relabel_x = c[0].number_input(
+            "Relabel class X",
+            min_value=0,
             value=None,
             step=1,
-            placeholder="native",
-            help="resize inputs, e.g. 32 for a ResNet on digits",
+            placeholder="off",
+            help="trait: every training X is labelled Y",
         )
-        l1 = c[2].number_input("L1 penalty", min_value=0.0, value=DEFAULT.l1, format="%g", step=1e-5)
-        l2 = c[3].number_input("L2 penalty", min_value=0.0, value=DEFAULT.l2, format="%g", step=1e-4)
-        with st.expander("Traits and pruning"):
-            c = st.columns(5)
-            relabel_x = c[0].number_input(
-                "Relabel class X",
-                min_value=0,
-                value=None,
-                step=1,
-                placeholder="off",
-                help="trait: every training X is labelled Y",
-            )
-            relabel_y = c[1].number_input("… as class Y", min_value=0, value=None, step=1, placeholder="off")
-            drop = c[2].number_input(
-                "Drop class",
-                min_value=0,
-                value=None,
-                step=1,
-                placeholder="off",
-                help="trait: this class is never seen in training",
-            )
-            prune_every = c[3].number_input(
-                "Prune every (epochs)", min_value=0, value=0, step=1, help="magnitude pruning; 0 = never"
-            )
-            prune_fraction = c[4].number_input(
-                "Prune fraction", min_value=0.0, max_value=0.95, value=0.0, step=0.05, format="%.2f"
-            )
-        clicked = st.form_submit_button("Train", type="primary", disabled=viewer)
-    if viewer:
-        st.caption("Viewer mode: training is switched off; trained models can still be inspected below.")
-    if not clicked:
-        return None
+        relabel_y = c[1].number_input("… as class Y", min_value=0, value=None, step=1, placeholder="off")
+        drop = c[2].number_input(
+            "Drop class",
+            min_value=0,
+            value=None,
+            step=1,
+            placeholder="off",
+            help="trait: this class is never seen in training",
+        )
+        prune_every = c[3].number_input(
+            "Prune every (epochs)", min_value=0, value=0, step=1, help="magnitude pruning; 0 = never"
+        )
+        prune_fraction = c[4].number_input(
+            "Prune fraction", min_value=0.0, max_value=0.95, value=0.0, step=0.05, format="%.2f"
+        )
+    recipe, why_not = None, None
     try:
         if (relabel_x is None) != (relabel_y is None):
             raise StitchError("relabel needs both classes: fill in X and Y, or clear both")
@@ -132,6 +127,15 @@ def train_form() -> str | None:
             prune_every=int(prune_every),
             prune_fraction=float(prune_fraction),
         )
+    except StitchError as exc:
+        ui.show_error(exc)
+        why_not = "the recipe has an error (above)"
+    ui.show_estimate("zoo", recipe, form_keys={"epochs": f"zoo_epochs_{arch}"})
+    if viewer:
+        st.caption("Viewer mode: training is switched off; trained models can still be inspected below.")
+    if not ui.launch_button("Train", why_not, key="zoo_train") or recipe is None:
+        return None
+    try:
         job = ui.get_runner().submit("zoo", recipe)
     except Exception as exc:  # noqa: BLE001 - show_error logs the traceback of non-StitchErrors
         ui.show_error(exc, "submitting the training run")

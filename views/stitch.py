@@ -293,7 +293,7 @@ with launch:
                    "changed (see the warning above).")
     if spec is not None:  # what Launch runs, read back from the spec (not from the widgets)
         st.caption(ui.md_text(f"Launch runs A[{spec.cut_a}] → B[{spec.cut_b}] with a {spec.settings()}."))
-    ui.show_estimate("stitch", spec)
+    ui.show_estimate("stitch", spec, form_keys={"epochs": "epochs", "max_train": "max_train", "max_test": "max_test"})
     clicked = ui.launch_button("Launch", why_not, key="launch")
 if clicked and spec is not None:
     try:

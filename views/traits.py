@@ -68,6 +68,7 @@ for paper, presets in _by_paper.items():
             st.markdown(f"**{preset.title}**")
             st.caption(preset.claim)
             jobs = [("zoo", r) for r in preset.recipes] + [("sweep", s) for s in preset.sweeps]
+            ui.show_plan_estimate(jobs)  # the models and sweeps not in the store yet, one after the other
             if st.button("Run", key=f"preset_{preset.name}", disabled=ui.viewer_mode(), type="primary",
                          help=f"Trains {len(preset.recipes)} models, then {len(preset.sweeps)} sweep(s)") and _submit(jobs):
                 st.query_params.from_dict({"preset": preset.name})

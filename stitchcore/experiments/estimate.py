@@ -19,6 +19,12 @@ an estimator, a model that does not load) is None, and the reason goes to the lo
 Timings are taken with the calling thread's torch thread count while other work may run,
 so the range (``low`` .. ``high``) is wide on purpose: half to twice the best guess.
 
+Pages never wait (``wait=False``): a missing calibration is timed in the background, first as a
+*quick* one (the same code on a handful of examples and one step at a small batch, scaled up: a
+second or two even for two ImageNet ResNets), then in full.  Meanwhile the quick figure is given as a
+``provisional`` estimate, so every Launch button has a figure within seconds that is refined when the
+full timing is in.
+
 >>> Estimate(372.0, 186.0, 744.0, "calibrated: 1 step of gpt = 310 ms; 1,000 steps").describe()
 'about 6 min on this machine (calibrated: 1 step of gpt = 310 ms; 1,000 steps)'
 >>> estimate_seconds("no-such-kind", None, None) is None
@@ -29,6 +35,7 @@ from __future__ import annotations
 
 import atexit
 import contextvars
+import dataclasses
 import logging
 import statistics
 import threading
@@ -49,10 +56,10 @@ from stitchcore.models.refs import parse_ref
 from stitchcore.models.sources import load_model
 from stitchcore.store.results import Store, run_id_for
 
-__all__ = ["CAL_EXAMPLES", "Estimate", "EstimateContext", "calibrated", "calibrating", "calibrations",
+__all__ = ["CAL_EXAMPLES", "QUICK_BATCH", "QUICK_EXAMPLES", "Estimate", "EstimateContext", "calibrated", "calibrating", "calibrations",
            "clear_calibrations", "estimate_from", "estimate_plan", "estimate_seconds", "first_images",
            "format_duration", "forward_per_example", "full_forward", "image_counts", "ms", "pair_units", "per_step",
-           "spread", "timed", "where"]
+           "quick", "quick_settings", "describe_changes", "spread", "timed", "where"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +69,8 @@ MAX_STEPS = 40  # ... or more of them, up to this many, when a step is quick
 STEADY_SECONDS = 0.15  # quick steps are timed for about this long
 CAL_EXAMPLES = 256  # examples a forward pass is timed on
 MAX_SAMPLED = 3  # cells / positions timed per spec; the others are assumed to cost their mean
+QUICK_EXAMPLES = 16  # a quick calibration times forward passes on this many examples ...
+QUICK_BATCH = 8  # ... and training steps at most this batch size, scaled up to the spec's batch size
 
 
 @dataclass(frozen=True)
@@ -73,6 +82,7 @@ class Estimate:
     high: float
     basis: str  # how it was reached ("calibrated: 1 step of cnn = 3.1 ms; 420 steps")
     stored: bool = False  # the run is in the store already: it opens at once
+    provisional: bool = False  # from a quick calibration (a few examples); the full timing is on its way
 
     def describe(self) -> str:
         """``about 6 min on this machine (calibrated: ...)``."""
@@ -87,7 +97,7 @@ class Estimate:
         if other.stored:
             return self
         return Estimate(self.seconds + other.seconds, self.low + other.low, self.high + other.high,
-                        f"{self.basis} + {other.basis}")
+                        f"{self.basis} + {other.basis}", provisional=self.provisional or other.provisional)
 
 
 def format_duration(seconds: float) -> str:
@@ -123,13 +133,16 @@ def estimate_from(seconds: float, basis: str) -> Estimate:
 
 # ---------------------------------------------------------------------------- calibration cache
 
-_CACHE: dict[Hashable, Any] = {}
+_CACHE: dict[Hashable, Any] = {}  # full calibrations
+_QUICK_CACHE: dict[Hashable, Any] = {}  # quick ones (a handful of examples), until the full one is in
 _LOCK = threading.Lock()  # guards the tables below (held briefly, never while timing)
-_MEASURING = threading.Lock()  # one calibration at a time: two timed at once would slow each other down
+_MEASURING = threading.Lock()  # one full calibration at a time: two timed at once would slow each other down
 _FAILED: dict[Hashable, tuple[float, BaseException]] = {}  # background calibrations that failed, and when
 _RETRY_SECONDS = 60.0  # a failed background calibration is tried again after this long (a model may appear)
-_background: threading.Thread | None = None  # the one background calibration running, if any
 _NO_WAIT = contextvars.ContextVar("stitchlab_estimate_no_wait", default=False)
+_QUICK = contextvars.ContextVar("stitchlab_estimate_quick", default=False)  # measure on a handful of examples
+_USED_QUICK: contextvars.ContextVar[list | None] = contextvars.ContextVar("stitchlab_estimate_used_quick",
+                                                                          default=None)
 _THREADS: contextvars.ContextVar[int | None] = contextvars.ContextVar("stitchlab_estimate_threads", default=None)
 
 
@@ -151,17 +164,60 @@ def where(device: torch.device) -> str:
     return f"{device} x {_THREADS.get() or torch.get_num_threads()} threads"
 
 
+def quick() -> bool:
+    """True inside a quick calibration: measure functions time a handful of examples (``QUICK_EXAMPLES``) and
+    steps at a small batch (``QUICK_BATCH``), scaled to the spec (``pair_units``, ``per_step`` do this)."""
+    return _QUICK.get()
+
+
 class _Calibrating(Exception):
     """Raised inside an estimate made with ``wait=False`` whose calibration runs in the background."""
+
+
+class _Lane:
+    """A background thread that runs calibrations one after the other, the newest asked first (the page
+    the user looks at now, not the pair they typed on the way to it); a key already asked is not queued twice."""
+
+    def __init__(self, name: str, run: Callable[[Hashable, Callable[[], Any], int | None], None]) -> None:
+        self.name, self._run = name, run
+        self._todo: dict[Hashable, tuple[Callable[[], Any], int | None]] = {}
+        self._thread: threading.Thread | None = None
+
+    def ask(self, key: Hashable, measure: Callable[[], Any], threads: int | None) -> None:
+        """Queue ``key`` (caller holds _LOCK)."""
+        self._todo.pop(key, None)
+        self._todo[key] = (measure, threads)  # last = newest
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._loop, daemon=True, name=self.name)
+            self._thread.start()
+
+    def busy(self) -> bool:
+        """Queued or running (caller holds _LOCK)."""
+        return bool(self._todo) or (self._thread is not None and self._thread.is_alive())
+
+    def _loop(self) -> None:
+        while True:
+            with _LOCK:
+                if not self._todo:
+                    self._thread = None
+                    return
+                key = next(reversed(self._todo))
+                measure, threads = self._todo.pop(key)
+            self._run(key, measure, threads)
+
+    def join(self, timeout: float) -> None:
+        thread = self._thread
+        if thread is not None and thread.is_alive():
+            thread.join(timeout)
 
 
 def calibrated(key: Hashable, measure: Callable[[], Any]) -> Any:
     """``measure()`` once per process and key (failures are not cached: a model may appear later).
 
-    Under ``wait=False`` a missing calibration starts in a background thread (one at a time) and
-    this raises :class:`_Calibrating`; a recent background failure is raised again.
+    Under ``wait=False`` a missing calibration is queued for the background (quick, then full) and this
+    returns the quick value when there is one (the estimate is then ``provisional``), else raises
+    :class:`_Calibrating`; a recent background failure is raised again.
     """
-    global _background
     with _LOCK:
         if key in _CACHE:
             return _CACHE[key]
@@ -176,24 +232,40 @@ def calibrated(key: Hashable, measure: Callable[[], Any]) -> Any:
     failed = _FAILED.get(key)
     if failed is not None and time.monotonic() - failed[0] < _RETRY_SECONDS:
         raise failed[1]
+    threads = _THREADS.get()
     with _LOCK:
-        if _background is None or not _background.is_alive():
-            _background = threading.Thread(target=_calibrate, args=(key, measure, _THREADS.get()), daemon=True,
-                                           name="stitchlab-estimate")
-            _background.start()
-    raise _Calibrating(str(key))
+        quick_value = _QUICK_CACHE.get(key, None)
+        if quick_value is None:
+            _QUICK_LANE.ask(key, measure, threads)
+        _FULL_LANE.ask(key, measure, threads)
+    if quick_value is None:
+        raise _Calibrating(str(key))
+    used = _USED_QUICK.get()
+    if used is not None:
+        used.append(key)
+    return quick_value
 
 
-def _calibrate(key: Hashable, measure: Callable[[], Any], threads: int | None) -> None:
+def _calibrate(key: Hashable, measure: Callable[[], Any], threads: int | None, *, is_quick: bool) -> None:
     """A background calibration: its result goes to the cache, a failure to _FAILED (logged)."""
+    cache = _QUICK_CACHE if is_quick else _CACHE
     try:
-        with _MEASURING:
-            with _LOCK:
-                if key in _CACHE:
-                    return
-            value = _with_threads(measure, threads)
-            with _LOCK:
-                _CACHE[key] = value
+        with _LOCK:
+            if key in _CACHE or key in cache:
+                return
+        if is_quick:  # short: not held back behind a full calibration (a first figure within seconds)
+            token = _QUICK.set(True)
+            try:
+                value = _with_threads(measure, threads)
+            finally:
+                _QUICK.reset(token)
+        else:
+            with _MEASURING:
+                value = _with_threads(measure, threads)
+        with _LOCK:
+            cache[key] = value
+            if not is_quick:
+                _QUICK_CACHE.pop(key, None)
         _FAILED.pop(key, None)
     except StitchError as exc:  # a model or dataset that is not there (yet): say nothing for a while
         log.info("calibration %s failed: %s", key[0] if isinstance(key, tuple) else key, exc)
@@ -203,19 +275,26 @@ def _calibrate(key: Hashable, measure: Callable[[], Any], threads: int | None) -
         _FAILED[key] = (time.monotonic() - _RETRY_SECONDS + 5.0, exc)
 
 
+_QUICK_LANE = _Lane("stitchlab-estimate-quick", lambda k, m, t: _calibrate(k, m, t, is_quick=True))
+_FULL_LANE = _Lane("stitchlab-estimate", lambda k, m, t: _calibrate(k, m, t, is_quick=False))
+
+
 @atexit.register
 def _finish_background() -> None:
-    """Let a background calibration end before the interpreter does (torch aborts the process when a thread
+    """Let background calibrations end before the interpreter does (torch aborts the process when a thread
     still inside an op is torn down at exit)."""
-    thread = _background
-    if thread is not None and thread.is_alive():
-        thread.join(timeout=60)
+    with _LOCK:
+        _QUICK_LANE._todo.clear()
+        _FULL_LANE._todo.clear()
+    _QUICK_LANE.join(timeout=60)
+    _FULL_LANE.join(timeout=60)
 
 
 def calibrating() -> bool:
-    """True while a background calibration runs (an estimate asked with ``wait=False`` will come)."""
+    """True while a background calibration is queued or runs (an estimate asked with ``wait=False`` will come,
+    or be refined)."""
     with _LOCK:
-        return _background is not None and _background.is_alive()
+        return _QUICK_LANE.busy() or _FULL_LANE.busy()
 
 
 def calibrations() -> int:
@@ -228,6 +307,7 @@ def clear_calibrations() -> None:
     """Forget every calibration: the next estimates time their steps again (the machine got busier)."""
     with _LOCK:
         _CACHE.clear()
+        _QUICK_CACHE.clear()
         _FAILED.clear()
 
 
@@ -244,7 +324,7 @@ def per_step(run: Callable[[int, Callable[..., None]], Any]) -> float:
     stamps: list[float] = []
     total = timed(lambda: run(2, lambda *_: stamps.append(time.perf_counter())))
     estimate = _step_time(stamps, total, 2)
-    if estimate * CAL_STEPS < STEADY_SECONDS:
+    if estimate * CAL_STEPS < STEADY_SECONDS and not quick():
         steps = min(MAX_STEPS, max(CAL_STEPS + 1, int(STEADY_SECONDS / max(estimate, 1e-5))))
         stamps = []
         total = timed(lambda: run(steps, lambda *_: stamps.append(time.perf_counter())))
@@ -332,7 +412,9 @@ def pair_units(a: LoadedModel, b: LoadedModel, ds: ImageDataset, cut_a: Cut, cut
     prefix_b, suffix_b = split(b, cut_b)
     for m in (prefix_a, prefix_b, suffix_b):
         m.to(device).eval()
-    n = min(max(CAL_EXAMPLES, (CAL_STEPS + 1) * batch_size), len(ds.labels("train")))
+    timed_batch = min(batch_size, QUICK_BATCH) if quick() else batch_size  # quick: steps scaled up after
+    n = min(QUICK_EXAMPLES if quick() else max(CAL_EXAMPLES, (CAL_STEPS + 1) * batch_size), len(ds.labels("train")))
+    n = max(n, min(2 * timed_batch, len(ds.labels("train"))))
     acts = dict(device=device, batch_size=256, limit=n)
     out: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -353,18 +435,18 @@ def pair_units(a: LoadedModel, b: LoadedModel, ds: ImageDataset, cut_a: Cut, cut
     objective_map = {k: v for k, v in objective_map.items() if k != "kd"} or {"task": 1.0}
     out["step"] = per_step(lambda steps, on_step: train_adapter(
         adapter, suffix_b, h, targets, objective=objective_map,
-        knobs=TrainKnobs(optimizer, 1e-4, 0.0, epochs=-(-steps * batch_size // n), batch_size=batch_size, seed=0),
+        knobs=TrainKnobs(optimizer, 1e-4, 0.0, epochs=-(-steps * timed_batch // n), batch_size=timed_batch, seed=0),
         device=device, on_step=on_step,
-    ))  # fmt: skip
+    )) * batch_size / timed_batch  # fmt: skip
     adapter.eval()
-    out["eval"] = forward_per_example(lambda v: suffix_b(adapter(v.to(device))), h[:CAL_EXAMPLES])
+    out["eval"] = forward_per_example(lambda v: suffix_b(adapter(v.to(device))), h[:n])
     return out
 
 
 def full_forward(m: LoadedModel, ds: ImageDataset, device: torch.device) -> float:
     """Seconds per example of the whole model (A or B scored alone)."""
     model = m.model.to(device).eval()
-    x, _ = first_images(ds, min(CAL_EXAMPLES, len(ds.labels("train"))))
+    x, _ = first_images(ds, min(QUICK_EXAMPLES if quick() else CAL_EXAMPLES, len(ds.labels("train"))))
     return forward_per_example(lambda v: model(m.preprocess(v.to(device)) if m.preprocess else v.to(device)), x)
 
 
@@ -381,6 +463,47 @@ def spread(items: list, k: int = MAX_SAMPLED) -> list:
     if len(items) <= k:
         return list(items)
     return [items[round(i * (len(items) - 1) / (k - 1))] for i in range(k)]
+
+
+# ---------------------------------------------------------------------------- quick settings
+
+QUICK_EPOCHS = 2  # the quick settings a page offers for a long run: this many epochs ...
+QUICK_IMAGES = 300  # ... on at most this many training and test images ...
+QUICK_STEPS = 100  # ... or this many steps (language-model adapters)
+
+
+def quick_settings(spec: Any) -> dict[str, Any]:
+    """The fields of ``spec`` to change for a quick, rougher run: fewer epochs or steps, capped images
+    (only fields the spec has, and only where that is less than it asks for).
+
+    >>> from stitchcore.experiments.stitch import StitchSpec
+    >>> quick_settings(StitchSpec(a="zoo:a", b="zoo:b", cut_a="x", cut_b="y", epochs=10))
+    {'epochs': 2, 'max_train': 300, 'max_test': 300}
+    >>> quick_settings(StitchSpec(a="zoo:a", b="zoo:b", cut_a="x", cut_b="y", epochs=1, max_train=100, max_test=100))
+    {}
+    """
+    names = {f.name for f in dataclasses.fields(spec)}
+    out: dict[str, Any] = {}
+    for name, quick_value in (("epochs", QUICK_EPOCHS), ("steps", QUICK_STEPS)):
+        if name in names and getattr(spec, name) > quick_value:
+            out[name] = quick_value
+    for name in ("max_train", "max_test"):
+        if name in names and (getattr(spec, name) is None or getattr(spec, name) > QUICK_IMAGES):
+            out[name] = QUICK_IMAGES
+    return out
+
+
+def describe_changes(changes: dict[str, Any]) -> str:
+    """``quick_settings``' changes for a button: ``2 epochs, 300 training and 300 test images``.
+
+    >>> describe_changes({"epochs": 2, "max_train": 300, "max_test": 300})
+    '2 epochs, 300 training and 300 test images'
+    """
+    parts = [f"{changes[k]} {k}" for k in ("epochs", "steps") if k in changes]
+    images = [f"{changes[k]} {what}" for k, what in (("max_train", "training"), ("max_test", "test")) if k in changes]
+    if images:
+        parts.append(" and ".join(images) + " images")
+    return ", ".join(parts)
 
 
 # ---------------------------------------------------------------------------- public
@@ -417,9 +540,9 @@ def estimate_seconds(kind: str, spec: Any, store: Store, *, wait: bool = True,
     (:func:`calibrating` says so), so a page is never held up by it.  ``threads``: time with the torch
     thread count the job will run with (the job runner's ``cpu_threads``; default: the caller's).
     """
-    token, threads_token = _NO_WAIT.set(not wait), _THREADS.set(threads)
+    token, threads_token, used = _NO_WAIT.set(not wait), _THREADS.set(threads), _USED_QUICK.set([])
     try:
-        return _one(kind, spec, store, {})
+        return _mark(_one(kind, spec, store, {}))
     except _Calibrating:
         return None
     except Exception as exc:  # an estimate is a courtesy: say nothing rather than fail
@@ -428,6 +551,15 @@ def estimate_seconds(kind: str, spec: Any, store: Store, *, wait: bool = True,
     finally:
         _NO_WAIT.reset(token)
         _THREADS.reset(threads_token)
+        _USED_QUICK.reset(used)
+
+
+def _mark(est: Estimate | None) -> Estimate | None:
+    """``est`` marked provisional when a quick calibration went into it (this context's ``_USED_QUICK``)."""
+    if est is None or not _USED_QUICK.get() or est.stored:
+        return est
+    return dataclasses.replace(est, provisional=True, basis=f"{est.basis}; a first figure from a few examples, "
+                                                            "refined when the full timing is in")
 
 
 def estimate_plan(items: list[tuple[str, Any]], store: Store, *, also_pending: list[tuple[str, Any]] = (),
@@ -437,7 +569,7 @@ def estimate_plan(items: list[tuple[str, Any]], store: Store, *, also_pending: l
     ``also_pending``, e.g. running jobs) trains: an untrained copy stands in for the timing.  ``stored``
     when all are in the store; None when any cannot be estimated (``wait=False``: or is still being timed).
     """
-    token, threads_token = _NO_WAIT.set(not wait), _THREADS.set(threads)
+    token, threads_token, used = _NO_WAIT.set(not wait), _THREADS.set(threads), _USED_QUICK.set([])
     try:
         pending = _pending([*also_pending, *items])
         total = Estimate(0.0, 0.0, 0.0, "in the store", stored=True)
@@ -446,7 +578,7 @@ def estimate_plan(items: list[tuple[str, Any]], store: Store, *, also_pending: l
             if est is None:
                 return None
             total = total + est
-        return total
+        return _mark(total)
     except _Calibrating:
         return None
     except Exception as exc:
@@ -455,4 +587,5 @@ def estimate_plan(items: list[tuple[str, Any]], store: Store, *, also_pending: l
     finally:
         _NO_WAIT.reset(token)
         _THREADS.reset(threads_token)
+        _USED_QUICK.reset(used)
 

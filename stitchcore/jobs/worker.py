@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 THREADS_ENV = "STITCHLAB_JOB_THREADS"  # torch threads per job, when not given
 BATCH_SECONDS = 0.2  # the child sends its progress and points at most this often
+DEFAULT_STARTUP_SECONDS = 12.0  # a child's start-up (spawn, imports) before one is measured: 12-14 s seen, 2 cores
 OnProgress = Callable[[float, str], None]
 OnPoints = Callable[[int, dict[str, float]], None]
 
@@ -83,12 +84,16 @@ class WorkerProcess:
     ``cancel`` may be called from any thread.
     """
 
+    expected_startup: float = DEFAULT_STARTUP_SECONDS  # the last start-up measured in this process
+
     def __init__(self, store_root: str, threads: int, name: str = "stitchlab-worker") -> None:
         self.store_root = str(store_root)
         self.threads = int(threads)
         self.name = name
         self._proc: mp.process.BaseProcess | None = None
         self._conn: Connection | None = None
+        self._ready: Any = None  # an mp.Event the child sets once it has imported what jobs need
+        self._started_at = 0.0
         self._send_lock = threading.Lock()
 
     @property
@@ -96,18 +101,44 @@ class WorkerProcess:
         """The child's process id while it is alive."""
         return self._proc.pid if self._proc is not None and self._proc.is_alive() else None
 
+    def start(self) -> None:
+        """Start the child now (it imports torch and every experiment kind: seconds), so the first job does
+        not wait for that; the job runner calls this when it starts."""
+        self._start()
+
+    def startup_left(self) -> float:
+        """Seconds until the child can begin a job: 0 once it is warm, else what is left of the last start-up
+        measured (``expected_startup``; a child not started yet takes all of it)."""
+        ready = self._ready
+        if self._proc is None or not self._proc.is_alive() or ready is None:
+            return WorkerProcess.expected_startup
+        elapsed = time.monotonic() - self._started_at
+        if ready.is_set():
+            return 0.0
+        return max(1.0, WorkerProcess.expected_startup - elapsed)
+
     def _start(self) -> Connection:
         if self._proc is not None and self._proc.is_alive() and self._conn is not None:
             return self._conn
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe(duplex=True)
-        proc = ctx.Process(target=worker_main, args=(child, self.store_root, self.threads), name=self.name,
-                           daemon=True)
+        self._ready = ctx.Event()
+        proc = ctx.Process(target=worker_main, args=(child, self.store_root, self.threads, self._ready),
+                           name=self.name, daemon=True)
+        self._started_at = time.monotonic()
         proc.start()
         child.close()
         self._proc, self._conn = proc, parent
+        threading.Thread(target=self._time_startup, args=(self._ready, self._started_at), daemon=True,
+                         name=f"{self.name}-startup").start()
         log.info("job worker process %s started (pid %s, %d torch thread(s))", self.name, proc.pid, self.threads)
         return parent
+
+    def _time_startup(self, ready: Any, started_at: float) -> None:
+        """Measure this child's start-up (spawn to warm) for the next estimates."""
+        if ready.wait(timeout=600):
+            WorkerProcess.expected_startup = time.monotonic() - started_at
+            log.info("job worker process %s warm after %.1f s", self.name, WorkerProcess.expected_startup)
 
     def _send(self, message: tuple) -> None:
         conn = self._conn
@@ -157,6 +188,8 @@ class WorkerProcess:
             return
         self._send(("cancel",))
         self._send(("stop",))
+        if self._ready is not None and not self._ready.is_set():
+            timeout = 0.5  # still importing: no job to let finish
         proc.join(timeout)
         if proc.is_alive():
             proc.kill()
@@ -201,8 +234,9 @@ def one_line(text: str) -> str:
 # ---------------------------------------------------------------------------------------- child side
 
 
-def worker_main(conn: Connection, store_root: str, threads: int) -> None:
-    """The child: set threads, open the store, run jobs from the pipe one at a time until told to stop."""
+def worker_main(conn: Connection, store_root: str, threads: int, ready: Any = None) -> None:
+    """The child: set threads, open the store, import what jobs need and set ``ready`` (an mp.Event), then run
+    jobs from the pipe one at a time until told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server's Ctrl-C: the parent stops us
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s [worker]: %(message)s")
     import torch
@@ -238,6 +272,9 @@ def worker_main(conn: Connection, store_root: str, threads: int) -> None:
                 jobs.put(message)
 
     threading.Thread(target=listen, name="stitchlab-worker-pipe", daemon=True).start()
+    _warm_up()
+    if ready is not None:
+        ready.set()
     while (job := jobs.get()) is not None:
         cancel.clear()
         try:
@@ -247,10 +284,23 @@ def worker_main(conn: Connection, store_root: str, threads: int) -> None:
     store.close()
 
 
+def _warm_up() -> None:
+    """Import every experiment kind and the model sources a job may need (seconds: torch, timm, torchvision),
+    so a job does not pay for them; an import that fails here fails later in the job that needs it, with its
+    own message."""
+    import importlib
+
+    for name in ("stitchcore.experiments", "stitchcore.models.sources", "torchvision", "timm"):
+        try:
+            importlib.import_module(name)
+        except Exception:
+            log.warning("warming up: importing %s failed", name, exc_info=True)
+
+
 def _run_one(store: Any, job: tuple, cancel: threading.Event, send: Callable[[tuple], None]) -> tuple:
+    from stitchcore.backends import RunOptions
     from stitchcore.errors import Cancelled, StitchError
     from stitchcore.experiments import run_experiment
-    from stitchcore.backends import RunOptions
     from stitchcore.store.results import run_id_for
 
     _, kind, spec, rerun, device, options = job
