@@ -21,6 +21,8 @@ if str(ROOT) not in sys.path:  # the pages import ui from the repo root
 
 import ui
 from stitchcore.models.archs import create_arch
+from stitchcore.models.info import weights_fingerprint
+from stitchcore.models.sources import load_model
 
 TRAIN = "zoo_train"  # the Train button (a launch button, with its estimate above)
 
@@ -118,11 +120,35 @@ def test_ref_permalink_reproduces_the_view(open_page, trained_store):
     assert at.text_input(key="ref_text").value == refs[1]
 
 
+def weights_line(at: AppTest) -> str:
+    lines = (line.rstrip() for m in at.markdown for line in m.value.splitlines())
+    return next(line for line in lines if line.startswith("**Weights**"))
+
+
 def test_inspect_timm_model(open_page):
     at = inspect(open_page(), "timm:resnet18?pretrained=false")
     assert not at.exception and not errors(at)
     assert "layer4.1" in cut_names(at)
     assert metric(at, "Input shape") == "3 × 224 × 224"
+    # the weights are the seed-0 draw, and the page says so with their fingerprint
+    fingerprint = weights_fingerprint(load_model("timm:resnet18?pretrained=false").model)
+    assert weights_line(at) == f"**Weights** random init, seed 0 · fingerprint `{fingerprint}`"
+    at = inspect(at, "timm:resnet18?pretrained=false&seed=1")
+    assert weights_line(at).startswith("**Weights** random init, seed 1 · fingerprint `")
+    assert fingerprint not in weights_line(at)
+
+
+def test_inspect_trained_and_random_zoo_weights(open_page, trained_store):
+    store, refs = trained_store
+    at = inspect(open_page(store.root), refs[0])
+    trained = weights_fingerprint(load_model(refs[0], store=store).model)
+    assert weights_line(at) == f"**Weights** fingerprint `{trained}`"
+    at = inspect(at, refs[0] + "?init=random&seed=2")
+    assert not at.exception and not errors(at)
+    assert weights_line(at).startswith("**Weights** random init, seed 2 · fingerprint `")
+    assert trained not in weights_line(at)
+    # a random twin is scored, not credited with the trained model's stored accuracy
+    assert "stored" not in next(m.help for m in at.metric if m.label == "Base accuracy")
 
 
 @pytest.mark.parametrize(
@@ -191,8 +217,8 @@ def test_an_unexpected_error_is_one_line_and_a_logged_traceback(open_page, monke
     monkeypatch.setattr(ui.resources, "load_model", broken)  # a bug in a loader (ui.load_for_display calls it)
     at = inspect(at, "zoo:cnn-digits-s0")
     assert not at.exception
-    assert errors(at) == ["loading zoo:cnn-digits-s0 failed: unexpected error: RuntimeError: boom "
-                          "(details in the server log)"]  # fmt: skip
+    assert errors(at) == [("loading zoo:cnn-digits-s0 failed: unexpected error: RuntimeError: boom "
+                           "(details in the server log)")]  # fmt: skip
     logged = [r for r in caplog.records if r.name == "ui.errors"]  # show_error's log
     assert len(logged) == 1 and logged[0].exc_info[0] is RuntimeError
     assert at.button(key=TRAIN)  # the rest of the page still renders

@@ -12,12 +12,23 @@ from stitchcore.data import ImageDataset, load_dataset
 from stitchcore.device import describe_device, pick_device
 from stitchcore.errors import StitchError
 from stitchcore.jobs import JobRunner
+from stitchcore.models.info import weights_fingerprint
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.sources import load_model
 from stitchcore.store.results import Store, resolve_store_dir
 
-__all__ = ["get_store", "get_runner", "load_for_display", "cuts_of", "dataset_for_display", "page_setup",
-           "viewer_mode", "device_label", "POLL_SECONDS"]
+__all__ = [
+    "POLL_SECONDS",
+    "cuts_of",
+    "dataset_for_display",
+    "device_label",
+    "fingerprint_of",
+    "get_runner",
+    "get_store",
+    "load_for_display",
+    "page_setup",
+    "viewer_mode",
+]
 
 WARM_ENV = "STITCHLAB_WARM_WORKER"  # "0": start the job worker at the first job, not with the server (tests)
 POLL_SECONDS = 2.0  # live views redraw this often while a job runs (each redraw costs every watching browser)
@@ -49,6 +60,13 @@ def cuts_of(ref: str) -> list[Cut]:
     """The cut points of ``ref`` (see stitchcore.cuts.list_cuts)."""
     m = load_for_display(ref)
     return list_cuts(m)
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def fingerprint_of(ref: str) -> str:
+    """The weights fingerprint of ``ref`` as loaded for display (stitchcore.models.info.weights_fingerprint),
+    hashed once per ref, not on every rerun."""
+    return weights_fingerprint(load_for_display(ref).model)
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)

@@ -28,7 +28,7 @@ DEFAULT = ZooRecipe()  # the form's defaults are the recipe's defaults
 REF_HELP = """Any model ref, e.g.
 `zoo:cnn-digits-s0` (a model trained here) ·
 `timm:resnet18?pretrained=false` ·
-`torchvision:resnet18?weights=none` ·
+`torchvision:resnet18?weights=none` (random init, seeded: add `&seed=N`, default 0) ·
 `hf:/path/to/model_dir` ·
 `file:/path/model.pt?arch=zoo:cnn`"""
 ARCH_HELP = """What the checkpoint's weights fit: `zoo:cnn`, `zoo:mlp`, `zoo:resnet`, `timm:resnet18`,
@@ -369,11 +369,17 @@ def inspect(text: str) -> None:
         st.metric("Base accuracy", value, help=why)
     names = info["class_names"]
     shown = ", ".join(names[:12]) + (f", … ({len(names)} in all)" if len(names) > 12 else "")
+    weights = f"{info['init']} · " if info["init"] else ""
     st.markdown(
         f"**Architecture** `{info['arch']}` · **Input** {info['input_kind']} · "
         f"**Dataset** {info['dataset'] or 'unknown'} · **Cut points** {len(cuts)}  \n"
-        f"**Preprocessing** {info['preprocessing']}" + (f"  \n**Class names** {shown}" if shown else "")
+        f"**Preprocessing** {info['preprocessing']}  \n"
+        f"**Weights** {weights}fingerprint `{ui.fingerprint_of(ref)}`"
+        + (f"  \n**Class names** {shown}" if shown else "")
     )
+    st.caption("The fingerprint hashes every weight (sha256 of the parameters and buffers): the same"
+               " fingerprint means the same weights, on any machine. Random weights are drawn from the ref's"
+               " seed= (default 0).")
     if info["defaults"]:
         st.caption(f"Defaults this ref took: {info['defaults']}.")
     rows = [

@@ -1,4 +1,5 @@
-"""What a page shows about a loaded model: shape, classes, preprocessing, parameter count.
+"""What a page shows about a loaded model: shape, classes, preprocessing, parameter count, and where its
+weights come from (random init and its seed; a fingerprint of the weights to compare across machines).
 
 >>> from stitchcore.models.archs import create_arch
 >>> from stitchcore.models.sources import wrap_arch_model
@@ -12,12 +13,59 @@ Uploaded checkpoints are saved by :mod:`stitchcore.store.uploads` and named by
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
-from stitchcore.models.preprocess import Preprocess
-from stitchcore.models.loaded import LoadedModel
+import torch
+from torch import nn
 
-__all__ = ["describe_model", "describe_preprocess"]
+from stitchcore.models.loaded import LoadedModel
+from stitchcore.models.preprocess import Preprocess
+
+__all__ = ["describe_init", "describe_model", "describe_preprocess", "weights_fingerprint"]
+
+FINGERPRINT_HEX = 12  # hex digits shown: 48 bits, ample to tell two draws apart
+
+
+def weights_fingerprint(model: nn.Module, digits: int = FINGERPRINT_HEX) -> str:
+    """The first ``digits`` hex digits of a sha256 over ``model.state_dict()`` (parameters and buffers).
+
+    Each entry adds its name, dtype, shape and raw bytes, in state-dict order, so equal fingerprints mean
+    bit-identical weights (on any machine) and a changed value, name or shape changes it.
+
+    >>> a, b = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    >>> b.load_state_dict(a.state_dict())
+    <All keys matched successfully>
+    >>> weights_fingerprint(a) == weights_fingerprint(b), len(weights_fingerprint(a))
+    (True, 12)
+    >>> with torch.no_grad():
+    ...     b.bias[0] += 1e-6
+    >>> weights_fingerprint(a) == weights_fingerprint(b)
+    False
+    """
+    h = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        t = tensor.detach().to("cpu").contiguous().reshape(-1)
+        h.update(f"{name}\0{t.dtype}\0{tuple(tensor.shape)}\0".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()[:digits]
+
+
+def describe_init(loaded: LoadedModel) -> str:
+    """Where randomly drawn weights come from, in words: ``random init, seed 3``; "" for loaded weights.
+
+    Sources record the seed as ``meta["init_seed"]``; an hf: model whose checkpoint lacks some tensors
+    lists them in ``meta["random_tensors"]`` (only those are drawn).
+    """
+    meta = loaded.meta or {}
+    seed = meta.get("init_seed")
+    if seed is None:
+        return ""
+    drawn = list(meta.get("random_tensors") or [])
+    if not drawn:
+        return f"random init, seed {seed}"
+    named = ", ".join(drawn[:3]) + (f", … ({len(drawn)} in all)" if len(drawn) > 3 else "")
+    return f"random init of the tensors not in the checkpoint ({named}), seed {seed}"
 
 
 def describe_preprocess(p: Preprocess | None) -> str:
@@ -35,8 +83,10 @@ def describe_preprocess(p: Preprocess | None) -> str:
 def describe_model(loaded: LoadedModel) -> dict[str, Any]:
     """The facts the Models page shows: ref, parameter count, input, preprocessing, dataset, classes.
 
-    ``accuracy`` is the stored test accuracy when known (zoo models), else None; ``defaults``
-    says which input defaults a ``file:`` ref took (its dataset, mean/std), else "".
+    ``accuracy`` is the stored test accuracy when known (trained zoo models), else None; ``defaults``
+    says which input defaults a ``file:`` ref took (its dataset, mean/std), else ""; ``init`` says which
+    weights are random and their seed (:func:`describe_init`), else "".  The weights' fingerprint is
+    :func:`weights_fingerprint` (not here: it reads every weight, so a page caches it per ref).
     """
     meta = loaded.meta or {}
     accuracy = meta.get("accuracy")
@@ -52,4 +102,5 @@ def describe_model(loaded: LoadedModel) -> dict[str, Any]:
         "class_names": list(meta.get("class_names") or []),
         "accuracy": float(accuracy) if isinstance(accuracy, (int, float)) else None,
         "defaults": str(meta.get("defaults") or ""),
+        "init": describe_init(loaded),
     }

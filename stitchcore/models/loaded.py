@@ -6,7 +6,9 @@ A source is a function ``(ref: ModelRef, store) -> LoadedModel`` registered unde
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,12 +18,13 @@ from torch import nn
 from stitchcore.models.preprocess import Preprocess
 
 __all__ = [
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
     "LoadedModel",
     "freeze",
     "hub_image_model",
+    "seeded_init",
     "wrap_arch_model",
-    "IMAGENET_MEAN",
-    "IMAGENET_STD",
 ]
 
 logger = logging.getLogger(__name__)
@@ -64,6 +67,26 @@ def freeze(model: nn.Module) -> nn.Module:
     for p in model.parameters():
         p.requires_grad_(False)
     return model
+
+
+@contextlib.contextmanager
+def seeded_init(seed: int) -> Iterator[None]:
+    """Build random weights inside this block: torch's CPU RNG seeded ``seed``, the caller's RNG state
+    restored on exit (so loading a model never moves a caller's random draws).
+
+    >>> torch.manual_seed(5); before = torch.random.get_rng_state()  # doctest: +ELLIPSIS
+    <torch._C.Generator object at ...>
+    >>> with seeded_init(0):
+    ...     w = torch.nn.Linear(2, 2).weight
+    >>> with seeded_init(0):
+    ...     torch.equal(w, torch.nn.Linear(2, 2).weight)
+    True
+    >>> torch.equal(before, torch.random.get_rng_state())
+    True
+    """
+    with torch.random.fork_rng(devices=[]):  # models are built on the CPU: its generator is the one to fork
+        torch.manual_seed(seed)
+        yield
 
 
 def hub_image_model(ref: str, model: nn.Module, pre: Preprocess, num_classes: int | None,

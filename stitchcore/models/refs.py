@@ -9,6 +9,17 @@ model name or a path, ``@file=PATH`` gives local weights for a hub model, and th
 query carries options (``pretrained=false``, ``weights=none``, ``arch=zoo:cnn`` ...).
 There is no escaping: values may contain ``:``, ``,`` and ``=`` but not ``&``.
 
+Random weights are seeded by the ref: ``seed=N`` (default 0) on a random-init hub ref
+(``timm:...?pretrained=false``, ``torchvision:...?weights=none``, ``hf:`` tensors missing from the
+checkpoint) and on ``zoo:NAME?init=random``.  On ``timm:``, ``torchvision:`` and ``hf:`` refs the
+default ``seed=0`` is left out of the canonical spelling (so refs written before seeds keep their run
+ids) and a seed is written as a plain whole number:
+
+>>> str(parse_ref("timm:resnet18?pretrained=false&seed=0"))
+'timm:resnet18?pretrained=false'
+>>> str(parse_ref("timm:resnet18?seed=03&pretrained=false"))
+'timm:resnet18?pretrained=false&seed=3'
+
 >>> r = parse_ref("timm:resnet18?pretrained=false")
 >>> r.scheme, r.name, r.param("pretrained")
 ('timm', 'resnet18', 'false')
@@ -32,7 +43,7 @@ from typing import Any
 from stitchcore.errors import RefError
 from stitchcore.models.preprocess import format_size, format_values, parse_size, parse_values
 
-__all__ = ["SCHEMES", "ModelRef", "check_store_ref", "parse_ref", "random_twin", "upload_ref"]
+__all__ = ["SCHEMES", "ModelRef", "check_store_ref", "parse_ref", "parse_seed", "random_twin", "upload_ref"]
 
 # Where a model can come from; the order is the order shown in help texts.
 SCHEMES: tuple[str, ...] = ("zoo", "timm", "torchvision", "hf", "file")
@@ -51,6 +62,10 @@ _ALIASES = {
 }
 
 _KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+_SEED_RE = re.compile(r"^[0-9]+$")
+# Schemes whose seed= defaults to 0 and is then left out of the canonical ref. Not zoo:, whose stored
+# specs already spell ?init=random&seed=0 out (its run ids must not move).
+_SEED_DEFAULT_DROPPED = ("timm", "torchvision", "hf")
 _FILE_MARK = "@file="
 _CHECKPOINT_EXTS = (".pt", ".pth", ".safetensors", ".bin", ".ckpt")
 _SHAPE = (
@@ -78,6 +93,8 @@ class ModelRef:
                 f"bad @file= path {self.file!r}; give a path without '?', e.g. @file=/path/w.safetensors"
             )
         params = tuple(sorted((str(k), str(v)) for k, v in self.params))
+        if self.scheme in _SEED_DEFAULT_DROPPED:
+            params = _canonical_seed(params)
         keys = [k for k, _ in params]
         for key, value in params:
             if not _KEY_RE.match(key):
@@ -113,6 +130,35 @@ class ModelRef:
     def without_params(self, *keys: str) -> dict[str, str]:
         """Query options except ``keys`` (e.g. arch kwargs once ``arch`` is taken)."""
         return {k: v for k, v in self.params if k not in keys}
+
+
+def _canonical_seed(params: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """``seed=`` written as a plain whole number, and left out when it is the default 0.
+
+    A value that is no whole number stays as written: the source refuses it, naming the fix.
+    """
+    out = []
+    for key, value in params:
+        if key == "seed" and _SEED_RE.match(value):
+            if int(value) == 0:
+                continue
+            value = str(int(value))
+        out.append((key, value))
+    return tuple(out)
+
+
+def parse_seed(ref: ModelRef) -> int:
+    """The ``seed=`` of ``ref`` as an int (0 when absent); RefError for anything but a whole number >= 0.
+
+    >>> parse_seed(parse_ref("timm:resnet18?pretrained=false&seed=7")), parse_seed(parse_ref("timm:resnet18"))
+    (7, 0)
+    """
+    value = ref.param("seed")
+    if value is None:
+        return 0
+    if not _SEED_RE.match(value):
+        raise RefError(f"bad seed {value!r} in {ref}; write seed=N, N a whole number like 0 or 1")
+    return int(value)
 
 
 def _scheme_message(scheme: str, text: str) -> str:
@@ -211,15 +257,39 @@ torchvision:, hf:, file: (did you mean timm:?)
 
 
 def random_twin(ref: str, seed: int) -> str:
-    """The untrained twin of a zoo ref (the random-weight control of matrices and sweeps): ``?init=random&seed=S``.
+    """The untrained twin of a ref, drawn from ``seed``: the random-weight control of matrices and sweeps.
+
+    zoo: ``?init=random&seed=S`` (the seed always written, as stored runs spell it); timm:
+    ``?pretrained=false&seed=S``, torchvision: ``?weights=none&seed=S`` (``seed=0`` left out, as in
+    every canonical hub ref), other options (``num_classes``, ``in_chans``) kept.  A hub ref with
+    ``@file=`` keeps its head only when it says ``num_classes=``; hf: and file: refs have no twin.
+    Each is a RefError naming the fix.
 
     >>> random_twin("zoo:cnn-digits-s0", 3)
     'zoo:cnn-digits-s0?init=random&seed=3'
+    >>> random_twin("timm:resnet18?num_classes=10", 0), random_twin("torchvision:resnet18", 2)
+    ('timm:resnet18?num_classes=10&pretrained=false', 'torchvision:resnet18?seed=2&weights=none')
     """
     r = parse_ref(ref)
     params = dict(r.params)
-    params.update(init="random", seed=str(seed))
-    return str(ModelRef(r.scheme, r.name, r.file, tuple(params.items())))
+    if r.scheme == "zoo":
+        params.update(init="random", seed=str(seed))
+        return str(ModelRef(r.scheme, r.name, r.file, tuple(params.items())))
+    if r.scheme not in _RANDOM_OPTION:
+        raise RefError(
+            f"{r} has no random-init twin: random-weight controls need zoo:, timm: or torchvision: models"
+        )
+    if r.file is not None and "num_classes" not in params:
+        raise RefError(
+            f"the random twin of {r} needs its head size: add ?num_classes=N (the rows of its classifier)"
+        )
+    key, value = _RANDOM_OPTION[r.scheme]
+    params.update({key: value, "seed": str(seed)})
+    return str(ModelRef(r.scheme, r.name, None, tuple(params.items())))
+
+
+# the option that makes a hub ref random init
+_RANDOM_OPTION = {"timm": ("pretrained", "false"), "torchvision": ("weights", "none")}
 
 
 def _option_text(key: str, value: Any) -> str:

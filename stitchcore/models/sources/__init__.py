@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from stitchcore.models.loaded import LoadedModel, freeze, wrap_arch_model
 from stitchcore.models.refs import ModelRef, parse_ref
 from stitchcore.models.sources import file, hf, timm, torchvision, zoo  # noqa: F401  (each registers itself)
@@ -51,11 +53,15 @@ def load_model(ref: str | ModelRef, store: Any = None) -> LoadedModel:
     """Load the model a ref names: eval mode, on CPU, all parameters frozen.
 
     ``store`` is the results store (zoo models live there); other sources ignore it.
+    Random weights are drawn from the ref's ``seed=`` (default 0), the same in every process, and
+    loading leaves the caller's torch RNG as it was (building a model draws from it, even one whose
+    weights are then loaded).
     Raises :class:`RefError` for a bad ref, :class:`SourceError` /
     :class:`CheckpointError` when the model cannot be loaded, each naming the fix.
     """
     ref = parse_ref(ref)
-    loaded = get_source(ref.scheme)(ref, store)
+    with torch.random.fork_rng(devices=[]):
+        loaded = get_source(ref.scheme)(ref, store)
     freeze(loaded.model)
     loaded.ref = loaded.ref or str(ref)
     return loaded

@@ -1,4 +1,4 @@
-"""Helpers shared by the hub sources (timm, torchvision, hf): query booleans and a fast offline probe."""
+"""Helpers shared by the hub sources (timm, torchvision, hf): query booleans, seeds, a fast offline probe."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 from stitchcore.errors import RefError
 from stitchcore.models.refs import ModelRef
 
-__all__ = ["host_reachable", "parse_bool"]
+__all__ = ["host_reachable", "parse_bool", "refuse_seed"]
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +27,15 @@ def parse_bool(ref: ModelRef, key: str, default: bool) -> bool:
     if low in ("0", "false", "no", "off", "none"):
         return False
     raise RefError(f"option {key}={value!r} in '{ref}' must be true or false, e.g. ?{key}=false")
+
+
+def refuse_seed(ref: ModelRef, why: str) -> None:
+    """RefError when ``ref`` gives a ``seed=`` (other than the default 0) for weights that are not random.
+
+    ``why`` says where the weights come from instead and what to write for random ones.
+    """
+    if ref.param("seed") is not None:
+        raise RefError(f"seed= in '{ref}' is for random weights, but {why}; or leave seed= out")
 
 
 _REACH_TTL_S = 60.0  # how long a reachability answer is reused

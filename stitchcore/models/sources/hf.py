@@ -5,10 +5,16 @@ Forms::
     hf:gpt2                      hub id (download, or the local HF cache when offline)
     hf:/path/to/dir              a save_pretrained() directory (no network)
     hf:gpt2?task=causal-lm       force the task (causal-lm | image-classification)
+    hf:/dir?seed=3               seed of the tensors the checkpoint lacks (default 0)
 
 The transformers module is kept as ``.hf`` inside a small wrapper whose
 ``forward`` returns the logits tensor, so every source hands out
 ``model(x) -> logits``; a separate cut-splitter walks ``.hf``'s structure.
+
+transformers initialises at random every tensor the checkpoint lacks (a classifier head on a base
+model's checkpoint, say).  The model is built under its own RNG seeded ``seed`` (default 0, left out of
+the canonical ref), so those tensors are the same in every process; ``meta["random_tensors"]`` names
+them.  ``seed=`` on a checkpoint that holds every tensor changes nothing and is refused.
 """
 
 from __future__ import annotations
@@ -22,17 +28,17 @@ import torch
 from torch import nn
 
 from stitchcore.errors import RefError, SourceError
+from stitchcore.models.loaded import LoadedModel, freeze, seeded_init
 from stitchcore.models.preprocess import Preprocess
-from stitchcore.models.refs import ModelRef
-from stitchcore.models.loaded import LoadedModel, freeze
-from stitchcore.models.sources._hub import host_reachable
+from stitchcore.models.refs import ModelRef, parse_seed
+from stitchcore.models.sources._hub import host_reachable, refuse_seed
 from stitchcore.models.sources._registry import register_source
 
-__all__ = ["load_hf", "HFCausalLM", "HFImageClassifier"]
+__all__ = ["HFCausalLM", "HFImageClassifier", "load_hf"]
 
 logger = logging.getLogger(__name__)
 
-_OPTIONS = ("task",)  # query options this source understands
+_OPTIONS = ("task", "seed")  # query options this source understands
 _TASKS = ("causal-lm", "image-classification")
 _EXAMPLE_T = 64  # example sequence length: short enough for a CPU, capped by the model's context
 
@@ -97,7 +103,7 @@ def _image_preprocess(src: str, config: Any, local_only: bool) -> Preprocess:
         size = size_cfg.get("height") or size_cfg.get("shortest_edge") or size
         mean = tuple(float(v) for v in proc.image_mean)
         std = tuple(float(v) for v in proc.image_std)
-    except Exception as e:  # no preprocessor_config.json: fall back to the config
+    except Exception as e:  # noqa: BLE001 - no preprocessor_config.json: fall back to the config
         logger.warning("hf %s: no image processor (%s); using size %s and mean/std 0.5", src, e, size)
     side = int(size if isinstance(size, int) else size[0])
     return Preprocess(size=(side, side), channels=chans, mean=mean, std=std)
@@ -110,6 +116,7 @@ def load_hf(ref: ModelRef, store: Any = None) -> LoadedModel:
         if key not in _OPTIONS:
             raise RefError(f"unknown option {key!r} in '{ref}'; hf: refs take {', '.join(_OPTIONS)}")
     task = ref.param("task")
+    seed = parse_seed(ref)
     if task is not None and task not in _TASKS:
         raise RefError(f"unknown task {task!r} in '{ref}'; use ?task= one of {', '.join(_TASKS)}")
     local = _is_local(ref.name)
@@ -140,11 +147,19 @@ def load_hf(ref: ModelRef, store: Any = None) -> LoadedModel:
         else transformers.AutoModelForImageClassification
     )
     try:
-        hf = auto.from_pretrained(src, local_files_only=local_only)
+        with seeded_init(seed):  # tensors the checkpoint lacks are drawn here
+            hf, info = auto.from_pretrained(src, local_files_only=local_only, output_loading_info=True)
     except (OSError, ValueError) as e:
         raise _fail(ref.name, local, offline, e) from e
+    drawn = sorted({*info.get("missing_keys", ()), *(k[0] if isinstance(k, tuple) else k
+                                                     for k in info.get("mismatched_keys", ()))})  # fmt: skip
+    if not drawn:
+        refuse_seed(ref, f"{ref.name} holds every tensor of its model: none is drawn at random")
     hf = _float32(hf)
     meta: dict[str, Any] = {"arch": f"hf:{config.model_type}", "model_type": config.model_type, "task": task}
+    if drawn:
+        logger.info("hf %s: %d tensors not in the checkpoint, drawn with seed %d", src, len(drawn), seed)
+        meta.update(init_seed=seed, random_tensors=drawn)
     if task == "image-classification":
         pre = _image_preprocess(src, config, local_only)
         id2label = getattr(config, "id2label", None) or {}
@@ -160,7 +175,7 @@ def load_hf(ref: ModelRef, store: Any = None) -> LoadedModel:
         )
     try:
         meta["tokenizer"] = transformers.AutoTokenizer.from_pretrained(src, local_files_only=local_only)
-    except Exception as e:  # a model directory without tokenizer files is still usable on token ids
+    except Exception as e:  # noqa: BLE001 - a model without tokenizer files still takes token ids
         logger.warning(
             "hf %s: no tokenizer (%s); meta['tokenizer'] is None", src, (str(e).splitlines() or [""])[0]
         )

@@ -4,13 +4,17 @@ Forms::
 
     timm:resnet18                               pretrained (hub, or the local HF/torch cache)
     timm:resnet18.a1_in1k                       a specific pretrained tag
-    timm:resnet18?pretrained=false              random init
+    timm:resnet18?pretrained=false              random init, seed 0
+    timm:resnet18?pretrained=false&seed=3       random init, seed 3 (the same weights in every process)
     timm:resnet18@file=/path/w.safetensors      local weights (.safetensors or .pt/.pth)
     timm:resnet18?pretrained=false&num_classes=10&in_chans=1
 
 Offline, pretrained weights come from the local cache (``HF_HUB_CACHE`` or the
 torch hub dir) without touching the network; when they are not there the
 error names ``@file=`` and ``?pretrained=false`` within seconds.
+
+Random init is built under its own RNG seeded ``seed`` (default 0, left out of the canonical ref), so
+a ref names one set of weights everywhere; ``seed=`` on a pretrained or ``@file=`` ref is refused.
 """
 
 from __future__ import annotations
@@ -25,18 +29,18 @@ from urllib.parse import urlparse
 from torch import nn
 
 from stitchcore.errors import RefError, SourceError
+from stitchcore.models.loaded import LoadedModel, hub_image_model, seeded_init
 from stitchcore.models.preprocess import Preprocess
-from stitchcore.models.refs import ModelRef
-from stitchcore.models.loaded import LoadedModel, hub_image_model
-from stitchcore.models.sources._hub import host_reachable, parse_bool
+from stitchcore.models.refs import ModelRef, parse_seed, random_twin
+from stitchcore.models.sources._hub import host_reachable, parse_bool, refuse_seed
 from stitchcore.models.sources._registry import register_arch_builder, register_source
 from stitchcore.models.sources.checkpoint import classifier_rows, load_into, read_checkpoint
 
-__all__ = ["load_timm", "build_for_file", "timm_preprocess"]
+__all__ = ["build_for_file", "load_timm", "timm_preprocess"]
 
 logger = logging.getLogger(__name__)
 
-_OPTIONS = ("pretrained", "num_classes", "in_chans")  # query options this source understands
+_OPTIONS = ("pretrained", "num_classes", "in_chans", "seed")  # query options this source understands
 _MODES = {"bilinear", "bicubic", "nearest", "area"}  # torch interpolate modes Preprocess can use
 
 
@@ -110,7 +114,11 @@ def timm_preprocess(model: nn.Module, in_chans: int | None = None) -> Preprocess
     )
 
 
-def _finisher(name: str, ref: str, weights: str, in_chans: int | None) -> Callable[[nn.Module], LoadedModel]:
+def _finisher(
+    name: str, ref: str, weights: str, in_chans: int | None, seed: int | None = None
+) -> Callable[[nn.Module], LoadedModel]:
+    """``seed``: the seed of random-init weights (recorded as ``meta["init_seed"]``), else None."""
+
     def finish(model: nn.Module) -> LoadedModel:
         pre = timm_preprocess(model, in_chans)
         num_classes = getattr(model, "num_classes", None) or None
@@ -122,6 +130,8 @@ def _finisher(name: str, ref: str, weights: str, in_chans: int | None) -> Callab
         }
         if cfg.get("label_names"):
             meta["class_names"] = list(cfg["label_names"])
+        if seed is not None:
+            meta["init_seed"] = seed
         return hub_image_model(ref, model, pre, num_classes, meta)
 
     return finish
@@ -222,12 +232,14 @@ def _create_pretrained(name: str, **kwargs: Any) -> nn.Module:
 
 @register_source("timm")
 def load_timm(ref: ModelRef, store: Any = None) -> LoadedModel:
-    """Load ``timm:NAME[@file=PATH][?pretrained=..&num_classes=..&in_chans=..]``."""
+    """Load ``timm:NAME[@file=PATH][?pretrained=..&num_classes=..&in_chans=..&seed=..]``."""
     _check_options(ref)
     _check_name(ref.name)
     num_classes = _int_option(ref, {}, "num_classes")
     in_chans = _int_option(ref, {}, "in_chans")
+    seed = parse_seed(ref)
     if ref.file is not None:
+        refuse_seed(ref, "an @file= ref's weights come from its file")
         sd, _ = read_checkpoint(ref.file)
         if num_classes is None:
             num_classes = classifier_rows(sd, _classifier_names(ref.name))
@@ -235,7 +247,10 @@ def load_timm(ref: ModelRef, store: Any = None) -> LoadedModel:
         load_into(model, sd, ref.file, f"timm:{ref.name}")
         return _finisher(ref.name, str(ref), ref.file, in_chans)(model)
     if parse_bool(ref, "pretrained", True):
+        twin = random_twin(str(ref), seed)
+        refuse_seed(ref, f"pretrained weights are not drawn: for random ones write {twin}")
         model = _create_pretrained(ref.name, num_classes=num_classes, in_chans=in_chans)
         return _finisher(ref.name, str(ref), "pretrained", in_chans)(model)
-    model = _create(ref.name, pretrained=False, num_classes=num_classes, in_chans=in_chans)
-    return _finisher(ref.name, str(ref), "random", in_chans)(model)
+    with seeded_init(seed):
+        model = _create(ref.name, pretrained=False, num_classes=num_classes, in_chans=in_chans)
+    return _finisher(ref.name, str(ref), "random", in_chans, seed)(model)

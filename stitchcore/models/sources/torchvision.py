@@ -4,12 +4,16 @@ Forms::
 
     torchvision:resnet18                           DEFAULT weights (download or torch hub cache)
     torchvision:resnet18?weights=IMAGENET1K_V1     a named weights enum member
-    torchvision:resnet18?weights=none              random init (&num_classes=10 allowed)
+    torchvision:resnet18?weights=none              random init, seed 0 (&num_classes=10 allowed)
+    torchvision:resnet18?weights=none&seed=3       random init, seed 3 (the same weights in every process)
     torchvision:resnet18@file=/path/w.pth          local weights (.pth/.pt or .safetensors)
 
 Preprocessing comes from the weights' ``transforms()`` (crop size, mean, std),
 also for random init when the model has pretrained weights (no download
 needed); otherwise the ImageNet defaults at 224x224.
+
+Random init is built under its own RNG seeded ``seed`` (default 0, left out of the canonical ref), so
+a ref names one set of weights everywhere; ``seed=`` with pretrained weights or ``@file=`` is refused.
 """
 
 from __future__ import annotations
@@ -24,18 +28,18 @@ from urllib.parse import urlparse
 from torch import nn
 
 from stitchcore.errors import RefError, SourceError
+from stitchcore.models.loaded import IMAGENET_MEAN, IMAGENET_STD, LoadedModel, hub_image_model, seeded_init
 from stitchcore.models.preprocess import Preprocess
-from stitchcore.models.refs import ModelRef
-from stitchcore.models.loaded import IMAGENET_MEAN, IMAGENET_STD, LoadedModel, hub_image_model
-from stitchcore.models.sources._hub import host_reachable
+from stitchcore.models.refs import ModelRef, parse_seed, random_twin
+from stitchcore.models.sources._hub import host_reachable, refuse_seed
 from stitchcore.models.sources._registry import register_arch_builder, register_source
 from stitchcore.models.sources.checkpoint import classifier_rows, head_names, load_into, read_checkpoint
 
-__all__ = ["load_torchvision", "build_for_file", "torchvision_preprocess"]
+__all__ = ["build_for_file", "load_torchvision", "torchvision_preprocess"]
 
 logger = logging.getLogger(__name__)
 
-_OPTIONS = ("weights", "num_classes")  # query options this source understands
+_OPTIONS = ("weights", "num_classes", "seed")  # query options this source understands
 _NO_WEIGHTS = ("none", "random", "false", "0")  # spellings of ?weights=none
 
 
@@ -89,8 +93,10 @@ def _int(value: Any, key: str) -> int | None:
 
 
 def _finisher(
-    name: str, ref: str, weights: Any, source: str, num_classes: int | None
+    name: str, ref: str, weights: Any, source: str, num_classes: int | None, seed: int | None = None
 ) -> Callable[[nn.Module], LoadedModel]:
+    """``seed``: the seed of random-init weights (recorded as ``meta["init_seed"]``), else None."""
+
     def finish(model: nn.Module) -> LoadedModel:
         enum = _weights_enum(name)
         pre = torchvision_preprocess(weights if weights is not None else (enum.DEFAULT if enum else None))
@@ -101,6 +107,8 @@ def _finisher(
         }
         if weights is not None and weights.meta.get("categories"):
             meta["class_names"] = list(weights.meta["categories"])
+        if seed is not None:
+            meta["init_seed"] = seed
         return hub_image_model(ref, model, pre, num_classes or 1000, meta)  # 1000: torchvision's default head
 
     return finish
@@ -166,7 +174,7 @@ def _offline_message(name: str, reason: str = "") -> str:
 
 @register_source("torchvision")
 def load_torchvision(ref: ModelRef, store: Any = None) -> LoadedModel:
-    """Load ``torchvision:NAME[@file=PATH][?weights=DEFAULT|NAME|none&num_classes=N]``."""
+    """Load ``torchvision:NAME[@file=PATH][?weights=DEFAULT|NAME|none&num_classes=N&seed=S]``."""
     import torch.hub
     import torchvision.models as tvm
 
@@ -176,15 +184,19 @@ def load_torchvision(ref: ModelRef, store: Any = None) -> LoadedModel:
     _check_name(ref.name)
     num_classes = _int(ref.param("num_classes"), "num_classes")
     extra = {"num_classes": num_classes} if num_classes else {}
+    seed = parse_seed(ref)
     if ref.file is not None:
+        refuse_seed(ref, "an @file= ref's weights come from its file")
         sd, _ = read_checkpoint(ref.file)
         model, _ = build_for_file(ref.name, extra, str(ref), sd)  # head sized by the file without num_classes
         load_into(model, sd, ref.file, f"torchvision:{ref.name}")
         return _finisher(ref.name, str(ref), None, ref.file, _outputs(model))(model)
     weights = _resolve_weights(ref)
     if weights is None:
-        model = tvm.get_model(ref.name, weights=None, **extra)
-        return _finisher(ref.name, str(ref), None, "random", num_classes)(model)
+        with seeded_init(seed):
+            model = tvm.get_model(ref.name, weights=None, **extra)
+        return _finisher(ref.name, str(ref), None, "random", num_classes, seed)(model)
+    refuse_seed(ref, f"pretrained weights are not drawn: for random ones write {random_twin(str(ref), seed)}")
     if num_classes is not None and num_classes != len(weights.meta.get("categories", ())):
         raise RefError(
             f"num_classes={num_classes} needs random init: "

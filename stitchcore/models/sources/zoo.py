@@ -2,26 +2,24 @@
 
 ``zoo:cnn-digits-s0`` names the stored run of a zoo recipe (see
 :func:`stitchcore.experiments.zoo.zoo_name`).  ``?init=random`` gives the same
-architecture with fresh random weights (``&seed=N``), the control for
-"a random-weights bottom" experiments.
+architecture with random weights drawn from seed N (``&seed=N``, default 0; the same weights in
+every process), the control for "a random-weights bottom" experiments.
 """
 
 from __future__ import annotations
 
 import difflib
 
-import torch
-
 from stitchcore.errors import RefError
 from stitchcore.models.archs import create_arch
-from stitchcore.models.loaded import LoadedModel
+from stitchcore.models.loaded import LoadedModel, seeded_init
 from stitchcore.models.preprocess import Preprocess
 from stitchcore.models.refs import ModelRef
 from stitchcore.models.sources._registry import register_source
 from stitchcore.models.sources.checkpoint import load_into, read_checkpoint
 from stitchcore.store.results import RunRecord, Store
 
-__all__ = ["load_zoo_model", "find_zoo_run", "list_zoo_models", "zoo_options"]
+__all__ = ["find_zoo_run", "list_zoo_models", "load_zoo_model", "zoo_options"]
 
 
 def list_zoo_models(store: Store) -> list[RunRecord]:
@@ -91,8 +89,8 @@ def load_zoo_model(ref: ModelRef, store: Store | None = None) -> LoadedModel:
     rec = find_zoo_run(store, ref.name)
     s = rec.summary
     if init == "random":
-        torch.manual_seed(seed)
-        model = create_arch(s["arch"], **s["arch_kwargs"])
+        with seeded_init(seed):  # the caller's RNG is left as it was
+            model = create_arch(s["arch"], **s["arch_kwargs"])
     else:
         model = create_arch(s["arch"], **s["arch_kwargs"])
         path = store.artifact_path(rec.id, "model.safetensors")
@@ -101,13 +99,15 @@ def load_zoo_model(ref: ModelRef, store: Store | None = None) -> LoadedModel:
     model.eval()
     for p in model.parameters():
         p.requires_grad_(False)
+    # random weights: their seed, and no stored accuracy (that is the trained model's)
+    drawn = {"init_seed": seed, "accuracy": None, "val_loss": None} if init == "random" else {}
     if s.get("input_kind") == "tokens":  # a char-GPT: its vocabulary travels in meta
         return LoadedModel(
             ref=str(ref), model=model, input_kind="tokens", input_shape=tuple(s["input_shape"]), preprocess=None,
             num_classes=len(s["vocab"]), dataset=s["dataset"],
             meta={"arch": s["arch"], "arch_kwargs": s["arch_kwargs"], "vocab": s["vocab"], "run_id": rec.id,
                   "accuracy": s.get("accuracy"), "val_loss": s.get("val_loss"),
-                  "context_length": s["input_shape"][0]},
+                  "context_length": s["input_shape"][0], **drawn},
         )
     return LoadedModel(
         ref=str(ref),
@@ -118,5 +118,5 @@ def load_zoo_model(ref: ModelRef, store: Store | None = None) -> LoadedModel:
         num_classes=len(s["classes"]),
         dataset=s["dataset"],
         meta={"arch": s["arch"], "arch_kwargs": s["arch_kwargs"], "class_names": s["classes"], "run_id": rec.id,
-              "accuracy": s.get("accuracy")},
+              "accuracy": s.get("accuracy"), **drawn},
     )
