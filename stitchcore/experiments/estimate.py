@@ -135,6 +135,8 @@ def estimate_from(seconds: float, basis: str) -> Estimate:
 
 _CACHE: dict[Hashable, Any] = {}  # full calibrations
 _QUICK_CACHE: dict[Hashable, Any] = {}  # quick ones (a handful of examples), until the full one is in
+_ASKED: dict[Hashable, float] = {}  # when a page first asked for a calibration (monotonic seconds)
+QUICK_GRACE_SECONDS = 1.5  # a quick figure is given only once the full one has been awaited this long
 _LOCK = threading.Lock()  # guards the tables below (held briefly, never while timing)
 _MEASURING = threading.Lock()  # one full calibration at a time: two timed at once would slow each other down
 _FAILED: dict[Hashable, tuple[float, BaseException]] = {}  # background calibrations that failed, and when
@@ -178,8 +180,9 @@ class _Lane:
     """A background thread that runs calibrations one after the other, the newest asked first (the page
     the user looks at now, not the pair they typed on the way to it); a key already asked is not queued twice."""
 
-    def __init__(self, name: str, run: Callable[[Hashable, Callable[[], Any], int | None], None]) -> None:
-        self.name, self._run = name, run
+    def __init__(self, name: str, run: Callable[[Hashable, Callable[[], Any], int | None], None],
+                 after: _Lane | None = None) -> None:
+        self.name, self._run, self._after = name, run, after  # after: wait while that lane is busy
         self._todo: dict[Hashable, tuple[Callable[[], Any], int | None]] = {}
         self._thread: threading.Thread | None = None
 
@@ -195,8 +198,15 @@ class _Lane:
         """Queued or running (caller holds _LOCK)."""
         return bool(self._todo) or (self._thread is not None and self._thread.is_alive())
 
+    def busy_now(self) -> bool:
+        """As :meth:`busy`, taking the lock."""
+        with _LOCK:
+            return self.busy()
+
     def _loop(self) -> None:
         while True:
+            while self._after is not None and self._after.busy_now():  # quick figures first, on a quiet CPU
+                time.sleep(0.02)
             with _LOCK:
                 if not self._todo:
                     self._thread = None
@@ -234,12 +244,13 @@ def calibrated(key: Hashable, measure: Callable[[], Any]) -> Any:
         raise failed[1]
     threads = _THREADS.get()
     with _LOCK:
+        asked = _ASKED.setdefault(key, time.monotonic())
         quick_value = _QUICK_CACHE.get(key, None)
         if quick_value is None:
             _QUICK_LANE.ask(key, measure, threads)
         _FULL_LANE.ask(key, measure, threads)
-    if quick_value is None:
-        raise _Calibrating(str(key))
+    if quick_value is None or time.monotonic() - asked < QUICK_GRACE_SECONDS:
+        raise _Calibrating(str(key))  # a small model's full timing is in before a first figure is needed
     used = _USED_QUICK.get()
     if used is not None:
         used.append(key)
@@ -266,6 +277,7 @@ def _calibrate(key: Hashable, measure: Callable[[], Any], threads: int | None, *
             cache[key] = value
             if not is_quick:
                 _QUICK_CACHE.pop(key, None)
+                _ASKED.pop(key, None)
         _FAILED.pop(key, None)
     except StitchError as exc:  # a model or dataset that is not there (yet): say nothing for a while
         log.info("calibration %s failed: %s", key[0] if isinstance(key, tuple) else key, exc)
@@ -276,7 +288,7 @@ def _calibrate(key: Hashable, measure: Callable[[], Any], threads: int | None, *
 
 
 _QUICK_LANE = _Lane("stitchlab-estimate-quick", lambda k, m, t: _calibrate(k, m, t, is_quick=True))
-_FULL_LANE = _Lane("stitchlab-estimate", lambda k, m, t: _calibrate(k, m, t, is_quick=False))
+_FULL_LANE = _Lane("stitchlab-estimate", lambda k, m, t: _calibrate(k, m, t, is_quick=False), after=_QUICK_LANE)
 
 
 @atexit.register
@@ -308,6 +320,7 @@ def clear_calibrations() -> None:
     with _LOCK:
         _CACHE.clear()
         _QUICK_CACHE.clear()
+        _ASKED.clear()
         _FAILED.clear()
 
 
@@ -433,11 +446,18 @@ def pair_units(a: LoadedModel, b: LoadedModel, ds: ImageDataset, cut_a: Cut, cut
     y = ds.labels("train")[:n]
     targets = AdapterTargets(labels=y, receiver=target)
     objective_map = {k: v for k, v in objective_map.items() if k != "kd"} or {"task": 1.0}
-    out["step"] = per_step(lambda steps, on_step: train_adapter(
-        adapter, suffix_b, h, targets, objective=objective_map,
-        knobs=TrainKnobs(optimizer, 1e-4, 0.0, epochs=-(-steps * timed_batch // n), batch_size=timed_batch, seed=0),
-        device=device, on_step=on_step,
-    )) * batch_size / timed_batch  # fmt: skip
+    def step_at(batch: int) -> float:
+        return per_step(lambda steps, on_step: train_adapter(
+            adapter, suffix_b, h, targets, objective=objective_map,
+            knobs=TrainKnobs(optimizer, 1e-4, 0.0, epochs=-(-steps * batch // n), batch_size=batch, seed=0),
+            device=device, on_step=on_step,
+        ))  # fmt: skip
+
+    out["step"] = step_at(timed_batch)
+    if timed_batch < batch_size:  # quick: a step's fixed cost plus its cost per example, from two small batches
+        half = step_at(max(1, timed_batch // 2))
+        per_example = max(0.0, (out["step"] - half) / (timed_batch - max(1, timed_batch // 2)))
+        out["step"] = max(out["step"], out["step"] + per_example * (batch_size - timed_batch))
     adapter.eval()
     out["eval"] = forward_per_example(lambda v: suffix_b(adapter(v.to(device))), h[:n])
     return out

@@ -183,6 +183,8 @@ class JobRunner:
         self.options: RunOptions = options or saved_options(store.root) or options_from_env()
         self._workers: list[WorkerProcess] = []  # process mode: one per worker thread, started on first job
         self._warm = warm  # ... or at once (the app: its first job does not wait for the worker's imports)
+        if isolation == "process" and (seconds := WorkerProcess.remembered_startup(str(store.root))) is not None:
+            WorkerProcess.expected_startup = seconds  # measured by an earlier server on this machine
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._submit_lock = threading.Lock()  # one submit at a time: dedupe check + store row + queue

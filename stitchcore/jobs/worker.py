@@ -20,6 +20,7 @@ ignores SIGINT: Ctrl-C on the server's terminal stops the server, which stops it
 
 from __future__ import annotations
 
+import json
 import logging
 import multiprocessing as mp
 import queue
@@ -30,6 +31,9 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
+from pathlib import Path
+
+from stitchcore.store.canonical_json import write_atomic
 from stitchcore.store.results import Store
 
 __all__ = ["THREADS_ENV", "MetricTap", "WorkerDied", "WorkerProcess", "configured_threads", "job_threads", "one_line"]
@@ -39,6 +43,7 @@ log = logging.getLogger(__name__)
 THREADS_ENV = "STITCHLAB_JOB_THREADS"  # torch threads per job, when not given
 BATCH_SECONDS = 0.2  # the child sends its progress and points at most this often
 DEFAULT_STARTUP_SECONDS = 12.0  # a child's start-up (spawn, imports) before one is measured: 12-14 s seen, 2 cores
+STARTUP_FILE = "worker_startup.json"  # in the store folder: the last start-up measured on this machine
 OnProgress = Callable[[float, str], None]
 OnPoints = Callable[[int, dict[str, float]], None]
 
@@ -135,10 +140,24 @@ class WorkerProcess:
         return parent
 
     def _time_startup(self, ready: Any, started_at: float) -> None:
-        """Measure this child's start-up (spawn to warm) for the next estimates."""
+        """Measure this child's start-up (spawn to warm) for the next estimates, here and in later servers."""
         if ready.wait(timeout=600):
-            WorkerProcess.expected_startup = time.monotonic() - started_at
-            log.info("job worker process %s warm after %.1f s", self.name, WorkerProcess.expected_startup)
+            seconds = time.monotonic() - started_at
+            WorkerProcess.expected_startup = seconds
+            log.info("job worker process %s warm after %.1f s", self.name, seconds)
+            try:
+                write_atomic(Path(self.store_root) / STARTUP_FILE, json.dumps({"seconds": round(seconds, 2)}))
+            except OSError as exc:  # a read-only store: the next server guesses again
+                log.info("could not save the worker's start-up time: %s", exc)
+
+    @staticmethod
+    def remembered_startup(store_root: str) -> float | None:
+        """The start-up a worker of an earlier server on this store measured, if any."""
+        try:
+            seconds = float(json.loads((Path(store_root) / STARTUP_FILE).read_text())["seconds"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return seconds if 0 < seconds < 600 else None
 
     def _send(self, message: tuple) -> None:
         conn = self._conn
