@@ -51,7 +51,13 @@ def test_merge_from_the_page_then_results_and_permalink(lm_app):
     at.run()
     assert not at.exception and not at.error
     assert float(_metric(at, "Loss merged")) > 0
-    assert _metric(at, "Loss penalty (base B)").startswith("-")  # worse than B: negative
+    # worse than B (a higher loss): stored negative as the GPT-2 report has it, shown positive (higher = worse)
+    from stitchcore.plots.penalty import format_pct, loss_penalty_pct
+
+    summary = ui.get_store().lookup(run_id).summary
+    assert summary["loss"] > summary["base"]["b"]["loss"] and summary["loss_penalty"] < 0
+    assert _metric(at, "Loss penalty (base B)") == format_pct(loss_penalty_pct(summary["loss_penalty"]))
+    assert _metric(at, "Loss penalty (base B)").startswith("+") and _metric(at, "Loss penalty (base B)").endswith(" %")
     assert len(at.get("plotly_chart")) >= 1
     assert len(at.code) >= 4  # the layout and three samples (A, B, merged)
     fresh = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -285,8 +286,9 @@ def test_penalty_vs_depth_groups_sorted():
     _check(fig)
     assert [t.name for t in fig.data] == ["s0→s1", "random"]
     assert list(fig.data[0].x) == [0.2, 0.6] and list(fig.data[0].customdata) == ["block1", "flatten"]
-    assert list(fig.data[1].y) == [0.5]
-    assert fig.layout.xaxis.title.text == "depth" and fig.layout.yaxis.title.text.startswith("penalty")
+    assert list(fig.data[1].y) == [50.0]  # stored 0.5 (B − stitched), drawn in points
+    assert fig.layout.xaxis.title.text == "depth"
+    assert fig.layout.yaxis.title.text == "penalty = B − stitched (pts, higher = worse)"
     other = plots.penalty_vs_depth([{"g": 1, "x": 1, "loss": 2.0}], x="x", y="loss", group="g")
     _check(other)
     assert other.layout.yaxis.title.text == "loss" and other.data[0].name == "1"
@@ -385,7 +387,21 @@ def test_penalty_colorscale_words_and_label():
     assert (WORSE_COLOR, BETTER_COLOR) == ("#B2182B", "#2166AC")  # ColorBrewer RdBu's red and blue ends
     with pytest.raises(ValueError):
         worse_end([[0, "#000"], [1, "#fff"]])
-    assert penalty_label("penalty", "B − stitched", higher_is_worse=True) == "penalty = B − stitched (higher = worse)"
+    assert penalty_label("penalty", "B − stitched") == "penalty = B − stitched (pts, higher = worse)"
+
+
+def test_one_unit_and_one_direction_for_both_penalties():
+    """Stored fractions in each paper's sign; shown times 100 and higher = worse, the same number everywhere."""
+    from stitchcore.lm.evaluate import loss_penalty
+    from stitchcore.plots.penalty import format_pct, format_pts, loss_penalty_pct, penalty_pts
+
+    assert penalty_pts(0.006667) == 0.6667 and format_pts(penalty_pts(0.006667)) == "+0.7 pts"
+    assert format_pts(penalty_pts(-0.04)) == "−4.0 pts" and format_pts(None) == "—"
+    worse = loss_penalty(2.0, 2.5)  # the GPT-2 report's (L_base − L) / L_base: −0.25, lower = worse
+    better = loss_penalty(2.0, 1.5)
+    assert worse < 0 < better
+    assert loss_penalty_pct(worse) == 25.0 and loss_penalty_pct(better) == -25.0  # shown: higher = worse
+    assert format_pct(loss_penalty_pct(worse)) == "+25.0 %" and format_pct(loss_penalty_pct(0.0)) == "+0.0 %"
 
 
 def test_every_penalty_heatmap_is_red_where_worse():
@@ -401,10 +417,44 @@ def test_every_penalty_heatmap_is_red_where_worse():
                                      higher_is_worse=False)  # fmt: skip
     assert _scale_ends(debiased.data[0])[0] == WORSE_COLOR  # below 0: the trained model does worse than the control
     lm = plots_lm.penalty_heatmap({"rows": ["drop", "h.0"], "cols": ["drop", "h.0"], "values": [[-0.1, 0], [0, None]]})
-    assert _scale_ends(lm.data[0])[0] == WORSE_COLOR  # loss penalty: negative = worse
-    assert "lower = " in lm.data[0].colorbar.title.text
+    assert _scale_ends(lm.data[0])[1] == WORSE_COLOR  # loss penalty as shown: higher (a higher loss) = worse
+    assert lm.data[0].z[0][0] == 10.0  # stored −0.1 (10% above the base's loss) drawn as +10 %
+    assert "(%, higher = worse)" in re.sub("<[^>]+>", "", lm.data[0].colorbar.title.text)
     neutral = plots_heatmap.heatmap([[0.3]], ["a"], ["c"], title="t", diverging=True).data[0]
     assert WORSE_COLOR not in _scale_ends(neutral)  # a difference with no better / worse is not red-blue
+
+
+def test_penalty_heat_maps_carry_unit_and_direction_on_colour_bar_hover_and_csv():
+    """The matrix penalty panel, the debiased panel and the LM heat map: values times 100, the unit and the
+    direction on the colour bar and in the hover, cells printed as the cards write them, CSV named."""
+    from stitchcore.experiments.matrix import ControlTable
+    from stitchcore.plots import lm as plots_lm
+    from stitchcore.report.figures import control_panels, figure_csv, panel_figure, stitching_panel
+
+    panel = stitching_panel([[0.006667, None], [-0.04, 0.5]], ["fc1", "fc2"], ["fc1", "fc2"], "penalty")
+    fig = panel_figure(panel)
+    values = _trace(fig, "values")
+    assert [list(r) for r in values.z] == [[0.6667, None], [-4.0, 50.0]]
+    scale = re.sub("<[^>]+>", "", values.colorbar.title.text.replace("<br>", " · "))
+    assert scale == "penalty · (pts, higher = worse)"
+    assert values.texttemplate == "%{z:+.1f}" and values.hovertemplate.endswith("%{z:+.1f} pts<extra></extra>")
+    assert "penalty (pts, higher = worse): " in values.hovertemplate
+    cells = _trace(fig, "cells")  # the clickable markers hover the same text
+    assert "penalty (pts, higher = worse): %{customdata[2]:+.1f} pts" in cells.hovertemplate
+    assert fig.layout.title.text == "Stitching penalty = B − stitched (pts, higher = worse)"
+    assert panel.csv().splitlines()[:2] == ["penalty_pts: sender (A) \\ receiver (B),fc1,fc2", "fc1,0.6667,"]
+    assert figure_csv(fig).splitlines()[0] == "penalty_pts: sender (A) \\ receiver (B),fc1,fc2"
+
+    table = ControlTable("random_sender", "random sender", [[0.1]], [[0.27]])
+    debiased = panel_figure(control_panels(table, ["fc1"], ["fc2"])[1])
+    assert _trace(debiased, "values").z[0][0] == 27.0
+    assert "(pts, lower = worse)" in re.sub("<[^>]+>", "", _trace(debiased, "values").colorbar.title.text)
+    assert control_panels(table, ["fc1"], ["fc2"])[1].csv().startswith("debiased_pts: ")
+
+    lm = plots_lm.penalty_heatmap({"rows": ["drop"], "cols": ["drop", "h.0"], "values": [[-0.25, 0.1]]})
+    assert list(lm.data[0].z[0]) == [25.0, -10.0]
+    assert lm.data[0].hovertemplate.endswith("%{z:+.1f} %<extra></extra>")
+    assert figure_csv(lm).startswith("loss_penalty_pct: ")
 
 
 def _worse_words(fig: go.Figure) -> dict[str, tuple[float, str]]:
@@ -417,28 +467,115 @@ def _worse_words(fig: go.Figure) -> dict[str, tuple[float, str]]:
     return out
 
 
-def test_penalty_line_plots_say_and_colour_which_way_is_worse():
+def test_penalty_line_plots_say_which_way_is_worse_in_words_and_units():
     from stitchcore.plots import lm as plots_lm
     from stitchcore.plots import traits as plots_traits
-    from stitchcore.plots.penalty import BETTER_COLOR, WORSE_COLOR
+    from stitchcore.plots.penalty import WORDS_COLOR
+    from stitchcore.report.figures import figure_csv
 
     image = plots.penalty_vs_depth([{"label": "s", "depth": 0.2, "penalty": 0.1}])
-    assert image.layout.yaxis.title.text == "penalty = B − stitched (higher = worse)"
-    assert _worse_words(image) == {"worse": (1.0, WORSE_COLOR), "better": (0.0, BETTER_COLOR)}
+    assert image.layout.yaxis.title.text == "penalty = B − stitched (pts, higher = worse)"
+    # the words say it, in grey: the lines' own colours (orange, blue ...) mean nothing about worse / better
+    assert _worse_words(image) == {"worse": (1.0, WORDS_COLOR), "better": (0.0, WORDS_COLOR)}
     assert all(a.x == 1.0 and a.xanchor == "left" for a in image.layout.annotations)  # right of the lines
     assert image.layout.margin.r >= 70
-    lm = plots_lm.penalty_by_depth([{"label": "merge, head A", "split": 0, "loss_penalty": -0.2, "cut": "drop"}])
-    assert "lower = worse" in lm.layout.yaxis.title.text and "L_base" in lm.layout.yaxis.title.text
-    assert _worse_words(lm) == {"worse": (0.0, WORSE_COLOR), "better": (1.0, BETTER_COLOR)}
+    assert figure_csv(image).splitlines() == ["trace,x,penalty_pts", "s,0.2,10.0"]
+    lm = plots_lm.penalty_by_depth([{"label": "merge, head A", "split": 0, "loss_penalty": -0.2, "cut": "drop"},
+                                    {"label": "merge, head A", "split": 1, "loss_penalty": 0.05, "cut": "h.0"}])
+    assert lm.layout.yaxis.title.text == "loss penalty = (L − L_base) / L_base<br>(% of base loss, higher = worse)"
+    assert list(lm.data[0].y) == [20.0, -5.0]  # a loss 20% above the base's is drawn high: worse
+    assert _worse_words(lm) == {"worse": (1.0, WORDS_COLOR), "better": (0.0, WORDS_COLOR)}
+    assert "(L_base − L) / L_base is this with the sign flipped" in lm.layout.legend.title.text.replace("<br>", " ")
+    assert figure_csv(lm).splitlines()[:2] == ["trace,x,loss_penalty_pct", '"merge, head A",0,20.0']
     curves = {"positions": ["block1", "fc1"], "stitched": {"accuracy": [0.6, 0.9]},
               "control": {"accuracy": {"min": [0.1, 0.1], "max": [0.2, 0.3], "mean": [0.15, 0.2]}}}  # fmt: skip
     sweep = plots_traits.penalty_curve(curves, {"b": {"metrics": {"accuracy": 0.95}}})
     _check(sweep)
     line = _trace(sweep, "stitched")
-    assert list(line.y) == [pytest.approx(0.35), pytest.approx(0.05)]  # B − stitched
+    assert list(line.y) == [pytest.approx(35.0), pytest.approx(5.0)]  # B − stitched, in points
+    assert "pts" in line.hovertemplate
     band = _trace(sweep, "random-init control")
-    assert max(band.y) == pytest.approx(0.85) and min(band.y) == pytest.approx(0.65)
-    assert sweep.layout.yaxis.title.text == "penalty = B − stitched (higher = worse)"
-    assert _worse_words(sweep) == {"worse": (1.0, WORSE_COLOR), "better": (0.0, BETTER_COLOR)}
+    assert max(band.y) == pytest.approx(85.0) and min(band.y) == pytest.approx(65.0)
+    assert sweep.layout.yaxis.title.text == "penalty = B − stitched (pts, higher = worse)"
+    assert _worse_words(sweep) == {"worse": (1.0, WORDS_COLOR), "better": (0.0, WORDS_COLOR)}
+    assert figure_csv(sweep).splitlines()[0] == "trace,x,penalty_pts"
+    lines = plots_traits.penalty_lines([{"title": "s1 -> s0", "positions": ["fc1"], "penalty": [0.013]}])
+    assert lines.data[0].y == (1.3,) and lines.layout.yaxis.title.text.endswith("(pts, higher = worse)")
     missing = plots_traits.penalty_curve({"positions": ["fc1"], "stitched": {"class_acc:3": [0.5]}}, {})
     assert any("accuracy metric" in n for n in _notes(missing))
+
+
+# -- simplicity: which way is simpler, and no normalising by noise -------------------------------------------
+
+
+def _simplicity_case(a: dict, b: dict, stitched: dict) -> tuple[dict, dict]:
+    positions = ["block1", "block2", "flatten", "fc1", "fc2"]
+    curves = {"positions": positions, "simplicity": stitched}
+    return curves, {"a": {"simplicity": a}, "b": {"simplicity": b}}
+
+
+# The distributed preset's A and B (measured, fixed seeds): gzip sizes 0.05% apart, sharpness apart by less than
+# its draw noise; normalised by those differences the curves swung from -1.15 to +1.96 (gzip 0.81 .. 1.77).
+_NEAR = _simplicity_case(
+    {"grad_norm": 3.48525, "sharpness": -0.00323298, "sharpness_std": 0.05195, "draws": 5, "gzip_bits": 459192},
+    {"grad_norm": 0.464785, "sharpness": 0.0103442, "sharpness_std": 0.001569, "draws": 5, "gzip_bits": 459400},
+    {"grad_norm": [0.9875, 2.5153, 2.5356, 4.9323, 5.0385], "sharpness": [0.0232, 0.0105, 0.0044, -0.0163, 0.026],
+     "gzip_bits": [459400, 459232, 459232, 459032, 459208]},
+)  # fmt: skip
+
+
+def test_raw_simplicity_axes_say_lower_is_simpler():
+    from stitchcore.plots import traits as plots_traits
+
+    fig = plots_traits.simplicity_curves(*_NEAR)
+    titles = [fig.layout[f"yaxis{k}"].title.text for k in ("", "2", "3")]
+    assert [t.replace("<br>", " ") for t in titles] == ["‖∇L‖₂ (lower = simpler)", "mean loss increase (lower = simpler)",
+                                                        "bits (lower = simpler)"]  # fmt: skip
+    assert "lower = simpler" in fig.layout.title.text
+
+
+def test_normalised_simplicity_skips_measures_whose_a_and_b_differ_by_less_than_their_noise():
+    from stitchcore.plots import traits as plots_traits
+    from stitchcore.report.figures import figure_csv
+
+    fig = plots_traits.simplicity_curves(*_NEAR, normalized=True)
+    _check(fig)
+    drawn = [t.name for t in fig.data if t.mode == "lines+markers"]
+    assert drawn == ["gradient norm (lower = simpler)"]  # A's 3.49 vs B's 0.46: B is simpler, 1 = like A
+    (note,) = [a.text for a in fig.layout.annotations if a.name == "no-normalised-curve"]
+    assert "sharpness: A and B differ by less than their noise (|A − B| = 0.0136 vs 0.0465)" in note
+    assert "gzip size (bits): A and B differ by less than their noise (|A − B| = 208 bits vs 2,296 bits)" in note
+    assert note.count("no normalised curve") == 2
+    assert {r.split(",")[0] for r in figure_csv(fig).splitlines()[1:]} == {
+        "gradient norm (lower = simpler)", "A alone (1)", "B alone (0)"}  # no gzip or sharpness numbers either
+
+    # the simplicity preset: A (L1 + pruning) is far sparser than B, so gzip gets its curve; higher = like A = simpler
+    curves, ref = _simplicity_case({"grad_norm": 0.983, "sharpness": 0.0185, "sharpness_std": 0.0151, "draws": 5,
+                                    "gzip_bits": 105480},
+                                   {"grad_norm": 0.459, "sharpness": 0.0080, "sharpness_std": 0.0138, "draws": 5,
+                                    "gzip_bits": 459840},
+                                   {"grad_norm": [2.6] * 5, "sharpness": [0.1] * 5,
+                                    "gzip_bits": [456952, 352272, 352272, 163136, 113376]})  # fmt: skip
+    fig = plots_traits.simplicity_curves(curves, ref, normalized=True)
+    gzip = _trace(fig, "gzip size (bits) (higher = simpler)")
+    assert gzip.y[0] == pytest.approx(0.0081, abs=1e-4) and gzip.y[-1] == pytest.approx(0.9777, abs=1e-4)
+    assert "gradient norm (lower = simpler)" in [t.name for t in fig.data]
+
+    # nothing told apart: no curve at all, and the plot says why in its middle too
+    same = {"grad_norm": 1.0, "sharpness": 0.01, "sharpness_std": 0.01, "draws": 5, "gzip_bits": 1000}
+    fig = plots_traits.simplicity_curves(*_simplicity_case(same, dict(same, grad_norm=1.2), {}), normalized=True)
+    assert not [t for t in fig.data if t.mode == "lines+markers"]
+    assert any("differ by less than their noise" in n and "no normalised curve" in n for n in _notes(fig))
+
+
+def test_normalisation_noise_floors():
+    from stitchcore.plots.traits import SIMPLICITY_NOISE, normalization_noise
+
+    assert normalization_noise("grad_norm", {"grad_norm": 1.0}, {}) is None
+    diff, floor = normalization_noise("grad_norm", {"grad_norm": 1.2}, {"grad_norm": 0.8})
+    assert diff == pytest.approx(0.4) and floor == pytest.approx(SIMPLICITY_NOISE["grad_norm"] * 1.0)
+    # sharpness: 2 standard errors of A − B over the draws; a stored run without sharpness_std has no floor
+    diff, floor = normalization_noise("sharpness", {"sharpness": 0.03, "sharpness_std": 0.02, "draws": 4},
+                                      {"sharpness": 0.01, "sharpness_std": 0.02, "draws": 4})  # fmt: skip
+    assert diff == pytest.approx(0.02) and floor == pytest.approx(2 * (2 * 0.02**2 / 4) ** 0.5)
+    assert normalization_noise("sharpness", {"sharpness": 0.03}, {"sharpness": 0.01})[1] == 0.0

@@ -134,6 +134,39 @@ def test_comparison_row_shows_numbers_not_grids(store):
     assert lm["Model A"].startswith("loss ")
 
 
+def test_penalties_read_in_one_unit_and_direction_in_headlines_rows_and_report(store):
+    """The old store's numbers (fractions, each paper's sign) read as the app shows them: the image penalty in
+    points and the LM loss penalty in % of the base loss, both higher = worse; the stored values stay as they were."""
+    from stitchcore.report.summary import table_numbers
+
+    stitch, merge = store.lookup(_by_kind(store)["stitch"]), store.lookup(_by_kind(store)["merge"])
+    assert stitch.summary["penalty"] == -0.04 and merge.summary["loss_penalty"] == -0.012898  # as stored in v1
+    assert dict(headline(stitch))["Penalty (B − stitched)"] == "−4.0 pts"
+    assert summary_row(stitch)["Penalty = B − stitched (pts, higher = worse)"] == "−4.0 pts"
+    assert table_numbers(stitch)["penalty_pts"] == -4.0
+    # the merge's loss is 1.3% above its base's: the paper's −0.0129, shown +1.3 % (higher = worse)
+    assert dict(headline(merge))["Loss penalty (base A)"] == "+1.3 %"
+    row = summary_row(merge)
+    assert row["Loss penalty = (L − L_base) / L_base (% of base loss, higher = worse)"] == "+1.3 %"
+    assert table_numbers(merge)["penalty_pts"] is None and table_numbers(merge)["loss_penalty_pct"] == 1.2898
+    text = report_html(store, [merge.id])
+    assert "loss_penalty = (L_base - L) / L_base; negative = worse" not in text  # the stored note, paper's sign
+    assert "above 0: a higher loss than the base model" in html.unescape(text)
+
+
+def test_metrics_csv_writes_lm_penalties_as_shown(store):
+    from stitchcore.report.figures import metrics_csv
+
+    rid = _by_kind(store)["lmdepth"]
+    series = store.series(rid)
+    stored = next(name for name in series if name.startswith("penalty:"))
+    rows = list(csv.reader(io.StringIO(metrics_csv(series))))
+    assert rows[0] == ["metric", "step", "value"]
+    shown = [r for r in rows[1:] if r[0] == stored.replace("penalty:", "loss_penalty_pct:")]
+    assert [float(r[2]) for r in shown] == [pytest.approx(-100 * v) for _, v in series[stored]]
+    assert not any(r[0].startswith("penalty:") for r in rows)
+
+
 def test_cli_runs_report(store, tmp_path):
     ids = [_by_kind(store)["stitch"], _by_kind(store)["sweep"]]  # only the stitch has curves: no comparison plot
     out = tmp_path / "r.html"

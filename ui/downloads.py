@@ -9,11 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import streamlit as st
 
 from stitchcore.errors import StitchError
 from stitchcore.jobs import JobSnapshot
+from stitchcore.report.figures import metrics_csv
 from stitchcore.report.html import report_html
 from stitchcore.store.bundle import export_bundle
 from stitchcore.store.results import Store
@@ -62,10 +62,9 @@ def made_download(where: Any, label: str, make: Callable[[], bytes], *, file_nam
 
 
 def run_downloads(snap: JobSnapshot, key: str) -> None:
-    """A finished run's downloads: its metrics as CSV, the run as JSON, as a bundle zip (with the zoo models
+    """A finished run's downloads: its metrics as CSV (``metrics_csv``), the run as JSON, as a bundle zip (with the zoo models
     it uses: ``runs import`` elsewhere) and as an HTML report that opens offline; the last two made on click."""
-    rows = [(name, step, value) for name, pts in snap.metrics.items() for step, value in pts]
-    csv = pd.DataFrame(rows, columns=["metric", "step", "value"]).to_csv(index=False)
+    csv = metrics_csv(snap.metrics)  # the stored series; an LM sweep's penalties as the figures show them
     payload = {"id": snap.id, "kind": snap.kind, "state": snap.state, "label": snap.label,
                "summary": snap.summary, "error": snap.error, "metrics": snap.metrics}
     c = st.columns(4)

@@ -182,8 +182,9 @@ ui.page_setup("Language models")
 st.title("Language models: merge and stitch")
 st.caption("Join two GPTs between transformer blocks, by substituting B's blocks into A (merge, no new "
            "parameters) or through a per-token adapter (stitch), keep A's head or use B's, and compare validation "
-           "losses. Loss penalty = (L_base − L) / L_base with the base the model whose head is used: below 0 the "
-           "joined model is worse.")
+           "losses. Loss penalty = (L − L_base) / L_base in % of the base loss, the base being the model whose head "
+           "is used: above 0 the joined model is worse (the GPT-2 report's (L_base − L) / L_base is this with the "
+           "sign flipped).")
 url_run = st.query_params.get("run")
 if url_run:
     _prefill(url_run)

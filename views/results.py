@@ -11,7 +11,6 @@ import hashlib
 import re
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -19,10 +18,10 @@ import streamlit as st
 import ui
 from stitchcore.errors import StitchError
 from stitchcore.plots import runs as plots
-from stitchcore.plots.penalty import penalty_words
+from stitchcore.plots.penalty import LOSS_PENALTY_AXIS, PENALTY_AXIS
 from stitchcore.report.figures import COMPARE_METRICS
 from stitchcore.report.html import report_html
-from stitchcore.report.summary import run_label, summary_row
+from stitchcore.report.summary import run_label, summary_row, table_numbers
 from stitchcore.store.bundle import import_bundle
 from stitchcore.store.results import RunRecord
 from views import run_views
@@ -42,24 +41,18 @@ def _n(count: int, noun: str = "run") -> str:
     return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
-def _scaled(value: Any, factor: float) -> float | None:
-    return value * factor if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
 def runs_table(records: list[RunRecord]) -> pd.DataFrame:
     rows = []
     for rec in records:
-        s = rec.summary or {}
         duration = rec.finished - rec.started if rec.started and rec.finished else None
         rows.append({
-            "kind": rec.kind, "label": run_label(rec), "status": rec.status,
-            "accuracy_pct": _scaled(s.get("accuracy"), 100),
-            "penalty_pts": _scaled(s.get("penalty"), 100),
+            "kind": rec.kind, "label": run_label(rec), "status": rec.status, **table_numbers(rec),
             "created": _when(rec.created), "duration_s": duration, "error": rec.error or "", "id": rec.id,
         })  # fmt: skip
-    cols = ["kind", "label", "status", "accuracy_pct", "penalty_pts", "created", "duration_s", "id", "error"]
+    numbers = ["accuracy_pct", "penalty_pts", "loss_penalty_pct"]  # table_numbers: named with their units
+    cols = ["kind", "label", "status", *numbers, "created", "duration_s", "id", "error"]
     df = pd.DataFrame(rows, columns=cols)
-    for col in ("accuracy_pct", "penalty_pts", "duration_s"):  # numbers, NaN where a run has none (not None)
+    for col in (*numbers, "duration_s"):  # numbers, NaN where a run has none (not None)
         df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
     return df
 
@@ -70,8 +63,12 @@ TABLE_COLUMNS = {
     "status": st.column_config.TextColumn("Status", width="small"),
     "accuracy_pct": st.column_config.NumberColumn("Accuracy", format="%.1f%%", help="Test accuracy"),
     "penalty_pts": st.column_config.NumberColumn(
-        f"Penalty ({penalty_words(True)})", format="%+.1f pts",
-        help=f"Stitching penalty: base model's accuracy minus the stitched one (B − stitched), {penalty_words(True)}",
+        "Penalty (pts, higher = worse)", format="%+.1f pts",
+        help=f"Stitching {PENALTY_AXIS}: the base model's accuracy minus the stitched one, in percentage points",
+    ),
+    "loss_penalty_pct": st.column_config.NumberColumn(
+        "Loss penalty (%, higher = worse)", format="%+.1f %%",
+        help=f"Language models: {LOSS_PENALTY_AXIS}, the base being the model whose head is used",
     ),
     "created": st.column_config.DatetimeColumn("Created", format="D MMM YYYY, HH:mm"),
     "duration_s": st.column_config.NumberColumn("Duration", format="%.1f s"),
@@ -197,7 +194,8 @@ if shown.empty:
 event = st.dataframe(
     shown, column_config=TABLE_COLUMNS, hide_index=True, width="stretch",
     on_select="rerun", selection_mode="multi-row", placeholder=EMPTY,
-    column_order=[c for c in TABLE_COLUMNS if c != "error" or shown["error"].any()],
+    column_order=[c for c in TABLE_COLUMNS if (c != "error" or shown["error"].any())
+                  and (c != "loss_penalty_pct" or shown[c].notna().any())],  # LM runs only
 )  # fmt: skip
 picked_rows = [shown["id"][i] for i in event.selection.rows if i < len(shown)]
 

@@ -33,7 +33,7 @@ from stitchcore.plots import heatmap as plots_heatmap
 from stitchcore.plots import lm as plots_lm
 from stitchcore.plots import runs as plots
 from stitchcore.plots import traits as plots_traits
-from stitchcore.plots.penalty import LM_PENALTY, penalty_label, penalty_words
+from stitchcore.plots.penalty import LM_PAPER_NOTE, format_pct, format_pts, loss_penalty_pct, penalty_pts
 from stitchcore.report.figures import (
     PENALTY_WORDS, HeatPanel, cka_panels, control_panels, measure_words, panel_figure, stitching_panel,
 )  # fmt: skip
@@ -52,9 +52,9 @@ def stitch_card(s: dict[str, Any], key: str) -> None:
     c[0].metric("Stitched accuracy", f"{s['accuracy']:.1%}")
     c[1].metric("Model A", f"{s['base']['a']:.1%}")
     c[2].metric("Model B", f"{s['base']['b']:.1%}")
-    c[3].metric(f"Penalty ({base_role} − stitched)", f"{s['penalty'] * 100:+.1f} pts",
-                help=f"{base_role}'s accuracy minus the stitched model's: {penalty_words(True)} (positive: the "
-                     "stitched model is worse; negative: it beats the base)")
+    c[3].metric(f"Penalty ({base_role} − stitched)", format_pts(penalty_pts(s["penalty"])),
+                help=f"{base_role}'s accuracy minus the stitched model's, in percentage points: higher = worse "
+                     "(positive: the stitched model is worse; negative: it beats the base)")
     c[4].metric("Time", f"{s.get('seconds', 0):.1f} s")
     resid = s.get("lstsq_residual")
     st.caption(
@@ -129,10 +129,6 @@ def similarity_view(rec: RunRecord, *, key: str) -> None:
     _downloads(rec, key)
 
 
-# the language models' penalty, in words (the image pages' is PENALTY_WORDS)
-_LM_PENALTY_WORDS = penalty_label("loss penalty", LM_PENALTY, higher_is_worse=plots_lm.HIGHER_IS_WORSE)
-
-
 def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
     """A matrix run's heat maps: stitching accuracy or penalty (the similarity run ``cka_id`` beside it), then
     each control (random sender, random receiver, both random) beside its debiased matrix, filling in cell by
@@ -155,8 +151,8 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
             return
         senders, receivers, skipped, pending = state.senders, state.receivers, state.skipped, state.pending
         metric = st.radio("Stitching panel shows", ("accuracy", "penalty"), horizontal=True, key=f"{key}_metric",
-                          help=f"penalty = B's accuracy − stitched accuracy (Bansal et al.): "
-                               f"{penalty_words(True)}; red = worse, blue = better")  # fmt: skip
+                          help="penalty = B's accuracy − stitched accuracy (Bansal et al.) in percentage points: "
+                               "higher = worse; on its heat map red = worse, blue = better")  # fmt: skip
         top = [stitching_panel(state.grid(metric), senders, receivers, metric)]
         if cka_now is not None and cka_now.summary:
             top += cka_panels(cka_now.summary)
@@ -175,9 +171,9 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
         if state.controls:
             st.subheader("Controls and debiased matrices")
             st.caption("Each control stitches the same cuts with random-init weights on one side or both "
-                       "(Hernandez et al.); beside it, debiased = trained accuracy − the control's, cell by cell: "
-                       "higher = the trained network adds more than the control (blue), below 0 = worse "
-                       "than the control (red).")  # fmt: skip
+                       "(Hernandez et al.); beside it, debiased = trained accuracy − the control's, cell by cell, "
+                       "in percentage points: higher = the trained network adds more than the control (blue), "
+                       "below 0 = worse than the control (red).")  # fmt: skip
         for table in state.controls:
             pair = control_panels(table, senders, receivers)
             cols = st.columns(2) if pair else []
@@ -330,11 +326,14 @@ def sweep_view(rec: RunRecord, *, key: str, title: str | None = None) -> None:
                      key=f"{key}-simp-{run_id}", file_name=csv("simplicity"))  # fmt: skip
             ui.chart(st, plots_traits.simplicity_curves(data, data["reference"], normalized=True, all_positions=every),
                      key=f"{key}-simpn-{run_id}", file_name=csv("simplicity-normalized"))  # fmt: skip
+            st.caption("Lower = simpler for all three measures. Normalised: 0 = B's value, 1 = A's; a measure whose "
+                       "A and B differ by less than their noise (seed-to-seed spread; for sharpness, its draws) "
+                       "gets no normalised curve, and the note under the plot says so.")  # fmt: skip
         if "accuracy" in metrics:
             ui.chart(st, plots_traits.penalty_curve(data, data["reference"], all_positions=every),
                      key=f"{key}-penalty-{run_id}", file_name=csv("penalty"))  # fmt: skip
-            st.caption(f"Stitching {PENALTY_WORDS}: B's accuracy minus the stitched model's at each cut, as on the "
-                       "Stitch and Similarity pages; red = worse, blue = better.")  # fmt: skip
+            st.caption(f"Stitching {PENALTY_WORDS}: B's accuracy minus the stitched model's at each cut, in "
+                       "percentage points, as on the Stitch and Similarity pages.")  # fmt: skip
         ui.chart(st, plots_traits.per_class_heatmap(data, data["classes"], all_positions=every),
                  key=f"{key}-heat-{run_id}", file_name=csv("per-class"))  # fmt: skip
         if s:
@@ -384,9 +383,10 @@ def lm_view(rec: RunRecord, *, key: str) -> None:
             ui.chart(st, plots_lm.penalty_heatmap(s["heatmap"]), key=f"{key}-lmheat-{run_id}",
                      file_name=f"{run_id}-penalty-heatmap.csv")  # fmt: skip
         if now.kind == "lmdepth" or s:
-            st.caption(f"The {_LM_PENALTY_WORDS}: below 0 = a higher loss than the base model (the one whose "
-                       "head is used), as in the GPT-2 stitching report. The image pages' penalty has the opposite "
-                       f"sign: {PENALTY_WORDS}. Red = worse, blue = better everywhere.")  # fmt: skip
+            st.caption(f"The {plots_lm.PENALTY_AXIS}: above 0 = a higher loss than the base model (the one whose "
+                       f"head is used); {LM_PAPER_NOTE}. The image pages' penalty goes the same way: "
+                       f"{PENALTY_WORDS}." + (" On the heat map red = worse, blue = better." if s.get("heatmap")
+                                              else ""))  # fmt: skip
         if s.get("samples"):
             _lm_samples(s)
 
@@ -402,8 +402,8 @@ def _lm_cards(s: dict, kind: str) -> None:
     if kind != "lmdepth":
         joined = "merged" if kind == "merge" else "stitched"
         c[2].metric(f"Loss {joined}", f"{s['loss']:.3f}", help=f"perplexity {s['perplexity']:.2f}")
-        c[3].metric(f"Loss penalty (base {s['penalty_base'].upper()})", f"{s['loss_penalty']:+.3f}",
-                    help=f"{_LM_PENALTY_WORDS}; negative = higher loss than the base model")
+        c[3].metric(f"Loss penalty (base {s['penalty_base'].upper()})", format_pct(loss_penalty_pct(s["loss_penalty"])),
+                    help=f"{plots_lm.PENALTY_AXIS}: {plots_lm.SIGN_NOTE}")
         c[4].metric("Perplexity", f"{s['perplexity']:.2f}")
         st.code(" → ".join(s["layout"]), language=None)
     else:
@@ -412,7 +412,7 @@ def _lm_cards(s: dict, kind: str) -> None:
         for what, why in (s.get("skipped") or {}).items():
             st.caption(f"{what}: skipped, {why}")
     st.caption(f"{s['eval_tokens']:,} validation tokens of {s['text']} ({s['vocab']}) · context {s['block_size']} · "
-               "loss in nats per token · " + s["penalty_sign"])
+               "loss in nats per token")
 
 
 def _lm_samples(s: dict) -> None:

@@ -203,8 +203,8 @@ def _penalty_panels(preset: Preset) -> None:
             waiting = [ln["title"] for ln in lines if ln["state"] is None]
             if waiting:
                 st.caption(f"Not run yet: {', '.join(waiting)}. Press Run above to train the models and run them.")
-        st.caption(f"Stitching {PENALTY_WORDS}: B's accuracy minus the stitched model's at each cut (error of C minus "
-                   "error of B, as Bansal et al. define it); dashed lines are references. Red = worse, blue = better.")
+        st.caption(f"Stitching {PENALTY_WORDS}: B's accuracy minus the stitched model's at each cut in percentage "
+                   "points (error of C minus error of B, as Bansal et al. define it); dashed lines are references.")
 
     live()
 

@@ -15,8 +15,9 @@ marker's ``customdata`` is ``[row name, column name, value]``.
 
 Skipped cells (no adapter joins the pair) are grey with an "×" and say why on hover; cells with
 no value yet (a running matrix) stay white with a light "…" and ``pending`` as their hover text.  Diverging
-penalty scales follow :mod:`stitchcore.plots.penalty` (worse = red, better = blue, the direction
-in words on the colour bar).  :func:`heatmap_csv` gives a panel's numbers as CSV text.
+penalty scales follow :mod:`stitchcore.plots.penalty` (worse = red, better = blue, the unit and the
+direction in words on the colour bar and in the hover).  :func:`heatmap_csv` gives a panel's numbers as
+CSV text; ``csv_value`` names what its cells hold (``penalty_pts``) in the corner cell.
 
 >>> fig = heatmap([[0.9, None]], ["fc1"], ["block1", "fc2"], title="a", skipped={("fc1", "fc2"): "vector"})
 >>> [t.name for t in fig.data], list(fig.data[1].text[0]), fig.data[1].customdata[0][1][2]
@@ -69,6 +70,8 @@ def heatmap(
     clickable: bool = False,
     skipped: Mapping[tuple[str, str], str] | None = None,
     pending: str | None = None,
+    unit: str | None = None,
+    csv_value: str | None = None,
 ) -> go.Figure:
     """A matrix ``values[i][j]`` for row ``rows[i]`` (top to bottom) and column ``cols[j]`` (left to right).
 
@@ -76,8 +79,10 @@ def heatmap(
     ``skipped`` maps ``(row, column)`` to the reason the cell has no value: grey, marked "×", the
     reason on hover.  ``diverging`` centres the scale at 0 with symmetric limits; with
     ``higher_is_worse`` set it is the penalty scale (worse = red, better = blue, the direction in
-    words on the colour bar and in the hover), else a neutral purple-orange one.  Cells print
-    their value (``text_format``) up to ``CELL_TEXT_LIMIT`` rows and columns.  ``clickable`` adds
+    words on the colour bar and in the hover), else a neutral purple-orange one.  ``unit`` ("pts") goes
+    on the colour bar and after every hovered value, which then reads as the cells print it.  Cells print
+    their value (``text_format``) up to ``CELL_TEXT_LIMIT`` rows and columns.  ``csv_value`` (the name of
+    the cells' quantity with its unit, ``penalty_pts``) is kept in ``layout.meta`` for the figure's CSV.  ``clickable`` adds
     the selectable cell markers (not on skipped cells; see the module docstring and
     :func:`cell_of_point`).  Raises ``ValueError`` when the matrix does not match ``rows`` x ``cols``.
     """
@@ -90,6 +95,7 @@ def heatmap(
     finite = [v for r in z for v in r if v is not None]
     scale_title = value_label
     value_hover = value_label
+    how = [unit] if unit else []
     if diverging:
         m = max(abs(v) for v in (zmin, zmax) if v is not None) if (zmin, zmax) != (None, None) else None
         if m is None:
@@ -97,12 +103,16 @@ def heatmap(
         zmin, zmax = -m, m
         scale = NEUTRAL_DIVERGING if higher_is_worse is None else penalty_colorscale(higher_is_worse)
         if higher_is_worse is not None:
-            words = penalty_words(higher_is_worse)
-            colored = words.replace("worse", f"<span style='color:{WORSE_COLOR}'>worse</span>")
-            scale_title = f"{value_label}<br><span style='font-size:11px'>{colored}</span>"
-            value_hover = f"{value_label} ({words})"
+            how.append(penalty_words(higher_is_worse))
     else:
         scale = "Viridis"
+    if how:
+        words = ", ".join(how)
+        colored = words.replace("worse", f"<span style='color:{WORSE_COLOR}'>worse</span>")
+        scale_title = f"{value_label}<br><span style='font-size:11px'>({colored})</span>"
+        value_hover = f"{value_label} ({words})"
+    # with a unit the hover prints the value as the cell does, unit after it; else with 6 significant digits
+    value_format = f"%{{z:{text_format}}} {unit}" if unit else "%{z:.6g}"
     # Integer positions + tick labels: names like "0" or repeated names never confuse the axis type.
     custom = [[[r, c] for c in cols_s] for r in rows_s]
     small = len(rows) <= CELL_TEXT_LIMIT and len(cols) <= CELL_TEXT_LIMIT
@@ -114,7 +124,7 @@ def heatmap(
             colorscale=scale, zmin=zmin, zmax=zmax, zmid=0 if diverging else None, hoverongaps=False,
             texttemplate=f"%{{z:{text_format}}}" if small else None, textfont={"size": 11},
             colorbar={"title": {"text": scale_title}, "thickness": 14},
-            hovertemplate=hover + "%{z:.6g}<extra></extra>",
+            hovertemplate=hover + value_format + "<extra></extra>",
             hoverinfo="skip" if clickable else None,
         )
     )  # fmt: skip
@@ -128,7 +138,7 @@ def heatmap(
         _add_overlay(fig, rows_s, cols_s, waiting, "pending", "rgba(0,0,0,0)", PENDING_MARK,
                      where + "%{customdata[2]}<extra></extra>", mark_color="#9E9E9E")  # fmt: skip
     if clickable:
-        _add_cell_markers(fig, z, rows_s, cols_s, hover, set(why))
+        _add_cell_markers(fig, z, rows_s, cols_s, hover + value_format.replace("%{z", "%{customdata[2]"), set(why))
     if not finite:
         add_note(fig, "no values yet" if not why else "no values (every pair skipped)")
 
@@ -146,6 +156,8 @@ def heatmap(
         fig.update_xaxes(range=[-0.5, len(cols) - 0.5])
         fig.update_yaxes(range=[len(rows) - 0.5, -0.5], autorange=False)
         fig.update_layout(clickmode="event+select", dragmode=False, hovermode="closest")
+    if csv_value:
+        fig.update_layout(meta={"csv_value": csv_value})
     return fig
 
 
@@ -172,7 +184,8 @@ def _add_cell_markers(
     fig: go.Figure, z: list[list[float | None]], rows: list[str], cols: list[str], hover: str,
     skipped: set[tuple[str, str]],
 ) -> None:  # fmt: skip
-    """One invisible square per cell that can be opened (centre of the cell); a clicked one gets a dark outline."""
+    """One invisible square per cell that can be opened (centre of the cell); a clicked one gets a dark outline.
+    ``hover`` is the whole hover text up to the value, which it prints from ``customdata[2]``."""
     xs, ys, data = [], [], []
     for i, r in enumerate(rows):
         for j, c in enumerate(cols):
@@ -188,7 +201,7 @@ def _add_cell_markers(
             marker={"symbol": "square-open", "size": size, "color": "#222", "opacity": 0.0,
                     "line": {"width": 3}},
             selected={"marker": {"opacity": 1.0}}, unselected={"marker": {"opacity": 0.0}},
-            hovertemplate=hover + "%{customdata[2]:.6g}<extra>click to open</extra>",
+            hovertemplate=hover + "<extra>click to open</extra>",
         )
     )  # fmt: skip
 
@@ -208,10 +221,12 @@ def heatmap_csv(
     *,
     row_label: str = "sender (A)",
     col_label: str = "receiver (B)",
+    value_name: str | None = None,
 ) -> str:
     """A panel's numbers as CSV text: a header of the column names, then one line per row name.
 
-    The corner cell names both axes (``"sender (A) \\ receiver (B)"``); cells without a value
+    The corner cell names both axes (``"sender (A) \\ receiver (B)"``), after what the cells hold when
+    ``value_name`` says it (``"penalty_pts: sender (A) \\ receiver (B)"``); cells without a value
     (skipped, not computed, NaN) are empty; numbers are written exactly (``repr`` of the float).
     Raises ``ValueError`` when the matrix does not match ``rows`` x ``cols``.
     """
@@ -219,7 +234,8 @@ def heatmap_csv(
         raise ValueError(f"heatmap_csv: values do not match {len(rows)} rows x {len(cols)} columns")
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow([f"{row_label} \\ {col_label}", *map(str, cols)])
+    corner = f"{row_label} \\ {col_label}"
+    writer.writerow([f"{value_name}: {corner}" if value_name else corner, *map(str, cols)])
     for name, row in zip(rows, values):
         writer.writerow([str(name), *("" if v is None else repr(v) for v in clean(row))])
     return out.getvalue()

@@ -1,11 +1,14 @@
 """Plotly figures of the language-model experiments, in the house style of :mod:`stitchcore.plots`.
 
 Drawing only: a running depth sweep's points come from :func:`stitchcore.experiments.lm.partial_points`.
+Points and heat maps hold the stored loss penalty, (L_base − L) / L_base (lower = worse); every figure
+shows it as the app's one convention, percent of the base loss with higher = worse
+(:func:`~stitchcore.plots.penalty.loss_penalty_pct`), and says how that relates to the paper's number.
 
 >>> fig = penalty_by_depth([{"label": "merge, head A", "split": 0, "loss_penalty": -0.2, "cut": "drop"},
 ...                         {"label": "merge, head A", "split": 1, "loss_penalty": 0.0, "cut": "h.0"}])
->>> [t.name for t in fig.data]
-['merge, head A']
+>>> [(t.name, t.y) for t in fig.data]
+[('merge, head A', (20.0, 0.0))]
 """
 
 from __future__ import annotations
@@ -17,40 +20,60 @@ import plotly.graph_objects as go
 
 from stitchcore.plots._style import ROLE_COLORS, add_note, finite, house_style
 from stitchcore.plots.heatmap import heatmap
-from stitchcore.plots.penalty import LM_PENALTY, penalty_label
+from stitchcore.plots.penalty import (
+    LM_PAPER_NOTE,
+    LM_PAPER_PENALTY,
+    LOSS_PENALTY_AXIS,
+    LOSS_PENALTY_COLUMN,
+    grid_of,
+    loss_penalty_pct,
+)
 from stitchcore.plots.runs import penalty_vs_depth
 
-__all__ = ["HIGHER_IS_WORSE", "PENALTY_AXIS", "loss_bars", "penalty_by_depth", "penalty_heatmap"]
+__all__ = ["PENALTY_AXIS", "SIGN_NOTE", "loss_bars", "penalty_by_depth", "penalty_heatmap"]
 
-HIGHER_IS_WORSE = False  # the GPT-2 report's loss penalty: below 0 = higher loss than the base = worse
-PENALTY_AXIS = penalty_label("loss penalty", LM_PENALTY, higher_is_worse=HIGHER_IS_WORSE)
-_SIGN_NOTE = "below 0: higher loss than the base model (the one whose head is used) = worse"
+PENALTY_AXIS = LOSS_PENALTY_AXIS  # "loss penalty = (L − L_base) / L_base (% of base loss, higher = worse)"
+SIGN_NOTE = ("above 0: a higher loss than the base model (the one whose head is used) = worse; "
+             + LM_PAPER_NOTE)  # fmt: skip
+# The same in lines short enough for a half-width figure (the legend's title, under the axis).
+_LEGEND_NOTE = "<br>".join(("above 0: a higher loss than the base model", "(the one whose head is used) = worse;",
+                            f"the GPT-2 report's {LM_PAPER_PENALTY} is this", "with the sign flipped, as a fraction"))
+
+
+def _two_lines(label: str) -> str:
+    """An axis title too long for the plot's height: its unit and direction on a second line."""
+    head, _, tail = label.rpartition(" (")
+    return f"{head}<br>({tail}" if head else label
 
 
 def penalty_by_depth(points: Sequence[Mapping[str, Any]], *, title: str | None = None) -> go.Figure:
-    """One line per ``label`` (mode + head): loss penalty against the split position (0 = after the embeddings)."""
-    fig = penalty_vs_depth(points, x="split", y="loss_penalty", group="label", higher_is_worse=HIGHER_IS_WORSE,
-                           title=title or "Loss penalty vs split depth")
+    """One line per ``label`` (mode + head): loss penalty (% of the base loss, higher = worse) against the split
+    position (0 = after the embeddings); ``points`` hold the stored ``loss_penalty``."""
+    shown = [{**p, LOSS_PENALTY_COLUMN: loss_penalty_pct(p.get("loss_penalty"))} for p in points]
+    fig = penalty_vs_depth(shown, x="split", y=LOSS_PENALTY_COLUMN, group="label", higher_is_worse=True,
+                           title=title or "Loss penalty vs split depth", y_title=_two_lines(PENALTY_AXIS), unit="%",
+                           csv_value=LOSS_PENALTY_COLUMN)  # fmt: skip
     splits = sorted({int(p["split"]) for p in points if finite(p.get("split"))})
     names = {int(p["split"]): str(p.get("cut", p["split"])) for p in points if finite(p.get("split"))}
     if splits:
         text = [f"{k}<br>{names[k]}" if names[k] not in ("", str(k)) else str(k) for k in splits]
         fig.update_xaxes(tickmode="array", tickvals=splits, ticktext=text,
                          title_text="split i (A's blocks < i, B's from i) · cut")
-    fig.update_yaxes(title_text=PENALTY_AXIS)
     # Legend under the axis (four curves do not fit beside the title); the sign convention as its title.
     fig.update_layout(legend={"orientation": "h", "x": 0.0, "xanchor": "left", "y": -0.28, "yanchor": "top",
-                              "title": {"text": _SIGN_NOTE + "<br>", "side": "top", "font": {"size": 11}}},
-                      margin={"b": 130}, height=460)
+                              "title": {"text": _LEGEND_NOTE + "<br>", "side": "top", "font": {"size": 11}}},
+                      margin={"b": 180}, height=510)
     return fig
 
 
 def penalty_heatmap(heat: Mapping[str, Any], *, title: str | None = None) -> go.Figure:
-    """Stitch loss penalty for every (A position i, B position j), B's head; red = worse than B (lower)."""
-    return heatmap(heat["values"], heat["rows"], heat["cols"],
-                   title=title or f"Stitch loss penalty {LM_PENALTY}, every (i, j)",
+    """Stitch loss penalty for every (A position i, B position j), B's head, in % of B's loss: higher = worse
+    (red); ``heat["values"]`` hold the stored (L_base − L) / L_base."""
+    return heatmap(grid_of(heat["values"], loss_penalty_pct), heat["rows"], heat["cols"],
+                   title=title or "Stitch loss penalty (% of B's loss), every (i, j)",
                    row_label="A's stream after cut i", col_label="B continues after cut j", diverging=True,
-                   higher_is_worse=HIGHER_IS_WORSE, text_format=".3f", value_label="loss penalty")  # fmt: skip
+                   higher_is_worse=True, text_format="+.1f", unit="%", csv_value=LOSS_PENALTY_COLUMN,
+                   value_label="loss penalty")  # fmt: skip
 
 
 def loss_bars(summary: Mapping[str, Any], *, title: str | None = None) -> go.Figure:

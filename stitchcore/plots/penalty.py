@@ -1,43 +1,130 @@
-"""Which way is worse: the one colour and word convention of every penalty figure.
+"""Which way is worse, and in what unit: the one convention of every penalty the app shows.
 
-Each paper keeps its own formula in the stored numbers, so the sign of "worse" differs:
+Stored numbers keep each paper's formula, unit and sign (run ids and old stores never change):
 
-* image stitching (Bansal et al.): penalty = B's accuracy − stitched accuracy, **higher = worse**;
-* language models (the GPT-2 report): loss penalty = (L_base − L) / L_base, **lower = worse**;
-* debiased accuracy (Hernandez et al.): trained − control, **higher = better** (the trained
-  bottom adds more than the adapter alone).
+* image stitching (Bansal et al.): ``penalty`` = B's accuracy − stitched accuracy, a fraction, higher = worse;
+* language models (the GPT-2 report): ``loss_penalty`` = (L_base − L) / L_base, a fraction, **lower** = worse;
+* debiased accuracy (Hernandez et al.): trained − control accuracy, a fraction, higher = better.
 
-Every page says so in words (:func:`penalty_words`, :func:`penalty_label`) and colours the same
-way: WORSE = RED, BETTER = BLUE, a light neutral at 0 (:func:`penalty_colorscale`).  Line plots
-mark the two directions beside the y axis (:func:`mark_worse_side`).
+Everything shown (figures, cards, tables, CSV downloads, reports) is converted here, at display time, to
+one convention: **times 100, higher = worse**.
 
->>> penalty_words(True)
-'higher = worse'
->>> penalty_label("penalty", "B − stitched", higher_is_worse=True)
-'penalty = B − stitched (higher = worse)'
+* the image penalty in percentage points, ``pts`` (:func:`penalty_pts`: 0.0067 -> 0.67, "+0.7 pts");
+* the LM loss penalty in percent of the base model's loss, with the sign flipped so that higher = worse
+  (:func:`loss_penalty_pct`: −0.25 -> +25.0, "+25.0 %": a loss 25% above the base's).  The GPT-2 report's
+  own (L_base − L) / L_base is that number with the sign flipped, as a fraction (:data:`LM_PAPER_NOTE`);
+* debiased accuracy stays a gain (higher = better), in points as well (:func:`penalty_pts`).
+
+Axis, colour-bar and column titles carry the unit and the direction (:func:`penalty_label`,
+:data:`PENALTY_AXIS`, :data:`LOSS_PENALTY_AXIS`); CSV columns name the unit (:data:`PENALTY_COLUMN`
+``penalty_pts``, :data:`LOSS_PENALTY_COLUMN` ``loss_penalty_pct``).  Colour means worse or better only
+on the diverging heat maps: worse = red, better = blue, a light neutral at 0 (:func:`penalty_colorscale`).
+Line plots say the direction in words beside the y axis (:func:`mark_worse_side`), in a neutral grey: their
+lines' colours only tell series apart.
+
+>>> penalty_pts(0.006667), format_pts(penalty_pts(-0.04))
+(0.6667, '−4.0 pts')
+>>> loss_penalty_pct(-0.25), format_pct(loss_penalty_pct(-0.012898))
+(25.0, '+1.3 %')
+>>> PENALTY_AXIS
+'penalty = B − stitched (pts, higher = worse)'
 >>> penalty_colorscale(higher_is_worse=True)[-1][1] == WORSE_COLOR
-True
->>> penalty_colorscale(higher_is_worse=False)[0][1] == WORSE_COLOR
 True
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+from typing import Any
+
 import plotly.graph_objects as go
 
 __all__ = [
-    "BETTER_COLOR", "IMAGE_PENALTY", "LM_PENALTY", "NEUTRAL_COLOR", "WORSE_COLOR", "mark_worse_side",
-    "penalty_colorscale", "penalty_label", "penalty_words", "worse_end",
+    "BETTER_COLOR", "DEBIASED_COLUMN", "IMAGE_PENALTY", "LM_PAPER_NOTE", "LM_PAPER_PENALTY", "LM_PENALTY",
+    "LOSS_PENALTY_AXIS", "LOSS_PENALTY_COLUMN", "LOSS_PENALTY_UNIT", "NEUTRAL_COLOR", "PENALTY_AXIS",
+    "PENALTY_COLUMN", "PTS", "WORDS_COLOR", "WORSE_COLOR", "format_pct", "format_pts", "grid_of",
+    "loss_penalty_pct", "mark_worse_side", "penalty_colorscale", "penalty_label", "penalty_pts", "penalty_words",
+    "worse_end",
 ]  # fmt: skip
 
 WORSE_COLOR = "#B2182B"  # ColorBrewer RdBu ends: red = worse, blue = better (colour-blind distinguishable)
 BETTER_COLOR = "#2166AC"
 NEUTRAL_COLOR = "#F7F7F7"  # 0: as good as the reference
+WORDS_COLOR = "#555555"  # "▲ worse" / "▼ better" beside a line plot: no colour claim about its lines
 _RAMP = ("#EF8A62", "#FDDBC7", "#D1E5F0", "#67A9CF")  # the steps between red and blue, red side first
 
 _WORDS_MARGIN = 78  # px right of the plot area for "▲ better" at 12 px
+PTS = "pts"  # percentage points: a difference of two accuracies, times 100
+LOSS_PENALTY_UNIT = "% of base loss"  # a relative loss difference, times 100
 IMAGE_PENALTY = "B − stitched"  # the image formula, in words (accuracy of B minus the stitched accuracy)
-LM_PENALTY = "(L_base − L) / L_base"  # the GPT-2 report's loss penalty
+LM_PENALTY = "(L − L_base) / L_base"  # the LM loss penalty as shown: higher = a higher loss than the base
+LM_PAPER_PENALTY = "(L_base − L) / L_base"  # the GPT-2 report's loss penalty, as stored (lower = worse)
+LM_PAPER_NOTE = (f"the GPT-2 report's loss penalty {LM_PAPER_PENALTY} is this with the sign flipped, as a fraction "
+                 "(+25 % here = −0.25 there)")  # fmt: skip
+PENALTY_COLUMN = "penalty_pts"  # CSV column of an image penalty
+LOSS_PENALTY_COLUMN = "loss_penalty_pct"  # CSV column of an LM loss penalty
+DEBIASED_COLUMN = "debiased_pts"  # CSV value of a debiased matrix (trained − control, higher = better)
+
+
+def _number(value: Any) -> float | None:
+    """A finite float, else None (missing, NaN, not a number)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def penalty_pts(fraction: Any) -> float | None:
+    """A stored accuracy difference (a fraction: the image penalty, a debiased cell) in percentage points.
+
+    Rounded to 8 decimals (stored fractions have 6), so 100 × 0.006667 reads 0.6667, not 0.6667000000000001.
+
+    >>> penalty_pts(0.02), penalty_pts(None), penalty_pts(float("nan"))
+    (2.0, None, None)
+    """
+    v = _number(fraction)
+    return None if v is None else round(100.0 * v, 8)
+
+
+def loss_penalty_pct(paper_value: Any) -> float | None:
+    """A stored LM loss penalty ((L_base − L) / L_base, lower = worse) as shown: percent of the base model's
+    loss, higher = worse (the sign flipped).
+
+    >>> loss_penalty_pct(0.1), loss_penalty_pct(0.0)
+    (-10.0, 0.0)
+    """
+    v = _number(paper_value)
+    return None if v is None else round(-100.0 * v, 8) + 0.0  # + 0.0: never "-0.0"
+
+
+def _signed(value: float) -> str:
+    text = f"{value:+.1f}"
+    return "+0.0" if text == "-0.0" else text.replace("-", "−")  # the minus sign plotly's d3 format writes too
+
+
+def format_pts(pts: Any) -> str:
+    """Points as every page writes them: sign, one decimal, "pts" (``+0.7 pts``); "—" for no value.
+
+    >>> format_pts(0.6667), format_pts(-12.04), format_pts(None)
+    ('+0.7 pts', '−12.0 pts', '—')
+    """
+    v = _number(pts)
+    return "—" if v is None else f"{_signed(v)} {PTS}"
+
+
+def format_pct(pct: Any) -> str:
+    """An LM loss penalty in percent as every page writes it (``+25.0 %``); "—" for no value."""
+    v = _number(pct)
+    return "—" if v is None else f"{_signed(v)} %"
+
+
+def grid_of(values: Sequence[Sequence[Any]], convert: Any) -> list[list[float | None]]:
+    """A heat map's grid converted cell by cell (``penalty_pts`` ...); missing cells stay None.
+
+    >>> grid_of([[0.5, None]], penalty_pts)
+    [[50.0, None]]
+    """
+    return [[convert(v) for v in row] for row in values]
 
 
 def penalty_words(higher_is_worse: bool) -> str:
@@ -49,15 +136,21 @@ def penalty_words(higher_is_worse: bool) -> str:
     return "higher = worse" if higher_is_worse else "lower = worse"
 
 
-def penalty_label(name: str, formula: str | None = None, *, higher_is_worse: bool) -> str:
-    """An axis / colour-bar / column title with the formula and the direction.
+def penalty_label(name: str, formula: str | None = None, *, unit: str | None = PTS,
+                  higher_is_worse: bool = True) -> str:  # fmt: skip
+    """An axis / colour-bar / column title with the formula, the unit and the direction.
 
-    >>> penalty_label("penalty", IMAGE_PENALTY, higher_is_worse=True)
-    'penalty = B − stitched (higher = worse)'
-    >>> penalty_label("loss penalty", LM_PENALTY, higher_is_worse=False)
-    'loss penalty = (L_base − L) / L_base (lower = worse)'
+    >>> penalty_label("loss penalty", LM_PENALTY, unit=LOSS_PENALTY_UNIT)
+    'loss penalty = (L − L_base) / L_base (% of base loss, higher = worse)'
+    >>> penalty_label("Δ accuracy", unit=PTS, higher_is_worse=False)
+    'Δ accuracy (pts, lower = worse)'
     """
-    return f"{name}{f' = {formula}' if formula else ''} ({penalty_words(higher_is_worse)})"
+    how = ", ".join(w for w in (unit, penalty_words(higher_is_worse)) if w)
+    return f"{name}{f' = {formula}' if formula else ''} ({how})"
+
+
+PENALTY_AXIS = penalty_label("penalty", IMAGE_PENALTY)  # "penalty = B − stitched (pts, higher = worse)"
+LOSS_PENALTY_AXIS = penalty_label("loss penalty", LM_PENALTY, unit=LOSS_PENALTY_UNIT)
 
 
 def penalty_colorscale(higher_is_worse: bool) -> list[list[float | str]]:
@@ -83,18 +176,19 @@ def worse_end(colorscale: list[list[float | str]] | tuple) -> str:
     return WORSE_COLOR
 
 
-def mark_worse_side(fig: go.Figure, higher_is_worse: bool) -> go.Figure:
-    """Words right of a penalty line plot, clear of its lines: "▲ worse" in red level with the top of the
-    plot and "▼ better" in blue level with its bottom (or the other way round), the colours of the heat
-    maps.  Call it after :func:`~stitchcore.plots._style.house_style` (it widens the right margin); returns ``fig``.
+def mark_worse_side(fig: go.Figure, higher_is_worse: bool = True) -> go.Figure:
+    """Words right of a penalty line plot, clear of its lines: "▲ worse" level with the top of the plot and
+    "▼ better" level with its bottom (or the other way round), in a neutral grey (a line plot's colours tell
+    its series apart, nothing else).  Call it after :func:`~stitchcore.plots._style.house_style` (it widens
+    the right margin); returns ``fig``.
 
     >>> [a.text for a in mark_worse_side(go.Figure(), higher_is_worse=False).layout.annotations]
     ['▲ better', '▼ worse']
     """
-    top, bottom = (("worse", WORSE_COLOR), ("better", BETTER_COLOR))[:: 1 if higher_is_worse else -1]
-    for y, (word, color), arrow, anchor in ((1.0, top, "▲", "top"), (0.0, bottom, "▼", "bottom")):
+    top, bottom = ("worse", "better")[:: 1 if higher_is_worse else -1]
+    for y, word, arrow, anchor in ((1.0, top, "▲", "top"), (0.0, bottom, "▼", "bottom")):
         fig.add_annotation(text=f"{arrow} {word}", xref="paper", yref="paper", x=1.0, y=y, xanchor="left",
-                           yanchor=anchor, xshift=6, showarrow=False, font={"size": 12, "color": color},
+                           yanchor=anchor, xshift=6, showarrow=False, font={"size": 12, "color": WORDS_COLOR},
                            name=f"penalty-{word}")  # fmt: skip
     fig.update_layout(margin={"r": max(fig.layout.margin.r or 0, _WORDS_MARGIN)})
     return fig

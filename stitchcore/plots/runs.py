@@ -27,7 +27,7 @@ from stitchcore.plots._style import (
     ACCURACY_COLOR, HEIGHT, LAYOUT_COLORS, LOSS_COLOR, ROLE_COLORS, ROLE_NAMES, RUN_COLORS, TEMPLATE, WAITING,
     add_note, clean, finite, house_style,
 )  # fmt: skip
-from stitchcore.plots.penalty import IMAGE_PENALTY, mark_worse_side, penalty_label
+from stitchcore.plots.penalty import PENALTY_AXIS, PENALTY_COLUMN, PTS, format_pts, mark_worse_side, penalty_pts
 
 __all__ = [
     "ACCURACY_COLOR", "LAYOUT_COLORS", "LOSS_COLOR", "ROLE_COLORS", "RUN_COLORS", "accuracy_bars",
@@ -195,7 +195,7 @@ def accuracy_bars(summary: Mapping[str, Any], *, title: str | None = None) -> go
 
     ``summary`` is a stitch run's summary (``accuracy``, ``base.a``, ``base.b``, ``penalty``,
     ``cut_a``, ``cut_b``; optional ``start_accuracy`` = the stitched model before training,
-    drawn as a diamond).  The penalty is printed in percentage points.
+    drawn as a diamond).  The penalty is printed in percentage points, higher = worse, as on every page.
     """
     base = summary.get("base") or {}
     cut_a, cut_b = summary.get("cut_a"), summary.get("cut_b")
@@ -242,8 +242,9 @@ def accuracy_bars(summary: Mapping[str, Any], *, title: str | None = None) -> go
         fig.add_shape(type="line", x0=2.38, x1=2.38, y0=acc_s, y1=acc_b, line=guide | {"width": 2})
         fig.add_annotation(
             x=2.42, y=(acc_b + acc_s) / 2, xanchor="left", showarrow=False, align="left",
-            text=f"penalty<br>B − stitched<br><b>{100 * penalty:+.1f} pts</b>".replace("-", "−"),
-            hovertext=f"penalty = B − stitched = {acc_b:.4f} − {acc_s:.4f} = {penalty:.4f}",
+            text=f"penalty<br>B − stitched<br><b>{format_pts(penalty_pts(penalty))}</b>",
+            hovertext=f"penalty = B − stitched = {100 * acc_b:.2f}% − {100 * acc_s:.2f}% = "
+                      f"{format_pts(penalty_pts(penalty))} (higher = worse)",
         )  # fmt: skip
     fig.update_xaxes(title_text="model", tickvals=[0, 1, 2], ticktext=[b[2] for b in bars], range=[-0.5, 3.1])
     fig.update_yaxes(title_text="test accuracy", range=[0, 1.05], tickformat=".0%")
@@ -379,21 +380,28 @@ def penalty_vs_depth(
     *,
     title: str | None = None,
     higher_is_worse: bool | None = None,
+    y_title: str | None = None,
+    unit: str | None = None,
+    csv_value: str | None = None,
 ) -> go.Figure:
     """Lines of ``point[y]`` against ``point[x]``, one per ``point[group]`` (sweeps along depth).
 
     Points lacking a finite ``x`` or ``y`` are skipped; groups keep their first-seen order and
     ``RUN_COLORS``.  A ``cut`` or ``name`` field, when present, shows on hover.  A zero line
-    is drawn when ``y`` is a penalty.  ``higher_is_worse`` (default: True for ``y="penalty"``,
-    B − stitched) puts the direction in the y title and marks the worse side in red
-    (:mod:`stitchcore.plots.penalty`).
+    is drawn when ``y`` is a penalty.  ``y="penalty"`` (a stored fraction B − stitched) is drawn in
+    points, higher = worse (:mod:`stitchcore.plots.penalty`); otherwise ``higher_is_worse`` names the
+    worse side beside the axis, ``y_title`` / ``unit`` title the axis and suffix the hovered value, and
+    ``csv_value`` names the y column of the figure's CSV.
     """
-    if higher_is_worse is None and y == "penalty":
-        higher_is_worse = True
+    if y == "penalty":
+        points = [{**p, y: penalty_pts(p.get(y))} for p in points]
+        higher_is_worse = True if higher_is_worse is None else higher_is_worse
+        y_title, unit, csv_value = y_title or PENALTY_AXIS, unit or PTS, csv_value or PENALTY_COLUMN
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for p in points:
         if finite(p.get(x)) and finite(p.get(y)):
             groups.setdefault("" if p.get(group) is None else str(p[group]), []).append(p)
+    value = f"%{{y:+.1f}} {unit}" if unit else "%{y:.6g}"
     fig = go.Figure()
     for i, (name, pts) in enumerate(groups.items()):
         pts = sorted(pts, key=lambda p: p[x])
@@ -404,7 +412,7 @@ def penalty_vs_depth(
                 line={"color": color, "width": 2}, marker={"color": color, "size": 8},
                 customdata=[str(p.get("cut", p.get("name", ""))) for p in pts],
                 hovertemplate=f"{name}<br>%{{customdata}}<br>{_label(x)} %{{x:.4g}}<br>"
-                f"{_label(y)} %{{y:.6g}}<extra></extra>",
+                f"{_label(y)} {value}<extra></extra>",
             )
         )  # fmt: skip
     if not fig.data:
@@ -412,8 +420,8 @@ def penalty_vs_depth(
     if "penalty" in y:
         fig.add_hline(y=0, line={"color": "#999", "width": 1})
     fig.update_xaxes(title_text=_label(x))
-    y_title = _label(y) if higher_is_worse is None else penalty_label(
-        _label(y), IMAGE_PENALTY if y == "penalty" else None, higher_is_worse=higher_is_worse)  # fmt: skip
-    fig.update_yaxes(title_text=y_title)
+    fig.update_yaxes(title_text=y_title or _label(y))
+    if csv_value:
+        fig.update_layout(meta={"csv_value": csv_value})
     fig = house_style(fig, title or f"{_label(y)} vs {_label(x)}".capitalize())
     return fig if higher_is_worse is None else mark_worse_side(fig, higher_is_worse)

@@ -6,11 +6,12 @@ draws the positions it has so far on the full x axis.
 
 * :func:`trait_curves`: one line per trait metric vs cut position, A and B reference lines
   (dashed A, dotted B, in the metric's colour), the random-init control as a shaded band.
-* :func:`simplicity_curves`: gradient norm, sharpness and gzip size vs position, raw (one panel
-  each, with A and B lines) or normalised as (value - B) / (A - B): 0 = like B, 1 = like A.
+* :func:`simplicity_curves`: gradient norm, sharpness and gzip size vs position (lower = simpler), raw
+  (one panel each, with A and B lines) or normalised as (value - B) / (A - B): 0 = like B, 1 = like A,
+  only for a measure whose A and B differ by more than their noise (:func:`normalization_noise`).
 * :func:`per_class_heatmap`: accuracy of every class at every position.
-* :func:`penalty_curve`: the stitching penalty (B's accuracy − stitched accuracy, higher = worse)
-  at every position, the control's as a band; the worse side marked red as in every penalty figure.
+* :func:`penalty_curve`: the stitching penalty (B's accuracy − stitched accuracy, in points, higher =
+  worse) at every position, the control's as a band; the worse side named beside the y axis.
 * :func:`penalty_lines`: the penalty of several sweeps on one axis (a preset's figure: one line per
   model pair, references dashed).
 
@@ -31,10 +32,10 @@ from plotly.subplots import make_subplots
 from stitchcore.plots import runs as plots
 from stitchcore.plots import heatmap as plots_heatmap
 from stitchcore.plots._style import HEIGHT, ROLE_COLORS, RUN_COLORS, WAITING, add_note, clean, house_style
-from stitchcore.plots.penalty import IMAGE_PENALTY, mark_worse_side, penalty_label
+from stitchcore.plots.penalty import PENALTY_AXIS, PENALTY_COLUMN, PTS, mark_worse_side, penalty_pts
 
-__all__ = ["SIMPLICITY_LABELS", "penalty_curve", "penalty_lines", "per_class_heatmap", "simplicity_curves",
-           "trait_curves"]
+__all__ = ["SIMPLICITY_AXES", "SIMPLICITY_LABELS", "SIMPLICITY_NOISE", "normalization_noise", "penalty_curve",
+           "penalty_lines", "per_class_heatmap", "simplicity_curves", "trait_curves"]
 
 SIMPLICITY_LABELS = {"grad_norm": "gradient norm", "sharpness": "sharpness", "gzip_bits": "gzip size (bits)"}
 
@@ -100,10 +101,63 @@ def trait_curves(
     return house_style(fig, title)
 
 
-def _normalized(values: Sequence[float | None], a: float | None, b: float | None) -> list[float | None]:
-    if a is None or b is None or abs(a - b) < 1e-12 * max(abs(a), abs(b), 1.0):
-        return [None] * len(values)
+# Below these, A and B are not told apart by a measure, and (value − B) / (A − B) would divide by noise.
+# Relative difference |A − B| / mean(|A|, |B|): same-recipe digit models that differ only in their seed
+# (six CNNs and six MLPs, default recipes) differ by up to 48% in gradient norm and 0.19% in gzip size.
+SIMPLICITY_NOISE = {"grad_norm": 0.5, "gzip_bits": 0.005}
+# Sharpness is an average over random draws: its floor is 2 standard errors of A − B over those draws
+# (each side's sharpness_std / sqrt(draws)), from the run itself (near 0 a relative floor means nothing).
+SHARPNESS_STANDARD_ERRORS = 2.0
+# Each raw panel's y axis: what its values are, and which way is simpler (lower, for all three).
+SIMPLICITY_AXES = {"grad_norm": "‖∇L‖₂<br>(lower = simpler)", "sharpness": "mean loss increase<br>(lower = simpler)",
+                   "gzip_bits": "bits<br>(lower = simpler)"}  # fmt: skip
+_UNITS = {"gzip_bits": " bits"}  # after the numbers of the "no normalised curve" note
+
+
+def normalization_noise(key: str, ref_a: Mapping[str, Any], ref_b: Mapping[str, Any]) -> tuple[float, float] | None:
+    """``(|A − B|, noise floor)`` of simplicity measure ``key`` from A's and B's ``simplicity`` dicts, or None
+    when either value is missing.  The floor is :data:`SIMPLICITY_NOISE` times the mean of |A| and |B|, and
+    for sharpness :data:`SHARPNESS_STANDARD_ERRORS` standard errors of A − B over the draws (0 when a stored
+    run lacks ``sharpness_std``).  (value − B) / (A − B) is drawn only where the difference exceeds the floor.
+
+    >>> normalization_noise("gzip_bits", {"gzip_bits": 459224}, {"gzip_bits": 459400})
+    (176.0, 2296.56)
+    >>> normalization_noise("sharpness", {"sharpness": 0.02, "sharpness_std": 0.01, "draws": 4},
+    ...                     {"sharpness": 0.01, "sharpness_std": 0.0, "draws": 4})
+    (0.01, 0.01)
+    """
+    a, b = (_value(r.get(key)) for r in (ref_a, ref_b))
+    if a is None or b is None:
+        return None
+    diff = abs(a - b)
+    if key == "sharpness":
+        se = [_value(r.get("sharpness_std")) for r in (ref_a, ref_b)]
+        draws = [r.get("draws") or 1 for r in (ref_a, ref_b)]
+        floor = 0.0 if None in se else SHARPNESS_STANDARD_ERRORS * sum(e * e / d for e, d in zip(se, draws)) ** 0.5
+    else:
+        floor = SIMPLICITY_NOISE.get(key, 0.0) * (abs(a) + abs(b)) / 2
+    return round(diff, 10), round(floor, 10)
+
+
+def _value(v: Any) -> float | None:
+    return clean([v])[0]
+
+
+def _amount(v: float) -> str:
+    """A difference or a floor in the note: 3 significant digits, whole numbers from 1,000 on (bits)."""
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
+
+
+def _normalized(values: Sequence[float | None], a: float, b: float) -> list[float | None]:
     return [None if v is None else (v - b) / (a - b) for v in clean(values)]
+
+
+def _add_below(fig: go.Figure, lines: list[str]) -> None:
+    """Grey lines of text under the x axis (why a curve is missing), the bottom margin grown to hold them."""
+    fig.add_annotation(text="<br>".join(lines), xref="paper", yref="paper", x=0.0, y=0.0, xanchor="left",
+                       yanchor="top", yshift=-48, showarrow=False, align="left", name="no-normalised-curve",
+                       font={"size": 12, "color": "#555"})  # fmt: skip
+    fig.update_layout(margin={"b": 64 + 18 * len(lines)}, height=(fig.layout.height or HEIGHT) + 18 * len(lines))
 
 
 def simplicity_curves(
@@ -114,27 +168,49 @@ def simplicity_curves(
     all_positions: Sequence[str] | None = None,
     title: str | None = None,
 ) -> go.Figure:
-    """Simplicity measures vs cut position: raw (three panels) or normalised to A and B (one panel)."""
+    """Simplicity measures vs cut position: raw (three panels, lower = simpler on every y axis) or normalised
+    to A and B (one panel: 0 = like B, 1 = like A; each line's name says which way is simpler).
+
+    A measure whose A and B differ by less than their noise (:func:`normalization_noise`) gets no normalised
+    curve: a line under the plot says so, with both numbers.
+    """
     positions = list(all_positions or curves.get("positions") or [])
     simp = curves.get("simplicity") or {}
     done = len(curves.get("positions") or [])
     refs = {r: (reference or {}).get(r, {}).get("simplicity") or {} for r in ("a", "b")}
     if normalized:
         fig = go.Figure()
+        missing = []
         for i, (key, label) in enumerate(SIMPLICITY_LABELS.items()):
-            ys = _normalized(simp.get(key, []), refs["a"].get(key), refs["b"].get(key))
-            raw = clean(simp.get(key, []))
-            fig.add_trace(go.Scatter(x=list(range(done)), y=ys, mode="lines+markers", name=label, customdata=raw,
+            noise = normalization_noise(key, refs["a"], refs["b"])
+            if noise is None:
+                continue
+            diff, floor = noise
+            a, b = refs["a"][key], refs["b"][key]
+            if diff <= floor or diff == 0:
+                unit = _UNITS.get(key, "")
+                missing.append(f"{label}: A and B differ by less than their noise (|A − B| = {_amount(diff)}{unit} "
+                               f"vs {_amount(floor)}{unit}): no normalised curve")  # fmt: skip
+                continue
+            way = "higher" if a < b else "lower"  # 1 = like A: higher is simpler when A is the simpler one
+            name = f"{label} ({way} = simpler)"
+            fig.add_trace(go.Scatter(x=list(range(done)), y=_normalized(simp.get(key, []), a, b), mode="lines+markers",
+                                     name=name, customdata=clean(simp.get(key, [])),
                                      line={"color": RUN_COLORS[i], "width": 2.5}, marker={"size": 8},
-                                     hovertemplate=f"{label}: %{{y:.3f}} (raw %{{customdata:.4g}})<extra></extra>"))
+                                     hovertemplate=f"{name}: %{{y:.3f}} (raw %{{customdata:.4g}})<extra></extra>"))
         _ref_line(fig, len(positions), 1.0, "A alone (1)", "#0072B2", "dash", True)
         _ref_line(fig, len(positions), 0.0, "B alone (0)", "#E69F00", "dot", True)
         _x_axis(fig, positions)
-        fig.update_yaxes(title_text="(value − B) / (A − B)")
+        fig.update_yaxes(title_text="(value − B) / (A − B)<br>0 = like B, 1 = like A")
+        fig = house_style(fig, title or "Simplicity, normalised: 0 = B, 1 = A")
         if not done:
             add_note(fig, WAITING)
-        return house_style(fig, title or "Simplicity, normalised: 0 = B, 1 = A")
-    fig = make_subplots(rows=1, cols=3, subplot_titles=list(SIMPLICITY_LABELS.values()), horizontal_spacing=0.08)
+        elif missing and len(missing) == len(SIMPLICITY_LABELS):
+            add_note(fig, "no normalised curve: A and B differ by less than their noise")
+        if missing:
+            _add_below(fig, missing)
+        return fig
+    fig = make_subplots(rows=1, cols=3, subplot_titles=list(SIMPLICITY_LABELS.values()), horizontal_spacing=0.11)
     for j, (key, label) in enumerate(SIMPLICITY_LABELS.items(), start=1):
         fig.add_trace(go.Scatter(x=list(range(done)), y=clean(simp.get(key, [])), mode="lines+markers",
                                  name="stitched", legendgroup="stitched", showlegend=j == 1,
@@ -146,8 +222,9 @@ def simplicity_curves(
             _ref_line(fig, len(positions), refs[role].get(key), f"{role.upper()} alone", ROLE_COLORS[role], dash,
                       j == 1, row=1, col=j)  # fmt: skip
         _x_axis(fig, positions, row=1, col=j)
+        fig.update_yaxes(title_text=SIMPLICITY_AXES[key], row=1, col=j)
     fig.update_xaxes(title_text=None)
-    fig = house_style(fig, title or "Simplicity (raw)", height=HEIGHT)
+    fig = house_style(fig, title or "Simplicity (raw; lower = simpler)", height=HEIGHT)
     fig.update_layout(margin={"t": 100}, legend={"y": 1.16})  # the legend above the panel titles
     if not done:
         add_note(fig, WAITING)
@@ -172,14 +249,14 @@ def penalty_curve(
     curves: Mapping[str, Any], reference: Mapping[str, Any] | None, *, all_positions: Sequence[str] | None = None,
     title: str | None = "Stitching penalty along the cut",
 ) -> go.Figure:  # fmt: skip
-    """Penalty = B's accuracy − stitched accuracy (Bansal et al.; higher = worse) at every cut position.
+    """Penalty = B's accuracy − stitched accuracy (Bansal et al.) in points, higher = worse, at every cut position.
 
     Reads the ``accuracy`` metric of the sweep (``curves["stitched"]``, the random-init control's band)
     and B's own accuracy (``reference["b"]``); a sweep without the accuracy metric gets a note instead.
 
     >>> c = {"positions": ["fc1"], "stitched": {"accuracy": [0.9]}, "control": None}
     >>> penalty_curve(c, {"b": {"metrics": {"accuracy": 0.95}}}).data[0].y
-    (0.05,)
+    (5.0,)
     """
     positions = list(all_positions or curves.get("positions") or [])
     done = len(curves.get("positions") or [])
@@ -188,7 +265,7 @@ def penalty_curve(
     fig = go.Figure()
 
     def penalty(values: Sequence[Any]) -> list[float | None]:
-        return [None if v is None else round(base - v, 6) for v in clean(values)]
+        return [None if v is None else penalty_pts(round(base - v, 6)) for v in clean(values)]
 
     if base is not None and stitched is not None:
         band = (curves.get("control") or {}).get("accuracy")
@@ -198,38 +275,40 @@ def penalty_curve(
             fig.add_trace(go.Scatter(x=keep + keep[::-1], y=[hi[j] for j in keep] + [lo[j] for j in keep[::-1]],
                                      mode="lines", fill="toself", fillcolor=_rgba("#999999", 0.2),
                                      line={"color": _rgba("#999999", 0.6), "width": 1}, name="random-init control",
-                                     hovertemplate="control penalty: %{y:.3f}<extra></extra>"))  # fmt: skip
+                                     hovertemplate=f"control penalty: %{{y:+.1f}} {PTS}<extra></extra>"))  # fmt: skip
         fig.add_trace(go.Scatter(x=list(range(done)), y=penalty(stitched[:done]), mode="lines+markers",
                                  name="stitched", line={"color": ROLE_COLORS["stitched"], "width": 2.5},
                                  marker={"size": 8}, customdata=positions[:done],
-                                 hovertemplate="cut %{customdata}: penalty %{y:+.3f}<extra></extra>"))  # fmt: skip
+                                 hovertemplate=f"cut %{{customdata}}: penalty %{{y:+.1f}} {PTS}<extra></extra>"))
         fig.add_hline(y=0, line={"color": "#999", "width": 1})
     _x_axis(fig, positions)
-    fig.update_yaxes(title_text=penalty_label("penalty", IMAGE_PENALTY, higher_is_worse=True))
+    fig.update_yaxes(title_text=PENALTY_AXIS)
+    fig.update_layout(meta={"csv_value": PENALTY_COLUMN})
     if base is None or stitched is None:
         add_note(fig, "add the accuracy metric to the sweep to see its penalty")
     elif not done:
         add_note(fig, WAITING if positions else "no positions yet")
-    return mark_worse_side(house_style(fig, title), higher_is_worse=True)
+    return mark_worse_side(house_style(fig, title))
 
 
 def penalty_lines(lines: Sequence[Mapping[str, Any]], *, title: str | None = None) -> go.Figure:
-    """Stitching penalty (B − stitched, higher = worse) of several sweeps along one cut axis.
+    """Stitching penalty (B − stitched, in points, higher = worse) of several sweeps along one cut axis.
 
-    ``lines``: dicts with ``title``, ``positions`` (the cuts the sweep visits), ``penalty`` (one value per
-    finished position, in order) and ``reference`` (drawn dashed); the x axis is the longest ``positions``.
-    A line with no value yet is listed in the legend as waiting.
+    ``lines``: dicts with ``title``, ``positions`` (the cuts the sweep visits), ``penalty`` (one stored
+    fraction per finished position, in order, as :func:`~stitchcore.experiments.sweep.penalty_along` reads
+    them) and ``reference`` (drawn dashed); the x axis is the longest ``positions``.  A line with no value yet
+    is listed in the legend as waiting.
 
     >>> fig = penalty_lines([{"title": "s1 -> s0", "positions": ["fc1", "fc2"], "penalty": [0.01, 0.02]},
     ...                      {"title": "random -> s0", "positions": ["fc1", "fc2"], "penalty": [0.1],
     ...                       "reference": True}])
     >>> [(t.name, t.y, t.line.dash) for t in fig.data]
-    [('s1 -> s0', (0.01, 0.02), 'solid'), ('random -> s0', (0.1,), 'dash')]
+    [('s1 -> s0', (1.0, 2.0), 'solid'), ('random -> s0', (10.0,), 'dash')]
     """
     positions = list(max((ln.get("positions") or [] for ln in lines), key=len, default=[]))
     fig = go.Figure()
     for i, ln in enumerate(lines):
-        values = clean(ln.get("penalty") or [])
+        values = [penalty_pts(v) for v in clean(ln.get("penalty") or [])]
         color = RUN_COLORS[i % len(RUN_COLORS)]
         fig.add_trace(go.Scatter(
             x=list(range(len(values))), y=values, mode="lines+markers",
@@ -238,11 +317,12 @@ def penalty_lines(lines: Sequence[Mapping[str, Any]], *, title: str | None = Non
                   "dash": "dash" if ln.get("reference") else "solid"},
             marker={"size": 8 if not ln.get("reference") else 6, "color": color},
             customdata=positions[: len(values)],
-            hovertemplate=f"{ln['title']}<br>cut %{{customdata}}: penalty %{{y:+.3f}}<extra></extra>",
+            hovertemplate=f"{ln['title']}<br>cut %{{customdata}}: penalty %{{y:+.1f}} {PTS}<extra></extra>",
         ))  # fmt: skip
     fig.add_hline(y=0, line={"color": "#999", "width": 1})
     _x_axis(fig, positions)
-    fig.update_yaxes(title_text=penalty_label("penalty", IMAGE_PENALTY, higher_is_worse=True))
+    fig.update_yaxes(title_text=PENALTY_AXIS)
+    fig.update_layout(meta={"csv_value": PENALTY_COLUMN})
     if not any(ln.get("penalty") for ln in lines):
         add_note(fig, WAITING if positions else "no positions yet")
-    return mark_worse_side(house_style(fig, title), higher_is_worse=True)
+    return mark_worse_side(house_style(fig, title))

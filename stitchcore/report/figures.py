@@ -28,6 +28,7 @@ from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.assemble import assembled_cells, pareto_front
 from stitchcore.experiments.lm import partial_points
+from stitchcore.experiments.lm.lmdepth import PENALTY_SERIES
 from stitchcore.experiments.matrix import ControlTable, matrix_state
 from stitchcore.experiments.sweep import partial_positions
 from stitchcore.measures.similarity import Measure, get_measure, list_measures
@@ -37,12 +38,21 @@ from stitchcore.plots import heatmap as plots_heatmap
 from stitchcore.plots import lm as plots_lm
 from stitchcore.plots import runs as plots_runs
 from stitchcore.plots import traits as plots_traits
-from stitchcore.plots.penalty import IMAGE_PENALTY, penalty_label
+from stitchcore.plots.penalty import (
+    DEBIASED_COLUMN,
+    LOSS_PENALTY_COLUMN,
+    PENALTY_AXIS,
+    PENALTY_COLUMN,
+    PTS,
+    grid_of,
+    loss_penalty_pct,
+    penalty_pts,
+)
 from stitchcore.store.results import RunRecord, Store
 
 __all__ = ["CURVE_POINTS", "FIGURES", "HeatPanel", "RunFigure", "cka_panels", "control_panels", "figure_csv",
            "stitching_panel", "PENALTY_WORDS", "COMPARE_METRICS", "panel_figure", "run_figures", "compare_figures"]
-__all__ += ["MEASURE_TITLES", "VALUE_LABELS", "measure_choices", "measure_direction", "measure_words"]
+__all__ += ["MEASURE_TITLES", "VALUE_LABELS", "measure_choices", "measure_direction", "measure_words", "metrics_csv"]
 
 # Similarity measures in words: the Similarity page's picker (in this order) and the heat maps' titles.
 MEASURE_TITLES = {
@@ -53,7 +63,7 @@ MEASURE_TITLES = {
 VALUE_LABELS = {"cka-linear": "CKA", "cka-rbf": "CKA", "procrustes": "distance", "rsa": "Spearman ρ",
                 "svcca": "mean CCA ρ", "ridge-r2": "R²", "knn-jaccard": "Jaccard"}  # colour bar and hover
 CURVE_POINTS = 5000  # a finished run's training curve: at most this many points per series
-PENALTY_WORDS = penalty_label("penalty", IMAGE_PENALTY, higher_is_worse=True)  # "penalty = B − stitched (…)"
+PENALTY_WORDS = PENALTY_AXIS  # "penalty = B − stitched (pts, higher = worse)"
 
 
 @dataclass(frozen=True)
@@ -79,6 +89,8 @@ class HeatPanel:
     csv_name: str  # file name stem of the panel's CSV, and its widget key
     diverging: bool = False  # centred at 0 (a penalty or a difference)
     higher_is_worse: bool | None = None  # diverging penalty scales: which way is worse (red)
+    unit: str | None = None  # the values' unit ("pts"): on the colour bar and after every hovered value
+    csv_value: str | None = None  # what the cells hold, with its unit, in the CSV's corner ("penalty_pts")
     bounded: bool = True  # accuracy / CKA: fixed 0..1 colour range
     value_range: tuple[float, float] | None = None  # fixed colour range instead (diverging: ± its larger end)
     opens: bool = False  # a click on a cell opens that pair on the Stitch page (the app's stitching panel)
@@ -86,7 +98,7 @@ class HeatPanel:
 
     def csv(self) -> str:
         """The panel's numbers, a header of column names then one line per row (:func:`heatmap_csv`)."""
-        return plots_heatmap.heatmap_csv(self.values, self.rows, self.cols)
+        return plots_heatmap.heatmap_csv(self.values, self.rows, self.cols, value_name=self.csv_value)
 
 
 def panel_figure(panel: HeatPanel, *, skipped: Mapping[tuple[str, str], str] | None = None,
@@ -97,7 +109,8 @@ def panel_figure(panel: HeatPanel, *, skipped: Mapping[tuple[str, str], str] | N
     return plots_heatmap.heatmap(
         panel.values, panel.rows, panel.cols, title=panel.title, diverging=panel.diverging,
         higher_is_worse=panel.higher_is_worse, clickable=panel.opens, value_label=panel.value_label,
-        zmin=zmin, zmax=zmax,
+        zmin=zmin, zmax=zmax, unit=panel.unit, csv_value=panel.csv_value,
+        text_format="+.1f" if panel.unit == PTS else ".2f",
         skipped=skipped if panel.matrix else None, pending=pending if panel.matrix else None,
     )  # fmt: skip
 
@@ -172,23 +185,28 @@ def cka_panels(summary: Mapping[str, Any]) -> list[HeatPanel]:
 
 
 def stitching_panel(grid: list, senders: list[str], receivers: list[str], metric: str) -> HeatPanel:
-    """The stitching panel of a matrix: accuracy, or the penalty B − stitched (higher = worse)."""
+    """The stitching panel of a matrix: accuracy, or the penalty B − stitched in points (higher = worse).
+
+    ``grid`` holds the stored numbers (fractions: ``MatrixState.grid(metric)``); a penalty is shown in points.
+    """
     if metric == "accuracy":
         return HeatPanel("Stitching accuracy", grid, senders, receivers, "accuracy", csv_name="accuracy", opens=True)
-    return HeatPanel(f"Stitching {PENALTY_WORDS}", grid, senders, receivers, "penalty",
-                     csv_name="penalty", diverging=True, higher_is_worse=True, bounded=False, opens=True)  # fmt: skip
+    return HeatPanel(f"Stitching {PENALTY_WORDS}", grid_of(grid, penalty_pts), senders, receivers, "penalty",
+                     csv_name="penalty", diverging=True, higher_is_worse=True, bounded=False,
+                     opens=True, unit=PTS, csv_value=PENALTY_COLUMN)  # fmt: skip
 
 
 def control_panels(table: ControlTable, senders: list[str], receivers: list[str]) -> list[HeatPanel]:
-    """A control's accuracy and the debiased matrix against it (trained − control), side by side."""
+    """A control's accuracy and the debiased matrix against it (trained − control, in points: higher = the
+    trained bottom adds more than the adapter alone), side by side."""
     panels = []
     if table.values is not None:
         panels.append(HeatPanel(f"Control: {table.name} (accuracy)", table.values, senders, receivers, "accuracy",
                                 csv_name=f"control-{table.control}"))  # fmt: skip
     if table.debiased is not None:
-        panels.append(HeatPanel(f"Debiased: trained − {table.name}", table.debiased, senders, receivers,
-                                "Δ accuracy", csv_name=f"debiased-{table.control}", diverging=True,
-                                higher_is_worse=False, bounded=False))  # fmt: skip
+        panels.append(HeatPanel(f"Debiased: trained − {table.name}", grid_of(table.debiased, penalty_pts), senders,
+                                receivers, "Δ accuracy", csv_name=f"debiased-{table.control}", diverging=True,
+                                higher_is_worse=False, bounded=False, unit=PTS, csv_value=DEBIASED_COLUMN))  # fmt: skip
     return panels
 
 
@@ -211,12 +229,21 @@ def _heatmap_csv(fig: go.Figure, trace: go.Heatmap) -> str:
     cols = [str(cell[1]) for cell in custom[0]] if custom is not None and len(custom) else [str(j) for j in
                                                                                             range(len(z[0]))]
     return plots_heatmap.heatmap_csv(z, rows, cols, row_label=fig.layout.yaxis.title.text or "row",
-                                     col_label=fig.layout.xaxis.title.text or "column")  # fmt: skip
+                                     col_label=fig.layout.xaxis.title.text or "column",
+                                     value_name=_csv_value(fig))  # fmt: skip
+
+
+def _csv_value(fig: go.Figure) -> str | None:
+    """What a figure's values are, with their unit (``penalty_pts``), where its builder says (``layout.meta``)."""
+    meta = fig.layout.meta
+    return meta.get("csv_value") if isinstance(meta, dict) else None
 
 
 def figure_csv(fig: go.Figure) -> str:
     """A figure's numbers as CSV: a heat map's values as a matrix (a header of column names, one line per
-    row), any other plot's traces as long ``trace,x,y`` lines.
+    row), any other plot's traces as long ``trace,x,y`` lines.  Where the figure names its values with
+    their unit (``layout.meta["csv_value"]``, e.g. ``penalty_pts``), that name replaces ``y`` (and heads a
+    heat map's corner cell): the CSV holds the numbers as the figure shows them.
 
     Traces that only decorate (overlay marks, ``hoverinfo="skip"``) are left out; categorical x
     positions drawn at numbers come back as their tick labels.
@@ -227,13 +254,36 @@ def figure_csv(fig: go.Figure) -> str:
     names = _axis_names(fig)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["trace", "x", "y"])
+    writer.writerow(["trace", "x", _csv_value(fig) or "y"])
     for trace in fig.data:
         if getattr(trace, "y", None) is None or trace.hoverinfo == "skip":
             continue
         xs = list(trace.x) if trace.x is not None else list(range(len(trace.y)))
         writer.writerows(["" if v is None else v for v in (trace.name or "", names.get(x, x), y)]
                          for x, y in zip(xs, trace.y, strict=False))  # fmt: skip
+    return out.getvalue()
+
+
+def metrics_csv(metrics: Mapping[str, Sequence[tuple[int, float]]]) -> str:
+    """A run's logged series as ``metric,step,value`` lines (the "Metrics CSV" download): the stored values,
+    except an LM depth sweep's penalty series (stored as the paper's (L_base − L) / L_base, lower = worse),
+    written as every figure shows them: ``loss_penalty_pct:{mode}:{head}``, % of the base loss, higher = worse.
+
+    >>> print(metrics_csv({"loss": [(1, 2.5)], "penalty:merge:a": [(0, -0.25)]}), end="")
+    metric,step,value
+    loss,1,2.5
+    loss_penalty_pct:merge:a,0,25.0
+    """
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["metric", "step", "value"])
+    for name, points in metrics.items():
+        kind, sep, rest = name.partition(":")
+        lm = kind == PENALTY_SERIES and sep
+        shown = f"{LOSS_PENALTY_COLUMN}:{rest}" if lm else name
+        for step, value in points:
+            v = loss_penalty_pct(value) if lm else value
+            writer.writerow([shown, step, "" if v is None or (isinstance(v, float) and math.isnan(v)) else v])
     return out.getvalue()
 
 

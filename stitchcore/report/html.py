@@ -32,6 +32,7 @@ from plotly.offline import get_plotlyjs
 
 import stitchcore
 from stitchcore.errors import StoreError
+from stitchcore.plots import lm as plots_lm
 from stitchcore.report.figures import RunFigure, compare_figures, run_figures
 from stitchcore.report.summary import facts, headline, run_label, summary_row
 from stitchcore.store.bundle import resolve_runs
@@ -154,7 +155,9 @@ def _run_section(rec: RunRecord, store: Store, figures: _Figures) -> str:
     figs = run_figures(rec, store)
     if figs:
         parts.append("<div class='figs'>" + "".join(figures.render(f, rec.id) for f in figs) + "</div>")
-    notes = [rec.summary.get(k) for k in ("penalty_sign", "control_note") if rec.summary.get(k)]
+    # the LM runs' stored "penalty_sign" says the paper's sign; the report shows the app's (higher = worse)
+    notes = ([f"Loss penalty: {plots_lm.SIGN_NOTE}."] if "penalty_sign" in rec.summary else [])
+    notes += [rec.summary["control_note"]] if rec.summary.get("control_note") else []
     parts += [f"<p class='meta'>{_e(n)}</p>" for n in notes]
     skipped = rec.summary.get("skipped") or {}
     if isinstance(skipped, dict) and skipped:

@@ -1,7 +1,8 @@
 """A stored run in words: its label, its headline numbers, the facts that say what it was.
 
 Results' table and Compare, and the HTML report all describe runs through these, so a number reads the
-same everywhere (accuracy as a percentage, the penalty in points with its sign convention).
+same everywhere (accuracy as a percentage; the penalty in points and an LM's loss penalty in percent of the
+base loss, both higher = worse: :mod:`stitchcore.plots.penalty`).
 
 >>> from stitchcore.store.results import RunRecord
 >>> rec = RunRecord("0" * 16, "stitch", {}, "done", {"accuracy": 0.91, "penalty": 0.02,
@@ -19,21 +20,31 @@ from typing import Any
 
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
-from stitchcore.plots.lm import HIGHER_IS_WORSE as LM_HIGHER_IS_WORSE
-from stitchcore.plots.penalty import IMAGE_PENALTY, LM_PENALTY, penalty_label
+from stitchcore.plots.penalty import (
+    IMAGE_PENALTY,
+    LOSS_PENALTY_AXIS,
+    LOSS_PENALTY_COLUMN,
+    PENALTY_COLUMN,
+    format_pct,
+    format_pts,
+    loss_penalty_pct,
+    penalty_label,
+    penalty_pts,
+)
 from stitchcore.store.results import RunRecord
 
-__all__ = ["SUMMARY_FIELDS", "HEADLINES", "run_label", "summary_row", "headline", "facts", "preprocess_text"]
+__all__ = ["SUMMARY_FIELDS", "HEADLINES", "run_label", "summary_row", "table_numbers", "headline", "facts",
+           "preprocess_text"]
 
 # Summary fields shown side by side when runs are compared, in this order (nested ones as "base.a").
 SUMMARY_FIELDS = {
     "accuracy": "Accuracy",
-    "penalty": penalty_label("Penalty", IMAGE_PENALTY, higher_is_worse=True),
+    "penalty": penalty_label("Penalty", IMAGE_PENALTY),  # "Penalty = B − stitched (pts, higher = worse)"
     "base.a": "Model A",
     "base.b": "Model B",
     "start_accuracy": "Accuracy at start",
     "loss": "Loss",
-    "loss_penalty": penalty_label("Loss penalty", LM_PENALTY, higher_is_worse=LM_HIGHER_IS_WORSE),
+    "loss_penalty": "L" + LOSS_PENALTY_AXIS[1:],  # "Loss penalty = (L − L_base) / L_base (% of base loss, …)"
     "final_train_loss": "Final train loss",
     "params": "Parameters",
     "flops": "FLOPs / example",
@@ -71,7 +82,9 @@ def _number(field: str, value: Any) -> Any:
     if field in _PERCENT and isinstance(value, (int, float)):
         return f"{value:.1%}"
     if field == "penalty" and isinstance(value, (int, float)):
-        return f"{value * 100:+.1f} pts"
+        return format_pts(penalty_pts(value))
+    if field == "loss_penalty" and isinstance(value, (int, float)):
+        return format_pct(loss_penalty_pct(value))
     if isinstance(value, float):
         return f"{value:.4g}"
     if isinstance(value, int) and not isinstance(value, bool):
@@ -85,6 +98,23 @@ def summary_row(rec: RunRecord) -> dict[str, Any]:
     for field, title in SUMMARY_FIELDS.items():
         row[title] = _number(field, _field(rec.summary or {}, field))
     return row
+
+
+def table_numbers(rec: RunRecord) -> dict[str, float | None]:
+    """A run's numbers for the Results table and its CSV, each column named with its unit: ``accuracy_pct``,
+    ``penalty_pts`` (B − stitched, higher = worse) and ``loss_penalty_pct`` (% of the base loss, higher = worse);
+    None where the run has none.
+
+    >>> from stitchcore.store.results import RunRecord
+    >>> table_numbers(RunRecord("0" * 16, "stitch", {}, "done", {"accuracy": 0.91, "penalty": -0.04},
+    ...                         None, 0.0, None, None, "x"))
+    {'accuracy_pct': 91.0, 'penalty_pts': -4.0, 'loss_penalty_pct': None}
+    """
+    s = rec.summary or {}
+    accuracy = s.get("accuracy")
+    return {"accuracy_pct": round(100.0 * accuracy, 8) if isinstance(accuracy, (int, float)) else None,
+            PENALTY_COLUMN: penalty_pts(s.get("penalty")),
+            LOSS_PENALTY_COLUMN: loss_penalty_pct(s.get("loss_penalty"))}  # fmt: skip
 
 
 def _stitch_numbers(s: Mapping[str, Any]) -> list[tuple[str, Any]]:
@@ -109,7 +139,8 @@ def _lm_pair_numbers(joined: str) -> Callable[[Mapping[str, Any]], list[tuple[st
         base = s.get("base") or {}
         return [("Loss A", f"{base['a']['loss']:.3f}"), ("Loss B", f"{base['b']['loss']:.3f}"),
                 (f"Loss {joined}", f"{s['loss']:.3f}"),
-                (f"Loss penalty (base {str(s.get('penalty_base', 'b')).upper()})", f"{s['loss_penalty']:+.3f}"),
+                (f"Loss penalty (base {str(s.get('penalty_base', 'b')).upper()})", _number("loss_penalty",
+                                                                                         s.get("loss_penalty"))),
                 ("Perplexity", f"{s['perplexity']:.2f}")]  # fmt: skip
 
     return numbers

@@ -70,21 +70,24 @@ def test_matrix_link_shows_every_control_debiased_skips_and_csvs(app_url, page, 
     expect(buttons).to_have_count(7, timeout=30_000)
     saved = download(page, buttons.filter(has_text="CSV: Debiased: trained − random receiver").first, tmp_path)
     rows = list(csv.reader(io.StringIO(saved.read_text(encoding="utf-8"))))
-    assert rows[0] == ["sender (A) \\ receiver (B)", *RECEIVERS]
+    assert rows[0] == ["debiased_pts: sender (A) \\ receiver (B)", *RECEIVERS]  # the cells' unit in the corner
     assert [r[0] for r in rows[1:]] == list(SENDERS)
-    want = s["debiased_by_control"]["random_receiver"]
-    assert rows[2][1] == "" and float(rows[1][2]) == pytest.approx(want[0][1])
+    want = s["debiased_by_control"]["random_receiver"]  # stored as a fraction; shown and saved in points
+    assert rows[2][1] == "" and float(rows[1][2]) == pytest.approx(100 * want[0][1])
 
 
 def test_penalty_views_say_which_way_is_worse(v1_url, page):
     open_app(page, f"{v1_url}/language?run=70492b7db4bce988")  # the fixture store's LM depth sweep
     chart = _chart(page, "Loss penalty vs split depth")
     chart.wait_for(timeout=60_000)
-    assert "lower = worse" in chart.inner_text() and "▼ worse" in chart.inner_text()
-    page.get_by_text("The loss penalty = (L_base − L) / L_base (lower = worse)").first.wait_for()
+    assert "(% of base loss, higher = worse)" in chart.inner_text() and "▲ worse" in chart.inner_text()
+    note = chart.evaluate("el => el.layout.legend.title.text").replace("<br>", " ")  # drawn as lines under the axis
+    assert "(L_base − L) / L_base is this with the sign flipped" in note  # the paper's own sign, named
+    page.get_by_text("The loss penalty = (L − L_base) / L_base (% of base loss, higher = worse)").first.wait_for()
 
     open_app(page, f"{v1_url}/traits?run=2daff2acaae2878b")  # its trait sweep (accuracy metric)
     chart = _chart(page, "Stitching penalty along the cut")
     chart.wait_for(timeout=60_000)
-    assert "higher = worse" in chart.inner_text() and "▲ worse" in chart.inner_text()
-    page.get_by_text("Stitching penalty = B − stitched (higher = worse)").first.wait_for()
+    assert "(pts, higher = worse)" in chart.inner_text() and "▲ worse" in chart.inner_text()
+    page.get_by_text("Stitching penalty = B − stitched (pts, higher = worse)").first.wait_for()
+    assert "Red = worse" not in page.locator('[data-testid="stMainBlockContainer"]').inner_text()  # no red lines

@@ -33,6 +33,7 @@ from stitchcore.experiments.lm.specs import DepthSpec
 from stitchcore.lm.evaluate import lm_loss, loss_penalty
 from stitchcore.lm.parts import build_merge, cut_name
 from stitchcore.models.package import pack_model
+from stitchcore.plots.penalty import format_pct, loss_penalty_pct
 
 __all__ = ["check_depth", "depth_unit", "partial_points", "run_depth"]
 
@@ -201,7 +202,8 @@ def run_depth(spec: DepthSpec, ctx: RunContext) -> dict:
                         samples[f"{p['mode']}, head {p['head'].upper()}, split {p['split']}"] = item["sample"]
                     finished += weight[key]
                     inside.pop(key, None)
-                    overall(f"{p['mode']}, head {p['head']}, split {p['split']}: penalty {p['loss_penalty']:+.3f}")
+                    shown = format_pct(loss_penalty_pct(p["loss_penalty"]))  # as the page draws it: higher = worse
+                    overall(f"{p['mode']}, head {p['head']}, split {p['split']}: loss penalty {shown}")
                 else:
                     i, j = item["cell"]
                     values[i][j] = item["loss_penalty"]
