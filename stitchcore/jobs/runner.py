@@ -74,6 +74,8 @@ __all__ = ["JobRunner"]
 
 log = logging.getLogger(__name__)
 
+STARTUP_PER_IMPORT_CPU = 1.25  # a worker's start-up (wall) per second of this process's import CPU time
+
 KEEP_FINISHED = 200  # finished jobs kept in memory; older ones are read back from the store by get()
 
 _live_roots: dict[Path, int] = {}  # store root -> live runners in this process using it
@@ -183,8 +185,12 @@ class JobRunner:
         self.options: RunOptions = options or saved_options(store.root) or options_from_env()
         self._workers: list[WorkerProcess] = []  # process mode: one per worker thread, started on first job
         self._warm = warm  # ... or at once (the app: its first job does not wait for the worker's imports)
-        if isolation == "process" and (seconds := WorkerProcess.remembered_startup(str(store.root))) is not None:
-            WorkerProcess.expected_startup = seconds  # measured by an earlier server on this machine
+        if isolation == "process":
+            # measured by an earlier server on this store; else this process's own CPU time so far, which went
+            # mostly into the imports a worker makes too (torch, the kinds): a guess that follows the machine
+            seconds = WorkerProcess.remembered_startup(str(store.root))
+            WorkerProcess.expected_startup = seconds if seconds is not None else min(30.0, max(
+                2.0, STARTUP_PER_IMPORT_CPU * time.process_time()))
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._submit_lock = threading.Lock()  # one submit at a time: dedupe check + store row + queue
