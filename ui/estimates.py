@@ -66,15 +66,16 @@ def _offer_quick_settings(kind: str, spec: Any, form_keys: Mapping[str, str],
     except Exception:
         log.exception("estimating the quick settings failed")
         quick_est = None
-    took = f" · about {format_duration(_with_startup(quick_est).seconds)}" if quick_est is not None else ""
+    took = f" (about {format_duration(_with_startup(quick_est).seconds)})" if quick_est is not None else ""
 
     def use() -> None:
         for name, value in changes.items():
             st.session_state[form_keys[name]] = value
 
-    st.button(f"Use quick settings: {describe_changes(changes)}{took}", key=f"quick_settings_{kind}",
-              on_click=use, icon=":material/bolt:",
-              help="A rougher result in a fraction of the time; the fields above change, Launch stays yours.")
+    st.button(f"Quick: {describe_changes(changes)}{took}", key=f"quick_settings_{kind}", on_click=use,
+              icon=":material/bolt:", width="stretch",
+              help="Use quick settings: a rougher result in a fraction of the time. The fields above change; "
+                   "Launch stays yours.")
 
 
 def _runs_on_cluster(kind: str) -> bool:

@@ -514,15 +514,15 @@ def quick_settings(spec: Any) -> dict[str, Any]:
 
 
 def describe_changes(changes: dict[str, Any]) -> str:
-    """``quick_settings``' changes for a button: ``2 epochs, 300 training and 300 test images``.
+    """``quick_settings``' changes for a button: ``2 epochs, 300 train / 300 test images``.
 
     >>> describe_changes({"epochs": 2, "max_train": 300, "max_test": 300})
-    '2 epochs, 300 training and 300 test images'
+    '2 epochs, 300 train / 300 test images'
     """
     parts = [f"{changes[k]} {k}" for k in ("epochs", "steps") if k in changes]
-    images = [f"{changes[k]} {what}" for k, what in (("max_train", "training"), ("max_test", "test")) if k in changes]
+    images = [f"{changes[k]} {what}" for k, what in (("max_train", "train"), ("max_test", "test")) if k in changes]
     if images:
-        parts.append(" and ".join(images) + " images")
+        parts.append(" / ".join(images) + " images")
     return ", ".join(parts)
 
 
