@@ -36,19 +36,19 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from stitchcore.experiments import estimate as est  # noqa: E402
-from stitchcore.experiments.assemble import AssembleSpec  # noqa: E402
-from stitchcore.experiments.lm import DepthSpec  # noqa: E402
-from stitchcore.experiments.matrix import MatrixSpec  # noqa: E402
-from stitchcore.experiments.similarity import SimilaritySpec  # noqa: E402
-from stitchcore.experiments.stitch import StitchSpec  # noqa: E402
-from stitchcore.experiments.trait_presets import get_preset  # noqa: E402
-from stitchcore.experiments.zoo import ZooRecipe, zoo_name  # noqa: E402
-from stitchcore.jobs import JobRunner  # noqa: E402
-from stitchcore.jobs.worker import WorkerProcess  # noqa: E402
-from stitchcore.models.archs import arch_recipe_defaults  # noqa: E402
-from stitchcore.stitching.adapters import AdapterSpec  # noqa: E402
-from stitchcore.store.results import Store, run_id_for  # noqa: E402
+from stitchcore.experiments import estimate as est
+from stitchcore.experiments.assemble import AssembleSpec
+from stitchcore.experiments.lm import DepthSpec
+from stitchcore.experiments.matrix import MatrixSpec
+from stitchcore.experiments.similarity import SimilaritySpec
+from stitchcore.experiments.stitch import StitchSpec
+from stitchcore.experiments.trait_presets import get_preset
+from stitchcore.experiments.zoo import ZooRecipe, zoo_name
+from stitchcore.jobs import JobRunner
+from stitchcore.jobs.worker import WorkerProcess
+from stitchcore.models.archs import arch_recipe_defaults
+from stitchcore.stitching.adapters import AdapterSpec
+from stitchcore.store.results import Store, run_id_for
 
 S0, S1 = "zoo:cnn-digits-s0", "zoo:cnn-digits-s1"
 SWIN = ZooRecipe(arch="swin", dataset="digits", **arch_recipe_defaults("swin"))

@@ -290,3 +290,22 @@ def test_the_page_counts_the_job_workers_start_up(monkeypatch, fresh_app_state):
     assert ue._with_startup(run) == run
     stored = Estimate(0.0, 0.0, 0.0, "in the store", stored=True)
     assert ue._with_startup(stored) is stored
+
+
+def test_a_cold_cluster_adds_its_workers_start_up(monkeypatch, fresh_app_state):
+    """Settings on Ray: until a job has run on the cluster, its workers' start-up is part of the estimate."""
+    import ui.estimates as ue
+
+    class Runner:
+        def __init__(self, warm: bool) -> None:
+            self.warm = warm
+
+        def cluster_warm(self) -> bool:
+            return self.warm
+
+    run = Estimate(2.0, 1.0, 4.0, "calibrated")
+    monkeypatch.setattr(ue, "get_runner", lambda: Runner(False))
+    cold = ue._with_cluster_startup(run)
+    assert cold.seconds == 2.0 + ue.CLUSTER_STARTUP_SECONDS and "cluster's workers to start" in cold.basis
+    monkeypatch.setattr(ue, "get_runner", lambda: Runner(True))
+    assert ue._with_cluster_startup(run) == run

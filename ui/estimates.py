@@ -27,6 +27,7 @@ __all__ = ["LONG_RUN_SECONDS", "show_estimate", "show_plan_estimate"]
 log = logging.getLogger(__name__)
 
 LONG_RUN_SECONDS = 60.0  # estimates above this are drawn in the warning colour
+CLUSTER_STARTUP_SECONDS = 30.0  # a Ray cluster's workers before their first task (34 s seen for a 2 s matrix)
 
 
 def show_estimate(kind: str, spec: Any, form_keys: Mapping[str, str] | None = None) -> Estimate | None:
@@ -49,7 +50,8 @@ def show_estimate(kind: str, spec: Any, form_keys: Mapping[str, str] | None = No
     def compute(s: Any = spec) -> Estimate | None:
         return estimate_seconds(kind, s, get_store(), wait=False, threads=get_runner().cpu_threads)
 
-    est = _show_estimate(compute, kind, on_cluster=_runs_on_cluster(kind))
+    on_cluster = _runs_on_cluster(kind)
+    est = _show_estimate(compute, kind, on_cluster=on_cluster)
     if est is not None and not est.stored and est.seconds > LONG_RUN_SECONDS and form_keys:
         _offer_quick_settings(kind, spec, form_keys, compute)
     return est
@@ -110,11 +112,23 @@ def _with_startup(est: Estimate | None) -> Estimate | None:
                           provisional=est.provisional)
 
 
+def _with_cluster_startup(est: Estimate | None) -> Estimate | None:
+    """``est`` plus the Ray workers' start-up when no job has run on the cluster yet (each worker imports torch
+    and the library before its first task: ~30 s seen for a 2 s matrix on 2 cores)."""
+    if est is None or est.stored or get_runner().cluster_warm():
+        return est
+    return est + Estimate(CLUSTER_STARTUP_SECONDS, CLUSTER_STARTUP_SECONDS / 3, CLUSTER_STARTUP_SECONDS * 1.5,
+                          f"about {format_duration(CLUSTER_STARTUP_SECONDS)} for the cluster's workers to start "
+                          "(the first cluster run after the server starts)", provisional=est.provisional)
+
+
 def _show_estimate(
     compute: Callable[[], Estimate | None], what: str, *, on_cluster: bool = False
 ) -> Estimate | None:
     try:
         est = _with_startup(compute())
+        if on_cluster:
+            est = _with_cluster_startup(est)
     except Exception:  # an estimate is a courtesy: it must never take a page down
         log.exception("estimating %s failed", what)
         return None
@@ -156,7 +170,7 @@ def _draw_estimate(est: Estimate, *, on_cluster: bool = False) -> None:
         text += "; the Ray cluster runs its parts side by side"
     if est.seconds > LONG_RUN_SECONDS:
         text = f":orange[{text} · it runs in the background]"
-    cluster = (" It runs on the Ray cluster (Settings): shorter by up to the cluster's number of task slots,"
-               " plus its workers' start-up (seconds)." if on_cluster else "")
+    cluster = (" It runs on the Ray cluster (Settings): its parts run side by side, shorter by up to the"
+               " cluster's number of task slots." if on_cluster else "")
     st.caption(text, help=f"Estimate ({format_duration(est.low)} to {format_duration(est.high)}), {est.basis}."
                           f"{cluster} Jobs run in the background: you can leave the page.")

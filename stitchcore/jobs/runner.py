@@ -324,6 +324,13 @@ class JobRunner:
             return WorkerProcess.expected_startup
         return min(w.startup_left() for w in workers)
 
+    def cluster_warm(self) -> bool:
+        """Whether a job has already run its units on a cluster (Ray) through this runner: its workers are up
+        (the job worker stays connected between jobs), so the next one does not wait for them to start."""
+        with self._lock:
+            return any(j.state == "done" and j.options is not None and j.options.backend != "local"
+                       for j in self._jobs.values())
+
     def ahead_of(self, job_id: str) -> list[JobSnapshot]:
         """What a queued job waits for, in run order: the jobs its spec's models come from (``waits_for``)
         and the jobs before it on its queue that are still queued or running; [] for any other job."""
