@@ -212,3 +212,18 @@ def test_an_lm_depth_sweep_on_ray_equals_the_local_one(local_ray, store):
     assert flat(s) == pytest.approx(flat(here), abs=1e-4) and None not in flat(s)
     assert s["samples"].keys() == here["samples"].keys()
     assert store.series(there.id)["loss"] and s["backend"]["name"] == "ray"
+
+
+def test_a_runner_knows_when_its_cluster_is_warm(local_ray, store):
+    """JobRunner.cluster_warm: False until a job has run its units on Ray (the page then stops adding the
+    workers' start-up to its estimates), True after; a local job does not make it warm."""
+    from stitchcore.jobs import JobRunner
+
+    store, refs = store
+    spec = MatrixSpec(refs[0], refs[1], senders=("block1",), receivers=("block1",), seed=8)
+    with JobRunner(store, devices=["cpu"], cpu_threads=1, options=RunOptions("local")) as runner:
+        assert runner.wait(runner.submit("matrix", spec).id, timeout=120).state == "done"
+        assert not runner.cluster_warm()
+        runner.set_options(RAY, save=False)
+        assert runner.wait(runner.submit("matrix", spec, rerun=True).id, timeout=300).state == "done"
+        assert runner.cluster_warm()
