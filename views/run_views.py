@@ -35,12 +35,30 @@ from stitchcore.plots import runs as plots
 from stitchcore.plots import traits as plots_traits
 from stitchcore.plots.penalty import LM_PENALTY, penalty_label, penalty_words
 from stitchcore.report.figures import (
-    PENALTY_WORDS, HeatPanel, cka_panels, control_panels, measure_words, panel_figure, stitching_panel,
+    PENALTY_WORDS,
+    HeatPanel,
+    cka_panels,
+    control_panels,
+    measure_words,
+    panel_figure,
+    stitching_panel,
 )  # fmt: skip
 from stitchcore.store.results import RunRecord
 
-__all__ = ["stitch_card", "zoo_card", "CARDS", "card_view", "assemble_view", "matrix_view", "similarity_view",
-           "sweep_view", "lm_view", "VIEWS", "run_panel", "open_on_page"]
+__all__ = [
+    "CARDS",
+    "VIEWS",
+    "assemble_view",
+    "card_view",
+    "lm_view",
+    "matrix_view",
+    "open_on_page",
+    "run_panel",
+    "similarity_view",
+    "stitch_card",
+    "sweep_view",
+    "zoo_card",
+]
 
 # ------------------------------------------------------------------------------------------ stitch / zoo
 
@@ -267,9 +285,12 @@ def assemble_view(rec: RunRecord, *, key: str) -> None:
                 index = index[0] if index else None
             if isinstance(index, int) and 0 <= index < len(cells):
                 st.switch_page(ui.page_file("stitch"), query_params=_assemble_stitch_params(spec, cells[index]))
+        no_front = plots_assemble.front_words(len(cells), base, front)
+        front_text = (f". {no_front} " if no_front else
+                      "; dotted = the Pareto front (no network is both more accurate and cheaper). ")  # fmt: skip
         st.caption("Each point is one assembled network: A up to the sender cut, an adapter, B from the receiver "
-                   "cut. Colour = adapter kind, shape = rescaling; stars = A and B alone; dotted = the Pareto front "
-                   "(no network is both more accurate and cheaper). Click a point to open it on the Stitch page.")
+                   f"cut. Colour = adapter kind, shape = rescaling; stars = A and B alone{front_text}"
+                   "Click a point to open it on the Stitch page.")  # fmt: skip
         recipes = s["recipes"] if s else [recipe_name(r) for r in spec.recipes()]
         senders = s["senders"] if s else list(dict.fromkeys(c["sender"] for c in cells))
         receivers = s["receivers"] if s else list(dict.fromkeys(c["receiver"] for c in cells))
