@@ -25,7 +25,7 @@ from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.assemble import AssembleSpec, assembled_cells, pareto_front, recipe_name
 from stitchcore.experiments.lm import partial_points
-from stitchcore.experiments.matrix import MatrixSpec, matrix_state
+from stitchcore.experiments.matrix import MatrixSpec, matrix_state, similarity_beside
 from stitchcore.experiments.sweep import partial_positions
 from stitchcore.measures.traits import parse_metric
 from stitchcore.plots import assemble as plots_assemble
@@ -35,6 +35,7 @@ from stitchcore.plots import runs as plots
 from stitchcore.plots import traits as plots_traits
 from stitchcore.plots.penalty import LM_PENALTY, penalty_label, penalty_words
 from stitchcore.report.figures import (
+    MEASURE_TITLES,
     PENALTY_WORDS,
     HeatPanel,
     cka_panels,
@@ -159,6 +160,10 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
     runner = ui.get_runner()
     snap = runner.get(rec.id)
     spec = spec_from_record(rec)
+    beside = similarity_beside(ui.get_store(), spec, rec.created) if cka_id is None else ui.get_store().lookup(cka_id)
+    if cka_id is None and beside is not None:  # opened from Results or a plain link: the one launched with it
+        cka_id = beside.id
+    measure_name = MEASURE_TITLES.get(beside.spec.get("measure"), "Similarity") if beside else "Similarity"
 
     @ui.live_while_running(rec.id, cka_id)  # until the matrix and the CKA beside it have both ended
     def live() -> None:
@@ -179,7 +184,7 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
         if cka_now is not None and cka_now.summary:
             top += cka_panels(cka_now.summary)
         elif cka_now is not None:
-            st.caption(f"CKA: {cka_now.state} {cka_now.message}")
+            st.caption(f"{measure_name}: {cka_now.state} {cka_now.message}")
         done = now.state == "done"
         if done:
             st.caption("Click a cell of the stitching panel to open that pair on the Stitch page.")
@@ -465,11 +470,18 @@ VIEWS: dict[str, Callable[..., None]] = {
 
 
 def open_on_page(rec: RunRecord, container: Any = st) -> None:
-    """A link to the page that makes runs of this kind, opened on this run (``similarity?run=ID``)."""
+    """A link to the page that makes runs of this kind, opened on this run (``similarity?run=ID``; a matrix
+    with the similarity run launched beside it, ``&cka=ID``, so the page shows that measure)."""
     page = ui.PAGE_FOR_KIND.get(rec.kind)
-    if page is not None:
-        container.page_link(ui.page_file(page), label=f"Open on the {ui.PAGE_TITLES[page]} page",
-                            query_params={"run": rec.id}, icon=":material/open_in_new:")
+    if page is None:
+        return
+    query = {"run": rec.id}
+    if rec.kind == "matrix":
+        beside = similarity_beside(ui.get_store(), spec_from_record(rec), rec.created)
+        if beside is not None:
+            query["cka"] = beside.id
+    container.page_link(ui.page_file(page), label=f"Open on the {ui.PAGE_TITLES[page]} page",
+                        query_params=query, icon=":material/open_in_new:")
 
 
 def _downloads(rec: RunRecord, key: str) -> None:
