@@ -116,6 +116,8 @@ class _Job:
     rate_from: tuple[float, float] | None = None  # (time, progress) of the current phase's first report above 0
     rate_phase: str = ""  # that phase: its progress message with the numbers blanked (progress_phase)
     options: RunOptions | None = None  # where its units run (the runner's setting when submitted; None: local)
+    imported: float | None = None  # a stored hit imported from a bundle: when (RunRecord.imported)
+    imported_from: str | None = None  # and from which bundle file
 
     @property
     def checked(self) -> bool:
@@ -128,6 +130,7 @@ class _Job:
             {name: list(points) for name, points in self.metrics.items()}, self.error,
             dict(self.summary) if self.summary is not None else None, self.cached,
             self.submitted, self.started, self.finished, self.device, self.spec, self.rate_from, self.waits_for,
+            self.imported, self.imported_from,
         )
 
 
@@ -314,6 +317,7 @@ class JobRunner:
                 job.state, job.progress, job.message, job.cached = "done", 1.0, "cached", True
                 job.summary, job.metrics = dict(hit.summary), self.store.series(run_id)
                 job.started, job.finished = hit.started, hit.finished
+                job.imported, job.imported_from = hit.imported, hit.imported_from
                 job.device = str(hit.summary.get("device", queue_name))
             else:
                 try:
@@ -350,6 +354,7 @@ class JobRunner:
             rec.id, rec.kind, rec.label or _label(rec.kind, None), rec.status, 1.0 if done else 0.0,
             rec.status, self.store.series(rec.id), rec.error, dict(rec.summary) if done else None, done,
             rec.created, rec.started, rec.finished, str(rec.summary.get("device", "")), spec,
+            imported=rec.imported, imported_from=rec.imported_from,
         )
 
     def ahead_of(self, job_id: str) -> list[JobSnapshot]:
