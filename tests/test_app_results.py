@@ -18,7 +18,7 @@ from stitchcore.experiments import run_experiment
 from stitchcore.experiments.stitch import StitchSpec
 from stitchcore.experiments.zoo import ZooRecipe
 from stitchcore.store.results import Store, run_id_for
-from stitchcore.timewords import date_words
+from stitchcore.timewords import date_words, duration_words
 
 REPO = Path(__file__).resolve().parents[1]
 STITCH = StitchSpec(a="zoo:cnn-digits-s0", b="zoo:cnn-digits-s1", cut_a="block1", cut_b="block1", epochs=1)
@@ -91,7 +91,8 @@ def test_table_lists_every_run_with_status_and_metric(store_dir):
     assert df.loc[ids["stitch"], "penalty_pts"] == pytest.approx(
         Store(store_dir[0]).lookup(ids["stitch"]).summary["penalty"] * 100
     )
-    assert df.loc[ids["stitch"], "duration_s"] >= 0
+    assert df.loc[ids["stitch"], "duration_s"] >= 0  # seconds (the CSV), in words on the page:
+    assert df.loc[ids["stitch"], "duration"] == duration_words(df.loc[ids["stitch"], "duration_s"])
     assert [b.label for b in at.get("download_button")] == ["Table as CSV"]
 
 

@@ -45,6 +45,7 @@ from stitchcore.report.figures import (
     stitching_panel,
 )  # fmt: skip
 from stitchcore.store.results import RunRecord
+from stitchcore.timewords import duration_words
 
 __all__ = [
     "CARDS",
@@ -74,7 +75,7 @@ def stitch_card(s: dict[str, Any], key: str) -> None:
     c[3].metric(f"Penalty ({base_role} − stitched)", f"{s['penalty'] * 100:+.1f} pts",
                 help=f"{base_role}'s accuracy minus the stitched model's: {penalty_words(True)} (positive: the "
                      "stitched model is worse; negative: it beats the base)")
-    c[4].metric("Time", f"{s.get('seconds', 0):.1f} s")
+    c[4].metric("Time", duration_words(s.get("seconds")))
     resid = s.get("lstsq_residual")
     st.caption(
         f"Adapter: {s['params']:,} parameters · {s['flops']:,} FLOPs per example"
@@ -434,7 +435,7 @@ def _lm_cards(s: dict, kind: str) -> None:
         st.code(" → ".join(s["layout"]), language=None)
     else:
         c[2].metric("Points", len(s["points"]))
-        c[3].metric("Time", f"{s.get('seconds', 0):.0f} s")
+        c[3].metric("Time", duration_words(s.get("seconds")))
         for what, why in (s.get("skipped") or {}).items():
             st.caption(f"{what}: skipped, {why}")
     st.caption(f"{s['eval_tokens']:,} validation tokens of {s['text']} ({s['vocab']}) · context {s['block_size']} · "

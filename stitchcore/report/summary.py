@@ -22,8 +22,9 @@ from stitchcore.experiments import spec_from_record
 from stitchcore.plots.lm import HIGHER_IS_WORSE as LM_HIGHER_IS_WORSE
 from stitchcore.plots.penalty import IMAGE_PENALTY, LM_PENALTY, penalty_label
 from stitchcore.store.results import RunRecord
+from stitchcore.timewords import duration_words
 
-__all__ = ["SUMMARY_FIELDS", "HEADLINES", "run_label", "summary_row", "headline", "facts", "preprocess_text"]
+__all__ = ["HEADLINES", "SUMMARY_FIELDS", "facts", "headline", "preprocess_text", "run_label", "summary_row"]
 
 # Summary fields shown side by side when runs are compared, in this order (nested ones as "base.a").
 SUMMARY_FIELDS = {
@@ -37,7 +38,7 @@ SUMMARY_FIELDS = {
     "final_train_loss": "Final train loss",
     "params": "Parameters",
     "flops": "FLOPs / example",
-    "seconds": "Seconds",
+    "seconds": "Time",
     "dataset": "Dataset",
     "device": "Device",
 }
@@ -70,6 +71,8 @@ def _number(field: str, value: Any) -> Any:
         return None
     if field in _PERCENT and isinstance(value, (int, float)):
         return f"{value:.1%}"
+    if field == "seconds" and isinstance(value, (int, float)):
+        return duration_words(value)
     if field == "penalty" and isinstance(value, (int, float)):
         return f"{value * 100:+.1f} pts"
     if isinstance(value, float):
@@ -163,7 +166,7 @@ def headline(rec: RunRecord) -> list[tuple[str, str]]:
     numbers = HEADLINES.get(rec.kind)
     out = numbers(s) if numbers is not None else []  # a kind this version does not know: its time only
     if s.get("seconds") is not None:
-        out.append(("Time", f"{s['seconds']:.1f} s"))
+        out.append(("Time", duration_words(s["seconds"])))
     return [(k, str(v)) for k, v in out if v is not None]
 
 
