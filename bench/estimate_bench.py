@@ -73,8 +73,12 @@ def cases() -> list[tuple[str, list[tuple[str, Any]]]]:
         ("stitch page defaults (random-init adapter)", [
             ("stitch", StitchSpec(a=S0, b=S1, cut_a="block1", cut_b="block1", adapter=AdapterSpec(init="random")))]),
         ("models page defaults (new seed)", [("zoo", ZooRecipe(seed=2))]),
-        ("readme: matrix", [("matrix", MatrixSpec(a=S0, b=S1))]),
-        ("readme: similarity", [("similarity", SimilaritySpec(a=S0, b=S1))]),
+        ("readme: matrix", [("matrix", MatrixSpec(a=S0, b=S1, seed=1))]),
+        ("similarity page defaults (matrix and CKA)", [("matrix", MatrixSpec(a=S0, b=S1)),
+                                                      ("similarity", SimilaritySpec(a=S0, b=S1, seed=1))]),
+        ("similarity page, trained with controls", [("matrix", MatrixSpec(a=S0, b=S1, mode="trained", epochs=3,
+                                                                          controls=True))]),
+        ("readme: similarity", [("similarity", SimilaritySpec(a=S0, b=S1, measure="procrustes"))]),
         ("readme: zoo train swin", [("zoo", SWIN)]),
         ("readme: assemble", [("assemble", AssembleSpec(
             a=S0, b=ref_of(SWIN), senders=("block1",), receivers=("layers.0", "layers.1"),

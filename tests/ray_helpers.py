@@ -59,6 +59,27 @@ def unit_pids(prefix: str, temp_dir: str) -> list[int]:
     return pids
 
 
+def descendants(pid: int) -> list[str]:
+    """The command lines of every process below ``pid`` (children, their children ...), from ``ps``."""
+    out = subprocess.run(["ps", "-ww", "-eo", "pid=,ppid=,args="], capture_output=True, text=True, check=True).stdout
+    rows = [line.split(None, 2) for line in out.splitlines()]
+    children: dict[int, list[tuple[int, str]]] = {}
+    for row in rows:
+        if len(row) == 3:
+            children.setdefault(int(row[1]), []).append((int(row[0]), row[2]))
+    found, todo = [], [pid]
+    while todo:
+        for child, args in children.get(todo.pop(), []):
+            found.append(args)
+            todo.append(child)
+    return found
+
+
+def ray_nodes_below(pid: int) -> list[str]:
+    """The Ray node processes (raylet, GCS server) a driver process ``pid`` started: [] once it stopped them."""
+    return [a for a in descendants(pid) if "raylet" in a.split(None, 1)[0] or "gcs_server" in a.split(None, 1)[0]]
+
+
 @contextmanager
 def two_node_cluster() -> Iterator[tuple[str, str]]:
     """A head node and a worker node, each a ``ray start --block`` process with one CPU; yields the
@@ -69,7 +90,7 @@ def two_node_cluster() -> Iterator[tuple[str, str]]:
     env = {**os.environ, **RAY_ENV}
     cli = [sys.executable, "-m", "ray.scripts.scripts", "start", "--num-cpus=1", "--num-gpus=0",
            "--disable-usage-stats", "--block"]  # fmt: skip
-    log = open(Path(temp) / "nodes.log", "w")
+    log = open(Path(temp) / "nodes.log", "w")  # noqa: SIM115 - closed in the finally below
     procs: list[subprocess.Popen] = []
 
     def start(*args: str) -> None:  # its own process group: a Ctrl-C of pytest does not reach it

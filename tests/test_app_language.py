@@ -119,3 +119,17 @@ def test_train_form_says_how_long_then_the_pickers_list_the_new_model(empty_app)
     assert not at.exception and not any("No char-GPTs trained yet" in i.value for i in at.info)
     assert at.selectbox(key="lm_pick_a").value == done.summary["ref"]  # "other" was only the empty default
     assert at.number_input(key="lm_train_batch").value == 4  # the form kept its values
+    # the page joins two models: the training section stays open (the same `expanded`: the browser keeps it as
+    # it is), B waits for the second model, and once it exists the section folds and B takes it
+    section = next(e for e in at.expander if e.label == "Train a character-level GPT here")
+    assert section.proto.expanded and any("One char-GPT trained" in i.value for i in at.info)
+    assert at.selectbox(key="lm_pick_b").value == ui.CUSTOM_REF
+    at.number_input(key="lm_train_seed").set_value(6).run()
+    at.button(key="lm_train").click().run()
+    second = next(s for s in ui.get_runner().list() if s.kind == "zoo" and s.id != job.id)
+    assert ui.get_runner().wait(second.id, timeout=120).state == "done"
+    at.run()
+    section = next(e for e in at.expander if e.label == "Train a character-level GPT here")
+    assert not at.exception and not section.proto.expanded and not at.info
+    assert at.selectbox(key="lm_pick_b").value == ui.get_runner().get(second.id).summary["ref"]
+    assert at.selectbox(key="lm_pick_a").value == done.summary["ref"]

@@ -7,6 +7,7 @@ stitch that fails with a CutError) and copied for every test, so deleting stays 
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from stitchcore.experiments import run_experiment
 from stitchcore.experiments.stitch import StitchSpec
 from stitchcore.experiments.zoo import ZooRecipe
 from stitchcore.store.results import Store, run_id_for
+from stitchcore.timewords import date_words, duration_words
 
 REPO = Path(__file__).resolve().parents[1]
 STITCH = StitchSpec(a="zoo:cnn-digits-s0", b="zoo:cnn-digits-s1", cut_a="block1", cut_b="block1", epochs=1)
@@ -89,7 +91,8 @@ def test_table_lists_every_run_with_status_and_metric(store_dir):
     assert df.loc[ids["stitch"], "penalty_pts"] == pytest.approx(
         Store(store_dir[0]).lookup(ids["stitch"]).summary["penalty"] * 100
     )
-    assert df.loc[ids["stitch"], "duration_s"] >= 0
+    assert df.loc[ids["stitch"], "duration_s"] >= 0  # seconds (the CSV), in words on the page:
+    assert df.loc[ids["stitch"], "duration"] == duration_words(df.loc[ids["stitch"], "duration_s"])
     assert [b.label for b in at.get("download_button")] == ["Table as CSV"]
 
 
@@ -113,6 +116,9 @@ def test_permalink_opens_the_run_card(store_dir):
     root, ids = store_dir
     summary = Store(root).lookup(ids["stitch"]).summary
     at = results_page(run=ids["stitch"])
+    header = next(c.value for c in at.caption if c.value.startswith(f"run `{ids['stitch']}`"))
+    stored = Store(root).lookup(ids["stitch"])
+    assert header.endswith(f"· stitch · done · stored result (run {date_words(stored.finished)})"), header
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Stitched accuracy"] == f"{summary['accuracy']:.1%}"
     assert metrics["Model B"] == f"{summary['base']['b']:.1%}"
@@ -244,7 +250,7 @@ def _expect_kind_view(at: AppTest, rec) -> None:
     elif rec.kind == "stitch":
         assert metrics["Stitched accuracy"] == f"{s['accuracy']:.1%}"
     elif rec.kind == "matrix":
-        assert "Stitching accuracy" in charts
+        assert "Stitching accuracy" in charts and "Linear CKA" in charts  # with the similarity launched beside it
         at.radio(key="results_metric").set_value("penalty").run()  # the panel's own control works here too
         assert not at.exception and "Stitching penalty" in _charts(at)
         assert at.selectbox(key="results_cell_sender").options == [str(x) for x in s["senders"]]
@@ -269,7 +275,8 @@ def test_every_kind_opens_in_its_own_view_with_a_link_to_its_page(v1_store, run_
     _expect_kind_view(at, rec)
     links = {link.proto.label: link.proto for link in at.get("page_link")}
     link = links[f"Open on the {PAGE_TITLE[rec.kind]} page"]
-    assert link.page.strip("/") == ui.PAGE_FOR_KIND[rec.kind] and link.query_string == f"run={run_id}"
+    beside = "&cka=85d6995881b3ee60" if rec.kind == "matrix" else ""  # the similarity run launched with it
+    assert link.page.strip("/") == ui.PAGE_FOR_KIND[rec.kind] and link.query_string == f"run={run_id}{beside}"
     assert [b.label for b in at.get("download_button")][-2:] == ["Metrics CSV", "Run JSON"]
     assert [b.label for b in at.button][-2:] == ["Download bundle", "Download report"]
 
@@ -333,7 +340,14 @@ def test_downloaded_bundle_imports_into_an_empty_store(v1_store, tmp_path, monke
     assert any("Imported 3 runs from stitch.zip" in s.value for s in at.success), [e.value for e in at.error]
     assert set(table(at)["id"]) == {r.id for r in want}
     with Store(tmp_path / "empty") as dst:
-        assert [dst.lookup(r.id) for r in want] == want and dst.integrity_check() == []
+        got = [dst.lookup(r.id) for r in want]
+        assert [replace(r, imported=None, imported_from=None) for r in got] == want and dst.integrity_check() == []
+        assert all(r.imported_from == "stitch.zip" for r in got)
+    at = results_page(run="6d9f490702433fc1")  # its header says it was imported, from which bundle, run when
+    header = next(c.value for c in at.caption if c.value.startswith("run `6d9f490702433fc1`"))
+    ran = date_words(want[0].finished)
+    assert f"· imported from the bundle stitch.zip on {date_words(got[0].imported)} (run {ran})" in header, header
+    assert "cache" not in header
     at = _import(at, "stitch.zip", data)  # again: every run already here
     assert any("Imported 0 runs" in s.value and "3 runs already here, skipped" in s.value for s in at.success)
 
@@ -341,8 +355,8 @@ def test_downloaded_bundle_imports_into_an_empty_store(v1_store, tmp_path, monke
 def test_bad_bundle_upload_is_one_error_and_nothing_imported(tmp_path, monkeypatch):
     monkeypatch.setenv("STITCHLAB_STORE", str(tmp_path / "empty"))
     at = _import(results_page(), "notes.zip", b"not a zip at all")
-    assert [e.value for e in at.error] == ["notes.zip is not a usable bundle: not a zip file, or truncated"
-                                           " (File is not a zip file); nothing was imported"]
+    assert [e.value for e in at.error] == [("notes.zip is not a usable bundle: not a zip file, or truncated"
+                                            " (File is not a zip file); nothing was imported")]
     assert any("No runs in the store yet" in i.value for i in at.info)
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 
-from tests.ray_helpers import free_port
-
 import ui
 from stitchcore.backends import RunOptions
 from stitchcore.backends.settings import SETTINGS_FILE
+from stitchcore.experiments.matrix import MatrixSpec
 from stitchcore.jobs import JobRunner
+from tests.ray_helpers import free_port, ray_env, ray_nodes_below
 
 
 def _settings(app):
@@ -70,3 +70,48 @@ def test_with_ray_set_the_estimate_says_it_is_this_machines_time(app):
     assert "on this machine; the Ray cluster runs its parts side by side" in estimate("views/similarity.py")
     assert "Ray" not in estimate("views/stitch.py")
     assert "Ray" not in estimate("views/language.py")  # a char-GPT's training is a zoo job
+
+
+def _wait(condition, what: str, timeout: float = 120.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.5)
+
+
+def test_a_ray_started_here_stops_when_the_setting_goes_back_to_this_server(app):
+    """Switching back to "This server" stops the Ray the jobs started here (idle: at once); one that a job
+    still runs on is said to be up, with a Stop button that cancels the job, and stops as the job ends."""
+    with ray_env():
+        at = _settings(app)
+        runner = ui.get_runner()
+
+        def save(backend: str) -> None:
+            at.radio(key="settings_backend").set_value(backend)
+            at.button[0].click().run()  # Save
+            assert not at.exception and not at.error
+
+        save("ray")
+        small = MatrixSpec("zoo:cnn-digits-s0", "zoo:cnn-digits-s1", senders=("fc1",), receivers=("fc2",), max_test=100)
+        assert runner.wait(runner.submit("matrix", small).id, timeout=300).state == "done"
+        (worker,) = [w for w in runner._workers if w.pid]  # the job's worker process holds the Ray it started
+        assert runner.local_ray().up and ray_nodes_below(worker.pid)
+        save("local")  # idle: stopped at once
+        assert any("Ray started on this server is stopped" in s.value for s in at.success)
+        assert not runner.local_ray().up and not ray_nodes_below(worker.pid) and not at.warning
+
+        save("ray")
+        long = MatrixSpec("zoo:cnn-digits-s0", "zoo:cnn-digits-s1", mode="trained", epochs=200, seed=1)
+        job = runner.submit("matrix", long)
+        _wait(lambda: ray_nodes_below(worker.pid) and runner.get(job.id).state == "running", "the job on Ray")
+        save("local")  # a job runs on it: it stays up, and the page says so
+        state = runner.local_ray()
+        assert state.lingering and [j.id for j in state.busy] == [job.id] and ray_nodes_below(worker.pid)
+        assert any("still up" in w.value and "1 job(s) still run on it" in w.value for w in at.warning)
+        at.button(key="settings_stop_ray").click().run()
+        assert runner.wait(job.id, timeout=120).state == "cancelled"
+        _wait(lambda: not runner.local_ray().up and not ray_nodes_below(worker.pid), "Ray stopped after the job")
+        at.run()
+        assert not at.warning and any("is stopped" in s.value for s in at.success)

@@ -59,6 +59,20 @@ def test_chosen_cuts_and_measure_reach_the_specs(app):
     at.radio(key="sim_metric").set_value("penalty").run()
     assert not at.exception
     assert any("Stitching penalty" in c.proto.spec for c in at.get("plotly_chart"))
+    # the matrix opened without &cka= (Results, a job link, a bare permalink) shows the measure it was launched with
+    bare = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    bare.query_params["run"] = run_id
+    bare.run().switch_page("views/similarity.py").run()
+    assert not bare.exception and not bare.error
+    assert bare.selectbox(key="sim_measure").value == "procrustes" and bare.checkbox(key="sim_cka").value
+    assert any("Procrustes distance" in c.proto.spec for c in bare.get("plotly_chart"))
+    results = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    results.query_params["run"] = run_id
+    results.run().switch_page("views/results.py").run()
+    assert not results.exception and not results.error
+    assert any("Procrustes distance" in c.proto.spec for c in results.get("plotly_chart"))
+    (link,) = [p for p in results.get("page_link") if p.proto.label == "Open on the Similarity page"]
+    assert link.proto.page == "similarity" and link.proto.query_string == f"run={run_id}&cka={cka_id}"
 
 
 def test_coarse_cut_set_and_empty_choice(app):

@@ -6,15 +6,17 @@ import hashlib
 import json
 import math
 import stat
+import time
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import copy_store
 from stitchcore.errors import StoreError
 from stitchcore.store.bundle import Limits, export_bundle, import_bundle, read_manifest
 from stitchcore.store.results import Store
+from tests.conftest import copy_store
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "store_v1"
 STITCH = "6d9f490702433fc1"  # zoo:cnn-digits-s0-3a5c8f[block2] -> zoo:cnn-digits-s1-d927a0[block2]
@@ -62,7 +64,11 @@ def test_round_trip_every_run(src, dst, tmp_path):
 
     report = import_bundle(dst, tmp_path / "all.zip")
     assert set(report.imported) == set(ids) and report.skipped == ()
-    assert dst.list_runs() == src.list_runs()  # every row field: spec, summary, status, times, label
+    here = dst.list_runs()
+    # every row field (spec, summary, status, times, label) but where it came from
+    assert [replace(r, imported=None, imported_from=None) for r in here] == src.list_runs()
+    assert all(r.imported_from == "all.zip" and time.time() - 60 < r.imported <= time.time() for r in here)
+    assert all(r.imported is None for r in src.list_runs())  # computed there: no origin
     for rid in ids:
         assert norm_series(dst.series(rid)) == norm_series(src.series(rid))
         a, b = src.artifacts(rid), dst.artifacts(rid)

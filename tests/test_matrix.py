@@ -9,16 +9,18 @@ import pytest
 import torch
 
 import stitchcore.experiments.matrix as mx  # registers the "matrix" experiment
-from stitchcore.stitching.activations import collect, collect_cuts
-from stitchcore.stitching.adapters import AdapterSpec
 from stitchcore.cuts import list_cuts, split
 from stitchcore.data.images import load_dataset
 from stitchcore.errors import Cancelled, CutError, StitchError
 from stitchcore.experiments import run_experiment
 from stitchcore.experiments.matrix import MatrixSpec, cell_axes, cell_grid, partial_path
 from stitchcore.experiments.matrix import units as mx_units  # what a worker runs: the fits happen there
+from stitchcore.experiments.similarity import SimilaritySpec
 from stitchcore.models.sources import load_model
-from stitchcore.store.results import run_id_for
+from stitchcore.stitching.activations import collect, collect_cuts
+from stitchcore.stitching.adapters import AdapterSpec
+from stitchcore.store.results import Store, run_id_for
+from tests.conftest import copy_store
 
 CUTS = ["block1", "block2", "flatten", "fc1", "fc2"]
 MAPS = {"block1", "block2"}
@@ -119,6 +121,31 @@ def test_closed_form_matrix_of_two_digit_cnns(trained_store):
     assert len(store.series(out.record.id)["cell_acc"]) == 19
     assert not partial_path(store, out.record.id).exists()  # the resume file goes on success
     assert run_experiment("matrix", MatrixSpec(refs[0], refs[1]), store).cached
+
+
+def test_similarity_beside_finds_the_measure_launched_with_the_matrix(trained_store, tmp_path):
+    src, refs = trained_store
+    copy_store(src.root, tmp_path / "store")
+    store = Store(tmp_path / "store")
+    spec = MatrixSpec(refs[0], refs[1], senders=("fc1",), receivers=("fc1", "fc2"), max_test=100)
+    assert mx.similarity_beside(store, spec) is None  # none launched yet
+    matrix = run_experiment("matrix", spec, store).record
+
+    def beside(measure: str, **kw):  # what the Similarity page launches with the matrix
+        sim = SimilaritySpec(refs[0], refs[1], senders=spec.senders, receivers=spec.receivers, measure=measure, **kw)
+        return run_experiment("similarity", sim, store).record
+
+    procrustes = beside("procrustes")
+    found = mx.similarity_beside(store, spec, matrix.created)
+    assert found is not None and found.id == procrustes.id and found.spec["measure"] == "procrustes"
+    beside("rsa", max_samples=50)  # other settings: not what the page launches beside this matrix
+    assert mx.similarity_beside(store, spec, matrix.created).id == procrustes.id
+    later = beside("cka-linear")  # the same cuts under another measure, launched later
+    assert mx.similarity_beside(store, spec, matrix.created).id == procrustes.id  # nearest the matrix
+    assert mx.similarity_beside(store, spec).id == later.id  # no time given: the newest
+    other_cuts = MatrixSpec(refs[0], refs[1], senders=("fc2",), receivers=("fc1", "fc2"), max_test=100)
+    assert mx.similarity_beside(store, other_cuts) is None
+    store.close()
 
 
 def test_model_with_itself_has_identity_diagonal(trained_store):

@@ -11,10 +11,12 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
 
-from stitchcore.plots import runs as plots
+from stitchcore.experiments.assemble import pareto_front
+from stitchcore.plots import assemble as plots_assemble
 from stitchcore.plots import heatmap as plots_heatmap
-from stitchcore.plots.runs import ROLE_COLORS
+from stitchcore.plots import runs as plots
 from stitchcore.plots.heatmap import TICK_LIMIT, cell_of_point
+from stitchcore.plots.runs import ROLE_COLORS
 
 DIGIT_CUTS = [
     {"name": "block1", "shape": [16, 4, 4], "layout": "map", "depth": 0.2},
@@ -206,6 +208,43 @@ def test_cut_diagram_empty():
     fig = plots.cut_diagram([])
     _check(fig)
     assert "no cuts" in _notes(fig)
+
+
+# -- assemble: accuracy vs FLOPs ------------------------------------------------------------------
+
+
+def _assembled(accuracy_flops: list[tuple[float, int]]) -> list[dict]:
+    return [{"sender": f"s{i}", "receiver": "r", "recipe": "linear/both/bilinear", "adapter": "linear",
+             "resample": "bilinear", "accuracy": acc, "flops": flops, "skipped_reason": None, "same_as": None}
+            for i, (acc, flops) in enumerate(accuracy_flops)]  # fmt: skip
+
+
+def test_accuracy_vs_flops_without_an_assembled_network_on_the_front_says_so():
+    base = {"a": {"ref": "zoo:a", "accuracy": 0.97, "flops": 1000},
+            "b": {"ref": "zoo:b", "accuracy": 0.95, "flops": 5000}}  # fmt: skip
+    cells = _assembled([(0.6, 2000), (0.9, 3000)])  # A alone beats both
+    front = pareto_front([*cells, *base.values()])
+    assert front == [2]
+    fig = plots_assemble.accuracy_vs_flops(cells, base, front)
+    _check(fig)
+    assert "Pareto front" not in [t.name for t in fig.data]  # nothing drawn, nothing in the legend
+    words = plots_assemble.front_words(len(cells), base, front)
+    assert words and "A alone beats every one" in words
+    assert any("A alone beats every one" in n for n in _notes(fig))
+    # one cell cheaper than A: it and A form a front, drawn and named; no sentence
+    cells = _assembled([(0.6, 500), (0.9, 3000)])
+    front = pareto_front([*cells, *base.values()])
+    assert front == [0, 2]
+    fig = plots_assemble.accuracy_vs_flops(cells, base, front)
+    assert "Pareto front" in [t.name for t in fig.data]
+    assert plots_assemble.front_words(len(cells), base, front) is None and not _notes(fig)
+    # A and B split the front between them: each network is beaten by one of them
+    both = {"a": {**base["a"], "accuracy": 0.8}, "b": {**base["b"], "accuracy": 0.99}}
+    cells = _assembled([(0.7, 2000), (0.9, 6000)])
+    front = pareto_front([*cells, *both.values()])
+    assert front == [2, 3]
+    assert "beaten by A or B alone" in plots_assemble.front_words(len(cells), both, front)
+    assert "Pareto front" in [t.name for t in plots_assemble.accuracy_vs_flops(cells, both, front).data]
 
 
 # -- heatmap -----------------------------------------------------------------------------------

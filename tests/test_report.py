@@ -165,17 +165,25 @@ def test_metrics_csv_writes_lm_penalties_as_shown(store):
     shown = [r for r in rows[1:] if r[0] == stored.replace("penalty:", "loss_penalty_pct:")]
     assert [float(r[2]) for r in shown] == [pytest.approx(-100 * v) for _, v in series[stored]]
     assert not any(r[0].startswith("penalty:") for r in rows)
+def test_time_reads_in_minutes_and_hours_in_headlines_and_comparisons():
+    from stitchcore.store.results import RunRecord
+
+    rec = RunRecord("0" * 16, "zoo", {}, "done", {"accuracy": 0.9, "seconds": 1944.9}, None, 0.0, None, None, "z")
+    assert ("Time", "32 min 25 s") in headline(rec)
+    assert summary_row(rec)["Time"] == "32 min 25 s"
+    rec = RunRecord("1" * 16, "zoo", {}, "done", {"seconds": 3720.2}, None, 0.0, None, None, "z")
+    assert ("Time", "1 h 02 min") in headline(rec) and summary_row(rec)["Time"] == "1 h 02 min"
 
 
 def test_cli_runs_report(store, tmp_path):
     ids = [_by_kind(store)["stitch"], _by_kind(store)["sweep"]]  # only the stitch has curves: no comparison plot
     out = tmp_path / "r.html"
     cmd = [sys.executable, "-m", "stitchcore", "runs", "report", *ids, "--out", str(out), "--store", str(store.root)]
-    done = subprocess.run([*cmd, "--json"], capture_output=True, text=True, cwd=REPO, timeout=120)
+    done = subprocess.run([*cmd, "--json"], capture_output=True, text=True, cwd=REPO, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     obj = json.loads(done.stdout)
     assert obj["runs"] == 2 and obj["figures"] == 3 + 3 and obj["bytes"] == out.stat().st_size
     bad = subprocess.run([*cmd[:5], "nope", "--out", str(tmp_path / "x.html"), "--store", str(store.root)],
-                         capture_output=True, text=True, cwd=REPO, timeout=120)  # fmt: skip
+                         capture_output=True, text=True, cwd=REPO, timeout=120, check=False)  # fmt: skip
     assert bad.returncode != 0 and "unknown run id 'nope'" in bad.stderr and "Traceback" not in bad.stderr
     assert not (tmp_path / "x.html").exists()

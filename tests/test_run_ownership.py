@@ -87,14 +87,15 @@ def test_runs_cancel_stops_a_cli_run_in_another_process(tmp_path):
     try:
         _wait_status(tmp_path, run_id, {"running"})
         busy = subprocess.run(_cli(tmp_path, "zoo", "train", *LONG, "--seed", "4", "--no-wait"), cwd=ROOT,
-                              capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+                              capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120,
+                              check=False)
         assert busy.returncode == 3, busy.stderr
         lines = busy.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"error: run {run_id} is running in process ")
         assert f"runs cancel {run_id}" in lines[0]
         cancel = subprocess.run(_cli(tmp_path, "runs", "cancel", run_id), cwd=ROOT, capture_output=True, text=True,
-                                env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
-        code, out, err = _finish(proc)
+                                env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120, check=False)
+        code, _out, err = _finish(proc)
     finally:
         proc.kill()
     assert cancel.returncode == 0, cancel.stderr
@@ -104,7 +105,7 @@ def test_runs_cancel_stops_a_cli_run_in_another_process(tmp_path):
         rec = store.lookup(run_id)
     assert rec.status == "cancelled"
     again = subprocess.run(_cli(tmp_path, "runs", "cancel", run_id), cwd=ROOT, capture_output=True, text=True,
-                           env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+                           env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120, check=False)
     assert again.returncode == 2 and "nothing to cancel" in again.stderr
 
 
@@ -114,7 +115,7 @@ def test_ctrl_c_stores_cancelled_and_prints_one_line(tmp_path):
     try:
         _wait_status(tmp_path, run_id, {"running"})
         proc.send_signal(signal.SIGINT)
-        code, out, err = _finish(proc)
+        code, _out, err = _finish(proc)
     finally:
         proc.kill()
     assert code == 130, err[-3000:]
@@ -179,10 +180,11 @@ def test_the_cli_waits_for_the_apps_run_and_cancels_it_from_the_shell(tmp_path):
         job = runner.submit("zoo", ZooRecipe(arch="mlp", epochs=3000, seed=8))
         _wait_status(tmp_path, job.id, {"running"})
         busy = subprocess.run(_cli(tmp_path, "zoo", "train", *LONG, "--seed", "8", "--no-wait"), cwd=ROOT,
-                              capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+                              capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120,
+                              check=False)
         assert busy.returncode == 3 and f"process {store_mod._HOST}:{os.getpid()}" in busy.stderr
         cancel = subprocess.run(_cli(tmp_path, "runs", "cancel", job.id), cwd=ROOT, capture_output=True, text=True,
-                                env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+                                env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120, check=False)
         assert cancel.returncode == 0, cancel.stderr
         snap = runner.wait(job.id, timeout=60)
     assert snap.state == "cancelled"
@@ -250,6 +252,8 @@ def test_a_read_only_store_of_the_first_database_version_still_opens(tmp_path, m
     db = tmp_path / store_mod.DB_NAME
     conn = sqlite3.connect(db)  # back to version 1: no heartbeat columns
     conn.execute("DELETE FROM schema_migrations WHERE version > 1")
+    conn.execute("ALTER TABLE runs DROP COLUMN imported")
+    conn.execute("ALTER TABLE runs DROP COLUMN imported_from")
     conn.execute("ALTER TABLE runs DROP COLUMN heartbeat")
     conn.execute("ALTER TABLE runs DROP COLUMN cancel_requested")
     conn.commit()
@@ -258,11 +262,13 @@ def test_a_read_only_store_of_the_first_database_version_still_opens(tmp_path, m
     monkeypatch.setattr(store_mod, "_writable", lambda root, db: False)  # stands in for a read-only mount
     ro = Store(tmp_path)
     assert ro.read_only and ro.lookup("r1").summary == {"accuracy": 0.5}
+    assert ro.lookup("r1").imported is None and ro.list_runs()[0].imported_from is None  # no such column
     assert ro.live_owner("r1") is None and ro.mark_interrupted() == 0
     ro.close()
     monkeypatch.undo()
     with Store(tmp_path) as rw:  # opened writable once, it is upgraded and keeps its run
-        assert rw.lookup_done("r1") is not None and rw._query("SELECT MAX(version) FROM schema_migrations")[0][0] == 2
+        assert rw.lookup_done("r1") is not None
+        assert rw._query("SELECT MAX(version) FROM schema_migrations")[0][0] == len(store_mod.MIGRATIONS)
 
 
 def test_close_waits_for_another_threads_query_instead_of_pulling_its_connection(tmp_path):

@@ -13,7 +13,7 @@ from stitchcore.models.refs import parse_ref
 from ui.errors import show_error
 from ui.resources import dataset_for_display, viewer_mode
 
-__all__ = ["CUSTOM_REF", "IMAGEFOLDER", "pick_model", "pick_dataset", "dataset_fit", "launch_button"]
+__all__ = ["CUSTOM_REF", "IMAGEFOLDER", "dataset_fit", "launch_button", "pick_dataset", "pick_model"]
 
 CUSTOM_REF = "other (type a model ref)…"
 
@@ -28,11 +28,13 @@ def pick_model(role: str, zoo_refs: list[str], default_index: int, prefix: str =
     picked = st.session_state.get(pick_key)
     if picked is not None and picked not in options:
         st.session_state[pick_key] = CUSTOM_REF
-    if picked == CUSTOM_REF and st.session_state.get(auto_key) and zoo_refs and not st.session_state.get(ref_key):
-        del st.session_state[pick_key]  # "other" only because nothing was trained then: follow the new models
+    if (picked == CUSTOM_REF and st.session_state.get(auto_key) and len(zoo_refs) > default_index
+            and not st.session_state.get(ref_key)):
+        del st.session_state[pick_key]  # "other" only because too few were trained then: follow the new models
     if pick_key not in st.session_state:
         st.session_state[pick_key] = options[min(default_index, len(options) - 1)]
-        st.session_state[auto_key] = not zoo_refs
+        # "other" for want of models (B while only one exists), not by choice: the next model trained is taken
+        st.session_state[auto_key] = st.session_state[pick_key] == CUSTOM_REF
     choice = st.selectbox(f"Model {role.upper()}", options, key=pick_key, persist_state="session")
     text = choice
     if choice == CUSTOM_REF:

@@ -27,8 +27,8 @@ from ui.figures import CHART_CONFIG, LIVE_CURVE_POINTS, live_figure
 from ui.nav import PAGE_FOR_KIND
 from ui.resources import POLL_SECONDS, device_label, get_runner, get_store, viewer_mode
 
-__all__ = ["Card", "BADGES", "watch_kind", "rerun_when_jobs_finish", "run_link", "job_monitor",
-           "live_while_running", "run_view", "progress_text", "progress_with_stop", "run_header"]
+__all__ = ["BADGES", "Card", "job_monitor", "live_while_running", "progress_text", "progress_with_stop",
+           "rerun_when_jobs_finish", "run_header", "run_link", "run_view", "watch_kind"]
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def rerun_when_jobs_finish(kinds: tuple[str, ...] = ("zoo", "lm_zoo")) -> None:
     try:
         runner = get_runner()
         watched = tuple(s.id for s in runner.list(active_only=True) if watch_kind(s) in kinds)
-    except Exception as exc:  # a broken runner must not take the page down
+    except Exception as exc:  # noqa: BLE001 - a broken runner must not take the page down
         show_error(exc, "watching jobs")
         return
 
@@ -79,7 +79,7 @@ def job_monitor() -> None:
     active = runner.list(active_only=True)
     try:
         device = device_label()
-    except Exception as exc:  # a bug finding the device must not take the sidebar down
+    except Exception as exc:  # noqa: BLE001 - a bug finding the device must not take the sidebar down
         show_error(exc, "finding the device")
         device = "unknown"
     st.caption(f"Device: {device} · torch {torch.__version__.split('+')[0]}")
@@ -168,7 +168,8 @@ def run_header(snap: JobSnapshot, key: str, *, title: str | None = None, kept: s
     progress with Stop while it runs, the error of a failed run, a note on a cancelled one (``kept``:
     what of it is still shown)."""
     st.markdown(f"#### {BADGES.get(snap.state, '')} {md_text(title or snap.label)}")
-    st.caption(f"run `{snap.id}` · {snap.kind} · {snap.state}" + (" · from the cache" if snap.cached else "")
+    origin = snap.origin_words()  # a stored result or an imported run: from where, run when
+    st.caption(f"run `{snap.id}` · {snap.kind} · {snap.state}" + (f" · {origin}" if origin else "")
                + caption_extra)
     if not snap.is_final:
         progress_with_stop(snap, f"{key}-stop-{snap.id}", also_cancel=also_cancel)

@@ -106,7 +106,7 @@ def _training_now() -> None:
 def _shape(ref: str) -> dict | None:
     try:
         return lm_shape(ui.load_for_display(ref))
-    except Exception as exc:  # an unexpected loader failure must not kill the page
+    except Exception as exc:  # noqa: BLE001 - an unexpected loader failure must not kill the page
         ui.show_error(exc, f"loading {ref}")
     return None
 
@@ -120,8 +120,8 @@ def _adapter_widgets() -> dict:
     lr = c[3].number_input("Learning rate", 1e-5, 1.0, format="%.4f", key="lm_lr")
     objective = c[4].selectbox("Objective", ("task", "match", "kd", "task+0.5*match"), key="lm_objective")
     spec = AdapterSpec(kind="linear" if kind == "mlp" else kind, norm=LM_ADAPTER.norm, resample="none", init=init)
-    return dict(adapter=spec, steps=int(steps), lr=float(lr), objective=objective, mlp_hidden=128 if kind == "mlp"
-                else 0)
+    return {"adapter": spec, "steps": int(steps), "lr": float(lr), "objective": objective,
+            "mlp_hidden": 128 if kind == "mlp" else 0}
 
 
 def _form(ref_a: str, ref_b: str, sa: dict, sb: dict):
@@ -130,7 +130,7 @@ def _form(ref_a: str, ref_b: str, sa: dict, sb: dict):
     n = min(sa["n_layer"], sb["n_layer"])
     for key, top in (("lm_start", n), ("lm_end", n), ("lm_i", sa["n_layer"]), ("lm_j", sb["n_layer"])):
         st.session_state[key] = min(st.session_state[key], top)  # other models may have fewer blocks
-    evals = dict(eval_windows=int(st.session_state["lm_windows"]), sample_tokens=int(st.session_state["lm_samples"]))
+    evals = {"eval_windows": int(st.session_state["lm_windows"]), "sample_tokens": int(st.session_state["lm_samples"])}
     if kind == "merge":
         c = st.columns(4)
         start = c[0].number_input("First substituted block (start)", 0, n, key="lm_start")
@@ -188,18 +188,20 @@ st.caption("Join two GPTs between transformer blocks, by substituting B's blocks
 url_run = st.query_params.get("run")
 if url_run:
     _prefill(url_run)
-for _key, _value in dict(lm_kind="Penalty over depth", lm_start=1, lm_end=-1, lm_head="a", lm_embed="a", lm_i=1,
-                         lm_j=1, lm_modes=["merge", "stitch"], lm_heads=["a", "b"], lm_heatmap=False,
-                         lm_adapter="linear", lm_init="lstsq", lm_steps=D.steps, lm_lr=D.lr, lm_objective="task",
-                         lm_windows=D.eval_windows, lm_samples=D.sample_tokens).items():
+for _key, _value in {"lm_kind": "Penalty over depth", "lm_start": 1, "lm_end": -1, "lm_head": "a", "lm_embed": "a",
+                     "lm_i": 1, "lm_j": 1, "lm_modes": ["merge", "stitch"], "lm_heads": ["a", "b"], "lm_heatmap": False,
+                     "lm_adapter": "linear", "lm_init": "lstsq", "lm_steps": D.steps, "lm_lr": D.lr,
+                     "lm_objective": "task", "lm_windows": D.eval_windows, "lm_samples": D.sample_tokens}.items():
     st.session_state.setdefault(_key, _value)  # widgets take their values from here, never twice
 
 lm_refs = sorted(r.summary["ref"] for r in list_zoo_models(ui.get_store()) if r.summary.get("input_kind") == "tokens")
-with st.expander("Train a character-level GPT here", expanded=not lm_refs):
+# Open until the two models the page joins exist (the first one finishing must not fold it: a changed `expanded`
+# folds it in the browser); the user may fold it any time, and a rerun with the same value keeps that.
+with st.expander("Train a character-level GPT here", expanded=len(lm_refs) < 2):
     _train_form()
-if not lm_refs:
-    st.info("No char-GPTs trained yet: train two above (e.g. seeds 0 and 1), or type hf: refs "
-            "(hf:gpt2, hf:/path/to/save_pretrained_dir) below.")
+if len(lm_refs) < 2:
+    st.info(("No char-GPTs trained yet: train two" if not lm_refs else "One char-GPT trained: train another") +
+            " above (e.g. seeds 0 and 1), or type hf: refs (hf:gpt2, hf:/path/to/save_pretrained_dir) below.")
 left, right = st.columns(2)
 with left:
     ref_a = ui.pick_model("a", lm_refs, 0, prefix="lm_")

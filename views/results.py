@@ -24,6 +24,7 @@ from stitchcore.report.html import report_html
 from stitchcore.report.summary import run_label, summary_row, table_numbers
 from stitchcore.store.bundle import import_bundle
 from stitchcore.store.results import RunRecord
+from stitchcore.timewords import duration_words
 from views import run_views
 
 ACTIVE = ("queued", "running")  # runs in these states are still owned by a job: not deletable
@@ -47,10 +48,12 @@ def runs_table(records: list[RunRecord]) -> pd.DataFrame:
         duration = rec.finished - rec.started if rec.started and rec.finished else None
         rows.append({
             "kind": rec.kind, "label": run_label(rec), "status": rec.status, **table_numbers(rec),
-            "created": _when(rec.created), "duration_s": duration, "error": rec.error or "", "id": rec.id,
+            "created": _when(rec.created), "duration": duration_words(duration) if duration is not None else None,
+            "duration_s": duration, "error": rec.error or "", "id": rec.id,
         })  # fmt: skip
     numbers = ["accuracy_pct", "penalty_pts", "loss_penalty_pct"]  # table_numbers: named with their units
-    cols = ["kind", "label", "status", *numbers, "created", "duration_s", "id", "error"]
+    cols = ["kind", "label", "status", *numbers, "created", "duration", "duration_s", "id",
+            "error"]  # duration: in words on the page; duration_s: seconds, in the CSV
     df = pd.DataFrame(rows, columns=cols)
     for col in (*numbers, "duration_s"):  # numbers, NaN where a run has none (not None)
         df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
@@ -71,7 +74,7 @@ TABLE_COLUMNS = {
         help=f"Language models: {LOSS_PENALTY_AXIS}, the base being the model whose head is used",
     ),
     "created": st.column_config.DatetimeColumn("Created", format="D MMM YYYY, HH:mm"),
-    "duration_s": st.column_config.NumberColumn("Duration", format="%.1f s"),
+    "duration": st.column_config.TextColumn("Duration", help="How long the run took (seconds in the CSV)"),
     "id": st.column_config.TextColumn("Run id", width=150, help="16 characters; results?run=<id> opens it"),
     "error": st.column_config.TextColumn("Error", width="large"),
 }

@@ -25,7 +25,7 @@ from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.assemble import AssembleSpec, assembled_cells, pareto_front, recipe_name
 from stitchcore.experiments.lm import partial_points
-from stitchcore.experiments.matrix import MatrixSpec, matrix_state
+from stitchcore.experiments.matrix import MatrixSpec, matrix_state, similarity_beside
 from stitchcore.experiments.sweep import partial_positions
 from stitchcore.measures.traits import parse_metric
 from stitchcore.plots import assemble as plots_assemble
@@ -35,12 +35,32 @@ from stitchcore.plots import runs as plots
 from stitchcore.plots import traits as plots_traits
 from stitchcore.plots.penalty import LM_PAPER_NOTE, format_pct, format_pts, loss_penalty_pct, penalty_pts
 from stitchcore.report.figures import (
-    PENALTY_WORDS, HeatPanel, cka_panels, control_panels, measure_words, panel_figure, stitching_panel,
+    MEASURE_TITLES,
+    PENALTY_WORDS,
+    HeatPanel,
+    cka_panels,
+    control_panels,
+    measure_words,
+    panel_figure,
+    stitching_panel,
 )  # fmt: skip
 from stitchcore.store.results import RunRecord
+from stitchcore.timewords import duration_words
 
-__all__ = ["stitch_card", "zoo_card", "CARDS", "card_view", "assemble_view", "matrix_view", "similarity_view",
-           "sweep_view", "lm_view", "VIEWS", "run_panel", "open_on_page"]
+__all__ = [
+    "CARDS",
+    "VIEWS",
+    "assemble_view",
+    "card_view",
+    "lm_view",
+    "matrix_view",
+    "open_on_page",
+    "run_panel",
+    "similarity_view",
+    "stitch_card",
+    "sweep_view",
+    "zoo_card",
+]
 
 # ------------------------------------------------------------------------------------------ stitch / zoo
 
@@ -55,7 +75,7 @@ def stitch_card(s: dict[str, Any], key: str) -> None:
     c[3].metric(f"Penalty ({base_role} − stitched)", format_pts(penalty_pts(s["penalty"])),
                 help=f"{base_role}'s accuracy minus the stitched model's, in percentage points: higher = worse "
                      "(positive: the stitched model is worse; negative: it beats the base)")
-    c[4].metric("Time", f"{s.get('seconds', 0):.1f} s")
+    c[4].metric("Time", duration_words(s.get("seconds")))
     resid = s.get("lstsq_residual")
     st.caption(
         f"Adapter: {s['params']:,} parameters · {s['flops']:,} FLOPs per example"
@@ -137,6 +157,10 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
     runner = ui.get_runner()
     snap = runner.get(rec.id)
     spec = spec_from_record(rec)
+    beside = similarity_beside(ui.get_store(), spec, rec.created) if cka_id is None else ui.get_store().lookup(cka_id)
+    if cka_id is None and beside is not None:  # opened from Results or a plain link: the one launched with it
+        cka_id = beside.id
+    measure_name = MEASURE_TITLES.get(beside.spec.get("measure"), "Similarity") if beside else "Similarity"
 
     @ui.live_while_running(rec.id, cka_id)  # until the matrix and the CKA beside it have both ended
     def live() -> None:
@@ -157,7 +181,7 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
         if cka_now is not None and cka_now.summary:
             top += cka_panels(cka_now.summary)
         elif cka_now is not None:
-            st.caption(f"CKA: {cka_now.state} {cka_now.message}")
+            st.caption(f"{measure_name}: {cka_now.state} {cka_now.message}")
         done = now.state == "done"
         if done:
             st.caption("Click a cell of the stitching panel to open that pair on the Stitch page.")
@@ -263,9 +287,12 @@ def assemble_view(rec: RunRecord, *, key: str) -> None:
                 index = index[0] if index else None
             if isinstance(index, int) and 0 <= index < len(cells):
                 st.switch_page(ui.page_file("stitch"), query_params=_assemble_stitch_params(spec, cells[index]))
+        no_front = plots_assemble.front_words(len(cells), base, front)
+        front_text = (f". {no_front} " if no_front else
+                      "; dotted = the Pareto front (no network is both more accurate and cheaper). ")  # fmt: skip
         st.caption("Each point is one assembled network: A up to the sender cut, an adapter, B from the receiver "
-                   "cut. Colour = adapter kind, shape = rescaling; stars = A and B alone; dotted = the Pareto front "
-                   "(no network is both more accurate and cheaper). Click a point to open it on the Stitch page.")
+                   f"cut. Colour = adapter kind, shape = rescaling; stars = A and B alone{front_text}"
+                   "Click a point to open it on the Stitch page.")  # fmt: skip
         recipes = s["recipes"] if s else [recipe_name(r) for r in spec.recipes()]
         senders = s["senders"] if s else list(dict.fromkeys(c["sender"] for c in cells))
         receivers = s["receivers"] if s else list(dict.fromkeys(c["receiver"] for c in cells))
@@ -408,7 +435,7 @@ def _lm_cards(s: dict, kind: str) -> None:
         st.code(" → ".join(s["layout"]), language=None)
     else:
         c[2].metric("Points", len(s["points"]))
-        c[3].metric("Time", f"{s.get('seconds', 0):.0f} s")
+        c[3].metric("Time", duration_words(s.get("seconds")))
         for what, why in (s.get("skipped") or {}).items():
             st.caption(f"{what}: skipped, {why}")
     st.caption(f"{s['eval_tokens']:,} validation tokens of {s['text']} ({s['vocab']}) · context {s['block_size']} · "
@@ -444,11 +471,18 @@ VIEWS: dict[str, Callable[..., None]] = {
 
 
 def open_on_page(rec: RunRecord, container: Any = st) -> None:
-    """A link to the page that makes runs of this kind, opened on this run (``similarity?run=ID``)."""
+    """A link to the page that makes runs of this kind, opened on this run (``similarity?run=ID``; a matrix
+    with the similarity run launched beside it, ``&cka=ID``, so the page shows that measure)."""
     page = ui.PAGE_FOR_KIND.get(rec.kind)
-    if page is not None:
-        container.page_link(ui.page_file(page), label=f"Open on the {ui.PAGE_TITLES[page]} page",
-                            query_params={"run": rec.id}, icon=":material/open_in_new:")
+    if page is None:
+        return
+    query = {"run": rec.id}
+    if rec.kind == "matrix":
+        beside = similarity_beside(ui.get_store(), spec_from_record(rec), rec.created)
+        if beside is not None:
+            query["cka"] = beside.id
+    container.page_link(ui.page_file(page), label=f"Open on the {ui.PAGE_TITLES[page]} page",
+                        query_params=query, icon=":material/open_in_new:")
 
 
 def _downloads(rec: RunRecord, key: str) -> None:

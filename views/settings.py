@@ -5,9 +5,9 @@ from __future__ import annotations
 import streamlit as st
 
 import ui
+from stitchcore.backends import BACKENDS, RunOptions, probe_cluster
 from stitchcore.errors import StitchError
 from stitchcore.experiments import get_experiment, list_experiments
-from stitchcore.backends import BACKENDS, RunOptions, probe_cluster
 
 ui.page_setup("Settings")
 st.title("Settings")
@@ -84,7 +84,38 @@ if save or test:
             st.caption("Ray starts on this server with the first job that uses it (a few seconds); Test connection"
                        " tries it now.")
         if save:
-            runner.set_options(options)
+            was_up = runner.local_ray().up
+            with st.spinner("Saving…" if not was_up or options.local_ray else "Stopping the Ray on this server…"):
+                runner.set_options(options)  # a Ray started here that is no longer used stops (if idle)
             now_box.info(now_words(options))
             st.success(f"Saved. The next {kinds} run on {NAMES[backend][0].lower()}{NAMES[backend][1:]};"
-                       " queued jobs keep the setting they were submitted with.")
+                       " queued jobs keep the setting they were submitted with."
+                       + (" The Ray started on this server is stopped (its memory is free again)."
+                          if was_up and not runner.local_ray().up else ""))  # fmt: skip
+
+
+def _stop_ray() -> None:
+    """Button callback: cancel the jobs running on the Ray started here; it stops as they end."""
+    st.session_state["_settings_ray_stopping"] = runner.stop_local_ray(cancel_jobs=True).up
+
+
+@st.fragment(run_every=2.0 if runner.local_ray().lingering else None)
+def ray_left_up() -> None:
+    """A Ray started on this server that the setting no longer uses but that a running job still holds: say so,
+    with a button that stops it now; redrawn every 2 s while it is up."""
+    state = runner.local_ray()
+    if not state.lingering:
+        if st.session_state.pop("_settings_ray_stopping", None) is not None:
+            st.success("The Ray started on this server is stopped (its memory is free again).")
+        return
+    jobs = "; ".join(j.label for j in state.busy)
+    st.warning("A Ray started on this server is still up (its processes hold about 2 GB) although the setting no "
+               "longer uses it: " + (f"{len(state.busy)} job(s) still run on it ({jobs}). It stops when they end."
+                                     if state.busy else "it stops when the job running now ends."))  # fmt: skip
+    if st.session_state.get("_settings_ray_stopping") is not None:
+        st.caption("Stopping: the jobs on it are cancelled (their finished cells are kept); Ray stops as they end.")
+    st.button("Stop it now" + (" (cancels those jobs)" if state.busy else ""), key="settings_stop_ray",
+              on_click=_stop_ray, icon=":material/stop_circle:")
+
+
+ray_left_up()

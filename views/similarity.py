@@ -1,6 +1,7 @@
 """Similarity: stitching heat maps over every layer pair, with controls, beside CKA.
 
-``?run=<matrix run id>`` (and ``&cka=<similarity run id>``) shows a launched pair;
+``?run=<matrix run id>`` (and ``&cka=<similarity run id>``) shows a launched pair; without ``&cka=`` the
+similarity run launched with the matrix (``similarity_beside``: its measure is not in the matrix's spec);
 the heat maps fill in while the matrix job runs; ``?run=<similarity run id>`` shows that run alone.
 ``?a=REF&b=REF[&dataset=NAME]`` picks the two models (and the data).
 """
@@ -14,7 +15,7 @@ from stitchcore.cuts import coarse_cuts
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.dataset_check import default_dataset
-from stitchcore.experiments.matrix import MatrixSpec
+from stitchcore.experiments.matrix import MatrixSpec, similarity_beside
 from stitchcore.experiments.similarity import SimilaritySpec
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.sources.zoo import list_zoo_models
@@ -65,9 +66,11 @@ def _prefill(run_id: str) -> None:
     if rec.kind == "similarity":
         st.session_state.update(sim_cka=True, sim_measure=spec.measure)
         return
+    cka_id = st.query_params.get("cka")
+    # no &cka= (opened from Results, a job link, a bare permalink): the similarity run launched with the matrix
+    cka = ui.get_store().lookup(cka_id) if cka_id else similarity_beside(ui.get_store(), spec, rec.created)
     st.session_state.update(sim_mode=spec.mode, sim_epochs=spec.epochs, sim_controls=spec.controls,
-                            sim_max_train=spec.max_train or 0, sim_cka=bool(st.query_params.get("cka")))
-    cka = ui.get_store().lookup(st.query_params.get("cka", "")) if st.query_params.get("cka") else None
+                            sim_max_train=spec.max_train or 0, sim_cka=cka is not None)  # fmt: skip
     if cka is not None and cka.kind == "similarity":
         st.session_state["sim_measure"] = spec_from_record(cka).measure
 
@@ -113,7 +116,7 @@ def _loaded(ref_a: str | None, ref_b: str | None) -> dict[str, LoadedModel] | No
             return None
         try:
             models[role] = ui.load_for_display(ref)
-        except Exception as exc:  # a loader failure is shown, not raised
+        except Exception as exc:  # noqa: BLE001 - a loader failure is shown, not raised
             ui.show_error(exc, f"loading {ref}")
             return None
     return models

@@ -40,7 +40,8 @@ from stitchcore.errors import Cancelled, StitchError
 
 __all__ = [
     "ADDRESS_ENV", "BACKENDS", "BACKEND_ENV", "Backend", "RunOptions", "Unit", "UnitContext", "UnitEvent",
-    "cells_per_node", "get_backend", "options_from_env", "probe_cluster", "ran_where",
+    "cells_per_node", "get_backend", "local_ray_up", "options_from_env", "probe_cluster", "ran_where",
+    "stop_local_ray",
 ]  # fmt: skip
 
 BACKENDS = ("local", "ray")
@@ -71,6 +72,15 @@ class RunOptions:
             raise StitchError(f"GPUs per task must be between 0 (CPU tasks) and 8, not {self.gpus_per_task}")
         if int(self.max_retries) < 0:
             raise StitchError(f"max retries must be 0 or more, not {self.max_retries}")
+
+    @property
+    def local_ray(self) -> bool:
+        """Whether runs with these options start a Ray on this machine (``ray`` without an address).
+
+        >>> RunOptions("ray").local_ray, RunOptions("ray", "10.0.0.5:6379").local_ray, RunOptions().local_ray
+        (True, False, False)
+        """
+        return self.backend == "ray" and not self.address
 
     def describe(self) -> str:
         """In words: 'this process', 'a Ray started on this machine', 'ray cluster at HOST:PORT'."""
@@ -252,6 +262,24 @@ def probe_cluster(address: str | None, timeout: float = 90.0) -> dict[str, Any]:
     if "error" in info:
         raise StitchError(info["error"])
     return info
+
+
+_RAY_MODULE = "stitchcore.backends.ray_backend"  # looked up in sys.modules: these helpers never import Ray
+
+
+def local_ray_up() -> bool:
+    """Whether this process started a Ray on this machine that is still up (a run with ``RunOptions("ray")``
+    starts one and keeps it for the next run).  False, without importing Ray, when no run here used it."""
+    ray_backend = sys.modules.get(_RAY_MODULE)
+    return ray_backend is not None and ray_backend.connected_address() == ""
+
+
+def stop_local_ray() -> bool:
+    """Stop the Ray this process started on this machine (its raylet, object store and workers, about 2 GB,
+    and its temp dir); True if one was up.  A connection to a cluster elsewhere is left as it is.  Call it
+    only while no run of this process uses Ray (its tasks would fail)."""
+    ray_backend = sys.modules.get(_RAY_MODULE)
+    return ray_backend is not None and ray_backend.stop_started_here()
 
 
 def get_backend(options: RunOptions | None, device: torch.device) -> Backend:

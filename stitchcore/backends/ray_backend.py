@@ -15,6 +15,8 @@ Named ``ray_backend`` so that ``import ray`` stays unambiguous; importing this m
   the GPUs from CPU tasks.
 * **Events**: every event a task yields carries where it ran (node id, host, pid, device).  A
   retried task replays its events and Ray drops the ones the driver already has.
+* **A Ray started here** lives as long as this process or until :func:`stop_started_here` (the job runner
+  calls it through :func:`~stitchcore.backends.stop_local_ray` once the setting no longer uses it).
 * **Stop**: ``ray.cancel`` interrupts each running task at its next Python step
   (KeyboardInterrupt); tasks still running 10 s later are killed (``force=True``).
 """
@@ -36,11 +38,11 @@ import ray
 import torch
 from ray.exceptions import RayError, RayTaskError, TaskCancelledError
 
-from stitchcore.errors import StitchError
 from stitchcore.backends import RunOptions, Unit, UnitContext, UnitEvent
+from stitchcore.errors import StitchError
 
 __all__ = ["QUIET_ENV", "RayBackend", "cluster_info", "connect", "connected_address", "disconnect", "local_temp_dir",
-           "where_here"]
+           "stop_started_here", "where_here"]
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +122,16 @@ def disconnect() -> None:
 
     while _temp_dirs:
         shutil.rmtree(_temp_dirs.pop(), ignore_errors=True)
+
+
+def stop_started_here() -> bool:
+    """Stop the Ray this process started (:func:`connect` without an address) and remove its temp dir; True if
+    one was up.  A connection to a cluster elsewhere is left as it is."""
+    with _lock:
+        if connected_address() != "":
+            return False
+        disconnect()
+        return True
 
 
 def where_here(device: torch.device, gpu_ids: list) -> dict[str, Any]:

@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from stitchcore.timewords import duration_words
+
 if TYPE_CHECKING:
     from stitchcore.experiments import RunOutcome
     from stitchcore.store.results import Store
@@ -280,7 +282,7 @@ def outcome(out: RunOutcome, **extra: Any) -> dict[str, Any]:
 def took(cached: bool, seconds: float) -> str:
     """How a run was had, for the text output.
 
-    >>> took(True, 3.0), took(False, 3.04)
-    ('cached', '3.0 s')
+    >>> took(True, 3.0), took(False, 3.04), took(False, 1944.9)
+    ('cached', '3.0 s', '32 min 25 s')
     """
-    return "cached" if cached else f"{seconds:.1f} s"
+    return "cached" if cached else duration_words(seconds)

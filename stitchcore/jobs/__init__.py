@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from stitchcore.jobs.runner import JobRunner
+from stitchcore.jobs.runner import JobRunner, LocalRay
 from stitchcore.jobs.snapshot import FINAL_STATES, JOB_STATES, JobSnapshot
 
-__all__ = ["FINAL_STATES", "JOB_STATES", "JobRunner", "JobSnapshot"]
+__all__ = ["FINAL_STATES", "JOB_STATES", "JobRunner", "JobSnapshot", "LocalRay"]

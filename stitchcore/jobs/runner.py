@@ -27,6 +27,13 @@ Thread policy (``torch.set_num_threads``)
     (an OpenMP build keeps the count per OS thread), and :meth:`JobRunner.shutdown`
     restores the previous value.
 
+A Ray started on this machine (``RunOptions("ray")`` without an address)
+    lives in the process that ran the job (the worker child, or this process in thread mode) and is
+    kept for the next job while the setting uses it.  Once the setting no longer does
+    (:meth:`JobRunner.set_options`), the runner stops it at once where no job runs on it, else as soon
+    as the running job ends (:meth:`JobRunner.local_ray` says which; ``stop_local_ray(cancel_jobs=True)``
+    stops the jobs on it first).
+
 One runner per store per process: a runner calls :meth:`Store.mark_interrupted`
 when it starts (runs left ``running``/``queued`` by dead processes become
 ``interrupted``), which it skips while another live runner in this process
@@ -53,7 +60,7 @@ from typing import Any, Self
 
 import torch
 
-from stitchcore.backends import RunOptions, options_from_env
+from stitchcore.backends import RunOptions, local_ray_up, options_from_env, stop_local_ray
 from stitchcore.backends.settings import save_options, saved_options
 from stitchcore.device import pick_device
 from stitchcore.errors import Cancelled, RunBusy, StitchError
@@ -70,7 +77,7 @@ from stitchcore.jobs.worker import (
 from stitchcore.models.refs import parse_ref
 from stitchcore.store.results import Store, run_id_for
 
-__all__ = ["JobRunner"]
+__all__ = ["JobRunner", "LocalRay"]
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +118,8 @@ class _Job:
     rate_from: tuple[float, float] | None = None  # (time, progress) of the current phase's first report above 0
     rate_phase: str = ""  # that phase: its progress message with the numbers blanked (progress_phase)
     options: RunOptions | None = None  # where its units run (the runner's setting when submitted; None: local)
+    imported: float | None = None  # a stored hit imported from a bundle: when (RunRecord.imported)
+    imported_from: str | None = None  # and from which bundle file
 
     @property
     def checked(self) -> bool:
@@ -123,7 +132,22 @@ class _Job:
             {name: list(points) for name, points in self.metrics.items()}, self.error,
             dict(self.summary) if self.summary is not None else None, self.cached,
             self.submitted, self.started, self.finished, self.device, self.spec, self.rate_from, self.waits_for,
+            self.imported, self.imported_from,
         )
+
+
+@dataclass(frozen=True)
+class LocalRay:
+    """The Ray this runner's jobs started on this machine, as :meth:`JobRunner.local_ray` sees it."""
+
+    up: bool  # it is running (its processes hold about 2 GB)
+    wanted: bool  # the runner's setting still sends jobs to it
+    busy: tuple[JobSnapshot, ...] = ()  # running jobs whose units run on it: it stops after they end
+
+    @property
+    def lingering(self) -> bool:
+        """Up although the setting no longer uses it (a job still runs on it, or stopping it failed)."""
+        return self.up and not self.wanted
 
 
 def _label(kind: str, spec: Any) -> str:
@@ -191,6 +215,7 @@ class JobRunner:
             seconds = WorkerProcess.remembered_startup(str(store.root))
             WorkerProcess.expected_startup = seconds if seconds is not None else min(30.0, max(
                 2.0, STARTUP_PER_IMPORT_CPU * time.process_time()))
+        self._ray_here = False  # thread mode: a job of this runner started a Ray in this process, still up
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._submit_lock = threading.Lock()  # one submit at a time: dedupe check + store row + queue
@@ -229,6 +254,33 @@ class JobRunner:
         self.options = options
         if save:
             save_options(self.store.root, options)
+        if not options.local_ray:
+            self.stop_local_ray()  # where a job still runs on it, it stops when that job ends
+
+    def local_ray(self) -> LocalRay:
+        """Whether a Ray this runner's jobs started on this machine is up, wanted, and busy."""
+        with self._lock:
+            workers = list(self._workers)
+            busy = tuple(j.snapshot() for j in sorted(self._jobs.values(), key=lambda j: j.seq)
+                         if j.state == "running" and j.options is not None and j.options.local_ray)  # fmt: skip
+        up = self._ray_here or any(w.ray_up for w in workers) or bool(busy)  # a job on it: started, or starting
+        return LocalRay(up=up, wanted=self.options.local_ray, busy=busy)
+
+    def stop_local_ray(self, cancel_jobs: bool = False) -> LocalRay:
+        """Stop the Ray this runner's jobs started on this machine wherever no job runs on it now (a job
+        running on it keeps it until the job ends, then it stops if the setting no longer uses it);
+        ``cancel_jobs``: first cancel the jobs running on it (they end within seconds, keeping their
+        finished cells).  Returns the state after."""
+        if cancel_jobs:
+            for job in self.local_ray().busy:
+                self.cancel(job.id)
+        with self._lock:
+            workers = list(self._workers)
+        for worker in workers:
+            if worker.ray_up and worker.stop_ray():  # None: it runs a job; after it, _release_ray
+                log.info("stopped the Ray started by %s", worker.name)
+        self._release_here()
+        return self.local_ray()
 
     def options_for(self, kind: str) -> RunOptions | None:
         """The runner's options for a job of ``kind``; None (local) for kinds that run only here."""
@@ -275,6 +327,7 @@ class JobRunner:
                 job.state, job.progress, job.message, job.cached = "done", 1.0, "cached", True
                 job.summary, job.metrics = dict(hit.summary), self.store.series(run_id)
                 job.started, job.finished = hit.started, hit.finished
+                job.imported, job.imported_from = hit.imported, hit.imported_from
                 job.device = str(hit.summary.get("device", queue_name))
             else:
                 try:
@@ -311,6 +364,7 @@ class JobRunner:
             rec.id, rec.kind, rec.label or _label(rec.kind, None), rec.status, 1.0 if done else 0.0,
             rec.status, self.store.series(rec.id), rec.error, dict(rec.summary) if done else None, done,
             rec.created, rec.started, rec.finished, str(rec.summary.get("device", "")), spec,
+            imported=rec.imported, imported_from=rec.imported_from,
         )
 
     def startup_seconds(self) -> float:
@@ -513,6 +567,29 @@ class JobRunner:
             except Exception:
                 log.exception("job listener %r failed", fn)
 
+    def _release_here(self) -> None:
+        """Thread mode: stop the Ray a job of this runner started in this process, unless a job uses it."""
+        if not self._ray_here:
+            return
+        with self._lock:
+            if any(j.state == "running" and j.options is not None and j.options.local_ray
+                   for j in self._jobs.values()):  # fmt: skip
+                return
+            self._ray_here = False
+        if stop_local_ray():
+            log.info("stopped the Ray this process started")
+
+    def _release_ray(self, worker: WorkerProcess | None) -> None:
+        """After a job: the Ray it left up on this machine stops if the setting no longer uses it."""
+        if self.options.local_ray:
+            return
+        try:
+            if worker is not None and worker.ray_up:
+                worker.stop_ray()
+            self._release_here()
+        except Exception:  # never kill a worker thread over the cleanup
+            log.exception("could not stop the Ray started on this machine")
+
     def _work(self, queue_name: str) -> None:
         worker = None
         if self.isolation == "process":
@@ -533,6 +610,7 @@ class JobRunner:
                     self._run(job, worker)
                 except Exception:  # a bug in the runner itself; the worker keeps going
                     log.exception("job %s: runner error", job.id)
+                self._release_ray(worker)
         finally:
             if worker is not None:
                 worker.stop()
@@ -622,6 +700,7 @@ class JobRunner:
             if state == "done":
                 return
         else:
+            ray_before, outcome = local_ray_up(), None
             try:
                 outcome = run_experiment(
                     job.kind, job.spec, store, rerun=job.rerun, progress=on_progress, cancel=job.cancel,
@@ -634,7 +713,10 @@ class JobRunner:
             except Exception as exc:
                 error = one_line(f"{type(exc).__name__}: {exc}")
                 log.exception("job %s (%s) failed", job.id, job.label)
-            else:
+            finally:
+                if not ray_before and local_ray_up():
+                    self._ray_here = True  # this job started it: this runner stops it when it is not wanted
+            if outcome is not None:
                 self._done(job, dict(outcome.record.summary), outcome.cached, outcome.seconds)
                 return
         self._store_final(job.id, error, state)

@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from stitchcore.timewords import date_words
+
 __all__ = ["ETA_MIN_PROGRESS", "ETA_MIN_SECONDS", "FINAL_STATES", "JOB_STATES", "JobSnapshot", "progress_phase"]
 
 JOB_STATES = ("queued", "running", "done", "failed", "cancelled", "interrupted")
@@ -43,11 +45,36 @@ class JobSnapshot:
     spec: Any = None  # the spec object (read only); None when the stored spec cannot be rebuilt
     rate_from: tuple[float, float] | None = None  # (time.time(), progress) where the current phase's rate starts
     waits_for: tuple[str, ...] = ()  # queued here: run ids of the zoo jobs making the models its spec names
+    imported: float | None = None  # when the store imported the run from a bundle; None: computed there
+    imported_from: str | None = None  # that bundle's file name
 
     @property
     def is_final(self) -> bool:
         """True once the job will not change any more."""
         return self.state in FINAL_STATES
+
+    def origin_words(self) -> str:
+        """Where a result shown without running it comes from, in words ('' for a job that ran here now):
+        a run imported from a bundle, or a result stored before (opened by a link, from Results, or
+        launched again), with the date it was run.
+
+        >>> import time
+        >>> when = time.mktime((2026, 11, 20, 9, 5, 0, 0, 0, -1))
+        >>> stored = JobSnapshot("id", "zoo", "x", "done", 1.0, "", {}, None, {}, True, when, when, when,
+        ...                      "cpu")
+        >>> stored.origin_words()
+        'stored result (run 20 Nov 2026, 09:05)'
+        >>> from dataclasses import replace
+        >>> replace(stored, imported=when + 86400, imported_from="runs.zip").origin_words()
+        'imported from the bundle runs.zip on 21 Nov 2026, 09:05 (run 20 Nov 2026, 09:05)'
+        >>> replace(stored, cached=False).origin_words()
+        ''
+        """
+        ran = date_words(self.finished or self.started or self.submitted)
+        if self.imported is not None:
+            bundle = f"the bundle {self.imported_from}" if self.imported_from else "a bundle"
+            return f"imported from {bundle} on {date_words(self.imported)} (run {ran})"
+        return f"stored result (run {ran})" if self.cached else ""
 
     def eta_seconds(self, now: float | None = None) -> float | None:
         """Seconds left for a running job, from its progress rate so far; None until that means something

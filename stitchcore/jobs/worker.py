@@ -7,11 +7,14 @@ the threads that answer browsers.  :class:`WorkerProcess` is the parent's handle
 deliberate torch thread count.  What crosses the pipe:
 
 parent -> child
-    ``("run", kind, spec, rerun, device)``, ``("cancel",)``, ``("stop",)``
+    ``("run", kind, spec, rerun, device, options)``, ``("cancel",)``, ``("stop",)``, ``("ray-stop",)``
+    (between jobs: stop the Ray the child started, if any)
 child -> parent
     ``("batch", [("progress", fraction, message) | ("points", step, {name: value}), ...])`` at most
     every BATCH_SECONDS (a job logging hundreds of points a second costs the server a few messages),
-    then one of ``("done", summary, cached, seconds)``, ``("cancelled", message)``, ``("failed", message)``
+    then ``("ray", up)`` (whether the child now holds a Ray it started on this machine) and one of
+    ``("done", summary, cached, seconds)``, ``("cancelled", message)``, ``("failed", message)``;
+    ``("ray-stopped", was_up)`` answers ``("ray-stop",)``
 
 The child keeps its model caches between jobs; one that dies (killed, out of memory) is noticed as the
 pipe closing, its job fails with the exit code, and the next job starts a fresh child.  The child
@@ -29,10 +32,10 @@ import threading
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
-from pathlib import Path
-
+from stitchcore.backends import local_ray_up, stop_local_ray
 from stitchcore.store.canonical_json import write_atomic
 from stitchcore.store.results import Store
 
@@ -100,6 +103,8 @@ class WorkerProcess:
         self._ready: Any = None  # an mp.Event the child sets once it has imported what jobs need
         self._started_at = 0.0
         self._send_lock = threading.Lock()
+        self._use = threading.Lock()  # held while the pipe waits on an answer: a job, or a Ray stop
+        self.ray_up = False  # the child holds a Ray it started on this machine (as it said after its last job)
 
     @property
     def pid(self) -> int | None:
@@ -174,27 +179,56 @@ class WorkerProcess:
         """Run one job in the child; raises :class:`WorkerDied` when the child ends first.
 
         ``options``: the job's RunOptions as a dict (None: local); the child stays connected to a Ray
-        cluster between jobs."""
-        conn = self._start()
-        self._send(("run", kind, spec, rerun, device, options))
-        while True:
-            try:
+        cluster between jobs (a Ray it started stays up until :meth:`stop_ray`)."""
+        with self._use:
+            conn = self._start()
+            self._send(("run", kind, spec, rerun, device, options))
+            while True:
+                try:
+                    message = conn.recv()
+                except (EOFError, OSError):
+                    proc = self._proc
+                    if proc is not None:
+                        proc.join(5)
+                    code = proc.exitcode if proc is not None else None
+                    self._proc, self._conn, self.ray_up = None, None, False
+                    raise WorkerDied(f"the worker process died (exit code {code}) while it ran the job:"
+                                     " out of memory or killed; run it again") from None
+                if message[0] == "ray":
+                    self.ray_up = bool(message[1])
+                    continue
+                if message[0] != "batch":
+                    return message
+                for item in message[1]:
+                    if item[0] == "progress":
+                        on_progress(item[1], item[2])
+                    else:
+                        on_points(item[1], item[2])
+
+    def stop_ray(self, timeout: float = 60.0) -> bool | None:
+        """Stop the Ray the child started on this machine, between jobs; True if one was up, None while the
+        child runs a job (nothing is stopped: try again once it has ended)."""
+        if not self._use.acquire(blocking=False):
+            return None
+        try:
+            conn = self._conn
+            if conn is None or self._proc is None or not self._proc.is_alive():
+                self.ray_up = False
+                return False
+            self._send(("ray-stop",))
+            deadline = time.monotonic() + timeout
+            while (left := deadline - time.monotonic()) > 0 and conn.poll(left):
                 message = conn.recv()
-            except (EOFError, OSError):
-                proc = self._proc
-                if proc is not None:
-                    proc.join(5)
-                code = proc.exitcode if proc is not None else None
-                self._proc, self._conn = None, None
-                raise WorkerDied(f"the worker process died (exit code {code}) while it ran the job:"
-                                 " out of memory or killed; run it again") from None
-            if message[0] != "batch":
-                return message
-            for item in message[1]:
-                if item[0] == "progress":
-                    on_progress(item[1], item[2])
-                else:
-                    on_points(item[1], item[2])
+                if message[0] == "ray-stopped":
+                    self.ray_up = False
+                    return bool(message[1])
+            log.warning("worker %s: no answer to ray-stop within %.0f s", self.name, timeout)
+            return False
+        except (EOFError, OSError):  # the child is gone, and its Ray with it
+            self.ray_up = False
+            return False
+        finally:
+            self._use.release()
 
     def cancel(self) -> None:
         """Ask the running job to stop at its next step."""
@@ -215,7 +249,7 @@ class WorkerProcess:
             proc.join(5)
         if self._conn is not None:
             self._conn.close()
-        self._proc, self._conn = None, None
+        self._proc, self._conn, self.ray_up = None, None, False
 
 
 class MetricTap:
@@ -297,7 +331,12 @@ def worker_main(conn: Connection, store_root: str, threads: int, ready: Any = No
     while (job := jobs.get()) is not None:
         cancel.clear()
         try:
-            send(_run_one(store, job, cancel, send))
+            if job[0] == "ray-stop":
+                send(("ray-stopped", stop_local_ray()))
+                continue
+            result = _run_one(store, job, cancel, send)
+            send(("ray", local_ray_up()))
+            send(result)
         except (OSError, ValueError, BrokenPipeError):
             break  # the parent is gone
     store.close()

@@ -5,16 +5,19 @@ running run's partial list) and returns a figure:
 
 * :func:`accuracy_vs_flops`: every assembled network as a point (accuracy against the FLOPs of one
   forward pass, log axis), coloured by adapter kind, shaped by rescaling; the Pareto front as a
-  step line; A and B as stars.  Points carry their cell index (``customdata``) so a page can open
-  a clicked one on the Stitch page.
+  step line (only when it joins two points or more); A and B as stars.  Points carry their cell
+  index (``customdata``) so a page can open a clicked one on the Stitch page.  When no assembled
+  network is on the front, :func:`front_words` says so (in the figure and under it on the page).
 * :func:`recipe_heatmap`: one recipe's accuracy over (sender, receiver), skipped pairs marked.
 * :func:`recipe_comparison`: mean and best accuracy of each recipe over the pairs every recipe joined.
 
 >>> cells = [{"sender": "s", "receiver": "r", "recipe": "linear/both/bilinear", "adapter": "linear",
 ...           "resample": "bilinear", "accuracy": 0.8, "flops": 1000, "skipped_reason": None, "same_as": None}]
 >>> base = {"a": {"ref": "zoo:a", "accuracy": 0.9, "flops": 2000}, "b": {"ref": "zoo:b", "accuracy": 0.95, "flops": 3000}}
->>> [t.name for t in accuracy_vs_flops(cells, base, [0]).data]
+>>> [t.name for t in accuracy_vs_flops(cells, base, [0, 1, 2]).data]  # cheap and worse, A, B: all on the front
 ['linear · bilinear', 'Pareto front', 'A: zoo:a', 'B: zoo:b']
+>>> front_words(1, base, [1])  # a front of A alone: A beats the one network
+'No assembled network is on the Pareto front: A alone beats every one (as accurate or more, for no more FLOPs).'
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import plotly.graph_objects as go
 from stitchcore.plots import heatmap as plots_heatmap
 from stitchcore.plots._style import ROLE_COLORS, RUN_COLORS, WAITING, add_note, house_style
 
-__all__ = ["SYMBOLS", "accuracy_vs_flops", "recipe_comparison", "recipe_heatmap"]
+__all__ = ["SYMBOLS", "accuracy_vs_flops", "front_words", "recipe_comparison", "recipe_heatmap"]
 
 SYMBOLS = {"bilinear": "circle", "strided": "diamond", "nearest": "square", "none": "triangle-up"}
 
@@ -37,10 +40,23 @@ def _scored(cells: Sequence[Mapping[str, Any]]) -> list[int]:
     return [i for i, c in enumerate(cells) if c.get("accuracy") is not None and not c.get("same_as")]
 
 
+def front_words(n_cells: int, base: Mapping[str, Mapping[str, Any]] | None, front: Sequence[int]) -> str | None:
+    """A sentence when no assembled network is on the Pareto front (``front``: indexes into ``n_cells`` cells
+    + [A, B]), naming who holds it; None when one is, or when there are no cells or no front yet."""
+    if not n_cells or not front or any(i < n_cells for i in front):
+        return None
+    names = [label for i, label in ((n_cells, "A"), (n_cells + 1, "B")) if i in front and (base or {}).get(label.lower())]
+    if not names:
+        return None
+    beaten = f"{names[0]} alone beats every one" if len(names) == 1 else "each is beaten by A or B alone"
+    return f"No assembled network is on the Pareto front: {beaten} (as accurate or more, for no more FLOPs)."
+
+
 def accuracy_vs_flops(cells: Sequence[Mapping[str, Any]], base: Mapping[str, Mapping[str, Any]] | None,
                       front: Sequence[int], *, title: str | None = "Assembled networks: accuracy vs FLOPs",
                       ) -> go.Figure:  # fmt: skip
-    """Accuracy against FLOPs per example; ``front``: indexes into ``cells`` + [A, B] (``len(cells)`` is A)."""
+    """Accuracy against FLOPs per example; ``front``: indexes into ``cells`` + [A, B] (``len(cells)`` is A).
+    The front is drawn (and in the legend) only when it joins two points or more."""
     fig = go.Figure()
     kinds = list(dict.fromkeys(cells[i]["adapter"] for i in _scored(cells)))
     groups: dict[tuple[str, str], list[int]] = {}
@@ -60,7 +76,7 @@ def accuracy_vs_flops(cells: Sequence[Mapping[str, Any]], base: Mapping[str, Map
     points = [*cells, *((base or {}).get(r) or {} for r, _ in roles)]
     on_front = sorted((i for i in front if i < len(points) and points[i].get("flops") is not None),
                       key=lambda i: points[i]["flops"])  # fmt: skip
-    if on_front:
+    if len(on_front) > 1:  # one point is no line: a legend entry for it would name nothing drawn
         fig.add_trace(go.Scatter(x=[points[i]["flops"] for i in on_front], y=[points[i]["accuracy"] for i in on_front],
                                  mode="lines", line={"shape": "hv", "color": "#444", "width": 1.5, "dash": "dot"},
                                  name="Pareto front", hoverinfo="skip"))  # fmt: skip
@@ -77,6 +93,10 @@ def accuracy_vs_flops(cells: Sequence[Mapping[str, Any]], base: Mapping[str, Map
     fig.update_yaxes(title_text="test accuracy", range=[0, 1.02])
     if not _scored(cells):
         add_note(fig, WAITING)
+    elif words := front_words(len(cells), base, front):
+        fig.add_annotation(text=words.replace(": ", ":<br>", 1), xref="paper", yref="paper", x=0.01, y=0.02,
+                           xanchor="left", yanchor="bottom", showarrow=False, align="left",
+                           font={"size": 12, "color": "#444"}, bgcolor="rgba(255,255,255,0.8)")  # fmt: skip
     return house_style(fig, title)
 
 

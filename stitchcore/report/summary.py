@@ -32,9 +32,10 @@ from stitchcore.plots.penalty import (
     penalty_pts,
 )
 from stitchcore.store.results import RunRecord
+from stitchcore.timewords import duration_words
 
-__all__ = ["SUMMARY_FIELDS", "HEADLINES", "run_label", "summary_row", "table_numbers", "headline", "facts",
-           "preprocess_text"]
+__all__ = ["HEADLINES", "SUMMARY_FIELDS", "facts", "headline", "preprocess_text", "run_label", "summary_row",
+           "table_numbers"]
 
 # Summary fields shown side by side when runs are compared, in this order (nested ones as "base.a").
 SUMMARY_FIELDS = {
@@ -48,7 +49,7 @@ SUMMARY_FIELDS = {
     "final_train_loss": "Final train loss",
     "params": "Parameters",
     "flops": "FLOPs / example",
-    "seconds": "Seconds",
+    "seconds": "Time",
     "dataset": "Dataset",
     "device": "Device",
 }
@@ -81,6 +82,8 @@ def _number(field: str, value: Any) -> Any:
         return None
     if field in _PERCENT and isinstance(value, (int, float)):
         return f"{value:.1%}"
+    if field == "seconds" and isinstance(value, (int, float)):
+        return duration_words(value)
     if field == "penalty" and isinstance(value, (int, float)):
         return format_pts(penalty_pts(value))
     if field == "loss_penalty" and isinstance(value, (int, float)):
@@ -194,7 +197,7 @@ def headline(rec: RunRecord) -> list[tuple[str, str]]:
     numbers = HEADLINES.get(rec.kind)
     out = numbers(s) if numbers is not None else []  # a kind this version does not know: its time only
     if s.get("seconds") is not None:
-        out.append(("Time", f"{s['seconds']:.1f} s"))
+        out.append(("Time", duration_words(s["seconds"])))
     return [(k, str(v)) for k, v in out if v is not None]
 
 

@@ -40,6 +40,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE runs ADD COLUMN heartbeat REAL",
         "ALTER TABLE runs ADD COLUMN cancel_requested REAL",
     ),
+    (  # 3: where a row came from. imported: time.time() when this store imported it from a bundle,
+        # imported_from: the bundle's file name; both NULL for runs computed here (and runs imported before)
+        "ALTER TABLE runs ADD COLUMN imported REAL",
+        "ALTER TABLE runs ADD COLUMN imported_from TEXT",
+    ),
 )
 
 

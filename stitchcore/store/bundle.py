@@ -48,9 +48,9 @@ __all__ = [
     "Limits",
     "export_bundle",
     "import_bundle",
-    "resolve_runs",
     "member_problem",
     "read_manifest",
+    "resolve_runs",
 ]
 
 log = logging.getLogger(__name__)
@@ -481,7 +481,7 @@ def _write(store: Store, zf: zipfile.ZipFile, path: Path, runs: list[dict], seri
             rec = RunRecord(run["id"], row["kind"], run["spec"], row["status"], row["summary"], row["error"],
                             float(row["created"]), row["started"], row["finished"], row["label"])
             batch.append((rec, series[run["id"]], arts))
-        store.import_runs(batch)
+        store.import_runs(batch, source=path.name)
     except OSError as exc:
         raise StoreError(f"cannot write into {store.root} ({exc}): nothing was imported") from exc
     finally:

@@ -29,15 +29,22 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
+
+from stitchcore.errors import RunBusy, StoreError
 
 # HEARTBEAT_SECONDS, STALE_SECONDS and MIGRATIONS lived here: they stay importable from this module (to read;
 # a monkeypatch takes effect in _ownership / _schema, where they are used)
-from stitchcore.store._ownership import HEARTBEAT_SECONDS, STALE_SECONDS  # noqa: F401
-from stitchcore.store._ownership import HOST as _HOST, OwnedRuns, live_owner, owner_alive
+from stitchcore.store._ownership import (  # noqa: F401
+    HEARTBEAT_SECONDS,
+    STALE_SECONDS,
+    OwnedRuns,
+    live_owner,
+    owner_alive,
+)
+from stitchcore.store._ownership import HOST as _HOST
 from stitchcore.store._schema import MIGRATIONS, STATUSES, migrate  # noqa: F401
 from stitchcore.store.canonical_json import canonical_json, plain_json
-from stitchcore.errors import RunBusy, StoreError
 
 __all__ = ["SCHEMA_VERSION", "STATUSES", "RunRecord", "Store", "resolve_store_dir", "run_id_for"]
 
@@ -101,14 +108,17 @@ class RunRecord:
     started: float | None  # when it last began running
     finished: float | None  # when it reached a final status
     label: str  # short human label for lists and plots
+    imported: float | None = None  # when this store imported it from a bundle; None: computed here
+    imported_from: str | None = None  # the bundle's file name, when imported
 
 
 _RUN_COLS = "id, kind, spec, status, summary, error, created, started, finished, label"
+_ORIGIN_COLS = "imported, imported_from"  # database version 3 (NULLs from an older read-only store)
 _ART_COLS = "name, relpath, sha256, bytes"
 
 
 def _record(row: tuple) -> RunRecord:
-    rid, kind, spec, status, summary, *rest = row  # rest: error, created, started, finished, label
+    rid, kind, spec, status, summary, *rest = row  # rest: error, created, started, finished, label, origin
     return RunRecord(rid, kind, json.loads(spec), status, json.loads(summary) if summary else {}, *rest)
 
 
@@ -217,6 +227,9 @@ class Store:
 
     def _migrate(self) -> None:
         migrate(self._query, self._tx, root=self.root, db_path=self.db_path, read_only=self.read_only)
+        columns = {row[1] for row in self._query("PRAGMA table_info(runs)")}
+        origin = _ORIGIN_COLS if "imported" in columns else "NULL, NULL"  # a read-only store of version < 3
+        self._run_cols = f"{_RUN_COLS}, {origin}"  # what every read of a run row selects (RunRecord's fields)
 
     def close(self) -> None:
         """Close every connection this Store opened (any thread); further calls raise StoreError.
@@ -232,7 +245,7 @@ class Store:
             with in_use:
                 conn.close()
 
-    def __enter__(self) -> Store:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -240,7 +253,7 @@ class Store:
 
     def lookup(self, run_id: str) -> RunRecord | None:
         """The run with this id, whatever its status; None if unknown."""
-        rows = self._query(f"SELECT {_RUN_COLS} FROM runs WHERE id = ?", (run_id,))
+        rows = self._query(f"SELECT {self._run_cols} FROM runs WHERE id = ?", (run_id,))
         return _record(rows[0]) if rows else None
 
     def lookup_done(self, run_id: str) -> RunRecord | None:
@@ -262,7 +275,8 @@ class Store:
         with self._tx() as conn:
             row = conn.execute("SELECT status, created, owner, heartbeat FROM runs WHERE id = ?", (run_id,)).fetchone()
             if keep_done and row and row[0] == "done":
-                return _record(conn.execute(f"SELECT {_RUN_COLS} FROM runs WHERE id = ?", (run_id,)).fetchone())
+                row = conn.execute(f"SELECT {self._run_cols} FROM runs WHERE id = ?", (run_id,)).fetchone()
+                return _record(row)
             if row and row[0] in ("queued", "running") and row[2] != self._owner:
                 if owner_alive(row[2], row[3], now):
                     if row[0] == "running":  # a queued row is taken by whoever starts it (or queues it again)
@@ -400,7 +414,7 @@ class Store:
     ) -> list[RunRecord]:
         """Runs, newest first, optionally filtered by kind and status (one or several)."""
         wanted = [] if status is None else [status] if isinstance(status, str) else list(status)
-        sql = f"SELECT {_RUN_COLS} FROM runs WHERE (? IS NULL OR kind = ?)"
+        sql = f"SELECT {self._run_cols} FROM runs WHERE (? IS NULL OR kind = ?)"
         sql += f" AND status IN ({', '.join('?' * len(wanted))})" if status is not None else ""
         sql += " ORDER BY created DESC, rowid DESC LIMIT ?"
         args = [kind, kind, *wanted, -1 if limit is None else int(limit)]
@@ -532,13 +546,16 @@ class Store:
     def import_runs(
         self,
         runs: Sequence[tuple[RunRecord, dict[str, list[tuple[int, float]]], dict[str, tuple[Path, str, int]]]],
+        source: str | None = None,
     ) -> None:
         """Write whole finished runs made elsewhere (a bundle): every row, series point and artifact in one
         transaction, or nothing.
 
         ``runs``: ``(record, series, {artifact name: (staged file, sha256, bytes)})``; a staged file (on this
-        store's filesystem) must have that sha256 and size, and is moved into ``blobs/<id>/``.  StoreError,
-        nothing written, when a run id is already in the store or a run is unfinished.
+        store's filesystem) must have that sha256 and size, and is moved into ``blobs/<id>/``.  Each row
+        records when it was imported and ``source`` (the bundle's file name): ``RunRecord.imported``,
+        ``imported_from``.  StoreError, nothing written, when a run id is already in the store or a run is
+        unfinished.
         """
         for rec, _, arts in runs:
             _check_name(rec.id, "run id")
@@ -555,15 +572,18 @@ class Store:
             with self._tx() as conn:
                 ids = [rec.id for rec, _, _ in runs]
                 have = conn.execute(f"SELECT id FROM runs WHERE id IN ({', '.join('?' * len(ids))})", ids).fetchall()
+                now = time.time()
                 if have:
                     raise StoreError(f"run {have[0][0]} is already in store {self.root}: nothing imported")
                 for rec, series, arts in runs:
                     summary = rec.summary if rec.summary or rec.status == "done" else None
                     conn.execute(
-                        f"INSERT INTO runs ({_RUN_COLS}, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        f"INSERT INTO runs ({_RUN_COLS}, {_ORIGIN_COLS}, owner)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (rec.id, rec.kind, canonical_json(plain_json(rec.spec, "spec", lenient=False)), rec.status,
                          None if summary is None else canonical_json(plain_json(summary, "summary", lenient=True)),
-                         rec.error, rec.created, rec.started, rec.finished, rec.label, self._owner),
+                         rec.error, rec.created, rec.started, rec.finished, rec.label, now, source,
+                         self._owner),
                     )
                     points = [(rec.id, str(name), int(step), None if math.isnan(v) else float(v), None)
                               for name, pts in series.items() for step, v in pts]

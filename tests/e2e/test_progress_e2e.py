@@ -1,6 +1,6 @@
 """Long jobs announced and followed, in a real browser (issue item 6): an estimate before Launch, the time
-left on a running job's progress bar, a model that finished training listed without a reload, and the
-classroom demo's models training in the page itself.
+left on a running job's progress bar, a model that finished training listed without a reload (the training
+section open until both models the page joins exist), and the classroom demo's models training in the page itself.
 
 ``STITCHLAB_SHOTS=/tmp/shots`` keeps a picture of each (estimate.png, eta.png, demo.png).
 """
@@ -88,11 +88,24 @@ def test_language_page_lists_a_char_gpt_that_finished_without_a_reload(lm_url, p
     # no reload: the page reruns itself when the training ends, and picker A follows the new model
     page.wait_for_function("""() => [...document.querySelectorAll('input[aria-label="Model A"]')]
         .some(e => /^zoo:gpt-pydoc-s11-adamw-[0-9a-f]{6}$/.test(e.value))""", timeout=SLOW)
+    main.get_by_text("One char-GPT trained: train another").wait_for()  # drawn after the section, same rerun
     assert main.get_by_text("No char-GPTs trained yet").count() == 0
     page.wait_for_function(IDLE, timeout=60_000)
-    if not page.get_by_label("Batch (windows a step)", exact=True).is_visible():
-        page.get_by_text("Train a character-level GPT here").click()  # collapsed now that a model exists
+    page.wait_for_timeout(1000)  # (a section folded by that rerun is folded by now)
+    section = main.locator('[data-testid="stExpander"]', has_text="Train a character-level GPT here").locator("details")
+    assert section.get_attribute("open") is not None  # still open: the page joins two models, one exists
     assert page.get_by_label("Batch (windows a step)", exact=True).input_value() == "2"  # the form kept its values
+    _shot(page, "one-of-two", at=section)
+
+    _number(page, "Seed", 12)  # the second model: once it is listed, the section folds
+    page.wait_for_function(ESTIMATED, timeout=SLOW)
+    page.get_by_role("button", name="Train char-GPT").click()
+    main.get_by_text("One char-GPT trained").wait_for(state="detached", timeout=SLOW)  # the rerun that lists it
+    page.wait_for_function(IDLE, timeout=60_000)
+    expect(section).not_to_have_attribute("open", re.compile(".*"))
+    page.wait_for_function("""() => [...document.querySelectorAll('input[aria-label="Model B"]')]
+        .some(e => /^zoo:gpt-pydoc-s12-adamw-[0-9a-f]{6}$/.test(e.value))""")  # B follows the second model
+    _shot(page, "two-of-two")
 
 
 def test_classroom_demo_shows_its_models_training_in_the_page(tmp_path, browser):

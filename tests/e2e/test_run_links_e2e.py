@@ -17,11 +17,13 @@ RUNS = {  # the fixture's runs (as in tests/test_store_compat.py)
     "6d9f490702433fc1": "stitch", "948efef379ab0882": "matrix", "85d6995881b3ee60": "similarity",
     "2daff2acaae2878b": "sweep", "7b32b03feebed0fd": "merge", "70492b7db4bce988": "lmdepth",
 }  # fmt: skip
+# the matrix's link names the similarity run launched with it (its measure is not in the matrix's spec)
+LINK_EXTRA = {"948efef379ab0882": "&cka=85d6995881b3ee60"}
 # What each kind's own view shows: ("metric", label) for a metric card, ("chart", text) for a plotly chart.
 CONTENT = {
     "zoo": [("metric", "Test accuracy")],
     "stitch": [("metric", "Stitched accuracy"), ("metric", "Penalty")],
-    "matrix": [("chart", "Stitching accuracy")],
+    "matrix": [("chart", "Stitching accuracy"), ("chart", "Linear CKA")],  # the similarity run launched with it
     "similarity": [("chart", "Linear CKA")],
     "sweep": [("chart", "Per-class accuracy of the stitched model")],
     "merge": [("metric", "Loss merged"), ("chart", "Validation loss")],
@@ -51,7 +53,7 @@ def test_results_link_opens_the_kinds_own_view(v1_url, page, run_id):
     link = page.get_by_role("link", name=f"Open on the {PAGE_TITLE[PAGE[kind]]} page")
     link.first.wait_for(timeout=30_000)  # drawn beside the view, possibly a moment after it
     assert link.count() == 1
-    assert link.get_attribute("href").endswith(f"{PAGE[kind]}?run={run_id}")
+    assert link.get_attribute("href").endswith(f"{PAGE[kind]}?run={run_id}{LINK_EXTRA.get(run_id, '')}")
 
 
 @pytest.mark.parametrize("run_id", RUNS)

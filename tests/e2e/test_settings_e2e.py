@@ -1,15 +1,14 @@
 """Settings in a real browser: switch this server's jobs to a Ray started on it, then a matrix launched
-from the Similarity page runs as Ray tasks and its view says so.  Its own server over a copy of the
+from the Similarity page runs as Ray tasks and its view says so; back to "This server", that Ray stops.  Its own server over a copy of the
 session's trained store, so the other browser tests keep the local backend."""
 
 from __future__ import annotations
 
 import os
 
-from tests.ray_helpers import RAY_ENV
-
 from tests.conftest import copy_store
 from tests.e2e.conftest import open_app, serve
+from tests.ray_helpers import RAY_ENV
 
 
 def test_switch_to_ray_then_a_matrix_runs_there(page, _trained, tmp_path, monkeypatch):
@@ -37,3 +36,10 @@ def test_switch_to_ray_then_a_matrix_runs_there(page, _trained, tmp_path, monkey
             page.screenshot(path=f"{shots}/similarity-ray.png", full_page=True)
         open_app(page, f"{url}/settings")
         page.get_by_text("Now: A Ray cluster").wait_for()  # saved for the server, seen by a fresh page
+
+        page.get_by_text("This server", exact=True).last.click()  # back: the Ray started here (~2 GB) stops
+        page.get_by_role("button", name="Save").click()
+        page.get_by_text("The Ray started on this server is stopped").wait_for(timeout=120_000)
+        page.get_by_text("Now: This server").wait_for()
+        if shots:
+            page.screenshot(path=f"{shots}/settings-back.png", full_page=True)

@@ -12,7 +12,8 @@ One kind, one package, imports running downward:
   :func:`sender_activations` and the workspace they work in;
 * :mod:`.run` -- the driver :func:`run_matrix`, registered as ``matrix`` on import; only it writes the store;
 * :mod:`.read` -- the readers of stored results (:func:`partial_cells`, :func:`cell_grid`,
-  :func:`control_tables` ...) and :func:`matrix_state`, what a page or a report draws;
+  :func:`control_tables` ...), :func:`matrix_state`, what a page or a report draws, and
+  :func:`similarity_beside`, the similarity run launched with the matrix;
 * :mod:`.estimate` -- :func:`estimate_matrix`, how long a run will take.
 """
 
@@ -32,6 +33,7 @@ from stitchcore.experiments.matrix.read import (
     matrix_state,
     partial_cells,
     partial_path,
+    similarity_beside,
     skipped_pairs,
 )
 from stitchcore.experiments.matrix.run import run_matrix  # registers the kind
@@ -48,4 +50,4 @@ from stitchcore.experiments.matrix.units import receiver_unit, sender_activation
 __all__ = ["CELLS_ARTIFACT", "CONTROLS", "CONTROL_NAMES", "MODES", "VARIANTS", "ControlTable", "MatrixSpec",
            "MatrixState", "blank_cells_mean", "cell_axes", "cell_grid", "control_tables", "debiased", "difference",
            "estimate_matrix", "failed_pairs", "matrix_state", "partial_cells", "partial_path", "receiver_unit",
-           "run_matrix", "sender_activations", "skipped_pairs", "streamed_unit"]  # fmt: skip
+           "run_matrix", "sender_activations", "similarity_beside", "skipped_pairs", "streamed_unit"]  # fmt: skip

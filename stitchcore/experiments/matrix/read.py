@@ -11,6 +11,8 @@ adapter + trained top alone.  ``debiased`` keeps the random sender's (the only o
 skipped cells with their reasons.
 
 :func:`matrix_state` reconciles all of that into what a page or a report draws (:class:`MatrixState`).
+:func:`similarity_beside` finds the similarity run (CKA, Procrustes ...) launched beside a matrix, whose
+measure the matrix's spec does not hold.
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ from typing import Any
 
 from stitchcore.errors import StitchError
 from stitchcore.experiments.matrix.spec import CELLS_ARTIFACT, CONTROL_NAMES, CONTROLS, MatrixSpec
-from stitchcore.store.results import Store
+from stitchcore.experiments.similarity import SimilaritySpec
+from stitchcore.measures.similarity import list_measures
+from stitchcore.store.results import RunRecord, Store, run_id_for
 
 __all__ = ["ControlTable", "Grid", "MatrixState", "blank_cells_mean", "cell_axes", "cell_grid", "control_tables",
            "debiased", "difference", "failed_pairs", "matrix_state", "partial_cells", "partial_path",
-           "skipped_pairs"]  # fmt: skip
+           "similarity_beside", "skipped_pairs"]  # fmt: skip
 
 
 def partial_path(store: Store, run_id: str) -> Path:
@@ -274,3 +278,23 @@ def matrix_state(
         pending=blank_cells_mean(status, failed),
         controls=control_tables(s if final else None, cells, senders, receivers, controls=spec.controls),
     )
+
+
+def similarity_beside(store: Store, spec: MatrixSpec, created: float | None = None) -> RunRecord | None:
+    """The similarity run stored beside a matrix: the Similarity page launches one with the matrix (same models,
+    cuts and data, under the measure picked there; other settings default), and the matrix's spec does not name
+    the measure, so a link or Results finds it here.  Every registered measure is looked up by its run id; of
+    several, the one created nearest ``created`` (the matrix's, when it was launched with it), else the newest.
+    None when the store holds none."""
+    found = []
+    for measure in list_measures():
+        sim = SimilaritySpec(a=spec.a, b=spec.b, senders=spec.senders, receivers=spec.receivers, measure=measure,
+                             dataset=spec.dataset)  # fmt: skip
+        rec = store.lookup(run_id_for("similarity", sim.to_dict()))
+        if rec is not None:
+            found.append(rec)
+    if not found:
+        return None
+    if created is None:
+        return max(found, key=lambda r: r.created)
+    return min(found, key=lambda r: abs(r.created - created))

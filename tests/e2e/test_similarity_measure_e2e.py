@@ -1,0 +1,82 @@
+"""The measure launched beside a matrix survives every way back to it: a matrix launched on the Similarity page
+with a non-default measure, then opened from Results, by Results' "Open on the Similarity page" link and by its
+bare permalink, each in a fresh browser context, shows that measure (its spec does not name it)."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from tests.e2e.conftest import open_app
+
+MEASURE, TITLE = "procrustes", "Procrustes distance"
+
+
+@pytest.fixture(scope="module")
+def refs(e2e_store):
+    """The two digit CNNs in the e2e server's store (trained here, or already there)."""
+    from stitchcore.experiments import run_experiment
+    from stitchcore.experiments.zoo import ZooRecipe
+    from stitchcore.store.results import Store
+
+    store = Store(e2e_store)
+    try:
+        return [run_experiment("zoo", ZooRecipe(arch="cnn", dataset="digits", seed=s), store).record.summary["ref"]
+                for s in (0, 1)]  # fmt: skip
+    finally:
+        store.close()
+
+
+def _shows_measure(page) -> None:
+    """The similarity panel beside the stitching one is the launched measure's; the form's picker says it too
+    (on the Similarity page)."""
+    page.locator(".js-plotly-plot", has_text="Stitching accuracy").first.wait_for(timeout=60_000)
+    page.locator(".js-plotly-plot", has_text=TITLE).first.wait_for(timeout=60_000)
+    assert page.locator(".js-plotly-plot", has_text="Linear CKA").count() == 0
+
+
+def test_matrix_reopened_shows_the_measure_it_was_launched_with(app_url, page, browser, refs):
+    open_app(page, f"{app_url}/similarity?a={refs[0]}&b={refs[1]}")
+    page.get_by_text("Choose…").click()  # two cuts a side: seconds
+    for label, keep in (("Sender cuts of A", ("block2", "fc1")), ("Receiver cuts of B", ("fc1", "fc2"))):
+        box = page.locator('[data-testid="stMultiSelect"]', has_text=label).first
+        for name in ("block1", "block2", "flatten", "fc1", "fc2"):
+            chip = box.locator('[data-baseweb="tag"]', has_text=name)
+            if name not in keep and chip.count():
+                chip.get_by_role("presentation").click()  # the chip's ×
+                page.wait_for_timeout(400)
+    page.locator('[data-testid="stSelectbox"]', has_text="Measure").click()
+    page.get_by_role("option", name=TITLE).click()
+    page.get_by_text(f"{TITLE}:").first.wait_for()  # the direction caption under the picker
+    page.get_by_role("button", name="Launch").click()
+    page.get_by_text("Click a cell of the stitching panel").wait_for(timeout=120_000)
+    query = parse_qs(urlparse(page.url).query)
+    run_id, cka_id = query["run"][0], query["cka"][0]
+    _shows_measure(page)
+
+    def fresh(url: str):
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        pg = context.new_page()
+        pg.set_default_timeout(60_000)
+        open_app(pg, url)
+        return context, pg
+
+    context, pg = fresh(f"{app_url}/results?run={run_id}")  # from Results
+    try:
+        _shows_measure(pg)
+        link = pg.get_by_role("link", name="Open on the Similarity page")
+        link.first.wait_for(timeout=30_000)
+        href = link.get_attribute("href")
+        assert href.endswith(f"similarity?run={run_id}&cka={cka_id}"), href
+    finally:
+        context.close()
+    for url in (href, f"{app_url}/similarity?run={run_id}"):  # Results' link, and the bare permalink
+        context, pg = fresh(url if url.startswith("http") else f"{app_url}/{url.rsplit('/', 1)[-1]}")
+        try:
+            _shows_measure(pg)
+            picker = pg.locator('[data-testid="stSelectbox"]', has_text="Measure").first
+            shown = picker.inner_text() + " ".join(i.input_value() for i in picker.locator("input").all())
+            assert TITLE in shown, shown
+        finally:
+            context.close()
