@@ -215,8 +215,7 @@ def test_the_page_helper_never_raises(monkeypatch, fresh_app_state):
     def broken(*_a, **_k):
         raise RuntimeError("estimator bug")
 
-    monkeypatch.setattr(ui.estimates, "estimate_seconds", broken)  # where show_estimate looks it up
-    monkeypatch.setattr(ui.estimates, "estimate_plan", broken)
+    monkeypatch.setattr(ui.estimates, "estimate_plan", broken)  # where show_estimate looks it up
     assert ui.show_estimate("zoo", ZooRecipe()) is None
     assert ui.show_plan_estimate([("zoo", ZooRecipe())]) is None
     assert ui.show_estimate("zoo", None) is None

@@ -16,7 +16,6 @@ from stitchcore.experiments.estimate import (
     calibrating,
     describe_changes,
     estimate_plan,
-    estimate_seconds,
     format_duration,
     quick_settings,
 )
@@ -46,25 +45,35 @@ def show_estimate(kind: str, spec: Any, form_keys: Mapping[str, str] | None = No
     """
     if spec is None:
         return None
+    return show_plan_estimate([(kind, spec)], form_keys)
 
-    def compute(s: Any = spec) -> Estimate | None:
-        return estimate_seconds(kind, s, get_store(), wait=False, threads=get_runner().cpu_threads)
 
-    on_cluster = _runs_on_cluster(kind)
-    est = _show_estimate(compute, kind, on_cluster=on_cluster)
+def show_plan_estimate(items: list[tuple[str, Any]], form_keys: Mapping[str, str] | None = None) -> Estimate | None:
+    """As :func:`show_estimate` for runs queued one after the other (``[(kind, spec), ...]``, e.g. the
+    classroom demo's two models and their stitch, a matrix and the measure beside it): the time of those not
+    in the store yet.  ``form_keys`` name the form fields of the first run's spec (the quick settings)."""
+    if not items or any(spec is None for _, spec in items):
+        return None
+
+    def compute(plan: list[tuple[str, Any]] = items) -> Estimate | None:
+        return estimate_plan(plan, get_store(), wait=False, threads=get_runner().cpu_threads)
+
+    what = "+".join(k for k, _ in items)
+    est = _show_estimate(compute, what, on_cluster=any(_runs_on_cluster(k) for k, _ in items))
     if est is not None and not est.stored and est.seconds > LONG_RUN_SECONDS and form_keys:
-        _offer_quick_settings(kind, spec, form_keys, compute)
+        _offer_quick_settings(items, form_keys, compute)
     return est
 
 
-def _offer_quick_settings(kind: str, spec: Any, form_keys: Mapping[str, str],
-                          compute: Callable[[Any], Estimate | None]) -> None:
-    """One click to the quick settings (fewer epochs, capped images), with their own estimate."""
+def _offer_quick_settings(items: list[tuple[str, Any]], form_keys: Mapping[str, str],
+                          compute: Callable[[list[tuple[str, Any]]], Estimate | None]) -> None:
+    """One click to the quick settings of the first run (fewer epochs, capped images), with their own estimate."""
+    (kind, spec), *rest = items
     changes = {k: v for k, v in quick_settings(spec).items() if k in form_keys}
     if not changes:
         return
     try:
-        quick_est = compute(dataclasses.replace(spec, **changes))
+        quick_est = compute([(kind, dataclasses.replace(spec, **changes)), *rest])
     except Exception:
         log.exception("estimating the quick settings failed")
         quick_est = None
@@ -88,13 +97,6 @@ def _runs_on_cluster(kind: str) -> bool:
     except StitchError:
         return False
     return options is not None and options.backend != "local"
-
-
-def show_plan_estimate(items: list[tuple[str, Any]]) -> Estimate | None:
-    """As :func:`show_estimate` for runs queued one after the other (``[(kind, spec), ...]``, e.g. the
-    classroom demo's two models and their stitch): the time of those not in the store yet."""
-    return _show_estimate(lambda: estimate_plan(items, get_store(), wait=False, threads=get_runner().cpu_threads),
-                          "+".join(k for k, _ in items))
 
 
 def _with_startup(est: Estimate | None) -> Estimate | None:

@@ -73,11 +73,13 @@ def pick_dataset(prefix: str, default: str | None) -> str | None:
     def label(name: str) -> str:
         return f"{name}  (the models' training set)" if name == default else name
 
-    choice = st.selectbox("Dataset", options, key=key, index=None, persist_state="session", placeholder="choose a dataset", format_func=label,
+    choice = st.selectbox("Dataset", options, key=key, index=None,
+                          persist_state="session", placeholder="choose a dataset", format_func=label,
                           help="The data the adapter trains and is evaluated on; default: B's training set")
     if choice != IMAGEFOLDER:
         return choice
-    path = st.text_input("Image folder", key=path_key, persist_state="session", placeholder="/data/pets or /data/pets?size=64",
+    path = st.text_input("Image folder", key=path_key,
+                         persist_state="session", placeholder="/data/pets or /data/pets?size=64",
                          help="train/<class>/* and test/<class>/* (or val/); images resized to 32x32 unless ?size=N")
     return f"imagefolder:{path.strip()}" if path.strip() else None
 

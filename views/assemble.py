@@ -75,7 +75,8 @@ def _cut_picker(ref: str, role: str) -> tuple[str, ...] | None:
     st.session_state[f"_{key}_ref"] = ref
     layouts = {c.name: c.layout for c in cuts}
     label = "Sender cuts of A" if role == "a" else "Receiver cuts of B"
-    picked = set(st.multiselect(label, names, key=key, format_func=lambda n: f"{n} ({layouts[n]})",
+    picked = set(st.multiselect(label, names, key=key,
+                                persist_state="session", format_func=lambda n: f"{n} ({layouts[n]})",
                                 help="default: 3 feature-map or token cuts spread over depth"))  # fmt: skip
     return tuple(n for n in names if n in picked)
 
@@ -100,22 +101,25 @@ with left:
     if ref_b:
         receivers = _cut_picker(ref_b, "b")
 with right:
-    kinds = st.multiselect("Adapter kinds", KINDS, key="asm_kinds",
+    kinds = st.multiselect("Adapter kinds", KINDS, key="asm_kinds", persist_state="session",
                            help="linear = 1x1 conv; linear_relu, conv3x3_relu, bottleneck: Traft & Cheney's complex ones")
     c = st.columns(2)
-    norms = c[0].multiselect("BatchNorm", NORMS, key="asm_norms", help="both = before and after the adapter")
-    resamples = c[1].multiselect("Rescaling", RESAMPLES, key="asm_resamples",
+    norms = c[0].multiselect("BatchNorm", NORMS, key="asm_norms",
+                             persist_state="session", help="both = before and after the adapter")
+    resamples = c[1].multiselect("Rescaling", RESAMPLES, key="asm_resamples", persist_state="session",
                                  help="bilinear resampling (best in the paper), a strided conv inside the adapter, "
                                       "or none (only equal grids)")  # fmt: skip
     c = st.columns(2)
-    epochs = c[0].number_input("Epochs per adapter", 1, 200, key="asm_epochs",
+    epochs = c[0].number_input("Epochs per adapter", 1, 200, key="asm_epochs", persist_state="session",
                                help="AdamW, lr 2e-3, weight decay 0.05, cosine to 0 (the paper's settings)")
-    max_train = c[1].number_input("Max training images (0 = all)", 0, 10**7, key="asm_max_train")
+    max_train = c[1].number_input("Max training images (0 = all)", 0, 10**7, key="asm_max_train",
+                                  persist_state="session")
     cls_token = st.radio("A ViT receiver's class token", CLS_TOKENS, horizontal=True, key="asm_cls",
+                         persist_state="session",
                          format_func={"adapter": "learned by the adapter", "receiver": "B's own (fixed)"}.get,
                          help="learned: the mean of the adapter's patch tokens plus a learned offset; B's own: B's "
                               "class token at the receiving cut, averaged over training images")  # fmt: skip
-    finetune = st.checkbox("Fine-tuned baseline", key="asm_finetune",
+    finetune = st.checkbox("Fine-tuned baseline", key="asm_finetune", persist_state="session",
                            help="also train every part of each assembled network together (copies; A and B stay "
                                 "as they are): what the parts can do beyond the adapter")  # fmt: skip
     models, why_not, dataset, default_data = {}, None, None, None

@@ -55,13 +55,17 @@ def _train_form() -> None:
     """Train a char-GPT zoo recipe here (a background job; the pickers list it once done), with how long it
     takes on this machine above the button."""
     c = st.columns(6)
-    text = c[0].selectbox("Corpus", [*list_texts(), "file:…"], key="lm_train_text",
+    text = c[0].selectbox("Corpus", [*list_texts(), "file:…"], key="lm_train_text", persist_state="session",
                           help="pydoc works offline; tinyshakespeare downloads once")
-    path = c[1].text_input("Text file (for file:…)", placeholder="/path/to/text.txt", key="lm_train_path")
-    seed = c[2].number_input("Seed", 0, 10**6, 0, key="lm_train_seed")
-    optimizer = c[3].selectbox("Optimizer", OPTIMIZERS, index=1, key="lm_train_optimizer")
-    epochs = c[4].number_input("Epochs (50 steps each)", 1, 400, ZooRecipe().epochs, key="lm_train_epochs")
+    path = c[1].text_input("Text file (for file:…)", placeholder="/path/to/text.txt", key="lm_train_path",
+                           persist_state="session")
+    seed = c[2].number_input("Seed", 0, 10**6, 0, key="lm_train_seed", persist_state="session")
+    optimizer = c[3].selectbox("Optimizer", OPTIMIZERS, index=1, key="lm_train_optimizer",
+                               persist_state="session")
+    epochs = c[4].number_input("Epochs (50 steps each)", 1, 400, ZooRecipe().epochs, key="lm_train_epochs",
+                               persist_state="session")
     batch = c[5].number_input("Batch (windows a step)", 1, 1024, ZooRecipe().batch_size, key="lm_train_batch",
+                              persist_state="session",
                               help="64 by default; smaller trains faster and worse (a quick classroom model)")
     dataset = f"file:{path.strip()}" if text == "file:…" else text
     recipe = None
@@ -113,12 +117,14 @@ def _shape(ref: str) -> dict | None:
 
 def _adapter_widgets() -> dict:
     c = st.columns(5)
-    kind = c[0].selectbox("Adapter", ("linear", "lowrank", "mlp"), key="lm_adapter",
+    kind = c[0].selectbox("Adapter", ("linear", "lowrank", "mlp"), key="lm_adapter", persist_state="session",
                           help="per token; mlp = linear + a GELU MLP branch starting at zero")
-    init = c[1].selectbox("Init", ("lstsq", "random"), key="lm_init", help="lstsq: least squares A -> B stream")
-    steps = c[2].number_input("Training steps", 0, 20000, key="lm_steps")
-    lr = c[3].number_input("Learning rate", 1e-5, 1.0, format="%.4f", key="lm_lr")
-    objective = c[4].selectbox("Objective", ("task", "match", "kd", "task+0.5*match"), key="lm_objective")
+    init = c[1].selectbox("Init", ("lstsq", "random"), key="lm_init",
+                          persist_state="session", help="lstsq: least squares A -> B stream")
+    steps = c[2].number_input("Training steps", 0, 20000, key="lm_steps", persist_state="session")
+    lr = c[3].number_input("Learning rate", 1e-5, 1.0, format="%.4f", key="lm_lr", persist_state="session")
+    objective = c[4].selectbox("Objective", ("task", "match", "kd", "task+0.5*match"), key="lm_objective",
+                               persist_state="session")
     spec = AdapterSpec(kind="linear" if kind == "mlp" else kind, norm=LM_ADAPTER.norm, resample="none", init=init)
     return {"adapter": spec, "steps": int(steps), "lr": float(lr), "objective": objective,
             "mlp_hidden": 128 if kind == "mlp" else 0}
@@ -126,17 +132,21 @@ def _adapter_widgets() -> dict:
 
 def _form(ref_a: str, ref_b: str, sa: dict, sb: dict):
     """The experiment widgets -> (kind, spec) or None."""
-    kind = KINDS[st.radio("Experiment", list(KINDS), horizontal=True, key="lm_kind")]
+    kind = KINDS[st.radio("Experiment", list(KINDS), horizontal=True, key="lm_kind", persist_state="session")]
     n = min(sa["n_layer"], sb["n_layer"])
     for key, top in (("lm_start", n), ("lm_end", n), ("lm_i", sa["n_layer"]), ("lm_j", sb["n_layer"])):
         st.session_state[key] = min(st.session_state[key], top)  # other models may have fewer blocks
     evals = {"eval_windows": int(st.session_state["lm_windows"]), "sample_tokens": int(st.session_state["lm_samples"])}
     if kind == "merge":
         c = st.columns(4)
-        start = c[0].number_input("First substituted block (start)", 0, n, key="lm_start")
-        end = c[1].number_input("End (exclusive; -1 = last block)", -1, n, key="lm_end")
-        head = c[2].radio("Head", ("a", "b"), key="lm_head", horizontal=True, help=HEAD_HELP)
-        embed = c[3].radio("Embeddings (wte, wpe)", ("a", "b"), key="lm_embed", horizontal=True)
+        start = c[0].number_input("First substituted block (start)", 0, n, key="lm_start",
+                                  persist_state="session")
+        end = c[1].number_input("End (exclusive; -1 = last block)", -1, n, key="lm_end",
+                                persist_state="session")
+        head = c[2].radio("Head", ("a", "b"), key="lm_head",
+                          persist_state="session", horizontal=True, help=HEAD_HELP)
+        embed = c[3].radio("Embeddings (wte, wpe)", ("a", "b"), key="lm_embed",
+                           persist_state="session", horizontal=True)
         end = n if end < 0 else int(end)
         layout = merge_layout(sa["n_layer"], sb["n_layer"], int(start), end, head, embed)
         st.markdown(f"Merged model, in order (B's blocks `[{int(start)}, {end})`, half-open):")
@@ -145,9 +155,11 @@ def _form(ref_a: str, ref_b: str, sa: dict, sb: dict):
                                embed=embed, **evals)
     if kind == "lmstitch":
         c = st.columns(3)
-        i = c[0].number_input("A's stream after i blocks (i)", 0, sa["n_layer"], key="lm_i")
-        j = c[1].number_input("B from block j (j)", 0, sb["n_layer"], key="lm_j")
-        head = c[2].radio("Head", ("a", "b"), key="lm_head", horizontal=True, help=HEAD_HELP)
+        i = c[0].number_input("A's stream after i blocks (i)", 0, sa["n_layer"], key="lm_i",
+                              persist_state="session")
+        j = c[1].number_input("B from block j (j)", 0, sb["n_layer"], key="lm_j", persist_state="session")
+        head = c[2].radio("Head", ("a", "b"), key="lm_head",
+                          persist_state="session", horizontal=True, help=HEAD_HELP)
         if head == "a" and sa["width"] != sb["width"]:
             st.warning(f"Head preservation needs equal widths (A: {sa['width']}, B: {sb['width']}); use head b.")
             return kind, None
@@ -155,9 +167,9 @@ def _form(ref_a: str, ref_b: str, sa: dict, sb: dict):
         st.code(" → ".join(stitch_layout(sa["n_layer"], sb["n_layer"], int(i), int(j), head)), language=None)
         return kind, LMStitchSpec(a=ref_a, b=ref_b, cut_a=int(i), cut_b=int(j), head=head, **train, **evals)
     c = st.columns(3)
-    modes = c[0].multiselect("Modes", ("merge", "stitch"), key="lm_modes")
-    heads = c[1].multiselect("Heads", ("a", "b"), key="lm_heads", help=HEAD_HELP)
-    heat = c[2].checkbox("Heat map: stitch every (i, j), head b", key="lm_heatmap")
+    modes = c[0].multiselect("Modes", ("merge", "stitch"), key="lm_modes", persist_state="session")
+    heads = c[1].multiselect("Heads", ("a", "b"), key="lm_heads", persist_state="session", help=HEAD_HELP)
+    heat = c[2].checkbox("Heat map: stitch every (i, j), head b", key="lm_heatmap", persist_state="session")
     train = _adapter_widgets() if "stitch" in modes or heat else {}
     return kind, DepthSpec(a=ref_a, b=ref_b, modes=tuple(modes), heads=tuple(heads), heatmap=heat, **train, **evals)
 
@@ -213,8 +225,8 @@ with right:
             st.caption(f"{role.upper()}: {sh['n_layer']} blocks, width {sh['width']}, context {sh['context']} "
                        f"({sh['family']})")
     c = st.columns(2)
-    c[0].number_input("Validation windows", 1, 4096, key="lm_windows")
-    c[1].number_input("Sample tokens", 0, 1000, key="lm_samples")
+    c[0].number_input("Validation windows", 1, 4096, key="lm_windows", persist_state="session")
+    c[1].number_input("Sample tokens", 0, 1000, key="lm_samples", persist_state="session")
 
 spec = kind = None
 if ref_a and ref_b and shapes.get("a") and shapes.get("b"):

@@ -102,7 +102,7 @@ def _cut_set(ref: str, role: str, how: str) -> tuple[str, ...] | None:
     else:
         st.session_state[key] = [c.name for c in coarse_cuts(cuts, COARSE_CUTS)]
     label = "Sender cuts of A (rows)" if role == "a" else "Receiver cuts of B (columns)"
-    picked = set(st.multiselect(label, names, key=key))
+    picked = set(st.multiselect(label, names, key=key, persist_state="session"))
     if picked == set(names):
         return None
     return tuple(n for n in names if n in picked)  # execution order, whatever the click order
@@ -146,7 +146,7 @@ left, right = st.columns(2)
 with left:
     ref_a = ui.pick_model("a", zoo, 0, prefix="sim_")
     ref_b = ui.pick_model("b", zoo, 1, prefix="sim_")
-    cut_set = st.radio("Cuts", CUT_SETS, horizontal=True, key="sim_cutset",
+    cut_set = st.radio("Cuts", CUT_SETS, horizontal=True, key="sim_cutset", persist_state="session",
                        format_func={"all": "all (fine)", "coarse": f"coarse (≤{COARSE_CUTS} each)",
                                     "choose": "choose…"}.get,
                        help="all: every block-level cut; coarse: a few spread over depth; choose: pick them")
@@ -154,16 +154,20 @@ with left:
     receivers = _cut_set(ref_b, "b", cut_set) if ref_b else None
 with right:
     mode = st.radio("Mode", ("closed-form", "trained"), horizontal=True, key="sim_mode",
+                    persist_state="session",
                     help="closed-form: ridge least-squares fit per cell (seconds); trained: then train each cell")
-    epochs = st.number_input("Epochs (trained mode)", 1, 100, key="sim_epochs")
-    controls = st.checkbox("Controls (random sender / receiver / both; zoo models)", key="sim_controls")
+    epochs = st.number_input("Epochs (trained mode)", 1, 100, key="sim_epochs", persist_state="session")
+    controls = st.checkbox("Controls (random sender / receiver / both; zoo models)", key="sim_controls",
+                           persist_state="session")
     c1, c2 = st.columns([1, 1])
-    with_cka = c1.checkbox("Similarity beside it", key="sim_cka", help="a similarity measure of the pairs")
-    measure = c2.selectbox("Measure", measure_choices(), key="sim_measure",
+    with_cka = c1.checkbox("Similarity beside it", key="sim_cka",
+                           persist_state="session", help="a similarity measure of the pairs")
+    measure = c2.selectbox("Measure", measure_choices(), key="sim_measure", persist_state="session",
                            format_func=lambda m: MEASURE_TITLES.get(m, m), disabled=not with_cka)
     if with_cka:
         st.caption(f"{MEASURE_TITLES.get(measure, measure)}: {measure_direction(measure)}.")
-    max_train = st.number_input("Max training images (0 = all)", 0, 10**7, key="sim_max_train")
+    max_train = st.number_input("Max training images (0 = all)", 0, 10**7, key="sim_max_train",
+                                persist_state="session")
     models, why_not = _loaded(ref_a, ref_b), None  # why_not: why Launch is disabled
     if models is not None:
         default_data = default_dataset(models["a"], models["b"])
@@ -187,7 +191,8 @@ if why_not is None:
         ui.show_error(exc)
         why_not = "the form has an error (above)"
 
-ui.show_estimate("matrix", specs[0] if specs else None)
+ui.show_plan_estimate([(k, s) for k, s in zip(("matrix", "similarity"), specs or ()) if s is not None],
+                      form_keys={"epochs": "sim_epochs", "max_train": "sim_max_train"})  # Launch queues both
 if ui.launch_button("Launch", why_not, key="sim_launch") and specs is not None:
     try:
         job = ui.get_runner().submit("matrix", specs[0])

@@ -214,18 +214,23 @@ if len(loaded) == 2:
         kind = c[0].selectbox("Adapter", list_adapters(), key="kind", persist_state="session")
         norm = c[1].selectbox("BatchNorm", NORMS, key="norm", persist_state="session")
         resample = c[2].selectbox("Resample", RESAMPLES, key="resample", persist_state="session")
-        init = c[3].selectbox("Init", INITS, key="init", persist_state="session", help="lstsq: closed-form fit on cached activations")
+        init = c[3].selectbox("Init", INITS, key="init",
+                              persist_state="session", help="lstsq: closed-form fit on cached activations")
         c = st.columns(4)
         objectives = OBJECTIVES + (() if st.session_state["objective"] in OBJECTIVES else (st.session_state["objective"],))
         objective = c[0].selectbox("Objective", objectives, key="objective", persist_state="session")
         optimizer = c[1].selectbox("Optimizer", OPTIMIZERS, key="optimizer", persist_state="session")
-        lr = c[2].number_input("Learning rate", *NUMBER_RANGES["lr"], format="%.4f", key="lr", persist_state="session")
+        lr = c[2].number_input("Learning rate", *NUMBER_RANGES["lr"], format="%.4f", key="lr",
+                               persist_state="session")
         epochs = c[3].number_input("Epochs", *NUMBER_RANGES["epochs"], key="epochs", persist_state="session")
         c = st.columns(5)
-        batch_size = c[0].number_input("Batch size", *NUMBER_RANGES["batch_size"], key="batch_size", persist_state="session")
+        batch_size = c[0].number_input("Batch size", *NUMBER_RANGES["batch_size"], key="batch_size",
+                                       persist_state="session")
         seed = c[1].number_input("Seed", *NUMBER_RANGES["seed"], key="seed", persist_state="session")
-        max_train = c[2].number_input("Max training images (0 = all)", *NUMBER_RANGES["max_train"], key="max_train", persist_state="session")
-        max_test = c[3].number_input("Max test images (0 = all)", *NUMBER_RANGES["max_test"], key="max_test", persist_state="session")
+        max_train = c[2].number_input("Max training images (0 = all)", *NUMBER_RANGES["max_train"], key="max_train",
+                                      persist_state="session")
+        max_test = c[3].number_input("Max test images (0 = all)", *NUMBER_RANGES["max_test"], key="max_test",
+                                     persist_state="session")
         head = c[4].selectbox("Head", ("b", "a"), key="head", persist_state="session",
                               help="a: keep A's head after B's middle (same-family models)")
     with cuts:

@@ -94,13 +94,15 @@ def _prefill(run_id: str) -> None:
 def _options() -> dict:
     """Metrics and adapter options shared by both forms -> SweepSpec keyword arguments."""
     c = st.columns([3, 2, 2])
-    metrics = c[0].text_input("Trait metrics (comma-separated)", key="tr_metrics", help=METRIC_HELP)
+    metrics = c[0].text_input("Trait metrics (comma-separated)", key="tr_metrics",
+                              persist_state="session", help=METRIC_HELP)
     train_data = c[1].text_input("Adapter data (empty: the evaluation data)", key="tr_train_data",
+                                 persist_state="session",
                                  help="e.g. digits|drop3: the adapter never sees a 3")  # fmt: skip
-    adapter = c[2].selectbox("Adapter", list(ADAPTERS), key="tr_adapter")
+    adapter = c[2].selectbox("Adapter", list(ADAPTERS), key="tr_adapter", persist_state="session")
     c = st.columns(2)
-    control = c[0].checkbox("Random-init control", key="tr_control")
-    simplicity = c[1].checkbox("Simplicity measures", key="tr_simplicity")
+    control = c[0].checkbox("Random-init control", key="tr_control", persist_state="session")
+    simplicity = c[1].checkbox("Simplicity measures", key="tr_simplicity", persist_state="session")
     spec, epochs = ADAPTERS[adapter]
     return {"metrics": tuple(m.strip() for m in metrics.split(",") if m.strip()), "train_data": train_data or None,
             "adapter": spec, "epochs": epochs, "control": control, "simplicity": simplicity}  # fmt: skip
@@ -128,7 +130,8 @@ with st.expander("Your own sweep", expanded=not st.query_params.to_dict()):
         if ref_a and ref_b:
             try:
                 names = [c.name for c in ui.cuts_of(ref_a)]
-                positions = st.multiselect("Positions (empty: every cut)", names, key="tr_positions")
+                positions = st.multiselect("Positions (empty: every cut)", names, key="tr_positions",
+                                           persist_state="session")
                 a, b = ui.load_for_display(ref_a), ui.load_for_display(ref_b)
             except Exception as exc:  # a loader failure is shown, not raised
                 ui.show_error(exc, f"loading {ref_a} or {ref_b}")
@@ -150,12 +153,13 @@ with st.expander("Your own sweep", expanded=not st.query_params.to_dict()):
                 st.query_params.from_dict({"run": run_id})
     with built:
         c = st.columns(6)
-        arch = c[0].selectbox("Architecture", ("cnn", "mlp"), key="tr_arch")
-        kind_a = c[1].selectbox("A's trait", TRAITS, key="tr_trait_a")
-        kind_b = c[2].selectbox("B's trait", TRAITS, key="tr_trait_b")
-        layer = c[3].text_input("Special layer", key="tr_layer", help="special-*: the one layer fine-tuned")
-        x = c[4].number_input("Class X", 0, 9, key="tr_x")
-        y = c[5].number_input("Class Y (relabel)", 0, 9, key="tr_y")
+        arch = c[0].selectbox("Architecture", ("cnn", "mlp"), key="tr_arch", persist_state="session")
+        kind_a = c[1].selectbox("A's trait", TRAITS, key="tr_trait_a", persist_state="session")
+        kind_b = c[2].selectbox("B's trait", TRAITS, key="tr_trait_b", persist_state="session")
+        layer = c[3].text_input("Special layer", key="tr_layer",
+                                persist_state="session", help="special-*: the one layer fine-tuned")
+        x = c[4].number_input("Class X", 0, 9, key="tr_x", persist_state="session")
+        y = c[5].number_input("Class Y (relabel)", 0, 9, key="tr_y", persist_state="session")
         try:
             ra = trait_recipe(kind_a, arch=arch, seed=1, x=int(x), y=int(y), layer=layer)
             rb = trait_recipe(kind_b, arch=arch, seed=0, x=int(x), y=int(y), layer=layer)

@@ -71,6 +71,7 @@ CAL_EXAMPLES = 256  # examples a forward pass is timed on
 MAX_SAMPLED = 3  # cells / positions timed per spec; the others are assumed to cost their mean
 QUICK_EXAMPLES = 16  # a quick calibration times forward passes on this many examples ...
 QUICK_BATCH = 8  # ... and training steps at most this batch size, scaled up to the spec's batch size
+QUICK_CHEAP_SECONDS = 0.1  # ... unless A's prefix takes less than this on those examples: then in full
 
 
 @dataclass(frozen=True)
@@ -425,9 +426,16 @@ def pair_units(a: LoadedModel, b: LoadedModel, ds: ImageDataset, cut_a: Cut, cut
     prefix_b, suffix_b = split(b, cut_b)
     for m in (prefix_a, prefix_b, suffix_b):
         m.to(device).eval()
-    timed_batch = min(batch_size, QUICK_BATCH) if quick() else batch_size  # quick: steps scaled up after
-    n = min(QUICK_EXAMPLES if quick() else max(CAL_EXAMPLES, (CAL_STEPS + 1) * batch_size), len(ds.labels("train")))
-    n = max(n, min(2 * timed_batch, len(ds.labels("train"))))
+    available = len(ds.labels("train"))
+    is_quick = quick()
+    if is_quick:  # a small model is timed in full: a handful of its examples is all overhead (20x seen)
+        probe = min(QUICK_EXAMPLES, available)
+        with torch.no_grad():
+            is_quick = timed(lambda: collect(prefix_a, ds, a.preprocess, "train", device=device, batch_size=256,
+                                             limit=probe)) > QUICK_CHEAP_SECONDS
+    timed_batch = min(batch_size, QUICK_BATCH) if is_quick else batch_size  # quick: steps scaled up after
+    n = min(QUICK_EXAMPLES if is_quick else max(CAL_EXAMPLES, (CAL_STEPS + 1) * batch_size), available)
+    n = max(n, min(2 * timed_batch, available))
     acts = dict(device=device, batch_size=256, limit=n)
     out: dict[str, float] = {}
     t0 = time.perf_counter()
