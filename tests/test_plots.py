@@ -118,6 +118,19 @@ def test_compare_curves_one_trace_per_run_with_stable_colours():
     assert acc.layout.yaxis.tickformat == ".0%" and [t.name for t in acc.data] == ["seed 0"]
 
 
+def test_compare_curves_long_run_labels_go_under_the_plot_not_over_the_title():
+    short = plots.compare_curves([("seed 0", SERIES), ("seed 1", SERIES)])
+    assert short.layout.legend.y == 1.0 and short.layout.height == plots.HEIGHT  # one row beside the title
+    labels = ["zoo:cnn-digits-s0[block2] -> zoo:cnn-digits-s1[block2] (linear, lstsq) · 5a03d9",
+              "zoo:cnn-digits-s1 · 20b2ab", "zoo:vit-digits-s0-adamw-ffda8d · ffda8d"]  # a report's comparison
+    fig = plots.compare_curves([(label, SERIES) for label in labels], title="Training loss")
+    _check(fig)
+    legend = fig.layout.legend
+    assert (legend.yref, legend.y, legend.yanchor, legend.orientation) == ("container", 0.0, "bottom", "h")
+    rows = 3  # each long label a row at the narrowest width
+    assert fig.layout.height == plots.HEIGHT + rows * 20 and fig.layout.margin.b >= 56 + rows * 20
+
+
 def test_compare_curves_empty():
     fig = plots.compare_curves([], metric="loss")
     _check(fig)
@@ -202,6 +215,36 @@ def test_cut_diagram_many_cuts_hover_only(caplog):
     assert sum(len(t.x) for t in fig.data if t.showlegend is not False) == 60
     assert all("%{customdata[0]}" in t.hovertemplate for t in fig.data if t.showlegend is not False)
     assert [a.xanchor for a in fig.layout.annotations] == ["right"]  # last cut: caption grows inwards
+
+
+RESNET_SHAPES = [
+    ("conv1", [64, 112, 112]), ("bn1", [64, 112, 112]), ("act1", [64, 112, 112]), ("maxpool", [64, 56, 56]),
+    ("layer1.0", [64, 56, 56]), ("layer1.1", [64, 56, 56]), ("layer2.0", [128, 28, 28]),
+    ("layer2.1", [128, 28, 28]), ("layer3.0", [256, 14, 14]), ("layer3.1", [256, 14, 14]),
+    ("layer4.0", [512, 7, 7]), ("layer4.1", [512, 7, 7]), ("global_pool", [512]),
+]  # fmt: skip
+RESNET_CUTS = [{"name": n, "shape": shape, "layout": "map", "depth": (i + 1) / 13}
+               for i, (n, shape) in enumerate(RESNET_SHAPES)]  # fmt: skip
+
+
+def test_cut_diagram_long_names_slant_and_wide_shapes_run_up_inside_their_boxes():
+    """A ResNet's 13 cuts: names slanted with room below for the longest; shapes like 64×112×112 are wider
+    than their boxes, so they run up inside them at a readable size (never below 9 px: hidden, on hover)."""
+    fig = plots.cut_diagram(RESNET_CUTS, title="Cut points")
+    _check(fig)
+    assert fig.layout.xaxis.tickangle == -45 and list(fig.layout.xaxis.ticktext)[-1] == "global_pool"
+    boxes = [t for t in fig.data if t.showlegend is not False]
+    assert all(t.textposition == "inside" and t.textangle == -90 for t in boxes)
+    assert "64×112×112" in boxes[0].text and fig.layout.uniformtext.minsize == 9
+    assert fig.layout.margin.b >= 46 + 0.71 * plots.text_px("global_pool")  # the slanted longest name fits
+    assert fig.layout.height == 340 + fig.layout.margin.b - 56  # the plot keeps its height
+    vit = [{"name": n, "shape": [17, 64], "layout": "tokens", "depth": 0.1}
+           for n in ("patch_embed", "pos_drop", "blocks.0", "blocks.1", "blocks.2", "blocks.3", "norm")]
+    vit = plots.cut_diagram([*vit, {"name": "head_drop", "shape": [64], "layout": "vector", "depth": 1.0}])
+    assert vit.layout.xaxis.tickangle == -45  # 8 cuts, but "patch_embed" would run into "pos_drop"
+    assert all(t.textposition == "outside" for t in vit.data)  # 17×64 fits on its box
+    cnn = plots.cut_diagram(DIGIT_CUTS)
+    assert cnn.layout.xaxis.tickangle == 0 and cnn.layout.margin.b == 56  # short names: level, no extra room
 
 
 def test_cut_diagram_empty():

@@ -2,8 +2,8 @@
 
 Private to :mod:`stitchcore.plots`: the figure modules (runs, heatmap, lm, traits) share it so
 that every figure looks alike.  Template ``plotly_white``, short titles, every axis titled, the
-legend on top, and three fixed colours for the three models of a stitch (Okabe-Ito, colour-blind
-safe).
+legend on top (under the plot when it would not fit beside the title: :func:`legend_below`), and
+three fixed colours for the three models of a stitch (Okabe-Ito, colour-blind safe).
 
 >>> clean([1, float("nan"), None, 2.5])
 [1.0, None, None, 2.5]
@@ -18,8 +18,9 @@ from typing import Any
 import plotly.graph_objects as go
 
 __all__ = [
-    "ACCURACY_COLOR", "HEIGHT", "LAYOUT_COLORS", "LOSS_COLOR", "ROLE_COLORS", "ROLE_NAMES", "RUN_COLORS",
-    "TEMPLATE", "WAITING", "add_note", "clean", "finite", "house_style",
+    "ACCURACY_COLOR", "HEIGHT", "LAYOUT_COLORS", "LOSS_COLOR", "NARROW", "ROLE_COLORS", "ROLE_NAMES",
+    "RUN_COLORS", "TEMPLATE", "WAITING", "add_note", "clean", "finite", "house_style", "legend_below",
+    "legend_fits_on_top", "legend_rows", "text_px",
 ]  # fmt: skip
 
 # The three models of a stitch keep these colours in every figure (Okabe-Ito palette).
@@ -35,6 +36,10 @@ LAYOUT_COLORS = {"map": "#8DA0CB", "map_nhwc": "#5B6FA8", "tokens": "#E78AC3", "
 TEMPLATE = "plotly_white"
 HEIGHT = 380  # default figure height in px: two fit on a laptop screen
 WAITING = "waiting for the first steps…"
+# The narrowest a figure is drawn, in px (a report's grid column, a page's half column): layouts that
+# depend on whether labels fit are decided for this width, so they fit wherever the figure is shown.
+NARROW = 460
+LEGEND_ROW = 20  # px per row of a legend under the plot
 
 
 def finite(v: Any) -> bool:
@@ -58,6 +63,55 @@ def house_style(fig: go.Figure, title: str | None, height: int = HEIGHT, legend:
         hoverlabel={"align": "left"},
     )
     return fig
+
+
+def text_px(text: str, size: float = 12) -> float:
+    """Rough width of ``text`` in px at font ``size`` (0.55 em a character: the house sans-serif's average).
+
+    >>> text_px("layers.2.blocks.0")
+    112.2
+    """
+    return round(0.55 * size * len(text), 1)
+
+
+def _entry_px(label: str) -> float:
+    return 46 + text_px(label)  # the swatch and its gap, then the name
+
+
+def legend_rows(labels: Sequence[str], width: float = NARROW) -> int:
+    """Rows a horizontal legend of ``labels`` takes at ``width`` px: one while every entry fits, else plotly
+    wraps it into columns as wide as its widest entry.
+
+    >>> long = "zoo:cnn-digits-s0[block2] -> zoo:cnn-digits-s1[block2]"
+    >>> legend_rows(["A", "B", "stitched"]), legend_rows([long] * 3)
+    (1, 3)
+    """
+    if not labels:
+        return 0
+    if sum(_entry_px(label) for label in labels) <= width:
+        return 1
+    columns = max(1, int(width // max(_entry_px(label) for label in labels)))
+    return math.ceil(len(labels) / columns)
+
+
+def legend_fits_on_top(labels: Sequence[str], title: str | None, width: float = NARROW) -> bool:
+    """Whether the house legend (one row, top right) fits beside the title without covering it."""
+    title_px = text_px(title or "", 17) + 24
+    return legend_rows(labels, width - title_px) <= 1 and legend_rows(labels, width) <= 1
+
+
+def legend_below(fig: go.Figure, labels: Sequence[str]) -> None:
+    """Move a house-styled figure's legend under the plot (below the x axis title), as many rows as its
+    entries need at :data:`NARROW` px, and make the figure that much taller: long names (a run's label) never
+    cover the title or squeeze the plot."""
+    rows = max(1, legend_rows(labels))
+    margin = fig.layout.margin
+    fig.update_layout(
+        height=(fig.layout.height or HEIGHT) + rows * LEGEND_ROW,
+        margin={"b": (margin.b if margin.b is not None else 56) + rows * LEGEND_ROW + 6},
+        legend={"orientation": "h", "yref": "container", "y": 0.0, "yanchor": "bottom", "x": 0.0,
+                "xanchor": "left"},
+    )  # fmt: skip
 
 
 def add_note(fig: go.Figure, text: str) -> None:

@@ -23,10 +23,25 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from stitchcore.plots._style import (
-    ACCURACY_COLOR, HEIGHT, LAYOUT_COLORS, LOSS_COLOR, ROLE_COLORS, ROLE_NAMES, RUN_COLORS, TEMPLATE, WAITING,
-    add_note, clean, finite, house_style,
-)  # fmt: skip
+from stitchcore.plots._style import (  # HEIGHT, TEMPLATE: read as plots.HEIGHT / plots.TEMPLATE
+    ACCURACY_COLOR,
+    HEIGHT,  # noqa: F401
+    LAYOUT_COLORS,
+    LOSS_COLOR,
+    NARROW,
+    ROLE_COLORS,
+    ROLE_NAMES,
+    RUN_COLORS,
+    TEMPLATE,  # noqa: F401
+    WAITING,
+    add_note,
+    clean,
+    finite,
+    house_style,
+    legend_below,
+    legend_fits_on_top,
+    text_px,
+)
 from stitchcore.plots.penalty import PENALTY_AXIS, PENALTY_COLUMN, PTS, format_pts, mark_worse_side, penalty_pts
 
 __all__ = [
@@ -42,7 +57,7 @@ _LAYOUT_HINT = {"map": "C×H×W", "map_nhwc": "H×W×C", "tokens": "N×D", "vect
 _OTHER_LAYOUT_COLOR = "#BBBBBB"
 _MARK_COLOR = "#222222"
 _SMALL = "font-size:11px;color:#666"  # secondary tick-label text
-CUT_LABEL_LIMIT = 20  # cut_diagram: above this many cuts, names and shapes show on hover only
+CUT_LABEL_LIMIT = 24  # cut_diagram: above this many cuts, names and shapes show on hover only
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -148,7 +163,8 @@ def training_curves(series: Series, *, title: str | None = None, most: int | Non
 def compare_curves(
     runs: Sequence[tuple[str, Series]], metric: str = "loss", *, title: str | None = None
 ) -> go.Figure:
-    """Several runs' ``metric`` on one plot against the step; the legend is the run label.
+    """Several runs' ``metric`` on one plot against the step; the legend is the run label (under the plot
+    when the labels do not fit in one row beside the title).
 
     Colours follow the position in ``runs`` (``RUN_COLORS``), so a run keeps its colour when
     the metric changes; a run without the metric is left out.  Accuracy-like metrics get a
@@ -180,7 +196,12 @@ def compare_curves(
         fig.update_yaxes(range=[0, 1.02], tickformat=".0%")
     elif _wants_log(every):
         fig.update_yaxes(**_log_axis(every))
-    return house_style(fig, title or _label(metric).capitalize())
+    title = title or _label(metric).capitalize()
+    fig = house_style(fig, title)
+    labels = [t.name for t in fig.data]
+    if not legend_fits_on_top(labels, title):  # runs' labels are long: under the plot, not over the title
+        legend_below(fig, labels)
+    return fig
 
 
 # -- stitch results ----------------------------------------------------------------------------
@@ -302,6 +323,10 @@ def cut_diagram(
     above it (a Swin has ~60 cuts) both show on hover only.  ``marked`` cut names get a
     dark outline and a caption: a mapping gives the caption (``{"block1": "sender"}``),
     a list uses the name.  Unknown marked names are logged and ignored.
+
+    Laid out for the narrowest width it is drawn at (``NARROW``): names that would run into each other
+    are slanted, with a bottom margin for the longest; shapes too wide for their box run up inside it,
+    at a readable size or not at all (hover has them).
     """
     cuts = list(cuts)
     captions = dict(marked) if isinstance(marked, Mapping) else {m: m for m in marked}
@@ -313,6 +338,10 @@ def cut_diagram(
     labelled = len(cuts) <= CUT_LABEL_LIMIT
     sizes = [math.prod(int(s) for s in c.get("shape") or ()) for c in cuts]  # values per example
     layouts = [str(c.get("layout", "?")) for c in cuts]
+    shapes = [_shape(c.get("shape") or ()) for c in cuts]
+    pitch = (NARROW - 100) / max(len(cuts), 1)  # px per cut at the narrowest width (less the y axis)
+    slanted = labelled and max((text_px(n) for n in names), default=0) > 0.9 * pitch
+    upright = labelled and max((text_px(t, 11) for t in shapes), default=0) > 0.72 * pitch  # shapes inside
     order = list(LAYOUT_COLORS) + sorted(set(layouts) - set(LAYOUT_COLORS))
     for layout in order:
         idx = [i for i, lay in enumerate(layouts) if lay == layout]
@@ -323,8 +352,9 @@ def cut_diagram(
             go.Bar(
                 x=idx, y=[sizes[i] for i in idx], name=layout + hint, width=0.72,
                 marker={"color": LAYOUT_COLORS.get(layout, _OTHER_LAYOUT_COLOR), "line": {"width": 0}},
-                text=[_shape(cuts[i].get("shape") or ()) for i in idx] if labelled else None,
-                textposition="outside", cliponaxis=False,
+                text=[shapes[i] for i in idx] if labelled else None, textfont={"size": 11},
+                textposition="inside" if upright else "outside", textangle=-90 if upright else 0,
+                insidetextanchor="end", cliponaxis=False,
                 customdata=[
                     [names[i], _shape(cuts[i].get("shape") or ()), float(cuts[i].get("depth", math.nan))]
                     for i in idx
@@ -356,19 +386,28 @@ def cut_diagram(
     if not cuts:
         add_note(fig, "no cuts")
     top = math.log10(max(sizes, default=10)) * 1.2 + 0.3
-    fig.update_layout(barmode="overlay", bargap=0.2)
+    # shapes inside the boxes: one size for all of them, never below 9 px (hidden instead: hover has them)
+    fig.update_layout(barmode="overlay", bargap=0.2, uniformtext={"minsize": 9, "mode": "hide"})
     if labelled:
         fig.update_xaxes(title_text="cut (execution order)", tickvals=list(range(len(cuts))), ticktext=names,
-                         tickangle=-45 if len(cuts) > 8 else 0)  # fixed angle: plotly drops auto-angled labels
+                         tickangle=-45 if slanted else 0)  # fixed angle: plotly drops auto-angled labels
     else:
         fig.update_xaxes(title_text="cut index (execution order; names on hover)")
-    fig.update_xaxes(range=[-0.6, max(len(cuts), 1) - 0.4], showgrid=False, zeroline=False)
+    fig.update_xaxes(range=[-0.6, max(len(cuts), 1) - 0.4], showgrid=False, zeroline=False, automargin=True)
     fig.update_yaxes(title_text="activation size<br>(values per example)", type="log", range=[0, top],
                      dtick=1, tickformat="~s")  # fmt: skip
     fig = house_style(fig, title, height=340)
-    # Legend one row above the captions of the marked cuts, so a marked last cut never hides under it.
-    fig.update_layout(margin={"t": 110 if title else 86, "b": 96 if labelled and len(cuts) > 8 else 56},
-                      legend={"y": 1.16})
+    # slanted names: the longest's drop (sin 45°) and the axis title below it
+    bottom = min(180, 46 + round(0.71 * max(text_px(n) for n in names))) if slanted else 56
+    labels = [t.name for t in fig.data if t.showlegend is not False]
+    if hit:  # legend one row above the captions of the marked cuts, so a marked last cut never hides under it
+        fig.update_layout(margin={"t": 110 if title else 86, "b": bottom}, legend={"y": 1.16},
+                          height=380 + bottom - 56)
+    elif legend_fits_on_top(labels, title):
+        fig.update_layout(margin={"b": bottom}, height=340 + bottom - 56)
+    else:
+        fig.update_layout(margin={"b": bottom}, height=340 + bottom - 56)
+        legend_below(fig, labels)
     return fig
 
 
