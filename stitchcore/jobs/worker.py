@@ -343,12 +343,11 @@ def worker_main(conn: Connection, store_root: str, threads: int, ready: Any = No
 
 
 def _warm_up() -> None:
-    """Import every experiment kind and the model sources a job may need (seconds: torch, timm, torchvision),
-    so a job does not pay for them; an import that fails here fails later in the job that needs it, with its
-    own message."""
+    """Import torch, every experiment kind and the model sources (seconds), so a job does not pay for them; an
+    import that fails here fails later in the job that needs it, with its own message."""
     import importlib
 
-    for name in ("stitchcore.experiments", "stitchcore.models.sources", "torchvision", "timm"):
+    for name in ("stitchcore.experiments", "stitchcore.models.sources"):  # timm, torchvision: when a job asks
         try:
             importlib.import_module(name)
         except Exception:

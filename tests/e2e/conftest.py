@@ -54,7 +54,7 @@ def app_url(e2e_store):
     The first session of a fresh server teaches Streamlit the pages (st.navigation runs);
     ui.follow_deep_link covers permalinks that arrive before that, tested below.
     """
-    with serve(e2e_store) as url:
+    with serve(e2e_store, warm=True) as url:  # as the app: the classroom demo's first click finds it warm
         yield url
 
 
@@ -118,12 +118,16 @@ def download(page, button, where: Path, timeout: float = 120_000) -> Path:
 
 
 @contextlib.contextmanager
-def serve(store: Path):
-    """A `streamlit run app.py` over ``store`` on a free port; yields its base URL, stops it on exit."""
+def serve(store: Path, *, warm: bool = False):
+    """A `streamlit run app.py` over ``store`` on a free port; yields its base URL, stops it on exit.
+
+    ``warm``: its job worker starts with the server, as the app's does; off by default, so the many servers
+    of a test session do not each spend seconds of CPU importing torch for a worker that may run no job."""
     port = _free_port()
     log_path = store.parent / f"{store.name}-server.log"  # beside the store: the store itself stays as copied
     with open(log_path, "w") as log:
-        env = {**os.environ, "STITCHLAB_STORE": str(store), "HF_HUB_OFFLINE": "1"}
+        env = {**os.environ, "STITCHLAB_STORE": str(store), "HF_HUB_OFFLINE": "1",
+               "STITCHLAB_WARM_WORKER": "1" if warm else "0"}
         proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
              "--server.address", "127.0.0.1", "--server.headless", "true"],
