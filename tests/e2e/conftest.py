@@ -170,3 +170,15 @@ def v1_url(v1_store):
     """Base URL of a second StitchLab server over the copy of store_v1; stopped after the session."""
     with serve(v1_store) as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def trained_url(trained_store, tmp_path_factory):
+    """Base URL of a server over a copy of the two digit CNNs as trained (tests that launch nothing share it)."""
+    from tests.conftest import copy_store
+
+    store, _ = trained_store
+    dst = tmp_path_factory.mktemp("e2e-trained") / "store"
+    copy_store(store.root, dst)
+    with serve(dst) as url:
+        yield url

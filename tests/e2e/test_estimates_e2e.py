@@ -7,8 +7,7 @@ import re
 
 import pytest
 
-from tests.conftest import copy_store
-from tests.e2e.conftest import open_app, serve
+from tests.e2e.conftest import open_app
 
 ESTIMATE = re.compile(r"About \d+ (s|min)|In the store already")
 PAGES = {  # page -> how many launch buttons it shows on a store with two digit CNNs
@@ -16,18 +15,9 @@ PAGES = {  # page -> how many launch buttons it shows on a store with two digit 
 }
 
 
-@pytest.fixture(scope="module")
-def estimates_url(trained_store, tmp_path_factory):
-    store, _ = trained_store
-    dst = tmp_path_factory.mktemp("e2e-estimates") / "store"
-    copy_store(store.root, dst)
-    with serve(dst) as url:
-        yield url
-
-
 @pytest.mark.parametrize("path", list(PAGES))
-def test_every_launch_button_has_an_estimate(estimates_url, page, path):
-    open_app(page, f"{estimates_url}/{path}")
+def test_every_launch_button_has_an_estimate(trained_url, page, path):
+    open_app(page, f"{trained_url}/{path}")
     main = page.locator('[data-testid="stMainBlockContainer"]')
     page.wait_for_function(  # calibrations run in the background; the page reruns when each is in
         """([n, pattern]) => (document.querySelector('[data-testid="stMainBlockContainer"]').innerText

@@ -6,10 +6,7 @@ uncached model loads) used to drop every field's value: Epochs went back to its 
 
 from __future__ import annotations
 
-import pytest
-
-from tests.conftest import copy_store
-from tests.e2e.conftest import open_app, serve
+from tests.e2e.conftest import open_app
 
 
 def _settle(page) -> None:
@@ -23,17 +20,8 @@ def _launch_line(page) -> str:
     return line.inner_text()
 
 
-@pytest.fixture(scope="module")
-def form_url(trained_store, tmp_path_factory):
-    store, _ = trained_store
-    dst = tmp_path_factory.mktemp("e2e-form") / "store"
-    copy_store(store.root, dst)
-    with serve(dst) as url:
-        yield url
-
-
-def test_form_values_survive_a_model_switch_to_an_uncached_ref(form_url, page):
-    open_app(page, f"{form_url}/stitch")
+def test_form_values_survive_a_model_switch_to_an_uncached_ref(trained_url, page):
+    open_app(page, f"{trained_url}/stitch")
     page.get_by_text("Adapter and training").click()
     epochs = page.get_by_label("Epochs")
     epochs.fill("3")
