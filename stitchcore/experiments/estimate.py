@@ -144,6 +144,7 @@ _FAILED: dict[Hashable, tuple[float, BaseException]] = {}  # background calibrat
 _RETRY_SECONDS = 60.0  # a failed background calibration is tried again after this long (a model may appear)
 _NO_WAIT = contextvars.ContextVar("stitchlab_estimate_no_wait", default=False)
 _QUICK = contextvars.ContextVar("stitchlab_estimate_quick", default=False)  # measure on a handful of examples
+_IN_FULL: contextvars.ContextVar[list | None] = contextvars.ContextVar("stitchlab_estimate_in_full", default=None)
 _USED_QUICK: contextvars.ContextVar[list | None] = contextvars.ContextVar("stitchlab_estimate_used_quick",
                                                                           default=None)
 _THREADS: contextvars.ContextVar[int | None] = contextvars.ContextVar("stitchlab_estimate_threads", default=None)
@@ -265,12 +266,16 @@ def _calibrate(key: Hashable, measure: Callable[[], Any], threads: int | None, *
         with _LOCK:
             if key in _CACHE or key in cache:
                 return
+        in_full: list[bool] = []
         if is_quick:  # short: not held back behind a full calibration (a first figure within seconds)
-            token = _QUICK.set(True)
+            token, full_token = _QUICK.set(True), _IN_FULL.set(in_full)
             try:
                 value = _with_threads(measure, threads)
             finally:
                 _QUICK.reset(token)
+                _IN_FULL.reset(full_token)
+            if in_full and all(in_full):  # small models: timed in full by the quick one; nothing left to refine
+                cache, is_quick = _CACHE, False
         else:
             with _MEASURING:
                 value = _with_threads(measure, threads)
@@ -413,6 +418,19 @@ def first_images(ds: ImageDataset, n: int) -> tuple[torch.Tensor, torch.Tensor]:
 # ---------------------------------------------------------------------------- one adapter between two cuts
 
 
+def _timed_in_full(measure: Callable[[], Any]) -> Any:
+    """``measure()`` outside quick mode, inside a quick calibration: its result is the full one (kept as such)."""
+    token = _QUICK.set(False)
+    try:
+        value = measure()
+    finally:
+        _QUICK.reset(token)
+    parts = _IN_FULL.get()
+    if parts is not None:
+        parts.append(True)
+    return value
+
+
 def pair_units(a: LoadedModel, b: LoadedModel, ds: ImageDataset, cut_a: Cut, cut_b: Cut, adapter_spec: Any,
                 batch_size: int, objective: str, optimizer: str, device: torch.device) -> dict[str, float]:
     """Seconds per example of A's prefix, B's prefix and the least-squares fit, per adapter training step
@@ -433,6 +451,11 @@ def pair_units(a: LoadedModel, b: LoadedModel, ds: ImageDataset, cut_a: Cut, cut
         with torch.no_grad():
             is_quick = timed(lambda: collect(prefix_a, ds, a.preprocess, "train", device=device, batch_size=256,
                                              limit=probe)) > QUICK_CHEAP_SECONDS
+        if not is_quick:
+            return _timed_in_full(lambda: pair_units(a, b, ds, cut_a, cut_b, adapter_spec, batch_size, objective,
+                                                     optimizer, device))
+        if (parts := _IN_FULL.get()) is not None:
+            parts.append(False)  # this part is a quick one: the full timing will refine it
     timed_batch = min(batch_size, QUICK_BATCH) if is_quick else batch_size  # quick: steps scaled up after
     n = min(QUICK_EXAMPLES if is_quick else max(CAL_EXAMPLES, (CAL_STEPS + 1) * batch_size), available)
     n = max(n, min(2 * timed_batch, available))

@@ -54,7 +54,7 @@ def app_url(e2e_store):
     The first session of a fresh server teaches Streamlit the pages (st.navigation runs);
     ui.follow_deep_link covers permalinks that arrive before that, tested below.
     """
-    with serve(e2e_store, warm=True) as url:  # as the app: the classroom demo's first click finds it warm
+    with serve(e2e_store) as url:
         yield url
 
 
