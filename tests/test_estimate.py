@@ -319,3 +319,35 @@ def test_a_cold_cluster_adds_its_workers_start_up(monkeypatch, fresh_app_state):
     assert cold.seconds == 2.0 + ue.CLUSTER_STARTUP_SECONDS and "cluster's workers to start" in cold.basis
     monkeypatch.setattr(ue, "get_runner", lambda: Runner(True))
     assert ue._with_cluster_startup(run) == run
+
+
+def test_full_calibrations_wait_while_a_job_runs(monkeypatch):
+    """A full timing beside a running job would slow the job and skew the figure: the full lane waits until
+    the runner says no job runs; the quick lane does not wait (a first figure still comes)."""
+    ran: list[str] = []
+    running = __import__("threading").Event()
+    running.set()
+    release = est.yield_to(running.is_set)
+    try:
+        quick = est._Lane("test-quick", lambda k, m, t: ran.append(f"quick {k}"))
+        full = est._Lane("test-full", lambda k, m, t: ran.append(f"full {k}"), after=quick)
+        with est._LOCK:
+            quick.ask("pair", lambda: None, None)
+            full.ask("pair", lambda: None, None)
+        quick.join(10)
+        time.sleep(0.3)
+        assert ran == ["quick pair"] and full.busy_now()  # the job still runs: the full timing waits
+        running.clear()
+        full.join(10)
+        assert ran == ["quick pair", "full pair"]
+    finally:
+        release()
+    assert running.is_set not in est._BUSY_CHECKS
+
+
+def test_a_job_runner_holds_full_calibrations_back_while_it_runs_a_job(tmp_path):
+    from stitchcore.jobs import JobRunner
+
+    with Store(tmp_path / "s") as st, JobRunner(st, devices=["cpu"]) as runner:
+        assert len(est._BUSY_CHECKS) >= 1 and not est._jobs_busy()
+    assert not est._jobs_busy() and all(getattr(c, "__self__", None) is not runner for c in est._BUSY_CHECKS)

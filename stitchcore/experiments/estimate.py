@@ -59,7 +59,7 @@ from stitchcore.store.results import Store, run_id_for
 __all__ = ["CAL_EXAMPLES", "QUICK_BATCH", "QUICK_EXAMPLES", "Estimate", "EstimateContext", "calibrated", "calibrating", "calibrations",
            "clear_calibrations", "estimate_from", "estimate_plan", "estimate_seconds", "first_images",
            "format_duration", "forward_per_example", "full_forward", "image_counts", "ms", "pair_units", "per_step",
-           "quick", "quick_settings", "describe_changes", "spread", "timed", "where"]
+           "quick", "quick_settings", "describe_changes", "spread", "timed", "where", "yield_to"]
 
 log = logging.getLogger(__name__)
 
@@ -207,8 +207,8 @@ class _Lane:
 
     def _loop(self) -> None:
         while True:
-            while self._after is not None and self._after.busy_now():  # quick figures first, on a quiet CPU
-                time.sleep(0.02)
+            while self._after is not None and (self._after.busy_now() or _jobs_busy()):
+                time.sleep(0.05)  # quick figures first, and full ones on a CPU no run is using
             with _LOCK:
                 if not self._todo:
                     self._thread = None
@@ -291,6 +291,29 @@ def _calibrate(key: Hashable, measure: Callable[[], Any], threads: int | None, *
     except Exception as exc:  # unexpected: logged with its traceback, tried again at the next ask
         log.warning("calibration %s failed", key[0] if isinstance(key, tuple) else key, exc_info=exc)
         _FAILED[key] = (time.monotonic() - _RETRY_SECONDS + 5.0, exc)
+
+
+_BUSY_CHECKS: list[Callable[[], bool]] = []  # e.g. a job runner's "a job is running"
+
+
+def yield_to(busy: Callable[[], bool]) -> Callable[[], None]:
+    """Full background calibrations wait while ``busy()`` is true (a job runner passes "a job is running":
+    timing beside a run would slow the run and skew the figure; quick ones still give a first figure).
+    Returns the function that takes ``busy`` back."""
+    with _LOCK:
+        _BUSY_CHECKS.append(busy)
+
+    def release() -> None:
+        with _LOCK:
+            if busy in _BUSY_CHECKS:
+                _BUSY_CHECKS.remove(busy)
+    return release
+
+
+def _jobs_busy() -> bool:
+    with _LOCK:
+        checks = list(_BUSY_CHECKS)
+    return any(check() for check in checks)
 
 
 _QUICK_LANE = _Lane("stitchlab-estimate-quick", lambda k, m, t: _calibrate(k, m, t, is_quick=True))

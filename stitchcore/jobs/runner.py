@@ -65,6 +65,7 @@ from stitchcore.backends.settings import save_options, saved_options
 from stitchcore.device import pick_device
 from stitchcore.errors import Cancelled, RunBusy, StitchError
 from stitchcore.experiments import check_spec, get_experiment, run_experiment, spec_from_record
+from stitchcore.experiments.estimate import yield_to
 from stitchcore.experiments.zoo import zoo_name
 from stitchcore.jobs.snapshot import FINAL_STATES, JobSnapshot, progress_phase
 from stitchcore.jobs.worker import (
@@ -243,6 +244,7 @@ class JobRunner:
                 t = threading.Thread(target=self._work, args=(name,), name=f"stitchlab-job-{name}-{i}", daemon=True)
                 t.start()
                 self._threads.append((name, t))
+        self._release_calibrations = yield_to(self._running)  # estimates' full timings wait for a quiet CPU
         log.info("job runner on %s: queues %s, %d CPU thread(s) per job, jobs in a %s", self._root,
                  ", ".join(names), self.cpu_threads, isolation)
 
@@ -475,6 +477,7 @@ class JobRunner:
                 t.join()
             for worker in self._workers:
                 worker.stop()
+        self._release_calibrations()
         if self.isolation == "thread":
             torch.set_num_threads(self._prev_threads)
         with _live_roots_lock:
@@ -484,6 +487,11 @@ class JobRunner:
             else:
                 _live_roots.pop(self._root, None)
         log.info("job runner on %s shut down", self._root)
+
+    def _running(self) -> bool:
+        """True while a job of this runner runs (not merely queued)."""
+        with self._lock:
+            return any(j.state == "running" for j in self._jobs.values())
 
     def __enter__(self) -> Self:
         return self

@@ -35,6 +35,9 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
+_LIVE_SERVER_LOGS: list[Path] = []  # the logs of the servers up now: their tails go into a failure's report
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -87,6 +90,9 @@ def page(browser, request, tmp_path):
             pg.screenshot(path=str(tmp_path / "failed.png"), full_page=True)
             text = pg.locator("body").inner_text(timeout=5_000)
             sys.stderr.write(f"\n[e2e] page at failure: {pg.url}\n{text[:3000]}\n[screenshot: {tmp_path}/failed.png]\n")
+        for log_path in _LIVE_SERVER_LOGS:  # what the servers were doing (a job that hung, a traceback)
+            with contextlib.suppress(OSError):
+                sys.stderr.write(f"\n[e2e] server log {log_path.name}, last lines:\n{log_path.read_text()[-2500:]}\n")
     context.close()
 
 
@@ -146,8 +152,11 @@ def serve(store: Path, *, warm: bool = False):
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"streamlit did not start; log:\n{log_path.read_text()[-3000:]}")
                 time.sleep(0.5)
+            _LIVE_SERVER_LOGS.append(log_path)
             yield url
         finally:
+            with contextlib.suppress(ValueError):
+                _LIVE_SERVER_LOGS.remove(log_path)
             proc.terminate()
             try:
                 proc.wait(timeout=15)
