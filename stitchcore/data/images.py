@@ -14,6 +14,7 @@ Names are canonical and rebuild the dataset, transforms included (files under :f
     digits|drop3                class 3 removed from train
     digits|subset100s0          a stratified 100 train examples, seed 0
     digits|noise50s0            50% of the train labels swapped for another class, seed 0
+    digits|coarse2              two coarse classes, both splits (0-4 vs 5-9; CIFAR-10: vehicles vs animals)
 
 >>> ds = load_dataset("digits|relabel3to8")
 >>> ds.name, ds.image_shape, ds.num_classes, len(ds.y_train), len(ds.y_test)
@@ -39,7 +40,8 @@ from stitchcore.errors import DataError
 from stitchcore.registry import Registry
 
 __all__ = ["ImageDataset", "SPLITS", "clear_cache", "data_root", "drop_class"]
-__all__ += ["dataset_loader", "list_datasets", "load_dataset", "noisy_labels", "register_dataset", "relabel"]
+__all__ += ["coarse_classes", "dataset_loader", "list_datasets", "load_dataset", "noisy_labels", "register_dataset",
+            "relabel"]
 
 log = logging.getLogger(__name__)
 
@@ -234,15 +236,51 @@ def noisy_labels(ds: ImageDataset, percent: int, seed: int = 0, *, splits: Seque
     return replace(ds, name=f"{ds.name}|noise{percent}s{seed}{suffix}", **new)
 
 
-_TRANSFORM = re.compile(r"(?:relabel(\d+)to(\d+)|drop(\d+)|subset(\d+)s(\d+)|noise(\d+)s(\d+))(?:@([a-z+]+))?")
+# Bansal et al.'s coarse task is CIFAR-10's objects vs animals; other datasets split their classes in order
+_COARSE_GROUPS: dict[str, tuple[tuple[int, ...], ...]] = {
+    "cifar10": ((0, 1, 8, 9), (2, 3, 4, 5, 6, 7)),  # airplane, automobile, ship, truck | the six animals
+}
+
+
+def coarse_classes(ds: ImageDataset, groups: int = 2) -> ImageDataset:
+    """Relabel every example, in both splits, by its group of classes: a coarser task with ``groups`` classes
+    (Bansal et al.'s "objects vs animals" model, whose representation is stitched into a fine-task model).
+    CIFAR-10 groups as the paper does; other datasets in order of their labels (digits: 0-4 vs 5-9).
+
+    >>> coarse = coarse_classes(load_dataset("digits"))
+    >>> coarse.name, coarse.classes, coarse.y_test[:6].tolist(), load_dataset("digits").y_test[:6].tolist()
+    ('digits|coarse2', ('0-4', '5-9'), [0, 0, 0, 1, 0, 0], [2, 0, 4, 9, 4, 1])
+    """
+    if isinstance(groups, bool) or not isinstance(groups, int) or not 2 <= groups < ds.num_classes:
+        raise DataError(f"coarse classes: give 2..{ds.num_classes - 1} groups, got {groups!r}; e.g. digits|coarse2")
+    table = _COARSE_GROUPS.get(ds.name)
+    if table is None or len(table) != groups:
+        bounds = [round(i * ds.num_classes / groups) for i in range(groups + 1)]
+        table = tuple(tuple(range(lo, hi)) for lo, hi in zip(bounds, bounds[1:], strict=False))
+    group_of = torch.empty(ds.num_classes, dtype=torch.int64)
+    for g, members in enumerate(table):
+        group_of[list(members)] = g
+    names = tuple(f"{ds.classes[m[0]]}-{ds.classes[m[-1]]}" if m == tuple(range(m[0], m[-1] + 1)) and len(m) > 1
+                  else "+".join(ds.classes[i] for i in m) for m in table)  # fmt: skip
+    return replace(ds, name=f"{ds.name}|coarse{groups}", classes=names,
+                   y_train=group_of[ds.y_train], y_test=group_of[ds.y_test])
+
+
+_TRANSFORM = re.compile(
+    r"(?:relabel(\d+)to(\d+)|drop(\d+)|subset(\d+)s(\d+)|noise(\d+)s(\d+)|coarse(\d+))(?:@([a-z+]+))?")
 
 
 def _apply_transform(ds: ImageDataset, token: str) -> ImageDataset:
     m = _TRANSFORM.fullmatch(token)
     if m is None:
         raise DataError(f"unknown dataset transform {token!r}; use relabelAtoB, dropC, subsetNsS, noisePsS "
-                        "(+ @test)")
-    src, dst, cls, n, seed, percent, noise_seed, splits = m.groups()
+                        "(+ @test), coarseK")
+    src, dst, cls, n, seed, percent, noise_seed, groups, splits = m.groups()
+    if groups is not None:
+        if splits:
+            raise DataError(f"coarse{groups} relabels both splits (a model of the coarse task is scored on it): "
+                            f"drop the @{splits}")
+        return coarse_classes(ds, int(groups))
     splits = tuple(splits.split("+")) if splits else ("train",)
     if src is not None:
         return relabel(ds, int(src), int(dst), splits=splits)
