@@ -38,8 +38,9 @@ import torch
 from stitchcore.errors import DataError
 from stitchcore.registry import Registry
 
-__all__ = ["ImageDataset", "SPLITS", "clear_cache", "data_root", "drop_class"]
-__all__ += ["dataset_loader", "list_datasets", "load_dataset", "noisy_labels", "register_dataset", "relabel"]
+__all__ = ["SPLITS", "ImageDataset", "clear_cache", "data_root", "drop_class"]
+__all__ += ["dataset_loader", "list_datasets", "load_dataset", "noisy_labels", "register_dataset", "relabel",
+            "validation_split"]
 
 log = logging.getLogger(__name__)
 
@@ -234,20 +235,47 @@ def noisy_labels(ds: ImageDataset, percent: int, seed: int = 0, *, splits: Seque
     return replace(ds, name=f"{ds.name}|noise{percent}s{seed}{suffix}", **new)
 
 
-_TRANSFORM = re.compile(r"(?:relabel(\d+)to(\d+)|drop(\d+)|subset(\d+)s(\d+)|noise(\d+)s(\d+))(?:@([a-z+]+))?")
+def validation_split(ds: ImageDataset, n: int, seed: int = 0) -> ImageDataset:
+    """Hold out ``n`` training images (as even over classes as possible, seeded) as the *test* split; the rest
+    stay the train split.  Settings are chosen on it, never on the test images (``digits|val300s0``).
+
+    >>> v = validation_split(load_dataset("digits"), 300)
+    >>> v.name, len(v.labels("train")), len(v.labels("test"))
+    ('digits|val300s0', 1047, 300)
+    """
+    x, y = ds._split("train")
+    if not 1 <= n < len(y):
+        raise DataError(f"a validation split holds 1..{len(y) - 1} of the {len(y)} training images, got {n}")
+    held = ds.subset("train", n, seed)
+    keep = torch.ones(len(y), dtype=torch.bool)
+    perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
+    rank = torch.empty_like(y)
+    for c in range(ds.num_classes):
+        rows = perm[y[perm] == c]
+        rank[rows] = torch.arange(len(rows))
+    keep[torch.argsort(rank * ds.num_classes + y)[:n]] = False  # the rows subset() picked
+    return replace(ds, name=f"{ds.name}|val{n}s{seed}", x_train=x[keep], y_train=y[keep], x_test=held.x_train,
+                   y_test=held.y_train)  # fmt: skip
+
+
+_TRANSFORM = re.compile(
+    r"(?:relabel(\d+)to(\d+)|drop(\d+)|subset(\d+)s(\d+)|noise(\d+)s(\d+)|val(\d+)s(\d+))(?:@([a-z+]+))?"
+)
 
 
 def _apply_transform(ds: ImageDataset, token: str) -> ImageDataset:
     m = _TRANSFORM.fullmatch(token)
     if m is None:
-        raise DataError(f"unknown dataset transform {token!r}; use relabelAtoB, dropC, subsetNsS, noisePsS "
+        raise DataError(f"unknown dataset transform {token!r}; use relabelAtoB, dropC, subsetNsS, noisePsS, valNsS "
                         "(+ @test)")
-    src, dst, cls, n, seed, percent, noise_seed, splits = m.groups()
+    src, dst, cls, n, seed, percent, noise_seed, n_val, val_seed, splits = m.groups()
     splits = tuple(splits.split("+")) if splits else ("train",)
     if src is not None:
         return relabel(ds, int(src), int(dst), splits=splits)
     if cls is not None:
         return drop_class(ds, int(cls), splits=splits)
+    if n_val is not None:
+        return validation_split(ds, int(n_val), int(val_seed))
     if percent is not None:
         return noisy_labels(ds, int(percent), int(noise_seed), splits=splits)
     if len(splits) != 1:
@@ -313,11 +341,11 @@ def load_dataset(name: str, *, root: str | Path | None = None, download: bool = 
     if base.startswith("imagefolder:"):
         path, size, canonical = _parse_imagefolder(base)
         key: tuple[str, str | None] = (canonical, None)
-        loader: Callable[[], ImageDataset] = lambda: _load_imagefolder(path, size, canonical)  # noqa: E731
+        loader: Callable[[], ImageDataset] = lambda: _load_imagefolder(path, size, canonical)
     else:
         source, where = dataset_loader(base), data_root(root)
         key = (base, str(where.resolve()))
-        loader = lambda: source(where, download)  # noqa: E731
+        loader = lambda: source(where, download)
     with _CACHE_LOCK:
         ds = _CACHE.get(key)
         if ds is None:
