@@ -121,7 +121,7 @@ def test_fine_tuning_starts_from_a_trained_model(trained_store):
 def test_oxford_presets_default_to_a_task_trained_stitch_and_keep_matching_as_an_option():
     for name in ("inheritance", "special-layer", "distributed", "simplicity"):
         task, match = get_preset(name), get_preset(name, protocol="match")
-        assert task.protocol == "task" and task.sweeps[0].epochs == TASK_EPOCHS
+        assert task.protocol == "task" and task.sweeps[0].epochs >= TASK_EPOCHS
         assert match.protocol == "match" and all(s.epochs == 0 for s in match.sweeps)
     special = get_preset("special-layer")
     a_refs = {s.a for s in special.sweeps[:3]}
