@@ -53,7 +53,7 @@ def test_build_a_and_b_from_recipes_and_viewer_mode(app, monkeypatch):
     run_id = run_id[0] if isinstance(run_id, list) else run_id
     assert ui.get_runner().wait(run_id, timeout=180).state == "done"
     at.run()
-    assert not at.exception and len(at.get("plotly_chart")) == 5
+    assert not at.exception and len(at.get("plotly_chart")) == 6  # the report's simplicity panels too
     monkeypatch.setenv("STITCHLAB_VIEWER", "1")
     viewer = _page(AppTest.from_file(str(ROOT / "app.py"), default_timeout=120))
     assert viewer.button(key="preset_inheritance").disabled and viewer.button(key="tr_build").disabled
