@@ -7,7 +7,6 @@ beyond the worst of the four.
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 
