@@ -3,22 +3,22 @@
 Each preset reproduces one finding on the bundled digits data, in a few minutes on a
 laptop CPU (each model trains in seconds, each sweep position trains one small adapter
 per model pair).  The first four are the Oxford stitching report's trait findings:
-class 3 is the trait class throughout; adapters train on ``digits|drop3`` (no 3s), so
-whatever the stitched model does with a 3 comes from A's or B's layers, never from the
-adapter.
+class 3 is the trait class throughout; the stitch is task-trained (the report's protocol;
+``protocol="match"``: the older least-squares match) on ``digits|drop3`` (no 3s), so whatever
+the stitched model does with a 3 comes from A's or B's layers, never from what the stitch saw.
 
 ===================  ===========================================  ==========================================
 preset               A (bottom) / B (top)                          what to look for
 ===================  ===========================================  ==========================================
 inheritance          A: CNN trained with every 3 labelled 8;       "3 predicted as 8" rises with the cut:
                      B: plain CNN                                  early cuts act like B, late like A
-special-layer        A: plain MLP; B: plain MLP, then only fc1 /    "3 predicted as 8" only while B's special
-                     fc2 / fc3 fine-tuned with 3s labelled 8       layer is in C (cuts before it), ~0 after
-                     (three sweeps)
+special-layer        A: plain MLP (another seed); B: plain MLP,    "3 predicted as 8" high while B's special
+                     then only fc1 / fc2 / fc3 fine-tuned with 3s  layer is in C (cuts before it), low after;
+                     labelled 8 (three sweeps, + a sanity check)   the sanity check is true by construction
 distributed          A: CNN never shown a 3; B: plain CNN          class-3 accuracy falls step by step as
                                                                    more layers come from A
-simplicity           A: CNN with L1 + magnitude pruning;           gzip size (and the other measures) move
-                     B: CNN with an L2 penalty                     from B's value to A's along the cut
+simplicity           one plain CNN fine-tuned twice (Fig. 6):       gzip size (and the other measures) move
+                     A with L1 + pruning, B with L2                from B's value to A's along the cut
 ===================  ===========================================  ==========================================
 
 The last three are Bansal, Nakkiran & Barak's (2021) findings, read off the stitching
