@@ -33,13 +33,14 @@ def test_preset_button_runs_models_then_sweep_and_draws_the_plots(app):
     assert ui.get_runner().wait(sweep_id, timeout=180).state == "done"
     at.run()
     assert not at.exception and not at.error
-    # trait curves, simplicity raw + normalised, per-class heat map
-    assert len(at.get("plotly_chart")) == 5  # the four trait panels and the penalty curve
+    # trait curves, simplicity raw + normalised + the report's definitions, penalty curve, per-class heat map
+    charts = at.get("plotly_chart")
+    assert len(charts) == 6 and any(c.key == f"tr-simpr-{sweep_id}" for c in charts)
     # the permalink of the sweep in a fresh session shows the same plots and fills the form
     fresh = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     fresh.query_params["run"] = sweep_id
     _page(fresh)
-    assert not fresh.exception and len(fresh.get("plotly_chart")) == 5
+    assert not fresh.exception and len(fresh.get("plotly_chart")) == 6
     assert "class_acc:3" in fresh.text_input(key="tr_metrics").value
 
 
@@ -52,7 +53,7 @@ def test_build_a_and_b_from_recipes_and_viewer_mode(app, monkeypatch):
     run_id = run_id[0] if isinstance(run_id, list) else run_id
     assert ui.get_runner().wait(run_id, timeout=180).state == "done"
     at.run()
-    assert not at.exception and len(at.get("plotly_chart")) == 5
+    assert not at.exception and len(at.get("plotly_chart")) == 6  # the report's simplicity panels too
     monkeypatch.setenv("STITCHLAB_VIEWER", "1")
     viewer = _page(AppTest.from_file(str(ROOT / "app.py"), default_timeout=120))
     assert viewer.button(key="preset_inheritance").disabled and viewer.button(key="tr_build").disabled

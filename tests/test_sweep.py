@@ -7,7 +7,6 @@ beyond the worst of the four.
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 
@@ -34,49 +33,56 @@ def _run(name: str, store: Store) -> list[dict]:
     return [s.record.summary for s in sweeps]
 
 
+# The Oxford presets with the report's protocol (a task-trained stitch; issue 25).  Thresholds from
+# bench/findings_traits.py at seeds 0, 2, 4 (the preset's seed is 0), each with margin beyond the worst seed.
+
+
 def test_inheritance_late_cuts_take_on_a_s_relabelling(preset_store):
     (s,) = _run("inheritance", preset_store)
     assert s["positions"] == ["block1", "block2", "flatten", "fc1", "fc2"]
-    conf = s["stitched"]["confusion:3->8"]  # fixed seeds: [0.0, 0.0, 0.043, 0.804, 0.913]
-    # four seed pairs: early cuts (B's layers) <= 0.26, late cuts (A's fc layers) >= 0.70
-    assert max(conf[:3]) <= 0.35 and min(conf[3:]) >= 0.5
+    conf = s["stitched"]["confusion:3->8"]  # three seeds: block1 0.0-0.02, fc1 0.93-0.98, fc2 0.98-1.0
+    assert conf[0] <= 0.1 and min(conf[3:]) >= 0.85
     assert s["reference"]["a"]["metrics"]["confusion:3->8"] > 0.95 and s["reference"]["b"]["metrics"][
         "confusion:3->8"] < 0.05  # fmt: skip
-    assert max(s["control"]["confusion:3->8"]["max"]) <= 0.05  # random-init control: 0.0 in all four
-    assert s["stitched"]["class_acc:3"][0] > 0.85 and s["stitched"]["class_acc:3"][-1] < 0.2
+    assert max(s["control"]["confusion:3->8"]["max"]) <= 0.3  # random-init control: <= 0.15 at three seeds
 
 
-def test_special_layer_trait_appears_only_with_its_layer(preset_store):
+def test_special_layer_trait_appears_with_its_layer_and_is_no_weight_copy(preset_store):
     summaries = _run("special-layer", preset_store)
-    assert [s["positions"] for s in summaries] == [["flatten", "fc1", "fc2", "fc3"]] * 3
-    for k, s in enumerate(summaries, start=1):
+    assert [s["positions"] for s in summaries] == [["flatten", "fc1", "fc2", "fc3"]] * 4
+    for k, s in enumerate(summaries[:3], start=1):  # separately trained A, task-trained stitch
         conf = s["stitched"]["confusion:3->8"]
-        # B's fc_k is in C at the cuts before it: 0.96-1.0 there, 0.0 from fc_k on (four seed pairs)
-        assert min(conf[:k]) >= 0.85, (k, conf)
-        assert max(conf[k:]) <= 0.05, (k, conf)
+        # three seeds: 0.59-0.98 at flatten (all of B), <= 0.30 from fc_k on; before - after 0.39-0.70
+        before, after = conf[:k], conf[k:]
+        assert conf[0] >= 0.5 and max(after) <= 0.4, (k, conf)
+        assert sum(before) / len(before) - sum(after) / len(after) >= 0.25, (k, conf)
         assert s["reference"]["b"]["metrics"]["confusion:3->8"] > 0.9
+        # C is neither A nor B at any cut (the older preset was A bit for bit from fc_k on)
+        assert all(r["logit_gap"]["a"] > 1e-3 and r["logit_gap"]["b"] > 1e-3 for r in s["rows"]), k
+    sanity = summaries[3]  # the labelled sanity check: B's own start, no adapter -- true by construction
+    assert [r["logit_gap"]["a"] for r in sanity["rows"]][2:] == [0.0, 0.0]
+    assert [r["logit_gap"]["b"] for r in sanity["rows"]][:2] == [0.0, 0.0]
 
 
-def test_distributed_trait_fades_gradually_with_layers_from_a(preset_store):
+def test_distributed_trait_fades_with_layers_from_a(preset_store):
     (s,) = _run("distributed", preset_store)
-    acc = s["stitched"]["class_acc:3"]  # fixed seeds: [0.978, 0.87, 0.826, 0.609, 0.587]
-    # four seed pairs: block1 >= 0.93, fc2 <= 0.59, drop >= 0.39, never a 0/1 step
-    assert acc[0] >= 0.85 and acc[-1] <= 0.7 and acc[0] - acc[-1] >= 0.3
-    assert sum(acc[1:3]) > sum(acc[3:])  # more of A, less of class 3
-    assert sum(0.15 < v < 0.9 for v in acc) >= 2  # gradual: intermediate values, unlike the special layer
+    acc = s["stitched"]["class_acc:3"]  # three seeds: block1 0.96-0.98, flatten..fc2 0.0-0.39
+    assert acc[0] >= 0.9 and max(acc[2:]) <= 0.5
     assert s["reference"]["a"]["metrics"]["class_acc:3"] == 0.0
 
 
-def test_simplicity_moves_from_b_to_a_along_the_cut(preset_store):
+def test_simplicity_fine_tuned_from_one_start_with_the_adapter_counted(preset_store):
     (s,) = _run("simplicity", preset_store)
-    bits = s["simplicity"]["gzip_bits"]  # fixed seeds: [456992, 352024, 352024, 162352, 112656]
+    bits = s["simplicity"]["gzip_bits"]  # three seeds: 466k, 385k, 795k (the adapter at flatten), 280k, 144k
     ref_a, ref_b = (s["reference"][r]["simplicity"]["gzip_bits"] for r in ("a", "b"))
     assert ref_a < ref_b / 3  # pruned A compresses to ~23% of B
-    assert all(x >= y for x, y in itertools.pairwise(bits))  # monotone in all four seed pairs
-    assert abs(bits[0] - ref_b) / ref_b < 0.05 and abs(bits[-1] - ref_a) / ref_a < 0.2
-    for key in ("grad_norm", "sharpness"):
+    assert abs(bits[0] - ref_b) / ref_b < 0.05 and bits[-1] < ref_b / 2
+    for key in ("grad_norm", "sharpness", "grad_norm_batch", "sharpness_abs", "gzip_bits_all"):
         assert len(s["simplicity"][key]) == 5 and all(math.isfinite(v) for v in s["simplicity"][key])
-    assert "sigma_t" in s["simplicity_definition"]["sharpness"]
+    assert "adapter's" in s["simplicity_definition"]["weights"]
+    # trained stitches: test loss between B's and A's, not the matched stitches' 2-6x B
+    losses = [r["simplicity"]["loss"] for r in s["rows"]]
+    assert max(losses) < s["reference"]["a"]["simplicity"]["loss"] + 0.1
 
 
 # Bansal et al.'s presets.  Thresholds from the presets at seed 0 and at seeds 2, 4, 6 (their factories take

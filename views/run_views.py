@@ -353,6 +353,10 @@ def sweep_view(rec: RunRecord, *, key: str, title: str | None = None) -> None:
                      key=f"{key}-simp-{run_id}", file_name=csv("simplicity"))  # fmt: skip
             ui.chart(st, plots_traits.simplicity_curves(data, data["reference"], normalized=True, all_positions=every),
                      key=f"{key}-simpn-{run_id}", file_name=csv("simplicity-normalized"))  # fmt: skip
+            if "grad_norm_batch" in data["simplicity"]:  # runs since issue 25: the report's own definitions too
+                ui.chart(st, plots_traits.simplicity_curves(data, data["reference"], all_positions=every,
+                                                            definitions="report"),
+                         key=f"{key}-simpr-{run_id}", file_name=csv("simplicity-report"))  # fmt: skip
             st.caption("Lower = simpler for all three measures. Normalised: 0 = B's value, 1 = A's; a measure whose "
                        "A and B differ by less than their noise (seed-to-seed spread; for sharpness, its draws) "
                        "gets no normalised curve, and the note under the plot says so.")  # fmt: skip
@@ -370,6 +374,12 @@ def sweep_view(rec: RunRecord, *, key: str, title: str | None = None) -> None:
                 d = s["simplicity_definition"]
                 st.caption(f"Sharpness: {d['sharpness']} (eps = {d['eps']}, {d['draws']} draws). Gradient norm: "
                            f"{d['grad_norm']}. gzip: {d['gzip_bits']}. Measured on {d['weights']}.")  # fmt: skip
+                if "sharpness_abs" in d:
+                    st.caption(f"The report's definitions: gradient norm per batch: {d['grad_norm_batch']}. "
+                               f"Sharpness: {d['sharpness_abs']}. gzip: {d['gzip_bits_all']}.")  # fmt: skip
+            if s.get("control_refs"):
+                st.caption("Random-init control pairs (A's twin, B's twin; each from its own seed): "
+                           + "; ".join(f"{a} , {b}" for a, b in s["control_refs"]))  # fmt: skip
             st.caption(f"Evaluated on {s['dataset']} ({s['n_test']} test images); adapter data {s['train_data']} "
                        f"({s['n_train']} images).")  # fmt: skip
 

@@ -14,6 +14,7 @@ from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.dataset_check import default_dataset
 from stitchcore.experiments.sweep import SweepSpec
 from stitchcore.experiments.trait_presets import (
+    TASK_EPOCHS,
     TRAITS,
     Preset,
     get_preset,
@@ -38,6 +39,7 @@ st.caption(
     "alone can do."
 )
 ADAPTERS = {  # label -> (adapter spec, epochs)
+    f"task-trained, least-squares start, {TASK_EPOCHS} epochs (the report's)": (AdapterSpec(init="lstsq"), TASK_EPOCHS),
     "least-squares match, fitted only (label-free)": (AdapterSpec(init="lstsq"), 0),
     "task-trained (random init, 10 epochs)": (AdapterSpec(), 10),
     "none: weight substitution (identity)": (AdapterSpec(kind="identity", norm="none", init="identity"), 0),
@@ -58,11 +60,21 @@ def _submit(jobs: list[tuple[str, object]]) -> str | None:
 
 # ---------------------------------------------------------------------------- presets
 
+PROTOCOL_LABELS = {"task": "task-trained stitch (the report's protocol)",
+                   "match": "least-squares match, no task training (label-free)"}  # fmt: skip
+_query_protocol = st.query_params.get("protocol")
+protocol = _query_protocol if _query_protocol in PROTOCOL_LABELS else "task"
 _by_paper: dict[str, list] = {}
 for _preset in list_presets():
     _by_paper.setdefault(_preset.paper, []).append(_preset)
 for paper, presets in _by_paper.items():
     st.subheader(f"Presets: findings of the {paper}" if "report" in paper else f"Presets: findings of {paper}")
+    if any(p.protocol for p in presets):
+        protocol = st.radio("Stitch", list(PROTOCOL_LABELS), format_func=PROTOCOL_LABELS.get, horizontal=True,
+                            index=list(PROTOCOL_LABELS).index(protocol), key="tr_protocol",
+                            help="The report trains the stitch on the task (digits without 3s, A and B frozen); "
+                                 "matching fits it to B's activations by least squares, with no labels")  # fmt: skip
+        presets = [get_preset(p.name, protocol=protocol) if p.protocol else p for p in presets]
     for col, preset in zip(st.columns(4), presets):
         with col:
             st.markdown(f"**{preset.title}**")
@@ -71,7 +83,8 @@ for paper, presets in _by_paper.items():
             ui.show_plan_estimate(jobs)  # the models and sweeps not in the store yet, one after the other
             if st.button("Run", key=f"preset_{preset.name}", disabled=ui.viewer_mode(), type="primary",
                          help=f"Trains {len(preset.recipes)} models, then {len(preset.sweeps)} sweep(s)") and _submit(jobs):
-                st.query_params.from_dict({"preset": preset.name})
+                match = preset.protocol == "match"
+                st.query_params.from_dict({"preset": preset.name, **({"protocol": "match"} if match else {})})
 
 
 # ---------------------------------------------------------------------------- your own sweep
@@ -133,7 +146,7 @@ with st.expander("Your own sweep", expanded=not st.query_params.to_dict()):
                 positions = st.multiselect("Positions (empty: every cut)", names, key="tr_positions",
                                            persist_state="session")
                 a, b = ui.load_for_display(ref_a), ui.load_for_display(ref_b)
-            except Exception as exc:  # a loader failure is shown, not raised
+            except Exception as exc:  # noqa: BLE001 -- a loader failure is shown, not raised
                 ui.show_error(exc, f"loading {ref_a} or {ref_b}")
                 why_not = "a model could not be loaded (above)"
             else:
@@ -218,10 +231,14 @@ if preset_name:
     st.divider()
     try:
         preset = get_preset(preset_name)
+        if preset.protocol is not None:
+            preset = get_preset(preset_name, protocol=protocol)
     except StitchError as exc:
         ui.show_error(exc)
     else:
         st.markdown(f"### {preset.title}")
+        if preset.protocol is not None:
+            st.caption(f"Stitch: {PROTOCOL_LABELS[preset.protocol]}.")
         st.markdown(f"*Claim* ({preset.paper}): {preset.claim}  \n*Look for:* {preset.look_for}")
         if preset.panels:
             _penalty_panels(preset)

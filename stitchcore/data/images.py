@@ -15,6 +15,7 @@ Names are canonical and rebuild the dataset, transforms included (files under :f
     digits|subset100s0          a stratified 100 train examples, seed 0
     digits|noise50s0            50% of the train labels swapped for another class, seed 0
     digits|coarse2              two coarse classes, both splits (0-4 vs 5-9; CIFAR-10: vehicles vs animals)
+    digits|val300s0             300 train images held out as the test split (a validation split), seed 0
 
 >>> ds = load_dataset("digits|relabel3to8")
 >>> ds.name, ds.image_shape, ds.num_classes, len(ds.y_train), len(ds.y_test)
@@ -39,9 +40,9 @@ import torch
 from stitchcore.errors import DataError
 from stitchcore.registry import Registry
 
-__all__ = ["ImageDataset", "SPLITS", "clear_cache", "data_root", "drop_class"]
+__all__ = ["SPLITS", "ImageDataset", "clear_cache", "data_root", "drop_class"]
 __all__ += ["coarse_classes", "dataset_loader", "list_datasets", "load_dataset", "noisy_labels", "register_dataset",
-            "relabel"]
+            "relabel", "validation_split"]
 
 log = logging.getLogger(__name__)
 
@@ -266,16 +267,41 @@ def coarse_classes(ds: ImageDataset, groups: int = 2) -> ImageDataset:
                    y_train=group_of[ds.y_train], y_test=group_of[ds.y_test])
 
 
+def validation_split(ds: ImageDataset, n: int, seed: int = 0) -> ImageDataset:
+    """Hold out ``n`` training images (as even over classes as possible, seeded) as the *test* split; the rest
+    stay the train split.  Settings are chosen on it, never on the test images (``digits|val300s0``).
+
+    >>> v = validation_split(load_dataset("digits"), 300)
+    >>> v.name, len(v.labels("train")), len(v.labels("test"))
+    ('digits|val300s0', 1047, 300)
+    """
+    x, y = ds._split("train")
+    if not 1 <= n < len(y):
+        raise DataError(f"a validation split holds 1..{len(y) - 1} of the {len(y)} training images, got {n}")
+    held = ds.subset("train", n, seed)
+    keep = torch.ones(len(y), dtype=torch.bool)
+    perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
+    rank = torch.empty_like(y)
+    for c in range(ds.num_classes):
+        rows = perm[y[perm] == c]
+        rank[rows] = torch.arange(len(rows))
+    keep[torch.argsort(rank * ds.num_classes + y)[:n]] = False  # the rows subset() picked
+    return replace(ds, name=f"{ds.name}|val{n}s{seed}", x_train=x[keep], y_train=y[keep], x_test=held.x_train,
+                   y_test=held.y_train)  # fmt: skip
+
+
 _TRANSFORM = re.compile(
-    r"(?:relabel(\d+)to(\d+)|drop(\d+)|subset(\d+)s(\d+)|noise(\d+)s(\d+)|coarse(\d+))(?:@([a-z+]+))?")
+    r"(?:relabel(\d+)to(\d+)|drop(\d+)|subset(\d+)s(\d+)|noise(\d+)s(\d+)|val(\d+)s(\d+)|coarse(\d+))"
+    r"(?:@([a-z+]+))?"
+)
 
 
 def _apply_transform(ds: ImageDataset, token: str) -> ImageDataset:
     m = _TRANSFORM.fullmatch(token)
     if m is None:
-        raise DataError(f"unknown dataset transform {token!r}; use relabelAtoB, dropC, subsetNsS, noisePsS "
+        raise DataError(f"unknown dataset transform {token!r}; use relabelAtoB, dropC, subsetNsS, noisePsS, valNsS "
                         "(+ @test), coarseK")
-    src, dst, cls, n, seed, percent, noise_seed, groups, splits = m.groups()
+    src, dst, cls, n, seed, percent, noise_seed, n_val, val_seed, groups, splits = m.groups()
     if groups is not None:
         if splits:
             raise DataError(f"coarse{groups} relabels both splits (a model of the coarse task is scored on it): "
@@ -286,6 +312,8 @@ def _apply_transform(ds: ImageDataset, token: str) -> ImageDataset:
         return relabel(ds, int(src), int(dst), splits=splits)
     if cls is not None:
         return drop_class(ds, int(cls), splits=splits)
+    if n_val is not None:
+        return validation_split(ds, int(n_val), int(val_seed))
     if percent is not None:
         return noisy_labels(ds, int(percent), int(noise_seed), splits=splits)
     if len(splits) != 1:
@@ -351,11 +379,11 @@ def load_dataset(name: str, *, root: str | Path | None = None, download: bool = 
     if base.startswith("imagefolder:"):
         path, size, canonical = _parse_imagefolder(base)
         key: tuple[str, str | None] = (canonical, None)
-        loader: Callable[[], ImageDataset] = lambda: _load_imagefolder(path, size, canonical)  # noqa: E731
+        loader: Callable[[], ImageDataset] = lambda: _load_imagefolder(path, size, canonical)
     else:
         source, where = dataset_loader(base), data_root(root)
         key = (base, str(where.resolve()))
-        loader = lambda: source(where, download)  # noqa: E731
+        loader = lambda: source(where, download)
     with _CACHE_LOCK:
         ds = _CACHE.get(key)
         if ds is None:

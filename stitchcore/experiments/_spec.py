@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import fields
-from typing import Any, Self, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
 from stitchcore.errors import StitchError
 
@@ -118,9 +118,18 @@ class Spec:
     ({'a': 'zoo:cnn-digits-s0', 'cuts': ['conv1', 'conv2']}, Demo(a='x', cuts=None))
     """
 
+    # Fields added after runs were stored, each with its LEGACY value: the behaviour of a dict written before the
+    # field existed.  ``to_dict`` leaves a field out while it holds that value (so old run ids resolve to what they
+    # computed) and ``from_dict`` of a dict without the key gives it back; new specs default to the new behaviour.
+    LEGACY: ClassVar[Mapping[str, Any]] = {}
+
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}  # type: ignore[arg-type]
+        d = {f.name: _plain(getattr(self, f.name)) for f in fields(self)}  # type: ignore[arg-type]
+        for name, old in self.LEGACY.items():
+            if d.get(name) == _plain(old):
+                del d[name]
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Self:
-        return spec_from_dict(cls, dict(d))
+        return spec_from_dict(cls, {**cls.LEGACY, **d})

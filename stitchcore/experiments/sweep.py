@@ -33,7 +33,7 @@ import statistics
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
@@ -52,14 +52,29 @@ from stitchcore.experiments._spec import (
 )
 from stitchcore.experiments.dataset_check import check_head_classes, load_pair, pair_dataset
 from stitchcore.experiments.estimate import (
-    Estimate, EstimateContext, calibrated, estimate_from, full_forward, image_counts, ms, pair_units, spread,
+    Estimate,
+    EstimateContext,
+    calibrated,
+    estimate_from,
+    full_forward,
+    image_counts,
+    ms,
+    pair_units,
+    spread,
     timed,
 )  # fmt: skip
-from stitchcore.measures.simplicity import GZIP_LEVEL, SHARPNESS_DEFINITION, simplicity
+from stitchcore.measures.simplicity import (
+    GZIP_LEVEL,
+    REPORT_DEFINITIONS,
+    REPORT_KEYS,
+    SHARPNESS_DEFINITION,
+    report_simplicity,
+    simplicity,
+)
 from stitchcore.measures.traits import check_classes, compute, metric_dataset, parse_metric
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.package import ModelPackage, pack_model
-from stitchcore.models.refs import parse_ref, random_twin
+from stitchcore.models.refs import TWIN_SEEDS, parse_ref, random_twins
 from stitchcore.models.sources import load_model
 from stitchcore.stitching.activations import collect
 from stitchcore.stitching.adapters import AdapterSpec, build_adapter, compatibility
@@ -105,6 +120,14 @@ class SweepSpec(Spec):
     sharpness_draws: int = 5  # perturbations averaged
     max_train: int | None = None  # cap on adapter training images; None = all
     max_test: int | None = None  # cap on test images; None = all
+    # Added for issue 25 (LEGACY below: what a dict stored before them computed).
+    twin_seeds: str = "distinct"  # control pairs: A's and B's twins from different seeds (refs.random_twins)
+    simplicity_adapter: bool = True  # the project's three measures count the adapter's parameters too
+    simplicity_report: bool = True  # also the Oxford report's definitions (measures.simplicity.report_simplicity)
+
+    # Before: one seed for both twins (one network when A and B share an architecture), measures over A's and
+    # B's weights only, no report definitions.
+    LEGACY: ClassVar[dict[str, Any]] = {"twin_seeds": "shared", "simplicity_adapter": False, "simplicity_report": False}
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "a", str(parse_ref(self.a)))
@@ -121,6 +144,11 @@ class SweepSpec(Spec):
         if isinstance(self.adapter, dict):
             object.__setattr__(self, "adapter", AdapterSpec.from_dict(self.adapter))
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
+        check_choice("twin_seeds", self.twin_seeds, TWIN_SEEDS)
+        for name, used in (("twin_seeds", self.control), ("simplicity_adapter", self.simplicity),
+                           ("simplicity_report", self.simplicity)):  # fmt: skip
+            if not used:  # a rule that changes nothing keeps its legacy value: the run id does not move
+                object.__setattr__(self, name, self.LEGACY[name])
         if self.epochs < 0 or self.batch_size < 1 or self.control_seeds < 1 or self.sharpness_draws < 1:
             raise StitchError("epochs must be >= 0; batch size, control seeds and sharpness draws >= 1")
         if self.sharpness_eps < 0:
@@ -206,19 +234,29 @@ def _measure(spec: SweepSpec, data: _Data, logits: dict[str, torch.Tensor]) -> t
     return values, score["per_class"]
 
 
-def _simplicity(spec: SweepSpec, model: nn.Module, data: _Data, exclude: nn.Module | None = None) -> dict[str, Any]:
-    """Measures over the weights taken from A and B (an adapter is part of the function, not of the weights)."""
+def _simplicity(spec: SweepSpec, model: nn.Module, data: _Data, adapter: nn.Module | None = None) -> dict[str, Any]:
+    """The project's measures (over A's and B's weights and, with ``simplicity_adapter``, the adapter's; runs
+    stored before leave the adapter out) and, with ``simplicity_report``, the report's (every parameter, test
+    batches of ``batch_size``)."""
+    exclude = adapter.parameters() if adapter is not None and not spec.simplicity_adapter else ()
     out = simplicity(model, _batches(data.base, data.n_test), eps=spec.sharpness_eps, draws=spec.sharpness_draws,
-                     seed=spec.seed, exclude=exclude.parameters() if exclude is not None else ())  # fmt: skip
+                     seed=spec.seed, exclude=exclude)  # fmt: skip
     out.pop("definition", None)
+    if spec.simplicity_report:
+        batches = list(data.base.batches("test", spec.batch_size, limit=data.n_test))
+        out.update(report_simplicity(model, batches, seed=spec.seed))
     return {k: (round(v, 8) if isinstance(v, float) else v) for k, v in out.items()}
 
 
 def _stitch_at(
     spec: SweepSpec, ctx: UnitContext, a: LoadedModel, b: LoadedModel, cuts: tuple[Cut, Cut], data: _Data,
-    with_simplicity: bool,
+    with_simplicity: bool, gaps: bool = False,
 ) -> dict[str, Any]:
-    """Train the adapter A[cut] -> B[cut] and measure C = suffix_B(S(prefix_A(x)))."""
+    """Train the adapter A[cut] -> B[cut] and measure C = suffix_B(S(prefix_A(x))).
+
+    ``gaps``: also ``logit_gap`` {"a", "b"}: max |logit(C) − logit(A)| and the same against B over the test
+    images (0.0 = C is that model bit for bit, as a weight substitution between a model and its own copy is).
+    """
     device = ctx.device
     cut_a, cut_b = cuts
     prefix_a, _ = split(a, cut_a)
@@ -235,7 +273,7 @@ def _stitch_at(
         pairs = ((h_train[i : i + EVAL_BATCH], target[i : i + EVAL_BATCH]) for i in range(0, len(h_train), EVAL_BATCH))
         fit_adapter(adapter, pairs, method=spec.adapter.init)
     adapter.to(device)
-    train_adapter(
+    history = train_adapter(
         adapter, suffix_b, h_train, AdapterTargets(labels=y_train), objective={"task": 1.0}, knobs=TrainKnobs.of(spec),
         device=device, check_cancel=ctx.check_cancel,
     )  # fmt: skip
@@ -248,9 +286,19 @@ def _stitch_at(
                                       for i in range(0, len(h), EVAL_BATCH)])  # fmt: skip
     values, per_class = _measure(spec, data, logits)
     out: dict[str, Any] = {"metrics": values, "per_class": per_class}
+    if gaps:
+        with torch.no_grad():
+            c = logits[data.base.name]
+            out["logit_gap"] = {}
+            for role, m in (("a", a), ("b", b)):
+                ref = torch.cat([_forward(m.model.to(device).eval(), m)(x.to(device)).float().cpu()
+                                 for x, _ in _batches(data.base, data.n_test)])  # fmt: skip
+                out["logit_gap"][role] = float((c - ref).abs().max())
+    if history:  # the adapter's training loss per epoch: a plateau shows as a flat tail
+        out["train_loss"] = [round(r["train_loss"], 6) for r in history]
     if with_simplicity:
         stitched = _forward(nn.Sequential(prefix_a, adapter, suffix_b), a)
-        out["simplicity"] = _simplicity(spec, stitched, data, exclude=adapter)
+        out["simplicity"] = _simplicity(spec, stitched, data, adapter=adapter)
     return out
 
 
@@ -314,7 +362,8 @@ def curves(rows: list[dict], metrics: list[str] | tuple[str, ...]) -> dict[str, 
     n_classes = len(rows[0]["per_class"]) if rows else 0
     out["per_class"] = [[r["per_class"][k] for r in rows] for k in range(n_classes)]
     if rows and rows[0].get("simplicity"):
-        out["simplicity"] = {k: [r["simplicity"][k] for r in rows] for k in SIMPLICITY_KEYS}
+        keys = SIMPLICITY_KEYS + tuple(k for k in REPORT_KEYS if k in rows[0]["simplicity"])
+        out["simplicity"] = {k: [r["simplicity"].get(k) for r in rows] for k in keys}
     else:
         out["simplicity"] = None
     return out
@@ -390,7 +439,7 @@ def position_unit(spec: SweepSpec, source: dict, i: int, n: int, pair: tuple[Cut
     steps = 1 + len(source["controls"])
     yield "progress", (0.0, f"position {i + 1}/{n}: {cut.name}")
     row = {"position": cut.name, "depth": round(cut.depth, 4),
-           **_stitch_at(spec, context, a, b, pair, data, spec.simplicity), "control": []}  # fmt: skip
+           **_stitch_at(spec, context, a, b, pair, data, spec.simplicity, gaps=True), "control": []}  # fmt: skip
     for k, (ra, rb) in enumerate(source["controls"]):
         yield "progress", ((1 + k) / steps, f"position {i + 1}/{n}: {cut.name} (random-init control {k + 1})")
         row["control"].append(_stitch_at(spec, context, model(ra), model(rb), pair, data, False))
@@ -451,13 +500,13 @@ def run_sweep(spec: SweepSpec, ctx: RunContext) -> dict:
     ctx.progress(0.0, "loading models")
     a, b, cuts, data = _prepare(spec, ctx.store)
     controls: list[tuple[LoadedModel, LoadedModel]] = []
+    twins: list[tuple[str, str]] = []
     control_note = None
     if spec.control:
         if all(parse_ref(r).scheme == "zoo" and parse_ref(r).param("init", "trained") == "trained"
                for r in (spec.a, spec.b)):  # fmt: skip
-            controls = [(load_model(random_twin(spec.a, spec.seed + k), store=ctx.store),
-                         load_model(random_twin(spec.b, spec.seed + k), store=ctx.store))
-                        for k in range(spec.control_seeds)]  # fmt: skip
+            twins = [random_twins(spec.a, spec.b, spec.seed, k, spec.twin_seeds) for k in range(spec.control_seeds)]
+            controls = [(load_model(ra, store=ctx.store), load_model(rb, store=ctx.store)) for ra, rb in twins]
         else:
             control_note = "the random-init control needs trained zoo models (zoo:NAME); it was skipped"
     ctx.progress(0.02, "scoring A and B alone")
@@ -493,7 +542,9 @@ def run_sweep(spec: SweepSpec, ctx: RunContext) -> dict:
         "sharpness": SHARPNESS_DEFINITION, "eps": spec.sharpness_eps, "draws": spec.sharpness_draws,
         "grad_norm": "||grad of mean test cross-entropy||_2 over weights and biases (norm layers excluded)",
         "gzip_bits": f"gzip level {GZIP_LEVEL} of the parameters as float32 little-endian, in bits",
-        "weights": "the stitched model's weights taken from A and B; the adapter is not measured",
+        "weights": ("the stitched model's weights taken from A and B and the adapter's" if spec.simplicity_adapter
+                    else "the stitched model's weights taken from A and B; the adapter is not measured"),
+        **(REPORT_DEFINITIONS if spec.simplicity_report else {}),
     }  # fmt: skip
     return {
         **curves(rows, spec.metrics),
@@ -506,6 +557,7 @@ def run_sweep(spec: SweepSpec, ctx: RunContext) -> dict:
         "rows": rows,
         "control_note": control_note,
         "control_seeds": len(controls),
+        "control_refs": [list(t) for t in twins],  # the untrained (A, B) pairs, each from its own seed
         "simplicity_definition": definition if spec.simplicity else None,
         "dataset": data.base.name,
         "train_data": data.train.name,

@@ -3,22 +3,22 @@
 Each preset reproduces one finding on the bundled digits data, in a few minutes on a
 laptop CPU (each model trains in seconds, each sweep position trains one small adapter
 per model pair).  The first four are the Oxford stitching report's trait findings:
-class 3 is the trait class throughout; adapters train on ``digits|drop3`` (no 3s), so
-whatever the stitched model does with a 3 comes from A's or B's layers, never from the
-adapter.
+class 3 is the trait class throughout; the stitch is task-trained (the report's protocol;
+``protocol="match"``: the older least-squares match) on ``digits|drop3`` (no 3s), so whatever
+the stitched model does with a 3 comes from A's or B's layers, never from what the stitch saw.
 
 ===================  ===========================================  ==========================================
 preset               A (bottom) / B (top)                          what to look for
 ===================  ===========================================  ==========================================
 inheritance          A: CNN trained with every 3 labelled 8;       "3 predicted as 8" rises with the cut:
                      B: plain CNN                                  early cuts act like B, late like A
-special-layer        A: plain MLP; B: plain MLP, then only fc1 /    "3 predicted as 8" only while B's special
-                     fc2 / fc3 fine-tuned with 3s labelled 8       layer is in C (cuts before it), ~0 after
-                     (three sweeps)
+special-layer        A: plain MLP (another seed); B: plain MLP,    "3 predicted as 8" high while B's special
+                     then only fc1 / fc2 / fc3 fine-tuned with 3s  layer is in C (cuts before it), low after;
+                     labelled 8 (three sweeps, + a sanity check)   the sanity check is true by construction
 distributed          A: CNN never shown a 3; B: plain CNN          class-3 accuracy falls step by step as
                                                                    more layers come from A
-simplicity           A: CNN with L1 + magnitude pruning;           gzip size (and the other measures) move
-                     B: CNN with an L2 penalty                     from B's value to A's along the cut
+simplicity           one plain CNN fine-tuned twice (Fig. 6):       gzip size (and the other measures) move
+                     A with L1 + pruning, B with L2                from B's value to A's along the cut
 ===================  ===========================================  ==========================================
 
 The last three are Bansal, Nakkiran & Barak's (2021) findings, read off the stitching
@@ -47,6 +47,7 @@ label-noise          A trained with 50% of its labels wrong, into  little penalt
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -59,7 +60,7 @@ from stitchcore.registry import Registry
 from stitchcore.stitching.adapters import AdapterSpec
 from stitchcore.store.results import Store, run_id_for
 
-__all__ = ["STITCHING_LAYER", "TRAIT_CLASS", "PenaltyPanel", "Preset", "get_preset", "list_presets", "register_preset"]
+__all__ = ["PROTOCOLS", "STITCHING_LAYER", "TASK_EPOCHS", "TRAIT_CLASS", "PenaltyPanel", "Preset", "get_preset", "list_presets", "register_preset"]
 __all__ += ["panel_lines", "run_preset", "zoo_ref"]
 
 TRAIT_CLASS = 3  # the class every preset's trait is about (digit 3)
@@ -89,9 +90,10 @@ class Preset:
     sweep_titles: tuple[str, ...]  # one short title per sweep
     panels: tuple[PenaltyPanel, ...] = ()  # penalty figures over several sweeps; () = each sweep on its own
     paper: str = "Oxford stitching report"  # whose finding it is (the page groups presets by it)
+    protocol: str | None = None  # the Oxford presets' adapter protocol (PROTOCOLS); None for the others
 
 
-PresetFn = Callable[[], Preset]  # builds the preset (its recipes' run ids are computed on the call)
+PresetFn = Callable[..., Preset]  # builds the preset (its recipes' run ids are computed on the call)
 _PRESETS: Registry[PresetFn] = Registry("preset", StitchError)
 
 
@@ -105,78 +107,132 @@ def zoo_ref(recipe: ZooRecipe) -> str:
     return f"zoo:{zoo_name(recipe, run_id_for('zoo', recipe.to_dict()))}"
 
 
-# Label-free adapters: a closed-form least-squares match of B's own activation (Csiszarik et al.), fitted on
-# data without 3s and never trained on labels, so the adapter cannot learn anything about class 3 itself.
-# (Task-trained adapters either learn class 3 themselves -- the random-init control reaches ~90% on 3s on
-# digits -- or, trained without 3s, learn to never answer 3 at late cuts: both measured, see docs/DESIGN.md.)
+PROTOCOLS = ("task", "match")  # the Oxford presets' adapter protocols: the report's (default) and the old one
+# The report's protocol: a stitch trained on the task (cross-entropy through B's top, A and B frozen) until its loss
+# levels off: linear with BatchNorm before and after, least-squares start, AdamW lr 1e-2 with a cosine schedule to 0,
+# TASK_EPOCHS epochs (chosen on digits|val300s0: 10 and 30 epochs gave the same trait curves; each position keeps
+# its loss per epoch) and SIMPLICITY_EPOCHS for the simplicity preset, whose measures need the plateau.  The
+# trait presets train it on digits without 3s (BLIND_DATA): trained on every digit it relearns class 3 itself and
+# the trait vanishes at every cut (measured), so the report's claim shows only when the stitch never sees a 3.
+TASK_EPOCHS = 10
+SIMPLICITY_EPOCHS = 20
+TRAINED = AdapterSpec(init="lstsq")
+# The older protocol, kept as an option (protocol="match"): a closed-form least-squares match of B's own activation
+# (Csiszarik et al.), fitted on data without 3s and never trained on labels.  (It changes what is measured: no
+# task training, and its stitched models' losses are 2-6x B's, so simplicity then measures misfit.)
 MATCHED = AdapterSpec(init="lstsq")
 MERGED = AdapterSpec(kind="identity", norm="none", init="identity")  # weight substitution: no adapter at all
 
 
-def _sweep(a: ZooRecipe, b: ZooRecipe, metrics: tuple[str, ...], train_data: str | None,
-           adapter: AdapterSpec = MATCHED) -> SweepSpec:  # fmt: skip
-    return SweepSpec(a=zoo_ref(a), b=zoo_ref(b), metrics=metrics, train_data=train_data, adapter=adapter, epochs=0)
+def _check_protocol(protocol: str) -> None:
+    if protocol not in PROTOCOLS:
+        raise StitchError(f"unknown protocol {protocol!r}; use one of: {', '.join(PROTOCOLS)} (task = the report's"
+                          " task-trained stitch, match = least-squares matching, no task training)")
+
+
+def _sweep(a: ZooRecipe, b: ZooRecipe, metrics: tuple[str, ...], train_data: str | None, protocol: str,
+           adapter: AdapterSpec | None = None, **kw: Any) -> SweepSpec:  # fmt: skip
+    if protocol == "match":
+        return SweepSpec(a=zoo_ref(a), b=zoo_ref(b), metrics=metrics, train_data=train_data,
+                         adapter=adapter or MATCHED, epochs=0, **kw)  # fmt: skip
+    return SweepSpec(a=zoo_ref(a), b=zoo_ref(b), metrics=metrics, train_data=train_data, adapter=adapter or TRAINED,
+                     **{"epochs": TASK_EPOCHS, **kw})  # fmt: skip
 
 
 @register_preset("inheritance")
-def _inheritance() -> Preset:
-    a = ZooRecipe(arch="cnn", seed=1, relabel=(TRAIT_CLASS, RELABEL_TO))
-    b = ZooRecipe(arch="cnn", seed=0)
+def _inheritance(seed: int = 0, protocol: str = "task") -> Preset:
+    _check_protocol(protocol)
+    a = ZooRecipe(arch="cnn", seed=seed + 1, relabel=(TRAIT_CLASS, RELABEL_TO))
+    b = ZooRecipe(arch="cnn", seed=seed)
     metrics = ("accuracy", f"class_acc:{TRAIT_CLASS}", f"confusion:{TRAIT_CLASS}->{RELABEL_TO}")
     return Preset(
         "inheritance", "Trait inheritance (relabel)",
         "Stitched models inherit traits of the models they are made of.",
         f"'{TRAIT_CLASS} predicted as {RELABEL_TO}' low where B does most of the work (early cuts), high where "
         "A does (late cuts); the random-init control stays low.",
-        (a, b), (_sweep(a, b, metrics, BLIND_DATA),), (f"A calls {TRAIT_CLASS}s {RELABEL_TO}s, B is plain",),
+        (a, b), (_sweep(a, b, metrics, BLIND_DATA, protocol),), (f"A calls {TRAIT_CLASS}s {RELABEL_TO}s, B is plain",),
+        protocol=protocol,
     )  # fmt: skip
 
 
 @register_preset("special-layer")
-def _special_layer() -> Preset:
-    # The trait is taught to one layer only: B is A (a plain MLP, same seed) with only fc_k fine-tuned on
-    # digits with every 3 labelled 8, so A and B differ in that one layer, and C = B_{>cut}(A_{<=cut}(x))
-    # joins them without an adapter (identity: a least-squares adapter fitted to B's activations copies
-    # B's fc_k change at every later cut, measured).  (Dropping 3 and fine-tuning fc_k on all digits brings
-    # 3s back through fc3 only: with fc1 or fc2 the frozen layers above keep class 3 dead, measured.)
-    plain = ZooRecipe(arch="mlp", seed=0)
+def _special_layer(seed: int = 0, protocol: str = "task") -> Preset:
+    # The report's experiment: A and B trained separately (plain MLPs of different seeds); B then has only fc_k
+    # fine-tuned on digits with every 3 labelled 8; a task-trained stitch joins A's bottom to B's top.  The trait
+    # should appear exactly at the cuts before fc_k (B's special layer is in C).  The last sweep is the older
+    # construction, kept as a labelled sanity check: B's own start joined to B with no adapter, so C is B's start
+    # bit for bit from fc_k on and B before it -- true by construction.  (protocol="match" gives the older preset:
+    # that construction for all three layers.)
+    _check_protocol(protocol)
+    plain = ZooRecipe(arch="mlp", seed=seed)
+    other = ZooRecipe(arch="mlp", seed=seed + 1)
     relabel = f"digits|relabel{TRAIT_CLASS}to{RELABEL_TO}"
-    specials = [ZooRecipe(arch="mlp", seed=0, finetune_layer=f"fc{k}", finetune_data=relabel) for k in (1, 2, 3)]
+    specials = [ZooRecipe(arch="mlp", seed=seed, finetune_layer=f"fc{k}", finetune_data=relabel) for k in (1, 2, 3)]
     metrics = ("accuracy", f"class_acc:{TRAIT_CLASS}", f"confusion:{TRAIT_CLASS}->{RELABEL_TO}")
+    claim = "A trait located in one layer appears only once that layer is in the stitched model."
+    look = (f"'{TRAIT_CLASS} predicted as {RELABEL_TO}' high at cuts before B's special layer (the layer is in C), "
+            "low from that layer on; the step moves with the special layer fc1 -> fc2 -> fc3.")  # fmt: skip
+    if protocol == "match":
+        return Preset(
+            "special-layer", "Special-layer localization (fc1/fc2/fc3)", claim, look,
+            (plain, *specials), tuple(_sweep(plain, s, metrics, BLIND_DATA, protocol, MERGED) for s in specials),
+            tuple(f"B's special layer: fc{k} (B's own start, no adapter: true by construction)" for k in (1, 2, 3)),
+            protocol=protocol,
+        )  # fmt: skip
+    sanity = SweepSpec(a=zoo_ref(plain), b=zoo_ref(specials[1]), metrics=metrics, train_data=BLIND_DATA,
+                       adapter=MERGED, epochs=0, control=False, simplicity=False)  # fmt: skip
     return Preset(
-        "special-layer", "Special-layer localization (fc1/fc2/fc3)",
-        "A trait located in one layer appears only once that layer is in the stitched model.",
-        f"'{TRAIT_CLASS} predicted as {RELABEL_TO}' high at cuts before B's special layer (the layer is in C), "
-        "low from that layer on; the step moves with the special layer fc1 -> fc2 -> fc3.",
-        (plain, *specials), tuple(_sweep(plain, s, metrics, BLIND_DATA, MERGED) for s in specials),
-        tuple(f"B's special layer: fc{k}" for k in (1, 2, 3)),
+        "special-layer", "Special-layer localization (fc1/fc2/fc3)", claim, look,
+        (plain, other, *specials),
+        (*(_sweep(other, s, metrics, BLIND_DATA, protocol, simplicity=False, control_seeds=1) for s in specials),
+         sanity),
+        (*(f"B's special layer: fc{k} (A trained separately, trained stitch)" for k in (1, 2, 3)),
+         "Sanity check, true by construction: B's own start -> B (fc2), no adapter"),
+        protocol=protocol,
     )  # fmt: skip
 
 
 @register_preset("distributed")
-def _distributed() -> Preset:
-    a = ZooRecipe(arch="cnn", seed=1, drop_class=TRAIT_CLASS)
-    b = ZooRecipe(arch="cnn", seed=0)
+def _distributed(seed: int = 0, protocol: str = "task") -> Preset:
+    _check_protocol(protocol)
+    a = ZooRecipe(arch="cnn", seed=seed + 1, drop_class=TRAIT_CLASS)
+    b = ZooRecipe(arch="cnn", seed=seed)
     metrics = ("accuracy", f"class_acc:{TRAIT_CLASS}")
     return Preset(
         "distributed", "Distributed trait (drop class)",
         "A distributed trait grows with the number of layers taken from its model.",
         f"Accuracy on {TRAIT_CLASS}s falls gradually as more of A (never shown a {TRAIT_CLASS}) is used.",
-        (a, b), (_sweep(a, b, metrics, BLIND_DATA),), (f"A never saw a {TRAIT_CLASS}, B is plain",),
+        (a, b), (_sweep(a, b, metrics, BLIND_DATA, protocol),), (f"A never saw a {TRAIT_CLASS}, B is plain",),
+        protocol=protocol,
     )  # fmt: skip
 
 
+L1_PRUNE = {"l1": 1e-4, "prune_every": 4, "prune_fraction": 0.4}  # 4 pruning steps in 20 epochs: ~87% zeros
+L2 = {"l2": 1e-3}
+
+
 @register_preset("simplicity")
-def _simplicity() -> Preset:
-    # L1 1e-4 and 40% of the remaining weights pruned every 4 epochs (4 steps in 20 epochs: ~87% zeros)
-    a = ZooRecipe(arch="cnn", seed=1, l1=1e-4, prune_every=4, prune_fraction=0.4)
-    b = ZooRecipe(arch="cnn", seed=0, l2=1e-3)
+def _simplicity(seed: int = 0, protocol: str = "task") -> Preset:
+    # The report's Fig. 6 setting (protocol "task"): one plain CNN, then fine-tuned twice from it, once with L1 +
+    # magnitude pruning and once with L2.  protocol="match": the older preset (two CNNs trained from scratch,
+    # matched adapters).
+    _check_protocol(protocol)
+    claim = "Simplicity can be traced layer by layer through stitching."
+    look = ("gzip size falls from B's (dense) toward A's (sparse) as the cut moves deeper; sharpness and gradient "
+            "norm follow whichever model contributes the layers.")  # fmt: skip
+    if protocol == "match":
+        a = ZooRecipe(arch="cnn", seed=seed + 1, **L1_PRUNE)
+        b = ZooRecipe(arch="cnn", seed=seed, **L2)
+        return Preset("simplicity", "Simple vs complex (L1+pruning vs L2)", claim, look, (a, b),
+                      (_sweep(a, b, ("accuracy",), None, protocol),), ("A: L1 + pruning, B: L2",), protocol=protocol)
+    start = ZooRecipe(arch="cnn", seed=seed)
+    a = ZooRecipe(arch="cnn", seed=seed + 1, start=zoo_ref(start), **L1_PRUNE)
+    b = ZooRecipe(arch="cnn", seed=seed + 2, start=zoo_ref(start), **L2)
     return Preset(
-        "simplicity", "Simple vs complex (L1+pruning vs L2)",
-        "Simplicity can be traced layer by layer through stitching.",
-        "gzip size falls from B's (dense) toward A's (sparse) as the cut moves deeper; sharpness and gradient "
-        "norm follow whichever model contributes the layers.",
-        (a, b), (_sweep(a, b, ("accuracy",), None),), ("A: L1 + pruning, B: L2",),
+        "simplicity", "Simple vs complex (L1+pruning vs L2, one start)", claim, look, (start, a, b),
+        (_sweep(a, b, ("accuracy",), None, protocol, epochs=SIMPLICITY_EPOCHS, control=False),),
+        ("A: fine-tuned with L1 + pruning, B: with L2, one start",),
+        protocol=protocol,
     )  # fmt: skip
 
 
@@ -292,15 +348,24 @@ def list_presets() -> list[Preset]:
     return [_PRESETS.get(name)() for name in _PRESETS.list()]
 
 
-def get_preset(name: str) -> Preset:
+def get_preset(name: str, *, seed: int = 0, protocol: str | None = None) -> Preset:
     """A preset by name; StitchError naming the close names and every known one otherwise.
+
+    ``seed``: the recipes' seeds start there (0: the page's presets).  ``protocol`` (Oxford presets only):
+    "task" (the report's task-trained stitch, the default) or "match" (least-squares matching, no task training).
 
     >>> get_preset("inheritence")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     stitchcore.errors.StitchError: unknown preset 'inheritence'; did you mean 'inheritance'? (known: ...)
     """
-    return _PRESETS.get(name)()
+    factory = _PRESETS.get(name)
+    kw: dict[str, Any] = {"seed": seed} if seed else {}
+    if protocol is not None:
+        if "protocol" not in inspect.signature(factory).parameters:
+            raise StitchError(f"preset {name!r} has one protocol (the paper's); protocol= is for the Oxford presets")
+        kw["protocol"] = protocol
+    return factory(**kw)
 
 
 def panel_lines(preset: Preset, panel: PenaltyPanel, store: Store) -> list[dict[str, Any]]:
@@ -323,10 +388,11 @@ def panel_lines(preset: Preset, panel: PenaltyPanel, store: Store) -> list[dict[
 
 
 def run_preset(
-    name: str, store: Store, *, progress: ProgressFn | None = None, device: str | None = None, rerun: bool = False
+    name: str, store: Store, *, progress: ProgressFn | None = None, device: str | None = None, rerun: bool = False,
+    seed: int = 0, protocol: str | None = None,
 ) -> tuple[list[RunOutcome], list[RunOutcome]]:
     """Train the preset's recipes (cached), then run its sweeps; returns (model outcomes, sweep outcomes)."""
-    preset = get_preset(name)
+    preset = get_preset(name, seed=seed, protocol=protocol)
     models = [run_experiment("zoo", r, store, progress=progress, device=device) for r in preset.recipes]
     sweeps = [run_experiment("sweep", s, store, progress=progress, device=device, rerun=rerun) for s in preset.sweeps]
     return models, sweeps

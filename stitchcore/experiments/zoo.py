@@ -23,15 +23,25 @@ from stitchcore.errors import DataError, StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments._spec import field_label
 from stitchcore.experiments.estimate import (
-    CAL_EXAMPLES, Estimate, EstimateContext, calibrated, estimate_from, first_images, forward_per_example,
-    ms, per_step, where,
+    CAL_EXAMPLES,
+    Estimate,
+    EstimateContext,
+    calibrated,
+    estimate_from,
+    first_images,
+    forward_per_example,
+    ms,
+    per_step,
+    where,
 )  # fmt: skip
 from stitchcore.experiments.lm_zoo import estimate_lm_zoo, train_lm_zoo, untrained_lm
 from stitchcore.experiments.zoo_recipe import ZooRecipe, zoo_name
 from stitchcore.models.archs import arch_defaults, arch_input_kind, create_arch
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.preprocess import Preprocess
-from stitchcore.models.sources.checkpoint import save_checkpoint
+from stitchcore.models.refs import parse_ref
+from stitchcore.models.sources import load_model
+from stitchcore.models.sources.checkpoint import load_into, save_checkpoint
 from stitchcore.stitching.evaluate import count_params, evaluate_batches
 from stitchcore.stitching.train import train_classifier
 
@@ -157,6 +167,8 @@ def check_zoo(recipe: ZooRecipe, store: Any = None) -> None:
     if recipe.finetune_layer is not None:
         _special_layer(model.model, recipe.finetune_layer)
     _finetune_dataset(recipe, ds)
+    if recipe.start is not None:  # a well-formed ref (a preset queues its start before it: loaded by the run)
+        parse_ref(recipe.start)
 
 
 # ---------------------------------------------------------------------------- estimate
@@ -227,6 +239,9 @@ def train_zoo(recipe: ZooRecipe, ctx: RunContext) -> dict:
     kwargs = _arch_kwargs(recipe, ds)
     torch.manual_seed(recipe.seed)
     model = create_arch(recipe.arch, **kwargs)
+    if recipe.start is not None:  # fine-tune: the start's weights, strictly (same arch and shapes)
+        start = load_model(recipe.start, store=ctx.store)
+        load_into(model, start.model.state_dict(), recipe.start, recipe.arch)
     special = _special_layer(model, recipe.finetune_layer) if recipe.finetune_layer else None
     device = ctx.device
     bs = recipe.batch_size

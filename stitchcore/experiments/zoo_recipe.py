@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from stitchcore.errors import StitchError
 from stitchcore.experiments._spec import (
@@ -59,6 +59,11 @@ class ZooRecipe(Spec):
     finetune_epochs: int = 10  # digits: enough for the last hidden layer to bring a dropped class back
     finetune_data: str | None = None  # e.g. "digits|relabel3to8": the trait is taught to that layer only
     finetune_lr: float | None = None  # None: the recipe's lr; smaller keeps the layer's other behaviour
+    # Fine-tune from a trained model instead of a fresh init (the report's Fig. 6: L1 + pruning vs L2 from one
+    # start): a zoo: or file: ref of this arch (its weights load strictly); None = fresh init, as before.
+    start: str | None = None
+
+    LEGACY: ClassVar[dict[str, Any]] = {"start": None}  # recipes stored before start= trained from scratch
 
     def __post_init__(self) -> None:
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
@@ -92,6 +97,11 @@ class ZooRecipe(Spec):
             raise StitchError("finetune_epochs must be at least 1 when a finetune_layer is set")
         if self.finetune_lr is not None:
             check_positive("finetune_lr", self.finetune_lr, "leave it out for the recipe's lr")
+        if self.start is not None:
+            scheme = str(self.start).split(":", 1)[0]
+            if scheme not in ("zoo", "file"):
+                raise StitchError(f"start {self.start!r}: fine-tuning starts from a zoo: or file: model of the "
+                                  f"recipe's arch (a hub model: save it as a file first and write file:PATH?arch=...)")
 
     @property
     def resolved_lr(self) -> float:
@@ -125,6 +135,8 @@ class ZooRecipe(Spec):
             extras.append("L1/pruned")
         if self.l2:
             extras.append(f"L2 {self.l2:g}")
+        if self.start is not None:
+            extras.append(f"from {self.start}")
         if self.finetune_layer is not None:
             extras.append(f"fine-tune {self.finetune_layer}" + (f" on {self.finetune_data}" if self.finetune_data else ""))
         return f"train {self.arch} on {self.dataset} ({', '.join(extras)})"

@@ -14,6 +14,11 @@ cross-entropy loss ``L(theta) = (1/N) sum_i CE(f_theta(x_i), y_i)``:
 * **gzip size** of every parameter (not buffers), float32 little-endian bytes
   concatenated in ``named_parameters()`` order, ``gzip`` level 9 with mtime 0, in bits.
 
+The Oxford report's own definitions sit beside these, each under its own name
+(:func:`report_simplicity`): ``grad_norm_batch`` (mean over batches of the per-batch
+gradient norm), ``sharpness_abs`` (an absolute perturbation of size ``REPORT_SIGMA``, one
+draw per batch) and ``gzip_bits_all`` (every parameter), all over every parameter.
+
 Which parameters count (gradient norm, sharpness): weights of every module;
 biases when ``include_bias`` (default True); parameters of normalisation layers
 (BatchNorm, LayerNorm, GroupNorm ...) when ``include_norm`` (default False: their
@@ -45,9 +50,13 @@ from stitchcore.errors import StitchError
 
 __all__ = [
     "GZIP_LEVEL",
+    "REPORT_DEFINITIONS",
+    "REPORT_KEYS",
+    "REPORT_SIGMA",
     "SHARPNESS_DEFINITION",
     "gradient_norm",
     "gzip_bits",
+    "report_simplicity",
     "select_params",
     "sharpness",
     "simplicity",
@@ -58,6 +67,16 @@ SHARPNESS_DEFINITION = (
     "S(eps) = mean over D draws of [L(theta + delta) - L(theta)], delta_t ~ N(0, sigma_t^2 I) per tensor t, "
     "sigma_t = eps * ||theta_t||_F / sqrt(n_t) (relative size eps); L = mean cross-entropy on the test set"
 )
+
+REPORT_SIGMA = 1e-3  # the report's absolute perturbation: delta ~ N(0, 1e-3^2) on every parameter entry
+REPORT_KEYS = ("grad_norm_batch", "sharpness_abs", "gzip_bits_all")
+REPORT_DEFINITIONS = {
+    "grad_norm_batch": "mean over test batches b of ||grad L_b||_2, L_b the mean cross-entropy of batch b, over "
+                       "every parameter (norm layers and the stitch included)",
+    "sharpness_abs": "mean over test batches b of L_b(theta + delta_b) - L_b(theta), one draw delta_b ~ "
+                     "N(0, sigma^2 I) per batch on every parameter, sigma absolute (1e-3)",
+    "gzip_bits_all": f"gzip level {GZIP_LEVEL} of every parameter as float32 little-endian, in bits",
+}  # fmt: skip
 
 Batches = Iterable[tuple[torch.Tensor, torch.Tensor]]  # (input [B, ...], label int64 [B])
 _NORMS = (nn.modules.batchnorm._NormBase, nn.LayerNorm, nn.GroupNorm, nn.LocalResponseNorm)
@@ -235,3 +254,50 @@ def simplicity(
     out.update(gzip_bits([p for p in model.parameters() if id(p) not in skip]))
     out.update(include_bias=include_bias, include_norm=include_norm)
     return out
+
+
+def report_simplicity(model: nn.Module, batches: Batches, *, sigma: float = REPORT_SIGMA, seed: int = 0) -> dict[str, Any]:
+    """The Oxford report's three measures over every parameter of ``model`` (:data:`REPORT_DEFINITIONS`).
+
+    ``batches`` [(x [B, ...], y [B])] are the report's batches: the gradient norm is taken per batch and
+    averaged, and each batch gets its own perturbation draw (from a generator seeded with ``seed``).
+    Returns {"grad_norm_batch", "sharpness_abs", "gzip_bits_all", "report_sigma", "report_batches"}; the model
+    is left as found (weights restored exactly).
+
+    >>> m = torch.nn.Linear(2, 2)
+    >>> out = report_simplicity(m, [(torch.ones(4, 2), torch.zeros(4, dtype=torch.long))])
+    >>> sorted(out), out["report_batches"]
+    (['grad_norm_batch', 'gzip_bits_all', 'report_batches', 'report_sigma', 'sharpness_abs'], 1)
+    """
+    if sigma < 0:
+        raise StitchError(f"the report's perturbation size must be >= 0, got {sigma}")
+    batches = _materialize(batches)
+    params = list(dict.fromkeys(model.parameters()))  # every parameter, each once
+    dev = module_device(model)
+    norms = []
+    with _measuring(model, params, grad=True):
+        for x, y in batches:
+            loss = F.cross_entropy(model(x.to(dev)).float(), y.to(dev))
+            grads = torch.autograd.grad(loss, params, allow_unused=True)
+            norms.append(math.sqrt(sum(float(g.double().pow(2).sum()) for g in grads if g is not None)))
+    gen = torch.Generator().manual_seed(seed)
+    saved = [p.detach().clone() for p in params]
+    increases = []
+    with _measuring(model, params, grad=False):
+        try:
+            for batch in batches:
+                base = _mean_loss(model, [batch])
+                with torch.no_grad():
+                    for p, p0 in zip(params, saved, strict=True):
+                        noise = torch.randn(p0.shape, generator=gen, dtype=torch.float32).to(p0.device, p0.dtype)
+                        p.copy_(p0 + sigma * noise)
+                increases.append(_mean_loss(model, [batch]) - base)
+                with torch.no_grad():
+                    for p, p0 in zip(params, saved, strict=True):
+                        p.copy_(p0)
+        finally:
+            with torch.no_grad():
+                for p, p0 in zip(params, saved, strict=True):
+                    p.copy_(p0)
+    return {"grad_norm_batch": float(np.mean(norms)), "sharpness_abs": float(np.mean(increases)),
+            "gzip_bits_all": gzip_bits(params)["gzip_bits"], "report_sigma": sigma, "report_batches": len(batches)}

@@ -43,7 +43,8 @@ from typing import Any
 from stitchcore.errors import RefError
 from stitchcore.models.preprocess import format_size, format_values, parse_size, parse_values
 
-__all__ = ["SCHEMES", "ModelRef", "check_store_ref", "parse_ref", "parse_seed", "random_twin", "upload_ref"]
+__all__ = ["SCHEMES", "TWIN_SEEDS", "ModelRef", "check_store_ref", "parse_ref", "parse_seed", "random_twin", "random_twins",
+           "upload_ref"]
 
 # Where a model can come from; the order is the order shown in help texts.
 SCHEMES: tuple[str, ...] = ("zoo", "timm", "torchvision", "hf", "file")
@@ -286,6 +287,30 @@ def random_twin(ref: str, seed: int) -> str:
     key, value = _RANDOM_OPTION[r.scheme]
     params.update({key: value, "seed": str(seed)})
     return str(ModelRef(r.scheme, r.name, None, tuple(params.items())))
+
+
+TWIN_SEEDS = ("distinct", "shared")  # how a random-init control pair draws its two networks (see random_twins)
+
+
+def random_twins(a: str, b: str, seed: int, k: int = 0, rule: str = "distinct") -> tuple[str, str]:
+    """The ``k``-th random-init control pair of A and B (matrix and sweep controls), drawn from ``seed``.
+
+    ``distinct`` (new runs): A's twin from seed 2(seed + k), B's from 2(seed + k) + 1, so two refs of one
+    architecture give two different untrained networks, and no seed serves two pairs.  ``shared`` (runs
+    stored before the fix, whose specs lack the rule): both from seed + k, so A's and B's twins of one
+    architecture were one network.
+
+    >>> random_twins("zoo:cnn-digits-s0", "zoo:cnn-digits-s1", 0)
+    ('zoo:cnn-digits-s0?init=random&seed=0', 'zoo:cnn-digits-s1?init=random&seed=1')
+    >>> random_twins("zoo:cnn-digits-s0", "zoo:cnn-digits-s1", 3, k=1, rule="shared")
+    ('zoo:cnn-digits-s0?init=random&seed=4', 'zoo:cnn-digits-s1?init=random&seed=4')
+    """
+    if rule == "shared":
+        return random_twin(a, seed + k), random_twin(b, seed + k)
+    if rule != "distinct":
+        raise RefError(f"unknown twin seed rule {rule!r}; use one of: {', '.join(TWIN_SEEDS)}")
+    base = 2 * (seed + k)
+    return random_twin(a, base), random_twin(b, base + 1)
 
 
 # the option that makes a hub ref random init

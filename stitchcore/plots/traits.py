@@ -29,15 +29,17 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from stitchcore.plots import runs as plots
 from stitchcore.plots import heatmap as plots_heatmap
 from stitchcore.plots._style import HEIGHT, ROLE_COLORS, RUN_COLORS, WAITING, add_note, clean, house_style
 from stitchcore.plots.penalty import PENALTY_AXIS, PENALTY_COLUMN, PTS, mark_worse_side, penalty_pts
 
-__all__ = ["SIMPLICITY_AXES", "SIMPLICITY_LABELS", "SIMPLICITY_NOISE", "normalization_noise", "penalty_curve",
+__all__ = ["REPORT_LABELS", "SIMPLICITY_AXES", "SIMPLICITY_LABELS", "SIMPLICITY_NOISE", "normalization_noise", "penalty_curve",
            "penalty_lines", "per_class_heatmap", "simplicity_curves", "trait_curves"]
 
 SIMPLICITY_LABELS = {"grad_norm": "gradient norm", "sharpness": "sharpness", "gzip_bits": "gzip size (bits)"}
+# The Oxford report's own definitions (measures.simplicity.report_simplicity), drawn beside the project's
+REPORT_LABELS = {"grad_norm_batch": "gradient norm, per batch", "sharpness_abs": "sharpness, absolute 1e-3",
+                 "gzip_bits_all": "gzip, all parameters (bits)"}  # fmt: skip
 
 
 def _rgba(hex_color: str, alpha: float) -> str:
@@ -110,7 +112,9 @@ SIMPLICITY_NOISE = {"grad_norm": 0.5, "gzip_bits": 0.005}
 SHARPNESS_STANDARD_ERRORS = 2.0
 # Each raw panel's y axis: what its values are, and which way is simpler (lower, for all three).
 SIMPLICITY_AXES = {"grad_norm": "‖∇L‖₂<br>(lower = simpler)", "sharpness": "mean loss increase<br>(lower = simpler)",
-                   "gzip_bits": "bits<br>(lower = simpler)"}  # fmt: skip
+                   "gzip_bits": "bits<br>(lower = simpler)", "grad_norm_batch": "mean ‖∇L_batch‖₂<br>(lower = simpler)",
+                   "sharpness_abs": "mean loss increase<br>(lower = simpler)",
+                   "gzip_bits_all": "bits<br>(lower = simpler)"}  # fmt: skip
 _UNITS = {"gzip_bits": " bits"}  # after the numbers of the "no normalised curve" note
 
 
@@ -167,9 +171,11 @@ def simplicity_curves(
     normalized: bool = False,
     all_positions: Sequence[str] | None = None,
     title: str | None = None,
+    definitions: str = "project",
 ) -> go.Figure:
     """Simplicity measures vs cut position: raw (three panels, lower = simpler on every y axis) or normalised
     to A and B (one panel: 0 = like B, 1 = like A; each line's name says which way is simpler).
+    ``definitions="report"``: the raw panels of the Oxford report's own definitions (:data:`REPORT_LABELS`).
 
     A measure whose A and B differ by less than their noise (:func:`normalization_noise`) gets no normalised
     curve: a line under the plot says so, with both numbers.
@@ -210,8 +216,9 @@ def simplicity_curves(
         if missing:
             _add_below(fig, missing)
         return fig
-    fig = make_subplots(rows=1, cols=3, subplot_titles=list(SIMPLICITY_LABELS.values()), horizontal_spacing=0.11)
-    for j, (key, label) in enumerate(SIMPLICITY_LABELS.items(), start=1):
+    labels = REPORT_LABELS if definitions == "report" else SIMPLICITY_LABELS
+    fig = make_subplots(rows=1, cols=3, subplot_titles=list(labels.values()), horizontal_spacing=0.11)
+    for j, (key, label) in enumerate(labels.items(), start=1):
         fig.add_trace(go.Scatter(x=list(range(done)), y=clean(simp.get(key, [])), mode="lines+markers",
                                  name="stitched", legendgroup="stitched", showlegend=j == 1,
                                  line={"color": ROLE_COLORS["stitched"], "width": 2.5}, marker={"size": 7},
@@ -224,7 +231,9 @@ def simplicity_curves(
         _x_axis(fig, positions, row=1, col=j)
         fig.update_yaxes(title_text=SIMPLICITY_AXES[key], row=1, col=j)
     fig.update_xaxes(title_text=None)
-    fig = house_style(fig, title or "Simplicity (raw; lower = simpler)", height=HEIGHT)
+    default = "Simplicity, the report's definitions (raw; lower = simpler)" if definitions == "report" else \
+        "Simplicity (raw; lower = simpler)"
+    fig = house_style(fig, title or default, height=HEIGHT)
     fig.update_layout(margin={"t": 100}, legend={"y": 1.16})  # the legend above the panel titles
     if not done:
         add_note(fig, WAITING)

@@ -42,7 +42,7 @@ from stitchcore.experiments.matrix.units import (
 )
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.package import pack_model
-from stitchcore.models.refs import parse_ref, random_twin
+from stitchcore.models.refs import parse_ref, random_twins
 from stitchcore.models.sources import load_model
 from stitchcore.stitching.activations import collect_cuts, forward_bytes_per_image, memory_budget_bytes
 from stitchcore.stitching.evaluate import evaluate_batches
@@ -111,8 +111,8 @@ def _prepare(
     ctx.progress(0.0, "loading models")
     models, ds, senders, receivers = _inputs(spec, ctx.store)
     if spec.controls:
-        models["a_rand"] = load_model(random_twin(spec.a, spec.seed), store=ctx.store)
-        models["b_rand"] = load_model(random_twin(spec.b, spec.seed), store=ctx.store)
+        twin_a, twin_b = random_twins(spec.a, spec.b, spec.seed, rule=spec.twin_seeds)
+        models["a_rand"], models["b_rand"] = load_model(twin_a, store=ctx.store), load_model(twin_b, store=ctx.store)
     n_train, n_test = (len(ds.labels(s)) for s in ("train", "test"))
     n_train = n_train if spec.max_train is None else min(spec.max_train, n_train)
     n_test = n_test if spec.max_test is None else min(spec.max_test, n_test)

@@ -6,6 +6,7 @@ The bottom of the package: it imports nothing of the kind's, and everything else
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from stitchcore.errors import StitchError
 from stitchcore.experiments._spec import (
@@ -15,7 +16,7 @@ from stitchcore.experiments._spec import (
     check_positive,
     check_sample_caps,
 )
-from stitchcore.models.refs import parse_ref
+from stitchcore.models.refs import TWIN_SEEDS, parse_ref
 from stitchcore.stitching.adapters import AdapterSpec
 from stitchcore.stitching.fits import FIT_METHODS
 from stitchcore.stitching.shared_suffix import PRECISIONS
@@ -59,6 +60,9 @@ class MatrixSpec(Spec):
     max_test: int | None = None  # cap on test images; None = all
     controls: bool = False  # also random sender / random receiver / both random (zoo refs only)
     precision: str = "fp32"  # trained mode: fp32 | bf16 (autocast; fast on GPUs and AMX CPUs, slow elsewhere)
+    twin_seeds: str = "distinct"  # controls: A's and B's random twins from different seeds (refs.random_twins)
+
+    LEGACY: ClassVar[dict[str, Any]] = {"twin_seeds": "shared"}  # stored before: both twins from `seed`
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "a", str(parse_ref(self.a)))
@@ -85,6 +89,9 @@ class MatrixSpec(Spec):
                 f" {', '.join(FIT_METHODS)} (got {self.adapter.init!r}); or use mode='trained'"
             )
         check_choice("precision", self.precision, PRECISIONS)
+        check_choice("twin_seeds", self.twin_seeds, TWIN_SEEDS)
+        if not self.controls:  # no twins drawn: the rule means nothing, so the run id does not move
+            object.__setattr__(self, "twin_seeds", self.LEGACY["twin_seeds"])
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         if self.epochs < 0 or self.batch_size < 1:
             raise StitchError("epochs must be >= 0 and batch size >= 1")
