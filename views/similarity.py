@@ -36,8 +36,7 @@ CUT_SETS = ("all", "coarse", "choose")  # every block-level cut | a few spread o
 COARSE_CUTS = 6  # cuts per model in the coarse set
 RECIPES = ("custom", *MATRIX_PRESETS)  # the "Recipe" picker: a named preset fills the adapter and training fields
 RECIPE_WORDS = {"custom": "custom", "hernandez": "Hernandez et al. (the paper's)", "closed-form": "closed form (default)"}
-RESAMPLE_WORDS = {"strided": "strided (conv down; nearest + 1x1 up)"}
-OBJECTIVE_WORDS = {"task": "task (cross-entropy)", "match": "copy (MSE to B's activation)"}
+OBJECTIVE_WORDS = {"task": "task", "match": "copy (MSE)"}  # match: MSE to B's own activation (the copy task)
 
 ui.page_setup("Similarity")
 st.title("Similarity matrices")
@@ -194,8 +193,8 @@ with right:
     kind = a1.selectbox("Adapter", list_adapters(), key="sim_adapter", persist_state="session",
                         help="linear = 1x1 conv / Linear (Bansal et al.; Hernandez et al.)")
     resample = a2.selectbox("Resample", RESAMPLES, key="sim_resample", persist_state="session",
-                            format_func=lambda r: RESAMPLE_WORDS.get(r, r),
-                            help="how a sender's grid meets a receiver's of another size")
+                            help="how a sender's grid meets a receiver's of another size; strided (Hernandez et "
+                                 "al.): a strided conv to downsample, nearest upsample + 1x1 conv to upsample")
     init = a3.selectbox("Init", INITS, key="sim_init", persist_state="session",
                         help="lstsq / procrustes: a closed-form fit (closed-form mode needs one); random: "
                              "trained from scratch, as in Hernandez et al.")
