@@ -115,7 +115,7 @@ def main() -> None:
          "project": {"task, off-diagonal cells": s["trained_task_offdiag"],
                      "copy, off-diagonal cells": s["trained_copy_offdiag"]},
          "verdict": f"copy {s['trained_copy_offdiag']['mean']:.2f} vs task {s['trained_task_offdiag']['mean']:.2f}"
-                    " off the diagonal: " + ("the copy task scores lower, consistent with the paper" if
+                    " off the diagonal: " + ("the copy task scores lower, consistent with the paper's hypothesis" if
                                              s["trained_copy_offdiag"]["mean"] < s["trained_task_offdiag"]["mean"]
                                              else "no gap")},
     ]
