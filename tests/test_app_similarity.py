@@ -12,6 +12,8 @@ def test_launch_matrix_with_controls_and_cka_then_permalink(app):
     at = app.run().switch_page("views/similarity.py").run()
     assert not at.exception and not at.error
     at.checkbox(key="sim_controls").check().run()
+    at.number_input(key="sim_max_train").set_value(400).run()  # the controls are task-trained: keep them small
+    assert any("Can differ from chance" in c.value for c in at.caption)  # said by the form, before Launch
     at.button(key="sim_launch").click().run()
     run_id, cka_id = at.query_params["run"], at.query_params["cka"]
     run_id = run_id[0] if isinstance(run_id, list) else run_id
@@ -24,6 +26,8 @@ def test_launch_matrix_with_controls_and_cka_then_permalink(app):
     charts = at.get("plotly_chart")
     assert len(charts) == 9, "stitching, 3 controls, 3 debiased, CKA, CKA baseline"
     assert any("skipped" in e.label for e in at.expander)
+    beside = [c.value for c in at.caption if c.value.startswith("**Control: ")]  # one line by each control's panels
+    assert len(beside) == 3 and all("Can differ from chance" in c for c in beside) and not at.warning
     # the permalink in a fresh session shows the same panels and fills the form
     # (AppTest does not follow st.switch_page from the router; the real browser test does)
     fresh = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
@@ -113,3 +117,45 @@ def test_a_link_to_a_matrix_of_every_sender_into_chosen_receivers_fills_the_form
     assert fresh.multiselect(key="sim_cuts_b").value == ["fc2"]
     assert not fresh.button(key="sim_launch").disabled
     assert any("In the store already" in c.value for c in fresh.caption)  # the form is that very run
+
+
+def test_recipe_sets_the_papers_stitch_and_an_old_closed_form_control_is_labelled(app):
+    from stitchcore.experiments import run_experiment
+    from stitchcore.experiments.matrix import MatrixSpec
+
+    at = app.run().switch_page("views/similarity.py").run()
+    at.selectbox(key="sim_recipe").set_value("hernandez").run()
+    assert at.radio(key="sim_mode").value == "trained"
+    assert (at.selectbox(key="sim_adapter").value, at.selectbox(key="sim_resample").value,
+            at.selectbox(key="sim_init").value, at.selectbox(key="sim_objective").value) == (
+        "linear", "strided", "random", "task")  # fmt: skip
+    at.selectbox(key="sim_objective").set_value("match")  # the copy task
+    at.number_input(key="sim_max_train").set_value(200)
+    at.checkbox(key="sim_cka").uncheck()
+    at.radio(key="sim_cutset").set_value("choose").run()
+    at.multiselect(key="sim_cuts_a").set_value(["block1"])
+    at.multiselect(key="sim_cuts_b").set_value(["block2"]).run()
+    at.button(key="sim_launch").click().run()
+    assert not at.exception and not at.error
+    run_id = at.query_params["run"]
+    run_id = run_id[0] if isinstance(run_id, list) else run_id
+    spec = ui.get_store().lookup(run_id).spec
+    assert spec["mode"] == "trained" and spec["objective"] == "match"
+    assert spec["adapter"] | {"rank": None} == {"kind": "linear", "norm": "both", "resample": "strided",
+                                                "init": "random", "rank": None}  # fmt: skip
+    assert ui.get_runner().wait(run_id, timeout=180).state == "done"
+
+    # a closed-form matrix whose controls were fitted as its cells (as every such run stored before): its random
+    # receiver and both-random panels say they cannot differ from chance, and why
+    old = MatrixSpec("zoo:cnn-digits-s0", "zoo:cnn-digits-s1", senders=("fc1",), receivers=("fc2",), controls=True,
+                     control_training="as-matrix", max_train=200)  # fmt: skip
+    rec = run_experiment("matrix", old, ui.get_store()).record
+    fresh = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    fresh.query_params["run"] = rec.id
+    fresh.run().switch_page("views/similarity.py").run()
+    assert not fresh.exception
+    warned = [w.value for w in fresh.warning]
+    assert len(warned) == 2 and all("Cannot differ from chance" in w for w in warned)
+    assert any("random receiver" in w for w in warned) and any("both random" in w for w in warned)
+    titles = " ".join(c.proto.spec for c in fresh.get("plotly_chart"))
+    assert titles.count("chance by construction") == 2

@@ -215,8 +215,10 @@ def test_controls_random_sender_is_worse_at_late_cuts(trained_store):
                 s["values"][i][j] - c["random_sender"][i][j], abs=1e-5
             )
     assert c["random_sender"][1][1] < s["values"][1][1] - 0.1  # fc2 of a random CNN carries little
-    assert max(max(row) for row in c["random_receiver"]) < 0.3  # a random top is near chance
-    assert 0 <= s["base_random"]["b"] < 0.3
+    assert 0 <= s["base_random"]["b"] < 0.3  # a random B alone is near chance ...
+    # ... but its controls are task-trained (a closed-form fit would copy the random net: chance in every cell),
+    # so a late trained sender into the random receiver's last layer classifies (Hernandez et al.'s pattern)
+    assert s["control_training"] == "task" and c["random_receiver"][1][1] > 0.5
 
     # all three debiased matrices: trained - that control, cell by cell, stored and read back
     assert set(s["debiased_by_control"]) == set(mx.CONTROLS) == set(c)

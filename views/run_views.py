@@ -198,7 +198,9 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
                        "(Hernandez et al.); beside it, debiased = trained accuracy − the control's, cell by cell, "
                        "in percentage points: higher = the trained network adds more than the control (blue), "
                        "below 0 = worse than the control (red).")  # fmt: skip
-        for table in state.controls:
+        for table in state.controls:  # each says, beside its panels, whether it can differ from chance
+            if table.note:
+                (st.caption if table.can_differ else st.warning)(f"**Control: {table.name}.** {table.note}")
             pair = control_panels(table, senders, receivers)
             cols = st.columns(2) if pair else []
             for col, panel in zip(cols[-len(pair):], pair, strict=True):  # a lone debiased panel sits right

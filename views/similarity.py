@@ -15,15 +15,28 @@ from stitchcore.cuts import coarse_cuts
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.dataset_check import default_dataset
-from stitchcore.experiments.matrix import MatrixSpec, similarity_beside
+from stitchcore.experiments.matrix import (
+    CONTROL_NAMES,
+    CONTROLS,
+    MATRIX_PRESETS,
+    MatrixSpec,
+    control_note,
+    preset_fields,
+    similarity_beside,
+)
 from stitchcore.experiments.similarity import SimilaritySpec
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.sources.zoo import list_zoo_models
 from stitchcore.report.figures import MEASURE_TITLES, measure_choices, measure_direction
+from stitchcore.stitching.adapter_kinds import list_adapters
+from stitchcore.stitching.adapters import INITS, NORMS, RESAMPLES, AdapterSpec
 from views import run_views
 
 CUT_SETS = ("all", "coarse", "choose")  # every block-level cut | a few spread over depth | picked by hand
 COARSE_CUTS = 6  # cuts per model in the coarse set
+RECIPES = ("custom", *MATRIX_PRESETS)  # the "Recipe" picker: a named preset fills the adapter and training fields
+RECIPE_WORDS = {"custom": "custom", "hernandez": "Hernandez et al. (the paper's)", "closed-form": "closed form (default)"}
+OBJECTIVE_WORDS = {"task": "task", "match": "copy (MSE)"}  # match: MSE to B's own activation (the copy task)
 
 ui.page_setup("Similarity")
 st.title("Similarity matrices")
@@ -70,9 +83,24 @@ def _prefill(run_id: str) -> None:
     # no &cka= (opened from Results, a job link, a bare permalink): the similarity run launched with the matrix
     cka = ui.get_store().lookup(cka_id) if cka_id else similarity_beside(ui.get_store(), spec, rec.created)
     st.session_state.update(sim_mode=spec.mode, sim_epochs=spec.epochs, sim_controls=spec.controls,
-                            sim_max_train=spec.max_train or 0, sim_cka=cka is not None)  # fmt: skip
+                            sim_max_train=spec.max_train or 0, sim_cka=cka is not None, sim_recipe="custom",
+                            **_adapter_state(spec.adapter, spec.objective))  # fmt: skip
     if cka is not None and cka.kind == "similarity":
         st.session_state["sim_measure"] = spec_from_record(cka).measure
+
+
+def _adapter_state(adapter: AdapterSpec, objective: str) -> dict[str, str]:
+    """The form's adapter and objective widgets' values for ``adapter`` (a preset's, or a run's)."""
+    return {"sim_adapter": adapter.kind, "sim_norm": adapter.norm, "sim_resample": adapter.resample,
+            "sim_init": adapter.init, "sim_objective": objective}  # fmt: skip
+
+
+def _apply_recipe() -> None:
+    """The "Recipe" picker's callback: a named preset sets the mode, adapter and objective widgets."""
+    name = st.session_state["sim_recipe"]
+    if name in MATRIX_PRESETS:
+        fields = preset_fields(name)
+        st.session_state.update(sim_mode=fields["mode"], **_adapter_state(fields["adapter"], fields["objective"]))
 
 
 def _every_cut(ref: str) -> list[str]:
@@ -139,7 +167,8 @@ if st.query_params.get("run"):
 elif st.query_params.get("a") or st.query_params.get("b"):
     _prefill_models()
 for _key, _value in {"sim_mode": "closed-form", "sim_epochs": 3, "sim_controls": False, "sim_cka": True,
-                         "sim_max_train": 0, "sim_cutset": "all", "sim_measure": "cka-linear"}.items():
+                     "sim_max_train": 0, "sim_cutset": "all", "sim_measure": "cka-linear", "sim_recipe": "custom",
+                     **_adapter_state(MatrixSpec.__dataclass_fields__["adapter"].default_factory(), "task")}.items():
     st.session_state.setdefault(_key, _value)  # widgets take their values from here, never twice
 zoo = sorted(r.summary["ref"] for r in list_zoo_models(ui.get_store()))
 left, right = st.columns(2)
@@ -153,12 +182,34 @@ with left:
     senders = _cut_set(ref_a, "a", cut_set) if ref_a else None
     receivers = _cut_set(ref_b, "b", cut_set) if ref_b else None
 with right:
+    st.selectbox("Recipe", RECIPES, key="sim_recipe", format_func=RECIPE_WORDS.get, on_change=_apply_recipe,
+                 help="a named recipe fills mode, adapter and objective below; Hernandez et al.: a 1x1-conv "
+                      "stitch (strided conv to downsample, nearest upsample + 1x1 to upsample) from random "
+                      "weights, trained on the task")  # fmt: skip
     mode = st.radio("Mode", ("closed-form", "trained"), horizontal=True, key="sim_mode",
                     persist_state="session",
                     help="closed-form: ridge least-squares fit per cell (seconds); trained: then train each cell")
-    epochs = st.number_input("Epochs (trained mode)", 1, 100, key="sim_epochs", persist_state="session")
+    a1, a2, a3 = st.columns(3)
+    kind = a1.selectbox("Adapter", list_adapters(), key="sim_adapter", persist_state="session",
+                        help="linear = 1x1 conv / Linear (Bansal et al.; Hernandez et al.)")
+    resample = a2.selectbox("Resample", RESAMPLES, key="sim_resample", persist_state="session",
+                            help="how a sender's grid meets a receiver's of another size; strided (Hernandez et "
+                                 "al.): a strided conv to downsample, nearest upsample + 1x1 conv to upsample")
+    init = a3.selectbox("Init", INITS, key="sim_init", persist_state="session",
+                        help="lstsq / procrustes: a closed-form fit (closed-form mode needs one); random: "
+                             "trained from scratch, as in Hernandez et al.")
+    b1, b2, b3 = st.columns(3)
+    norm = b1.selectbox("BatchNorm", NORMS, key="sim_norm", persist_state="session")
+    objective = b2.selectbox("Objective (trained)", tuple(OBJECTIVE_WORDS), key="sim_objective",
+                             persist_state="session", format_func=OBJECTIVE_WORDS.get, disabled=mode != "trained",
+                             help="copy: train each adapter to reproduce B's own activation at the receiving "
+                                  "cut (Hernandez et al.'s copy task)")  # fmt: skip
+    epochs = b3.number_input("Epochs", 1, 100, key="sim_epochs", persist_state="session",
+                             help="trained mode, and the controls' task training")
     controls = st.checkbox("Controls (random sender / receiver / both; zoo models)", key="sim_controls",
-                           persist_state="session")
+                           persist_state="session",
+                           help="their adapters are task-trained, also in closed-form mode: a closed-form fit "
+                                "into a random receiver only copies its activation, which scores chance")
     c1, c2 = st.columns([1, 1])
     with_cka = c1.checkbox("Similarity beside it", key="sim_cka",
                            persist_state="session", help="a similarity measure of the pairs")
@@ -182,8 +233,10 @@ elif cut_set == "choose" and (senders == () or receivers == ()):
 if why_not is None:
     try:
         data = None if dataset == default_data else dataset  # None: B's own set (the run id as before)
+        adapter = AdapterSpec(kind=kind, norm=norm, resample=resample, init=init)
         matrix = MatrixSpec(a=ref_a, b=ref_b, senders=senders or None, receivers=receivers or None, mode=mode,
-                            epochs=int(epochs), controls=controls, max_train=int(max_train) or None, dataset=data)
+                            epochs=int(epochs), controls=controls, max_train=int(max_train) or None, dataset=data,
+                            adapter=adapter, objective=objective if mode == "trained" else "task")  # fmt: skip
         cka_spec = SimilaritySpec(a=ref_a, b=ref_b, senders=matrix.senders, receivers=matrix.receivers,
                                   measure=measure, dataset=data)
         specs = (matrix, cka_spec if with_cka else None)
@@ -191,6 +244,13 @@ if why_not is None:
         ui.show_error(exc)
         why_not = "the form has an error (above)"
 
+if specs is not None and specs[0].controls:  # say, by the controls, whether they can differ from chance
+    _notes = {c: control_note(specs[0], c) for c in CONTROLS}
+    if all(can for can, _ in _notes.values()):
+        st.caption(f"**Controls.** {_notes['random_receiver'][1]}")
+    for _control, (_can, _note) in _notes.items():
+        if not _can:
+            st.warning(f"**Control: {CONTROL_NAMES[_control]}.** {_note}")
 ui.show_plan_estimate([(k, s) for k, s in zip(("matrix", "similarity"), specs or ()) if s is not None],
                       form_keys={"epochs": "sim_epochs", "max_train": "sim_max_train"})  # Launch queues both
 if ui.launch_button("Launch", why_not, key="sim_launch") and specs is not None:

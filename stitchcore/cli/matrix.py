@@ -1,9 +1,13 @@
 """CLI verbs over every cut pair of two models: ``matrix`` (stitching) and ``similarity`` (CKA, RSA ...).
 
     python -m stitchcore matrix --a zoo:cnn-digits-s0 --b zoo:cnn-digits-s1
+    python -m stitchcore matrix --a zoo:cnn-digits-s0 --b zoo:cnn-digits-s1 --preset hernandez --controls
     python -m stitchcore similarity --a zoo:cnn-digits-s0 --b zoo:cnn-digits-s1 --measure rsa
 
-Both print a senders x receivers grid (:func:`grid_text`).  ``--senders/--receivers`` take cut
+Both print a senders x receivers grid (:func:`grid_text`).  ``matrix`` names its adapter and training as
+``stitch`` does (``--adapter --norm --resample --init --objective``); ``--preset NAME`` starts from a named
+recipe (``hernandez``: the paper's strided 1x1-conv stitch, random init, task-trained), and any flag given
+overrides it.  ``--senders/--receivers`` take cut
 names or their aliases (``layer2`` for ``layer2.1``); aliases are resolved to the canonical
 names before the spec is built (one run id per stitch) and noted on stderr.
 """
@@ -20,7 +24,7 @@ from stitchcore.cli.stitch import resolve_cuts
 if TYPE_CHECKING:
     from stitchcore.store.results import Store
 
-__all__ = ["COMMANDS", "add_verbs", "grid_text"]
+__all__ = ["COMMANDS", "add_verbs", "grid_text", "matrix_fields"]
 
 
 def _pair_parser() -> argparse.ArgumentParser:
@@ -39,9 +43,22 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     """Add ``matrix`` and ``similarity`` to the CLI's sub-parsers."""
     pair = _pair_parser()
     mx = verbs.add_parser("matrix", parents=[common, pair, backend_parser()], help="stitching matrix: every sender cut x receiver cut")
-    mx.add_argument("--mode", choices=("closed-form", "trained"), default="closed-form")
-    mx.add_argument("--epochs", type=int, default=None, help="trained mode (default 3)")
-    mx.add_argument("--controls", action="store_true", help="also random sender / receiver / both (zoo refs)")
+    mx.add_argument("--preset", default=None, metavar="NAME", choices=_PRESETS,
+                    help=f"a named recipe ({', '.join(_PRESETS)}); flags given override it")
+    mx.add_argument("--mode", choices=("closed-form", "trained"), default=None, help="default closed-form")
+    mx.add_argument("--adapter", default=None, help="linear (default) | linear_relu | conv3x3_relu | bottleneck |"
+                                                    " lowrank; as for stitch")  # fmt: skip
+    mx.add_argument("--norm", default=None, help="none | bn_before | bn_after | both (default)")
+    mx.add_argument("--resample", default=None,
+                    help="none | bilinear (default) | nearest | strided (strided conv down, nearest + 1x1 up)")
+    mx.add_argument("--init", default=None,
+                    help="lstsq (default) | procrustes | random | identity (random / identity: trained mode)")
+    mx.add_argument("--rank", type=int, default=None, help="rank of a lowrank adapter")
+    mx.add_argument("--objective", default=None,
+                    help="trained mode: task (default) | match (copy task: MSE to B's activation) | task+0.5*match")
+    mx.add_argument("--epochs", type=int, default=None, help="trained mode, and task-trained controls (default 3)")
+    mx.add_argument("--controls", action="store_true",
+                    help="also random sender / receiver / both (zoo refs); their adapters are task-trained")
     mx.add_argument("--max-train", type=int, default=None)
     mx.add_argument("--max-test", type=int, default=None)
     mx.add_argument("--seed", type=int, default=0)
@@ -55,6 +72,9 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     measure.names_of = _measure_names  # listed when --help is printed; an unknown name is refused by the spec
     sm.add_argument("--max-samples", type=int, default=None)
     sm.add_argument("--batch-size", type=int, default=256)
+
+
+_PRESETS = ("hernandez", "closed-form")  # stitchcore.experiments.matrix.MATRIX_PRESETS (a test holds them equal)
 
 
 class _RegistryHelp(argparse.HelpFormatter):
@@ -100,25 +120,52 @@ def _cut_lists(args: argparse.Namespace, store: Store) -> tuple[tuple[str, ...] 
     return senders, receivers, {**alias_a, **alias_b}
 
 
+def matrix_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The MatrixSpec fields the adapter and training flags name: the preset's (if any), then each flag given.
+
+    >>> ns = argparse.Namespace(preset="hernandez", mode=None, adapter=None, norm=None, resample=None,
+    ...                         init="lstsq", rank=None, objective=None, epochs=None)
+    >>> f = matrix_fields(ns)
+    >>> f["mode"], f["adapter"].resample, f["adapter"].init
+    ('trained', 'strided', 'lstsq')
+    """
+    from dataclasses import asdict
+
+    from stitchcore.experiments.matrix import MatrixSpec, preset_fields
+    from stitchcore.stitching.adapters import AdapterSpec
+
+    fields: dict[str, Any] = preset_fields(args.preset) if args.preset else {}
+    adapter = asdict(fields.get("adapter") or MatrixSpec.__dataclass_fields__["adapter"].default_factory())
+    given = {"kind": args.adapter, "norm": args.norm, "resample": args.resample, "init": args.init,
+             "rank": args.rank}  # fmt: skip
+    adapter.update({k: v for k, v in given.items() if v is not None})
+    fields["adapter"] = AdapterSpec(**adapter)
+    for name in ("mode", "objective", "epochs"):
+        if getattr(args, name) is not None:
+            fields[name] = getattr(args, name)
+    return fields
+
+
 def _cmd_matrix(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
     """Stitch every sender cut into every receiver cut; print the grid of the stitched metric."""
     from stitchcore.experiments.matrix import MatrixSpec
 
     senders, receivers, aliases = _cut_lists(args, store)
     kwargs: dict[str, Any] = dict(
-        a=args.a, b=args.b, senders=senders, receivers=receivers, mode=args.mode,
-        controls=args.controls, dataset=args.dataset, max_train=args.max_train, max_test=args.max_test,
-        seed=args.seed, precision=args.precision,
+        a=args.a, b=args.b, senders=senders, receivers=receivers, controls=args.controls, dataset=args.dataset,
+        max_train=args.max_train, max_test=args.max_test, seed=args.seed, precision=args.precision,
+        **matrix_fields(args),
     )
-    if args.epochs is not None:
-        kwargs["epochs"] = args.epochs
-    out = run("matrix", MatrixSpec(**kwargs), args, store, bar)
+    spec = MatrixSpec(**kwargs)
+    out = run("matrix", spec, args, store, bar)
     s = out.record.summary
     footer = (f"{s['metric']} of the stitched model; rows = A's cuts, columns = B's cuts"
               f" ({took(out.cached, out.seconds)})")
     if s.get("nodes"):
         footer += f"\ncomputed on {len(s['nodes'])} Ray node(s): " + ", ".join(
             f"{n['host']} {n['cells']} cells" for n in s["nodes"].values())
+    for control in spec.controls_at_chance:
+        footer += f"\ncontrol {control.replace('_', ' ')}: at chance in every cell by construction (not task-trained)"
     if s.get("failed"):
         first = next(iter(s["failed"].items()))
         footer += (f"\n{len(s['failed'])} cell(s) failed, e.g. {first[0]}: {first[1]}"

@@ -50,8 +50,21 @@ from stitchcore.plots.penalty import (
 )
 from stitchcore.store.results import RunRecord, Store
 
-__all__ = ["CURVE_POINTS", "FIGURES", "HeatPanel", "RunFigure", "cka_panels", "control_panels", "figure_csv",
-           "stitching_panel", "PENALTY_WORDS", "COMPARE_METRICS", "panel_figure", "run_figures", "compare_figures"]
+__all__ = [
+    "COMPARE_METRICS",
+    "CURVE_POINTS",
+    "FIGURES",
+    "PENALTY_WORDS",
+    "HeatPanel",
+    "RunFigure",
+    "cka_panels",
+    "compare_figures",
+    "control_panels",
+    "figure_csv",
+    "panel_figure",
+    "run_figures",
+    "stitching_panel",
+]
 __all__ += ["MEASURE_TITLES", "VALUE_LABELS", "measure_choices", "measure_direction", "measure_words", "metrics_csv"]
 
 # Similarity measures in words: the Similarity page's picker (in this order) and the heat maps' titles.
@@ -200,8 +213,9 @@ def control_panels(table: ControlTable, senders: list[str], receivers: list[str]
     """A control's accuracy and the debiased matrix against it (trained − control, in points: higher = the
     trained bottom adds more than the adapter alone), side by side."""
     panels = []
+    what = "accuracy" if table.can_differ else "accuracy; chance by construction"  # see table.note
     if table.values is not None:
-        panels.append(HeatPanel(f"Control: {table.name} (accuracy)", table.values, senders, receivers, "accuracy",
+        panels.append(HeatPanel(f"Control: {table.name} ({what})", table.values, senders, receivers, "accuracy",
                                 csv_name=f"control-{table.control}"))  # fmt: skip
     if table.debiased is not None:
         panels.append(HeatPanel(f"Debiased: trained − {table.name}", grid_of(table.debiased, penalty_pts), senders,

@@ -25,7 +25,7 @@ import contextlib
 import copy
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -62,7 +62,7 @@ def frozen_for_training(suffix: nn.Module) -> nn.Module:
 
 def train_adapters_shared_suffix(
     adapters: Sequence[nn.Module],
-    suffix: nn.Module,
+    suffix: nn.Module | None,
     sender_acts: Sequence[torch.Tensor],
     labels: torch.Tensor,
     *,
@@ -71,23 +71,36 @@ def train_adapters_shared_suffix(
     check_cancel: Callable[[], None] | None = None,
     on_step: Callable[[int, int], None] | None = None,
     precision: str = "fp32",
+    objective: Mapping[str, float] | None = None,
+    receiver_acts: torch.Tensor | None = None,
 ) -> list[float]:
     """Train ``adapters[k]`` so that ``suffix(adapters[k](sender_acts[k]))`` predicts ``labels`` (task loss).
 
     sender_acts[k]: [N, *sender_k shape] cached activations (CPU), all aligned with labels: int64 [N].
     Every adapter maps its sender to the receiver's shape [*r], so the stacked suffix input is
-    [K * B, *r].  Returns each adapter's mean training loss over the last epoch.
+    [K * B, *r].  ``objective`` (default {"task": 1.0}) may weigh in ``match``: the mean squared error
+    of each adapter's output to ``receiver_acts`` [N, *r] (B's own activation, the copy task), as
+    ``train.train_adapter`` computes it; without a task term the suffix is never run (it may be None).
+    Returns each adapter's mean training loss over the last epoch.
     """
     if precision not in PRECISIONS:
         raise ValueError(f"precision is one of {PRECISIONS}, got {precision!r}")
+    weights = dict(objective) if objective is not None else {"task": 1.0}
+    if not weights or set(weights) - {"task", "match"}:
+        raise ValueError(f"the shared-suffix loop trains on task and match terms, got {weights}")
+    if "match" in weights and (receiver_acts is None or len(receiver_acts) != len(labels)):
+        raise ValueError("the match term needs receiver_acts: one receiver activation per label")
+    if "task" in weights and suffix is None:
+        raise ValueError("the task term needs the receiver's suffix")
     if len(adapters) != len(sender_acts) or not adapters:
         raise ValueError("one cached activation tensor per adapter, at least one adapter")
     n = len(labels)
     if any(len(h) != n for h in sender_acts):
         raise ValueError("every sender's activations must hold one row per label")
-    suffix.eval()
-    for p in suffix.parameters():
-        p.requires_grad_(False)
+    if suffix is not None:
+        suffix.eval()
+        for p in suffix.parameters():
+            p.requires_grad_(False)
     for adapter in adapters:
         adapter.to(device).train()
     params = [p for adapter in adapters for p in adapter.parameters() if p.requires_grad]
@@ -113,14 +126,22 @@ def train_adapters_shared_suffix(
             if len(idx) < 2 and n >= 2:  # BatchNorm needs two samples in train mode
                 continue
             b = len(idx)
+            per_adapter = torch.zeros(k, device=device)  # [K] each adapter's own mean loss
             with autocast:
                 mids = [adapter(h[idx].to(device, torch.float32)) for adapter, h in zip(adapters, sender_acts, strict=True)]
                 stacked = torch.cat(mids)  # [K * B, *r]
-                if stacked.dim() == 4:
-                    stacked = stacked.contiguous(memory_format=torch.channels_last)
-                logits = suffix(stacked).float()  # [K * B, classes]
-            y = labels[idx].to(device).repeat(k)  # [K * B]
-            per_adapter = F.cross_entropy(logits, y, reduction="none").view(k, b).mean(dim=1)  # [K]
+                if "task" in weights:
+                    if stacked.dim() == 4:
+                        stacked = stacked.contiguous(memory_format=torch.channels_last)
+                    logits = suffix(stacked).float()  # [K * B, classes]
+            if "task" in weights:
+                y = labels[idx].to(device).repeat(k)  # [K * B]
+                task = F.cross_entropy(logits, y, reduction="none").view(k, b).mean(dim=1)  # [K]
+                per_adapter = per_adapter + weights["task"] * task
+            if "match" in weights:
+                target = receiver_acts[idx].to(device, torch.float32).reshape(1, b, -1)  # [1, B, prod(r)]
+                copy_error = (stacked.float().reshape(k, b, -1) - target).pow(2).mean(dim=(1, 2))  # [K]
+                per_adapter = per_adapter + weights["match"] * copy_error
             loss = per_adapter.sum()  # d loss / d adapter_k = d (its own mean loss) / d adapter_k
             check_finite(loss, step)
             opt.zero_grad(set_to_none=True)

@@ -3,7 +3,10 @@
 The heat map of stitched accuracies is Hernandez, Dangovski & Lu's functional similarity matrix.
 Controls (``controls=True``, zoo models only): the same matrix with a random-init sender
 (A?init=random&seed=SEED), a random-init receiver (B?init=random), and both random; debiased =
-values - control values, one matrix per control.
+values - control values, one matrix per control.  The controls' adapters are task-trained
+(``control_training="task"``) even in closed-form mode, where a fit into a random receiver would
+only copy its activation and score chance in every cell; runs stored before say so
+(:func:`control_note`).
 
 One kind, one package, imports running downward:
 
@@ -26,6 +29,7 @@ from stitchcore.experiments.matrix.read import (
     blank_cells_mean,
     cell_axes,
     cell_grid,
+    control_note,
     control_tables,
     debiased,
     difference,
@@ -40,14 +44,20 @@ from stitchcore.experiments.matrix.run import run_matrix  # registers the kind
 from stitchcore.experiments.matrix.spec import (
     CELLS_ARTIFACT,
     CONTROL_NAMES,
+    CONTROL_TRAININGS,
     CONTROLS,
+    MATRIX_OBJECTIVES,
+    MATRIX_PRESETS,
     MODES,
     VARIANTS,
     MatrixSpec,
+    cell_objective,
+    preset_fields,
 )
 from stitchcore.experiments.matrix.units import receiver_unit, sender_activations, streamed_unit
 
-__all__ = ["CELLS_ARTIFACT", "CONTROLS", "CONTROL_NAMES", "MODES", "VARIANTS", "ControlTable", "MatrixSpec",
-           "MatrixState", "blank_cells_mean", "cell_axes", "cell_grid", "control_tables", "debiased", "difference",
-           "estimate_matrix", "failed_pairs", "matrix_state", "partial_cells", "partial_path", "receiver_unit",
-           "run_matrix", "sender_activations", "similarity_beside", "skipped_pairs", "streamed_unit"]  # fmt: skip
+__all__ = ["CELLS_ARTIFACT", "CONTROLS", "CONTROL_NAMES", "CONTROL_TRAININGS", "MATRIX_OBJECTIVES", "MATRIX_PRESETS",
+           "MODES", "VARIANTS", "ControlTable", "MatrixSpec", "MatrixState", "blank_cells_mean", "cell_axes",
+           "cell_grid", "cell_objective", "control_note", "control_tables", "debiased", "difference",
+           "estimate_matrix", "failed_pairs", "matrix_state", "partial_cells", "partial_path", "preset_fields",
+           "receiver_unit", "run_matrix", "sender_activations", "similarity_beside", "skipped_pairs", "streamed_unit"]  # fmt: skip

@@ -12,9 +12,17 @@ import time
 
 from stitchcore.experiments.dataset_check import pair_dataset
 from stitchcore.experiments.estimate import (
-    Estimate, EstimateContext, calibrated, estimate_from, full_forward, image_counts, ms, pair_units, spread,
-)  # fmt: skip
-from stitchcore.experiments.matrix.spec import MatrixSpec
+    Estimate,
+    EstimateContext,
+    calibrated,
+    estimate_from,
+    full_forward,
+    image_counts,
+    ms,
+    pair_units,
+    spread,
+)
+from stitchcore.experiments.matrix.spec import VARIANTS, MatrixSpec, cell_objective
 from stitchcore.experiments.matrix.units import resolve_cuts
 from stitchcore.stitching.adapters import compatibility
 
@@ -46,17 +54,24 @@ def _matrix_units(spec: MatrixSpec, ectx: EstimateContext) -> dict:
 
 def estimate_matrix(spec: MatrixSpec, ectx: EstimateContext) -> Estimate:
     """Both models over the data once per variant, then every cell's fit or training and its scoring."""
-    scale = ("epochs", "max_train", "max_test", "seed", "lr", "weight_decay", "controls", "mode", "precision")
+    scale = ("epochs", "max_train", "max_test", "seed", "lr", "weight_decay", "controls", "mode", "precision",
+             "objective", "control_training")  # fmt: skip
     key = ectx.pair_key("matrix", spec, scale)
     u = calibrated(key, lambda: _matrix_units(spec, ectx))
     n_train, n_test = image_counts(u, spec)
-    variants = 4 if spec.controls else 1
+    variants = VARIANTS if spec.controls else VARIANTS[:1]
+    trained = sum(cell_objective(spec, v) is not None for v in variants)  # variants whose adapters train
     models = 2 if spec.controls else 1  # each sending / receiving model runs once over the data
-    steps = spec.epochs * -(-n_train // spec.batch_size) if spec.mode == "trained" else 0
+    steps = spec.epochs * -(-n_train // spec.batch_size) if trained else 0
     fits = spec.adapter.init in ("lstsq", "procrustes")
-    cell = n_train * u["fit"] * fits + steps * u["step"] + n_test * u["eval"]
-    cells = int(u["cells"]) * variants
+    cell = n_train * u["fit"] * fits + n_test * u["eval"]
+    cells = int(u["cells"]) * len(variants)
     seconds = (u["setup"] + models * ((n_train + n_test) * u["full_a"] + n_train * u["full_b"])
-               + 2 * models * n_test * (u["full_a"] + u["full_b"]) / 2 + cells * cell)  # fmt: skip
-    what = f"{cells} cells of {steps:,} adapter steps" if steps else f"{cells} least-squares cells"
+               + 2 * models * n_test * (u["full_a"] + u["full_b"]) / 2 + cells * cell
+               + int(u["cells"]) * trained * steps * u["step"])  # fmt: skip
+    cell += steps * u["step"] * trained / len(variants)  # the mean cell, as the note says
+    what = f"{cells} least-squares cells"
+    if steps:
+        what = (f"{cells} cells of {steps:,} adapter steps" if trained == len(variants) else
+                f"{cells} cells, {int(u['cells']) * trained} of them trained {steps:,} adapter steps")  # fmt: skip
     return estimate_from(seconds, f"calibrated: 1 cell = {ms(cell)}; {what}")

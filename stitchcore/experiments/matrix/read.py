@@ -24,12 +24,19 @@ from pathlib import Path
 from typing import Any
 
 from stitchcore.errors import StitchError
-from stitchcore.experiments.matrix.spec import CELLS_ARTIFACT, CONTROL_NAMES, CONTROLS, MatrixSpec
+from stitchcore.experiments.matrix.spec import (
+    CELLS_ARTIFACT,
+    CONTROL_NAMES,
+    CONTROLS,
+    MatrixSpec,
+    cell_objective,
+)
 from stitchcore.experiments.similarity import SimilaritySpec
 from stitchcore.measures.similarity import list_measures
 from stitchcore.store.results import RunRecord, Store, run_id_for
 
-__all__ = ["ControlTable", "Grid", "MatrixState", "blank_cells_mean", "cell_axes", "cell_grid", "control_tables",
+__all__ = ["ControlTable", "Grid", "MatrixState", "blank_cells_mean", "cell_axes", "cell_grid", "control_note",
+           "control_tables",
            "debiased", "difference", "failed_pairs", "matrix_state", "partial_cells", "partial_path",
            "similarity_beside", "skipped_pairs"]  # fmt: skip
 
@@ -115,16 +122,58 @@ class ControlTable:
     name: str  # in words: "random sender" | "random receiver" | "both random"
     values: Grid | None  # the control's stitched accuracy [senders][receivers]; None if the summary lacks it
     debiased: Grid | None  # trained accuracy - the control's, cell by cell (higher = the trained model adds more)
+    can_differ: bool = True  # False: every cell is at chance by construction (the note says why)
+    note: str = ""  # how its adapters were made and whether it can differ from chance, in words ("" unknown)
+
+
+def _training_words(weights: dict[str, float] | None, spec: MatrixSpec) -> str:
+    if weights is None:
+        return "closed-form least-squares fits"
+    start = {"lstsq": "a least-squares start", "procrustes": "a Procrustes start", "identity": "an identity start"}
+    terms = " + ".join(("copy (MSE)" if k == "match" else k) + ("" if w == 1 else f" x{w:g}") for k, w in weights.items())
+    return (f"adapters trained {spec.epochs} epoch(s) on the {terms} loss from "
+            f"{start.get(spec.adapter.init, 'random weights')}")  # fmt: skip
+
+
+def control_note(spec: MatrixSpec, control: str) -> tuple[bool, str]:
+    """Whether ``control``'s cells can differ from chance, and a sentence saying why and how they were made.
+
+    A random receiver's adapters that never see the task loss (a closed-form fit, or the copy task) only
+    reproduce the random net's own activation, so the stitched net predicts what random B predicts: chance.
+
+    >>> old = MatrixSpec.from_dict({"a": "zoo:cnn-digits-s0", "b": "zoo:cnn-digits-s1", "controls": True})
+    >>> control_note(old, "random_receiver")[0], control_note(old, "random_sender")[0]
+    (False, True)
+    >>> control_note(MatrixSpec("zoo:cnn-digits-s0", "zoo:cnn-digits-s1", controls=True), "random_both")[0]
+    True
+    """
+    if control not in CONTROLS:
+        raise StitchError(f"unknown matrix control {control!r}; use one of: {', '.join(CONTROLS)}")
+    weights = cell_objective(spec, control)
+    how = _training_words(weights, spec)
+    if control in spec.controls_at_chance:
+        why = ("each adapter is a least-squares copy of the random receiver's own activation" if weights is None
+               else "its adapters are never trained on the task" if "task" not in weights
+               else "its adapters are not trained (0 epochs)")  # fmt: skip
+        return False, (f"Cannot differ from chance ({how}): {why}, so the stitched network predicts what the "
+                       "random B alone predicts, in every cell. Matrices launched now task-train their controls.")
+    top = "B's trained top" if control == "random_sender" else "the random receiver's top"
+    note = f"Can differ from chance: {how}, through {top}."
+    if spec.mode == "closed-form" and weights is not None:
+        note += (" The matrix itself is closed-form, so its debiased map compares closed-form cells with"
+                 " trained controls (a conservative difference).")
+    return True, note
 
 
 def control_tables(
     summary: Mapping[str, Any] | None, cells: list[dict], senders: Sequence[str], receivers: Sequence[str], *,
-    controls: bool = False,
+    controls: bool = False, spec: MatrixSpec | None = None,
 ) -> list[ControlTable]:  # fmt: skip
     """The controls of a matrix run, in :data:`CONTROLS` order: from its summary once done (old summaries
     with only the random sender's ``debiased`` included), else from its finished ``cells`` (a running run).
 
-    ``controls=True`` (the spec asks for them) gives every control a table before its first cell.
+    ``controls=True`` (the spec asks for them) gives every control a table before its first cell; ``spec``
+    (the run's) fills each table's ``can_differ`` and ``note`` (:func:`control_note`).
 
     >>> cells = [{"variant": v, "sender": "fc1", "receiver": "fc2", "accuracy": a}
     ...          for v, a in (("trained", 0.9), ("random_sender", 0.3))]
@@ -132,20 +181,25 @@ def control_tables(
     [('random sender', [[0.3]], [[0.6]])]
     """
     s = summary or {}
+
+    def table(control: str, values: Grid | None, diff: Grid | None) -> ControlTable:
+        notes = control_note(spec, control) if spec is not None and spec.controls else (True, "")
+        return ControlTable(control, CONTROL_NAMES[control], values, diff, *notes)
+
     tables = []
     if s.get("controls") or s.get("debiased") is not None:
         for control in CONTROLS:
             values = (s.get("controls") or {}).get(control)
             diff = debiased(s, control)
             if values is not None or diff is not None:
-                tables.append(ControlTable(control, CONTROL_NAMES[control], values, diff))
+                tables.append(table(control, values, diff))
         return tables
     trained = cell_grid(cells, list(senders), list(receivers))
     seen = {c.get("variant") for c in cells}
     for control in CONTROLS:
         if controls or control in seen:
             values = cell_grid(cells, list(senders), list(receivers), variant=control)
-            tables.append(ControlTable(control, CONTROL_NAMES[control], values, difference(trained, values)))
+            tables.append(table(control, values, difference(trained, values)))
     return tables
 
 
@@ -276,7 +330,7 @@ def matrix_state(
         skipped_listed=dict(s.get("skipped") or {}),
         failed=failed,
         pending=blank_cells_mean(status, failed),
-        controls=control_tables(s if final else None, cells, senders, receivers, controls=spec.controls),
+        controls=control_tables(s if final else None, cells, senders, receivers, controls=spec.controls, spec=spec),
     )
 
 

@@ -31,7 +31,7 @@ from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments.dataset_check import check_head_classes, load_pair, pair_dataset
 from stitchcore.experiments.matrix.estimate import estimate_matrix
 from stitchcore.experiments.matrix.read import cell_grid, difference
-from stitchcore.experiments.matrix.spec import CELLS_ARTIFACT, MatrixSpec
+from stitchcore.experiments.matrix.spec import CELLS_ARTIFACT, MatrixSpec, cell_objective
 from stitchcore.experiments.matrix.units import (
     EVAL_BATCH,
     _Workspace,
@@ -122,12 +122,13 @@ def _prepare(
     need = len(sending) * _nbytes(senders, n_train + n_test) + len(receiving) * _nbytes(receivers, n_train)
     budget = memory_budget_bytes()
     streamed = need > budget
-    if streamed and spec.mode == "trained":
+    if streamed and any(cell_objective(spec, v) is not None for v, _, _ in variants):
+        fix = " or use mode 'closed-form' (it streams the data instead)" if spec.mode == "trained" else (
+            " (task-trained controls need them too) or run without controls")  # fmt: skip
         raise StitchError(
             f"this matrix caches {need / 2**20:.1f} MB of activations, over the {budget / 2**20:.0f} MB budget"
             " (STITCHLAB_ACT_BUDGET_MB), and trained adapters train on cached activations: use fewer samples"
-            " (max_train / max_test) or fewer cuts (senders / receivers), raise the budget, or use mode"
-            " 'closed-form' (it streams the data instead)"
+            " (max_train / max_test) or fewer cuts (senders / receivers), raise the budget," + fix
         )
     if streamed:
         log.info("matrix: %.1f MB of activations over the %.0f MB budget; streaming the closed-form fits",
@@ -295,6 +296,9 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
         "debiased_by_control": by_control,  # control -> values - controls[control]
         "debiased_control": "random_sender" if spec.controls else None,
         "mode": spec.mode,
+        "objective": spec.objective,
+        "control_training": spec.control_training if spec.controls else None,  # "task": controls task-trained
+        "controls_at_chance": list(spec.controls_at_chance) or None,  # pinned at chance by construction
         "dataset": dataset,
         "n_train": len(ws.y_train),
         "n_test": len(ws.y_test),

@@ -20,15 +20,47 @@ from stitchcore.models.refs import TWIN_SEEDS, parse_ref
 from stitchcore.stitching.adapters import AdapterSpec
 from stitchcore.stitching.fits import FIT_METHODS
 from stitchcore.stitching.shared_suffix import PRECISIONS
-from stitchcore.stitching.train import OPTIMIZERS
+from stitchcore.stitching.train import OPTIMIZERS, parse_objective
 
-__all__ = ["CELLS_ARTIFACT", "CONTROLS", "CONTROL_NAMES", "MODES", "VARIANTS", "MatrixSpec"]
+__all__ = ["CELLS_ARTIFACT", "CONTROLS", "CONTROL_NAMES", "CONTROL_TRAININGS", "MATRIX_OBJECTIVES", "MATRIX_PRESETS",
+           "MODES", "VARIANTS", "MatrixSpec", "cell_objective", "preset_fields"]  # fmt: skip
 
 MODES = ("closed-form", "trained")
 VARIANTS = ("trained", "random_sender", "random_receiver", "random_both")  # matrix first, then the controls
 CONTROLS = VARIANTS[1:]
 CONTROL_NAMES = {"random_sender": "random sender", "random_receiver": "random receiver", "random_both": "both random"}
 CELLS_ARTIFACT = "cells.json"
+MATRIX_OBJECTIVES = ("task", "match")  # trained mode: cross-entropy through B's top | copy B's own activation (MSE)
+# How the controls' adapters are made.  "task": trained on the task loss for ``epochs`` (from the spec's init),
+# whatever the matrix's mode and objective -- a closed-form fit into a random receiver copies that random net's
+# activation, so the stitched net predicts what random B predicts: chance in every cell.  "as-matrix": exactly
+# as the matrix's own cells (what every run stored before this field; the key is then left out of the dict).
+CONTROL_TRAININGS = ("task", "as-matrix")
+
+# Named recipes: field values a preset sets (the CLI's --preset, the Similarity page's "Recipe").  Where the
+# paper leaves a choice open, docs/DESIGN.md ("Stitching matrices") says what was chosen and why.
+MATRIX_PRESETS: dict[str, dict[str, Any]] = {
+    # Hernandez, Dangovski & Lu: a 1x1-conv stitch (strided conv to downsample, nearest upsample + 1x1 to
+    # upsample), started from random weights and trained on the task loss; controls, when asked for, trained too
+    "hernandez": {"mode": "trained", "objective": "task", "control_training": "task",
+                  "adapter": {"kind": "linear", "norm": "both", "resample": "strided", "init": "random"}},
+    # the house default: least-squares fits in closed form (Csiszarik et al.), seconds per matrix
+    "closed-form": {"mode": "closed-form", "objective": "task", "control_training": "task",
+                    "adapter": {"kind": "linear", "norm": "both", "resample": "bilinear", "init": "lstsq"}},
+}
+
+
+def preset_fields(name: str) -> dict[str, Any]:
+    """The MatrixSpec fields of a named recipe (an AdapterSpec for ``adapter``); the error lists the names.
+
+    >>> preset_fields("hernandez")["adapter"].resample
+    'strided'
+    """
+    if name not in MATRIX_PRESETS:
+        raise StitchError(f"unknown matrix preset {name!r}; use one of: {', '.join(MATRIX_PRESETS)}")
+    fields = dict(MATRIX_PRESETS[name])
+    fields["adapter"] = AdapterSpec(**fields["adapter"])
+    return fields
 
 
 def _lstsq_adapter() -> AdapterSpec:
@@ -61,8 +93,17 @@ class MatrixSpec(Spec):
     controls: bool = False  # also random sender / random receiver / both random (zoo refs only)
     precision: str = "fp32"  # trained mode: fp32 | bf16 (autocast; fast on GPUs and AMX CPUs, slow elsewhere)
     twin_seeds: str = "distinct"  # controls: A's and B's random twins from different seeds (refs.random_twins)
+    # trained mode: task (cross-entropy through B's top), match (the paper's copy task: MSE to B's own activation
+    # at the receiving cut), or a sum such as "task+0.5*match"; absent from older dicts = task
+    objective: str = "task"
+    # controls: "task" = their adapters are task-trained (also in closed-form mode, where a fit into a random
+    # receiver is chance by construction); "as-matrix" = made as the matrix's cells (older dicts, key absent).
+    # Without controls, or where the matrix itself is task-trained, both are the same run: held as "as-matrix"
+    control_training: str = "task"
 
-    LEGACY: ClassVar[dict[str, Any]] = {"twin_seeds": "shared"}  # stored before: both twins from `seed`
+    # what a dict written before each field computed (Spec.LEGACY: left out of to_dict at that value, so old run
+    # ids stay): both twins from `seed`, the task objective, controls made as the matrix's cells
+    LEGACY: ClassVar[dict[str, Any]] = {"twin_seeds": "shared", "objective": "task", "control_training": "as-matrix"}
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "a", str(parse_ref(self.a)))
@@ -88,6 +129,18 @@ class MatrixSpec(Spec):
                 f"closed-form mode fits each adapter on cached activations, so init must be one of"
                 f" {', '.join(FIT_METHODS)} (got {self.adapter.init!r}); or use mode='trained'"
             )
+        weights = parse_objective(self.objective) if isinstance(self.objective, str) else None
+        if weights is None or set(weights) - set(MATRIX_OBJECTIVES):
+            raise StitchError(f"a matrix objective is {' | '.join(MATRIX_OBJECTIVES)} or a sum such as"
+                              f" 'task+0.5*match' (got {self.objective!r})")  # fmt: skip
+        if self.mode == "closed-form" and weights != {"task": 1.0}:
+            raise StitchError(f"objective {self.objective!r} trains the adapters; closed-form mode only fits them"
+                              " by least squares: use mode='trained'")  # fmt: skip
+        check_choice("control_training", self.control_training, CONTROL_TRAININGS)
+        if not self.controls or (self.mode == "trained" and weights == {"task": 1.0}):
+            object.__setattr__(self, "control_training", "as-matrix")  # the same computation either way
+        if self.control_training == "task" and self.epochs < 1:
+            raise StitchError("task-trained controls need epochs >= 1 (or run without controls)")
         check_choice("precision", self.precision, PRECISIONS)
         check_choice("twin_seeds", self.twin_seeds, TWIN_SEEDS)
         if not self.controls:  # no twins drawn: the rule means nothing, so the run id does not move
@@ -99,8 +152,33 @@ class MatrixSpec(Spec):
         check_at_least("weight_decay", self.weight_decay, 0, "0 turns it off")
         check_sample_caps(self)
 
+    @property
+    def controls_at_chance(self) -> tuple[str, ...]:
+        """The controls whose every cell is pinned at chance by construction: a random receiver whose adapters
+        never see the task loss only copy (closed form) or are trained to copy (match) the random net's own
+        activation, so the stitched net predicts what the random B does."""
+        if not self.controls:
+            return ()
+        weights = cell_objective(self, "random_receiver")
+        if weights is not None and "task" in weights and self.epochs > 0:
+            return ()
+        return ("random_receiver", "random_both")
+
     def label(self) -> str:
         n_s = len(self.senders) if self.senders is not None else "all cuts"
         n_r = len(self.receivers) if self.receivers is not None else "all cuts"
         extra = ", controls" if self.controls else ""
         return f"matrix {self.a} x {self.b} ({self.mode}, {n_s} x {n_r}{extra})"
+
+
+def cell_objective(spec: MatrixSpec, variant: str) -> dict[str, float] | None:
+    """How the adapters of ``variant``'s cells are trained after their start: objective weights, or None for
+    a closed-form fit alone.
+
+    >>> spec = MatrixSpec("zoo:cnn-digits-s0", "zoo:cnn-digits-s1", controls=True)
+    >>> cell_objective(spec, "trained"), cell_objective(spec, "random_receiver")
+    (None, {'task': 1.0})
+    """
+    if variant != "trained" and spec.control_training == "task":
+        return {"task": 1.0}
+    return parse_objective(spec.objective) if spec.mode == "trained" else None

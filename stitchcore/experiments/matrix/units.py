@@ -5,7 +5,10 @@ Every cell works on activations, never on images twice:
 * ``closed-form``: fit the linear adapter by least squares (``fits.fit_adapter``)
   and score suffix_B(S(h)) on the test split -- every cell in seconds.
 * ``trained``: start from that fit (or from random weights with init="random")
-  and train the adapter for ``epochs`` on the task loss through B's frozen suffix.
+  and train the adapter for ``epochs`` on the spec's objective: the task loss through B's frozen
+  suffix, or the copy task (``match``: MSE to B's own activation at the receiving cut), or a sum.
+* controls (``control_training="task"``): their adapters are task-trained in either mode
+  (:func:`~.spec.cell_objective` says how each variant's cells train).
 
 Cached mode: one forward pass of A over the data records every sender cut at once (forward hooks on the
 cut modules, each checked against the ``split`` prefix; a cut whose hook disagrees runs its own prefix),
@@ -32,7 +35,7 @@ from torch import nn
 from stitchcore.backends import UnitContext
 from stitchcore.cuts import Cut, get_cut, list_cuts, split
 from stitchcore.data.images import ImageDataset
-from stitchcore.experiments.matrix.spec import MatrixSpec
+from stitchcore.experiments.matrix.spec import MatrixSpec, cell_objective
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.package import ModelPackage
 from stitchcore.stitching.activations import collect_cuts
@@ -129,22 +132,23 @@ def _score_cell(cell: dict, adapter: nn.Module, ctx: UnitContext, ws: _Workspace
 
 def _run_receiver(
     spec: MatrixSpec, ctx: UnitContext, ws: _Workspace, send: str, recv: str, senders: list[Cut], r: Cut,
-    train_suffix: nn.Module | None,
+    train_suffix: nn.Module | None, objective: dict[str, float] | None,
 ) -> list[dict]:
-    """Every cell A_send[s] -> B_recv[r] for s in ``senders``: fit, train (trained mode), score.
+    """Every cell A_send[s] -> B_recv[r] for s in ``senders``: fit, train (``objective``; None: none), score.
 
-    In trained mode all these adapters train together through one pass of ``train_suffix`` (B's
-    frozen suffix, BN folded) per step (see :mod:`stitchcore.stitching.shared_suffix`); each gets the
-    gradient of its own loss.
+    Trained adapters train together through one pass of ``train_suffix`` (B's frozen suffix, BN
+    folded) per step (see :mod:`stitchcore.stitching.shared_suffix`); each gets the gradient of its
+    own loss.  The copy term (``match``) compares each output with B's own activation at ``r``.
     """
     fitted = [_fitted_cell(spec, ctx, ws, send, recv, s, r) for s in senders]
     live = [(cell, adapter) for cell, adapter in fitted if adapter is not None]
-    if spec.mode == "trained" and live:
+    if objective is not None and live:
         train_adapters_shared_suffix(
             [adapter for _, adapter in live], train_suffix,
             [ws.sender_train[send][cell["sender"]] for cell, _ in live], ws.y_train,
             knobs=TrainKnobs.of(spec), device=ctx.device, check_cancel=ctx.check_cancel,
-            precision=spec.precision,
+            precision=spec.precision, objective=objective,
+            receiver_acts=ws.receiver_train[recv][r.name] if "match" in objective else None,
         )  # fmt: skip
     for cell, adapter in live:
         _score_cell(cell, adapter, ctx, ws, send, recv)
@@ -225,16 +229,18 @@ def receiver_unit(
     ws = _unit_workspace(source, send, recv, [receiver], context)
     r = next(c for c in ws.receivers if c.name == receiver)
     pending = [s for s in ws.senders if s.name in senders]
-    trained = spec.mode == "trained" and bool(pending)
+    objective = cell_objective(spec, variant)
+    trained = objective is not None and bool(pending)
     per_pass = max(1, JOINT_ELEMENTS // (spec.batch_size * math.prod(r.shape))) if trained else 1
-    train_suffix = frozen_for_training(ws.suffixes[recv, r.name]) if trained else None  # once per receiver
+    through_suffix = trained and "task" in objective  # the copy task alone never runs B's top
+    train_suffix = frozen_for_training(ws.suffixes[recv, r.name]) if through_suffix else None  # once per receiver
     for start in range(0, len(pending), per_pass):
         group = pending[start : start + per_pass]
         context.check_cancel()
         where = f"{len(group)} sender(s) into {r.name}" + ("" if variant == "trained" else f" ({variant.replace('_', ' ')})")
         yield "progress", (start / len(pending), where)
         yield "cells", [{"variant": variant, **cell}
-                        for cell in _run_receiver(spec, context, ws, send, recv, group, r, train_suffix)]  # fmt: skip
+                        for cell in _run_receiver(spec, context, ws, send, recv, group, r, train_suffix, objective)]  # fmt: skip
 
 
 def streamed_unit(
