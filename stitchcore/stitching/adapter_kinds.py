@@ -24,8 +24,18 @@ from stitchcore.registry import Registry
 from stitchcore.stitching.layers import ChannelLinear, LowRankLinear
 
 __all__ = [
-    "AdapterCore", "AdapterPlan", "get_adapter", "list_adapters", "register_adapter",
-    "IdentityCore", "LinearCore", "LinearReluCore", "Conv3x3ReluCore", "BottleneckCore", "LowRankCore",
+    "AdapterCore",
+    "AdapterPlan",
+    "BottleneckCore",
+    "Conv3x3ReluCore",
+    "IdentityCore",
+    "LinearCore",
+    "LinearReluCore",
+    "LowRankCore",
+    "RescaleStep",
+    "get_adapter",
+    "list_adapters",
+    "register_adapter",
 ]  # fmt: skip
 
 
@@ -74,6 +84,17 @@ def get_adapter(kind: str) -> type[AdapterCore]:
 
 
 @dataclass(frozen=True)
+class RescaleStep:
+    """One step of a chained rescale (``AdapterSpec.rescale="chained"``): at most 2x per axis, one core each."""
+
+    grid: tuple[int, int]  # the grid after this step
+    resize: str | None = None  # F.interpolate mode applied before the step's core; None: no resize
+    size: tuple[int, int] | None = None  # what ``resize`` produces: ``grid``, or 2 x ``grid`` before a stride-2 core
+    antialias: bool = False  # bilinear with antialias (a step that is not an exact 2x: every input position counts)
+    stride: tuple[int, int] = (1, 1)  # (2, 2) where the core halves the grid (resample='strided')
+
+
+@dataclass(frozen=True)
 class AdapterPlan:
     """How a pair of cuts is joined (resolved by build_adapter; the cores read it)."""
 
@@ -86,6 +107,8 @@ class AdapterPlan:
     sender_cls: bool = False  # drop the sender's leading class token (map form)
     receiver_cls: bool = False  # make the receiver's class token (map form)
     rank: int | None = None  # lowrank width
+    steps: tuple[RescaleStep, ...] = ()  # chained rescale: one core per step, in order; () = one core, one resize
+    out_grid: tuple[int, int] | None = None  # resample='no_downsample': the grid handed to B (the sender's)
 
     @property
     def ndim(self) -> int:
