@@ -116,9 +116,11 @@ def test_hernandez_label_beside_traft_kinds():
     assert "Hernandez" in recipe_label("linear/both/strided")
     assert "Hernandez" not in recipe_label("conv3x3_relu/both/strided") + recipe_label("linear/both/bilinear")
     cells = [{"sender": "s", "receiver": "r", "recipe": f"{k}/both/strided", "adapter": k, "resample": "strided",
-              "accuracy": 0.8, "flops": 1000 + i, "skipped_reason": None, "same_as": None}
+              "accuracy": 0.8, "flops": 2000 + 2 * i, "macs": 1000 + i, "skipped_reason": None, "same_as": None}
              for i, k in enumerate(("linear", "conv3x3_relu"))]  # fmt: skip
-    names = [t.name for t in accuracy_vs_flops(cells, None, []).data]
+    fig = accuracy_vs_flops(cells, None, [])
+    assert "0.001M MACs" in fig.data[0].text[0]
+    names = [t.name for t in fig.data]
     assert any("Hernandez" in n for n in names if n.startswith("linear")) and not any(
         "Hernandez" in n for n in names if n.startswith("conv3x3"))
 

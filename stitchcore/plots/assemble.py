@@ -93,7 +93,7 @@ def accuracy_vs_flops(cells: Sequence[Mapping[str, Any]], base: Mapping[str, Map
             marker={"color": color, "size": 10, "symbol": SYMBOLS.get(resample, "circle"),
                     "line": {"width": 1, "color": "white"}},
             text=[f"A[{cells[i]['sender']}] → B[{cells[i]['receiver']}]<br>{recipe_label(cells[i]['recipe'])}"
-                  + (f"<br>{cells[i]['macs']:.3s} MACs" if cells[i].get("macs") is not None else "") for i in idx],
+                  + (f"<br>{cells[i]['macs'] / 1e6:.3g}M MACs" if cells[i].get("macs") is not None else "") for i in idx],
             hovertemplate="%{text}<br>accuracy %{y:.3f}<br>%{x:.3s} FLOPs (2 per MAC)"
                           "<extra>click: open on Stitch</extra>",
         ))  # fmt: skip
