@@ -197,7 +197,10 @@ class BottleneckCore(AdapterCore):
     """ResNet bottleneck 1x1 -> 3x3 (stride) -> 1x1 with BN, width C_out // 4, + shortcut (input or 1x1+BN).
 
     The last BN starts at weight zero, so the core starts as its shortcut (the identity
-    when channels match); no ReLU after the sum, so negative values survive."""
+    when channels match).  Unlike the authors' ResNetBottleneck (torchvision's block) there is no ReLU after
+    the sum, on purpose: the core feeds ``bn_after`` and then receivers whose activations are signed (ViT and
+    Swin tokens; with ``norm`` none or bn_before the core's output is the receiver's input itself), and a final
+    ReLU would also break the identity start for signed inputs."""
 
     forms = frozenset({"map"})
     identity_init = True  # already one at construction when channels match
