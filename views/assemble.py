@@ -29,10 +29,7 @@ st.caption(
 )
 KINDS = tuple(k for k in list_adapters() if k != "identity")  # a merge adds no adapter: not a recipe here
 DEFAULTS = AssembleSpec(a="zoo:x", b="zoo:x")
-RESAMPLE_WORDS = {"none": "none (equal grids only)", "bilinear": "bilinear (the paper's Downsample)",
-                  "nearest": "nearest (upsampling only, when chained)",
-                  "strided": "strided (the paper's integrated; linear = Hernandez et al.)",
-                  NO_DOWNSAMPLE: "no downsample (the paper's No Downsample)"}  # fmt: skip
+RESAMPLE_WORDS = {NO_DOWNSAMPLE: "no downsample"}  # the chips stay short; the help names the paper's variants
 RESCALE_WORDS = {"chained": "one adapter per 2x step (the paper's)", "oneshot": "one adapter, the whole ratio at once"}
 
 
@@ -115,10 +112,12 @@ with right:
     norms = c[0].multiselect("BatchNorm", NORMS, key="asm_norms",
                              persist_state="session", help="both = before and after the adapter")
     resamples = c[1].multiselect("Rescaling", (*RESAMPLES, NO_DOWNSAMPLE), key="asm_resamples",
-                                 persist_state="session", format_func=RESAMPLE_WORDS.get,
-                                 help="bilinear 2x downsampling before each adapter, a stride-2 adapter per 2x step, or "
-                                      "No Downsample: the sender's larger map goes on into B (only where B's rest is "
-                                      "convolutional up to a global pooling; otherwise skipped with the reason)")  # fmt: skip
+                                 persist_state="session", format_func=lambda r: RESAMPLE_WORDS.get(r, r),
+                                 help="the paper's three: bilinear = Downsample (a bilinear 2x downsample before each "
+                                      "adapter), strided = integrated (each adapter strides by 2; a strided linear one "
+                                      f"is {HERNANDEZ}), no downsample = No Downsample (the sender's larger map goes "
+                                      "on into B, only where B's rest is convolutional up to a global pooling; "
+                                      "otherwise skipped with the reason). nearest: upsampling only when chained")  # fmt: skip
     rescale = st.radio("A gap of more than 2x", RESCALES, horizontal=True, key="asm_rescale", persist_state="session",
                        format_func=RESCALE_WORDS.get,
                        help="chained: 8x8 -> 1x1 is three adapters, each halving the grid, so every position counts; "

@@ -55,7 +55,7 @@ def recipe_label(recipe: str, *, short: bool = False) -> str:
 
 def _kind_label(kind: str, resample: str) -> str:
     name = f"{kind} · {resample}"
-    return f"{name} ({HERNANDEZ})" if kind == "linear" and resample == "strided" else name
+    return f"{name} (Hernandez et al.)" if kind == "linear" and resample == "strided" else name
 
 
 def _scored(cells: Sequence[Mapping[str, Any]]) -> list[int]:
