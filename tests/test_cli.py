@@ -13,7 +13,8 @@ import pytest
 def cli(*args: str, store) -> subprocess.CompletedProcess:
     env = {**os.environ, "STITCHLAB_STORE": str(store.root)}
     return subprocess.run(
-        [sys.executable, "-m", "stitchcore", *args], capture_output=True, text=True, env=env, timeout=240
+        [sys.executable, "-m", "stitchcore", *args], check=False, capture_output=True, text=True, env=env,
+        timeout=240,
     )
 
 
@@ -38,6 +39,13 @@ def test_cuts_json(trained_store):
     assert "block1" in names and "block2" in names
     assert all(set(c) == {"name", "shape", "layout", "depth", "aliases"} for c in out["cuts"])
     assert next(c for c in out["cuts"] if c["name"] == "block1")["aliases"] == ["block1.pool"]
+    # the whole model's cost at its input size: multiply-adds (Traft & Cheney's Table 1) and FLOPs (2 per MAC)
+    from stitchcore.models.sources import load_model
+    from stitchcore.stitching.evaluate import module_flops
+
+    m = load_model(refs[0], store=store)
+    assert out["input_shape"] == [1, 8, 8]
+    assert out["flops"] == module_flops(m.model, m.example_input(1)) and out["macs"] == out["flops"] // 2 > 0
 
 
 def test_stitch_json_then_cached(trained_store):

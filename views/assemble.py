@@ -14,8 +14,9 @@ from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.assemble import DEFAULT_KINDS, AssembleSpec, default_cuts
 from stitchcore.experiments.dataset_check import default_dataset
 from stitchcore.models.sources.zoo import list_zoo_models
+from stitchcore.plots.assemble import HERNANDEZ
 from stitchcore.stitching.adapter_kinds import list_adapters
-from stitchcore.stitching.adapters import CLS_TOKENS, NORMS, RESAMPLES
+from stitchcore.stitching.adapters import CLS_TOKENS, NO_DOWNSAMPLE, NORMS, RESAMPLES, RESCALES
 from views import run_views
 
 ui.page_setup("Assemble")
@@ -28,6 +29,8 @@ st.caption(
 )
 KINDS = tuple(k for k in list_adapters() if k != "identity")  # a merge adds no adapter: not a recipe here
 DEFAULTS = AssembleSpec(a="zoo:x", b="zoo:x")
+RESAMPLE_WORDS = {NO_DOWNSAMPLE: "no downsample"}  # the chips stay short; the help names the paper's variants
+RESCALE_WORDS = {"chained": "one adapter per 2x step (the paper's)", "oneshot": "one adapter, the whole ratio at once"}
 
 
 def _prefill(run_id: str) -> None:
@@ -41,7 +44,7 @@ def _prefill(run_id: str) -> None:
     spec = spec_from_record(rec)
     st.session_state.update(asm_pick_a=spec.a, asm_ref_a=spec.a, asm_pick_b=spec.b, asm_ref_b=spec.b,
                             asm_kinds=list(spec.kinds), asm_norms=list(spec.norms), asm_resamples=list(spec.resamples),
-                            asm_cls=spec.cls_token, asm_epochs=spec.epochs, asm_finetune=spec.finetune_baseline,
+                            asm_cls=spec.cls_token, asm_rescale=spec.rescale, asm_epochs=spec.epochs, asm_finetune=spec.finetune_baseline,
                             asm_max_train=spec.max_train or 0, asm_dataset=spec.dataset)  # fmt: skip
     if spec.senders is not None:
         st.session_state["asm_senders"] = list(spec.senders)
@@ -87,6 +90,7 @@ elif st.query_params.get("a") or st.query_params.get("b"):
     _prefill_models()
 for _key, _value in {"asm_kinds": list(DEFAULT_KINDS), "asm_norms": list(DEFAULTS.norms),
                      "asm_resamples": list(DEFAULTS.resamples), "asm_cls": DEFAULTS.cls_token,
+                     "asm_rescale": DEFAULTS.rescale,
                      "asm_epochs": DEFAULTS.epochs, "asm_finetune": False, "asm_max_train": 0}.items():  # fmt: skip
     st.session_state.setdefault(_key, _value)
 
@@ -102,13 +106,22 @@ with left:
         receivers = _cut_picker(ref_b, "b")
 with right:
     kinds = st.multiselect("Adapter kinds", KINDS, key="asm_kinds", persist_state="session",
-                           help="linear = 1x1 conv; linear_relu, conv3x3_relu, bottleneck: Traft & Cheney's complex ones")
+                           help="Traft & Cheney's four: linear (1x1 conv), linear_relu, conv3x3_relu, bottleneck; "
+                                f"lowrank is Bansal et al.'s. A strided linear one is {HERNANDEZ} (kernel = stride)")
     c = st.columns(2)
     norms = c[0].multiselect("BatchNorm", NORMS, key="asm_norms",
                              persist_state="session", help="both = before and after the adapter")
-    resamples = c[1].multiselect("Rescaling", RESAMPLES, key="asm_resamples", persist_state="session",
-                                 help="bilinear resampling (best in the paper), a strided conv inside the adapter, "
-                                      "or none (only equal grids)")  # fmt: skip
+    resamples = c[1].multiselect("Rescaling", (*RESAMPLES, NO_DOWNSAMPLE), key="asm_resamples",
+                                 persist_state="session", format_func=lambda r: RESAMPLE_WORDS.get(r, r),
+                                 help="the paper's three: bilinear = Downsample (a bilinear 2x downsample before each "
+                                      "adapter), strided = integrated (each adapter strides by 2; a strided linear one "
+                                      f"is {HERNANDEZ}), no downsample = No Downsample (the sender's larger map goes "
+                                      "on into B, only where B's rest is convolutional up to a global pooling; "
+                                      "otherwise skipped with the reason). nearest: upsampling only when chained")  # fmt: skip
+    rescale = st.radio("A gap of more than 2x", RESCALES, horizontal=True, key="asm_rescale", persist_state="session",
+                       format_func=RESCALE_WORDS.get,
+                       help="chained: 8x8 -> 1x1 is three adapters, each halving the grid, so every position counts; "
+                            "one-shot (runs before issue 25): one resize by 8, which reads 4 of the 64 positions")
     c = st.columns(2)
     epochs = c[0].number_input("Epochs per adapter", 1, 200, key="asm_epochs", persist_state="session",
                                help="AdamW, lr 2e-3, weight decay 0.05, cosine to 0 (the paper's settings)")
@@ -119,15 +132,17 @@ with right:
                          format_func={"adapter": "learned by the adapter", "receiver": "B's own (fixed)"}.get,
                          help="learned: the mean of the adapter's patch tokens plus a learned offset; B's own: B's "
                               "class token at the receiving cut, averaged over training images")  # fmt: skip
-    finetune = st.checkbox("Fine-tuned baseline", key="asm_finetune", persist_state="session",
-                           help="also train every part of each assembled network together (copies; A and B stay "
-                                "as they are): what the parts can do beyond the adapter")  # fmt: skip
+    finetune = st.checkbox("Also fine-tune each assembled network end to end", key="asm_finetune",
+                           persist_state="session",
+                           help="train A's bottom, the adapter and B's top together (copies; A and B stay as they are; "
+                                "AdamW 5e-4): what the parts can do beyond the adapter. Not the paper's baseline, "
+                                "which deletes B's intermediate blocks and tunes at the best of 3 lrs")  # fmt: skip
     models, why_not, dataset, default_data = {}, None, None, None
     for role, ref in (("a", ref_a), ("b", ref_b)):
         if ref:
             try:
                 models[role] = ui.load_for_display(ref)
-            except Exception as exc:  # a loader failure is shown, not raised
+            except Exception as exc:  # noqa: BLE001 - a loader failure is shown, not raised
                 ui.show_error(exc, f"loading {ref}")
     if len(models) == 2:
         default_data = default_dataset(models["a"], models["b"])
@@ -146,7 +161,7 @@ elif not (kinds and norms and resamples):
 if why_not is None:
     try:
         spec = AssembleSpec(a=ref_a, b=ref_b, senders=senders, receivers=receivers, kinds=tuple(kinds),
-                            norms=tuple(norms), resamples=tuple(resamples), cls_token=cls_token, epochs=int(epochs),
+                            norms=tuple(norms), resamples=tuple(resamples), cls_token=cls_token, epochs=int(epochs), rescale=rescale,
                             finetune_baseline=finetune, max_train=int(max_train) or None,
                             dataset=None if dataset == default_data else dataset)  # fmt: skip
         st.caption(f"{len(senders)} × {len(receivers)} cut pairs × {len(spec.recipes())} recipes = "

@@ -44,6 +44,7 @@ from stitchcore.report.figures import (
     panel_figure,
     stitching_panel,
 )  # fmt: skip
+from stitchcore.stitching.adapters import NO_DOWNSAMPLE
 from stitchcore.store.results import RunRecord
 from stitchcore.timewords import duration_words
 
@@ -292,9 +293,15 @@ def assemble_view(rec: RunRecord, *, key: str) -> None:
         no_front = plots_assemble.front_words(len(cells), base, front)
         front_text = (f". {no_front} " if no_front else
                       "; dotted = the Pareto front (no network is both more accurate and cheaper). ")  # fmt: skip
+        chained = getattr(spec, "rescale", "oneshot") == "chained"
         st.caption("Each point is one assembled network: A up to the sender cut, an adapter, B from the receiver "
                    f"cut. Colour = adapter kind, shape = rescaling; stars = A and B alone{front_text}"
-                   "Click a point to open it on the Stitch page.")  # fmt: skip
+                   "FLOPs count 2 per multiply-add (MACs, the paper's unit, are half; in the hover). "
+                   + ("Gaps of more than 2x are bridged by one adapter per 2x step. " if chained else
+                      "Gaps are bridged by one adapter resizing by the whole ratio (the reading before issue 25). ")
+                   + "Click a point to open it on the Stitch page"
+                   + (" (which resizes in one step and has no No Downsample: a near, not the same, network)."
+                      if chained or NO_DOWNSAMPLE in spec.resamples else "."))  # fmt: skip
         recipes = s["recipes"] if s else [recipe_name(r) for r in spec.recipes()]
         senders = s["senders"] if s else list(dict.fromkeys(c["sender"] for c in cells))
         receivers = s["receivers"] if s else list(dict.fromkeys(c["receiver"] for c in cells))
@@ -316,8 +323,9 @@ def assemble_view(rec: RunRecord, *, key: str) -> None:
                     st.markdown(f"- `{c['sender']} → {c['receiver']}` ({c['recipe']}): {c['skipped_reason']}")
         if s:
             a, b = s["base"]["a"], s["base"]["b"]
-            st.caption(f"A alone {a['accuracy']:.3f} at {a['flops'] / 1e6:.2f}M FLOPs; B alone {b['accuracy']:.3f} at "
-                       f"{b['flops'] / 1e6:.2f}M FLOPs. Evaluated on {s['dataset']} ({s['n_test']} test images; "
+            st.caption(f"A alone {a['accuracy']:.3f} at {a['flops'] / 2e6:.2f}M MACs ({a['flops'] / 1e6:.2f}M FLOPs); "
+                       f"B alone {b['accuracy']:.3f} at {b['flops'] / 2e6:.2f}M MACs ({b['flops'] / 1e6:.2f}M FLOPs). "
+                       "Evaluated on {s['dataset']} ({s['n_test']} test images; "
                        f"adapters trained on {s['n_train']}).")  # fmt: skip
 
     live()

@@ -35,11 +35,17 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     p.add_argument("--receivers", default=None, help="comma-separated cuts of B (default: 3 over depth)")
     p.add_argument("--adapters", default=",".join(d.kinds), help="adapter kinds (default: %(default)s)")
     p.add_argument("--norm", default=",".join(d.norms), help="BatchNorm placements: none,bn_before,bn_after,both")
-    p.add_argument("--resample", default=",".join(d.resamples), help="none,bilinear,nearest,strided "
-                   "(default: %(default)s)")  # fmt: skip
+    p.add_argument("--resample", default=",".join(d.resamples), help="none,bilinear,nearest,strided,no_downsample "
+                   "(default: %(default)s; a strided linear adapter is Hernandez et al.'s patch stitch; "
+                   "no_downsample: Traft & Cheney's No Downsample, the sender's grid goes on into B)")  # fmt: skip
+    p.add_argument("--rescale", choices=("chained", "oneshot"), default=d.rescale,
+                   help="a gap of more than 2x: one adapter per 2x step (chained, the paper's) or one adapter "
+                        "resizing by the whole ratio (oneshot, the project's reading before issue 25)")  # fmt: skip
     p.add_argument("--cls-token", choices=("adapter", "receiver"), default=d.cls_token,
                    help="a ViT receiver's class token: learned by the adapter, or B's own at that cut")
-    p.add_argument("--finetune-baseline", action="store_true", help="also fine-tune each assembled network end to end")
+    p.add_argument("--finetune-baseline", action="store_true",
+                   help="also fine-tune each assembled network end to end (prefix, adapter and suffix, AdamW 5e-4); "
+                        "not the paper's baseline, which deletes B's blocks and tunes at the best of 3 lrs")
     p.add_argument("--epochs", type=int, default=d.epochs)
     p.add_argument("--lr", type=float, default=d.lr, help="AdamW, cosine to 0 (default: %(default)s)")
     p.add_argument("--dataset", default=None, help="default: the dataset B was trained on")
@@ -57,27 +63,28 @@ def cells_text(s: dict[str, Any]) -> str:
     """An assemble summary for the terminal: a line per cell, A and B, the Pareto front.
 
     >>> s = {"cells": [{"sender": "layer2.0", "receiver": "blocks.3", "recipe": "linear/both/bilinear",
-    ...                 "accuracy": 0.86, "flops": 1133824, "adapter_params": 2368, "finetune_accuracy": None,
+    ...                 "accuracy": 0.86, "flops": 1133824, "macs": 566912, "adapter_params": 2368,
+    ...                 "finetune_accuracy": None,
     ...                 "skipped_reason": None, "same_as": None}],
     ...      "base": {"a": {"ref": "zoo:a", "accuracy": 0.98, "flops": 1987072},
     ...               "b": {"ref": "zoo:b", "accuracy": 0.94, "flops": 4465920}},
     ...      "pareto": [{"cell": 0, "accuracy": 0.86, "flops": 1133824}, {"base": "a", "accuracy": 0.98, "flops": 1987072}]}
     >>> print(cells_text(s))
-    sender      receiver    recipe                     accuracy    FLOPs  adapter params
-    layer2.0    blocks.3    linear/both/bilinear          0.860    1.13M            2368
+    sender      receiver    recipe                     accuracy     MACs    FLOPs  adapter params
+    layer2.0    blocks.3    linear/both/bilinear          0.860    0.57M    1.13M            2368
     A zoo:a: accuracy 0.980, 1.99M FLOPs;  B zoo:b: accuracy 0.940, 4.47M FLOPs
     Pareto front (accuracy vs FLOPs): layer2.0 -> blocks.3 linear/both/bilinear 0.860 @ 1.13M; A 0.980 @ 1.99M
     """
-    lines = [f"{'sender':12s}{'receiver':12s}{'recipe':26s}{'accuracy':>9s}{'FLOPs':>9s}  adapter params"
-             + ("  fine-tuned" if any(c.get("finetune_accuracy") is not None for c in s["cells"]) else "")]
+    lines = [f"{'sender':12s}{'receiver':12s}{'recipe':26s}{'accuracy':>9s}{'MACs':>9s}{'FLOPs':>9s}  adapter params"
+             + ("  fine-tuned e2e" if any(c.get("finetune_accuracy") is not None for c in s["cells"]) else "")]
     for c in s["cells"]:
         head = f"{c['sender'][:11]:12s}{c['receiver'][:11]:12s}{c['recipe'][:25]:26s}"
         if c.get("skipped_reason"):
             lines.append(f"{head}  skipped: {c['skipped_reason']}")
             continue
-        line = f"{head}{c['accuracy']:9.3f}{_flops(c['flops']):>9s}{c['adapter_params']:>16d}"
+        line = f"{head}{c['accuracy']:9.3f}{_flops(c.get('macs')):>9s}{_flops(c['flops']):>9s}{c['adapter_params']:>16d}"
         if c.get("finetune_accuracy") is not None:
-            line += f"{c['finetune_accuracy']:12.3f}"
+            line += f"{c['finetune_accuracy']:16.3f}"
         lines.append(line + (f"  (= {c['same_as']})" if c.get("same_as") else ""))
     a, b = s["base"]["a"], s["base"]["b"]
     lines.append(f"A {a['ref']}: accuracy {a['accuracy']:.3f}, {_flops(a['flops'])} FLOPs;  "
@@ -86,6 +93,9 @@ def cells_text(s: dict[str, Any]) -> str:
               f"{s['cells'][p['cell']]['recipe']}" if "cell" in p else p["base"].upper())
              + f" {p['accuracy']:.3f} @ {_flops(p['flops'])}" for p in s["pareto"]]  # fmt: skip
     lines.append("Pareto front (accuracy vs FLOPs): " + "; ".join(front))
+    if any(c.get("adapter") == "linear" and c.get("resample") == "strided" for c in s["cells"]):
+        lines.append("linear/*/strided is Hernandez et al.'s patch stitch (kernel = stride), not one of Traft & "
+                     "Cheney's four adapters; MACs = multiply-adds (the paper's Table 1), FLOPs = 2 per MAC")
     return "\n".join(lines)
 
 
@@ -97,7 +107,7 @@ def _cmd_assemble(args: argparse.Namespace, store: Store, bar: ProgressBar) -> N
     receivers, alias_b = resolve_cuts(args.b, names(args.receivers), store)
     spec = AssembleSpec(
         a=args.a, b=args.b, senders=senders, receivers=receivers, kinds=names(args.adapters),
-        norms=names(args.norm), resamples=names(args.resample), cls_token=args.cls_token,
+        norms=names(args.norm), resamples=names(args.resample), cls_token=args.cls_token, rescale=args.rescale,
         finetune_baseline=args.finetune_baseline, epochs=args.epochs, lr=args.lr, dataset=args.dataset,
         max_train=args.max_train, max_test=args.max_test, seed=args.seed,
     )  # fmt: skip

@@ -52,7 +52,7 @@ def _cmd_zoo_train(args: argparse.Namespace, store: Store, bar: ProgressBar) -> 
     from stitchcore.experiments.zoo import ZooRecipe
     from stitchcore.models.archs import arch_recipe_defaults
 
-    kwargs: dict[str, Any] = dict(arch=args.arch, dataset=args.dataset, seed=args.seed)
+    kwargs: dict[str, Any] = {"arch": args.arch, "dataset": args.dataset, "seed": args.seed}
     kwargs.update(arch_recipe_defaults(args.arch))  # e.g. AdamW for transformers; what the user gives wins
     optional = {
         "optimizer": args.optimizer, "epochs": args.epochs, "lr": args.lr, "batch_size": args.batch_size, "weight_decay": args.weight_decay,
@@ -80,19 +80,27 @@ def _cmd_zoo_list(args: argparse.Namespace, store: Store, bar: ProgressBar) -> N
 
 def _cmd_cuts(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
     """The cut points of one model: name, layout, shape, relative depth and aliases (other module
-    names whose output is the same tensor, accepted wherever a cut name is)."""
+    names whose output is the same tensor, accepted wherever a cut name is); and the whole model's cost of one
+    example at its input size: ``macs`` (multiply-adds, the convention of Traft & Cheney's Table 1 and most
+    papers) and ``flops`` (FlopCounterMode's count, 2 per multiply-add)."""
     from stitchcore.cuts import list_cuts
     from stitchcore.models.sources import load_model
+    from stitchcore.stitching.evaluate import module_flops
 
     m = load_model(args.ref, store=store)
+    example = m.example_input(1)  # [1, *input shape]: what the model itself takes
+    flops = module_flops(m.model, example)
     cuts = [
         {"name": c.name, "shape": list(c.shape), "layout": c.layout, "depth": round(c.depth, 4),
          "aliases": list(c.aliases)}
         for c in list_cuts(m)
     ]
-    lines = [f"{c['name']:24s} {c['layout']:9s} {str(tuple(c['shape'])):20s} depth {c['depth']:.2f}"
+    lines = [f"{c['name']:24s} {c['layout']:9s} {tuple(c['shape'])!s:20s} depth {c['depth']:.2f}"
              + (f"  = {', '.join(c['aliases'])}" if c["aliases"] else "") for c in cuts]
-    emit(args, {"model": m.ref, "cuts": cuts}, "\n".join(lines))
+    size = "x".join(map(str, example.shape[1:]))
+    lines.append(f"whole model at {size}: {flops // 2:.4g} MACs (multiply-adds), {flops:.4g} FLOPs (2 per MAC)")
+    emit(args, {"model": m.ref, "input_shape": list(example.shape[1:]), "macs": flops // 2, "flops": flops,
+                "cuts": cuts}, "\n".join(lines))  # fmt: skip
 
 
 COMMANDS: dict[tuple[str, str | None], Command] = {

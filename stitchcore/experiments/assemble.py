@@ -57,7 +57,15 @@ from stitchcore.experiments._spec import (
 )
 from stitchcore.experiments.dataset_check import check_head_classes, load_pair, pair_dataset
 from stitchcore.experiments.estimate import (
-    Estimate, EstimateContext, calibrated, estimate_from, full_forward, image_counts, ms, pair_units, spread,
+    Estimate,
+    EstimateContext,
+    calibrated,
+    estimate_from,
+    full_forward,
+    image_counts,
+    ms,
+    pair_units,
+    spread,
 )  # fmt: skip
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.package import pack_model
@@ -66,8 +74,10 @@ from stitchcore.stitching.activations import collect
 from stitchcore.stitching.adapter_kinds import list_adapters
 from stitchcore.stitching.adapters import (
     CLS_TOKENS,
+    NO_DOWNSAMPLE,
     NORMS,
     RESAMPLES,
+    RESCALES,
     AdapterSpec,
     build_adapter,
     compatibility,
@@ -109,7 +119,8 @@ class AssembleSpec(Spec):
     receivers: tuple[str, ...] | None = None  # B's cuts; None = default_cuts
     kinds: tuple[str, ...] = DEFAULT_KINDS  # adapter kinds (stitching.adapter_kinds)
     norms: tuple[str, ...] = ("both",)  # BatchNorm placements: none | bn_before | bn_after | both
-    resamples: tuple[str, ...] = ("bilinear", "strided")  # spatial rescaling: none | bilinear | nearest | strided
+    # spatial rescaling: none | bilinear | nearest | strided | no_downsample (the sender's grid goes on into B)
+    resamples: tuple[str, ...] = ("bilinear", "strided")
     cls_token: str = "adapter"  # a ViT receiver's class token: learned by the adapter, or B's own ("receiver")
     optimizer: str = "adamw"  # Traft & Cheney: AdamW, lr 2e-3, weight decay 0.05, cosine to 0
     lr: float = 2e-3
@@ -123,11 +134,15 @@ class AssembleSpec(Spec):
     max_train: int | None = None  # cap on training images; None = all
     max_test: int | None = None  # cap on test images; None = all
     seed: int = 0  # adapter init and data order
+    # a gap of more than 2x: "chained" = one adapter per 2x step (Traft & Cheney); "oneshot" = one adapter that
+    # resizes by the whole ratio (every run before issue 25: a spec dict without the key reads as "oneshot")
+    rescale: str = "chained"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "a", str(parse_ref(self.a)))
         object.__setattr__(self, "b", str(parse_ref(self.b)))
-        for name, valid in (("kinds", tuple(list_adapters())), ("norms", NORMS), ("resamples", RESAMPLES),
+        for name, valid in (("kinds", tuple(list_adapters())), ("norms", NORMS),
+                            ("resamples", (*RESAMPLES, NO_DOWNSAMPLE)),
                             ("senders", None), ("receivers", None)):  # fmt: skip
             value = getattr(self, name)
             if value is None:
@@ -141,6 +156,7 @@ class AssembleSpec(Spec):
         if "identity" in self.kinds:
             raise StitchError("kind 'identity' adds no adapter (a merge); assemble joins parts with trained adapters")
         check_choice("cls_token", self.cls_token, CLS_TOKENS)
+        check_choice("rescale", self.rescale, RESCALES)
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         check_positive("lr", self.lr, "the seed's value is 2e-3")
         check_positive("finetune_lr", self.finetune_lr, "e.g. 5e-4")
@@ -151,9 +167,19 @@ class AssembleSpec(Spec):
         check_at_least("seed", self.seed, 0)
         check_sample_caps(self)
 
+    def to_dict(self) -> dict[str, Any]:
+        d = super().to_dict()
+        if d["rescale"] == "oneshot":  # the legacy reading stays absent: the ids of runs before it do not move
+            del d["rescale"]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AssembleSpec:
+        return super().from_dict({"rescale": "oneshot", **d})  # no key: a run from before chained rescaling
+
     def recipes(self) -> list[AdapterSpec]:
         """Every adapter recipe of the spec: kinds x norms x resamples, random init, in that order."""
-        return [AdapterSpec(kind=k, norm=n, resample=r, cls_token=self.cls_token)
+        return [AdapterSpec(kind=k, norm=n, resample=r, cls_token=self.cls_token, rescale=self.rescale)
                 for k in self.kinds for n in self.norms for r in self.resamples]  # fmt: skip
 
     def label(self) -> str:
@@ -343,7 +369,7 @@ def _finetune(spec: AssembleSpec, ctx: UnitContext, parts: _Parts, prefix: nn.Mo
     gen = torch.Generator().manual_seed(spec.seed)
     steps = -(-parts.n_train // spec.batch_size)
 
-    def batches(epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:  # noqa: ARG001 - a fresh shuffle each
+    def batches(epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         order = torch.randperm(parts.n_train, generator=gen)
         for i in range(0, parts.n_train, spec.batch_size):
             yield x[order[i : i + spec.batch_size]], y[order[i : i + spec.batch_size]]
@@ -358,6 +384,28 @@ def _finetune(spec: AssembleSpec, ctx: UnitContext, parts: _Parts, prefix: nn.Mo
     return _accuracy(logits, parts.data.labels("test")[: parts.n_test], parts.data.num_classes)
 
 
+@torch.no_grad()
+def _takes_larger_map(suffix: nn.Module, adapter: nn.Module, device: torch.device) -> str | None:
+    """None when B's rest after the receiver cut runs on the adapter's larger (No Downsample) map and still gives
+    one row of logits, else why not (a flatten into a fixed Linear, a fixed grid ...)."""
+    x = torch.zeros(2, *adapter.sender.shape, device=device)  # [2, *sender.shape]
+    was = adapter.training
+    adapter.eval()
+    try:
+        out = suffix(adapter(x))  # [2, classes] when B's rest is fully convolutional up to a global pooling
+        ok = isinstance(out, torch.Tensor) and out.dim() == 2 and out.shape[0] == 2
+        why = None if ok else f"gives {list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}"
+    except (RuntimeError, ValueError, AssertionError) as e:  # shape errors of fixed-size layers
+        why = str(e).splitlines()[0][:120]
+    finally:
+        adapter.train(was)
+    if why is None:
+        return None
+    (h, w), name = adapter.plan.out_grid, adapter.receiver.name
+    return (f"No Downsample: B's layers after {name} do not take the sender's {h}x{w} map ({why}); it needs B's "
+            "rest to be convolutional up to a global pooling (a ResNet)")
+
+
 def _cell_key(sender: str, receiver: str, recipe: str) -> str:
     return f"{sender}|{receiver}|{recipe}"
 
@@ -366,7 +414,8 @@ def _blank(s: Cut, r: Cut, recipe: AdapterSpec) -> dict[str, Any]:
     return {"sender": s.name, "receiver": r.name, "sender_layout": s.layout, "receiver_layout": r.layout,
             "sender_depth": round(s.depth, 4), "receiver_depth": round(r.depth, 4), "recipe": recipe_name(recipe),
             "adapter": recipe.kind, "norm": recipe.norm, "resample": recipe.resample, "accuracy": None,
-            "flops": None, "params": None, "adapter_params": None, "adapter_flops": None,
+            "flops": None, "macs": None, "params": None, "adapter_params": None, "adapter_flops": None,
+            "adapter_macs": None,
             "finetune_accuracy": None, "skipped_reason": None, "same_as": None}  # fmt: skip
 
 
@@ -398,6 +447,9 @@ def _sender_cells(spec: AssembleSpec, ctx: UnitContext, parts: _Parts, s: Cut,
             yield {**twin, **{k: cell[k] for k in ("recipe", "resample")}, "same_as": twin["recipe"]}
             continue
         suffix = _suffix(parts, r, device)
+        if adapter.plan.out_grid is not None and (why := _takes_larger_map(suffix, adapter, device)) is not None:
+            yield {**cell, "skipped_reason": why}
+            continue
         if adapter.cls_fixed is not None:
             adapter.set_receiver_cls(_receiver_cls(parts, r, device))
         adapter.to(device)
@@ -408,11 +460,15 @@ def _sender_cells(spec: AssembleSpec, ctx: UnitContext, parts: _Parts, s: Cut,
             logits = torch.cat([suffix(adapter(h_test[i : i + EVAL_BATCH].to(device))).float().cpu()
                                 for i in range(0, len(h_test), EVAL_BATCH)])  # fmt: skip
         ad_params = count_params(adapter, trainable_only=False)
-        ad_flops = module_flops(adapter, torch.zeros(1, *s.shape, device=device))
+        example = torch.zeros(1, *s.shape, device=device)  # [1, *sender.shape]
+        ad_flops = module_flops(adapter, example)
         suffix_params, suffix_flops = parts.suffix_cost[r.name]
+        if adapter.plan.out_grid is not None:  # No Downsample: B's rest runs on the larger map
+            suffix_flops = module_flops(nn.Sequential(adapter, suffix), example) - ad_flops
+        flops = prefix_cost[1] + ad_flops + suffix_flops
         cell.update(accuracy=_accuracy(logits, y_test, parts.data.num_classes), adapter_params=ad_params,
-                    adapter_flops=ad_flops, params=prefix_cost[0] + ad_params + suffix_params,
-                    flops=prefix_cost[1] + ad_flops + suffix_flops)  # fmt: skip
+                    adapter_flops=ad_flops, adapter_macs=ad_flops // 2, params=prefix_cost[0] + ad_params
+                    + suffix_params, flops=flops, macs=flops // 2, rescale=spec.rescale)  # fmt: skip
         if spec.finetune_baseline:
             cell["finetune_accuracy"] = _finetune(spec, ctx, parts, prefix, adapter, suffix)
         built[plan_key] = cell
@@ -480,7 +536,8 @@ def run_assemble(spec: AssembleSpec, ctx: RunContext) -> dict:
     base = {}
     for role, m in (("a", parts.a), ("b", parts.b)):
         params, flops = _forward_cost(m)
-        base[role] = {"ref": m.ref, "accuracy": _base_accuracy(m, parts, ctx.device), "flops": flops, "params": params}
+        base[role] = {"ref": m.ref, "accuracy": _base_accuracy(m, parts, ctx.device), "flops": flops,
+                      "macs": flops // 2, "params": params}  # fmt: skip
     plan = [_cell_key(s.name, r.name, recipe_name(rec)) for s in parts.senders for r in parts.receivers
             for rec in recipes]  # fmt: skip
     book = CellBook(ctx, CELLS_ARTIFACT, lambda c: _cell_key(c["sender"], c["receiver"], c["recipe"]), plan,
@@ -537,6 +594,7 @@ def run_assemble(spec: AssembleSpec, ctx: RunContext) -> dict:
         "n_train": parts.n_train,
         "n_test": parts.n_test,
         "cls_token": spec.cls_token,
+        "rescale": spec.rescale,
         "seconds": round(time.perf_counter() - t0, 3),
     }
     return book.finish(summary, backend)
@@ -547,6 +605,7 @@ def _front_point(i: int, cells: list[dict], base: dict[str, dict]) -> dict[str, 
     if i < len(cells):
         c = cells[i]
         return {"cell": i, "sender": c["sender"], "receiver": c["receiver"], "recipe": c["recipe"],
-                "accuracy": c["accuracy"], "flops": c["flops"], "params": c["params"]}  # fmt: skip
+                "accuracy": c["accuracy"], "flops": c["flops"], "macs": c.get("macs"),
+                "params": c["params"]}  # fmt: skip
     role = "a" if i == len(cells) else "b"
     return {"base": role, **base[role]}

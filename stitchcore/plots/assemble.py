@@ -30,9 +30,32 @@ import plotly.graph_objects as go
 from stitchcore.plots import heatmap as plots_heatmap
 from stitchcore.plots._style import ROLE_COLORS, RUN_COLORS, WAITING, add_note, house_style
 
-__all__ = ["SYMBOLS", "accuracy_vs_flops", "front_words", "recipe_comparison", "recipe_heatmap"]
+__all__ = ["HERNANDEZ", "SYMBOLS", "accuracy_vs_flops", "front_words", "recipe_comparison", "recipe_heatmap",
+           "recipe_label"]
 
-SYMBOLS = {"bilinear": "circle", "strided": "diamond", "nearest": "square", "none": "triangle-up"}
+SYMBOLS = {"bilinear": "circle", "strided": "diamond", "nearest": "square", "none": "triangle-up",
+           "no_downsample": "triangle-down"}  # fmt: skip
+# A linear adapter that strides is a kernel = stride patch conv: Hernandez et al.'s stitch, not one of Traft &
+# Cheney's four kinds (linear, linear+ReLU, conv3x3+ReLU, bottleneck); said wherever it sits beside them.
+HERNANDEZ = "Hernandez et al.'s patch stitch"
+
+
+def recipe_label(recipe: str, *, short: bool = False) -> str:
+    """A recipe name (``kind/norm/resample``) for people: a strided linear one says whose stitch it is
+    (``short``: by name only, for axis ticks).
+
+    >>> recipe_label("linear/both/strided"), recipe_label("bottleneck/both/strided")
+    ("linear/both/strided (Hernandez et al.'s patch stitch)", 'bottleneck/both/strided')
+    """
+    kind, _, resample = recipe.split("/") if recipe.count("/") == 2 else (recipe, "", "")
+    if kind != "linear" or resample != "strided":
+        return recipe
+    return f"{recipe} (Hernandez)" if short else f"{recipe} ({HERNANDEZ})"
+
+
+def _kind_label(kind: str, resample: str) -> str:
+    name = f"{kind} · {resample}"
+    return f"{name} (Hernandez et al.)" if kind == "linear" and resample == "strided" else name
 
 
 def _scored(cells: Sequence[Mapping[str, Any]]) -> list[int]:
@@ -66,11 +89,13 @@ def accuracy_vs_flops(cells: Sequence[Mapping[str, Any]], base: Mapping[str, Map
         color = RUN_COLORS[kinds.index(kind) % len(RUN_COLORS)]
         fig.add_trace(go.Scatter(
             x=[cells[i]["flops"] for i in idx], y=[cells[i]["accuracy"] for i in idx], mode="markers",
-            name=f"{kind} · {resample}", customdata=idx,
+            name=_kind_label(kind, resample), customdata=idx,
             marker={"color": color, "size": 10, "symbol": SYMBOLS.get(resample, "circle"),
                     "line": {"width": 1, "color": "white"}},
-            text=[f"A[{cells[i]['sender']}] → B[{cells[i]['receiver']}]<br>{cells[i]['recipe']}" for i in idx],
-            hovertemplate="%{text}<br>accuracy %{y:.3f}<br>%{x:.3s} FLOPs<extra>click: open on Stitch</extra>",
+            text=[f"A[{cells[i]['sender']}] → B[{cells[i]['receiver']}]<br>{recipe_label(cells[i]['recipe'])}"
+                  + (f"<br>{cells[i]['macs'] / 1e6:.3g}M MACs" if cells[i].get("macs") is not None else "") for i in idx],
+            hovertemplate="%{text}<br>accuracy %{y:.3f}<br>%{x:.3s} FLOPs (2 per MAC)"
+                          "<extra>click: open on Stitch</extra>",
         ))  # fmt: skip
     roles = [("a", "A"), ("b", "B")]
     points = [*cells, *((base or {}).get(r) or {} for r, _ in roles)]
@@ -106,7 +131,7 @@ def recipe_heatmap(cells: Sequence[Mapping[str, Any]], recipe: str, senders: Seq
     at = {(c["sender"], c["receiver"]): c for c in cells if c["recipe"] == recipe}
     values = [[(at.get((s, r)) or {}).get("accuracy") for r in receivers] for s in senders]
     skipped = {(s, r): c["skipped_reason"] for (s, r), c in at.items() if c.get("skipped_reason")}
-    return plots_heatmap.heatmap(values, list(senders), list(receivers), title=recipe, zmin=0.0, zmax=1.0,
+    return plots_heatmap.heatmap(values, list(senders), list(receivers), title=recipe_label(recipe), zmin=0.0, zmax=1.0,
                                  value_label="accuracy", skipped=skipped,
                                  pending="not trained yet" if pending else None)  # fmt: skip
 
@@ -125,7 +150,7 @@ def recipe_comparison(cells: Sequence[Mapping[str, Any]], recipes: Sequence[str]
         means = [sum(by_pair[p][r] for p in common) / len(common) for r in recipes]
         best = [max(by_pair[p][r] for p in common) for r in recipes]
         for name, values, color in (("mean", means, RUN_COLORS[0]), ("best", best, RUN_COLORS[1])):
-            fig.add_trace(go.Bar(x=list(recipes), y=values, name=f"{name} over {len(common)} pairs",
+            fig.add_trace(go.Bar(x=[recipe_label(r, short=True) for r in recipes], y=values, name=f"{name} over {len(common)} pairs",
                                  marker_color=color, text=[f"{v:.2f}" for v in values], textposition="outside",
                                  hovertemplate="%{x}: " + name + " accuracy %{y:.3f}<extra></extra>"))  # fmt: skip
     else:

@@ -24,8 +24,18 @@ from stitchcore.registry import Registry
 from stitchcore.stitching.layers import ChannelLinear, LowRankLinear
 
 __all__ = [
-    "AdapterCore", "AdapterPlan", "get_adapter", "list_adapters", "register_adapter",
-    "IdentityCore", "LinearCore", "LinearReluCore", "Conv3x3ReluCore", "BottleneckCore", "LowRankCore",
+    "AdapterCore",
+    "AdapterPlan",
+    "BottleneckCore",
+    "Conv3x3ReluCore",
+    "IdentityCore",
+    "LinearCore",
+    "LinearReluCore",
+    "LowRankCore",
+    "RescaleStep",
+    "get_adapter",
+    "list_adapters",
+    "register_adapter",
 ]  # fmt: skip
 
 
@@ -74,6 +84,17 @@ def get_adapter(kind: str) -> type[AdapterCore]:
 
 
 @dataclass(frozen=True)
+class RescaleStep:
+    """One step of a chained rescale (``AdapterSpec.rescale="chained"``): at most 2x per axis, one core each."""
+
+    grid: tuple[int, int]  # the grid after this step
+    resize: str | None = None  # F.interpolate mode applied before the step's core; None: no resize
+    size: tuple[int, int] | None = None  # what ``resize`` produces: ``grid``, or 2 x ``grid`` before a stride-2 core
+    antialias: bool = False  # bilinear with antialias (a step that is not an exact 2x: every input position counts)
+    stride: tuple[int, int] = (1, 1)  # (2, 2) where the core halves the grid (resample='strided')
+
+
+@dataclass(frozen=True)
 class AdapterPlan:
     """How a pair of cuts is joined (resolved by build_adapter; the cores read it)."""
 
@@ -86,6 +107,8 @@ class AdapterPlan:
     sender_cls: bool = False  # drop the sender's leading class token (map form)
     receiver_cls: bool = False  # make the receiver's class token (map form)
     rank: int | None = None  # lowrank width
+    steps: tuple[RescaleStep, ...] = ()  # chained rescale: one core per step, in order; () = one core, one resize
+    out_grid: tuple[int, int] | None = None  # resample='no_downsample': the grid handed to B (the sender's)
 
     @property
     def ndim(self) -> int:
@@ -174,7 +197,10 @@ class BottleneckCore(AdapterCore):
     """ResNet bottleneck 1x1 -> 3x3 (stride) -> 1x1 with BN, width C_out // 4, + shortcut (input or 1x1+BN).
 
     The last BN starts at weight zero, so the core starts as its shortcut (the identity
-    when channels match); no ReLU after the sum, so negative values survive."""
+    when channels match).  Unlike the authors' ResNetBottleneck (torchvision's block) there is no ReLU after
+    the sum, on purpose: the core feeds ``bn_after`` and then receivers whose activations are signed (ViT and
+    Swin tokens; with ``norm`` none or bn_before the core's output is the receiver's input itself), and a final
+    ReLU would also break the identity start for signed inputs."""
 
     forms = frozenset({"map"})
     identity_init = True  # already one at construction when channels match

@@ -42,14 +42,39 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from stitchcore.errors import AdapterError
-from stitchcore.stitching.adapter_kinds import AdapterCore, AdapterPlan, get_adapter, list_adapters, register_adapter
+from stitchcore.stitching.adapter_kinds import (
+    AdapterCore,
+    AdapterPlan,
+    RescaleStep,
+    get_adapter,
+    list_adapters,
+    register_adapter,
+)
 
 if TYPE_CHECKING:  # any object with name, shape (no batch), layout and depth will do at run time
     from stitchcore.cuts import Cut
 
 __all__ = [
-    "LAYOUTS", "NORMS", "RESAMPLES", "INITS", "CLS_TOKENS", "AdapterSpec", "AdapterCore", "AdapterPlan", "Adapter",
-    "register_adapter", "list_adapters", "get_adapter", "compatibility", "build_adapter", "adapter_cost",
+    "CLS_TOKENS",
+    "INITS",
+    "LAYOUTS",
+    "NORMS",
+    "NO_DOWNSAMPLE",
+    "RESAMPLES",
+    "RESCALES",
+    "Adapter",
+    "AdapterCore",
+    "AdapterPlan",
+    "AdapterSpec",
+    "ChainedCore",
+    "RescaleStep",
+    "adapter_cost",
+    "build_adapter",
+    "compatibility",
+    "get_adapter",
+    "list_adapters",
+    "register_adapter",
+    "rescale_steps",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -57,6 +82,8 @@ logger = logging.getLogger(__name__)
 LAYOUTS = ("map", "map_nhwc", "tokens", "vector")
 NORMS = ("none", "bn_before", "bn_after", "both")
 RESAMPLES = ("none", "bilinear", "nearest", "strided")
+NO_DOWNSAMPLE = "no_downsample"  # Traft & Cheney's No Downsample: the sender's larger grid goes on into B (assemble)
+RESCALES = ("oneshot", "chained")  # the whole ratio in one resize / core stride, or one 2x step per adapter
 INITS = ("random", "identity", "lstsq", "procrustes")
 CLS_TOKENS = ("adapter", "receiver")  # who makes a token receiver's class token: the adapter learns it, or B's own
 _RANK = {"map": 3, "map_nhwc": 3, "tokens": 2, "vector": 1}  # layout -> len(cut.shape)
@@ -76,10 +103,15 @@ class AdapterSpec:
     init: str = "random"  # random | identity (eye weight) | lstsq | procrustes (fits.fit_adapter on data)
     rank: int | None = None  # lowrank width; None -> min(C_in, C_out) // 4, at least 1
     cls_token: str = "adapter"  # a token receiver's class token: learned by the adapter, or B's own (fixed)
+    # a grid change of more than 2x: "oneshot" resizes by the whole ratio at once (or one core strides by it; what
+    # every spec before issue 25 computed, so absent from old dicts), "chained" one core per 2x step (Traft & Cheney)
+    rescale: str = "oneshot"
 
     def __post_init__(self) -> None:
         core = get_adapter(self.kind)
-        for name, valid in ("norm", NORMS), ("resample", RESAMPLES), ("init", INITS), ("cls_token", CLS_TOKENS):
+        resamples = (*RESAMPLES, NO_DOWNSAMPLE)
+        for name, valid in (("norm", NORMS), ("resample", resamples), ("init", INITS), ("cls_token", CLS_TOKENS),
+                            ("rescale", RESCALES)):  # fmt: skip
             value = getattr(self, name)
             if not isinstance(value, str) or value not in valid:
                 raise AdapterError(f"unknown adapter {name} {value!r}; valid: {', '.join(valid)}")
@@ -95,13 +127,15 @@ class AdapterSpec:
         if self.init == "identity" and not core.identity_init:
             raise AdapterError(f"init='identity' is not available for kind {self.kind!r}; use init='random'")
         if core.passthrough:  # the merge adapter has nothing to normalise, resample or initialise
-            for name, value in (("norm", "none"), ("resample", "none"), ("init", "identity")):
+            for name, value in (("norm", "none"), ("resample", "none"), ("init", "identity"), ("rescale", "oneshot")):
                 object.__setattr__(self, name, value)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         if d["cls_token"] == "adapter":  # absent unless chosen: run ids of older specs stay the same
             del d["cls_token"]
+        if d["rescale"] == "oneshot":  # the legacy reading: absent, so the ids of specs before it stay
+            del d["rescale"]
         return d
 
     @classmethod
@@ -140,7 +174,52 @@ def _spatial(cut: Cut) -> tuple[tuple[int, int], bool] | None:
     return None
 
 
-def _map_plan(spec: AdapterSpec, s_sp: tuple, r_sp: tuple, c_in: int, c_out: int) -> AdapterPlan:
+def _halve(g: int, target: int) -> int:
+    """One chained step of one axis: halve (rounding up) or double, never past ``target``."""
+    if g > target:
+        return max(target, -(-g // 2))
+    return min(target, 2 * g) if g < target else g
+
+
+def rescale_steps(resample: str, src: tuple[int, int], dst: tuple[int, int]) -> tuple[RescaleStep, ...]:
+    """The chained rescale of grid ``src`` to ``dst``: one step per 2x (Traft & Cheney's one adapter per scale step).
+
+    Each step halves an axis (rounding up; the last one stops at ``dst``) or doubles it.  ``bilinear``: an exact 2x
+    down is the plain 2x2 average (the authors' Downsample variant), any other step (odd sizes, a last step of
+    less than 2x, e.g. 4 -> 3) bilinear with antialias, so every input position reaches the output.  ``strided``:
+    the step's core strides by 2 (the authors' integrated variant: a stride-2 3x3 conv), on an input resized
+    (bilinear, antialias) to exactly twice the step's grid when it is not already; upsampling is nearest + the
+    core.  ``nearest`` cannot downsample in steps without dropping 3 of 4 positions a step: refused.
+
+    >>> [(s.grid, s.resize, s.stride) for s in rescale_steps("strided", (8, 8), (1, 1))]
+    [((4, 4), None, (2, 2)), ((2, 2), None, (2, 2)), ((1, 1), None, (2, 2))]
+    >>> [(s.grid, s.resize, s.antialias) for s in rescale_steps("bilinear", (8, 8), (3, 3))]
+    [((4, 4), 'bilinear', False), ((3, 3), 'bilinear', True)]
+    """
+    steps, g = [], tuple(src)
+    while g != tuple(dst):
+        n = (_halve(g[0], dst[0]), _halve(g[1], dst[1]))
+        down = [n[i] < g[i] for i in (0, 1)]
+        exact = all(g[i] == 2 * n[i] for i in (0, 1) if down[i])
+        if resample == "bilinear":
+            steps.append(RescaleStep(n, "bilinear", n, antialias=any(down) and not exact))
+        elif resample == "nearest":
+            if any(down):
+                raise AdapterError(f"resample='nearest' with rescale='chained' would keep 1 of 4 positions per 2x "
+                                   f"step ({src[0]}x{src[1]} -> {dst[0]}x{dst[1]}); use 'bilinear' or 'strided'")
+            steps.append(RescaleStep(n, "nearest", n))
+        elif any(n[i] > g[i] for i in (0, 1)):  # strided upsampling: nearest + the core
+            steps.append(RescaleStep(n, "nearest", n))
+        else:
+            size = tuple(2 * n[i] if down[i] else n[i] for i in (0, 1))
+            resize = None if size == g else "bilinear"
+            steps.append(RescaleStep(n, resize, size if resize else None, antialias=resize is not None,
+                                     stride=tuple(2 if d else 1 for d in down)))  # fmt: skip
+        g = n
+    return tuple(steps)
+
+
+def _map_plan(spec: AdapterSpec, s_sp: tuple, r_sp: tuple, c_in: int, c_out: int, receiver: Cut) -> AdapterPlan:
     ((sh, sw), s_cls), ((rh, rw), r_cls) = s_sp, r_sp
     plan = AdapterPlan("map", c_in, c_out, grid=(rh, rw), sender_cls=s_cls, receiver_cls=r_cls)
     if (sh, sw) == (rh, rw):
@@ -148,13 +227,28 @@ def _map_plan(spec: AdapterSpec, s_sp: tuple, r_sp: tuple, c_in: int, c_out: int
     sizes = f"{sh}x{sw} -> {rh}x{rw}"
     if spec.resample == "none":
         raise AdapterError(f"spatial sizes differ ({sizes}) and resample='none'; use resample='bilinear'")
-    if spec.resample in ("bilinear", "nearest"):
-        return replace(plan, resize=spec.resample)
+    if spec.resample == NO_DOWNSAMPLE and rh <= sh and rw <= sw:
+        if receiver.layout == "tokens":
+            raise AdapterError(f"No Downsample hands B the sender's {sh}x{sw} grid, but a token receiver's position "
+                               f"embedding fixes its {rh}x{rw} grid; use 'bilinear' or 'strided'")  # fmt: skip
+        if spec.init in ("lstsq", "procrustes"):
+            raise AdapterError(f"No Downsample keeps the {sh}x{sw} grid, so B's {rh}x{rw} activations cannot be the "
+                               f"targets of a {spec.init} fit; use init='random'")  # fmt: skip
+        return replace(plan, grid=(sh, sw), out_grid=(sh, sw))
+    resample = "bilinear" if spec.resample == NO_DOWNSAMPLE else spec.resample  # upsampling: as bilinear
+    if spec.rescale == "chained":
+        if spec.init in ("lstsq", "procrustes"):
+            raise AdapterError(f"a chained rescale ({sizes}) has one linear map per 2x step and a closed-form fit "
+                               f"sets one; use init='random' or rescale='oneshot'")  # fmt: skip
+        return replace(plan, steps=rescale_steps(resample, (sh, sw), (rh, rw)))
+    if resample in ("bilinear", "nearest"):
+        return replace(plan, resize=resample)
     if rh >= sh and rw >= sw:  # strided upsampling = nearest upsample + the core's 1x1 conv
         return replace(plan, resize="nearest")
     if rh <= sh and rw <= sw and sh % rh == 0 and sw % rw == 0:
         return replace(plan, stride=(sh // rh, sw // rw))
-    raise AdapterError(f"resample='strided' needs an integer downsampling ratio ({sizes}); use 'bilinear'")
+    raise AdapterError(f"resample='strided' needs an integer downsampling ratio ({sizes}); use 'bilinear' or "
+                       "rescale='chained'")
 
 
 def _why_not(spec: AdapterSpec, sender: Cut, receiver: Cut, s_sp: Any, r_sp: Any) -> str:
@@ -196,7 +290,7 @@ def _plan(spec: AdapterSpec, sender: Cut, receiver: Cut) -> AdapterPlan:
     elif sender.layout == receiver.layout == "tokens" and sender.shape[0] == receiver.shape[0] and seqwise:
         plan = AdapterPlan("seq", c_in, c_out)
     elif s_sp is not None and r_sp is not None:
-        plan = _map_plan(spec, s_sp, r_sp, c_in, c_out)
+        plan = _map_plan(spec, s_sp, r_sp, c_in, c_out, receiver)
     else:
         raise AdapterError(_why_not(spec, sender, receiver, s_sp, r_sp))
     if plan.form not in core.forms:
@@ -227,6 +321,39 @@ def _tokens_to_map(t: torch.Tensor, grid: tuple[int, int]) -> torch.Tensor:
     return t.transpose(1, 2).reshape(t.shape[0], t.shape[2], *grid)  # [B, H*W, D] -> [B, D, H, W], row-major
 
 
+class ChainedCore(nn.Module):
+    """A chained rescale: per :class:`RescaleStep` a resize (or none), one core of the kind, and a BatchNorm between
+    steps (when the spec has any); [B, C_in, H, W] -> [B, C_out, H_r, W_r].  Step 1 maps C_in -> C_out, the later
+    ones C_out -> C_out: Traft & Cheney's "multiple adapters, in the case of bridging multiple scale-shifts"."""
+
+    def __init__(self, spec: AdapterSpec, plan: AdapterPlan):
+        super().__init__()
+        self.plan, kind = plan, get_adapter(spec.kind)
+        self.steps = plan.steps
+        self.cores = nn.ModuleList(
+            kind(replace(plan, c_in=plan.c_in if i == 0 else plan.c_out, grid=step.grid, stride=step.stride,
+                         steps=(), resize=None))
+            for i, step in enumerate(plan.steps)
+        )
+        between = spec.norm != "none"
+        self.norms = nn.ModuleList(nn.BatchNorm2d(plan.c_out) if between else nn.Identity()
+                                   for _ in plan.steps[1:])  # fmt: skip
+
+    def init_identity(self) -> None:
+        for core in self.cores:
+            core.init_identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for i, (step, core) in enumerate(zip(self.steps, self.cores, strict=True)):
+            if i:
+                x = self.norms[i - 1](x)  # [B, C_out, h, w]
+            if step.resize is not None:
+                kwargs = {"align_corners": False, "antialias": step.antialias} if step.resize == "bilinear" else {}
+                x = F.interpolate(x, size=step.size, mode=step.resize, **kwargs)  # [B, C, *step.size]
+            x = core(x)  # [B, C_out, *step.grid]
+        return x
+
+
 class Adapter(nn.Module):
     """prepare -> bn_before -> core -> bn_after -> finish; see the module docstring for the forms."""
 
@@ -236,7 +363,7 @@ class Adapter(nn.Module):
         bn = nn.BatchNorm2d if plan.ndim == 4 else nn.BatchNorm1d  # 1d: [B, C] or [B, C, N]
         norm = spec.norm if plan.ndim else "none"  # the merge adapter has none
         self.bn_before = bn(plan.c_in) if norm in ("bn_before", "both") else nn.Identity()
-        self.core = get_adapter(spec.kind)(plan)
+        self.core = ChainedCore(spec, plan) if plan.steps else get_adapter(spec.kind)(plan)
         self.bn_after = bn(plan.c_out) if norm in ("bn_after", "both") else nn.Identity()
         learned = plan.receiver_cls and spec.cls_token == "adapter"
         self.cls_offset = nn.Parameter(torch.zeros(plan.c_out)) if learned else None  # [D]
