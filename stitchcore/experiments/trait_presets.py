@@ -2,7 +2,7 @@
 
 Each preset reproduces one finding on the bundled digits data, in a few minutes on a
 laptop CPU (each model trains in seconds, each sweep position trains one small adapter
-per model pair).  The first four are the Oxford stitching report's trait findings:
+per model pair).  The first five are the Oxford stitching report's trait findings:
 class 3 is the trait class throughout; the stitch is task-trained (the report's protocol;
 ``protocol="match"``: the older least-squares match) on ``digits|drop3`` (no 3s), so whatever
 the stitched model does with a 3 comes from A's or B's layers, never from what the stitch saw.
@@ -19,9 +19,11 @@ distributed          A: CNN never shown a 3; B: plain CNN          class-3 accur
                                                                    more layers come from A
 simplicity           one plain CNN fine-tuned twice (Fig. 6):       gzip size (and the other measures) move
                      A with L1 + pruning, B with L2                from B's value to A's along the cut
+two-cue              A: CNN whose right picture is of a random     the right cue (decor:left) at early cuts,
+                     class (reads the left); B: the mirror image   the left cue (decor:right) at late ones
 ===================  ===========================================  ==========================================
 
-The last three are Bansal, Nakkiran & Barak's (2021) findings, read off the stitching
+The last six are Bansal, Nakkiran & Barak's (2021) findings, read off the stitching
 penalty = error(stitched) − error(B) = accuracy(B) − accuracy(stitched) at every cut.
 Their adapter is the paper's stitching layer: linear (1x1 conv) with BatchNorm before and
 after, here started by least squares and then task-trained on clean digits
@@ -35,12 +37,19 @@ connectivity         three pairs of CNNs differing only in seed;   small penalty
                      a random-init bottom into a trained top       pairs; the random bottom's grows late
 more-is-better       a CNN with more data / width / epochs into    negative penalty (C beats B) at some depths,
                      a weaker B; B into itself as reference        below B's own stitch (the adapter alone)
-label-noise          A trained with 50% of its labels wrong, into  little penalty early, a growing one late;
-                     a clean B; a clean A as reference             the clean A stays near zero
+label-noise          A trained with 10%, 50%, 100% of its labels   little penalty early, a growing one late,
+                     wrong, into a clean B; a clean A as reference larger with more noise; clean A near zero
+coarse-labels        A trained on 0-4 vs 5-9 (two outputs) into a  near zero early, large late; the 10-class
+                     10-class B; a 10-class A as reference         A stays near zero
+kernel-size          the stitching layer as a 1x1, 3x3, 5x5 linear the three penalties close at both conv
+                     conv at the conv cuts (block1, block2)        cuts
+early-convergence    checkpoints (epochs 0, 1, 2, 5) of one run,   small early, large late; falls with the
+                     each bottom under the run's final model       epoch, first at early cuts
 ===================  ===========================================  ==========================================
 
->>> [p.name for p in list_presets()]
-['inheritance', 'special-layer', 'distributed', 'simplicity', 'connectivity', 'more-is-better', 'label-noise']
+>>> [p.name for p in list_presets()]  # doctest: +NORMALIZE_WHITESPACE
+['inheritance', 'special-layer', 'distributed', 'simplicity', 'two-cue', 'connectivity', 'more-is-better',
+ 'label-noise', 'coarse-labels', 'kernel-size', 'early-convergence']
 >>> [(p.title, p.sweeps) for p in get_preset("connectivity").panels]
 [('Stitching connectivity: penalty at every depth', (0, 1, 2, 3))]
 """
