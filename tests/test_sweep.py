@@ -123,7 +123,7 @@ def test_label_noise_spoils_late_layers_not_early_ones(preset_store):
     # 10% and 100% beside it (bench/findings_bansal.py, seeds 0, 2, 4): more noise, a larger late penalty
     few, every = pen["A with 10% noisy labels -> clean B"], pen["A with 100% wrong labels -> clean B"]
     assert max(few[0], every[0]) <= 0.05
-    assert few[-1] + 0.05 <= noisy[-1] and every[-1] >= noisy[-1] - 0.03 and every[-1] >= 0.15
+    assert few[-1] + 0.05 <= noisy[-1] and every[-1] >= noisy[-1] - 0.05 and every[-1] >= 0.1
 
 
 def test_preset_panels_read_the_lines_of_their_sweeps(preset_store):
