@@ -120,10 +120,11 @@ def test_label_noise_spoils_late_layers_not_early_ones(preset_store):
     assert noisy[0] <= 0.05 and noisy[-1] >= 0.08  # four seeds: block1 -0.007 .. 0.027, fc2 0.14 .. 0.21
     assert noisy[-1] - noisy[0] >= 0.1 and noisy[-1] - clean[-1] >= 0.08
     assert max(clean) <= 0.04  # the clean A stitches at every cut (0.013 at most)
-    # 10% and 100% beside it (bench/findings_bansal.py, seeds 0, 2, 4): more noise, a larger late penalty
+    # 10% and 100% beside it (bench/findings_bansal.py, seeds 0, 2, 4): block1 <= 0.013 for both; fc2 10%
+    # 0.007 .. 0.018, 50% 0.14 .. 0.21, 100% (40 epochs) 0.07 .. 0.14: 10% stitches, 100% fails late
     few, every = pen["A with 10% noisy labels -> clean B"], pen["A with 100% wrong labels -> clean B"]
-    assert max(few[0], every[0]) <= 0.05
-    assert few[-1] + 0.05 <= noisy[-1] and every[-1] >= noisy[-1] - 0.05 and every[-1] >= 0.1
+    assert max(few[0], every[0]) <= 0.04 and max(few) <= 0.04
+    assert few[-1] + 0.08 <= noisy[-1] and every[-1] >= 0.05 and every[-1] - every[0] >= 0.04
 
 
 def test_preset_panels_read_the_lines_of_their_sweeps(preset_store):

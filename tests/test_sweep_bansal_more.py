@@ -59,7 +59,7 @@ def test_coarse_label_a_stitches_early_not_late(store):
     assert coarse["reference"]["a"]["dataset"] == "digits|coarse2"  # A scored on its own two-class task
     assert coarse["reference"]["a"]["metrics"]["accuracy"] > 0.9
     pen, ref = penalty_along(coarse), penalty_along(clean)
-    assert pen[0] <= 0.04 and pen[-1] >= 0.1, pen  # three seeds: block1 <= 0.02, fc2 0.16 .. 0.21 (see DESIGN)
+    assert pen[0] <= 0.04 and pen[-1] >= 0.1, pen  # three seeds: block1 <= 0.016, fc2 0.2 .. 0.23
     assert pen[-1] - ref[-1] >= 0.08 and max(ref) <= 0.04
 
 
@@ -68,7 +68,7 @@ def test_kernel_size_hardly_matters_and_vector_cuts_refuse_it(store):
     preset = get_preset("kernel-size")
     assert all(s.positions == ("block1", "block2") for s in preset.sweeps)
     pens = [penalty_along(_sweep(s, store, ("block2",)))[0] for s in preset.sweeps]
-    assert max(pens) <= 0.05 and max(pens) - min(pens) <= 0.04, pens  # three seeds: all within 0.03
+    assert max(pens) <= 0.05 and max(pens) - min(pens) <= 0.04, pens  # three seeds: 0.002 .. 0.02, means within 0.01
     with pytest.raises(StitchError, match="needs spatial maps"):
         run_experiment("sweep", replace(preset.sweeps[1], positions=("fc1",)), store)
 
@@ -83,7 +83,7 @@ def test_early_layers_of_a_checkpoint_stitch_first(store):
     by_epoch = {s.a.rsplit("=", 1)[1]: penalty_along(_sweep(s, store, ("block1", "fc2"))) for s in preset.sweeps
                 if s.a.endswith(("epoch=1", "epoch=5"))}  # fmt: skip
     one, five = by_epoch["1"], by_epoch["5"]
-    assert one[0] <= 0.03 and one[-1] >= 0.06, one  # three seeds: block1 <= 0.01, fc2 0.1 .. 0.16
+    assert one[0] <= 0.03 and one[-1] >= 0.06, one  # three seeds: block1 <= 0.016, fc2 0.09 .. 0.16 (epoch 5: 0.03)
     assert five[-1] <= one[-1] - 0.04 and five[-1] <= 0.06, (one, five)
 
 
@@ -92,8 +92,8 @@ def test_two_cue_stitch_switches_cue_with_the_cut(store):
     (spec,) = get_preset("two-cue").sweeps
     s = _sweep(spec, store, ("block1", "flatten", "fc2"))
     right_cue, left_cue = s["stitched"]["decor:left"], s["stitched"]["decor:right"]
-    assert right_cue[0] >= 0.85 and left_cue[0] <= 0.25, s["stitched"]  # B's cue early (three seeds: >= 0.94)
-    assert left_cue[-1] >= 0.85 and right_cue[-1] <= 0.25, s["stitched"]  # A's cue late (three seeds: >= 0.93)
+    assert right_cue[0] >= 0.85 and left_cue[0] <= 0.25, s["stitched"]  # B's cue early (three seeds: >= 0.94, <= 0.11)
+    assert left_cue[-1] >= 0.85 and right_cue[-1] <= 0.25, s["stitched"]  # A's cue late (three seeds: >= 0.95, <= 0.11)
     assert min(s["stitched"]["accuracy"]) >= 0.9  # both halves agree in the plain set: C is right either way
     assert s["reference"]["a"]["metrics"]["decor:right"] >= 0.9 >= s["reference"]["a"]["metrics"]["decor:left"] + 0.5
 
