@@ -8,6 +8,8 @@ import pytest
 import torch
 
 import stitchcore.stitching.adapter_kinds as adapters_mod
+from stitchcore.cuts import Cut
+from stitchcore.errors import AdapterError
 from stitchcore.stitching.adapters import (
     AdapterCore,
     AdapterSpec,
@@ -17,16 +19,14 @@ from stitchcore.stitching.adapters import (
     list_adapters,
     register_adapter,
 )
-from stitchcore.cuts import Cut
-from stitchcore.errors import AdapterError
 
 
 def cut(layout: str, *shape: int, name: str = "c") -> Cut:
     return Cut(name=name, shape=tuple(shape), layout=layout, depth=0.5)
 
 
-KINDS = ("identity", "linear", "linear_relu", "conv3x3_relu", "bottleneck", "lowrank")
-MAP_ONLY = {"conv3x3_relu", "bottleneck"}
+KINDS = ("identity", "linear", "linear_relu", "conv3x3_relu", "bottleneck", "lowrank", "conv3x3_linear", "conv5x5_linear")
+MAP_ONLY = {"conv3x3_relu", "bottleneck", "conv3x3_linear", "conv5x5_linear"}
 RESAMPLING = ("bilinear", "nearest", "strided")
 
 # (case id, sender, receiver, resample, internal form)

@@ -8,7 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import ui
-from stitchcore.experiments.trait_presets import get_preset
+from stitchcore.experiments.trait_presets import get_preset, list_presets
 from stitchcore.store.results import run_id_for
 from tests.conftest import ROOT
 
@@ -60,13 +60,13 @@ def test_build_a_and_b_from_recipes_and_viewer_mode(app, monkeypatch):
 
 
 def test_a_bansal_preset_draws_its_penalty_panel_waiting_then_filled(app):
-    preset = get_preset("label-noise")
+    preset = get_preset("kernel-size")  # the cheapest Bansal preset: two models, three two-cut sweeps
     at = app
-    at.query_params["preset"] = "label-noise"
+    at.query_params["preset"] = "kernel-size"
     _page(at)
     assert not at.exception and not at.error
     assert any("Not run yet" in c.value for c in at.caption)  # the link works before the preset has run
-    at.button(key="preset_label-noise").click().run()
+    at.button(key="preset_kernel-size").click().run()
     for spec in preset.sweeps:
         assert ui.get_runner().wait(run_id_for("sweep", spec.to_dict()), timeout=240).state == "done"
     at.run()
@@ -75,3 +75,10 @@ def test_a_bansal_preset_draws_its_penalty_panel_waiting_then_filled(app):
     assert [e.label for e in at.expander if e.label.startswith("Sweep:")] == [f"Sweep: {t}" for t in preset.sweep_titles]
     # the penalty panel, then each sweep's trait curves, penalty curve and per-class heat map
     assert len(at.get("plotly_chart")) == 1 + 3 * len(preset.sweeps)
+
+
+def test_every_preset_has_its_run_button():
+    at = _page(AppTest.from_file(str(ROOT / "app.py"), default_timeout=120))
+    assert not at.exception
+    keys = {b.key for b in at.button}
+    assert {f"preset_{p.name}" for p in list_presets()} <= keys  # rows of four: none cut off

@@ -75,8 +75,10 @@ for paper, presets in _by_paper.items():
                             help="The report trains the stitch on the task (digits without 3s, A and B frozen); "
                                  "matching fits it to B's activations by least squares, with no labels")  # fmt: skip
         presets = [get_preset(p.name, protocol=protocol) if p.protocol else p for p in presets]
-    for col, preset in zip(st.columns(4), presets):
-        with col:
+    for k, preset in enumerate(presets):
+        if k % 4 == 0:  # rows of four cards
+            cols = st.columns(4)
+        with cols[k % 4]:
             st.markdown(f"**{preset.title}**")
             st.caption(preset.claim)
             jobs = [("zoo", r) for r in preset.recipes] + [("sweep", s) for s in preset.sweeps]

@@ -107,7 +107,7 @@ def _cmd_sweep(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None
     if args.list_presets:
         rows = [{"name": p.name, "title": p.title, "claim": p.claim, "look_for": p.look_for,
                  "models": len(p.recipes), "sweeps": len(p.sweeps)} for p in list_presets()]  # fmt: skip
-        emit(args, {"presets": rows}, "\n".join(f"{r['name']:14s} {r['title']}: {r['claim']}" for r in rows))
+        emit(args, {"presets": rows}, "\n".join(f"{r['name']:17s} {r['title']}: {r['claim']}" for r in rows))
         return
     if args.preset:
         if args.a or args.b:

@@ -50,7 +50,7 @@ from stitchcore.experiments._spec import (
     check_positive,
     check_sample_caps,
 )
-from stitchcore.experiments.dataset_check import check_head_classes, load_pair, pair_dataset
+from stitchcore.experiments.dataset_check import check_head_classes, head_mismatch, load_pair, pair_dataset
 from stitchcore.experiments.estimate import (
     Estimate,
     EstimateContext,
@@ -219,6 +219,7 @@ class _Data:
     metric_sets: dict[str, str]  # metric key -> evaluation dataset name
     n_train: int
     n_test: int
+    a_own: _Data | None = None  # A's reference data when A's head is another task's (a coarse-label A)
 
 
 def _batches(ds: ImageDataset, n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -293,7 +294,8 @@ def _stitch_at(
             for role, m in (("a", a), ("b", b)):
                 ref = torch.cat([_forward(m.model.to(device).eval(), m)(x.to(device)).float().cpu()
                                  for x, _ in _batches(data.base, data.n_test)])  # fmt: skip
-                out["logit_gap"][role] = float((c - ref).abs().max())
+                if ref.shape == c.shape:  # a coarse-label A's logits are another task's: no gap to it
+                    out["logit_gap"][role] = float((c - ref).abs().max())
     if history:  # the adapter's training loss per epoch: a plateau shows as a flat tail
         out["train_loss"] = [round(r["train_loss"], 6) for r in history]
     if with_simplicity:
@@ -316,10 +318,24 @@ def _reference(spec: SweepSpec, ctx: RunContext, m: LoadedModel, data: _Data) ->
     return out
 
 
+def _own_data(spec: SweepSpec, a: LoadedModel, base: ImageDataset) -> _Data | None:
+    """A's own task when its head does not fit ``base`` (Bansal et al.'s coarse-label A: only A's bottom is used,
+    so its head may be another task's); accuracy-only sweeps, A's reference scored on A's own data."""
+    if head_mismatch(a, base, "A") is None or set(spec.metrics) != {"accuracy"} or not a.dataset:
+        return None
+    own = load_dataset(a.dataset)
+    if head_mismatch(a, own, "A") is not None or own.image_shape != base.image_shape:
+        return None
+    n_test = len(own.labels("test")) if spec.max_test is None else min(spec.max_test, len(own.labels("test")))
+    return _Data(own, own, {own.name: own}, {"accuracy": own.name}, 0, n_test)
+
+
 def _load_data(spec: SweepSpec, a: LoadedModel, b: LoadedModel) -> _Data:
     base = pair_dataset(spec, a, b)
     check_head_classes(b, base, "B")
-    check_head_classes(a, base, "A")
+    a_own = _own_data(spec, a, base)
+    if a_own is None:
+        check_head_classes(a, base, "A")
     train = load_dataset(spec.train_data) if spec.train_data else base
     if train.image_shape != base.image_shape or train.num_classes != base.num_classes:
         raise StitchError(f"train_data {train.name} ({train.image_shape}, {train.num_classes} classes) does not match"
@@ -335,7 +351,7 @@ def _load_data(spec: SweepSpec, a: LoadedModel, b: LoadedModel) -> _Data:
     n_train = len(train.labels("train")) if spec.max_train is None else min(spec.max_train, len(train.labels("train")))
     n_test = min(len(ds.labels("test")) for ds in evals.values())
     n_test = n_test if spec.max_test is None else min(spec.max_test, n_test)
-    return _Data(train, base, evals, metric_sets, n_train, n_test)
+    return _Data(train, base, evals, metric_sets, n_train, n_test, a_own)
 
 
 # ---------------------------------------------------------------------------- curves
@@ -510,7 +526,9 @@ def run_sweep(spec: SweepSpec, ctx: RunContext) -> dict:
         else:
             control_note = "the random-init control needs trained zoo models (zoo:NAME); it was skipped"
     ctx.progress(0.02, "scoring A and B alone")
-    reference = {"a": _reference(spec, ctx, a, data), "b": _reference(spec, ctx, b, data)}
+    reference = {"a": _reference(spec, ctx, a, data.a_own or data), "b": _reference(spec, ctx, b, data)}
+    if data.a_own is not None:  # A's head is another task's: its reference line is on its own data
+        reference["a"]["dataset"] = data.a_own.base.name
     header = {"reference": reference, "metrics": list(spec.metrics), "classes": list(data.base.classes),
               "all_positions": [c.name for c, _ in cuts]}  # fmt: skip
     backend = ctx.backend()

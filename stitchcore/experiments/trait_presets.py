@@ -2,7 +2,7 @@
 
 Each preset reproduces one finding on the bundled digits data, in a few minutes on a
 laptop CPU (each model trains in seconds, each sweep position trains one small adapter
-per model pair).  The first four are the Oxford stitching report's trait findings:
+per model pair).  The first five are the Oxford stitching report's trait findings:
 class 3 is the trait class throughout; the stitch is task-trained (the report's protocol;
 ``protocol="match"``: the older least-squares match) on ``digits|drop3`` (no 3s), so whatever
 the stitched model does with a 3 comes from A's or B's layers, never from what the stitch saw.
@@ -19,9 +19,11 @@ distributed          A: CNN never shown a 3; B: plain CNN          class-3 accur
                                                                    more layers come from A
 simplicity           one plain CNN fine-tuned twice (Fig. 6):       gzip size (and the other measures) move
                      A with L1 + pruning, B with L2                from B's value to A's along the cut
+two-cue              A: CNN whose right picture is of a random     the right cue (decor:left) at early cuts,
+                     class (reads the left); B: the mirror image   the left cue (decor:right) at late ones
 ===================  ===========================================  ==========================================
 
-The last three are Bansal, Nakkiran & Barak's (2021) findings, read off the stitching
+The last six are Bansal, Nakkiran & Barak's (2021) findings, read off the stitching
 penalty = error(stitched) − error(B) = accuracy(B) − accuracy(stitched) at every cut.
 Their adapter is the paper's stitching layer: linear (1x1 conv) with BatchNorm before and
 after, here started by least squares and then task-trained on clean digits
@@ -35,12 +37,19 @@ connectivity         three pairs of CNNs differing only in seed;   small penalty
                      a random-init bottom into a trained top       pairs; the random bottom's grows late
 more-is-better       a CNN with more data / width / epochs into    negative penalty (C beats B) at some depths,
                      a weaker B; B into itself as reference        below B's own stitch (the adapter alone)
-label-noise          A trained with 50% of its labels wrong, into  little penalty early, a growing one late;
-                     a clean B; a clean A as reference             the clean A stays near zero
+label-noise          A trained with 10%, 50%, 100% of its labels   little penalty early, a growing one late,
+                     wrong, into a clean B; a clean A as reference larger with more noise; clean A near zero
+coarse-labels        A trained on 0-4 vs 5-9 (two outputs) into a  near zero early, large late; the 10-class
+                     10-class B; a 10-class A as reference         A stays near zero
+kernel-size          the stitching layer as a 1x1, 3x3, 5x5 linear the three penalties close at both conv
+                     conv at the conv cuts (block1, block2)        cuts
+early-convergence    checkpoints (epochs 0, 1, 2, 5) of one run,   small early, large late; falls with the
+                     each bottom under the run's final model       epoch, first at early cuts
 ===================  ===========================================  ==========================================
 
->>> [p.name for p in list_presets()]
-['inheritance', 'special-layer', 'distributed', 'simplicity', 'connectivity', 'more-is-better', 'label-noise']
+>>> [p.name for p in list_presets()]  # doctest: +NORMALIZE_WHITESPACE
+['inheritance', 'special-layer', 'distributed', 'simplicity', 'two-cue', 'connectivity', 'more-is-better',
+ 'label-noise', 'coarse-labels', 'kernel-size', 'early-convergence']
 >>> [(p.title, p.sweeps) for p in get_preset("connectivity").panels]
 [('Stitching connectivity: penalty at every depth', (0, 1, 2, 3))]
 """
@@ -49,7 +58,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from stitchcore.errors import StitchError
@@ -236,6 +245,29 @@ def _simplicity(seed: int = 0, protocol: str = "task") -> Preset:
     )  # fmt: skip
 
 
+TWO_CUE = "twocue-digits"  # two bundled digits side by side, [1, 8, 16]; the digit CNN reads it resized to 16x16
+TWO_CUE_METRICS = ("accuracy", "decor:right", "decor:left")  # decor:right = left cue alone, decor:left = right cue
+
+
+@register_preset("two-cue")
+def _two_cue(seed: int = 0) -> Preset:
+    # The report's two-cue (MNIST-CIFAR) trait on the offline digit pairs: A can only learn the left cue (its right
+    # picture's class is random), B only the right one.  The stitch is task-trained on correlated pairs (either cue
+    # gives the label), so the cue C's top uses comes from the layers, not from what the stitch saw.
+    a = ZooRecipe(arch="cnn", seed=seed + 1, dataset=f"{TWO_CUE}-decorright", image_size=16)
+    b = ZooRecipe(arch="cnn", seed=seed, dataset=f"{TWO_CUE}-decorleft", image_size=16)
+    sweep = SweepSpec(a=zoo_ref(a), b=zoo_ref(b), metrics=TWO_CUE_METRICS, dataset=TWO_CUE, train_data=TWO_CUE,
+                      adapter=TRAINED, epochs=TASK_EPOCHS, control=False, simplicity=False)  # fmt: skip
+    return Preset(
+        "two-cue", "Two cues (left vs right picture)",
+        "Which cue a stitched model uses is inherited from its layers: the model that contributes the deciding "
+        "layers decides the cue.",
+        "decor:left (the right cue alone: B's) high at early cuts, decor:right (the left cue alone: A's) high at "
+        "late cuts; the cut where they cross is where the cue switches.",
+        (a, b), (sweep,), ("A reads the left picture, B the right one",),
+    )  # fmt: skip
+
+
 # ---------------------------------------------------------------------------- Bansal et al.
 
 BANSAL = "Bansal, Nakkiran & Barak 2021"
@@ -297,20 +329,94 @@ def _more_is_better(seed: int = 0) -> Preset:
     )  # fmt: skip
 
 
+NOISE_EPOCHS = 100  # enough for A to memorise its wrong labels (50%: test accuracy ~0.56, measured)
+MORE_NOISE_EPOCHS = 40  # the 10% and 100% As: 40 epochs keep the whole preset under ~40 s on 2 cores
+NOISE_LEVELS = (10, 50, 100)  # percent of A's training labels swapped for another class
+
+
 @register_preset("label-noise")
 def _label_noise(seed: int = 0) -> Preset:
     # 100 epochs let A memorise the wrong half of its labels (test accuracy ~0.56, measured); after 20 it has not
-    # (~0.90) and its late layers still stitch.
-    noisy = ZooRecipe(arch="cnn", seed=seed + 1, dataset=f"digits|noise50s{seed}", epochs=100)
+    # (~0.90) and its late layers still stitch.  The 50% sweep is the preset's first (its spec, so its run id,
+    # as before); 10% and 100% (every label wrong) sit beside it, trained 40 epochs (time; 100% memorises its
+    # labels by then: test accuracy ~0.01).
+    noisy = {p: ZooRecipe(arch="cnn", seed=seed + 1, dataset=f"digits|noise{p}s{seed}",
+                          epochs=NOISE_EPOCHS if p == 50 else MORE_NOISE_EPOCHS) for p in NOISE_LEVELS}  # fmt: skip
     clean, b = ZooRecipe(arch="cnn", seed=seed + 1), ZooRecipe(arch="cnn", seed=seed)
     return Preset(
-        "label-noise", "Label noise (50% wrong labels)",
-        "A model trained on noisy labels learns early layers as good as a clean model's, but not late ones.",
-        "The noisy A's penalty is near zero at early cuts and grows at late ones; the clean A (dashed) stays "
+        "label-noise", "Label noise (10%, 50%, 100% wrong labels)",
+        "A model trained on noisy labels learns early layers as good as a clean model's, but not late ones; the "
+        "more noise, the worse its late layers.",
+        "The noisy As' penalties are near zero at early cuts and grow at late ones, more with more noise; the "
+        "clean A (dashed) stays near zero.",
+        (noisy[50], clean, b, noisy[10], noisy[100]),
+        (_penalty_sweep(zoo_ref(noisy[50]), zoo_ref(b)), _penalty_sweep(zoo_ref(clean), zoo_ref(b)),
+         _penalty_sweep(zoo_ref(noisy[10]), zoo_ref(b)), _penalty_sweep(zoo_ref(noisy[100]), zoo_ref(b))),
+        ("A with 50% noisy labels -> clean B", "clean A -> clean B", "A with 10% noisy labels -> clean B",
+         "A with 100% wrong labels -> clean B"),
+        (PenaltyPanel("Penalty of a noisy-label bottom along the cut", (2, 0, 3, 1), (1,)),), BANSAL,
+    )  # fmt: skip
+
+
+@register_preset("coarse-labels")
+def _coarse_labels(seed: int = 0) -> Preset:
+    # The paper's object-vs-animal CIFAR-10 task, here digits 0-4 vs 5-9 (digits|coarse2, two outputs): only A's
+    # bottom enters the stitched model, so its head may be the coarse task's; C is scored on the 10 digits.
+    coarse = ZooRecipe(arch="cnn", seed=seed + 1, dataset="digits|coarse2")
+    clean, b = ZooRecipe(arch="cnn", seed=seed + 1), ZooRecipe(arch="cnn", seed=seed)
+    return Preset(
+        "coarse-labels", "Coarse labels (2 classes -> 10)",
+        "A model trained on a coarser task (two classes) has early layers as good as a fine-task model's; its late "
+        "layers lose the fine classes.",
+        "The coarse A's penalty is near zero at early cuts and large at late ones; the 10-class A (dashed) stays "
         "near zero.",
-        (noisy, clean, b), (_penalty_sweep(zoo_ref(noisy), zoo_ref(b)), _penalty_sweep(zoo_ref(clean), zoo_ref(b))),
-        ("A with 50% noisy labels -> clean B", "clean A -> clean B"),
-        (PenaltyPanel("Penalty of a noisy-label bottom along the cut", (0, 1), (1,)),), BANSAL,
+        (coarse, clean, b),
+        (_penalty_sweep(zoo_ref(coarse), zoo_ref(b)), _penalty_sweep(zoo_ref(clean), zoo_ref(b))),
+        ("A trained on 0-4 vs 5-9 -> 10-class B", "10-class A -> 10-class B"),
+        (PenaltyPanel("Penalty of a coarse-label bottom along the cut", (0, 1), (1,)),), BANSAL,
+    )  # fmt: skip
+
+
+KERNELS = {1: "linear", 3: "conv3x3_linear", 5: "conv5x5_linear"}  # stitching-layer kernel side -> adapter kind
+CONV_CUTS = ("block1", "block2")  # the digit CNN's map cuts; at vector cuts every kernel is 1x1
+
+
+@register_preset("kernel-size")
+def _kernel_size(seed: int = 0) -> Preset:
+    # The stitching layer as a k x k linear conv ('same' padding), BatchNorm before and after, randomly started
+    # (a least-squares start exists for 1x1 only, so all three start alike) and task-trained as the others.
+    a, b = ZooRecipe(arch="cnn", seed=seed + 1), ZooRecipe(arch="cnn", seed=seed)
+    sweeps = tuple(replace(_penalty_sweep(zoo_ref(a), zoo_ref(b)), positions=CONV_CUTS,
+                           adapter=AdapterSpec(kind=kind)) for kind in KERNELS.values())  # fmt: skip
+    return Preset(
+        "kernel-size", "Stitching-layer kernel size (1, 3, 5)",
+        "A larger stitching kernel (k x k instead of 1x1) barely changes the penalty: a 1x1 conv already suffices.",
+        "The three lines lie close together at both conv cuts (the vector cuts take only a 1x1 map and are "
+        "left out).",
+        (a, b), sweeps, tuple(f"{k}x{k} linear stitching layer" for k in KERNELS),
+        (PenaltyPanel("Penalty by stitching-layer kernel size (conv cuts)", (0, 1, 2)),), BANSAL,
+    )  # fmt: skip
+
+
+CHECKPOINT_EPOCHS = (0, 1, 2, 5)  # checkpoints of one 20-epoch run (0 = its initial weights)
+
+
+@register_preset("early-convergence")
+def _early_convergence(seed: int = 0) -> Preset:
+    # One training run keeps its weights after epochs 0, 1, 2, 5; each checkpoint's bottom is stitched into the
+    # run's final model (the paper's construction: an early checkpoint's first layers under the end model's top).
+    run = ZooRecipe(arch="cnn", seed=seed, keep_epochs=CHECKPOINT_EPOCHS)
+    final = zoo_ref(run)
+    return Preset(
+        "early-convergence", "Early layers converge faster (checkpoints)",
+        "Early layers converge faster than late ones: an early checkpoint's first layers already stitch into the "
+        "final model, its late layers do not yet.",
+        "For every checkpoint the penalty is small at early cuts and grows with depth; it shrinks with the epoch, "
+        "first at the early cuts.",
+        (run,), tuple(_penalty_sweep(f"{final}?epoch={k}", final) for k in CHECKPOINT_EPOCHS),
+        tuple(f"epoch {k} -> final model" for k in CHECKPOINT_EPOCHS),
+        (PenaltyPanel("Penalty of a checkpoint's bottom under the final model", tuple(range(len(CHECKPOINT_EPOCHS)))),),
+        BANSAL,
     )  # fmt: skip
 
 

@@ -35,7 +35,7 @@ from stitchcore.experiments.estimate import (
     where,
 )  # fmt: skip
 from stitchcore.experiments.lm_zoo import estimate_lm_zoo, train_lm_zoo, untrained_lm
-from stitchcore.experiments.zoo_recipe import ZooRecipe, zoo_name
+from stitchcore.experiments.zoo_recipe import ZooRecipe, checkpoint_artifact, zoo_name
 from stitchcore.models.archs import arch_defaults, arch_input_kind, create_arch
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.preprocess import Preprocess
@@ -252,12 +252,31 @@ def train_zoo(recipe: ZooRecipe, ctx: RunContext) -> dict:
         for x, y in train_ds.batches("train", bs, shuffle=True, seed=recipe.seed * 100_003 + epoch):
             yield preprocess(x), y
 
+    def save(epoch: int | None) -> None:
+        """The weights as a store blob: the final ones (None) or those after ``epoch`` (recipe.keep_epochs).
+        The blob is a standalone checkpoint too: file:<blob> loads it with its preprocessing."""
+        fd, tmp = tempfile.mkstemp(suffix=".safetensors", dir=ctx.store.root)
+        os.close(fd)
+        try:
+            save_checkpoint(model, tmp, meta={"preprocess": preprocess.to_dict(), "dataset": recipe.dataset,
+                                              "class_names": list(ds.classes),
+                                              **({"epoch": epoch} if epoch is not None else {})})  # fmt: skip
+            ctx.store.put_artifact_file(ctx.run_id, checkpoint_artifact(epoch), tmp)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
     def evaluate(epoch: int) -> dict[str, float]:
         score = evaluate_batches(
             lambda x: model(preprocess(x)), ds.batches("test", 512), ds.num_classes, device
         )
         ctx.log(epoch * steps_per_epoch, {"test_accuracy": score["accuracy"]}, epoch=epoch)
+        if epoch in recipe.keep_epochs:
+            save(epoch)
         return {"test_accuracy": score["accuracy"]}
+
+    if 0 in recipe.keep_epochs:
+        save(0)
 
     def on_step(step: int, total: int, metrics: dict[str, float]) -> None:
         ctx.progress(step / total, f"training {recipe.arch} on {recipe.dataset}: step {step}/{total}")
@@ -286,16 +305,7 @@ def train_zoo(recipe: ZooRecipe, ctx: RunContext) -> dict:
         history += _finetune(model, special, recipe, ds, preprocess, evaluate, ctx)
     model.to("cpu").eval()
     final = evaluate_batches(lambda x: model(preprocess(x)), ds.batches("test", 512), ds.num_classes, torch.device("cpu"))
-    fd, tmp = tempfile.mkstemp(suffix=".safetensors", dir=ctx.store.root)
-    os.close(fd)
-    try:
-        # The blob is a standalone checkpoint too: file:<blob> loads it with its preprocessing.
-        save_checkpoint(model, tmp, meta={"preprocess": preprocess.to_dict(), "dataset": recipe.dataset,
-                                          "class_names": list(ds.classes)})
-        ctx.store.put_artifact_file(ctx.run_id, CHECKPOINT, tmp)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    save(None)
     name = zoo_name(recipe, ctx.run_id)
     c, h, w = ds.image_shape
     input_shape = (c, size, size) if size else (c, h, w)
@@ -313,4 +323,5 @@ def train_zoo(recipe: ZooRecipe, ctx: RunContext) -> dict:
         "params": count_params(model, trainable_only=False),
         "final_train_loss": round(history[-1]["train_loss"], 6) if history else None,
         "sparsity": history[-1].get("sparsity", 0.0) if history else 0.0,
+        **({"checkpoints": list(recipe.keep_epochs)} if recipe.keep_epochs else {}),  # zoo:NAME?epoch=K
     }

@@ -25,7 +25,7 @@ from stitchcore.experiments._spec import (
 from stitchcore.models.archs import arch_input_kind
 from stitchcore.stitching.train import OPTIMIZERS
 
-__all__ = ["ZooRecipe", "zoo_name"]
+__all__ = ["ZooRecipe", "checkpoint_artifact", "zoo_name"]
 
 
 @dataclass(frozen=True)
@@ -62,8 +62,13 @@ class ZooRecipe(Spec):
     # Fine-tune from a trained model instead of a fresh init (the report's Fig. 6: L1 + pruning vs L2 from one
     # start): a zoo: or file: ref of this arch (its weights load strictly); None = fresh init, as before.
     start: str | None = None
+    # Checkpoints kept beside the final weights (Bansal et al.'s "early layers converge faster"): after each of
+    # these epochs (0 = the initial weights) the model is saved as model-epochK.safetensors, loaded as
+    # zoo:NAME?epoch=K.  () = only the final model, as before.
+    keep_epochs: tuple[int, ...] = ()
 
-    LEGACY: ClassVar[dict[str, Any]] = {"start": None}  # recipes stored before start= trained from scratch
+    # recipes stored before start= trained from scratch; before keep_epochs= they kept no checkpoints
+    LEGACY: ClassVar[dict[str, Any]] = {"start": None, "keep_epochs": ()}
 
     def __post_init__(self) -> None:
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
@@ -97,6 +102,11 @@ class ZooRecipe(Spec):
             raise StitchError("finetune_epochs must be at least 1 when a finetune_layer is set")
         if self.finetune_lr is not None:
             check_positive("finetune_lr", self.finetune_lr, "leave it out for the recipe's lr")
+        epochs = (self.keep_epochs,) if isinstance(self.keep_epochs, int) else tuple(self.keep_epochs)
+        if any(isinstance(e, bool) or not isinstance(e, int) or not 0 <= e < self.epochs for e in epochs):
+            raise StitchError(f"keep_epochs lists epochs 0..{self.epochs - 1} (0 = the initial weights; the last "
+                              f"epoch is the model itself), got {list(epochs)}")
+        object.__setattr__(self, "keep_epochs", tuple(sorted(set(epochs))))
         if self.start is not None:
             scheme = str(self.start).split(":", 1)[0]
             if scheme not in ("zoo", "file"):
@@ -137,6 +147,8 @@ class ZooRecipe(Spec):
             extras.append(f"L2 {self.l2:g}")
         if self.start is not None:
             extras.append(f"from {self.start}")
+        if self.keep_epochs:
+            extras.append(f"checkpoints {','.join(map(str, self.keep_epochs))}")
         if self.finetune_layer is not None:
             extras.append(f"fine-tune {self.finetune_layer}" + (f" on {self.finetune_data}" if self.finetune_data else ""))
         return f"train {self.arch} on {self.dataset} ({', '.join(extras)})"
@@ -157,6 +169,15 @@ class ZooRecipe(Spec):
         dataset = re.sub(r"[^a-z0-9]+", "", self.dataset.lower().split(":")[0])
         name = f"{self.arch}-{dataset}-s{self.seed}"
         return name + ("-adamw" if self.optimizer == "adamw" else "")
+
+
+def checkpoint_artifact(epoch: int | None) -> str:
+    """The store artifact holding a zoo model's weights: the final ones, or those after ``epoch`` (keep_epochs).
+
+    >>> checkpoint_artifact(None), checkpoint_artifact(3)
+    ('model.safetensors', 'model-epoch3.safetensors')
+    """
+    return "model.safetensors" if epoch is None else f"model-epoch{epoch}.safetensors"
 
 
 def zoo_name(recipe: ZooRecipe, run_id: str) -> str:

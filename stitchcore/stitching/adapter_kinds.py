@@ -4,10 +4,11 @@ A kind is an :class:`AdapterCore` subclass registered with ``@register_adapter(k
 the :class:`AdapterPlan` that :func:`stitchcore.stitching.adapters.build_adapter` resolved for a
 pair of cuts and maps channel-first tensors [B, C_in, ...] -> [B, C_out, ...] in the plan's form.
 The built-in kinds, in rising capacity: identity, linear, linear_relu, conv3x3_relu, bottleneck,
-lowrank (Bansal et al.'s 1x1 conv / Linear; Traft & Cheney's complex adapters).
+lowrank (Bansal et al.'s 1x1 conv / Linear; Traft & Cheney's complex adapters), then Bansal et al.'s
+larger kernels conv3x3_linear, conv5x5_linear (registered last).
 
 >>> list_adapters()
-['identity', 'linear', 'linear_relu', 'conv3x3_relu', 'bottleneck', 'lowrank']
+['identity', 'linear', 'linear_relu', 'conv3x3_relu', 'bottleneck', 'lowrank', 'conv3x3_linear', 'conv5x5_linear']
 """
 
 from __future__ import annotations
@@ -238,3 +239,35 @@ class LowRankCore(AdapterCore):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.linear(x)  # [B, C_in, ...] -> [B, r, ...] -> [B, C_out, ...]
+
+
+class KxKLinearCore(AdapterCore):
+    """A k x k linear conv ('same' padding, no ReLU), maps only: Bansal et al.'s stitching layer with a larger
+    kernel (the kernel-size preset; k = 1 is ``linear``).  Registered as ``conv3x3_linear``, ``conv5x5_linear``."""
+
+    forms = frozenset({"map"})
+    identity_init = True
+    size: ClassVar[int] = 3  # kernel side k (odd, so 'same' padding is k // 2 on every side)
+
+    def __init__(self, plan: AdapterPlan):
+        super().__init__(plan)
+        self.conv = nn.Conv2d(plan.c_in, plan.c_out, self.size, stride=plan.stride, padding=self.size // 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x)  # [B, C_in, H, W] -> [B, C_out, H/s, W/s]
+
+    @torch.no_grad()
+    def init_identity(self) -> None:
+        self.conv.weight.zero_()
+        self.conv.weight[:, :, self.size // 2, self.size // 2] = torch.eye(self.plan.c_out)  # centre tap
+        self.conv.bias.zero_()
+
+
+def _register_kxk_linear(sizes: tuple[int, ...] = (3, 5)) -> None:
+    """Register ``conv{k}x{k}_linear`` for each odd k in ``sizes`` (a subclass of :class:`KxKLinearCore` each)."""
+    for k in sizes:
+        register_adapter(f"conv{k}x{k}_linear")(type(f"Conv{k}x{k}LinearCore", (KxKLinearCore,), {"size": k}))
+
+
+_register_kxk_linear()
+__all__ += ["KxKLinearCore"]

@@ -3,7 +3,8 @@
 ``zoo:cnn-digits-s0`` names the stored run of a zoo recipe (see
 :func:`stitchcore.experiments.zoo.zoo_name`).  ``?init=random`` gives the same
 architecture with random weights drawn from seed N (``&seed=N``, default 0; the same weights in
-every process), the control for "a random-weights bottom" experiments.
+every process), the control for "a random-weights bottom" experiments.  ``?epoch=K`` gives the weights
+after epoch K of the same training run (a recipe with ``keep_epochs``; 0 = its initial weights).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from stitchcore.models.sources._registry import register_source
 from stitchcore.models.sources.checkpoint import load_into, read_checkpoint
 from stitchcore.store.results import RunRecord, Store
 
-__all__ = ["find_zoo_run", "list_zoo_models", "load_zoo_model", "zoo_options"]
+__all__ = ["find_zoo_run", "list_zoo_models", "load_zoo_model", "zoo_epoch", "zoo_options"]
 
 
 def list_zoo_models(store: Store) -> list[RunRecord]:
@@ -50,7 +51,7 @@ def _train_hint(name: str) -> str:
     return "list trained models with: python -m stitchcore zoo list"
 
 
-_OPTIONS = ("init", "seed")  # what a zoo: ref's query may hold
+_OPTIONS = ("init", "seed", "epoch")  # what a zoo: ref's query may hold
 
 
 def zoo_options(ref: ModelRef) -> tuple[str, int | None]:
@@ -66,7 +67,7 @@ def zoo_options(ref: ModelRef) -> tuple[str, int | None]:
     """
     unknown = [k for k, _ in ref.params if k not in _OPTIONS]
     if unknown:
-        raise RefError(f"unknown option {unknown[0]!r} in {ref}; zoo refs take only ?init=random&seed=N")
+        raise RefError(f"unknown option {unknown[0]!r} in {ref}; zoo refs take only ?init=random&seed=N or ?epoch=K")
     init = ref.param("init", "trained")
     if init not in ("trained", "random"):
         raise RefError(f"unknown init {init!r} in {ref}; use ?init=random or leave it out")
@@ -81,10 +82,28 @@ def zoo_options(ref: ModelRef) -> tuple[str, int | None]:
         raise RefError(f"bad seed {seed!r} in {ref}; write seed=N, N a whole number like 0 or 1") from None
 
 
+def zoo_epoch(ref: ModelRef) -> int | None:
+    """The checkpoint epoch K of ``zoo:NAME?epoch=K`` (None: the final weights).
+
+    >>> from stitchcore.models.refs import parse_ref
+    >>> zoo_epoch(parse_ref("zoo:cnn-digits-s0?epoch=2")), zoo_epoch(parse_ref("zoo:cnn-digits-s0"))
+    (2, None)
+    """
+    epoch = ref.param("epoch")
+    if epoch is None:
+        return None
+    if ref.param("init") is not None:
+        raise RefError(f"{ref}: epoch= names a checkpoint of the trained run; leave out init= and seed=")
+    if not epoch.isdigit():
+        raise RefError(f"bad epoch {epoch!r} in {ref}; write epoch=K, K a whole number like 0 or 5")
+    return int(epoch)
+
+
 @register_source("zoo")
 def load_zoo_model(ref: ModelRef, store: Store | None = None) -> LoadedModel:
     """Rebuild the architecture from the run summary and load its safetensors weights."""
     init, seed = zoo_options(ref)  # before the store: a malformed ref is refused as written
+    epoch = zoo_epoch(ref)
     store = store if store is not None else Store()
     rec = find_zoo_run(store, ref.name)
     s = rec.summary
@@ -93,7 +112,12 @@ def load_zoo_model(ref: ModelRef, store: Store | None = None) -> LoadedModel:
             model = create_arch(s["arch"], **s["arch_kwargs"])
     else:
         model = create_arch(s["arch"], **s["arch_kwargs"])
-        path = store.artifact_path(rec.id, "model.safetensors")
+        kept = s.get("checkpoints") or []
+        if epoch is not None and epoch not in kept:
+            have = f"it kept epochs {', '.join(map(str, kept))}" if kept else "it kept no checkpoints"
+            raise RefError(f"zoo:{ref.name} has no checkpoint of epoch {epoch} ({have}); train a recipe with "
+                           f"keep_epochs=[{epoch}, ...] or use one of those")
+        path = store.artifact_path(rec.id, "model.safetensors" if epoch is None else f"model-epoch{epoch}.safetensors")
         state, _ = read_checkpoint(path)  # CheckpointError names a corrupt blob
         load_into(model, state, f"zoo:{ref.name} ({path})", s["arch"])
     model.eval()
@@ -101,6 +125,8 @@ def load_zoo_model(ref: ModelRef, store: Store | None = None) -> LoadedModel:
         p.requires_grad_(False)
     # random weights: their seed, and no stored accuracy (that is the trained model's)
     drawn = {"init_seed": seed, "accuracy": None, "val_loss": None} if init == "random" else {}
+    if epoch is not None:  # a checkpoint: not the final model's stored accuracy
+        drawn = {"epoch": epoch, "accuracy": None}
     if s.get("input_kind") == "tokens":  # a char-GPT: its vocabulary travels in meta
         return LoadedModel(
             ref=str(ref), model=model, input_kind="tokens", input_shape=tuple(s["input_shape"]), preprocess=None,
