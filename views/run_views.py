@@ -24,7 +24,7 @@ import ui
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.assemble import AssembleSpec, assembled_cells, pareto_front, recipe_name
-from stitchcore.experiments.lm import partial_points
+from stitchcore.experiments.lm import labelled_points, partial_points
 from stitchcore.experiments.matrix import MatrixSpec, matrix_state, similarity_beside
 from stitchcore.experiments.sweep import partial_positions
 from stitchcore.measures.traits import parse_metric
@@ -397,8 +397,8 @@ def lm_view(rec: RunRecord, *, key: str) -> None:
         has_loss = "loss" in now.metrics or not now.is_final  # the adapter's training loss (stitches only)
         left, right = st.columns(2) if has_loss else (st.container(), None)
         if now.kind == "lmdepth":
-            points = s.get("points") if s else partial_points(now.metrics)
-            ui.chart(left, plots_lm.penalty_by_depth(points or []), key=f"{key}-depth-{run_id}",
+            points = labelled_points(s.get("points") or []) if s else partial_points(now.metrics)
+            ui.chart(left, plots_lm.penalty_by_depth(points), key=f"{key}-depth-{run_id}",
                      file_name=f"{run_id}-penalty-by-depth.csv" if s else None)  # fmt: skip
         elif s:
             ui.chart(left, plots_lm.loss_bars(s), key=f"{key}-bars-{run_id}", file_name=f"{run_id}-loss.csv")

@@ -27,7 +27,7 @@ import plotly.graph_objects as go
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.assemble import assembled_cells, pareto_front
-from stitchcore.experiments.lm import partial_points
+from stitchcore.experiments.lm import labelled_points, partial_points
 from stitchcore.experiments.lm.lmdepth import PENALTY_SERIES
 from stitchcore.experiments.matrix import ControlTable, matrix_state
 from stitchcore.experiments.sweep import partial_positions
@@ -50,8 +50,21 @@ from stitchcore.plots.penalty import (
 )
 from stitchcore.store.results import RunRecord, Store
 
-__all__ = ["CURVE_POINTS", "FIGURES", "HeatPanel", "RunFigure", "cka_panels", "control_panels", "figure_csv",
-           "stitching_panel", "PENALTY_WORDS", "COMPARE_METRICS", "panel_figure", "run_figures", "compare_figures"]
+__all__ = [
+    "COMPARE_METRICS",
+    "CURVE_POINTS",
+    "FIGURES",
+    "PENALTY_WORDS",
+    "HeatPanel",
+    "RunFigure",
+    "cka_panels",
+    "compare_figures",
+    "control_panels",
+    "figure_csv",
+    "panel_figure",
+    "run_figures",
+    "stitching_panel",
+]
 __all__ += ["MEASURE_TITLES", "VALUE_LABELS", "measure_choices", "measure_direction", "measure_words", "metrics_csv"]
 
 # Similarity measures in words: the Similarity page's picker (in this order) and the heat maps' titles.
@@ -352,8 +365,8 @@ def _lm(record: RunRecord, store: Store) -> list[RunFigure]:
     s = record.summary if record.status == "done" else {}
     figs = []
     if record.kind == "lmdepth":
-        points = s.get("points") if s else partial_points(store.series(record.id))
-        figs.append(_plain("penalty-by-depth", plots_lm.penalty_by_depth(points or [])))
+        points = labelled_points(s.get("points") or []) if s else partial_points(store.series(record.id))
+        figs.append(_plain("penalty-by-depth", plots_lm.penalty_by_depth(points)))
     elif s:
         figs.append(_plain("loss", plots_lm.loss_bars(s)))
     loss = store.series(record.id, ["loss"])
