@@ -113,9 +113,10 @@ def partial_points(metrics: Mapping[str, Sequence[tuple[int, float]]]) -> list[d
     """
     out = []
     for name, pts in metrics.items():
-        kind, mode, head, embed = ([*name.split(":"), "a"] + [""] * 3)[:4]
-        if kind != PENALTY_SERIES or not mode or not head:
+        parts = name.split(":")
+        if len(parts) not in (3, 4) or parts[0] != PENALTY_SERIES or not all(parts[1:]):
             continue
+        mode, head, embed = parts[1], parts[2], parts[3] if len(parts) == 4 else "a"
         out += [{"label": curve_label(mode, head, embed), "split": int(k), "loss_penalty": v, "cut": "", "mode": mode,
                  "head": head, "embed": embed} for k, v in pts]  # fmt: skip
     return out
