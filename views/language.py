@@ -135,7 +135,7 @@ def _adapter_widgets() -> dict:
     c = st.columns(5)
     until = c[0].selectbox("Train until", ("converged", "steps"), key="lm_until", persist_state="session",
                            help=UNTIL_HELP)
-    best = c[1].checkbox("Start from the better of init and identity", key="lm_best_start", persist_state="session",
+    best = c[1].checkbox("Best start (init or identity)", key="lm_best_start", persist_state="session",
                          help="on held-out train text; the identity where widths are equal (then a head-A stitch "
                               "after A's last block is A itself). Off: the init only (the reading of runs stored "
                               "before)")
