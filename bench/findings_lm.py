@@ -79,9 +79,16 @@ def main() -> None:
     ap.add_argument("--store", required=True)
     ap.add_argument("--eval-windows", type=int, default=128)
     ap.add_argument("--stitch-optimizers", default="adamw", help="whose pairs get the stitch sweeps (costly)")
+    ap.add_argument("--only", default=None, metavar="OPT:SA,SB:MODE",
+                    help="run one sweep into the store and exit (e.g. adamw:0,1:stitch), to start while models train")
     args = ap.parse_args()
     torch.set_num_threads(1)
     store = Store(args.store)
+    if args.only:
+        opt, seeds, mode = args.only.split(":")
+        sa, sb = (int(x) for x in seeds.split(","))
+        depth(store, ref(sa, opt), ref(sb, opt), (mode,), args.eval_windows)
+        return
     merges: dict[str, list[dict]] = {}
     stitches: dict[str, list[dict]] = {}
     legacy_at_l: list[float] = []
