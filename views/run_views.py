@@ -452,7 +452,9 @@ def _lm_training_words(s: dict) -> str:
             s.get("embed", "a"), "A's embeddings (whichever head)")
         stitched = [p for p in s["points"] if p.get("mode") == "stitch"]
         held = [p["held_out"] for p in stitched if p.get("held_out")]
-        words = f"Merges read {embed}; stitches read A's."
+        merged = any(p.get("mode") == "merge" for p in s["points"])
+        words = " ".join(([f"Merges read {embed}."] if merged else []) + (["Stitches read A's embeddings."]
+                                                                            if stitched else []))
         if held:
             stopped = sum(h["converged"] for h in held)
             words += (f" Adapters trained until the held-out train loss stopped improving ({stopped} of {len(held)} "
