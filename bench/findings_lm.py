@@ -105,7 +105,7 @@ def main() -> None:
         return
     merges: dict[str, list[dict]] = {}
     stitches: dict[str, list[dict]] = {}
-    legacy_at_l: list[float] = []
+    legacy_at_l: dict[str, list[float]] = {}
     for opt in ("adamw", "sgd"):
         for sa, sb in PAIRS:
             a, b = ref(sa, opt), ref(sb, opt)
@@ -113,7 +113,7 @@ def main() -> None:
             if opt in args.stitch_optimizers.split(","):
                 s = depth(store, a, b, ("stitch",), args.eval_windows)
                 stitches.setdefault(opt, []).append(s)
-                legacy_at_l.append(legacy(store, a, b, s["n_layer"]["a"], args.eval_windows))
+                legacy_at_l.setdefault(opt, []).append(legacy(store, a, b, s["n_layer"]["a"], args.eval_windows))
     n_layer = merges["adamw"][0]["n_layer"]["a"]
     base = {opt: mean_spread([s["base"][r]["loss"] for s in runs for r in ("a", "b")]) for opt, runs in merges.items()}
 
@@ -138,7 +138,9 @@ def main() -> None:
                          for k in STITCH_SPLITS},
             "verdict": verdict,
         }
-    at_l_new = [curves(r["points"])[("stitch", "a")][n_layer] for r in stitches.get("adamw", [])]
+    at_l = {opt: {"old_reading_lstsq_200_steps": mean_spread(legacy_at_l[opt]),
+                  "now_converged_best_start": mean_spread([curves(r["points"])[("stitch", "a")][n_layer] for r in runs])}
+            for opt, runs in stitches.items()}  # fmt: skip
 
     # Claim 2 (Fig. 5): SGD-trained seeds merge almost for free.  Merge with A's head and A's (tied) embeddings,
     # at least one block substituted (splits 0 .. L-1), averaged over splits.
@@ -196,8 +198,7 @@ def main() -> None:
                 "project": head_claim},
             "head_a_stitch_at_split_L": {
                 "paper": "not stated; the identity gives A itself, penalty 0",
-                "project": {"old_reading_lstsq_200_steps": mean_spread(legacy_at_l) if legacy_at_l else None,
-                            "now_converged_best_start": mean_spread(at_l_new) if at_l_new else None}},
+                "project": at_l},
             "sgd_seeds_merge_almost_for_free_fig5": {
                 "paper": "SGD-trained seeds merge with almost no loss penalty (Fig. 5)", "project": free},
             "penalty_linear_in_fraction_substituted_fig3": {
