@@ -81,6 +81,10 @@ def test_depth_sweep_from_the_page_draws_the_curves(lm_app):
     at.run()
     assert not at.exception and not at.error
     assert _metric(at, "Points") == "12"  # (merge, stitch) x (head a, head b) x splits 0..2
+    depth_chart = next(c.proto.spec for c in at.get("plotly_chart") if "Loss penalty vs split depth" in c.proto.spec)
+    for label in ("merge, head A, embed A", "merge, head B, embed B", "stitch, head B, embed A"):
+        assert label in depth_chart  # curves say whose head and whose embeddings (default: tied to the head)
+    assert any("Merges read the embeddings tied to the head" in c.value for c in at.caption)
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import torch
 from stitchcore.errors import AdapterError, CutError, DataError
 from stitchcore.experiments import run_experiment
 from stitchcore.experiments.lm import DepthSpec, LMStitchSpec, MergeSpec
+from stitchcore.lm.evaluate import eval_windows, lm_data, lm_loss, loss_penalty
 from stitchcore.lm.parts import (
     build_merge,
     build_stitch,
@@ -21,7 +22,6 @@ from stitchcore.lm.parts import (
     parse_position,
     stitch_layout,
 )
-from stitchcore.lm.evaluate import eval_windows, lm_data, lm_loss, loss_penalty
 from stitchcore.models.sources import load_model
 from stitchcore.store.results import Store
 from tests.lm_helpers import save_tiny_gpt2, train_tiny
@@ -150,7 +150,9 @@ def test_depth_sweep_points_and_heatmap(lm_store):
     merge_a = {p["split"]: p["loss_penalty"] for p in s["points"] if p["mode"] == "merge" and p["head"] == "a"}
     assert merge_a[2] == 0.0  # nothing substituted with A's head: A itself
     assert len(s["heatmap"]["values"]) == 3 and all(v is not None for r in s["heatmap"]["values"] for v in r)
-    assert "penalty:merge:a" in store.series(out.record.id)
+    assert "penalty:merge:a:a" in store.series(out.record.id)
+    assert {p["label"] for p in s["points"]} == {"merge, head A, embed A", "merge, head B, embed B",
+                                                 "stitch, head A, embed A", "stitch, head B, embed A"}
 
 
 def test_hf_gpt2_path(tmp_path):
@@ -229,7 +231,7 @@ def test_lm_plots():
     from stitchcore.experiments.lm import partial_points
 
     partial = partial_points({"penalty:merge:a": [(0, -0.5), (1, -0.2)], "loss": [(1, 2.0)]})
-    assert [(p["label"], p["split"]) for p in partial] == [("merge, head A", 0), ("merge, head A", 1)]
+    assert [(p["label"], p["split"]) for p in partial] == [("merge, head A, embed A", 0), ("merge, head A, embed A", 1)]
 
 
 def test_adapter_training_leaves_frozen_parts_untouched(lm_store):
@@ -256,7 +258,8 @@ def test_depth_job_can_be_cancelled(lm_store):
 
     store, (a, b, _) = lm_store
     with JobRunner(store) as runner:
-        job = runner.submit("lmdepth", DepthSpec(a=a, b=b, modes=("stitch",), heads=("b",), steps=5000, **QUICK))
+        job = runner.submit("lmdepth", DepthSpec(a=a, b=b, modes=("stitch",), heads=("b",), steps=5000, until="steps",
+                                                 **QUICK))
         runner.add_listener(lambda s: s.id == job.id and "loss" in s.metrics and runner.cancel(job.id))
         final = runner.wait(job.id, timeout=120)
     assert final.state == "cancelled"
@@ -269,3 +272,102 @@ def test_gpt_recipe_on_an_image_dataset_is_refused(lm_store):
     store, _ = lm_store
     with pytest.raises(DataError, match="language model: train it on a text corpus"):
         run_experiment("zoo", ZooRecipe(arch="gpt", dataset="digits"), store)
+
+
+# ---------------------------------------------------------------- issue 25: faithful to the GPT-2 report
+
+
+def test_head_a_stitch_after_the_last_block_is_as_good_as_the_identity(lm_store):
+    """At split i = L a head-A stitch is A's stream -> S -> A's head: the identity S gives A itself (penalty 0).
+    The old reading (lstsq start fitted to B's stream, a fixed number of steps) scores worse than that."""
+    store, (a, b, _) = lm_store
+    quick = {"steps": 60, "check_every": 10, "patience": 2, **QUICK}
+    new = run_experiment("lmstitch", LMStitchSpec(a=a, b=b, cut_a=2, head="a", **quick), store).record.summary
+    assert new["start_from"] == "identity" and new["loss_penalty"] >= -0.002  # A itself, within noise
+    held = new["held_out"]
+    assert held["converged"] and held["stopped_at"] < 60 and held["checks"][0][0] == 0
+    old = LMStitchSpec(a=a, b=b, cut_a=2, head="a", until="steps", start="init", steps=20, **QUICK)
+    legacy = run_experiment("lmstitch", old, store).record.summary
+    assert legacy["start_from"] == "lstsq" and "held_out" not in legacy and legacy["steps"] == 20
+    assert legacy["loss_penalty"] < new["loss_penalty"] - 0.05  # what the project measured before
+
+
+def test_converged_training_keeps_the_best_held_out_adapter_and_never_reads_validation():
+    from stitchcore.lm.train import Convergence, split_tune, train_lm_adapter
+
+    ids = torch.arange(1000)
+    fit, tune = split_tune(ids)
+    assert len(tune) == 100 and int(fit[-1]) + 1 == int(tune[0])  # the tail of the TRAIN ids, disjoint from fit
+    # a held-out score that improves twice, then stalls: stop after `patience` flat checks, keep the best step
+    scores = iter([3.0, 2.0, 1.5, 1.5, 1.6, 1.5, 1.4])
+    until = Convergence(lambda: next(scores), every=2, patience=3, tol=1e-3)
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(50, 8)
+    adapter = torch.nn.Linear(8, 8)
+
+    class Tiny(torch.nn.Module):
+        def residual(self, x, k):
+            return emb(x)
+
+        def finish(self, h, k):
+            return h @ emb.weight.T
+
+    losses = train_lm_adapter(Tiny(), 0, adapter, torch.randint(0, 50, (500,)), block_size=8,
+                              objective={"task": 1.0}, steps=40, batch_size=4, lr=1e-2, weight_decay=0.0, seed=0,
+                              device=torch.device("cpu"), until=until)
+    assert [k for k, _ in until.history] == [0, 2, 4, 6, 8, 10]
+    assert until.best_step == 4 and until.best == 1.5 and until.stopped_at == len(losses) == 10
+    assert until.converged(40)
+
+
+def test_depth_sweep_merges_read_the_embeddings_tied_to_their_head(lm_store):
+    """Split 0 with B's head: with B's (tied) embeddings the merge is B itself; the old reading paired A's
+    embeddings with B's tied head.  The curve label names the embeddings."""
+    store, (a, b, _) = lm_store
+    spec = {"a": a, "b": b, "modes": ("merge",), "heads": ("b",), "splits": (0,), **QUICK}
+    tied = run_experiment("lmdepth", DepthSpec(**spec), store).record.summary["points"][0]
+    assert tied["layout"][:2] == ["B.wte", "B.wpe"] and tied["embed"] == "b"
+    assert tied["loss_penalty"] == 0.0 and tied["label"] == "merge, head B, embed B"
+    old = run_experiment("lmdepth", DepthSpec(**spec, embed="a"), store).record.summary["points"][0]
+    assert old["layout"][:2] == ["A.wte", "A.wpe"] and old["label"] == "merge, head B, embed A"
+    assert old["loss_penalty"] < -0.05
+
+
+def test_old_lm_spec_dicts_keep_their_ids_and_their_reading(tmp_path):
+    """Stored LM runs of store_v1 open (a copy) with the old reading: fixed steps, the init's start, A's embeddings."""
+    import shutil
+
+    from stitchcore.experiments import spec_from_record
+    from stitchcore.experiments._registry import run_id_for
+    from tests.conftest import ROOT
+
+    copy = tmp_path / "store_v1"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "store_v1", copy)
+    store = Store(copy)
+    rec = next(r for r in store.list_runs(kind="lmdepth"))
+    spec = spec_from_record(rec)
+    assert (spec.until, spec.start, spec.embed) == ("steps", "init", "a")
+    assert run_id_for("lmdepth", spec.to_dict()) == rec.id and "until" not in spec.to_dict()
+    old = LMStitchSpec(a="x", b="y", until="steps", start="init", steps=200)
+    assert not {"until", "start", "check_every", "patience", "tol"} & set(old.to_dict())
+    new = DepthSpec(a="x", b="y").to_dict()
+    assert (new["until"], new["start"], new["embed"]) == ("converged", "best", "tied")
+    assert DepthSpec.from_dict(new) == DepthSpec(a="x", b="y")
+    store.close()
+
+
+def test_cli_merge_takes_the_embedding_and_training_rule(lm_store, capsys):
+    from stitchcore.cli.main import main
+
+    store, (a, b, _) = lm_store
+    common = ["--eval-windows", "8", "--sample-tokens", "0", "--store", str(store.root), "--json", "--quiet"]
+    rc = main(["merge", "--a", a, "--b", b, "--mode", "merge", "--head", "b", "--embed", "a", *common])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["embed"] == "a" and out["points"][0]["label"] == "merge, head B, embed A"
+    rc = main(["merge", "--a", a, "--b", b, "--split", "1", "--head", "b", "--embed", "tied", "--dry-run",
+               "--store", str(store.root), "--json"])
+    assert rc == 0 and json.loads(capsys.readouterr().out)["layout"][:2] == ["B.wte", "B.wpe"]
+    rc = main(["merge", "--a", a, "--b", b, "--mode", "stitch", "--split", "2", "--head", "a", "--until", "steps",
+               "--start", "init", "--steps", "3", *common])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["start_from"] == "lstsq" and out["steps"] == 3 and "until" not in store.lookup(out["run_id"]).spec

@@ -24,6 +24,11 @@ from views import run_views
 KINDS = {"Penalty over depth": "lmdepth", "Merge": "merge", "Stitch": "lmstitch"}
 D = DepthSpec(a="-", b="-")
 HEAD_HELP = "a: preserve A's head (A's wte, wpe and ln_f; the head is tied to wte) · b: B's ln_f and lm_head"
+EMBED_HELP = ("whose wte + wpe read the merges' input · tied: the model whose head is used (GPT heads are tied to "
+              "wte) · a: always A's (the reading of sweeps stored before this choice) · stitches read A's")
+UNTIL_HELP = ("converged: stop when the loss on held-out train text (the last 10% of the training part, never the "
+              "validation windows scored here) stops improving by 0.1% over 4 checks 50 steps apart; the steps "
+              "are the cap · steps: exactly that many (the reading of runs stored before)")
 
 
 def _prefill(run_id: str) -> None:
@@ -43,12 +48,14 @@ def _prefill(run_id: str) -> None:
                                 lm_end=spec.end if spec.end is not None else -1)
     else:
         st.session_state.update(lm_adapter=spec.adapter_name, lm_init=spec.adapter.init, lm_steps=spec.steps,
-                                lm_lr=spec.lr, lm_objective=spec.objective)
+                                lm_lr=spec.lr, lm_objective=spec.objective, lm_until=spec.until,
+                                lm_best_start=spec.start == "best")
     if rec.kind == "lmstitch":
         st.session_state.update(lm_i=spec.cut_a, lm_j=spec.cut_a if spec.cut_b is None else spec.cut_b,
                                 lm_head=spec.head)
     if rec.kind == "lmdepth":
-        st.session_state.update(lm_modes=list(spec.modes), lm_heads=list(spec.heads), lm_heatmap=spec.heatmap)
+        st.session_state.update(lm_modes=list(spec.modes), lm_heads=list(spec.heads), lm_heatmap=spec.heatmap,
+                                lm_depth_embed=spec.embed)
 
 
 def _train_form() -> None:
@@ -121,13 +128,20 @@ def _adapter_widgets() -> dict:
                           help="per token; mlp = linear + a GELU MLP branch starting at zero")
     init = c[1].selectbox("Init", ("lstsq", "random"), key="lm_init",
                           persist_state="session", help="lstsq: least squares A -> B stream")
-    steps = c[2].number_input("Training steps", 0, 20000, key="lm_steps", persist_state="session")
+    steps = c[2].number_input("Training steps (cap)", 0, 20000, key="lm_steps", persist_state="session")
     lr = c[3].number_input("Learning rate", 1e-5, 1.0, format="%.4f", key="lm_lr", persist_state="session")
     objective = c[4].selectbox("Objective", ("task", "match", "kd", "task+0.5*match"), key="lm_objective",
                                persist_state="session")
+    c = st.columns(5)
+    until = c[0].selectbox("Train until", ("converged", "steps"), key="lm_until", persist_state="session",
+                           help=UNTIL_HELP)
+    best = c[1].checkbox("Best start (init or identity)", key="lm_best_start", persist_state="session",
+                         help="on held-out train text; the identity where widths are equal (then a head-A stitch "
+                              "after A's last block is A itself). Off: the init only (the reading of runs stored "
+                              "before)")
     spec = AdapterSpec(kind="linear" if kind == "mlp" else kind, norm=LM_ADAPTER.norm, resample="none", init=init)
     return {"adapter": spec, "steps": int(steps), "lr": float(lr), "objective": objective,
-            "mlp_hidden": 128 if kind == "mlp" else 0}
+            "mlp_hidden": 128 if kind == "mlp" else 0, "until": until, "start": "best" if best else "init"}
 
 
 def _form(ref_a: str, ref_b: str, sa: dict, sb: dict):
@@ -166,12 +180,15 @@ def _form(ref_a: str, ref_b: str, sa: dict, sb: dict):
         train = _adapter_widgets()
         st.code(" → ".join(stitch_layout(sa["n_layer"], sb["n_layer"], int(i), int(j), head)), language=None)
         return kind, LMStitchSpec(a=ref_a, b=ref_b, cut_a=int(i), cut_b=int(j), head=head, **train, **evals)
-    c = st.columns(3)
+    c = st.columns(4)
     modes = c[0].multiselect("Modes", ("merge", "stitch"), key="lm_modes", persist_state="session")
     heads = c[1].multiselect("Heads", ("a", "b"), key="lm_heads", persist_state="session", help=HEAD_HELP)
-    heat = c[2].checkbox("Heat map: stitch every (i, j), head b", key="lm_heatmap", persist_state="session")
+    embed = c[2].radio("Merge embeddings", ("tied", "a", "b"), key="lm_depth_embed", persist_state="session",
+                       horizontal=True, help=EMBED_HELP)
+    heat = c[3].checkbox("Heat map: stitch every (i, j), head b", key="lm_heatmap", persist_state="session")
     train = _adapter_widgets() if "stitch" in modes or heat else {}
-    return kind, DepthSpec(a=ref_a, b=ref_b, modes=tuple(modes), heads=tuple(heads), heatmap=heat, **train, **evals)
+    return kind, DepthSpec(a=ref_a, b=ref_b, modes=tuple(modes), heads=tuple(heads), heatmap=heat, embed=embed,
+                           **train, **evals)
 
 
 # ------------------------------------------------------------------------------ results
@@ -203,7 +220,8 @@ if url_run:
 for _key, _value in {"lm_kind": "Penalty over depth", "lm_start": 1, "lm_end": -1, "lm_head": "a", "lm_embed": "a",
                      "lm_i": 1, "lm_j": 1, "lm_modes": ["merge", "stitch"], "lm_heads": ["a", "b"], "lm_heatmap": False,
                      "lm_adapter": "linear", "lm_init": "lstsq", "lm_steps": D.steps, "lm_lr": D.lr,
-                     "lm_objective": "task", "lm_windows": D.eval_windows, "lm_samples": D.sample_tokens}.items():
+                     "lm_objective": "task", "lm_windows": D.eval_windows, "lm_samples": D.sample_tokens,
+                     "lm_until": D.until, "lm_best_start": D.start == "best", "lm_depth_embed": D.embed}.items():
     st.session_state.setdefault(_key, _value)  # widgets take their values from here, never twice
 
 lm_refs = sorted(r.summary["ref"] for r in list_zoo_models(ui.get_store()) if r.summary.get("input_kind") == "tokens")

@@ -24,7 +24,7 @@ import ui
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.assemble import AssembleSpec, assembled_cells, pareto_front, recipe_name
-from stitchcore.experiments.lm import partial_points
+from stitchcore.experiments.lm import labelled_points, partial_points
 from stitchcore.experiments.matrix import MatrixSpec, matrix_state, similarity_beside
 from stitchcore.experiments.sweep import partial_positions
 from stitchcore.measures.traits import parse_metric
@@ -417,8 +417,8 @@ def lm_view(rec: RunRecord, *, key: str) -> None:
         has_loss = "loss" in now.metrics or not now.is_final  # the adapter's training loss (stitches only)
         left, right = st.columns(2) if has_loss else (st.container(), None)
         if now.kind == "lmdepth":
-            points = s.get("points") if s else partial_points(now.metrics)
-            ui.chart(left, plots_lm.penalty_by_depth(points or []), key=f"{key}-depth-{run_id}",
+            points = labelled_points(s.get("points") or []) if s else partial_points(now.metrics)
+            ui.chart(left, plots_lm.penalty_by_depth(points), key=f"{key}-depth-{run_id}",
                      file_name=f"{run_id}-penalty-by-depth.csv" if s else None)  # fmt: skip
         elif s:
             ui.chart(left, plots_lm.loss_bars(s), key=f"{key}-bars-{run_id}", file_name=f"{run_id}-loss.csv")
@@ -458,8 +458,37 @@ def _lm_cards(s: dict, kind: str) -> None:
         c[3].metric("Time", duration_words(s.get("seconds")))
         for what, why in (s.get("skipped") or {}).items():
             st.caption(f"{what}: skipped, {why}")
+        st.caption(_lm_training_words(s))
+    if kind == "lmstitch":
+        st.caption(_lm_training_words(s))
     st.caption(f"{s['eval_tokens']:,} validation tokens of {s['text']} ({s['vocab']}) · context {s['block_size']} · "
                "loss in nats per token")
+
+
+def _lm_training_words(s: dict) -> str:
+    """How the run's adapters were trained and which embeddings its merges read, in words."""
+    if s.get("mode") == "depth":
+        embed = {"tied": "the embeddings tied to the head used (head B: B's wte, wpe)", "b": "B's embeddings"}.get(
+            s.get("embed", "a"), "A's embeddings (whichever head)")
+        stitched = [p for p in s["points"] if p.get("mode") == "stitch"]
+        held = [p["held_out"] for p in stitched if p.get("held_out")]
+        merged = any(p.get("mode") == "merge" for p in s["points"])
+        words = " ".join(([f"Merges read {embed}."] if merged else []) + (["Stitches read A's embeddings."]
+                                                                            if stitched else []))
+        if held:
+            stopped = sum(h["converged"] for h in held)
+            words += (f" Adapters trained until the held-out train loss stopped improving ({stopped} of {len(held)} "
+                      f"stopped before the cap; steps kept: {', '.join(str(h['best_step']) for h in held)}).")
+        elif stitched:
+            words += " Adapters trained a fixed number of steps (stored before training to convergence)."
+        return words
+    held = s.get("held_out")
+    start = f"started from {s['start_from']}" if s.get("start_from") else "started from its init"
+    if not held:
+        return f"Adapter {start}, trained {s.get('steps')} steps."
+    how = "stopped: no held-out improvement" if held["converged"] else "hit the step cap"
+    return (f"Adapter {start}; trained {held['stopped_at']} steps ({how}), kept step {held['best_step']} "
+            f"(held-out train loss {held['loss']:.4f}; the validation text above was not looked at).")
 
 
 def _lm_samples(s: dict) -> None:

@@ -43,7 +43,9 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
                                                   "for every depth")
     mg.add_argument("--end", type=int, default=None, help="merge: one past the last substituted block "
                                                           "(half-open; default: the last block)")
-    mg.add_argument("--embed", choices=("a", "b"), default="a", help="merge: whose wte/wpe read the input")
+    mg.add_argument("--embed", choices=("tied", "a", "b"), default=None,
+                    help="merge: whose wte/wpe read the input; tied = the head's model's (GPT heads are tied to wte). "
+                         "Default: a with --split, tied over depth (a: the reading of sweeps stored before the choice)")
     mg.add_argument("--cut-b", default=None, help="stitch: B's position j (default: the same as --split)")
     mg.add_argument("--head-at", default=None, help="stitch with --head a: where B hands back to A's blocks "
                                                     "(default: after B's last block)")
@@ -53,7 +55,18 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     mg.add_argument("--init", default=LM_ADAPTER.init, help="lstsq | random | identity | procrustes")
     mg.add_argument("--rank", type=int, default=None, help="rank of a lowrank adapter")
     mg.add_argument("--objective", default=d.objective, help="task | match | kd | task+0.5*match")
-    mg.add_argument("--steps", type=int, default=d.steps, help="adapter training steps per stitch")
+    mg.add_argument("--steps", type=int, default=d.steps,
+                    help="adapter training steps per stitch (--until converged: the cap)")
+    mg.add_argument("--until", choices=("converged", "steps"), default=d.until,
+                    help="converged: stop when the loss on held-out TRAIN text (its last 10%%) stops improving by "
+                         "more than --tol over --patience checks --check-every steps apart; steps: exactly --steps "
+                         "(the reading of runs stored before)")
+    mg.add_argument("--start", choices=("best", "init"), default=d.start,
+                    help="best: the better of --init and the identity (equal widths) on the held-out train text; "
+                         "init: --init only (the reading of runs stored before)")
+    mg.add_argument("--check-every", type=int, default=d.check_every)
+    mg.add_argument("--patience", type=int, default=d.patience)
+    mg.add_argument("--tol", type=float, default=d.tol)
     mg.add_argument("--batch-size", type=int, default=d.batch_size)
     mg.add_argument("--lr", type=float, default=d.lr)
     mg.add_argument("--text", default=None, help="corpus: pydoc | tinyshakespeare | file:PATH (default: A's)")
@@ -98,21 +111,26 @@ def _specs(args: argparse.Namespace, store: Store) -> tuple[str, Any]:
     """The experiment kind (``lmdepth``, ``merge`` or ``lmstitch``) and its spec, from the flags."""
     from stitchcore.experiments.lm import DepthSpec, LMStitchSpec, MergeSpec
 
-    evals = dict(text=args.text, eval_windows=args.eval_windows, sample_tokens=args.sample_tokens, seed=args.seed)
-    train = dict(adapter=_adapter(args), objective=args.objective, steps=args.steps, batch_size=args.batch_size,
-                 lr=args.lr, mlp_hidden=getattr(args, "hidden", 128) if args.adapter == "mlp" else 0)
+    evals = {"text": args.text, "eval_windows": args.eval_windows, "sample_tokens": args.sample_tokens,
+             "seed": args.seed}
+    d = DepthSpec(a="-", b="-")
+    train = {"adapter": _adapter(args), "objective": args.objective, "steps": args.steps, "batch_size": args.batch_size,
+             "lr": args.lr, "mlp_hidden": getattr(args, "hidden", 128) if args.adapter == "mlp" else 0,
+             **{k: getattr(args, k, getattr(d, k)) for k in ("until", "start", "check_every", "patience", "tol")}}
     split = _position(args.split)
+    embed = getattr(args, "embed", None)
     if split is None:
         modes = ("merge", "stitch") if args.mode in (None, "both") else (args.mode,)
         heads = ("a", "b") if args.head in (None, "both") else (args.head,)
         return "lmdepth", DepthSpec(a=args.a, b=args.b, modes=modes, heads=heads, heatmap=args.heatmap,
-                                    **train, **evals)
+                                    embed=embed or "tied", **train, **evals)
     if args.mode == "both" or args.head == "both":
         raise StitchError("with --split give one --mode (merge or stitch) and one --head (a or b)")
     i = _resolve(split, args.a, store)
     if args.mode in (None, "merge"):
-        return "merge", MergeSpec(a=args.a, b=args.b, start=i, end=args.end, head=args.head or "a",
-                                  embed=args.embed, **evals)
+        head = args.head or "a"
+        return "merge", MergeSpec(a=args.a, b=args.b, start=i, end=args.end, head=head,
+                                  embed=head if embed == "tied" else embed or "a", **evals)
     j = _resolve(_position(args.cut_b), args.b, store)
     head = args.head or "b"
     head_at = _resolve(_position(args.head_at), args.b, store) if head == "a" else None
@@ -125,12 +143,14 @@ def _text(kind: str, s: dict[str, Any], cached: bool, seconds: float) -> str:
     when = took(cached, seconds)
     base = f"A loss {s['base']['a']['loss']:.4f}  B loss {s['base']['b']['loss']:.4f}"
     if kind == "lmdepth":
-        lines = [f"{'curve':18s} " + " ".join(f"{'split ' + str(k):>9s}" for k in s["splits"])]
+        from stitchcore.experiments.lm import labelled_points
+
+        lines = [f"{'curve':26s} " + " ".join(f"{'split ' + str(k):>9s}" for k in s["splits"])]
         curves: dict[str, dict[int, float]] = {}
-        for p in s["points"]:
+        for p in labelled_points(s["points"]):
             curves.setdefault(p["label"], {})[p["split"]] = p["loss_penalty"]
         for label, vals in curves.items():
-            lines.append(f"{label:18s} " + " ".join(f"{vals.get(k, float('nan')):+9.4f}" for k in s["splits"]))
+            lines.append(f"{label:26s} " + " ".join(f"{vals.get(k, float('nan')):+9.4f}" for k in s["splits"]))
         for what, why in s.get("skipped", {}).items():
             lines.append(f"{what}: skipped, {why}")
         return "\n".join([*lines, f"{base}  loss_penalty = (L_base - L)/L_base, negative = worse ({when})"])

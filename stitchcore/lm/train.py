@@ -3,11 +3,22 @@
 Objectives as for image stitches (``task``, ``match``, ``kd``), AdapterTargets' LM counterpart:
 next-token cross-entropy through the frozen top, MSE to B's own residual stream, or KL to a
 teacher's logits.  Batches are random windows of the training ids (:func:`stitchcore.data.text.lm_batches`).
+
+**Training to convergence** (:class:`Convergence`): the last ``TUNE_FRACTION`` of the *training* ids is
+held out (:func:`split_tune`; the validation text the results report is never looked at).  Every
+``every`` steps the joined model's next-token loss on fixed windows of that part is measured; training
+stops after ``patience`` checks in a row without a relative improvement above ``tol`` over the best so
+far, or at the step cap, and the best checked adapter (step 0 included) is put back.
+
+>>> split_tune(torch.arange(100))[1].tolist()[:3]
+[90, 91, 92]
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -17,7 +28,37 @@ from stitchcore.data.text import lm_batches
 from stitchcore.lm.parts import ComposedLM
 from stitchcore.stitching.train import check_finite, cosine_schedule, make_optimizer
 
-__all__ = ["train_lm_adapter"]
+__all__ = ["TUNE_FRACTION", "TUNE_WINDOWS", "Convergence", "split_tune", "train_lm_adapter"]
+
+TUNE_FRACTION = 0.1  # the last 10% of the training ids: held out to stop training and to choose the start
+TUNE_WINDOWS = 64  # fixed windows of that part the held-out loss is measured on
+
+
+def split_tune(train_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Training ids [N] -> (fit [N - n], held out [n]): the last ``TUNE_FRACTION`` is held out."""
+    n = max(2, int(len(train_ids) * TUNE_FRACTION))
+    return train_ids[:-n], train_ids[-n:]
+
+
+@dataclass
+class Convergence:
+    """The stopping rule of :func:`train_lm_adapter` and what it saw.
+
+    ``score()`` is the joined model's loss on held-out train windows (never the reported validation).
+    """
+
+    score: Callable[[], float]  # held-out next-token loss of the model as it stands (nats / token)
+    every: int = 50  # steps between checks
+    patience: int = 4  # checks in a row without a relative improvement > tol: stop
+    tol: float = 1e-3  # relative improvement that counts: new < best * (1 - tol)
+    history: list[tuple[int, float]] = field(default_factory=list)  # (step, held-out loss) of every check
+    best_step: int = 0  # the step whose adapter was kept
+    best: float = float("inf")  # its held-out loss
+    stopped_at: int = 0  # the last step trained
+
+    def converged(self, cap: int) -> bool:
+        """Whether it stopped on the rule (not at the step cap)."""
+        return self.stopped_at < cap
 
 
 def train_lm_adapter(
@@ -39,12 +80,15 @@ def train_lm_adapter(
     kd_temperature: float = 2.0,
     on_step: Callable[[int, int, dict[str, float]], None] | None = None,
     check_cancel: Callable[[], None] | None = None,
+    until: Convergence | None = None,
 ) -> list[float]:
     """Train the adapter at part index ``k`` of ``model`` (the rest stays frozen, in eval mode).
 
     Objectives: ``task`` next-token cross-entropy; ``match`` MSE of the adapter's output to
     ``receiver(x)`` (B's own stream at the receiving position, [B, T, D_B]); ``kd`` KL to the
-    ``teacher``'s logits.  AdamW/cosine as the image stitch.  Returns the loss per step.
+    ``teacher``'s logits.  AdamW/cosine (over ``steps``) as the image stitch.  With ``until`` training
+    stops by its rule (``steps`` is then the cap) and the best checked adapter is kept.  Returns the
+    loss per step.
     """
     params = [p for p in adapter.parameters() if p.requires_grad]
     if steps <= 0 or not params:
@@ -54,6 +98,10 @@ def train_lm_adapter(
     opt = make_optimizer(params, "adamw", lr, weight_decay)
     sched = cosine_schedule(opt, steps)
     losses: list[float] = []
+    best_state, waited = None, 0
+    if until is not None:
+        best_state = _checked(adapter, until, 0)
+        until.best, until.best_step = until.history[-1][1], 0
     for step, (x, y) in enumerate(lm_batches(train_ids, block_size, batch_size, seed, steps), start=1):
         if check_cancel is not None:
             check_cancel()
@@ -84,5 +132,25 @@ def train_lm_adapter(
         losses.append(loss.item())
         if on_step is not None:
             on_step(step, steps, {"loss": losses[-1]})
+        if until is not None and (step % until.every == 0 or step == steps):
+            state = _checked(adapter, until, step)
+            now = until.history[-1][1]
+            if now < until.best * (1 - until.tol):
+                best_state, waited, until.best, until.best_step = state, 0, now, step
+            else:
+                waited += 1
+            if waited >= until.patience:
+                break
+    if until is not None:
+        until.stopped_at = len(losses)
+        adapter.load_state_dict(best_state)
     adapter.eval()
     return losses
+
+
+def _checked(adapter: nn.Module, until: Convergence, step: int) -> dict[str, torch.Tensor]:
+    """Score the model on the held-out windows (adapter in eval mode), record it; the adapter's state."""
+    adapter.eval()
+    until.history.append((step, float(until.score())))
+    adapter.train()
+    return copy.deepcopy(adapter.state_dict())

@@ -27,7 +27,7 @@ import plotly.graph_objects as go
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.assemble import assembled_cells, pareto_front
-from stitchcore.experiments.lm import partial_points
+from stitchcore.experiments.lm import labelled_points, partial_points
 from stitchcore.experiments.lm.lmdepth import PENALTY_SERIES
 from stitchcore.experiments.matrix import ControlTable, matrix_state
 from stitchcore.experiments.sweep import partial_positions
@@ -366,8 +366,8 @@ def _lm(record: RunRecord, store: Store) -> list[RunFigure]:
     s = record.summary if record.status == "done" else {}
     figs = []
     if record.kind == "lmdepth":
-        points = s.get("points") if s else partial_points(store.series(record.id))
-        figs.append(_plain("penalty-by-depth", plots_lm.penalty_by_depth(points or [])))
+        points = labelled_points(s.get("points") or []) if s else partial_points(store.series(record.id))
+        figs.append(_plain("penalty-by-depth", plots_lm.penalty_by_depth(points)))
     elif s:
         figs.append(_plain("loss", plots_lm.loss_bars(s)))
     loss = store.series(record.id, ["loss"])

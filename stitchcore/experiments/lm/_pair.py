@@ -9,6 +9,7 @@ modules and their estimators, never by anything outside :mod:`stitchcore.experim
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,7 @@ from stitchcore.lm.evaluate import LMData, eval_windows, lm_data, lm_loss, loss_
 from stitchcore.lm.parts import (
     ComposedLM,
     LMParts,
+    TokenwiseAdapter,
     build_stitch,
     check_same_vocab,
     codec_of,
@@ -31,7 +33,7 @@ from stitchcore.lm.parts import (
     lm_shape,
     make_token_adapter,
 )
-from stitchcore.lm.train import train_lm_adapter
+from stitchcore.lm.train import TUNE_WINDOWS, Convergence, split_tune, train_lm_adapter
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.stitching.fits import fit_adapter
 from stitchcore.stitching.train import parse_objective
@@ -140,17 +142,31 @@ def receiver_block(i: int, n_a: int, n_b: int) -> int:
 def stitch_once(s: LMSetup, spec: LMStitchSpec | DepthSpec, ctx: RunContext | UnitRun, i: int, j: int, head: str,
                 head_at: int | None = None, step0: int = 0, span: tuple[float, float] = (0.1, 0.9),
                 log_every: int = 5) -> tuple[ComposedLM, dict]:
-    """Build, fit (lstsq) and train one stitch from A's position ``i`` to B's ``j``; returns (model, scores)."""
+    """Build, fit (lstsq) and train one stitch from A's position ``i`` to B's ``j``; returns (model, scores).
+
+    With ``spec.holds_out`` the last part of the train text is held out (:func:`stitchcore.lm.train.split_tune`):
+    the start (``spec.start`` "best": the adapter's init or the identity) and the stop (``spec.until``
+    "converged") are chosen on it, never on the validation windows the scores are read on.
+    """
     torch.manual_seed(spec.seed)
     adapter = make_token_adapter(spec.adapter, s.a, i, s.b, j, spec.mlp_hidden)
     model = build_stitch(s.a, s.b, i, j, adapter, head, head_at)
+    fit_ids, tune = s.data.train, None
+    if spec.holds_out:
+        fit_ids, tune_ids = split_tune(s.data.train)
+        tune = eval_windows(tune_ids, s.block, TUNE_WINDOWS, seed=4321)
     residual = None
     if spec.adapter.init in ("lstsq", "procrustes"):
-        batches = [x for x, _ in _train_batches(s, spec, FIT_BATCHES)]
+        batches = [x for x, _ in _train_batches(fit_ids, s.block, spec, FIT_BATCHES)]
         pairs = ((s.a.residual(x.to(s.device), i).flatten(0, 1), s.b.residual(x.to(s.device), j).flatten(0, 1))
                  for x in batches)
         residual = fit_adapter(adapter.inner, pairs, method=spec.adapter.init)
     adapter.to(s.device)
+
+    def held_out() -> float:
+        return lm_loss(model, tune, s.device, ctx.check_cancel)["loss"]
+
+    started = _best_start(adapter, held_out) if spec.start == "best" else spec.adapter.init
     start = lm_loss(model, s.windows, s.device, ctx.check_cancel)
     objective = parse_objective(spec.objective)
     teacher = whole_model(s.a if head == "a" else s.b, head.upper()) if "kd" in objective else None
@@ -161,10 +177,12 @@ def stitch_once(s: LMSetup, spec: LMStitchSpec | DepthSpec, ctx: RunContext | Un
         if step % log_every == 0 or step == total:
             ctx.log(step0 + step, {"loss": metrics["loss"]})
 
+    until = Convergence(held_out, spec.check_every, spec.patience, spec.tol) if spec.converges else None
     losses = train_lm_adapter(
-        model, i, adapter, s.data.train, block_size=s.block, objective=objective, steps=spec.steps,
+        model, i, adapter, fit_ids, block_size=s.block, objective=objective, steps=spec.steps,
         batch_size=spec.batch_size, lr=spec.lr, weight_decay=spec.weight_decay, seed=spec.seed, device=s.device,
         receiver=lambda x: s.b.residual(x, j), teacher=teacher, on_step=on_step, check_cancel=ctx.check_cancel,
+        until=until,
     )
     score = lm_loss(model, s.windows, s.device, ctx.check_cancel)
     params = sum(p.numel() for p in adapter.parameters() if p.requires_grad)
@@ -172,15 +190,39 @@ def stitch_once(s: LMSetup, spec: LMStitchSpec | DepthSpec, ctx: RunContext | Un
         **score, "start_loss": start["loss"], "loss_penalty": loss_penalty(s.base[head]["loss"], score["loss"]),
         "penalty_base": head, "params": int(params), "steps": len(losses),
         "lstsq_residual": None if residual is None else round(float(residual), 6),
-        "final_train_loss": round(losses[-1], 6) if losses else None,
+        "final_train_loss": round(losses[-1], 6) if losses else None, "start_from": started,
     }
+    if until is not None:
+        result["held_out"] = {"loss": round(until.best, 6), "best_step": until.best_step,
+                              "stopped_at": until.stopped_at, "converged": until.converged(spec.steps),
+                              "checks": [[k, round(v, 6)] for k, v in until.history]}  # fmt: skip
     return model, result
 
 
-def _train_batches(s: LMSetup, spec, n: int):
+def _best_start(adapter: TokenwiseAdapter, held_out: Callable[[], float]) -> str:
+    """Keep the adapter's start or switch it to the identity, whichever has the lower held-out loss.
+
+    The identity is a candidate where the shapes allow it (D_A == D_B and a kind with an identity).
+    Returns the start kept: the adapter spec's init or ``"identity"``.
+    """
+    inner = adapter.inner
+    init = inner.spec.init
+    if init == "identity" or not inner.core.identity_init or inner.plan.c_in != inner.plan.c_out:
+        return init
+    kept = held_out()
+    state = copy.deepcopy(adapter.state_dict())
+    with torch.no_grad():
+        inner.core.init_identity()
+    if held_out() < kept:
+        return "identity"
+    adapter.load_state_dict(state)
+    return init
+
+
+def _train_batches(ids: torch.Tensor, block: int, spec, n: int):
     from stitchcore.data.text import lm_batches
 
-    return lm_batches(s.data.train, s.block, spec.batch_size, spec.seed + 7919, n)
+    return lm_batches(ids, block, spec.batch_size, spec.seed + 7919, n)
 
 
 class UnitRun:

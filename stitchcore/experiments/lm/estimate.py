@@ -6,13 +6,20 @@ from __future__ import annotations
 import time
 
 from stitchcore.experiments.estimate import (
-    Estimate, EstimateContext, calibrated, estimate_from, ms, per_step, timed, where,
+    Estimate,
+    EstimateContext,
+    calibrated,
+    estimate_from,
+    ms,
+    per_step,
+    timed,
+    where,
 )  # fmt: skip
 from stitchcore.experiments.lm._pair import FIT_BATCHES, receiver_block, whole_model
 from stitchcore.experiments.lm.specs import DepthSpec, LMStitchSpec, MergeSpec
 from stitchcore.lm.evaluate import eval_windows, lm_data, lm_loss, sample_text
 from stitchcore.lm.parts import build_stitch, lm_parts, make_token_adapter
-from stitchcore.lm.train import train_lm_adapter
+from stitchcore.lm.train import TUNE_WINDOWS, train_lm_adapter
 from stitchcore.stitching.train import parse_objective
 
 __all__ = ["estimate_depth", "estimate_lm", "estimate_lm_stitch", "estimate_merge"]
@@ -67,10 +74,13 @@ def estimate_lm(kind: str, spec: MergeSpec | LMStitchSpec | DepthSpec, ectx: Est
         return estimate_from(setup + score + sample, f"calibrated: 1 validation window = {ms(u['window'])}; "
                                                  f"{3 * spec.eval_windows} windows")
     fit = FIT_BATCHES * spec.batch_size * u["window"] if spec.adapter.init in ("lstsq", "procrustes") else 0.0
-    stitch = fit + 2 * score + spec.steps * u["step"]
+    held_out = TUNE_WINDOWS * u["window"]  # one held-out check (start choice, convergence)
+    checks = (2 if spec.start == "best" else 0) + (spec.steps // spec.check_every + 1 if spec.converges else 0)
+    stitch = fit + 2 * score + spec.steps * u["step"] + checks * held_out
+    steps = f"up to {spec.steps:,} steps (a cap: training stops once the held-out loss stalls)" if spec.converges \
+        else f"{spec.steps:,} steps"
     if isinstance(spec, LMStitchSpec):
-        return estimate_from(setup + stitch + sample, f"calibrated: 1 adapter step = {ms(u['step'])}; "
-                                                  f"{spec.steps:,} steps")
+        return estimate_from(setup + stitch + sample, f"calibrated: 1 adapter step = {ms(u['step'])}; {steps}")
     n_a, n_b = int(u["n_a"]), int(u["n_b"])
     splits = len(spec.splits) if spec.splits is not None else n_a + 1
     merges = stitches = 0
@@ -86,7 +96,7 @@ def estimate_lm(kind: str, spec: MergeSpec | LMStitchSpec | DepthSpec, ectx: Est
     curves = len(spec.modes) * len(spec.heads)
     seconds = setup + merges * score + (stitches + cells) * stitch + curves * sample
     return estimate_from(seconds, f"calibrated: 1 adapter step = {ms(u['step'])}; {stitches + cells} stitches of "
-                              f"{spec.steps:,} steps, {merges} merges")
+                              f"{steps}, {merges} merges")
 
 
 def estimate_merge(spec: MergeSpec, ectx: EstimateContext) -> Estimate:

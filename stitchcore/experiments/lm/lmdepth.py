@@ -3,8 +3,10 @@
 
 Each point and each heat-map row is a unit (:func:`depth_unit`, module-level: Ray ships it by reference)
 on the run's backend; the driver (:func:`run_depth`) writes the store.  Each finished point is logged
-as the metric series ``penalty:{mode}:{head}`` (step = split), which :func:`partial_points` reads back
-while the sweep runs.
+as the metric series ``penalty:{mode}:{head}:{embed}`` (step = split; sweeps stored before the embedding
+choice logged ``penalty:{mode}:{head}``, whose merges read A's embeddings), which :func:`partial_points`
+reads back while the sweep runs.  A curve is named by mode, head and embeddings (:func:`curve_label`);
+a stitch reads A's embeddings (A's bottom runs up to the adapter).
 """
 
 from __future__ import annotations
@@ -35,11 +37,11 @@ from stitchcore.lm.parts import build_merge, cut_name
 from stitchcore.models.package import pack_model
 from stitchcore.plots.penalty import format_pct, loss_penalty_pct
 
-__all__ = ["check_depth", "depth_unit", "partial_points", "run_depth"]
+__all__ = ["check_depth", "curve_label", "depth_unit", "labelled_points", "partial_points", "run_depth"]
 
 log = logging.getLogger(__name__)
 
-PENALTY_SERIES = "penalty"  # depth sweeps log each point as series penalty:{mode}:{head} (read by partial_points)
+PENALTY_SERIES = "penalty"  # depth sweeps log each point as penalty:{mode}:{head}:{embed} (read by partial_points)
 
 
 def _depth_splits(spec: DepthSpec, n_a: int) -> None:
@@ -75,31 +77,48 @@ def check_depth(spec: DepthSpec, store: Any) -> None:
     _depth_tasks(spec, sa["n_layer"], sb["n_layer"], sa["width"], sb["width"], splits)
 
 
-def _point_label(mode: str, head: str) -> str:
-    """The curve a depth point belongs to: ``merge, head A``."""
-    return f"{mode}, head {head.upper()}"
+def curve_label(mode: str, head: str, embed: str = "a") -> str:
+    """The curve a depth point belongs to, by mode, head and embeddings (whose wte + wpe read the input).
+
+    >>> curve_label("merge", "b", "b"), curve_label("stitch", "a")
+    ('merge, head B, embed B', 'stitch, head A, embed A')
+    """
+    return f"{mode}, head {head.upper()}, embed {embed.upper()}"
 
 
-def _penalty_series(mode: str, head: str) -> str:
-    """The metric series a depth sweep logs each finished point to (step = split): ``penalty:merge:a``."""
-    return f"{PENALTY_SERIES}:{mode}:{head}"
+def labelled_points(points: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Stored or partial depth points with their curve label (mode, head and embeddings); points stored before
+    the embedding choice have no ``embed`` and read A's embeddings.
+
+    >>> labelled_points([{"mode": "merge", "head": "b", "label": "merge, head B", "split": 0}])[0]["label"]
+    'merge, head B, embed A'
+    """
+    return [{**p, "embed": p.get("embed", "a"), "label": curve_label(p["mode"], p["head"], p.get("embed", "a"))}
+            if "mode" in p and "head" in p else dict(p) for p in points]  # fmt: skip
+
+
+def _penalty_series(mode: str, head: str, embed: str) -> str:
+    """The metric series a depth sweep logs each finished point to (step = split): ``penalty:merge:b:b``."""
+    return f"{PENALTY_SERIES}:{mode}:{head}:{embed}"
 
 
 def partial_points(metrics: Mapping[str, Sequence[tuple[int, float]]]) -> list[dict[str, Any]]:
     """The depth-sweep points a run has logged so far, from its metric series (a job snapshot's ``metrics``
     or ``store.series(run_id)``); the same keys as the summary's ``points`` except the cut name ("").
 
-    >>> partial_points({"penalty:merge:a": [(0, -0.5), (1, -0.2)], "loss": [(1, 2.0)]})[1]
-    {'label': 'merge, head A', 'split': 1, 'loss_penalty': -0.2, 'cut': '', 'mode': 'merge', 'head': 'a'}
+    >>> partial_points({"penalty:merge:b:b": [(0, -0.5), (1, -0.2)], "loss": [(1, 2.0)]})[1]["label"]
+    'merge, head B, embed B'
+    >>> partial_points({"penalty:merge:a": [(0, -0.5)]})[0]  # logged before the embedding choice: A's
+    {'label': 'merge, head A, embed A', 'split': 0, 'loss_penalty': -0.5, 'cut': '', 'mode': 'merge', 'head': 'a', 'embed': 'a'}
     """
     out = []
     for name, pts in metrics.items():
-        kind, _, rest = name.partition(":")
-        mode, _, head = rest.partition(":")
-        if kind != PENALTY_SERIES or not mode or not head:
+        parts = name.split(":")
+        if len(parts) not in (3, 4) or parts[0] != PENALTY_SERIES or not all(parts[1:]):
             continue
-        out += [{"label": _point_label(mode, head), "split": int(k), "loss_penalty": v, "cut": "", "mode": mode,
-                 "head": head} for k, v in pts]  # fmt: skip
+        mode, head, embed = parts[1], parts[2], parts[3] if len(parts) == 4 else "a"
+        out += [{"label": curve_label(mode, head, embed), "split": int(k), "loss_penalty": v, "cut": "", "mode": mode,
+                 "head": head, "embed": embed} for k, v in pts]  # fmt: skip
     return out
 
 
@@ -114,15 +133,21 @@ def depth_unit(spec: DepthSpec, source: LMSetup | dict, job: tuple, step0: int, 
         _, mode, head, k, with_sample = job
         j = receiver_block(k, n_a, n_b)
         yield "progress", (0.0, f"{mode}, head {head}, split {k}")
+        embed = spec.merge_embed(head) if mode == "merge" else "a"
         if mode == "merge":
-            model = build_merge(s.a, s.b, k, n_a, head)
+            model = build_merge(s.a, s.b, k, n_a, head, embed)
             res = lm_loss(model, s.windows, s.device, context.check_cancel)
             res["loss_penalty"] = loss_penalty(s.base[head]["loss"], res["loss"])
         else:
             model, res = stitch_once(s, spec, run, k, j, head, step0=step0, span=(0.0, 1.0), log_every=10)
-        point = {"mode": mode, "head": head, "split": k, "receiver": j, "depth": round(k / max(n_a, 1), 6),
-                 "cut": cut_name(s.a.family, k), "label": _point_label(mode, head),
+        point = {"mode": mode, "head": head, "embed": embed, "split": k, "receiver": j,
+                 "depth": round(k / max(n_a, 1), 6), "cut": cut_name(s.a.family, k),
+                 "label": curve_label(mode, head, embed), "layout": model.layout,
                  "loss": res["loss"], "loss_penalty": res["loss_penalty"], "penalty_base": head}  # fmt: skip
+        if mode == "stitch":
+            point["start_from"] = res["start_from"]
+            if "held_out" in res:
+                point["held_out"] = {k2: v for k2, v in res["held_out"].items() if k2 != "checks"}
         sample = sample_of(model, s.a, s.data, spec, s.block, s.device) if with_sample else None
         yield "metrics", run.take()
         yield "cells", [{"point": point, "sample": sample}]
@@ -197,9 +222,9 @@ def run_depth(spec: DepthSpec, ctx: RunContext) -> dict:
                 if "point" in item:
                     p = item["point"]
                     found[key] = event.stamp(p)
-                    ctx.log(p["split"], {_penalty_series(p["mode"], p["head"]): p["loss_penalty"]})
+                    ctx.log(p["split"], {_penalty_series(p["mode"], p["head"], p["embed"]): p["loss_penalty"]})
                     if item["sample"] is not None:
-                        samples[f"{p['mode']}, head {p['head'].upper()}, split {p['split']}"] = item["sample"]
+                        samples[f"{p['label']}, split {p['split']}"] = item["sample"]
                     finished += weight[key]
                     inside.pop(key, None)
                     shown = format_pct(loss_penalty_pct(p["loss_penalty"]))  # as the page draws it: higher = worse
@@ -220,6 +245,7 @@ def run_depth(spec: DepthSpec, ctx: RunContext) -> dict:
                 "cols": [cut_name(s.b.family, j) for j in range(n_b + 1)], "values": values, "head": "b"}
     out = common_summary(s, spec)
     out.update({"mode": "depth", "points": points, "splits": splits, "skipped": skipped, "heatmap": heat,
+                "embed": spec.embed, "until": spec.until, "start": spec.start,
                 "samples": samples, "seconds": round(time.perf_counter() - t0, 3)})
     if failed:  # unit key -> why (its cluster task failed for good); the rest completed
         out["failed"] = failed

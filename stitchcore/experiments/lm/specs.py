@@ -18,9 +18,23 @@ from stitchcore.experiments._spec import Spec, check_at_least, check_choice, che
 from stitchcore.stitching.adapters import AdapterSpec
 from stitchcore.stitching.train import parse_objective
 
-__all__ = ["LM_ADAPTER", "MODES", "DepthSpec", "LMStitchSpec", "MergeSpec"]
+__all__ = ["EMBEDS", "LM_ADAPTER", "MODES", "STARTS", "UNTILS", "DepthSpec", "LMStitchSpec", "MergeSpec"]
 
 MODES = ("merge", "stitch")
+# How long an adapter trains.  "steps" (the reading of specs written before issue 25, whose dicts lack the key):
+# exactly ``steps`` steps.  "converged": until the next-token loss on a held-out part of the TRAIN text
+# (lm.train.TUNE_FRACTION, never the validation windows the results report) stops improving by more than
+# ``tol`` (relative) over ``patience`` checks ``check_every`` steps apart, at most ``steps`` steps; the best
+# checked adapter is kept.
+UNTILS = ("converged", "steps")
+# Where the adapter starts.  "init" (the old reading): the adapter spec's init.  "best": the better, on the same
+# held-out train text, of the adapter's init and the identity where the shapes allow it (D_A == D_B and a kind
+# with an identity; the head-A stitch at split L is then A itself).
+STARTS = ("best", "init")
+# Whose embeddings (wte, wpe) read the input of a depth sweep's merges.  "tied" (default): those of the model
+# whose head is used, since GPT heads are tied to wte; "a": always A's (the old reading, dicts without the key).
+EMBEDS = ("tied", "a", "b")
+_LEGACY_TRAIN = {"until": "steps", "start": "init"}  # what a stored dict without these keys meant
 # Per-token linear map, least-squares start, no BatchNorm (train-mode BN would mix a batch's
 # tokens, future positions included).
 LM_ADAPTER = AdapterSpec(kind="linear", norm="none", resample="none", init="lstsq")
@@ -72,14 +86,24 @@ class _Train:
 
     adapter: AdapterSpec = field(default_factory=lambda: LM_ADAPTER)
     objective: str = "task"  # task | match | kd | weighted sum "task+0.5*match"
-    steps: int = 200  # adapter optimiser steps (0 = the closed-form / initial adapter only)
+    steps: int = 2000  # until "steps": the optimiser steps; until "converged": the cap (0 = the start adapter only)
     batch_size: int = 32  # windows per step
     lr: float = 1e-3  # AdamW, cosine to 0
     weight_decay: float = 0.0
     mlp_hidden: int = 0  # > 0: the "mlp" adapter, linear map + a zero-initialised GELU MLP branch of this width
+    until: str = "converged"  # converged | steps (see UNTILS; a stored dict without it means "steps")
+    start: str = "best"  # best | init (see STARTS; a stored dict without it means "init")
+    check_every: int = 50  # until "converged": steps between held-out checks
+    patience: int = 4  # until "converged": checks without an improvement > tol before stopping
+    tol: float = 1e-3  # until "converged": the relative held-out loss improvement that counts
 
     def _check_train(self) -> None:
         object.__setattr__(self, "adapter", _adapter(self.adapter))
+        check_choice("until", self.until, UNTILS)
+        check_choice("start", self.start, STARTS)
+        if self.check_every < 1 or self.patience < 1:
+            raise StitchError("check_every and patience must be at least 1")
+        check_at_least("tol", self.tol, 0, "e.g. 1e-3 (a 0.1% better held-out loss)")
         parse_objective(self.objective)
         if self.adapter.kind == "identity":
             raise StitchError("an identity adapter is a merge; use mode merge")
@@ -87,6 +111,31 @@ class _Train:
             raise StitchError("steps and mlp_hidden must be >= 0 and batch_size >= 1")
         check_positive("lr", self.lr, "typical values 1e-4 .. 1e-2 (default 1e-3)")
         check_at_least("weight_decay", self.weight_decay, 0, "0 turns it off")
+
+    @property
+    def converges(self) -> bool:
+        """Whether training stops on the held-out train loss (else it runs exactly ``steps`` steps)."""
+        return self.until == "converged"
+
+    @property
+    def holds_out(self) -> bool:
+        """Whether a part of the train text is held out (to stop or to choose the start)."""
+        return self.until == "converged" or self.start == "best"
+
+    def _train_dict(self, d: dict) -> dict:
+        """``d`` without the training-rule keys that hold the old reading (old run ids stay the same)."""
+        for key, legacy in _LEGACY_TRAIN.items():
+            if d.get(key) == legacy:
+                del d[key]
+        if self.until != "converged":
+            for key in ("check_every", "patience", "tol"):
+                d.pop(key, None)
+        return d
+
+    @classmethod
+    def _legacy(cls, d: dict) -> dict:
+        """A stored dict with the old reading filled in where the keys are absent."""
+        return {**_LEGACY_TRAIN, **d}
 
     @property
     def adapter_name(self) -> str:
@@ -113,6 +162,13 @@ class LMStitchSpec(_Train, _Eval):
             raise StitchError("head_at is for head 'a' (where A's head takes over); leave it out with head 'b'")
         self._check_train()
 
+    def to_dict(self) -> dict:
+        return self._train_dict(super().to_dict())
+
+    @classmethod
+    def from_dict(cls, d: dict) -> LMStitchSpec:
+        return super().from_dict(cls._legacy(dict(d)))
+
     def label(self) -> str:
         j = self.cut_a if self.cut_b is None else self.cut_b
         return f"lm stitch {self.a}[{self.cut_a}] -> {self.b}[{j}], head {self.head} ({self.adapter_name})"
@@ -132,6 +188,7 @@ class DepthSpec(_Train, _Eval):
     heads: tuple[str, ...] = ("a", "b")  # which heads: a (preserved), b
     splits: tuple[int, ...] | None = None  # split positions; None = every one, 0 .. L
     heatmap: bool = False  # also stitch every (i, j) pair with B's head (the heat map)
+    embed: str = "tied"  # merges' embeddings: tied (the head's model's) | a | b (see EMBEDS; absent = "a")
 
     def __post_init__(self) -> None:
         if not self.a or not self.b:
@@ -144,7 +201,22 @@ class DepthSpec(_Train, _Eval):
                 check_choice(name, v, choices)
         if self.splits is not None:
             object.__setattr__(self, "splits", tuple(int(s) for s in self.splits))
+        check_choice("embed", self.embed, EMBEDS)
         self._check_train()
+
+    def merge_embed(self, head: str) -> str:
+        """Whose embeddings a merge with ``head`` reads its input with: ``a`` or ``b``."""
+        return head if self.embed == "tied" else self.embed
+
+    def to_dict(self) -> dict:
+        d = self._train_dict(super().to_dict())
+        if d.get("embed") == "a":  # the old reading: absent
+            del d["embed"]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> DepthSpec:
+        return super().from_dict({"embed": "a", **cls._legacy(dict(d))})
 
     def label(self) -> str:
         extra = " + heat map" if self.heatmap else ""
