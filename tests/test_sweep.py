@@ -192,7 +192,8 @@ def test_spec_errors_name_the_fix(trained_store):
     with pytest.raises(AdapterError, match="one architecture"):
         run_experiment("sweep", SweepSpec(ref0, zoo_ref(mlp), control=False), store)
     assert {p.name for p in list_presets()} == {"inheritance", "special-layer", "distributed", "simplicity",
-                                                "connectivity", "more-is-better", "label-noise"}
+                                                "two-cue", "connectivity", "more-is-better", "label-noise",
+                                                "coarse-labels", "kernel-size", "early-convergence"}
     with pytest.raises(StitchError, match="special-layer"):
         get_preset("nope")
 
