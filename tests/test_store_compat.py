@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from stitchcore.data.images import load_dataset
 from stitchcore.experiments import run_experiment, spec_from_record
-from stitchcore.experiments.lm import partial_points
+from stitchcore.experiments.lm import labelled_points, partial_points
 from stitchcore.experiments.matrix import cell_grid, partial_cells
 from stitchcore.experiments.sweep import partial_positions
 from stitchcore.models.sources import load_model
@@ -90,8 +90,10 @@ def test_depth_points_read_back_from_the_series(store):
     rid = KIND_OF["lmdepth"]
     s = store.lookup(rid).summary
     live = partial_points(store.series(rid))  # what the page draws while the sweep runs
+    done = labelled_points(s["points"])  # ... and once it is done (stored before the embedding choice: A's)
     keys = ("label", "split", "loss_penalty")
-    assert [tuple(p[k] for k in keys) for p in live] == [tuple(p[k] for k in keys) for p in s["points"]]
+    assert [tuple(p[k] for k in keys) for p in live] == [tuple(p[k] for k in keys) for p in done]
+    assert all(p["label"].endswith("embed A") for p in done)
 
 
 @pytest.mark.parametrize("run_id", ZOO)
