@@ -25,7 +25,8 @@ st.caption(
     "A up to a sender cut, a trained adapter, B from a receiver cut: a low layer of A into a high layer of B skips "
     "B's blocks, the other way repeats them, and the two may be different families (a ResNet's feature maps into "
     "a ViT's tokens or a Swin's maps). Every cut pair is tried with every adapter recipe (kind × BatchNorm × "
-    "rescaling, Traft & Cheney); each network's accuracy is set against its FLOPs."
+    "rescaling, Traft & Cheney); each network's accuracy is set against its cost (multiply-adds, the paper's "
+    "unit; FLOPs = 2 per MAC)."
 )
 KINDS = tuple(k for k in list_adapters() if k != "identity")  # a merge adds no adapter: not a recipe here
 DEFAULTS = AssembleSpec(a="zoo:x", b="zoo:x")
