@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import tempfile
 import time
@@ -21,6 +20,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _seeds import per_position  # bench/ is the script's folder
 
 from stitchcore.experiments.sweep import penalty_along
 from stitchcore.experiments.trait_presets import get_preset, run_preset
@@ -38,17 +39,6 @@ CLAIMS = {
     "two-cue": "The cue a stitched model uses comes from the model whose layers decide: B's cue at early cuts, "
                "A's at late ones (Oxford report, MNIST-CIFAR).",
 }
-
-
-def stat(values: list[float]) -> dict:
-    vals = [float(v) for v in values if v is not None]
-    return {"mean": round(statistics.fmean(vals), 4), "min": round(min(vals), 4), "max": round(max(vals), 4),
-            "n": len(vals)}  # fmt: skip
-
-
-def per_position(rows: list[list[float]]) -> list[dict]:
-    """[seed][position] -> one stat per position."""
-    return [stat([r[i] for r in rows]) for i in range(len(rows[0]))]
 
 
 def measure(name: str, seeds: list[int], root: Path) -> dict:

@@ -23,21 +23,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _seeds import per_position, stat  # bench/ is the script's folder
+
 from stitchcore.experiments.trait_presets import run_preset
 from stitchcore.models.info import weights_fingerprint
 from stitchcore.models.sources import load_model
 from stitchcore.store.results import Store
-
-
-def stat(values: list[float]) -> dict:
-    vals = [float(v) for v in values if v is not None]
-    return {"mean": round(statistics.fmean(vals), 4), "min": round(min(vals), 4), "max": round(max(vals), 4),
-            "n": len(vals)}  # fmt: skip
-
-
-def per_position(rows: list[list[float]]) -> list[dict]:
-    """[seed][position] -> one stat per position."""
-    return [stat([r[i] for r in rows]) for i in range(len(rows[0]))]
 
 
 def main() -> None:
