@@ -8,9 +8,22 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from tests.e2e.conftest import open_app
+from tests.e2e.conftest import open_app, serve
 
 MEASURE, TITLE = "procrustes", "Procrustes distance"
+
+
+@pytest.fixture(scope="module")
+def e2e_store(tmp_path_factory):
+    """A store of this module's own: on the shared server another test may have launched the same matrix beside
+    another measure first, and Results then shows the one launched nearest the matrix (similarity_beside)."""
+    return tmp_path_factory.mktemp("measure-store")
+
+
+@pytest.fixture(scope="module")
+def app_url(e2e_store):
+    with serve(e2e_store) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
