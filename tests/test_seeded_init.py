@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,30 @@ def test_trained_and_pretrained_loads_leave_the_rng_alone_too(trained_store):
     torch.manual_seed(7)
     load_model(refs[0], store=store)
     assert torch.equal(torch.rand(3), expected)
+
+
+def test_another_thread_drawing_meanwhile_changes_no_weight(trained_store):
+    """A server builds a page's model while another thread draws from torch's global RNG (a background timing
+    runs a stitch, which seeds it): the weights are the ones a quiet process draws.  They once were not, and
+    two servers showed two fingerprints for one random-init ref."""
+    store, refs = trained_store
+    quiet = {ref: weights_fingerprint(load_model(ref, store=store).model) for ref in (TIMM, random_twin(refs[0], 4))}
+    stop = threading.Event()
+
+    def draw() -> None:
+        while not stop.is_set():
+            torch.manual_seed(1)
+            torch.rand(1000)
+
+    noise = threading.Thread(target=draw, daemon=True)
+    noise.start()
+    try:
+        for _ in range(3):
+            busy = {ref: weights_fingerprint(load_model(ref, store=store).model) for ref in quiet}
+            assert busy == quiet
+    finally:
+        stop.set()
+        noise.join()
 
 
 def test_zoo_random_weights_are_the_seeded_ones_as_before(trained_store):

@@ -7,6 +7,7 @@ A source is a function ``(ref: ModelRef, store) -> LoadedModel`` registered unde
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from stitchcore.models.preprocess import Preprocess
 
@@ -23,6 +25,7 @@ __all__ = [
     "LoadedModel",
     "freeze",
     "hub_image_model",
+    "private_rng",
     "seeded_init",
     "wrap_arch_model",
 ]
@@ -69,10 +72,63 @@ def freeze(model: nn.Module) -> nn.Module:
     return model
 
 
+# A factory overload without a generator (``randn.default``) has a twin that takes one (``randn.generator``).
+_GENERATOR_TWIN = {"default": "generator", "low": "low_generator", "names": "generator_with_names"}
+
+
+@functools.cache
+def _with_generator(func: torch._ops.OpOverload) -> torch._ops.OpOverload | None:
+    """``func`` if it takes ``generator=``, else its twin that does, else None (not a random op)."""
+    if any(arg.name == "generator" for arg in func._schema.arguments):
+        return func
+    twin = _GENERATOR_TWIN.get(func._overloadname)
+    if twin is not None and twin in func.overloadpacket.overloads():
+        return getattr(func.overloadpacket, twin)
+    return None
+
+
+class _PrivateGenerator(TorchDispatchMode):
+    """Hands ``gen`` to every random ATen op of this thread that names no generator (dispatch modes are per
+    thread).  At the ATen level, so draws nested inside ``torch.nn.init`` and the hubs' own init code are seen."""
+
+    def __init__(self, gen: torch.Generator) -> None:
+        super().__init__()
+        self.gen = gen
+
+    def __torch_dispatch__(self, func: torch._ops.OpOverload, types: Any, args: tuple = (),
+                           kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        random_op = _with_generator(func)
+        if random_op is not None and kwargs.get("generator") is None:
+            func, kwargs = random_op, {**kwargs, "generator": self.gen}
+        return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def private_rng(seed: int) -> Iterator[torch.Generator]:
+    """Random draws of this thread inside the block come from a CPU generator of its own, seeded ``seed``:
+    the same stream as ``torch.manual_seed(seed)`` gives, but torch's global generator is neither read nor
+    moved, so another thread drawing from it meanwhile (a page, a background timing) changes nothing here,
+    and nothing here changes its draws.
+
+    >>> torch.manual_seed(5); before = torch.random.get_rng_state()  # doctest: +ELLIPSIS
+    <torch._C.Generator object at ...>
+    >>> with private_rng(0):
+    ...     w = torch.nn.Linear(2, 2).weight
+    >>> _ = torch.manual_seed(0)
+    >>> torch.equal(w, torch.nn.Linear(2, 2).weight)  # what a global seed of 0 would have drawn
+    True
+    >>> _ = torch.random.set_rng_state(before)
+    """
+    gen = torch.Generator().manual_seed(seed)
+    with _PrivateGenerator(gen):
+        yield gen
+
+
 @contextlib.contextmanager
 def seeded_init(seed: int) -> Iterator[None]:
-    """Build random weights inside this block: torch's CPU RNG seeded ``seed``, the caller's RNG state
-    restored on exit (so loading a model never moves a caller's random draws).
+    """Build random weights inside this block: drawn from a generator seeded ``seed`` (:func:`private_rng`),
+    so the same in every process and whatever other threads draw meanwhile; the caller's RNG is untouched.
 
     >>> torch.manual_seed(5); before = torch.random.get_rng_state()  # doctest: +ELLIPSIS
     <torch._C.Generator object at ...>
@@ -84,8 +140,7 @@ def seeded_init(seed: int) -> Iterator[None]:
     >>> torch.equal(before, torch.random.get_rng_state())
     True
     """
-    with torch.random.fork_rng(devices=[]):  # models are built on the CPU: its generator is the one to fork
-        torch.manual_seed(seed)
+    with private_rng(seed):
         yield
 
 

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
-from stitchcore.models.loaded import LoadedModel, freeze, wrap_arch_model
+from stitchcore.models.loaded import LoadedModel, freeze, private_rng, wrap_arch_model
 from stitchcore.models.refs import ModelRef, parse_ref
 from stitchcore.models.sources import file, hf, timm, torchvision, zoo  # noqa: F401  (each registers itself)
 from stitchcore.models.sources._registry import SOURCES, SourceFn, register_source
@@ -60,7 +58,7 @@ def load_model(ref: str | ModelRef, store: Any = None) -> LoadedModel:
     :class:`CheckpointError` when the model cannot be loaded, each naming the fix.
     """
     ref = parse_ref(ref)
-    with torch.random.fork_rng(devices=[]):
+    with private_rng(0):  # draws for weights then loaded: a throwaway generator, never the global one
         loaded = get_source(ref.scheme)(ref, store)
     freeze(loaded.model)
     loaded.ref = loaded.ref or str(ref)
