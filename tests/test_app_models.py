@@ -100,6 +100,21 @@ def test_train_via_form_shows_finished_card_then_cache_hit(open_page):
     assert "zoo:cnn-digits-s0" in at.selectbox(key="zoo_pick").options
 
 
+def test_fine_tune_a_hub_model_from_the_form(open_page):
+    at = open_page()
+    at.text_input(key="zoo_start").input("timm:test_resnet?pretrained=false").run()
+    assert any("add num_classes=10" in e for e in errors(at)) and at.button(key=TRAIN).disabled
+    at.text_input(key="zoo_start").input("timm:test_resnet?pretrained=false&num_classes=10")
+    at.number_input(key="zoo_image_size").set_value(16)
+    at.number_input(key="zoo_epochs_cnn").set_value(1).run()
+    assert not errors(at) and any("**timm:test_resnet**, the start's own" in c.value for c in at.caption)
+    at.button(key=TRAIN).click().run()
+    run_id = at.query_params["run"][0] if isinstance(at.query_params["run"], list) else at.query_params["run"]
+    snap = ui.get_runner().wait(run_id, timeout=120)
+    assert snap.state == "done", snap.error
+    assert snap.summary["arch"] == "timm:test_resnet" and snap.summary["ref"].startswith("zoo:testresnet-digits-s0-")
+
+
 def test_inspect_zoo_ref_lists_cuts_and_base_accuracy(open_page, trained_store):
     store, refs = trained_store
     at = open_page(store.root)

@@ -16,10 +16,12 @@ from stitchcore.experiments.matrix import run as matrix_run
 from stitchcore.experiments.matrix.spec import MatrixSpec
 from stitchcore.experiments.sweep import SweepSpec
 from stitchcore.experiments.trait_presets import TASK_EPOCHS, get_preset, zoo_ref
-from stitchcore.experiments.zoo import ZooRecipe
+from stitchcore.experiments.stitch import StitchSpec
+from stitchcore.experiments.trait_presets import L1_PRUNE, L2
+from stitchcore.experiments.zoo import ZooRecipe, check_zoo
 from stitchcore.measures.simplicity import REPORT_KEYS, gzip_bits, report_simplicity
 from stitchcore.models.info import weights_fingerprint
-from stitchcore.models.refs import random_twins
+from stitchcore.models.refs import random_twin, random_twins
 from stitchcore.models.sources import load_model
 from stitchcore.store.results import Store, run_id_for
 from tests.conftest import copy_store
@@ -114,8 +116,45 @@ def test_fine_tuning_starts_from_a_trained_model(trained_store):
     gaps = [float((p - q).abs().max()) for p, q in zip(start.parameters(), moved.parameters(), strict=True)]
     assert max(gaps) < 1e-4  # one epoch at lr 1e-7: still the start's weights (a fresh init is far away)
     assert "start" in tuned.to_dict() and "start" not in ZooRecipe().to_dict()
-    with pytest.raises(StitchError, match="zoo: or file:"):
-        ZooRecipe(start="timm:resnet18")
+    with pytest.raises(StitchError, match="zoo:, file: .*timm: or torchvision:"):
+        ZooRecipe(start="hf:/some/dir?task=image-classification")
+
+
+HUB_START = "timm:test_resnet?num_classes=10&pretrained=false"  # timm's own tiny ResNet, random init
+
+
+def test_a_hub_model_is_fine_tuned_with_l1_pruning_and_with_l2_then_stitched(tmp_path):
+    """The report's Fig. 6 setting from a hub start: one timm model fine-tuned twice (L1 + pruning, L2), each
+    stored as a zoo model of the hub architecture that loads back (trained, random twin, as a file), then
+    stitched; a torchvision model fine-tunes the same way."""
+    store = Store(tmp_path / "store")
+    tiny = {"start": HUB_START, "epochs": 2, "image_size": 16, "lr": 0.02}
+    a = run_experiment("zoo", ZooRecipe(seed=1, **tiny, **{**L1_PRUNE, "prune_every": 1}), store).record.summary
+    b = run_experiment("zoo", ZooRecipe(seed=2, **tiny, **L2), store).record.summary
+    assert a["arch"] == b["arch"] == "timm:test_resnet" and a["input_shape"] == [3, 16, 16]
+    assert a["sparsity"] > 0.3 and b["sparsity"] == 0.0 and min(a["accuracy"], b["accuracy"]) > 0.2
+    start = load_model(HUB_START).model
+    tuned = load_model(a["ref"], store=store)
+    assert tuned.input_shape == (3, 16, 16) and tuned.meta["arch"] == "timm:test_resnet"
+    assert weights_fingerprint(tuned.model) not in (weights_fingerprint(start), weights_fingerprint(
+        load_model(random_twin(a["ref"], 0), store=store).model))
+    blob = store.artifact_path(store.list_runs(kind="zoo")[-1].id, "model.safetensors")
+    assert load_model(f"file:{blob}").meta["arch"] == "timm:test_resnet"  # the blob names its architecture
+    stitch = run_experiment("stitch", StitchSpec(a["ref"], b["ref"], "layer1.0", "layer1.0", epochs=1, max_train=256,
+                                                 max_test=256), store).record.summary  # fmt: skip
+    assert stitch["accuracy"] is not None
+    tv = run_experiment("zoo", ZooRecipe(start="torchvision:resnet18?num_classes=10&weights=none", epochs=1,
+                                         image_size=16, batch_size=128), store).record.summary  # fmt: skip
+    assert tv["arch"] == "torchvision:resnet18" and load_model(tv["ref"], store=store).num_classes == 10
+
+
+def test_a_hub_start_that_cannot_be_fine_tuned_is_refused_before_it_runs():
+    with pytest.raises(StitchError, match="1000 outputs .* add num_classes=10"):
+        check_zoo(ZooRecipe(start="timm:test_resnet?pretrained=false"))
+    with pytest.raises(StitchError, match="brings its own architecture"):
+        ZooRecipe(arch="mlp", start=HUB_START)
+    with pytest.raises(StitchError, match="does not run at image size 16"):
+        check_zoo(ZooRecipe(start="timm:vit_tiny_patch16_224?num_classes=10&pretrained=false", image_size=16))
 
 
 def test_oxford_presets_default_to_a_task_trained_stitch_and_keep_matching_as_an_option():

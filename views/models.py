@@ -11,7 +11,9 @@ import streamlit as st
 import ui
 from stitchcore.data.images import list_datasets, load_dataset
 from stitchcore.errors import StitchError
+from stitchcore.experiments import check_spec
 from stitchcore.experiments.zoo import ZooRecipe
+from stitchcore.experiments.zoo_recipe import HUB_STARTS
 from stitchcore.models.archs import arch_input_kind, arch_recipe_defaults, list_archs
 from stitchcore.models.info import describe_model
 from stitchcore.models.loaded import LoadedModel
@@ -75,6 +77,7 @@ def train_form() -> str | None:
                                key=f"zoo_epochs_{arch}")  # fmt: skip
     image_size = c[1].number_input(
         "Image size",
+        key="zoo_image_size",
         min_value=4,
         max_value=512,
         value=None,
@@ -84,7 +87,7 @@ def train_form() -> str | None:
     )
     l1 = c[2].number_input("L1 penalty", min_value=0.0, value=DEFAULT.l1, format="%g", step=1e-5)
     l2 = c[3].number_input("L2 penalty", min_value=0.0, value=DEFAULT.l2, format="%g", step=1e-4)
-    with st.expander("Traits and pruning"):
+    with st.expander("Traits, pruning and fine-tuning"):
         c = st.columns(5)
         relabel_x = c[0].number_input(
             "Relabel class X",
@@ -109,12 +112,20 @@ def train_form() -> str | None:
         prune_fraction = c[4].number_input(
             "Prune fraction", min_value=0.0, max_value=0.95, value=0.0, step=0.05, format="%.2f"
         )
+        start_ref = st.text_input(
+            "Fine-tune from", value="", placeholder="fresh weights", key="zoo_start",
+            help="start from a trained model instead of a fresh init (the report's Fig. 6: one start fine-tuned "
+                 "with L1 + pruning and with L2): zoo:NAME, file:PATH of the architecture above, or "
+                 "timm:NAME / torchvision:NAME with num_classes= the dataset's (its own architecture is used)",
+        ).strip() or None  # fmt: skip
+    hub = start_ref is not None and start_ref.split(":", 1)[0] in HUB_STARTS
     recipe, why_not = None, None
     try:
         if (relabel_x is None) != (relabel_y is None):
             raise StitchError("relabel needs both classes: fill in X and Y, or clear both")
         recipe = ZooRecipe(
-            arch=arch,
+            start=start_ref,
+            arch=DEFAULT.arch if hub else arch,  # a hub start brings its own architecture
             dataset=dataset,
             seed=int(seed),
             optimizer=optimizer,
@@ -127,9 +138,15 @@ def train_form() -> str | None:
             prune_every=int(prune_every),
             prune_fraction=float(prune_fraction),
         )
+        if start_ref is not None:  # the start loads and fits the dataset: said now, not after Train
+            check_spec("zoo", recipe, ui.get_store())
     except StitchError as exc:
         ui.show_error(exc)
-        why_not = "the recipe has an error (above)"
+        recipe, why_not = None, "the recipe has an error (above)"
+    if recipe is not None and recipe.fine_tunes_hub:
+        st.caption(f"Architecture: **{recipe.arch}**, the start's own (the picker above does not apply); inputs "
+                   f"through its preprocessing" + (f" at {recipe.image_size}x{recipe.image_size}" if recipe.image_size
+                                                   else " at its own size"))  # fmt: skip
     ui.show_estimate("zoo", recipe, form_keys={"epochs": f"zoo_epochs_{arch}"})
     if viewer:
         st.caption("Viewer mode: training is switched off; trained models can still be inspected below.")

@@ -8,6 +8,8 @@ the store and a recipe is never trained twice.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import logging
 import os
 import tempfile
@@ -39,13 +41,14 @@ from stitchcore.experiments.zoo_recipe import ZooRecipe, checkpoint_artifact, zo
 from stitchcore.models.archs import arch_defaults, arch_input_kind, create_arch
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.preprocess import Preprocess
-from stitchcore.models.refs import parse_ref
+from stitchcore.models.refs import parse_ref, random_twin
 from stitchcore.models.sources import load_model
 from stitchcore.models.sources.checkpoint import load_into, save_checkpoint
 from stitchcore.stitching.evaluate import count_params, evaluate_batches
 from stitchcore.stitching.train import train_classifier
 
-__all__ = ["ZooRecipe", "check_zoo", "estimate_zoo", "train_zoo", "untrained_model", "zoo_name", "zoo_stand_in"]
+__all__ = ["ZooRecipe", "check_zoo", "estimate_zoo", "hub_start", "train_zoo", "untrained_model", "zoo_name",
+           "zoo_stand_in"]
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +75,12 @@ def untrained_model(recipe: ZooRecipe) -> LoadedModel:
     >>> m.input_shape, m.num_classes, m.ref
     ((1, 8, 8), 10, 'zoo:cnn-digits-s0?init=random')
     """
-    if arch_input_kind(recipe.arch) != "image":
+    if recipe.trains_language_model():
         return untrained_lm(recipe)
+    if recipe.fine_tunes_hub:  # its random twin, drawn from the recipe's seed
+        hub = hub_start(recipe, random_twin(recipe.start, recipe.seed))
+        hub.ref = f"zoo:{recipe.short_name()}?init=random"
+        return hub
     ds = load_dataset(recipe.dataset)
     size = recipe.image_size
     preprocess = Preprocess(size=(size, size) if size else None, channels=ds.image_shape[0], mean=ds.mean, std=ds.std)
@@ -87,6 +94,26 @@ def untrained_model(recipe: ZooRecipe) -> LoadedModel:
         input_shape=(c, size, size) if size else (c, h, w), preprocess=preprocess, num_classes=ds.num_classes,
         dataset=recipe.dataset, meta={"arch": recipe.arch, "arch_kwargs": kwargs, "class_names": list(ds.classes)},
     )
+
+
+def hub_start(recipe: ZooRecipe, ref: str, store: Any = None) -> LoadedModel:
+    """The hub model ``ref`` (the recipe's start, or its random twin) as the recipe trains it: on the recipe's
+    dataset through the hub's own preprocessing, at ``image_size`` when the recipe sets one; frozen, as loaded.
+    StitchError when its head does not fit the dataset's classes, naming the option that does."""
+    m = load_model(ref, store=store)
+    ds = load_dataset(recipe.dataset)
+    if m.input_kind != "image" or m.preprocess is None:
+        raise StitchError(f"start {recipe.start} is not an image classifier; a zoo recipe fine-tunes image models")
+    if m.num_classes != ds.num_classes:
+        raise StitchError(f"start {recipe.start} has {m.num_classes} outputs and {ds.name} has {ds.num_classes} "
+                          f"classes: add num_classes={ds.num_classes} to its ref")
+    pre = m.preprocess
+    if recipe.image_size is not None:
+        pre = dataclasses.replace(pre, size=(recipe.image_size, recipe.image_size))
+    return LoadedModel(ref=m.ref, model=m.model, input_kind="image", input_shape=(pre.channels, *pre.size),
+                       preprocess=pre, num_classes=ds.num_classes, dataset=recipe.dataset,
+                       meta={"arch": recipe.arch, "arch_kwargs": dict(m.meta.get("arch_kwargs") or {}),
+                             "class_names": list(ds.classes)})  # fmt: skip
 
 
 def _special_layer(model: torch.nn.Module, name: str) -> torch.nn.Module:
@@ -148,13 +175,19 @@ def check_zoo(recipe: ZooRecipe, store: Any = None) -> None:
     ...
     stitchcore.errors.StitchError: drop_class (--drop-class) 10 is not a class of digits; use 0..9
     """
-    if arch_input_kind(recipe.arch) != "image":  # unknown arch: RefError naming the close ones
+    if not recipe.fine_tunes_hub and arch_input_kind(recipe.arch) != "image":  # unknown: RefError naming close ones
         if recipe.dataset not in list_texts() and not recipe.dataset.startswith("file:"):
             raise DataError(f"{recipe.arch!r} is a language model: train it on a text corpus"
                             f" ({', '.join(list_texts())} or file:PATH), not on {recipe.dataset!r}")  # fmt: skip
         untrained_model(recipe)  # the corpus and the arch's options
         return
     model = untrained_model(recipe)  # unknown option, a dataset that is missing or does not fit the arch
+    if recipe.fine_tunes_hub and recipe.image_size is not None:  # not every hub model takes another input size
+        try:
+            model.model(model.example_input(1))
+        except Exception as exc:  # noqa: BLE001 (the model's own error, whatever it is, told in one line)
+            raise StitchError(f"{recipe.start} does not run at image size {recipe.image_size} "
+                              f"({str(exc).splitlines()[0][:160]}); leave image size out for its own") from None
     ds = load_dataset(recipe.dataset)
     last = ds.num_classes - 1
     given = {"drop_class": [recipe.drop_class], "relabel": list(recipe.relabel or ())}
@@ -203,7 +236,7 @@ def _zoo_units(recipe: ZooRecipe, device: torch.device) -> dict[str, float]:
 def estimate_zoo(recipe: ZooRecipe, ectx: EstimateContext) -> Estimate:
     """Training steps of the recipe (a language model's: :func:`~stitchcore.experiments.lm_zoo.estimate_lm_zoo`)."""
     device = ectx.device
-    if arch_input_kind(recipe.arch) != "image":
+    if recipe.trains_language_model():
         return estimate_lm_zoo(recipe, ectx)
     key = ("zoo", recipe.arch, repr(sorted(recipe.arch_kwargs.items())), recipe.dataset, recipe.image_size,
            recipe.batch_size, recipe.optimizer, recipe.l1 > 0, where(device))  # fmt: skip
@@ -226,7 +259,7 @@ def zoo_stand_in(recipe: ZooRecipe, run_id: str) -> dict[str, tuple[str, Any]]:
 @register_experiment("zoo", ZooRecipe.from_dict, check=check_zoo, estimate=estimate_zoo, makes=zoo_stand_in)
 def train_zoo(recipe: ZooRecipe, ctx: RunContext) -> dict:
     """Train ``recipe`` on its dataset; returns the summary stored with the run."""
-    if arch_input_kind(recipe.arch) != "image":  # language models: stitchcore.experiments.lm_zoo
+    if recipe.trains_language_model():  # language models: stitchcore.experiments.lm_zoo
         return train_lm_zoo(recipe, ctx, zoo_name(recipe, ctx.run_id))
     ds = load_dataset(recipe.dataset)
     train_ds = ds
@@ -234,14 +267,24 @@ def train_zoo(recipe: ZooRecipe, ctx: RunContext) -> dict:
         train_ds = relabel(train_ds, *recipe.relabel)
     if recipe.drop_class is not None:
         train_ds = drop_class(train_ds, recipe.drop_class)
-    size = recipe.image_size
-    preprocess = Preprocess(size=(size, size) if size else None, channels=ds.image_shape[0], mean=ds.mean, std=ds.std)
-    kwargs = _arch_kwargs(recipe, ds)
     torch.manual_seed(recipe.seed)
-    model = create_arch(recipe.arch, **kwargs)
-    if recipe.start is not None:  # fine-tune: the start's weights, strictly (same arch and shapes)
-        start = load_model(recipe.start, store=ctx.store)
-        load_into(model, start.model.state_dict(), recipe.start, recipe.arch)
+    if recipe.fine_tunes_hub:  # the hub model itself, its preprocessing, a copy made trainable
+        hub = hub_start(recipe, recipe.start, ctx.store)
+        model, preprocess, kwargs = copy.deepcopy(hub.model).train(), hub.preprocess, hub.meta["arch_kwargs"]
+        for p in model.parameters():
+            p.requires_grad_(True)
+        input_shape = hub.input_shape
+    else:
+        size = recipe.image_size
+        preprocess = Preprocess(size=(size, size) if size else None, channels=ds.image_shape[0], mean=ds.mean,
+                                std=ds.std)  # fmt: skip
+        kwargs = _arch_kwargs(recipe, ds)
+        model = create_arch(recipe.arch, **kwargs)
+        if recipe.start is not None:  # fine-tune: the start's weights, strictly (same arch and shapes)
+            start = load_model(recipe.start, store=ctx.store)
+            load_into(model, start.model.state_dict(), recipe.start, recipe.arch)
+        c, h, w = ds.image_shape
+        input_shape = (c, size, size) if size else (c, h, w)
     special = _special_layer(model, recipe.finetune_layer) if recipe.finetune_layer else None
     device = ctx.device
     bs = recipe.batch_size
@@ -260,7 +303,8 @@ def train_zoo(recipe: ZooRecipe, ctx: RunContext) -> dict:
         try:
             save_checkpoint(model, tmp, meta={"preprocess": preprocess.to_dict(), "dataset": recipe.dataset,
                                               "class_names": list(ds.classes),
-                                              **({"epoch": epoch} if epoch is not None else {})})  # fmt: skip
+                                              **({"epoch": epoch} if epoch is not None else {})},
+                            arch=(recipe.arch, kwargs) if recipe.fine_tunes_hub else None)  # fmt: skip
             ctx.store.put_artifact_file(ctx.run_id, checkpoint_artifact(epoch), tmp)
         finally:
             if os.path.exists(tmp):
@@ -307,8 +351,6 @@ def train_zoo(recipe: ZooRecipe, ctx: RunContext) -> dict:
     final = evaluate_batches(lambda x: model(preprocess(x)), ds.batches("test", 512), ds.num_classes, torch.device("cpu"))
     save(None)
     name = zoo_name(recipe, ctx.run_id)
-    c, h, w = ds.image_shape
-    input_shape = (c, size, size) if size else (c, h, w)
     return {
         "ref": f"zoo:{name}",
         "name": name,

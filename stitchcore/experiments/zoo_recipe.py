@@ -23,9 +23,12 @@ from stitchcore.experiments._spec import (
     field_label,
 )
 from stitchcore.models.archs import arch_input_kind
+from stitchcore.models.refs import parse_ref
 from stitchcore.stitching.train import OPTIMIZERS
 
-__all__ = ["ZooRecipe", "checkpoint_artifact", "zoo_name"]
+__all__ = ["HUB_STARTS", "ZooRecipe", "checkpoint_artifact", "zoo_name"]
+
+HUB_STARTS = ("timm", "torchvision")  # hub sources a recipe can fine-tune (start=), each a whole architecture
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,9 @@ class ZooRecipe(Spec):
     finetune_data: str | None = None  # e.g. "digits|relabel3to8": the trait is taught to that layer only
     finetune_lr: float | None = None  # None: the recipe's lr; smaller keeps the layer's other behaviour
     # Fine-tune from a trained model instead of a fresh init (the report's Fig. 6: L1 + pruning vs L2 from one
-    # start): a zoo: or file: ref of this arch (its weights load strictly); None = fresh init, as before.
+    # start): a zoo: or file: ref of this arch (its weights load strictly), or a timm:/torchvision: model (which
+    # brings its own architecture: ``arch`` becomes ``timm:NAME``; image_size overrides its input size);
+    # None = fresh init, as before.
     start: str | None = None
     # Checkpoints kept beside the final weights (Bansal et al.'s "early layers converge faster"): after each of
     # these epochs (0 = the initial weights) the model is saved as model-epochK.safetensors, loaded as
@@ -108,10 +113,30 @@ class ZooRecipe(Spec):
                               f"epoch is the model itself), got {list(epochs)}")
         object.__setattr__(self, "keep_epochs", tuple(sorted(set(epochs))))
         if self.start is not None:
-            scheme = str(self.start).split(":", 1)[0]
-            if scheme not in ("zoo", "file"):
-                raise StitchError(f"start {self.start!r}: fine-tuning starts from a zoo: or file: model of the "
-                                  f"recipe's arch (a hub model: save it as a file first and write file:PATH?arch=...)")
+            self._check_start()
+
+    def _check_start(self) -> None:
+        """A zoo:/file: start keeps ``arch``; a hub start sets it to the hub model's (``timm:NAME``)."""
+        scheme = str(self.start).split(":", 1)[0]
+        if scheme in ("zoo", "file"):
+            return
+        if scheme not in HUB_STARTS:
+            raise StitchError(f"start {self.start!r}: fine-tuning starts from a zoo:, file: (of a zoo arch), timm: or "
+                              f"torchvision: model (a hub model's own weights in a file: timm:NAME@file=PATH)")
+        hub_arch = f"{scheme}:{parse_ref(self.start).name}"
+        if self.arch not in (ZooRecipe.arch, hub_arch) or self.arch_kwargs:
+            raise StitchError(f"start {self.start} brings its own architecture ({hub_arch}): leave arch and "
+                              f"arch_kwargs out (got arch {self.arch!r}, arch_kwargs {self.arch_kwargs or {}})")
+        object.__setattr__(self, "arch", hub_arch)
+
+    @property
+    def fine_tunes_hub(self) -> bool:
+        """True when the model is a timm:/torchvision: start fine-tuned (``arch`` is then ``timm:NAME``).
+
+        >>> ZooRecipe(start="timm:resnet18?num_classes=10&pretrained=false").arch, ZooRecipe().fine_tunes_hub
+        ('timm:resnet18', False)
+        """
+        return ":" in self.arch
 
     @property
     def resolved_lr(self) -> float:
@@ -159,6 +184,8 @@ class ZooRecipe(Spec):
         >>> ZooRecipe(arch="gpt", dataset="pydoc").trains_language_model(), ZooRecipe().trains_language_model()
         (True, False)
         """
+        if self.fine_tunes_hub:
+            return False
         try:
             return arch_input_kind(self.arch) != "image"
         except StitchError:  # an unknown arch: the run will say so
@@ -167,7 +194,8 @@ class ZooRecipe(Spec):
     def short_name(self) -> str:
         """Readable part of the zoo ref: ``cnn-digits-s0`` (``-adamw`` when not sgd)."""
         dataset = re.sub(r"[^a-z0-9]+", "", self.dataset.lower().split(":")[0])
-        name = f"{self.arch}-{dataset}-s{self.seed}"
+        arch = re.sub(r"[^a-z0-9]+", "", self.arch.split(":")[-1].lower())  # timm:test_resnet -> testresnet
+        name = f"{arch}-{dataset}-s{self.seed}"
         return name + ("-adamw" if self.optimizer == "adamw" else "")
 
 

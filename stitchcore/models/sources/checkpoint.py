@@ -230,10 +230,12 @@ def _shared_free(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return out
 
 
-def save_checkpoint(model: nn.Module, path: str | os.PathLike, meta: dict[str, Any] | None = None) -> Path:
+def save_checkpoint(model: nn.Module, path: str | os.PathLike, meta: dict[str, Any] | None = None,
+                    arch: tuple[str, dict[str, Any]] | None = None) -> Path:
     """Write ``model``'s weights as safetensors with stitchcore's header, atomically.
 
-    The header records ``arch``/``arch_kwargs`` (from ``create_arch``) and
+    The header records ``arch``/``arch_kwargs`` (from ``create_arch``, else ``arch``: a hub family's
+    ``("timm:NAME", {"num_classes": 10, ...})``) and
     ``meta`` (JSON: preprocess dict, dataset, class_names ...), so
     ``load_model("file:" + path)`` rebuilds the model with no ``?arch=``.
     Writes a temp file beside ``path`` then ``os.replace``; returns the path.
@@ -249,6 +251,8 @@ def save_checkpoint(model: nn.Module, path: str | os.PathLike, meta: dict[str, A
     if getattr(model, "arch_name", None):
         header["arch"] = model.arch_name
         header["arch_kwargs"] = json.dumps(getattr(model, "arch_kwargs", {}))
+    elif arch is not None:
+        header["arch"], header["arch_kwargs"] = arch[0], json.dumps(arch[1])
     else:
         logger.warning("saving %s without arch info; loading it will need ?arch=", type(model).__name__)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import difflib
 
+from torch import nn
+
 from stitchcore.errors import RefError
 from stitchcore.models.archs import create_arch
 from stitchcore.models.loaded import LoadedModel, seeded_init
 from stitchcore.models.preprocess import Preprocess
 from stitchcore.models.refs import ModelRef
-from stitchcore.models.sources._registry import register_source
+from stitchcore.models.sources._registry import ARCH_BUILDERS, register_source
 from stitchcore.models.sources.checkpoint import load_into, read_checkpoint
 from stitchcore.store.results import RunRecord, Store
 
@@ -99,6 +101,16 @@ def zoo_epoch(ref: ModelRef) -> int | None:
     return int(epoch)
 
 
+def _architecture(summary: dict, ref: str) -> nn.Module:
+    """A zoo run's architecture with fresh weights: a zoo arch, or the hub model a recipe fine-tuned
+    (``arch`` ``timm:NAME``, built by its family's builder as ``file:?arch=timm:NAME`` is)."""
+    family, _, name = summary["arch"].partition(":")
+    if name:
+        model, _ = ARCH_BUILDERS.get(family)(name, dict(summary["arch_kwargs"]), ref, None)
+        return model
+    return create_arch(summary["arch"], **summary["arch_kwargs"])
+
+
 @register_source("zoo")
 def load_zoo_model(ref: ModelRef, store: Store | None = None) -> LoadedModel:
     """Rebuild the architecture from the run summary and load its safetensors weights."""
@@ -109,9 +121,9 @@ def load_zoo_model(ref: ModelRef, store: Store | None = None) -> LoadedModel:
     s = rec.summary
     if init == "random":
         with seeded_init(seed):  # the caller's RNG is left as it was
-            model = create_arch(s["arch"], **s["arch_kwargs"])
+            model = _architecture(s, str(ref))
     else:
-        model = create_arch(s["arch"], **s["arch_kwargs"])
+        model = _architecture(s, str(ref))
         kept = s.get("checkpoints") or []
         if epoch is not None and epoch not in kept:
             have = f"it kept epochs {', '.join(map(str, kept))}" if kept else "it kept no checkpoints"
