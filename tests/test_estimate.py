@@ -4,6 +4,7 @@ close to a real run on this machine, and silent (None) where they cannot say."""
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from types import ModuleType, SimpleNamespace
 
@@ -343,6 +344,34 @@ def test_full_calibrations_wait_while_a_job_runs(monkeypatch):
     finally:
         release()
     assert running.is_set not in est._BUSY_CHECKS
+
+
+def test_a_full_timing_under_way_stops_at_its_next_step_when_a_job_starts_and_is_done_after_it():
+    """A full timing that began before Launch does not run to its end beside the job (12 s of a 27 s preset
+    seen): its next timed section gives way, and the full lane times it again once no job runs."""
+    running = threading.Event()
+    sections: list[str] = []
+    key = ("test-defer", time.monotonic())
+
+    def measure() -> float:
+        est.timed(lambda: sections.append("first"))
+        if len(sections) == 1:
+            running.set()  # a run is launched between the first two sections
+        est.timed(lambda: sections.append("second"))
+        return 1.0
+
+    release = est.yield_to(running.is_set)
+    try:
+        est._calibrate(key, measure, None, is_quick=False)
+        assert sections == ["first"] and key not in est._CACHE and key in est._DEFERRED
+        assert est._FULL_LANE.busy_now()  # queued again, waiting for the job
+        running.clear()
+        est._FULL_LANE.join(10)
+        assert sections == ["first", "first", "second"] and est._CACHE[key] == 1.0 and key not in est._DEFERRED
+    finally:
+        release()
+        with est._LOCK:
+            est._CACHE.pop(key, None)
 
 
 def test_a_job_runner_holds_full_calibrations_back_while_it_runs_a_job(tmp_path):
