@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import json
 import os
 import shutil
 import sqlite3
@@ -58,29 +60,54 @@ def trained_store(_trained):
 
 
 @pytest.fixture(scope="session")
-def family_store(trained_store):
-    """trained_store plus a ViT and a Swin trained on digits with their architectures' recipe defaults
+def family_store(tmp_path_factory, worker_id):
+    """The two digit CNNs, a ViT and a Swin trained on digits with their architectures' recipe defaults
     (AdamW, 40 epochs: what ``zoo train --arch vit --dataset digits`` trains; ~25 s and ~15 s on one thread).
+    Trained once per test session: under pytest-xdist the first worker to ask trains them in the session's
+    shared temp dir (the others wait on a lock) and each worker gets a copy (it was ~55 s on each worker).
 
     Returns (store, {"cnn": ref, "cnn1": ref, "vit": ref, "swin": ref}, {family: test accuracy})."""
+    from stitchcore.store.results import Store
+
+    here = tmp_path_factory.mktemp("family") / "store"
+    if worker_id == "master":  # one process: nothing to share
+        refs, accuracy = _train_family(here)
+        return Store(here), refs, accuracy
+    shared = tmp_path_factory.getbasetemp().parent  # pytest-N/, above every worker's popen-gwK/
+    with open(shared / "family.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = shared / "family.json"
+        if not done.exists():
+            refs, accuracy = _train_family(shared / "family-store")
+            done.write_text(json.dumps({"refs": refs, "accuracy": accuracy}))
+        made = json.loads(done.read_text())
+    copy_store(shared / "family-store", here)
+    return Store(here), made["refs"], made["accuracy"]
+
+
+def _train_family(root: Path) -> tuple[dict[str, str], dict[str, float]]:
     from stitchcore.experiments import run_experiment
     from stitchcore.experiments.zoo import ZooRecipe
     from stitchcore.models.archs import arch_recipe_defaults
+    from stitchcore.store.results import Store
 
-    store, (cnn, cnn1) = trained_store
-    refs, accuracy = {"cnn": cnn, "cnn1": cnn1}, {}
+    refs, accuracy = {}, {}
     threads = torch.get_num_threads()
     # Always one thread, with or without pytest-xdist: the thread count changes the order of float sums, so
     # the trained weights (and every accuracy tests read off them) would differ between a run with -n 2 and
     # one without (seen: ViT 0.9356 on one thread, 0.9378 on two); on one thread they are the same every time.
     torch.set_num_threads(1)
     try:
-        for arch in ("vit", "swin"):
-            out = run_experiment("zoo", ZooRecipe(arch=arch, dataset="digits", **arch_recipe_defaults(arch)), store)
-            refs[arch], accuracy[arch] = out.record.summary["ref"], out.record.summary["accuracy"]
+        with Store(root) as store:
+            recipes = {"cnn": ZooRecipe(seed=0), "cnn1": ZooRecipe(seed=1)}
+            recipes.update({arch: ZooRecipe(arch=arch, dataset="digits", **arch_recipe_defaults(arch))
+                            for arch in ("vit", "swin")})  # fmt: skip
+            for family, recipe in recipes.items():
+                out = run_experiment("zoo", recipe, store)
+                refs[family], accuracy[family] = out.record.summary["ref"], out.record.summary["accuracy"]
     finally:
         torch.set_num_threads(threads)
-    return store, refs, accuracy
+    return refs, accuracy
 
 
 def copy_store(src: Path, dst: Path) -> None:
