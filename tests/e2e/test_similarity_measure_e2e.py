@@ -8,22 +8,12 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from tests.e2e.conftest import open_app, serve
+from tests.e2e.conftest import open_app
 
 MEASURE, TITLE = "procrustes", "Procrustes distance"
-
-
-@pytest.fixture(scope="module")
-def e2e_store(tmp_path_factory):
-    """A store of this module's own: on the shared server another test may have launched the same matrix beside
-    another measure first, and Results then shows the one launched nearest the matrix (similarity_beside)."""
-    return tmp_path_factory.mktemp("measure-store")
-
-
-@pytest.fixture(scope="module")
-def app_url(e2e_store):
-    with serve(e2e_store) as url:
-        yield url
+# Cuts no other browser test launches a matrix over: on the shared server, a matrix launched again beside another
+# measure would open from Results with the measure launched nearest it (similarity_beside), not this one.
+SENDERS, RECEIVERS = ("block1", "fc1"), ("fc1", "fc2")
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +42,7 @@ def _shows_measure(page) -> None:
 def test_matrix_reopened_shows_the_measure_it_was_launched_with(app_url, page, browser, refs):
     open_app(page, f"{app_url}/similarity?a={refs[0]}&b={refs[1]}")
     page.get_by_text("Choose…").click()  # two cuts a side: seconds
-    for label, keep in (("Sender cuts of A", ("block2", "fc1")), ("Receiver cuts of B", ("fc1", "fc2"))):
+    for label, keep in (("Sender cuts of A", SENDERS), ("Receiver cuts of B", RECEIVERS)):
         box = page.locator('[data-testid="stMultiSelect"]', has_text=label).first
         for name in ("block1", "block2", "flatten", "fc1", "fc2"):
             chip = box.locator('[data-baseweb="tag"]', has_text=name)
