@@ -9,7 +9,6 @@ the store and a recipe is never trained twice.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import logging
 import os
 import tempfile
@@ -109,7 +108,7 @@ def hub_start(recipe: ZooRecipe, ref: str, store: Any = None) -> LoadedModel:
                           f"classes: add num_classes={ds.num_classes} to its ref")
     pre = m.preprocess
     if recipe.image_size is not None:
-        pre = dataclasses.replace(pre, size=(recipe.image_size, recipe.image_size))
+        pre = pre.at_size(recipe.image_size)  # the hub's crop fraction kept
     return LoadedModel(ref=m.ref, model=m.model, input_kind="image", input_shape=(pre.channels, *pre.size),
                        preprocess=pre, num_classes=ds.num_classes, dataset=recipe.dataset,
                        meta={"arch": recipe.arch, "arch_kwargs": dict(m.meta.get("arch_kwargs") or {}),

@@ -73,6 +73,8 @@ def describe_preprocess(p: Preprocess | None) -> str:
     if p is None:
         return "none (token ids)"
     parts = [f"resize to {p.size[0]}×{p.size[1]} ({p.interpolation})" if p.size else "native size"]
+    if p.size and p.resize:
+        parts = [f"shorter side to {p.resize}, centre {p.size[0]}×{p.size[1]} ({p.interpolation})"]
     if p.channels:
         parts.append(f"{p.channels} channel{'s' if p.channels != 1 else ''}")
     parts.append("mean " + ", ".join(f"{v:.4g}" for v in p.mean))

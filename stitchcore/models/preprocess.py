@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from typing import Any
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -46,34 +47,66 @@ class Preprocess:
     mean: tuple[float, ...] = (0.0,)  # per channel (or one value broadcast)
     std: tuple[float, ...] = (1.0,)  # per channel (or one value broadcast)
     interpolation: str = "bilinear"  # torch interpolate mode for resizing
+    # The hubs' eval transform: the shorter side resized to this (aspect kept), then the centre ``size`` cropped
+    # (timm: floor(size / crop_pct); torchvision: the weights' resize_size).  None: squashed to ``size`` (the
+    # zoo's own models, which were trained so, and every record written before this field).
+    resize: int | None = None
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """[B, C, H, W] floats in [0, 1] -> [B, channels, *size] normalised."""
+    def __call__(self, x: torch.Tensor | Any) -> torch.Tensor:
+        """[B, C, H, W] floats in [0, 1] (any H, W; or one PIL image) -> [B, channels, *size] normalised."""
+        if not isinstance(x, torch.Tensor):  # a PIL image: [1, C, H, W] in [0, 1]
+            x = _pil_to_batch(x, self.channels)
         if self.channels is not None and x.shape[1] != self.channels:
             if x.shape[1] == 1:
                 x = x.expand(-1, self.channels, -1, -1)
             elif self.channels == 1:
                 x = x.mean(dim=1, keepdim=True)
+            elif x.shape[1] == 4 and self.channels == 3:  # RGBA: the alpha channel is dropped
+                x = x[:, :3]
             else:
                 raise ValueError(f"cannot map {x.shape[1]} channels to {self.channels}")
-        if self.size is not None and tuple(x.shape[-2:]) != tuple(self.size):
-            kwargs = {"align_corners": False} if self.interpolation in ("bilinear", "bicubic") else {}
-            x = F.interpolate(x, size=tuple(self.size), mode=self.interpolation, **kwargs)
+        if self.size is not None and self.resize is not None:
+            x = _center_crop(self._resize(x, _shorter_side_to(tuple(x.shape[-2:]), self.resize)), self.size)
+        elif self.size is not None and tuple(x.shape[-2:]) != tuple(self.size):
+            x = self._resize(x, tuple(self.size), antialias=False)  # as stored runs computed it
         mean = torch.tensor(self.mean, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
         std = torch.tensor(self.std, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
         return (x - mean) / std
 
+    def _resize(self, x: torch.Tensor, size: tuple[int, int], antialias: bool = True) -> torch.Tensor:
+        """``x`` resized to ``size``; antialiased when shrinking, as PIL and torchvision's transforms are."""
+        if tuple(x.shape[-2:]) == tuple(size):
+            return x
+        smooth = self.interpolation in ("bilinear", "bicubic")
+        kwargs = {"align_corners": False, "antialias": antialias} if smooth else {}
+        out = F.interpolate(x, size=size, mode=self.interpolation, **kwargs)
+        return out.clamp(0.0, 1.0) if self.interpolation == "bicubic" and antialias else out  # PIL clamps too
+
+    def at_size(self, size: int) -> Preprocess:
+        """The same transform for a ``size`` x ``size`` input: a hub's crop fraction kept.
+
+        >>> Preprocess(size=(224, 224), resize=256).at_size(32)
+        Preprocess(size=(32, 32), channels=None, mean=(0.0,), std=(1.0,), interpolation='bilinear', resize=36)
+        """
+        resize = None if self.resize is None or not self.size else math.floor(size * self.resize / self.size[0])
+        return replace(self, size=(int(size), int(size)), resize=resize)
+
     def describe(self) -> str:
         """Short human form: 'resize 32x32 · 3 ch · mean 0.49,0.48,0.45 · std 0.25,0.24,0.26'."""
         size = f"resize {self.size[0]}x{self.size[1]}" if self.size else "native size"
+        if self.size and self.resize:
+            size = f"shorter side {self.resize}, centre {self.size[0]}x{self.size[1]}"
         chans = f"{self.channels} ch" if self.channels else "data channels"
         mean = ",".join(f"{v:.3g}" for v in self.mean)
         std = ",".join(f"{v:.3g}" for v in self.std)
         return f"{size} · {chans} · mean {mean} · std {std}"
 
     def to_dict(self) -> dict:
-        """JSON-ready dict (tuples become lists)."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        """JSON-ready dict (tuples become lists); ``resize`` only when set (older records have none)."""
+        d = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        if d["resize"] is None:
+            del d["resize"]
+        return d
 
     def with_options(
         self,
@@ -91,11 +124,13 @@ class Preprocess:
         stitchcore.errors.RefError: mean=0.4,0.5 has 2 values but the model takes 1-channel input; \
 give 1 value
         """
+        out = self if size is None or size[0] != size[1] else self.at_size(size[0])  # a hub's crop fraction kept
         out = replace(
-            self,
+            out,
             mean=self.mean if mean is None else tuple(float(v) for v in mean),
             std=self.std if std is None else tuple(float(v) for v in std),
             size=self.size if size is None else (int(size[0]), int(size[1])),
+            resize=out.resize if size is None or size[0] == size[1] else None,
         )
         for key in ("mean", "std"):
             values = getattr(out, key)
@@ -116,7 +151,40 @@ give 1 value
             mean=tuple(d.get("mean", (0.0,))),
             std=tuple(d.get("std", (1.0,))),
             interpolation=d.get("interpolation", "bilinear"),
+            resize=d.get("resize"),
         )
+
+
+def _shorter_side_to(hw: tuple[int, int], short: int) -> tuple[int, int]:
+    """(H, W) with the shorter side ``short`` and the aspect kept, as torchvision's ``Resize(int)`` rounds it.
+
+    >>> _shorter_side_to((300, 400), 256), _shorter_side_to((400, 300), 256), _shorter_side_to((8, 8), 235)
+    ((256, 341), (341, 256), (235, 235))
+    """
+    h, w = hw
+    if h <= w:
+        return short, int(short * w / h)
+    return int(short * h / w), short
+
+
+def _center_crop(x: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """The centre ``size`` of [B, C, H, W], offsets rounded as torchvision's ``center_crop`` rounds them."""
+    h, w = x.shape[-2:]
+    th, tw = size
+    if th > h or tw > w:  # never after a shorter-side resize to at least the crop; padded as torchvision does
+        x = F.pad(x, [(tw - w) // 2 if tw > w else 0, (tw - w + 1) // 2 if tw > w else 0,
+                      (th - h) // 2 if th > h else 0, (th - h + 1) // 2 if th > h else 0])  # fmt: skip
+        h, w = x.shape[-2:]
+    top, left = int(round((h - th) / 2.0)), int(round((w - tw) / 2.0))
+    return x[..., top: top + th, left: left + tw]
+
+
+def _pil_to_batch(image: Any, channels: int | None) -> torch.Tensor:
+    """A PIL image as [1, C, H, W] floats in [0, 1] (RGB for 3-channel models, L for 1-channel ones)."""
+    mode = {3: "RGB", 1: "L"}.get(channels or 0, "RGB" if image.mode not in ("L", "RGB") else image.mode)
+    array = np.asarray(image.convert(mode), dtype=np.float32) / 255.0
+    array = array[:, :, None] if array.ndim == 2 else array
+    return torch.from_numpy(array).permute(2, 0, 1).unsqueeze(0).contiguous()
 
 
 def format_values(values: Sequence[float]) -> str:

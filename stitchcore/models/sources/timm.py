@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import difflib
 import logging
+import math
 import os
 from collections.abc import Callable
 from typing import Any
@@ -91,7 +92,7 @@ def _create(name: str, **kwargs: Any) -> nn.Module:
 
 
 def timm_preprocess(model: nn.Module, in_chans: int | None = None) -> Preprocess:
-    """Preprocess from ``timm.data.resolve_data_config``: crop size, mean, std, interpolation.
+    """Preprocess from ``timm.data.resolve_data_config``: crop size and crop_pct, mean, std, interpolation.
 
     ``in_chans`` (when the model was built with it) overrides the config's 3
     channels; mean/std are then averaged to one value unless they match.
@@ -105,12 +106,17 @@ def timm_preprocess(model: nn.Module, in_chans: int | None = None) -> Preprocess
     if len(mean) not in (1, chans):
         mean, std = (sum(mean) / len(mean),), (sum(std) / len(std),)
     mode = cfg.get("interpolation", "bilinear")
+    # timm's eval transform (transforms_imagenet_eval, crop_mode "center"): the shorter side to
+    # floor(size / crop_pct), then the centre crop.  Other crop modes ("squash", "border") are squashed to size.
+    crop_pct = float(cfg.get("crop_pct") or 0.875)
+    center = cfg.get("crop_mode", "center") == "center" and int(h) == int(w)
     return Preprocess(
         size=(int(h), int(w)),
         channels=chans,
         mean=mean,
         std=std,
         interpolation=mode if mode in _MODES else "bilinear",
+        resize=math.floor(int(h) / crop_pct) if center else None,
     )
 
 

@@ -72,14 +72,16 @@ def torchvision_preprocess(weights: Any) -> Preprocess:
     t = weights.transforms() if weights is not None else None
     crop = getattr(t, "crop_size", None)
     if not crop:
-        return Preprocess(size=(224, 224), channels=3, mean=IMAGENET_MEAN, std=IMAGENET_STD)
+        return Preprocess(size=(224, 224), channels=3, mean=IMAGENET_MEAN, std=IMAGENET_STD, resize=256)
     mode = getattr(getattr(t, "interpolation", None), "value", "bilinear")
+    resize = getattr(t, "resize_size", None)  # the shorter side, then the centre crop (ImageClassification)
     return Preprocess(
         size=(int(crop[0]), int(crop[-1])),
         channels=3,
         mean=tuple(float(v) for v in t.mean),
         std=tuple(float(v) for v in t.std),
         interpolation=mode if mode in ("bilinear", "bicubic", "nearest") else "bilinear",
+        resize=int(resize[0]) if resize and len(resize) == 1 else None,
     )
 
 
