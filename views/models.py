@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
+from stitchcore.data.augment import AUGMENTS
 from stitchcore.data.images import list_datasets, load_dataset
 from stitchcore.errors import StitchError
 from stitchcore.experiments import check_spec
@@ -112,6 +113,12 @@ def train_form() -> str | None:
         prune_fraction = c[4].number_input(
             "Prune fraction", min_value=0.0, max_value=0.95, value=0.0, step=0.05, format="%.2f"
         )
+        augment = st.selectbox(
+            "Augmentation", AUGMENTS, key="zoo_augment",
+            help="while training: crop-flip pads by an eighth and crops back, then flips (CIFAR's recipe); "
+                 "resized-crop-flip takes a random 8-100% area resized back, then flips (ImageNet's). "
+                 "Leave digits at none: a flipped 2 is not a 2",
+        )  # fmt: skip
         start_ref = st.text_input(
             "Fine-tune from", value="", placeholder="fresh weights", key="zoo_start",
             help="start from a trained model instead of a fresh init (the report's Fig. 6: one start fine-tuned "
@@ -137,6 +144,7 @@ def train_form() -> str | None:
             drop_class=optional(drop),
             prune_every=int(prune_every),
             prune_fraction=float(prune_fraction),
+            augment=augment,
         )
         if start_ref is not None:  # the start loads and fits the dataset: said now, not after Train
             check_spec("zoo", recipe, ui.get_store())

@@ -40,6 +40,9 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     zt.add_argument("--l2", type=float, default=0.0)
     zt.add_argument("--prune-every", type=int, default=0, metavar="EPOCHS")
     zt.add_argument("--prune-fraction", type=float, default=0.0)
+    zt.add_argument("--augment", default=None, choices=("none", "crop-flip", "resized-crop-flip"),
+                    help="training augmentation: crop-flip (CIFAR's pad-and-crop + flip), resized-crop-flip "
+                         "(ImageNet's); default none")
     zt.add_argument("--start", default=None, metavar="REF",
                     help="fine-tune from this model instead of a fresh init: zoo:NAME, file:PATH of a zoo arch, or "
                          "timm:NAME / torchvision:NAME (with num_classes= the dataset's; its arch replaces --arch)")
@@ -60,7 +63,7 @@ def _cmd_zoo_train(args: argparse.Namespace, store: Store, bar: ProgressBar) -> 
     optional = {
         "optimizer": args.optimizer, "epochs": args.epochs, "lr": args.lr, "batch_size": args.batch_size, "weight_decay": args.weight_decay,
         "image_size": args.image_size, "arch_kwargs": args.arch_kwargs, "relabel": args.relabel,
-        "drop_class": args.drop_class, "start": args.start,
+        "drop_class": args.drop_class, "start": args.start, "augment": args.augment,
     }
     kwargs.update({k: v for k, v in optional.items() if v is not None})
     kwargs.update(l1=args.l1, l2=args.l2, prune_every=args.prune_every, prune_fraction=args.prune_fraction)

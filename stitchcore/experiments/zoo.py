@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from stitchcore.data.augment import augment
 from stitchcore.data.images import ImageDataset, drop_class, load_dataset, relabel
 from stitchcore.data.text import list_texts
 from stitchcore.errors import DataError, StitchError
@@ -291,8 +292,10 @@ def train_zoo(recipe: ZooRecipe, ctx: RunContext) -> dict:
     steps_per_epoch = -(-n_train // bs)
 
     def batches(epoch: int):
-        for x, y in train_ds.batches("train", bs, shuffle=True, seed=recipe.seed * 100_003 + epoch):
-            yield preprocess(x), y
+        seed = recipe.seed * 100_003 + epoch
+        gen = torch.Generator().manual_seed(seed)  # the epoch's augmentation draws (none for "none")
+        for x, y in train_ds.batches("train", bs, shuffle=True, seed=seed):
+            yield preprocess(augment(x, recipe.augment, gen)), y
 
     def save(epoch: int | None) -> None:
         """The weights as a store blob: the final ones (None) or those after ``epoch`` (recipe.keep_epochs).

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from stitchcore.data.augment import AUGMENTS
 from stitchcore.errors import StitchError
 from stitchcore.experiments._spec import (
     Spec,
@@ -71,9 +72,13 @@ class ZooRecipe(Spec):
     # these epochs (0 = the initial weights) the model is saved as model-epochK.safetensors, loaded as
     # zoo:NAME?epoch=K.  () = only the final model, as before.
     keep_epochs: tuple[int, ...] = ()
+    # Training-time augmentation (stitchcore.data.augment): "none" | "crop-flip" (CIFAR's: pad and crop, flip) |
+    # "resized-crop-flip" (ImageNet's: random resized crop, flip).  Digits: none (a flipped 2 is not a 2).
+    augment: str = "none"
 
-    # recipes stored before start= trained from scratch; before keep_epochs= they kept no checkpoints
-    LEGACY: ClassVar[dict[str, Any]] = {"start": None, "keep_epochs": ()}
+    # recipes stored before start= trained from scratch; before keep_epochs= they kept no checkpoints; before
+    # augment= they saw their images as they are
+    LEGACY: ClassVar[dict[str, Any]] = {"start": None, "keep_epochs": (), "augment": "none"}
 
     def __post_init__(self) -> None:
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
@@ -112,6 +117,8 @@ class ZooRecipe(Spec):
             raise StitchError(f"keep_epochs lists epochs 0..{self.epochs - 1} (0 = the initial weights; the last "
                               f"epoch is the model itself), got {list(epochs)}")
         object.__setattr__(self, "keep_epochs", tuple(sorted(set(epochs))))
+        if self.augment not in AUGMENTS:
+            raise StitchError(f"unknown augment {self.augment!r}; use one of: {', '.join(AUGMENTS)}")
         if self.start is not None:
             self._check_start()
 
@@ -174,6 +181,8 @@ class ZooRecipe(Spec):
             extras.append(f"from {self.start}")
         if self.keep_epochs:
             extras.append(f"checkpoints {','.join(map(str, self.keep_epochs))}")
+        if self.augment != "none":
+            extras.append(f"augment {self.augment}")
         if self.finetune_layer is not None:
             extras.append(f"fine-tune {self.finetune_layer}" + (f" on {self.finetune_data}" if self.finetune_data else ""))
         return f"train {self.arch} on {self.dataset} ({', '.join(extras)})"
