@@ -266,9 +266,12 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
     ctx.progress(0.96, "scoring A, B and the stitched model")
     stitched = eval_stitched()
     limit = len(h_test)
+    _, suffix_a = split(a, cut_a)  # A's own accuracy from its cached test activations: no second prefix pass
+    suffix_a.to(device).eval()
     score_a = evaluate_batches(
-        lambda x: a.model(a.preprocess(x)), ds.batches("test", EVAL_BATCH, limit=limit), ds.num_classes, device
-    )
+        lambda h: suffix_a(h.to(device)), ((h_test[i: i + EVAL_BATCH], y_test[i: i + EVAL_BATCH])
+                                           for i in range(0, limit, EVAL_BATCH)), ds.num_classes, device,
+    )  # fmt: skip
     score_b = evaluate_batches(
         lambda x: b.model(b.preprocess(x)), ds.batches("test", EVAL_BATCH, limit=limit), ds.num_classes, device
     )
