@@ -121,3 +121,32 @@ def test_a_warm_runner_starts_its_worker_before_the_first_job(tmp_path):
             assert snap.state == "done" and runner._workers[0].pid == pid
         finally:
             runner.shutdown()
+
+
+def test_a_worker_started_from_a_page_does_not_run_the_page_s_script_again(tmp_path, monkeypatch):
+    """Streamlit runs a page with its script as ``__main__``; a spawned child runs its parent's ``__main__``
+    file first, so the worker ran the whole app again (bare-mode warnings in every e2e server log)."""
+    import sys
+    import types
+
+    from stitchcore.jobs.worker import WorkerProcess
+
+    marker = tmp_path / "script-ran"
+    script = tmp_path / "page_script.py"
+    script.write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    page_main = types.ModuleType("__main__")
+    page_main.__file__ = str(script)  # what Streamlit's script runner puts there: a file, no __spec__
+    monkeypatch.setitem(sys.modules, "__main__", page_main)
+    with Store(tmp_path / "s") as store:
+        runner = JobRunner(store, devices=["cpu"], cpu_threads=1, isolation="process", warm=True)
+        try:
+            deadline = time.monotonic() + 180
+            while runner.startup_seconds() > 0:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+            assert runner._workers[0].pid is not None
+        finally:
+            runner.shutdown()
+    assert sys.modules["__main__"] is page_main  # the page's module is back
+    assert not marker.exists()
+    assert WorkerProcess.expected_startup > 0

@@ -23,14 +23,17 @@ ignores SIGINT: Ctrl-C on the server's terminal stops the server, which stops it
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import multiprocessing as mp
 import queue
 import signal
+import sys
 import threading
 import time
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -82,6 +85,30 @@ def configured_threads(workers: int = 1) -> int:
     if not text.isdigit() or int(text) < 1:
         raise StitchError(f"${THREADS_ENV} must be a whole number of threads (1 or more), not {text!r}")
     return int(text)
+
+
+_SPAWN_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _script_main_hidden() -> Iterator[None]:
+    """Spawn without the page's script: Streamlit runs a page with its script as ``__main__`` (a module with a
+    ``__file__`` and no ``__spec__``), and a spawned child runs its parent's ``__main__`` file before anything
+    else, so a worker started from a page ran the whole app again, in bare mode, before it was ready.  While
+    the child is started, ``__main__`` is a blank module; afterwards the script's is put back unless Streamlit
+    has set another one meanwhile."""
+    main = sys.modules.get("__main__")
+    if main is None or getattr(main, "__spec__", None) is not None or not getattr(main, "__file__", None):
+        yield  # python -m ... (the child imports the module by name) or no file: nothing is run twice
+        return
+    with _SPAWN_LOCK:
+        blank = types.ModuleType("__main__")
+        sys.modules["__main__"] = blank
+        try:
+            yield
+        finally:
+            if sys.modules.get("__main__") is blank:
+                sys.modules["__main__"] = main
 
 
 class WorkerProcess:
@@ -136,7 +163,8 @@ class WorkerProcess:
         proc = ctx.Process(target=worker_main, args=(child, self.store_root, self.threads, self._ready),
                            name=self.name, daemon=True)
         self._started_at = time.monotonic()
-        proc.start()
+        with _script_main_hidden():
+            proc.start()
         child.close()
         self._proc, self._conn = proc, parent
         threading.Thread(target=self._time_startup, args=(self._ready, self._started_at), daemon=True,
