@@ -14,7 +14,7 @@ from stitchcore.data.images import list_datasets, load_dataset
 from stitchcore.errors import StitchError
 from stitchcore.experiments import check_spec
 from stitchcore.experiments.zoo import ZooRecipe
-from stitchcore.experiments.zoo_recipe import HUB_STARTS
+from stitchcore.experiments.zoo_recipe import starts_from_hub
 from stitchcore.models.archs import arch_input_kind, arch_recipe_defaults, list_archs
 from stitchcore.models.info import describe_model
 from stitchcore.models.loaded import LoadedModel
@@ -125,14 +125,13 @@ def train_form() -> str | None:
                  "with L1 + pruning and with L2): zoo:NAME, file:PATH of the architecture above, or "
                  "timm:NAME / torchvision:NAME with num_classes= the dataset's (its own architecture is used)",
         ).strip() or None  # fmt: skip
-    hub = start_ref is not None and start_ref.split(":", 1)[0] in HUB_STARTS
     recipe, why_not = None, None
     try:
         if (relabel_x is None) != (relabel_y is None):
             raise StitchError("relabel needs both classes: fill in X and Y, or clear both")
         recipe = ZooRecipe(
             start=start_ref,
-            arch=DEFAULT.arch if hub else arch,  # a hub start brings its own architecture
+            arch=DEFAULT.arch if starts_from_hub(start_ref) else arch,  # a hub start brings its own architecture
             dataset=dataset,
             seed=int(seed),
             optimizer=optimizer,

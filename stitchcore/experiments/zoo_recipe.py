@@ -27,9 +27,18 @@ from stitchcore.models.archs import arch_input_kind
 from stitchcore.models.refs import parse_ref
 from stitchcore.stitching.train import OPTIMIZERS
 
-__all__ = ["HUB_STARTS", "ZooRecipe", "checkpoint_artifact", "zoo_name"]
+__all__ = ["HUB_STARTS", "ZooRecipe", "checkpoint_artifact", "starts_from_hub", "zoo_name"]
 
 HUB_STARTS = ("timm", "torchvision")  # hub sources a recipe can fine-tune (start=), each a whole architecture
+
+
+def starts_from_hub(start: str | None) -> bool:
+    """True for a ``start=`` of a hub source (its architecture replaces the recipe's ``arch``).
+
+    >>> starts_from_hub("timm:resnet18?num_classes=10"), starts_from_hub("zoo:cnn-digits-s0"), starts_from_hub(None)
+    (True, False, False)
+    """
+    return start is not None and str(start).split(":", 1)[0] in HUB_STARTS
 
 
 @dataclass(frozen=True)
@@ -127,7 +136,7 @@ class ZooRecipe(Spec):
         scheme = str(self.start).split(":", 1)[0]
         if scheme in ("zoo", "file"):
             return
-        if scheme not in HUB_STARTS:
+        if not starts_from_hub(self.start):
             raise StitchError(f"start {self.start!r}: fine-tuning starts from a zoo:, file: (of a zoo arch), timm: or "
                               f"torchvision: model (a hub model's own weights in a file: timm:NAME@file=PATH)")
         hub_arch = f"{scheme}:{parse_ref(self.start).name}"

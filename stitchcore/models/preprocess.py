@@ -124,13 +124,15 @@ class Preprocess:
         stitchcore.errors.RefError: mean=0.4,0.5 has 2 values but the model takes 1-channel input; \
 give 1 value
         """
-        out = self if size is None or size[0] != size[1] else self.at_size(size[0])  # a hub's crop fraction kept
+        resize = self.resize
+        if size is not None:  # square: a hub's crop fraction kept; otherwise squashed
+            resize = self.at_size(size[0]).resize if size[0] == size[1] else None
         out = replace(
-            out,
+            self,
             mean=self.mean if mean is None else tuple(float(v) for v in mean),
             std=self.std if std is None else tuple(float(v) for v in std),
             size=self.size if size is None else (int(size[0]), int(size[1])),
-            resize=out.resize if size is None or size[0] == size[1] else None,
+            resize=resize,
         )
         for key in ("mean", "std"):
             values = getattr(out, key)
