@@ -33,7 +33,8 @@ class Check:
     def __init__(self, device: str, out: Path, quick: bool) -> None:
         self.device, self.out, self.quick = device, out, quick
         self.store = tempfile.mkdtemp(prefix="stitchlab-gpu-check-")
-        self.env = dict(os.environ, PYTHONPATH=str(ROOT), STITCHLAB_STORE=self.store, PYTHONUNBUFFERED="1")
+        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)  # keep the user's
+        self.env = dict(os.environ, PYTHONPATH=path, STITCHLAB_STORE=self.store, PYTHONUNBUFFERED="1")
         self.records: list[dict] = []
         out.mkdir(parents=True, exist_ok=True)
 

@@ -480,7 +480,8 @@ def sender_unit(spec: AssembleSpec, source: _Parts | dict, s: Cut, todo: list[tu
     """A run's unit: sender ``s``'s pending cells, each yielded as it is done (locally ``source`` is the run's
     parts; elsewhere the models come as packages and B's suffixes are split in the worker)."""
     parts = source if isinstance(source, _Parts) else _Parts(
-        source["a"].unpack(), source["b"].unpack(), source["data"], [], [], source["n_train"], source["n_test"], {}, {})
+        source["a"].unpack().to(context.device), source["b"].unpack().to(context.device), source["data"], [], [],
+        source["n_train"], source["n_test"], {}, {})  # whole, then split
     yield "progress", (0.0, f"A[{s.name}] into B: {len(todo)} cell(s)")
     for i, cell in enumerate(_sender_cells(spec, context, parts, s, todo)):
         yield "cells", [cell]
@@ -531,6 +532,7 @@ def run_assemble(spec: AssembleSpec, ctx: RunContext) -> dict:
     t0 = time.perf_counter()
     ctx.progress(0.0, "loading models")
     parts = _prepare(spec, ctx.store)
+    parts.a.to(ctx.device), parts.b.to(ctx.device)  # whole, then split: a part moved alone leaves two devices
     recipes = spec.recipes()
     ctx.progress(0.01, "scoring A and B alone")
     base = {}

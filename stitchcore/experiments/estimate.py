@@ -485,10 +485,9 @@ def pair_units(a: LoadedModel, b: LoadedModel, ds: ImageDataset, cut_a: Cut, cut
     from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
     from stitchcore.stitching.train import AdapterTargets, TrainKnobs, parse_objective, train_adapter
 
+    a.to(device), b.to(device)  # whole, then split: a part moved alone leaves its model on two devices
     prefix_a, _ = split(a, cut_a)
     prefix_b, suffix_b = split(b, cut_b)
-    for m in (prefix_a, prefix_b, suffix_b):
-        m.to(device).eval()
     available = len(ds.labels("train"))
     is_quick = quick()
     if is_quick:  # a small model is timed in full: a handful of its examples is all overhead (20x seen)

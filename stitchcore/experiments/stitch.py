@@ -196,13 +196,14 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
     device = ctx.device
     ctx.progress(0.0, "loading models")
     a, b, ds, cut_a, cut_b = _prepare(spec, ctx.store)
+    a.to(device), b.to(device)  # whole, then split: a part moved alone leaves its model on two devices
     prefix_a, _ = split(a, cut_a)
     prefix_b, suffix_b = split(b, cut_b)
     base, base_role = b, "b"
     if spec.head == "a":
         suffix_b = _head_preserving_top(a, b, cut_b.name, spec.head_cut)
         base, base_role = a, "a"
-    for m in (a.model, b.model, prefix_a, prefix_b, suffix_b):
+    for m in (prefix_a, prefix_b, suffix_b):
         m.to(device).eval()
 
     torch.manual_seed(spec.seed)

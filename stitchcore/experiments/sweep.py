@@ -260,10 +260,9 @@ def _stitch_at(
     """
     device = ctx.device
     cut_a, cut_b = cuts
+    a.to(device), b.to(device)  # whole, then split: a part moved alone leaves its model on two devices
     prefix_a, _ = split(a, cut_a)
     prefix_b, suffix_b = split(b, cut_b)
-    for m in (prefix_a, prefix_b, suffix_b):
-        m.to(device).eval()
     acts = {"device": device, "batch_size": EVAL_BATCH, "check_cancel": ctx.check_cancel}
     h_train = collect(prefix_a, data.train, a.preprocess, "train", limit=data.n_train, **acts)  # [N, *cut.shape]
     y_train = data.train.labels("train")[: data.n_train]

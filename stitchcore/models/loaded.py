@@ -17,6 +17,7 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from stitchcore.device import module_device
 from stitchcore.models.preprocess import Preprocess
 
 __all__ = [
@@ -60,8 +61,19 @@ class LoadedModel:
         gen = torch.Generator().manual_seed(0)
         if self.input_kind == "tokens":
             vocab = self.num_classes or 2
-            return torch.randint(0, vocab, (batch, *self.input_shape), generator=gen)
-        return torch.randn((batch, *self.input_shape), generator=gen)
+            x = torch.randint(0, vocab, (batch, *self.input_shape), generator=gen)
+        else:
+            x = torch.randn((batch, *self.input_shape), generator=gen)
+        return x.to(module_device(self.model))  # the same values on the device the model is on
+
+    def to(self, device: torch.device | str) -> LoadedModel:
+        """Move the whole model to ``device`` in eval mode (in place; a run's own load); returns self.
+
+        A run moves its models whole before it splits them: a part moved alone (a suffix) would leave the
+        model on two devices.
+        """
+        self.model.to(device).eval()
+        return self
 
 
 def freeze(model: nn.Module) -> nn.Module:

@@ -40,7 +40,6 @@ from torch import nn
 from stitchcore.cuts import Cut, split
 from stitchcore.cuts.record import record
 from stitchcore.data.images import ImageDataset
-from stitchcore.device import module_device
 from stitchcore.models.preprocess import Preprocess
 from stitchcore.models.loaded import LoadedModel
 
@@ -151,7 +150,7 @@ def forward_bytes_per_image(m: LoadedModel) -> int:
     m.model.eval()
     handles = [mod.register_forward_hook(hook) for mod in leaves]
     try:
-        m.model(m.example_input().to(module_device(m.model)))  # [2, ...] model input
+        m.model(m.example_input())  # [2, ...] model input, on the model's device
     finally:
         for h in handles:
             h.remove()

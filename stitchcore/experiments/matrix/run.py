@@ -113,6 +113,8 @@ def _prepare(
     if spec.controls:
         twin_a, twin_b = random_twins(spec.a, spec.b, spec.seed, rule=spec.twin_seeds)
         models["a_rand"], models["b_rand"] = load_model(twin_a, store=ctx.store), load_model(twin_b, store=ctx.store)
+    for m in models.values():
+        m.to(device)  # whole, then split: a part moved alone leaves its model on two devices
     n_train, n_test = (len(ds.labels(s)) for s in ("train", "test"))
     n_train = n_train if spec.max_train is None else min(spec.max_train, n_train)
     n_test = n_test if spec.max_test is None else min(spec.max_test, n_test)

@@ -200,7 +200,8 @@ def _unit_workspace(source: _Workspace | dict, send: str, recv: str, receivers: 
     the two models, the data, the sender's activations (cached mode) and B's targets at ``receivers``."""
     if isinstance(source, _Workspace):
         return source
-    models = {send: source["models"][send].unpack(), recv: source["models"][recv].unpack()}
+    models = {send: source["models"][send].unpack().to(context.device),
+              recv: source["models"][recv].unpack().to(context.device)}  # whole, then split
     ds, n_train, n_test = source["ds"], source["n_train"], source["n_test"]
     senders = resolve_cuts(models[send], tuple(source["senders"]))
     cuts = resolve_cuts(models[recv], tuple(receivers))
