@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 
 import torch
 
@@ -64,7 +66,11 @@ def describe_device(device: torch.device, threads: int | None = None) -> str:
     'CPU (1 thread per job)'
     """
     if device.type == "cuda":
-        props = torch.cuda.get_device_properties(device)
+        seen = _nvidia_smi(device.index or 0)
+        if seen is not None:
+            name, used_mib, total_mib = seen
+            return f"CUDA: {name} ({used_mib / 1024:.1f} of {total_mib / 1024:.0f} GiB in use)"
+        props = torch.cuda.get_device_properties(device)  # no nvidia-smi: this starts CUDA in this process
         return f"CUDA: {props.name} ({props.total_memory / 2**30:.0f} GiB)"
     if device.type == "mps":
         return "Apple MPS"
@@ -81,3 +87,21 @@ def module_device(module: torch.nn.Module) -> torch.device:
     """
     p = next(iter(module.parameters()), None)
     return p.device if p is not None else torch.device("cpu")
+
+
+def _nvidia_smi(index: int) -> tuple[str, float, float] | None:
+    """(name, MiB in use, MiB in all) of GPU ``index`` as nvidia-smi reports it, or None where it cannot say.
+
+    Asked of nvidia-smi rather than torch so that the process showing it (the app's server) never starts a
+    CUDA context of its own: only job workers use the GPU.
+    """
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe, f"--id={index}", "--query-gpu=name,memory.used,memory.total",
+                              "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=10)
+        name, used, total = (part.strip() for part in out.stdout.strip().splitlines()[0].rsplit(",", 2))
+        return name, float(used), float(total)
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
