@@ -79,8 +79,10 @@ def pick_dataset(prefix: str, default: str | None) -> str | None:
     if choice != IMAGEFOLDER:
         return choice
     path = st.text_input("Image folder", key=path_key,
-                         persist_state="session", placeholder="/data/pets or /data/pets?size=64",
-                         help="train/<class>/* and test/<class>/* (or val/); images resized to 32x32 unless ?size=N")
+                         persist_state="session", placeholder="/data/pets?full or /data/pets?size=64",
+                         help="train/<class>/* and test/<class>/* (or val/). ?full: files read per batch at full"
+                              " resolution, each model's own preprocessing (a hub model's resize and centre crop);"
+                              " without it: squashed to 32x32 (or ?size=N) and held in memory")  # fmt: skip
     return f"imagefolder:{path.strip()}" if path.strip() else None
 
 

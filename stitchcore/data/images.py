@@ -9,7 +9,8 @@ Names are canonical and rebuild the dataset, transforms included (files under :f
     digits                      scikit-learn's bundled 8x8 digits (offline default)
     mnist  fashion-mnist        torchvision IDX files under the data root (read by .files)
     cifar10  cifar100           the python pickle batches under the data root (read by .files)
-    imagefolder:PATH?size=32    PATH/train/<class>/*, PATH/test/<class>/* (or val)
+    imagefolder:PATH?size=32    PATH/train/<class>/*, PATH/test/<class>/* (or val), squashed to 32x32 in memory
+    imagefolder:PATH?full       the same files read per batch at full resolution (each model's own transform)
     digits|relabel3to8          all train 3s labelled 8 (``@train+test`` for both splits)
     digits|drop3                class 3 removed from train
     digits|subset100s0          a stratified 100 train examples, seed 0
@@ -37,6 +38,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from stitchcore.data.streaming import ImageFiles
 from stitchcore.errors import DataError
 from stitchcore.registry import Registry
 
@@ -63,19 +65,20 @@ class ImageDataset:
 
     name: str  # canonical name; load_dataset(name) rebuilds this dataset, transforms included
     classes: tuple[str, ...]  # class names, index = label; transforms keep them so logits stay aligned
-    x_train: torch.Tensor  # uint8 [N, C, H, W]
+    x_train: torch.Tensor | ImageFiles  # uint8 [N, C, H, W], or files read per batch (imagefolder ?full)
     y_train: torch.Tensor  # int64 [N]
-    x_test: torch.Tensor  # uint8 [M, C, H, W]
+    x_test: torch.Tensor | ImageFiles  # uint8 [M, C, H, W], or files
     y_test: torch.Tensor  # int64 [M]
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "classes", tuple(str(c) for c in self.classes))
         for split in SPLITS:
             x, y = self._split(split)
-            if x.dtype != torch.uint8 or x.ndim != 4 or y.dtype != torch.int64 or y.shape != x.shape[:1]:
+            tensor_ok = isinstance(x, ImageFiles) or (x.dtype == torch.uint8 and x.ndim == 4)
+            if not tensor_ok or y.dtype != torch.int64 or tuple(y.shape) != tuple(x.shape[:1]):
                 raise DataError(
                     f"{self.name}: the {split} split needs uint8 [N,C,H,W] images and int64 [N] labels, "
-                    f"got {x.dtype} {tuple(x.shape)} and {y.dtype} {tuple(y.shape)}"
+                    f"got {getattr(x, 'dtype', 'files')} {tuple(x.shape)} and {y.dtype} {tuple(y.shape)}"
                 )
             if len(y) == 0:
                 raise DataError(f"{self.name}: the {split} split is empty; add examples or use another one")
@@ -102,8 +105,13 @@ class ImageDataset:
 
     @cached_property
     def _moments(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
-        """Per-channel (mean, std) of x_train in [0, 1] units, exact from 256-bin histograms."""
-        hist = torch.stack([torch.bincount(ch.flatten(), minlength=256) for ch in self.x_train.unbind(1)])
+        """Per-channel (mean, std) of x_train in [0, 1] units, exact from 256-bin histograms (files: of 256 of
+        them, drawn with seed 0, at the load size)."""
+        x = self.x_train
+        if isinstance(x, ImageFiles):
+            pick = torch.randperm(len(x), generator=torch.Generator().manual_seed(0))[:256].sort().values
+            x = torch.stack([x.read(i) for i in pick.tolist()]).mul_(255.0).round_().to(torch.uint8)
+        hist = torch.stack([torch.bincount(ch.flatten(), minlength=256) for ch in x.unbind(1)])
         p = hist.double() / hist.sum(1, keepdim=True)  # [C, 256]
         v = torch.arange(256, dtype=torch.float64) / 255.0
         mean = p @ v
@@ -124,10 +132,19 @@ class ImageDataset:
             raise DataError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
         return getattr(self, f"x_{split}"), getattr(self, f"y_{split}")
 
+    @property
+    def streamed(self) -> bool:
+        """Whether the images are files read per batch (not held in memory)."""
+        return isinstance(self.x_train, ImageFiles)
+
     def images(self, split: str, index: slice | torch.Tensor | None = None) -> torch.Tensor:
-        """Float images [B, C, H, W] in [0, 1]; ``index`` selects rows (all when None)."""
+        """Float images [B, C, H, W] in [0, 1]; ``index`` selects rows (all when None; files: at the load
+        size, read now)."""
         x = self._split(split)[0]
-        return (x if index is None else x[index]).float().div_(255.0)
+        x = x if index is None else x[index]
+        if isinstance(x, ImageFiles):
+            return torch.stack([x.read(i) for i in range(len(x))]) if len(x) else torch.zeros(0, *x.shape[1:])
+        return x.float().div_(255.0)
 
     def labels(self, split: str, index: slice | torch.Tensor | None = None) -> torch.Tensor:
         """Labels int64 [B]; ``index`` selects rows (all when None)."""
@@ -139,22 +156,49 @@ class ImageDataset:
         return torch.bincount(self._split(split)[1], minlength=self.num_classes)
 
     def batches(
-        self, split: str, batch_size: int, *, shuffle: bool = False, seed: int = 0, limit: int | None = None
+        self, split: str, batch_size: int, *, shuffle: bool = False, seed: int = 0, limit: int | None = None,
+        transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """Yield (images float [B, C, H, W] in [0, 1], labels int64 [B]); the last batch may be short.
 
         ``shuffle`` draws one permutation from a generator seeded with ``seed`` (same seed, same
-        order); ``limit`` caps the number of examples, taken after shuffling.
+        order); ``limit`` caps the number of examples, taken after shuffling.  ``transform`` (a model's
+        Preprocess): the batches are its output, the model's input; files are read by DataLoader workers
+        and a hub's transform is applied to each original image before they are stacked.
         """
         x, y = self._split(split)
         if batch_size < 1 or (limit is not None and limit < 1):
             raise DataError(f"batch_size and limit must be >= 1 (or limit=None), got {batch_size}, {limit}")
         n = len(y) if limit is None else min(len(y), limit)
         order = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed)) if shuffle else None
+        if isinstance(x, ImageFiles):
+            yield from x.batches(y, batch_size, order, n, transform)
+            return
         for start in range(0, n, batch_size):
             stop = min(start + batch_size, n)
             idx = order[start:stop] if order is not None else slice(start, stop)
-            yield x[idx].float().div_(255.0), y[idx]
+            images = x[idx].float().div_(255.0)
+            yield (images if transform is None else transform(images)), y[idx]
+
+    def model_batches(
+        self, split: str, batch_size: int, preprocess: Callable[[torch.Tensor], torch.Tensor] | None,
+        device: torch.device | str = "cpu", *, shuffle: bool = False, seed: int = 0, limit: int | None = None,
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """Yield (a model's input [B, ...] on ``device``, labels int64 [B] on the CPU), as :meth:`batches`
+        orders them.
+
+        In memory: the batch is moved, then ``preprocess`` (a model's Preprocess) runs on ``device``.  Files
+        (``imagefolder:...?full``): a hub's transform runs on each original image in the DataLoader workers;
+        any other on the batch at the load size, on ``device``.
+        """
+        per_image = self.streamed and getattr(preprocess, "resize", None) is not None
+        if per_image and getattr(preprocess, "size", None) is not None:
+            for x, y in self.batches(split, batch_size, shuffle=shuffle, seed=seed, limit=limit, transform=preprocess):
+                yield x.to(device, non_blocking=True), y
+            return
+        for x, y in self.batches(split, batch_size, shuffle=shuffle, seed=seed, limit=limit):
+            x = x.to(device, non_blocking=True)
+            yield (x if preprocess is None else preprocess(x)), y
 
     def subset(self, split: str, n: int, seed: int = 0) -> ImageDataset:
         """Keep ``n`` examples of ``split``, as even over classes as possible (seeded), in dataset order."""
@@ -377,9 +421,9 @@ def load_dataset(name: str, *, root: str | Path | None = None, download: bool = 
     """
     base, *tokens = name.strip().split("|")
     if base.startswith("imagefolder:"):
-        path, size, canonical = _parse_imagefolder(base)
+        path, size, canonical, full = _parse_imagefolder(base)
         key: tuple[str, str | None] = (canonical, None)
-        loader: Callable[[], ImageDataset] = lambda: _load_imagefolder(path, size, canonical)
+        loader: Callable[[], ImageDataset] = lambda: _load_imagefolder(path, size, canonical, full)
     else:
         source, where = dataset_loader(base), data_root(root)
         key = (base, str(where.resolve()))
@@ -421,25 +465,44 @@ def _load_digits(root: Path, download: bool) -> ImageDataset:
 # ---------------------------------------------------------------------------- imagefolder
 
 
-def _parse_imagefolder(base: str) -> tuple[Path, tuple[int, int], str]:
-    """'imagefolder:PATH?size=32' (or size=HxW) -> (absolute path, (H, W), canonical name)."""
+FULL_SIZE = (224, 224)  # imagefolder ?full: the load size of a model without a hub transform of its own
+
+
+def _parse_imagefolder(base: str) -> tuple[Path, tuple[int, int], str, bool]:
+    """'imagefolder:PATH?size=32' (or size=HxW; ``full``: files read per batch at full resolution) ->
+    (absolute path, (H, W), canonical name, full).
+
+    >>> _parse_imagefolder("imagefolder:/data/pets?full")[1:]
+    ((224, 224), 'imagefolder:/data/pets?full', True)
+    >>> _parse_imagefolder("imagefolder:/data/pets?size=64&full")[2]
+    'imagefolder:/data/pets?full&size=64'
+    """
     path, _, query = base.removeprefix("imagefolder:").partition("?")
     if not path:
         raise DataError("imagefolder needs a path, e.g. imagefolder:/data/pets?size=32")
-    size = (32, 32)
+    size, full = None, False
     for part in filter(None, query.split("&")):
         k, _, v = part.partition("=")
+        if k == "full" and v in ("", "1", "true"):
+            full = True
+            continue
         m = re.fullmatch(r"([1-9]\d*)(?:x([1-9]\d*))?", v)
         if k != "size" or m is None:
-            raise DataError(f"bad imagefolder option {part!r}; the one option is size=N or size=HxW")
+            raise DataError(f"bad imagefolder option {part!r}; the options are size=N (or size=HxW) and full "
+                            "(files read per batch at full resolution)")  # fmt: skip
         size = (int(m[1]), int(m[2] or m[1]))
+    default = FULL_SIZE if full else (32, 32)
+    size = size or default
     path = Path(path).expanduser().resolve()
-    opt = "" if size == (32, 32) else f"?size={size[0]}" + ("" if size[0] == size[1] else f"x{size[1]}")
-    return path, size, f"imagefolder:{path}{opt}"
+    opts = ["full"] if full else []
+    if size != default:
+        opts.append(f"size={size[0]}" + ("" if size[0] == size[1] else f"x{size[1]}"))
+    return path, size, f"imagefolder:{path}" + ("?" + "&".join(opts) if opts else ""), full
 
 
-def _load_imagefolder(path: Path, size: tuple[int, int], name: str) -> ImageDataset:
-    """torchvision ImageFolder finds classes and files; PIL reads them as RGB resized to ``size``."""
+def _load_imagefolder(path: Path, size: tuple[int, int], name: str, full: bool = False) -> ImageDataset:
+    """torchvision ImageFolder finds classes and files; PIL reads them as RGB resized to ``size`` (``full``:
+    the paths are kept and read per batch, see :mod:`stitchcore.data.streaming`)."""
     from PIL import Image, UnidentifiedImageError
     from torchvision.datasets import ImageFolder
 
@@ -476,7 +539,11 @@ def _load_imagefolder(path: Path, size: tuple[int, int], name: str) -> ImageData
         empty = ", ".join(c for c in classes if folder.class_to_idx.get(c) not in folder.targets)
         if empty:
             raise DataError(f"{name}: no {split} images of classes {empty}; add some to {path / split}/")
-        x = np.stack([read(p) for p, _ in folder.samples])  # [N, H, W, 3]
         y = [classes.index(folder.classes[t]) for t in folder.targets]  # test may index classes differently
-        tensors += [torch.from_numpy(x).permute(0, 3, 1, 2).contiguous(), torch.tensor(y, dtype=torch.int64)]
+        if full:
+            files: torch.Tensor | ImageFiles = ImageFiles(tuple(p for p, _ in folder.samples), size)
+        else:
+            x = np.stack([read(p) for p, _ in folder.samples])  # [N, H, W, 3]
+            files = torch.from_numpy(x).permute(0, 3, 1, 2).contiguous()
+        tensors += [files, torch.tensor(y, dtype=torch.int64)]
     return ImageDataset(name, tuple(classes), *tensors)

@@ -122,9 +122,8 @@ def run_similarity(spec: SimilaritySpec, ctx: RunContext) -> dict:
         m.model.to(ctx.device).eval()
 
     def batches(model):
-        for x, _ in ds.batches(spec.split, spec.batch_size, limit=spec.max_samples):
-            x = x.to(ctx.device)
-            yield model.preprocess(x) if model.preprocess is not None else x
+        for x, _ in ds.model_batches(spec.split, spec.batch_size, model.preprocess, ctx.device, limit=spec.max_samples):
+            yield x
 
     result = similarity_matrix(
         a.model, b.model, cuts[0], cuts[1], batches(a), batches(b), measure=spec.measure,

@@ -274,7 +274,7 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
                                            for i in range(0, limit, EVAL_BATCH)), ds.num_classes, device,
     )  # fmt: skip
     score_b = evaluate_batches(
-        lambda x: b.model(b.preprocess(x)), ds.batches("test", EVAL_BATCH, limit=limit), ds.num_classes, device
+        b.model, ds.model_batches("test", EVAL_BATCH, b.preprocess, device, limit=limit), ds.num_classes, device
     )
     ctx.store.put_artifact(ctx.run_id, ADAPTER_WEIGHTS, _state_bytes(adapter))
     return {

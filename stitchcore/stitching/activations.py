@@ -75,11 +75,10 @@ def collect(
     n = len(ds.labels(split)) if limit is None else min(limit, len(ds.labels(split)))
     out: torch.Tensor | None = None
     i = 0
-    for x, _ in ds.batches(split, batch_size, limit=n):
+    for x, _ in ds.model_batches(split, batch_size, preprocess, device, limit=n):
         if check_cancel is not None:
             check_cancel()
-        x = x.to(device)
-        h = module(preprocess(x) if preprocess is not None else x)
+        h = module(x)
         if out is None:
             out = _allocate((n, *h.shape[1:]))
         out[i : i + len(h)] = h.to("cpu", out.dtype)
@@ -179,18 +178,18 @@ def iter_cuts(
     model = m.model.to(device).eval()
     hooked, prefixes = _hookable(model, cuts, m.example_input().to(device))
     n = len(ds.labels(split_name)) if limit is None else min(limit, len(ds.labels(split_name)))
-    for x, _ in ds.batches(split_name, batch_size, limit=n):
+    for x, _ in ds.model_batches(split_name, batch_size, m.preprocess, device, limit=n):
         if check_cancel is not None:
             check_cancel()
-        yield _cut_batch(m, model, hooked, prefixes, x.to(device))  # no local keeps it while the next is made
+        yield _cut_batch(model, hooked, prefixes, x)  # no local keeps it while the next is made
 
 
 @torch.no_grad()
 def _cut_batch(
-    m: LoadedModel, model: nn.Module, hooked: list[str], prefixes: dict[str, nn.Module], x: torch.Tensor
+    model: nn.Module, hooked: list[str], prefixes: dict[str, nn.Module], x: torch.Tensor
 ) -> dict[str, torch.Tensor]:
-    """One batch of images [B, ...] -> {cut name: [B, *cut.shape]} from one forward pass (and the prefixes)."""
-    x = m.preprocess(x) if m.preprocess is not None else x  # [B, C, H, W] model input
+    """One batch of model input [B, ...] -> {cut name: [B, *cut.shape]} from one forward pass (and the
+    prefixes)."""
     acts: dict[str, torch.Tensor] = {}
     if hooked:
         with record(model, hooked) as got:  # {name: [B, *cut.shape]}

@@ -53,8 +53,8 @@ def model_accuracy(loaded: LoadedModel, ds: ImageDataset, *, split: str = "test"
     (``loaded.preprocess``: the dataset's [0, 1] images -> the model's input); the model stays on ``device``
     (default: CPU, where models loaded for display live)."""
     device = device or torch.device("cpu")
-    forward = lambda x: loaded.model(loaded.preprocess(x))  # noqa: E731  [B, C, H, W] -> logits [B, K]
-    return evaluate_batches(forward, ds.batches(split, batch_size), ds.num_classes, device)["accuracy"]
+    batches = ds.model_batches(split, batch_size, loaded.preprocess, device)  # model input [B, ...] on device
+    return evaluate_batches(loaded.model, batches, ds.num_classes, device)["accuracy"]
 
 
 def count_params(module: nn.Module, trainable_only: bool = True) -> int:

@@ -65,11 +65,8 @@ def _cell_key(variant: str, sender: str, receiver: str) -> str:
 def _base_accuracy(
     m: LoadedModel, ds: ImageDataset, n_test: int, device: torch.device, batch: int = EVAL_BATCH
 ) -> float:
-    def forward(x: torch.Tensor) -> torch.Tensor:  # [B, C, H, W] images in [0, 1] -> logits [B, K]
-        return m.model(m.preprocess(x) if m.preprocess is not None else x)
-
-    batches = ds.batches("test", batch, limit=n_test)
-    return evaluate_batches(forward, batches, ds.num_classes, device)["accuracy"]
+    batches = ds.model_batches("test", batch, m.preprocess, device, limit=n_test)  # model input on device
+    return evaluate_batches(m.model, batches, ds.num_classes, device)["accuracy"]
 
 
 def _check_controls(spec: MatrixSpec) -> None:
