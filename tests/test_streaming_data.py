@@ -110,3 +110,27 @@ def test_a_stitch_runs_on_a_streamed_folder(folder, tmp_path):
         out = run_experiment("stitch", spec, store, device="cpu").record.summary
     assert out["dataset"] == f"imagefolder:{folder}?full" and out["n_train"] == 16 and out["n_test"] == 6
     assert 0.0 <= out["accuracy"] <= 1.0
+
+
+def test_over_the_activation_budget_a_stitch_streams_its_prefix_and_learns_the_same(tmp_path, monkeypatch):
+    """Under the budget the prefix activations are cached; over it each batch's are computed when it is drawn.
+    Same data, order and adapter: the two runs agree (up to float rounding of different batch shapes)."""
+    from stitchcore.experiments import run_experiment
+    from stitchcore.experiments.stitch import StitchSpec
+    from stitchcore.store.results import Store
+
+    ref = "timm:test_resnet?pretrained=false&num_classes=10"
+    spec = StitchSpec(ref, ref + "&seed=1", "layer1.0", "layer1.0", epochs=2, dataset="digits", max_train=256,
+                      max_test=128, objective="task+0.5*match")
+    with Store(tmp_path / "cached") as store:
+        cached = run_experiment("stitch", spec, store, device="cpu").record.summary
+    monkeypatch.setenv("STITCHLAB_ACT_BUDGET_MB", "1")  # the cache: 640 x 32x40x40 floats, ~131 MB
+    with Store(tmp_path / "streamed") as store:
+        streamed = run_experiment("stitch", spec, store, device="cpu").record.summary
+    assert "activations" not in cached and streamed["activations"] == "streamed"
+    assert streamed["n_train"] == cached["n_train"] == 256 and streamed["n_test"] == cached["n_test"] == 128
+    assert abs(streamed["lstsq_residual"] - cached["lstsq_residual"]) < 1e-3
+    for got, want in zip(streamed["history"], cached["history"], strict=True):
+        assert abs(got["train_loss"] - want["train_loss"]) < 1e-3 * max(1.0, want["train_loss"])
+    assert abs(streamed["accuracy"] - cached["accuracy"]) <= 1 / 128
+    assert streamed["base"] == cached["base"]

@@ -142,9 +142,7 @@ class ImageDataset:
         size, read now)."""
         x = self._split(split)[0]
         x = x if index is None else x[index]
-        if isinstance(x, ImageFiles):
-            return torch.stack([x.read(i) for i in range(len(x))]) if len(x) else torch.zeros(0, *x.shape[1:])
-        return x.float().div_(255.0)
+        return x.read_all() if isinstance(x, ImageFiles) else x.float().div_(255.0)
 
     def labels(self, split: str, index: slice | torch.Tensor | None = None) -> torch.Tensor:
         """Labels int64 [B]; ``index`` selects rows (all when None)."""
@@ -199,6 +197,19 @@ class ImageDataset:
         for x, y in self.batches(split, batch_size, shuffle=shuffle, seed=seed, limit=limit):
             x = x.to(device, non_blocking=True)
             yield (x if preprocess is None else preprocess(x)), y
+
+    def model_inputs(
+        self, split: str, index: slice | torch.Tensor, preprocess: Callable[[torch.Tensor], torch.Tensor] | None,
+        device: torch.device | str = "cpu",
+    ) -> torch.Tensor:
+        """A model's input [B, ...] on ``device`` for the rows ``index`` of ``split``, as :meth:`model_batches`
+        makes it (files: read now, by a few threads; a hub transform on each original file)."""
+        x = self._split(split)[0]
+        if isinstance(x, ImageFiles) and getattr(preprocess, "resize", None) is not None \
+                and getattr(preprocess, "size", None) is not None:  # fmt: skip
+            return x[index].read_all(preprocess).to(device, non_blocking=True)
+        images = (x[index].read_all() if isinstance(x, ImageFiles) else x[index].float().div_(255.0)).to(device)
+        return images if preprocess is None else preprocess(images)
 
     def subset(self, split: str, n: int, seed: int = 0) -> ImageDataset:
         """Keep ``n`` examples of ``split``, as even over classes as possible (seeded), in dataset order."""

@@ -111,6 +111,17 @@ class ImageFiles:
         array = np.asarray(resize_crop(image, self.size), dtype=np.uint8)  # [H, W, 3]
         return torch.from_numpy(array.copy()).permute(2, 0, 1).float().div_(255.0)
 
+    def read_all(self, transform: Callable | None = None) -> torch.Tensor:
+        """Every file, stacked: [N, C, H, W] (as :meth:`read`), read by up to :func:`data_workers` threads."""
+        if not self.paths:
+            return torch.zeros(0, *self.shape[1:])
+        if len(self.paths) == 1:
+            return self.read(0, transform)[None]
+        from concurrent.futures import ThreadPoolExecutor  # PIL decodes without the GIL
+
+        with ThreadPoolExecutor(max(1, min(data_workers(), len(self.paths)))) as pool:
+            return torch.stack(list(pool.map(lambda i: self.read(i, transform), range(len(self.paths)))))
+
     def batches(self, labels: torch.Tensor, batch_size: int, order: torch.Tensor | None, n: int,
                 transform: Callable | None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:  # fmt: skip
         """(model input or [0, 1] images [B, C, H, W], labels [B]) over the first ``n`` of ``order``."""

@@ -9,6 +9,7 @@ and the frozen suffix run per step.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +32,7 @@ from stitchcore.experiments.estimate import (
     Estimate, EstimateContext, calibrated, estimate_from, full_forward, image_counts, ms, pair_units,
 )  # fmt: skip
 from stitchcore.models.loaded import LoadedModel
-from stitchcore.stitching.activations import collect
+from stitchcore.stitching.activations import OnDemand, collect, memory_budget_bytes
 from stitchcore.stitching.adapters import AdapterSpec, adapter_cost, build_adapter, compatibility
 from stitchcore.stitching.evaluate import evaluate_batches, stitching_penalty
 from stitchcore.stitching.fits import fit_adapter
@@ -212,15 +213,23 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
     objective = parse_objective(spec.objective)
     needs_receiver = "match" in objective or spec.adapter.init in ("lstsq", "procrustes")
 
-    ctx.progress(0.02, "caching prefix activations")
+    n_train, n_test = (len(ds.labels(s)) if cap is None else min(cap, len(ds.labels(s)))
+                       for s, cap in (("train", spec.max_train), ("test", spec.max_test)))  # fmt: skip
+    need = 4 * ((n_train + n_test) * math.prod(cut_a.shape) + n_train * math.prod(cut_b.shape) * needs_receiver)
+    streamed = need > memory_budget_bytes()  # over it: each batch's activations are computed when it is drawn
+    ctx.progress(0.02, "streaming: prefix activations computed per batch" if streamed else "caching prefix activations")
     acts = dict(device=device, batch_size=EVAL_BATCH, check_cancel=ctx.check_cancel)
-    h_train = collect(prefix_a, ds, a.preprocess, "train", limit=spec.max_train, **acts)
-    h_test = collect(prefix_a, ds, a.preprocess, "test", limit=spec.max_test, **acts)
-    n_train = len(h_train)
+
+    def activations(module, m: LoadedModel, split: str, n: int) -> torch.Tensor | OnDemand:  # [n, *cut shape]
+        if streamed:
+            return OnDemand(module, ds, m.preprocess, split, n, device)
+        return collect(module, ds, m.preprocess, split, limit=n, **acts)
+
+    h_train, h_test = activations(prefix_a, a, "train", n_train), activations(prefix_a, a, "test", n_test)
     y_train = ds.labels("train")[:n_train]
-    y_test = ds.labels("test")[: len(h_test)]
-    receiver = collect(prefix_b, ds, b.preprocess, "train", limit=n_train, **acts) if needs_receiver else None
-    teacher = collect(base.model, ds, base.preprocess, "train", limit=n_train, **acts) if "kd" in objective else None
+    y_test = ds.labels("test")[:n_test]
+    receiver = activations(prefix_b, b, "train", n_train) if needs_receiver else None
+    teacher = activations(base.model, base, "train", n_train) if "kd" in objective else None
 
     residual = None
     if spec.adapter.init in ("lstsq", "procrustes"):
@@ -289,6 +298,7 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
         "dataset": ds.name,
         "n_train": n_train,
         "n_test": limit,
+        **({"activations": "streamed"} if streamed else {}),  # over the budget: computed per batch, not cached
         "cut_a": {"name": cut_a.name, "shape": list(cut_a.shape), "layout": cut_a.layout, "depth": cut_a.depth},
         "cut_b": {"name": cut_b.name, "shape": list(cut_b.shape), "layout": cut_b.layout, "depth": cut_b.depth},
         "params": int(params),

@@ -43,7 +43,7 @@ from stitchcore.data.images import ImageDataset
 from stitchcore.models.preprocess import Preprocess
 from stitchcore.models.loaded import LoadedModel
 
-__all__ = ["collect", "collect_cuts", "forward_bytes_per_image", "iter_cuts", "memory_budget_bytes"]
+__all__ = ["OnDemand", "collect", "collect_cuts", "forward_bytes_per_image", "iter_cuts", "memory_budget_bytes"]
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +86,28 @@ def collect(
     if out is None:
         raise ValueError(f"split {split!r} of {ds.name} is empty")
     return out
+
+
+class OnDemand:
+    """A module's activations computed when a batch asks for them, for data whose cache would not fit.
+
+    Indexed like the cached tensor :func:`collect` returns (``acts[idx]``: [len(idx), *shape], a slice or
+    int64 indices), so the adapter loops take either; each access runs ``module`` (a frozen prefix) under
+    ``no_grad`` on ``device`` over those images, and nothing is kept.
+    """
+
+    def __init__(self, module: nn.Module | Callable[[torch.Tensor], torch.Tensor], ds: ImageDataset,
+                 preprocess: Preprocess | None, split: str, n: int, device: torch.device) -> None:  # fmt: skip
+        self.module, self.ds, self.preprocess, self.split, self.n, self.device = module, ds, preprocess, split, n, device
+
+    def __len__(self) -> int:
+        return self.n
+
+    @torch.no_grad()
+    def __getitem__(self, index: slice | torch.Tensor) -> torch.Tensor:
+        if isinstance(index, slice):
+            index = slice(*index.indices(self.n))
+        return self.module(self.ds.model_inputs(self.split, index, self.preprocess, self.device))
 
 
 def _allocate(shape: tuple[int, ...]) -> torch.Tensor:
