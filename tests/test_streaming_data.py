@@ -134,3 +134,19 @@ def test_over_the_activation_budget_a_stitch_streams_its_prefix_and_learns_the_s
         assert abs(got["train_loss"] - want["train_loss"]) < 1e-3 * max(1.0, want["train_loss"])
     assert abs(streamed["accuracy"] - cached["accuracy"]) <= 1 / 128
     assert streamed["base"] == cached["base"]
+
+
+def test_a_hub_checkpoint_keeps_the_preprocess_and_dataset_it_records(tmp_path):
+    """A fine-tuned timm model saved as a file is read with the input it was trained on, not the arch's default."""
+    from stitchcore.models.sources.checkpoint import save_checkpoint
+
+    m = load_model("timm:resnet18?pretrained=false&num_classes=10")
+    at_64 = m.preprocess.at_size(64)
+    path = save_checkpoint(m.model, tmp_path / "r18.safetensors", meta={"preprocess": at_64.to_dict(),
+                           "dataset": "digits"}, arch=("timm:resnet18", {"num_classes": 10}))  # fmt: skip
+    loaded = load_model(f"file:{path}")
+    assert loaded.preprocess == at_64 and loaded.input_shape == (3, 64, 64) and loaded.dataset == "digits"
+    assert "checkpoint's record" in loaded.meta["defaults"]
+    assert load_model(f"file:{path}?size=32").preprocess == at_64.at_size(32)  # a ref option still wins
+    bare = save_checkpoint(m.model, tmp_path / "bare.safetensors", arch=("timm:resnet18", {"num_classes": 10}))
+    assert load_model(f"file:{bare}").preprocess == m.preprocess  # nothing recorded: timm's own config

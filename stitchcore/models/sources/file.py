@@ -120,7 +120,7 @@ def _finish(
     load_into(model, sd, str(path), arch)
     if finisher is None:
         return _zoo_inputs(wrap_arch_model(model, ref, meta=info.get("meta")), opts)
-    return _hub_inputs(finisher(model), opts)
+    return _hub_inputs(finisher(model), opts, info.get("meta") or {})
 
 
 def _check_dataset(name: str) -> None:
@@ -190,19 +190,24 @@ def _zoo_inputs(loaded: LoadedModel, opts: InputOptions) -> LoadedModel:
     return loaded
 
 
-def _hub_inputs(loaded: LoadedModel, opts: InputOptions) -> LoadedModel:
-    """Apply the input options to a timm/torchvision model; the rest stays its own config."""
-    if opts.dataset:
-        _check_dataset(opts.dataset)
-        loaded.dataset = opts.dataset
-    pre = loaded.preprocess.with_options(mean=opts.mean, std=opts.std, size=opts.size)
+def _hub_inputs(loaded: LoadedModel, opts: InputOptions, recorded: dict[str, Any]) -> LoadedModel:
+    """Apply the input options to a timm/torchvision model; else what the checkpoint records (its preprocess
+    and dataset: a fine-tuned model's), else the architecture's own config."""
+    dataset = opts.dataset or recorded.get("dataset")
+    if dataset:
+        _check_dataset(dataset)
+        loaded.dataset = dataset
+    from_record = isinstance(recorded.get("preprocess"), dict)
+    base = Preprocess.from_dict(recorded["preprocess"]) if from_record else loaded.preprocess
+    pre = base.with_options(mean=opts.mean, std=opts.std, size=opts.size)
     loaded.preprocess, loaded.input_shape = pre, (pre.channels, *pre.size)
     family = str(loaded.meta.get("arch", "")).partition(":")[0]
     given = [k for k in ("mean", "std", "size") if getattr(opts, k) is not None]
     left = [k for k in ("mean", "std", "size") if k not in given]
-    notes = [f"{'/'.join(left)} from {family}'s config for the architecture"] if left else []
+    source = "the checkpoint's record" if from_record else f"{family}'s config for the architecture"
+    notes = [f"{'/'.join(left)} from {source}"] if left else []
     if not opts.dataset:
-        notes.append("no dataset (give dataset=)")
+        notes.append(f"dataset {dataset} (recorded in the checkpoint)" if dataset else "no dataset (give dataset=)")
     loaded.meta["defaults"] = "; ".join(notes)
     return loaded
 
