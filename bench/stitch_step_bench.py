@@ -17,7 +17,8 @@ own preprocessing (centre 160x160 crop of 182, so the prefix dominates).
 
 Both stitched models are scored on the same test images; their accuracies are printed beside the times (the
 same recipe, so they should be close, not equal: the plain loop draws its batches its own way).
-Run: ``python bench/stitch_step_bench.py [--epochs 5]``; prints one JSON object.
+Run: ``python bench/stitch_step_bench.py [--epochs 5] [--cases digits,test_resnet,resnet50] [--threads 1]``;
+prints one JSON object.
 """
 
 from __future__ import annotations
@@ -114,17 +115,27 @@ def one_case(name: str, a_ref: str, b_ref: str, cut: str, store: Store, epochs: 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--cases", default="digits,test_resnet",
+                        help="of: digits, test_resnet, resnet50 (two timm ResNet-50s at 224, layer2, 128 images)")
+    parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    chosen = set(args.cases.split(","))
+    torch.set_num_threads(args.threads)
+    cases = []
     with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "store") as store:
-        refs = [run_experiment("zoo", ZooRecipe(seed=s), store).record.summary["ref"] for s in (0, 1)]
-        hub = "timm:test_resnet?num_classes=10&pretrained=false"
-        cases = [
-            one_case("digit CNNs", refs[0], refs[1], "block2", store, args.epochs, 1024, 512),
-            one_case("timm test_resnet at 160", hub, hub + "&seed=1", "layer1.0", store, args.epochs, 256, 256),
-        ]
-    print(json.dumps({"bench": "stitch_step", "torch": torch.__version__, "threads": 1, "machine": platform.machine(),
-                      "cases": cases}, indent=1))  # fmt: skip
+        if "digits" in chosen:
+            refs = [run_experiment("zoo", ZooRecipe(seed=s), store).record.summary["ref"] for s in (0, 1)]
+            cases.append(one_case("digit CNNs", refs[0], refs[1], "block2", store, args.epochs, 1024, 512))
+        if "test_resnet" in chosen:
+            hub = "timm:test_resnet?num_classes=10&pretrained=false"
+            cases.append(one_case("timm test_resnet at 160", hub, hub + "&seed=1", "layer1.0", store, args.epochs,
+                                  256, 256))  # fmt: skip
+        if "resnet50" in chosen:
+            big = "timm:resnet50?num_classes=10&pretrained=false"
+            cases.append(one_case("timm ResNet-50s at 224", big, big + "&seed=1", "layer2", store, args.epochs, 128,
+                                  128))  # fmt: skip
+    print(json.dumps({"bench": "stitch_step", "torch": torch.__version__, "threads": args.threads,
+                      "machine": platform.machine(), "cases": cases}, indent=1))  # fmt: skip
 
 
 if __name__ == "__main__":

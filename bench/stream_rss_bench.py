@@ -1,10 +1,11 @@
 """Benchmark: peak memory of a stitch on a synthetic ImageFolder of 1,000 vs 8,000 images (64x64 PNGs, two
-random-init timm ResNet-18s saved as files with a 64-pixel input, layer3 -> layer3, one epoch).
+random-init timm ResNet-18s saved as files with a 64-pixel input, layer1 -> layer1, one epoch).
 
 Each case runs in a fresh process (``--child``) that reports its own peak RSS (``ru_maxrss``) and its children's
 (DataLoader workers).  Two activation budgets per size: the default (2048 MB: the prefix activations of the whole
 train split are cached, as every stitch did before) and 1 MB (under the cache: each batch's activations are
-computed when it is drawn, ``activations: streamed``).  ``growth`` = peak RSS at 8,000 / at 1,000 - 1; the issue's
+computed when it is drawn, ``activations: streamed``).  ``cache_mb``: what the sender activations of both
+splits take when cached (64 x 16 x 16 floats an image).  ``growth`` = peak RSS at 8,000 / at 1,000 - 1; the issue's
 target for the streamed run is under 0.15.
 
 Run: ``python bench/stream_rss_bench.py [--sizes 1000,8000]``; prints one JSON object.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
 import subprocess
@@ -60,12 +62,13 @@ def child(n: int, folder: str, work: str) -> dict:
             m = load_model(f"timm:resnet18?pretrained=false&num_classes=10&seed={seed}")
             save_checkpoint(m.model, path, arch=("timm:resnet18", {"num_classes": 10}))
         refs.append(f"file:{path}?size=64")  # timm's transform at 64: shorter side 67, centre 64
-    spec = StitchSpec(refs[0], refs[1], "layer3", "layer3", adapter=AdapterSpec(init="random"), epochs=1,
+    spec = StitchSpec(refs[0], refs[1], "layer1", "layer1", adapter=AdapterSpec(init="random"), epochs=1,
                       dataset=f"imagefolder:{folder}?full&size=64")  # fmt: skip
     t0 = time.perf_counter()
     with Store(Path(work) / f"store-{n}-{os.environ['STITCHLAB_ACT_BUDGET_MB']}") as store:
         out = run_experiment("stitch", spec, store, device="cpu").record.summary
-    return {"train_images": out["n_train"], "seconds": round(time.perf_counter() - t0, 1),
+    per_image = 4 * math.prod(out["cut_a"]["shape"])  # float32 bytes of one image's sender activation
+    return {"train_images": out["n_train"], "cache_mb": round(per_image * (out["n_train"] + out["n_test"]) / 2**20, 1), "seconds": round(time.perf_counter() - t0, 1),
             "activations": out.get("activations", "cached"), "accuracy": out["accuracy"],
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
             "children_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)}

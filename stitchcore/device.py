@@ -10,8 +10,9 @@ import torch
 
 from stitchcore.errors import StitchError
 
-__all__ = ["describe_device", "module_device", "pick_device"]
+__all__ = ["CHANNELS_LAST_ENV", "describe_device", "module_device", "pick_device", "use_channels_last"]
 
+CHANNELS_LAST_ENV = "STITCHLAB_CHANNELS_LAST"  # auto (CUDA only, the default) | 1 (always) | 0 (never)
 _KINDS = "auto, cpu, cuda, cuda:N or mps"  # what --device and STITCHLAB_DEVICE take
 
 
@@ -105,3 +106,19 @@ def _nvidia_smi(index: int) -> tuple[str, float, float] | None:
         return name, float(used), float(total)
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         return None
+
+
+def use_channels_last(model: torch.nn.Module, device: torch.device | str) -> bool:
+    """Whether ``model`` keeps its 4-D weights (and so its activations) in NHWC order on ``device``, the layout
+    tensor cores read fastest: ``$STITCHLAB_CHANNELS_LAST`` (auto: a model with 2-D convolutions on CUDA).
+
+    >>> use_channels_last(torch.nn.Conv2d(3, 8, 3), "cpu")
+    False
+    """
+    policy = os.environ.get(CHANNELS_LAST_ENV, "auto").strip().lower()
+    if policy in ("0", "false", "no"):
+        return False
+    has_conv = any(isinstance(m, torch.nn.Conv2d) for m in model.modules())
+    if policy in ("1", "true", "yes"):
+        return has_conv
+    return has_conv and torch.device(device).type == "cuda"

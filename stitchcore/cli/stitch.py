@@ -79,6 +79,8 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     st.add_argument("--head-cut", default=None, help="with --head a: the cut where A's head takes over")
     st.add_argument("--max-train", type=int, default=None)
     st.add_argument("--max-test", type=int, default=None)
+    st.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                    help="bf16: autocast over the frozen models and the adapter (fast on GPUs and AMX CPUs)")
     st.add_argument("--rerun", action="store_true", help="run again even if the store has it")
 
 
@@ -98,7 +100,7 @@ def _cmd_stitch(args: argparse.Namespace, store: Store, bar: ProgressBar) -> Non
         a=ref_a, b=ref_b, cut_a=cut_a, cut_b=cut_b, adapter=adapter,
         objective=args.objective, optimizer=args.optimizer, lr=args.lr, weight_decay=args.weight_decay,
         epochs=args.epochs, batch_size=args.batch_size, seed=args.seed, dataset=args.dataset,
-        head=args.head, head_cut=head_cut, max_train=args.max_train, max_test=args.max_test,
+        head=args.head, head_cut=head_cut, max_train=args.max_train, max_test=args.max_test, precision=args.precision,
     )
     out = run("stitch", spec, args, store, bar)
     s = out.record.summary

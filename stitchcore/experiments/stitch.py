@@ -12,7 +12,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from safetensors.torch import save
@@ -33,9 +33,11 @@ from stitchcore.experiments.estimate import (
 )  # fmt: skip
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.stitching.activations import OnDemand, collect, memory_budget_bytes
+from stitchcore.stitching.precision import Autocast, autocast
 from stitchcore.stitching.adapters import AdapterSpec, adapter_cost, build_adapter, compatibility
 from stitchcore.stitching.evaluate import evaluate_batches, stitching_penalty
 from stitchcore.stitching.fits import fit_adapter
+from stitchcore.stitching.shared_suffix import PRECISIONS
 from stitchcore.stitching.train import OPTIMIZERS, AdapterTargets, TrainKnobs, parse_objective, train_adapter
 
 __all__ = ["StitchSpec", "estimate_stitch", "run_stitch"]
@@ -75,9 +77,13 @@ class StitchSpec(Spec):
     head_cut: str | None = None  # head="a" only: where B's middle hands over to A's head (same family)
     max_train: int | None = None  # cap on training images (quick runs); None = all
     max_test: int | None = None  # cap on test images; None = all
+    precision: str = "fp32"  # fp32 | bf16: autocast over the frozen parts and the adapter (fp32 weights and loss)
+
+    LEGACY: ClassVar[dict[str, Any]] = {"precision": "fp32"}  # runs stored before the field computed in fp32
 
     def __post_init__(self) -> None:
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
+        check_choice("precision", self.precision, PRECISIONS)
         parse_objective(self.objective)
         check_positive("lr", self.lr, "typical values 1e-3 .. 1e-1 (default 1e-2)")
         check_at_least("weight_decay", self.weight_decay, 0, "typical values 0 .. 0.1 (default 0.05)")
@@ -106,7 +112,8 @@ class StitchSpec(Spec):
         head = f"head a from {self.head_cut}" if self.head == "a" else "head b"
         return (f"{ad.kind} adapter (BatchNorm {ad.norm}, {ad.resample} resample, {ad.init} init{rank}) · "
                 f"objective {self.objective} · {self.optimizer} lr {self.lr:g} · {self.epochs} epochs · "
-                f"batch {self.batch_size} · seed {self.seed} · {images} of {dataset} · {head}")
+                f"batch {self.batch_size} · seed {self.seed} · {images} of {dataset} · {head}"
+                + (f" · {self.precision}" if self.precision != "fp32" else ""))
 
     def label(self) -> str:
         head = f" -> {self.a}[{self.head_cut}:]" if self.head == "a" else ""
@@ -219,8 +226,10 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
     streamed = need > memory_budget_bytes()  # over it: each batch's activations are computed when it is drawn
     ctx.progress(0.02, "streaming: prefix activations computed per batch" if streamed else "caching prefix activations")
     acts = dict(device=device, batch_size=EVAL_BATCH, check_cancel=ctx.check_cancel)
+    bf16 = spec.precision == "bf16"
 
     def activations(module, m: LoadedModel, split: str, n: int) -> torch.Tensor | OnDemand:  # [n, *cut shape]
+        module = Autocast(module, device) if bf16 else module  # frozen: bf16 inside, float32 out
         if streamed:
             return OnDemand(module, ds, m.preprocess, split, n, device)
         return collect(module, ds, m.preprocess, split, limit=n, **acts)
@@ -239,7 +248,8 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
     adapter.to(device)
 
     def stitched_logits(h: torch.Tensor) -> torch.Tensor:
-        return suffix_b(adapter(h.to(device, torch.float32)))
+        with autocast(device, bf16):
+            return suffix_b(adapter(h.to(device, torch.float32))).float()
 
     def eval_stitched() -> dict:
         adapter.eval()
@@ -268,6 +278,7 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
         objective=objective,
         knobs=TrainKnobs.of(spec),
         device=device,
+        precision=spec.precision,
         kd_temperature=spec.kd_temperature,
         on_step=on_step,
         on_epoch=on_epoch,
@@ -278,12 +289,14 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
     limit = len(h_test)
     _, suffix_a = split(a, cut_a)  # A's own accuracy from its cached test activations: no second prefix pass
     suffix_a.to(device).eval()
+    suffix_a = Autocast(suffix_a, device) if bf16 else suffix_a
     score_a = evaluate_batches(
         lambda h: suffix_a(h.to(device)), ((h_test[i: i + EVAL_BATCH], y_test[i: i + EVAL_BATCH])
                                            for i in range(0, limit, EVAL_BATCH)), ds.num_classes, device,
     )  # fmt: skip
     score_b = evaluate_batches(
-        b.model, ds.model_batches("test", EVAL_BATCH, b.preprocess, device, limit=limit), ds.num_classes, device
+        Autocast(b.model, device) if bf16 else b.model, ds.model_batches("test", EVAL_BATCH, b.preprocess, device,
+                                                                          limit=limit), ds.num_classes, device
     )
     ctx.store.put_artifact(ctx.run_id, ADAPTER_WEIGHTS, _state_bytes(adapter))
     return {

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from stitchcore.device import module_device
+from stitchcore.device import module_device, use_channels_last
 from stitchcore.models.preprocess import Preprocess
 
 __all__ = [
@@ -68,11 +68,14 @@ class LoadedModel:
 
     def to(self, device: torch.device | str) -> LoadedModel:
         """Move the whole model to ``device`` in eval mode (in place; a run's own load); returns self.
+        Conv nets on CUDA go channels_last (:func:`~stitchcore.device.use_channels_last`).
 
         A run moves its models whole before it splits them: a part moved alone (a suffix) would leave the
         model on two devices.
         """
         self.model.to(device).eval()
+        if use_channels_last(self.model, device):  # conv nets on CUDA: NHWC weights and activations
+            self.model.to(memory_format=torch.channels_last)
         return self
 
 

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from stitchcore.errors import TrainingError
+from stitchcore.stitching.precision import autocast
 
 __all__ = [
     "TrainKnobs",
@@ -138,6 +139,7 @@ def train_adapter(
     objective: dict[str, float],
     knobs: TrainKnobs,
     device: torch.device,
+    precision: str = "fp32",
     kd_temperature: float = 2.0,
     on_step: Callable[[int, int, dict[str, float]], None] | None = None,
     on_epoch: Callable[[int], dict[str, float]] | None = None,
@@ -145,7 +147,9 @@ def train_adapter(
 ) -> list[dict[str, float]]:
     """Train ``adapter`` so that ``suffix(adapter(h))`` fits the objective; suffix stays frozen.
 
-    sender_acts: [N, *sender shape] cached prefix_A outputs (CPU, float32 or float16).
+    sender_acts: [N, *sender shape] cached prefix_A outputs (CPU, float32 or float16), or anything indexed
+    the same way (``activations.OnDemand``: computed per batch).  ``precision`` "bf16": the adapter and
+    suffix run under bf16 autocast; weights, optimiser and loss stay float32.
     on_step(step, total_steps, metrics) is called every step; on_epoch(epoch)
     returns evaluation metrics merged into that epoch's record.
     Returns one metrics dict per epoch.
@@ -178,13 +182,15 @@ def train_adapter(
             if len(idx) < 2 and n >= 2:  # BatchNorm needs two samples in train mode
                 continue
             h = sender_acts[idx].to(device, torch.float32)
-            mid = adapter(h)
+            with autocast(device, precision == "bf16"):
+                mid = adapter(h)
+                logits = suffix(mid) if "task" in objective or "kd" in objective else None
+            mid, logits = mid.float(), None if logits is None else logits.float()
             loss = torch.zeros((), device=device)
             if "match" in objective:
                 y = targets.receiver[idx].to(device, torch.float32)
                 loss = loss + objective["match"] * F.mse_loss(mid, y)
-            if "task" in objective or "kd" in objective:
-                logits = suffix(mid)
+            if logits is not None:
                 if "task" in objective:
                     loss = loss + objective["task"] * F.cross_entropy(logits, targets.labels[idx].to(device))
                 if "kd" in objective:
