@@ -122,3 +122,17 @@ def test_out_of_range_url_values_are_shown_not_silently_replaced(app):
     assert at.selectbox(key="head").value == "b" and at.selectbox(key="objective").value == "task+0.5*kd"
     assert any("value(s) of the link were changed" in c.value for c in at.caption)
 
+
+
+def test_precision_comes_from_the_link_and_goes_into_the_spec(app):
+    """bf16 is a form value like any other: a link sets it, Launch runs it, a bad one falls back to fp32."""
+    app.query_params.update({"a": "zoo:cnn-digits-s0", "b": "zoo:cnn-digits-s1", "precision": "bf16"})
+    at = app.run().switch_page("views/stitch.py").run()
+    assert not at.exception and at.selectbox(key="precision").value == "bf16"
+    assert any("· bf16" in c.value for c in at.caption)  # "Launch runs ... with a ... · bf16"
+    at.query_params.update({"precision": "fp8"})
+    fresh = app.run().switch_page("views/stitch.py")
+    fresh.query_params.update({"a": "zoo:cnn-digits-s0", "b": "zoo:cnn-digits-s1", "precision": "fp8"})
+    fresh = fresh.run()
+    warning = "\n".join(w.value for w in fresh.warning)
+    assert "precision='fp8' is not one of fp32, bf16; the form uses fp32" in warning.replace("\\", "")

@@ -19,6 +19,7 @@ from stitchcore.experiments.dataset_check import default_dataset
 from stitchcore.experiments.stitch import StitchSpec
 from stitchcore.models.sources.zoo import list_zoo_models
 from stitchcore.stitching.adapters import INITS, NORMS, RESAMPLES, AdapterSpec, compatibility, list_adapters
+from stitchcore.stitching.shared_suffix import PRECISIONS
 from stitchcore.stitching.train import OPTIMIZERS, parse_objective
 from views import run_views
 
@@ -32,7 +33,7 @@ FORM_PARAMS = {  # URL query key -> (session key, type): a copied link reproduce
     "objective": ("objective", str), "optimizer": ("optimizer", str), "lr": ("lr", float),
     "epochs": ("epochs", int), "batch_size": ("batch_size", int), "seed": ("seed", int),
     "max_train": ("max_train", int), "max_test": ("max_test", int), "head": ("head", str),
-    "head_cut": ("head_cut", str), "dataset": ("dataset", str),
+    "head_cut": ("head_cut", str), "dataset": ("dataset", str), "precision": ("precision", str),
 }
 
 
@@ -42,12 +43,13 @@ NUMBER_RANGES = {  # form key -> (least, most) the widget takes; a URL value out
 }
 CHOICES = {  # form key -> the values its selectbox offers (objective: any formula parse_objective takes)
     "kind": tuple(list_adapters()), "norm": NORMS, "resample": RESAMPLES, "init": INITS,
-    "optimizer": tuple(OPTIMIZERS), "head": ("b", "a"),
+    "optimizer": tuple(OPTIMIZERS), "head": ("b", "a"), "precision": PRECISIONS,
 }
 FORM_DEFAULTS = dict(  # the library's defaults, shared with the CLI; widgets take their values from here
     kind=DEFAULTS.adapter.kind, norm=DEFAULTS.adapter.norm, resample=DEFAULTS.adapter.resample,
     init=DEFAULTS.adapter.init, objective="task", optimizer=DEFAULTS.optimizer, lr=DEFAULTS.lr,
     epochs=DEFAULTS.epochs, batch_size=DEFAULTS.batch_size, seed=DEFAULTS.seed, max_train=0, max_test=0, head="b",
+    precision=DEFAULTS.precision,
 )
 
 
@@ -87,6 +89,7 @@ def _spec_params(spec: StitchSpec) -> dict[str, str]:
         "objective": spec.objective, "optimizer": spec.optimizer, "lr": spec.lr, "epochs": spec.epochs,
         "batch_size": spec.batch_size, "seed": spec.seed, "max_train": spec.max_train or 0,
         "max_test": spec.max_test or 0, "head": spec.head, "head_cut": spec.head_cut, "dataset": spec.dataset,
+        "precision": None if spec.precision == DEFAULTS.precision else spec.precision,
     }
     return {k: str(v) for k, v in values.items() if v is not None}
 
@@ -223,7 +226,7 @@ if len(loaded) == 2:
         lr = c[2].number_input("Learning rate", *NUMBER_RANGES["lr"], format="%.4f", key="lr",
                                persist_state="session")
         epochs = c[3].number_input("Epochs", *NUMBER_RANGES["epochs"], key="epochs", persist_state="session")
-        c = st.columns(5)
+        c = st.columns(6)
         batch_size = c[0].number_input("Batch size", *NUMBER_RANGES["batch_size"], key="batch_size",
                                        persist_state="session")
         seed = c[1].number_input("Seed", *NUMBER_RANGES["seed"], key="seed", persist_state="session")
@@ -233,6 +236,9 @@ if len(loaded) == 2:
                                      persist_state="session")
         head = c[4].selectbox("Head", ("b", "a"), key="head", persist_state="session",
                               help="a: keep A's head after B's middle (same-family models)")
+        precision = c[5].selectbox("Precision", PRECISIONS, key="precision", persist_state="session",
+                                   help="bf16: autocast over the frozen models and the adapter, float32 weights;"
+                                        " fast on GPUs and AMX CPUs, slow on other CPUs")
     with cuts:
         cut_a = _cut_choice("Sender cut (A)", [c.name for c in cuts_a], "cut_a", None, cuts_a)
         sender = next(c for c in cuts_a if c.name == cut_a)
@@ -281,6 +287,7 @@ if len(loaded) == 2:
                 a=ref_a, b=ref_b, cut_a=cut_a, cut_b=cut_b, adapter=adapter, objective=objective,
                 optimizer=optimizer, lr=float(lr), epochs=int(epochs), batch_size=int(batch_size), seed=int(seed),
                 max_train=int(max_train) or None, max_test=int(max_test) or None, head=head, head_cut=head_cut,
+                precision=precision,
                 dataset=None if dataset == default_data else dataset,  # None: B's own set (the run id as before)
             )
         except StitchError as exc:
