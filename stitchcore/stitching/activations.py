@@ -43,7 +43,7 @@ from stitchcore.data.images import ImageDataset
 from stitchcore.models.preprocess import Preprocess
 from stitchcore.models.loaded import LoadedModel
 
-__all__ = ["OnDemand", "collect", "collect_cuts", "forward_bytes_per_image", "iter_cuts", "memory_budget_bytes"]
+__all__ = ["CutsOnDemand", "OnDemand", "collect", "collect_cuts", "forward_bytes_per_image", "iter_cuts", "memory_budget_bytes"]
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +108,45 @@ class OnDemand:
         if isinstance(index, slice):
             index = slice(*index.indices(self.n))
         return self.module(self.ds.model_inputs(self.split, index, self.preprocess, self.device))
+
+
+class CutsOnDemand:
+    """Several cuts of one model computed together when a batch asks for them: ``acts[name][idx]`` is
+    [len(idx), *cut.shape] on ``device``.
+
+    One forward pass per drawn batch serves every cut: the adapters trained side by side (one per sender)
+    ask for the same ``idx`` in a step, and the last pass is kept for exactly that index object.
+    """
+
+    def __init__(self, m: LoadedModel, cuts: list[Cut], ds: ImageDataset, split: str, n: int,
+                 device: torch.device) -> None:  # fmt: skip
+        self.m, self.ds, self.split, self.n, self.device = m, ds, split, n, device
+        self.model = m.model.to(device).eval()
+        self.hooked, self.prefixes = _hookable(self.model, cuts, m.example_input())
+        self._last: tuple[object, dict[str, torch.Tensor]] = (None, {})
+
+    def _pass(self, index: slice | torch.Tensor) -> dict[str, torch.Tensor]:
+        if self._last[0] is not index:
+            x = self.ds.model_inputs(self.split, index, self.m.preprocess, self.device)
+            self._last = (None, {})  # the last batch goes before the next is made
+            self._last = (index, _cut_batch(self.model, self.hooked, self.prefixes, x))
+        return self._last[1]
+
+    def __getitem__(self, name: str) -> _CutView:
+        return _CutView(self, name)
+
+
+class _CutView:
+    """One cut of a :class:`CutsOnDemand`, indexed like a cached [N, *cut.shape] tensor."""
+
+    def __init__(self, source: CutsOnDemand, name: str) -> None:
+        self.source, self.name = source, name
+
+    def __len__(self) -> int:
+        return self.source.n
+
+    def __getitem__(self, index: slice | torch.Tensor) -> torch.Tensor:
+        return self.source._pass(index)[self.name]
 
 
 def _allocate(shape: tuple[int, ...]) -> torch.Tensor:

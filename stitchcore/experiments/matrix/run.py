@@ -31,7 +31,7 @@ from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments.dataset_check import check_head_classes, load_pair, pair_dataset
 from stitchcore.experiments.matrix.estimate import estimate_matrix
 from stitchcore.experiments.matrix.read import cell_grid, difference
-from stitchcore.experiments.matrix.spec import CELLS_ARTIFACT, MatrixSpec, cell_objective
+from stitchcore.experiments.matrix.spec import CELLS_ARTIFACT, MatrixSpec
 from stitchcore.experiments.matrix.units import (
     EVAL_BATCH,
     _Workspace,
@@ -121,17 +121,8 @@ def _prepare(
     need = len(sending) * _nbytes(senders, n_train + n_test) + len(receiving) * _nbytes(receivers, n_train)
     budget = memory_budget_bytes()
     streamed = need > budget
-    if streamed and any(cell_objective(spec, v) is not None for v, _, _ in variants):
-        fix = " or use mode 'closed-form' (it streams the data instead)" if spec.mode == "trained" else (
-            " (task-trained controls need them too) or run without controls")  # fmt: skip
-        raise StitchError(
-            f"this matrix caches {need / 2**20:.1f} MB of activations, over the {budget / 2**20:.0f} MB budget"
-            " (STITCHLAB_ACT_BUDGET_MB), and trained adapters train on cached activations: use fewer samples"
-            " (max_train / max_test) or fewer cuts (senders / receivers), raise the budget," + fix
-        )
-    if streamed:
-        log.info("matrix: %.1f MB of activations over the %.0f MB budget; streaming the closed-form fits",
-                 need / 2**20, budget / 2**20)  # fmt: skip
+    if streamed:  # each pass computes what it needs per batch; trained cells recompute A's per drawn batch
+        log.info("matrix: %.1f MB of activations over the %.0f MB budget; streaming", need / 2**20, budget / 2**20)
 
     suffixes = {}
     for key in receiving:

@@ -14,8 +14,9 @@ Cached mode: one forward pass of A over the data records every sender cut at onc
 cut modules, each checked against the ``split`` prefix; a cut whose hook disagrees runs its own prefix),
 and one pass of B records every receiver cut (the least-squares targets); :func:`receiver_unit` fits,
 trains and scores the cells into one receiver from those.  Streamed mode (the activations would exceed
-the memory budget, closed form only): :func:`streamed_unit` fits every adapter from one pass of A and B
-per batch and scores them from one pass of A over the test images (:mod:`stitchcore.stitching.streamed`).
+the memory budget): :func:`streamed_unit` fits every adapter from one pass of A and B per batch, trains
+(trained mode, controls) with each step's activations computed for its drawn batch, and scores them from
+one pass of A over the test images (:mod:`stitchcore.stitching.streamed`).
 
 A unit runs in the driver's process on the run's own :class:`_Workspace`, or on another process on one
 rebuilt from what the driver shipped (:func:`_unit_workspace`); cells that no adapter can join come back
@@ -38,7 +39,7 @@ from stitchcore.data.images import ImageDataset
 from stitchcore.experiments.matrix.spec import MatrixSpec, cell_objective
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.package import ModelPackage
-from stitchcore.stitching.activations import collect_cuts
+from stitchcore.stitching.activations import CutsOnDemand, collect_cuts
 from stitchcore.stitching.adapters import build_adapter, compatibility
 from stitchcore.stitching.evaluate import evaluate_batches, stitching_penalty
 from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
@@ -157,26 +158,63 @@ def _run_receiver(
 
 def _run_streamed(
     spec: MatrixSpec, ctx: UnitContext, ws: _Workspace, send: str, recv: str, pairs: list[tuple[Cut, Cut]],
-    report: Callable[[float, str], None],
+    report: Callable[[float, str], None], objective: dict[str, float] | None = None,
 ) -> list[dict]:
-    """Every cell of ``pairs`` in closed form from streamed passes (:mod:`stitchcore.stitching.streamed`):
-    one pass of A and B over the training images fits them all, one pass of A over the test images scores them."""
+    """Every cell of ``pairs`` from streamed passes (:mod:`stitchcore.stitching.streamed`): one pass of A and B
+    over the training images fits them all in closed form, ``objective`` (None: none) trains them with each
+    step's activations computed when its batch is drawn (:func:`_train_streamed`), and one pass of A over the
+    test images scores them."""
     built = [_new_cell(spec, s, r) for s, r in pairs]
     live = [(cell, StreamedCell(adapter.to(ctx.device), s, r))
             for (cell, adapter), (s, r) in zip(built, pairs) if adapter is not None]  # fmt: skip
     if live:
         stream = {"device": ctx.device, "budget": ws.budget, "work": ws.work, "check_cancel": ctx.check_cancel}
-        residuals = fit_streamed([c for _, c in live], ws.models[send], ws.models[recv], ws.ds, len(ws.y_train),
-                                 method=spec.adapter.init, progress=lambda f, m: report(f / 2, m),
-                                 **stream)  # fmt: skip
+        share = (1 / 3, 1 / 3) if objective is not None else (1 / 2, 0.0)  # of the unit: fit, train (then score)
+        residuals: list[float | None] = [None] * len(live)
+        if spec.adapter.init in FIT_METHODS:
+            residuals = fit_streamed([c for _, c in live], ws.models[send], ws.models[recv], ws.ds,
+                                     len(ws.y_train), method=spec.adapter.init,
+                                     progress=lambda f, m: report(f * share[0], m), **stream)  # fmt: skip
+        if objective is not None:
+            _train_streamed(spec, ctx, ws, send, recv, [c for _, c in live], objective,
+                            lambda f, m: report(share[0] + f * share[1], m))  # fmt: skip
         suffixes = [ws.suffixes[recv, c.receiver.name] for _, c in live]
+        done = sum(share)
         scores = score_streamed([c for _, c in live], suffixes, ws.models[send], ws.ds, len(ws.y_test),
-                                progress=lambda f, m: report(0.5 + f / 2, m), **stream)  # fmt: skip
+                                progress=lambda f, m: report(done + f * (1 - done), m), **stream)  # fmt: skip
         for (cell, _), residual, score in zip(live, residuals, scores):
-            cell["residual"] = round(float(residual), 6)
+            if residual is not None:
+                cell["residual"] = round(float(residual), 6)
             cell["accuracy"] = score["accuracy"]
             cell["penalty"] = stitching_penalty(ws.bases[recv], score["accuracy"])
     return [cell for cell, _ in built]
+
+
+def _train_streamed(
+    spec: MatrixSpec, ctx: UnitContext, ws: _Workspace, send: str, recv: str, cells: list[StreamedCell],
+    objective: dict[str, float], report: Callable[[float, str], None],
+) -> None:
+    """Train the cells' adapters, those into one receiver together through one pass of its suffix per step (as
+    :func:`_run_receiver`), on activations computed per drawn batch: one pass of A serves every sender cut (and
+    one of B every receiver cut, for the copy term); nothing is cached."""
+    n = len(ws.y_train)
+    senders = list({c.sender.name: c.sender for c in cells}.values())
+    receivers = list({c.receiver.name: c.receiver for c in cells}.values())
+    acts_a = CutsOnDemand(ws.models[send], senders, ws.ds, "train", n, ctx.device)
+    acts_b = CutsOnDemand(ws.models[recv], receivers, ws.ds, "train", n, ctx.device) if "match" in objective else None
+    for k, r in enumerate(receivers):
+        group = [c for c in cells if c.receiver.name == r.name]
+        report(k / len(receivers), f"training {len(group)} adapter(s) into {r.name} (streamed)")
+        per_pass = max(1, JOINT_ELEMENTS // (spec.batch_size * math.prod(r.shape)))
+        suffix = frozen_for_training(ws.suffixes[recv, r.name]) if "task" in objective else None
+        for start in range(0, len(group), per_pass):
+            part = group[start : start + per_pass]
+            train_adapters_shared_suffix(
+                [c.adapter for c in part], suffix, [acts_a[c.sender.name] for c in part], ws.y_train,
+                knobs=TrainKnobs.of(spec), device=ctx.device, check_cancel=ctx.check_cancel,
+                precision=spec.precision, objective=objective,
+                receiver_acts=acts_b[r.name] if acts_b is not None else None,
+            )  # fmt: skip
 
 
 # ---------------------------------------------------------------------------- units (run by a backend)
@@ -253,5 +291,5 @@ def streamed_unit(
     cuts = {("s", c.name): c for c in ws.senders} | {("r", c.name): c for c in ws.receivers}
     yield "progress", (0.0, f"{len(pairs)} cells streamed" + ("" if variant == "trained" else f" ({variant})"))
     cells = _run_streamed(spec, context, ws, send, recv, [(cuts["s", s], cuts["r", r]) for s, r in pairs],
-                          context.report)  # fmt: skip
+                          context.report, cell_objective(spec, variant))  # fmt: skip
     yield "cells", [{"variant": variant, **cell} for cell in cells]
