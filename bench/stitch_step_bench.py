@@ -35,7 +35,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from stitchcore.cuts import list_cuts, split  # noqa: E402
+from stitchcore.cuts import get_cut, split  # noqa: E402
 from stitchcore.data.images import load_dataset  # noqa: E402
 from stitchcore.experiments import run_experiment  # noqa: E402
 from stitchcore.experiments.stitch import StitchSpec  # noqa: E402
@@ -55,8 +55,7 @@ def plain_loop(a_ref: str, b_ref: str, cut: str, store: Store, epochs: int, n_tr
     t0 = time.perf_counter()
     a, b = load_model(a_ref, store=store), load_model(b_ref, store=store)
     ds = load_dataset("digits")
-    cut_a = next(c for c in list_cuts(a) if c.name == cut)
-    cut_b = next(c for c in list_cuts(b) if c.name == cut)
+    cut_a, cut_b = get_cut(a, cut), get_cut(b, cut)  # a stage name ("layer2") resolves as the run resolves it
     prefix_a, _ = split(a, cut_a)
     _, suffix_b = split(b, cut_b)
     torch.manual_seed(0)

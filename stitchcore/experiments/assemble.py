@@ -319,8 +319,8 @@ def _accuracy(logits: torch.Tensor, labels: torch.Tensor, num_classes: int) -> f
 @torch.no_grad()
 def _base_accuracy(m: LoadedModel, parts: _Parts, device: torch.device) -> float:
     model = m.model.to(device).eval()
-    logits = [model(m.preprocess(x.to(device)) if m.preprocess is not None else x.to(device)).float().cpu()
-              for x, _ in parts.data.batches("test", EVAL_BATCH, limit=parts.n_test)]  # fmt: skip
+    logits = [model(x).float().cpu() for x, _ in parts.data.model_batches("test", EVAL_BATCH, m.preprocess, device,
+                                                                           limit=parts.n_test)]  # fmt: skip
     return _accuracy(torch.cat(logits), parts.data.labels("test")[: parts.n_test], parts.data.num_classes)
 
 
@@ -349,38 +349,39 @@ def _receiver_cls(parts: _Parts, r: Cut, device: torch.device) -> torch.Tensor:
 
 
 class _Assembled(nn.Module):
-    """preprocess_A -> prefix_A -> adapter -> suffix_B as one module: [B, C, H, W] images in [0, 1] -> logits."""
+    """prefix_A -> adapter -> suffix_B as one module: A's model input [B, ...] -> logits [B, K]."""
 
-    def __init__(self, a: LoadedModel, prefix: nn.Module, adapter: nn.Module, suffix: nn.Module) -> None:
+    def __init__(self, prefix: nn.Module, adapter: nn.Module, suffix: nn.Module) -> None:
         super().__init__()
-        self.preprocess, self.prefix, self.adapter, self.suffix = a.preprocess, prefix, adapter, suffix
+        self.prefix, self.adapter, self.suffix = prefix, adapter, suffix
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.suffix(self.adapter(self.prefix(self.preprocess(x) if self.preprocess is not None else x)))
+        return self.suffix(self.adapter(self.prefix(x)))
 
 
 def _finetune(spec: AssembleSpec, ctx: UnitContext, parts: _Parts, prefix: nn.Module, adapter: nn.Module,
               suffix: nn.Module) -> float:  # fmt: skip
     """Copies of prefix, adapter and suffix trained together on the task; test accuracy of the result."""
-    net = _Assembled(parts.a, copy.deepcopy(prefix), copy.deepcopy(adapter), copy.deepcopy(suffix)).to(ctx.device)
+    net = _Assembled(copy.deepcopy(prefix), copy.deepcopy(adapter), copy.deepcopy(suffix)).to(ctx.device)
     for p in net.parameters():
         p.requires_grad_(True)
-    x, y = parts.data.images("train", slice(0, parts.n_train)), parts.data.labels("train")[: parts.n_train]
+    y = parts.data.labels("train")[: parts.n_train]
     gen = torch.Generator().manual_seed(spec.seed)
     steps = -(-parts.n_train // spec.batch_size)
 
-    def batches(epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def batches(epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:  # one batch of images at a time
         order = torch.randperm(parts.n_train, generator=gen)
         for i in range(0, parts.n_train, spec.batch_size):
-            yield x[order[i : i + spec.batch_size]], y[order[i : i + spec.batch_size]]
+            idx = order[i : i + spec.batch_size]
+            yield parts.data.model_inputs("train", idx, parts.a.preprocess, ctx.device), y[idx]
 
     train_classifier(net, batches, steps, optimizer="adamw", lr=spec.finetune_lr, weight_decay=spec.weight_decay,
                      momentum=0.9, epochs=spec.finetune_epochs, device=ctx.device,
                      check_cancel=ctx.check_cancel)  # fmt: skip
     net.eval()
     with torch.no_grad():
-        logits = torch.cat([net(x.to(ctx.device)).float().cpu()
-                            for x, _ in parts.data.batches("test", EVAL_BATCH, limit=parts.n_test)])  # fmt: skip
+        logits = torch.cat([net(x).float().cpu() for x, _ in parts.data.model_batches(
+            "test", EVAL_BATCH, parts.a.preprocess, ctx.device, limit=parts.n_test)])  # fmt: skip
     return _accuracy(logits, parts.data.labels("test")[: parts.n_test], parts.data.num_classes)
 
 
