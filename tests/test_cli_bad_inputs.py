@@ -145,7 +145,7 @@ CASES: list = [
     ("folder-one-class-stitch", [*STITCH, "--dataset", "imagefolder:{one}"], r"add a folder per class"),
     ("folder-empty", [*ZOO, "--dataset", "imagefolder:{empty}"], r"no class folders in .*put images in"),
     ("folder-missing", [*ZOO, "--dataset", "imagefolder:{missing}"], r"is not a folder; put images in"),
-    ("folder-bad-size", [*ZOO, "--dataset", "imagefolder:{one}?size=0"], r"the one option is size=N"),
+    ("folder-bad-size", [*ZOO, "--dataset", "imagefolder:{one}?size=0"], r"the options are size=N .*and full"),
     ("dataset-files-missing", [*STITCH, "--dataset", "mnist"], r"mnist not found under .*put the IDX files"),
     # -- JSON options
     ("json-not-json", [*ZOO, "--arch-kwargs", "{oops"], r"argument --arch-kwargs: not JSON"),

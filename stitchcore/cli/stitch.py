@@ -104,8 +104,13 @@ def _cmd_stitch(args: argparse.Namespace, store: Store, bar: ProgressBar) -> Non
     )
     out = run("stitch", spec, args, store, bar)
     s = out.record.summary
+    def ci(key: str, sign: str = "") -> str:  # " [lo, hi]": the 95% interval, where the run stored one
+        lo_hi = s.get(key)
+        return f" [{lo_hi[0]:{sign}.4f}, {lo_hi[1]:{sign}.4f}]" if lo_hi else ""
+
     text = (
-        f"stitched {s['accuracy']:.4f}  A {s['base']['a']:.4f}  B {s['base']['b']:.4f}  penalty {s['penalty']:+.4f}"
+        f"stitched {s['accuracy']:.4f}{ci('accuracy_ci')}  A {s['base']['a']:.4f}  B {s['base']['b']:.4f}"
+        f"  penalty {s['penalty']:+.4f}{ci('penalty_ci', '+')}"
         f"  params {s['params']}  flops {s['flops']}  ({took(out.cached, out.seconds)})"
     )
     given = {"cut_a": (args.cut_a, cut_a), "cut_b": (args.cut_b, cut_b), "head_cut": (args.head_cut, head_cut)}

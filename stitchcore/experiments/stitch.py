@@ -31,6 +31,7 @@ from stitchcore.experiments.dataset_check import check_head_classes, load_pair, 
 from stitchcore.experiments.estimate import (
     Estimate, EstimateContext, calibrated, estimate_from, full_forward, image_counts, ms, pair_units,
 )  # fmt: skip
+from stitchcore.measures.intervals import mean_ci, paired_difference_ci
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.stitching.activations import OnDemand, collect, memory_budget_bytes
 from stitchcore.stitching.precision import Autocast, autocast
@@ -256,7 +257,7 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
         batches = ((h_test[i : i + EVAL_BATCH], y_test[i : i + EVAL_BATCH]) for i in range(0, len(h_test), EVAL_BATCH))
         return evaluate_batches(stitched_logits, batches, ds.num_classes, device)
 
-    start_score = eval_stitched()
+    start_score = latest = eval_stitched()  # latest: the adapter as it is now (training changes it)
     ctx.log(0, {"test_accuracy": start_score["accuracy"]}, epoch=0)
     steps_per_epoch = -(-n_train // spec.batch_size)
 
@@ -266,7 +267,9 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
             ctx.log(step, {"loss": metrics["loss"]})
 
     def on_epoch(epoch: int) -> dict[str, float]:
-        acc = eval_stitched()["accuracy"]
+        nonlocal latest
+        latest = eval_stitched()
+        acc = latest["accuracy"]
         ctx.log(epoch * steps_per_epoch, {"test_accuracy": acc}, epoch=epoch)
         return {"test_accuracy": acc}
 
@@ -285,7 +288,7 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
         check_cancel=ctx.check_cancel,
     )
     ctx.progress(0.96, "scoring A, B and the stitched model")
-    stitched = eval_stitched()
+    stitched = latest  # the last epoch's evaluation (or the start's, with no training) is of the final adapter
     limit = len(h_test)
     _, suffix_a = split(a, cut_a)  # A's own accuracy from its cached test activations: no second prefix pass
     suffix_a.to(device).eval()
@@ -299,11 +302,16 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
                                                                           limit=limit), ds.num_classes, device
     )
     ctx.store.put_artifact(ctx.run_id, ADAPTER_WEIGHTS, _state_bytes(adapter))
+    base_score = score_a if base_role == "a" else score_b
     return {
         "accuracy": stitched["accuracy"],
         "base": {"a": score_a["accuracy"], "b": score_b["accuracy"]},
         "penalty": stitching_penalty((score_a if base_role == "a" else score_b)["accuracy"], stitched["accuracy"]),
         "penalty_base": base_role,
+        # 95% bootstrap intervals over the test images; the penalty's is paired (the same images for both)
+        "accuracy_ci": list(mean_ci(stitched.correct, seed=spec.seed)),
+        "penalty_ci": list(paired_difference_ci(base_score.correct, stitched.correct, seed=spec.seed)),
+        "base_ci": {"a": list(mean_ci(score_a.correct, seed=spec.seed)), "b": list(mean_ci(score_b.correct, seed=spec.seed))},
         "start_accuracy": start_score["accuracy"],
         "per_class": stitched["per_class"],
         "per_class_base": {"a": score_a["per_class"], "b": score_b["per_class"]},

@@ -18,7 +18,10 @@ __all__ = ["ClassifierScore", "score_logits", "evaluate_batches", "model_accurac
 
 
 class ClassifierScore(dict):
-    """{'accuracy': float, 'per_class': [float|None per class], 'n': int} (a plain dict for JSON)."""
+    """{'accuracy': float, 'per_class': [float|None per class], 'n': int} (a plain dict for JSON); ``.correct``:
+    float [N], 1.0 where the example was classified right (what intervals resample; not part of the dict)."""
+
+    correct: torch.Tensor
 
 
 def score_logits(logits: torch.Tensor, labels: torch.Tensor, num_classes: int) -> ClassifierScore:
@@ -29,7 +32,9 @@ def score_logits(logits: torch.Tensor, labels: torch.Tensor, num_classes: int) -
     for k in range(num_classes):
         mask = labels == k
         per_class.append(round(correct[mask].mean().item(), 6) if mask.any() else None)
-    return ClassifierScore(accuracy=round(correct.mean().item(), 6), per_class=per_class, n=int(len(labels)))
+    score = ClassifierScore(accuracy=round(correct.mean().item(), 6), per_class=per_class, n=int(len(labels)))
+    score.correct = correct
+    return score
 
 
 @torch.no_grad()

@@ -1,0 +1,57 @@
+"""Bootstrap intervals: checked against scipy's bootstrap on the same per-example data, and on a real stitch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from stitchcore.measures.intervals import mean_ci, paired_difference_ci, unpaired_difference_ci
+
+
+@pytest.mark.parametrize("p, n", [(0.97, 450), (0.5, 200), (0.8, 46)])
+def test_the_interval_of_a_mean_accuracy_matches_scipy_s_bootstrap(p, n):
+    rng = np.random.default_rng(0)
+    correct = (rng.random(n) < p).astype(float)
+    ours = mean_ci(torch.from_numpy(correct), resamples=4000, seed=1)
+    theirs = stats.bootstrap((correct,), np.mean, n_resamples=4000, method="percentile",
+                             random_state=np.random.default_rng(2)).confidence_interval
+    half = (ours[1] - ours[0]) / 2
+    assert abs(ours[0] - theirs.low) < 0.15 * half + 1 / n and abs(ours[1] - theirs.high) < 0.15 * half + 1 / n
+    assert ours[0] <= correct.mean() <= ours[1]
+
+
+def test_a_paired_difference_is_tighter_than_two_separate_resamples_when_the_models_agree():
+    rng = np.random.default_rng(0)
+    base = torch.from_numpy((rng.random(450) < 0.97).astype(float))
+    stitched = base.clone()
+    flip = torch.from_numpy(rng.choice(450, 8, replace=False))
+    stitched[flip] = 1 - stitched[flip]  # the stitched model differs from B on 8 of 450 images
+    paired, unpaired = paired_difference_ci(base, stitched), unpaired_difference_ci(base, stitched)
+    point = float(base.mean() - stitched.mean())
+    assert paired[0] <= point <= paired[1] and unpaired[0] <= point <= unpaired[1]
+    assert (paired[1] - paired[0]) < 0.6 * (unpaired[1] - unpaired[0])
+
+
+def test_the_same_seed_gives_the_same_interval_and_bad_input_is_refused():
+    x = torch.rand(100)
+    assert mean_ci(x, seed=3) == mean_ci(x, seed=3) != mean_ci(x, seed=4)
+    with pytest.raises(ValueError, match="one value per example"):
+        paired_difference_ci(torch.zeros(3), torch.zeros(4))
+
+
+def test_a_stitch_stores_its_intervals_and_the_penalty_s_is_paired(trained_store):
+    from stitchcore.experiments import run_experiment
+    from stitchcore.experiments.stitch import StitchSpec
+
+    store, refs = trained_store
+    s = run_experiment("stitch", StitchSpec(refs[0], refs[1], "block1", "block1", epochs=1), store).record.summary
+    lo, hi = s["accuracy_ci"]
+    assert lo <= s["accuracy"] <= hi and 0 < hi - lo < 0.1
+    plo, phi = s["penalty_ci"]
+    assert plo <= s["penalty"] <= phi
+    for role in ("a", "b"):
+        assert s["base_ci"][role][0] <= s["base"][role] <= s["base_ci"][role][1]
+    separate = (s["base_ci"]["b"][1] - s["base_ci"]["b"][0]) + (hi - lo)  # what two intervals side by side span
+    assert phi - plo < separate
