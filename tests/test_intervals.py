@@ -55,3 +55,22 @@ def test_a_stitch_stores_its_intervals_and_the_penalty_s_is_paired(trained_store
         assert s["base_ci"][role][0] <= s["base"][role] <= s["base_ci"][role][1]
     separate = (s["base_ci"]["b"][1] - s["base_ci"]["b"][0]) + (hi - lo)  # what two intervals side by side span
     assert phi - plo < separate
+
+
+def test_pages_plots_and_reports_show_a_stitch_s_intervals_and_old_runs_show_none():
+    from stitchcore.plots.runs import accuracy_bars
+    from stitchcore.report.summary import _stitch_numbers
+
+    s = {"accuracy": 0.96, "accuracy_ci": [0.94, 0.975556], "penalty": 0.02, "penalty_ci": [0.004444, 0.037778],
+         "base": {"a": 0.971111, "b": 0.98}, "base_ci": {"a": [0.955556, 0.9845], "b": [0.966667, 0.991111]},
+         "cut_a": {"name": "block2"}, "cut_b": {"name": "block2"}, "params": 10}  # fmt: skip
+    bars = {t.name: t for t in accuracy_bars(s).data if t.type == "bar"}
+    stitched = next(t for name, t in bars.items() if "stitch" in name.lower())
+    assert stitched.error_y.array[0] == pytest.approx(0.975556 - 0.96)
+    assert stitched.error_y.arrayminus[0] == pytest.approx(0.96 - 0.94)
+    numbers = dict(_stitch_numbers(s))
+    assert numbers["Stitched accuracy"] == "96.0% [94.0–97.6%]"
+    assert numbers["Penalty (B − stitched)"] == "+2.0 pts [+0.4 to +3.8 pts]"
+    old = {k: v for k, v in s.items() if not k.endswith("_ci")}
+    assert all(t.error_y.array is None for t in accuracy_bars(old).data if t.type == "bar")
+    assert dict(_stitch_numbers(old))["Stitched accuracy"] == "96.0%"

@@ -33,7 +33,9 @@ from stitchcore.plots import heatmap as plots_heatmap
 from stitchcore.plots import lm as plots_lm
 from stitchcore.plots import runs as plots
 from stitchcore.plots import traits as plots_traits
-from stitchcore.plots.penalty import LM_PAPER_NOTE, format_pct, format_pts, loss_penalty_pct, penalty_pts
+from stitchcore.plots.penalty import (
+    LM_PAPER_NOTE, format_pct, format_pts, interval_words, loss_penalty_pct, penalty_pts,
+)
 from stitchcore.report.figures import (
     MEASURE_TITLES,
     PENALTY_WORDS,
@@ -77,6 +79,14 @@ def stitch_card(s: dict[str, Any], key: str) -> None:
                 help=f"{base_role}'s accuracy minus the stitched model's, in percentage points: higher = worse "
                      "(positive: the stitched model is worse; negative: it beats the base)")
     c[4].metric("Time", duration_words(s.get("seconds")))
+    if s.get("accuracy_ci"):  # runs stored before intervals have none
+        base_ci = s.get("base_ci", {})
+        st.caption(
+            f"95% intervals over the {s.get('n_test', '?')} test images (bootstrap): stitched "
+            f"{interval_words(s['accuracy_ci'], 'accuracy')} · A {interval_words(base_ci.get('a'), 'accuracy')} · "
+            f"B {interval_words(base_ci.get('b'), 'accuracy')} · penalty {interval_words(s.get('penalty_ci'), 'penalty')}"
+            f" (paired: {base_role} and the stitched model on the same images, so it is tighter than the two apart)"
+        )
     resid = s.get("lstsq_residual")
     st.caption(
         f"Adapter: {s['params']:,} parameters · {s['flops']:,} FLOPs per example"

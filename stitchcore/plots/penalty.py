@@ -43,7 +43,7 @@ import plotly.graph_objects as go
 __all__ = [
     "BETTER_COLOR", "DEBIASED_COLUMN", "IMAGE_PENALTY", "LM_PAPER_NOTE", "LM_PAPER_PENALTY", "LM_PENALTY",
     "LOSS_PENALTY_AXIS", "LOSS_PENALTY_COLUMN", "LOSS_PENALTY_UNIT", "NEUTRAL_COLOR", "PENALTY_AXIS",
-    "PENALTY_COLUMN", "PTS", "WORDS_COLOR", "WORSE_COLOR", "format_pct", "format_pts", "grid_of",
+    "PENALTY_COLUMN", "PTS", "WORDS_COLOR", "WORSE_COLOR", "format_pct", "format_pts", "grid_of", "interval_words",
     "loss_penalty_pct", "mark_worse_side", "penalty_colorscale", "penalty_label", "penalty_pts", "penalty_words",
     "worse_end",
 ]  # fmt: skip
@@ -110,6 +110,23 @@ def format_pts(pts: Any) -> str:
     """
     v = _number(pts)
     return "—" if v is None else f"{_signed(v)} {PTS}"
+
+
+def interval_words(ci: Any, kind: str) -> str:
+    """A stored 95% interval ``[lo, hi]`` (fractions) as pages write it: ``kind`` "accuracy" (``94.0–97.6%``) or
+    "penalty" (``+0.4 to +3.8 pts``); "" where the run stored none (runs from before intervals).
+
+    >>> interval_words([0.94, 0.975556], "accuracy"), interval_words([-0.004, 0.0378], "penalty")
+    ('94.0–97.6%', '−0.4 to +3.8 pts')
+    >>> interval_words(None, "accuracy")
+    ''
+    """
+    if not isinstance(ci, (list, tuple)) or len(ci) != 2 or any(_number(v) is None for v in ci):
+        return ""
+    lo, hi = (100.0 * float(v) for v in ci)
+    if kind == "penalty":
+        return f"{_signed(lo)} to {_signed(hi)} {PTS}"
+    return f"{lo:.1f}–{hi:.1f}%"
 
 
 def format_pct(pct: Any) -> str:

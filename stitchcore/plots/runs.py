@@ -216,7 +216,7 @@ def accuracy_bars(summary: Mapping[str, Any], *, title: str | None = None) -> go
 
     ``summary`` is a stitch run's summary (``accuracy``, ``base.a``, ``base.b``, ``penalty``,
     ``cut_a``, ``cut_b``; optional ``start_accuracy`` = the stitched model before training,
-    drawn as a diamond).  The penalty is printed in percentage points, higher = worse, as on every page.
+    drawn as a diamond; optional ``accuracy_ci`` / ``base_ci``: 95% intervals, drawn as error bars).  The penalty is printed in percentage points, higher = worse, as on every page.
     """
     base = summary.get("base") or {}
     cut_a, cut_b = summary.get("cut_a"), summary.get("cut_b")
@@ -228,15 +228,21 @@ def accuracy_bars(summary: Mapping[str, Any], *, title: str | None = None) -> go
          f"A[..{_cut_text(cut_a)}] → adapter → B[{_cut_text(cut_b)}..]"),
     ]  # fmt: skip
     fig = go.Figure()
+    intervals = {**(summary.get("base_ci") or {}), "stitched": summary.get("accuracy_ci")}  # 95% [lo, hi] or None
     for x, (role, acc, _, what) in enumerate(bars):
         if not finite(acc):
             continue
+        ci = intervals.get(role)
+        has_ci = isinstance(ci, (list, tuple)) and len(ci) == 2 and all(finite(v) for v in ci)
+        error = {"type": "data", "symmetric": False, "array": [ci[1] - acc], "arrayminus": [acc - ci[0]],
+                 "color": "#333", "thickness": 1.5, "width": 6} if has_ci else None  # fmt: skip
+        interval = f"<br>95% interval {ci[0]:.4f} – {ci[1]:.4f} (bootstrap over the test images)" if has_ci else ""
         fig.add_trace(
             go.Bar(
                 x=[x], y=[acc], name=ROLE_NAMES[role], marker_color=ROLE_COLORS[role], width=0.6,
                 text=[_pct(acc)], textposition="inside", insidetextanchor="end",
-                textfont={"color": "white", "size": 13},
-                hovertemplate=f"<b>{ROLE_NAMES[role]}</b>: accuracy %{{y:.4f}}<br>{what}<extra></extra>",
+                textfont={"color": "white", "size": 13}, error_y=error,
+                hovertemplate=f"<b>{ROLE_NAMES[role]}</b>: accuracy %{{y:.4f}}{interval}<br>{what}<extra></extra>",
             )
         )  # fmt: skip
     start = summary.get("start_accuracy")

@@ -27,6 +27,7 @@ from stitchcore.plots.penalty import (
     PENALTY_COLUMN,
     format_pct,
     format_pts,
+    interval_words,
     loss_penalty_pct,
     penalty_label,
     penalty_pts,
@@ -120,11 +121,20 @@ def table_numbers(rec: RunRecord) -> dict[str, float | None]:
             LOSS_PENALTY_COLUMN: loss_penalty_pct(s.get("loss_penalty"))}  # fmt: skip
 
 
+def _with_ci(text: Any, ci: Any, kind: str) -> Any:
+    """``text`` and, where the run stored one, its 95% interval in brackets (``96.0% [94.0–97.6%]``)."""
+    words = interval_words(ci, kind)
+    return f"{text} [{words}]" if words and text is not None else text
+
+
 def _stitch_numbers(s: Mapping[str, Any]) -> list[tuple[str, Any]]:
     base = s.get("penalty_base", "b").upper()
-    return [("Stitched accuracy", _number("accuracy", s.get("accuracy"))),
-            ("Model A", _number("base.a", _field(s, "base.a"))), ("Model B", _number("base.b", _field(s, "base.b"))),
-            (f"Penalty ({base} − stitched)", _number("penalty", s.get("penalty"))),
+    base_ci = s.get("base_ci") or {}
+    return [("Stitched accuracy", _with_ci(_number("accuracy", s.get("accuracy")), s.get("accuracy_ci"), "accuracy")),
+            ("Model A", _with_ci(_number("base.a", _field(s, "base.a")), base_ci.get("a"), "accuracy")),
+            ("Model B", _with_ci(_number("base.b", _field(s, "base.b")), base_ci.get("b"), "accuracy")),
+            (f"Penalty ({base} − stitched)", _with_ci(_number("penalty", s.get("penalty")), s.get("penalty_ci"),
+                                                     "penalty")),
             ("Adapter parameters", _number("params", s.get("params")))]  # fmt: skip
 
 
