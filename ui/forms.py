@@ -122,8 +122,10 @@ def dataset_fit(prefix: str, dataset: str | None, models: dict[str, LoadedModel]
             st.warning(f"{why}. Choose the dataset it was trained on, or a model trained on {ds.name}.",
                        icon=":material/warning:")
     c, h, w = ds.image_shape
+    size = (f"files read per batch at full resolution (each model's own transform; {h}x{w} for a model without one)"
+            if ds.streamed else f"images of {c}x{h}x{w}")  # fmt: skip
     st.caption(f"Data: {ds.name} · {ds.num_classes} classes · {len(ds.y_train):,} train / {len(ds.y_test):,} test "
-               f"images of {c}x{h}x{w}")
+               f"{size}")
     return reason
 
 

@@ -85,7 +85,7 @@ def stitch_card(s: dict[str, Any], key: str) -> None:
             f"95% intervals over the {s.get('n_test', '?')} test images (bootstrap): stitched "
             f"{interval_words(s['accuracy_ci'], 'accuracy')} · A {interval_words(base_ci.get('a'), 'accuracy')} · "
             f"B {interval_words(base_ci.get('b'), 'accuracy')} · penalty {interval_words(s.get('penalty_ci'), 'penalty')}"
-            f" (paired: {base_role} and the stitched model on the same images, so it is tighter than the two apart)"
+            f" (paired: {base_role} and the stitched model scored on the same images)"
         )
     resid = s.get("lstsq_residual")
     st.caption(
