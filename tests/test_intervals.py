@@ -74,3 +74,39 @@ def test_pages_plots_and_reports_show_a_stitch_s_intervals_and_old_runs_show_non
     old = {k: v for k, v in s.items() if not k.endswith("_ci")}
     assert all(t.error_y.array is None for t in accuracy_bars(old).data if t.type == "bar")
     assert dict(_stitch_numbers(old))["Stitched accuracy"] == "96.0%"
+
+
+@pytest.mark.parametrize("budget", [None, "0.05"])  # cached, and streamed over the activation budget
+def test_every_matrix_cell_carries_its_intervals(trained_store, monkeypatch, budget):
+    from stitchcore.experiments import run_experiment
+    from stitchcore.experiments.matrix.spec import MatrixSpec
+
+    store, refs = trained_store
+    if budget:
+        monkeypatch.setenv("STITCHLAB_ACT_BUDGET_MB", budget)
+    spec = MatrixSpec(refs[0], refs[1], senders=("block1", "fc1"), receivers=("fc1", "fc2"), seed=31 + bool(budget))
+    s = run_experiment("matrix", spec, store).record.summary
+    seen = 0
+    for row, ci_row, pen_row, pci_row in zip(s["values"], s["values_ci"], s["penalty"], s["penalty_ci"]):
+        for v, ci, p, pci in zip(row, ci_row, pen_row, pci_row):
+            if v is None:
+                assert ci is None and pci is None
+                continue
+            seen += 1
+            assert ci[0] <= v <= ci[1] and pci[0] <= p <= pci[1]
+            assert ci[1] - ci[0] < 0.2
+    assert seen >= 3
+
+
+def test_a_matrix_heat_map_shows_each_cell_s_interval_on_hover_in_the_panel_s_units():
+    from stitchcore.report.figures import panel_figure, stitching_panel
+
+    grid = [[0.02, None]]
+    cis = [[[0.004444, 0.037778], None]]
+    fig = panel_figure(stitching_panel(grid, ["fc1"], ["fc1", "fc2"], "penalty", cis))
+    markers = next(t for t in fig.data if t.name == "cells")
+    first = markers.customdata[0]
+    assert list(first[:2]) == ["fc1", "fc1"] and first[3] == "<br>95% interval: +0.4 – +3.8 pts (bootstrap over test images)"
+    assert "%{customdata[3]}" in markers.hovertemplate
+    plain = panel_figure(stitching_panel(grid, ["fc1"], ["fc1", "fc2"], "penalty"))  # a run from before intervals
+    assert all("interval" not in str(t.hovertemplate) for t in plain.data)

@@ -188,7 +188,7 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
         metric = st.radio("Stitching panel shows", ("accuracy", "penalty"), horizontal=True, key=f"{key}_metric",
                           help="penalty = B's accuracy − stitched accuracy (Bansal et al.) in percentage points: "
                                "higher = worse; on its heat map red = worse, blue = better")  # fmt: skip
-        top = [stitching_panel(state.grid(metric), senders, receivers, metric)]
+        top = [stitching_panel(state.grid(metric), senders, receivers, metric, state.intervals(metric))]
         if cka_now is not None and cka_now.summary:
             top += cka_panels(cka_now.summary)
         elif cka_now is not None:

@@ -72,6 +72,7 @@ def heatmap(
     pending: str | None = None,
     unit: str | None = None,
     csv_value: str | None = None,
+    intervals: Sequence[Sequence[Sequence[float] | None]] | None = None,
 ) -> go.Figure:
     """A matrix ``values[i][j]`` for row ``rows[i]`` (top to bottom) and column ``cols[j]`` (left to right).
 
@@ -84,7 +85,9 @@ def heatmap(
     their value (``text_format``) up to ``CELL_TEXT_LIMIT`` rows and columns.  ``csv_value`` (the name of
     the cells' quantity with its unit, ``penalty_pts``) is kept in ``layout.meta`` for the figure's CSV.  ``clickable`` adds
     the selectable cell markers (not on skipped cells; see the module docstring and
-    :func:`cell_of_point`).  Raises ``ValueError`` when the matrix does not match ``rows`` x ``cols``.
+    :func:`cell_of_point`).  ``intervals`` ([rows][columns] of [lo, hi] in the values' units, or None per
+    cell): each cell's 95% interval, on hover.  Raises ``ValueError`` when the matrix does not match ``rows`` x
+    ``cols``.
     """
     if len(values) != len(rows) or any(len(r) != len(cols) for r in values):
         got = f"{len(values)}x{'/'.join(sorted({str(len(r)) for r in values})) or 0}"
@@ -114,7 +117,9 @@ def heatmap(
     # with a unit the hover prints the value as the cell does, unit after it; else with 6 significant digits
     value_format = f"%{{z:{text_format}}} {unit}" if unit else "%{z:.6g}"
     # Integer positions + tick labels: names like "0" or repeated names never confuse the axis type.
-    custom = [[[r, c] for c in cols_s] for r in rows_s]
+    spans = _interval_texts(intervals, len(rows), len(cols), text_format, unit) if intervals else None
+    custom = [[[r, c] + ([spans[i][j]] if spans else []) for j, c in enumerate(cols_s)] for i, r in enumerate(rows_s)]
+    span_hover = "%{customdata[2]}" if spans else ""  # "<br>95% interval ..." where the cell has one
     small = len(rows) <= CELL_TEXT_LIMIT and len(cols) <= CELL_TEXT_LIMIT
     where = f"{row_label}: %{{customdata[0]}}<br>{col_label}: %{{customdata[1]}}<br>"
     hover = f"{where}{value_hover}: "
@@ -124,7 +129,7 @@ def heatmap(
             colorscale=scale, zmin=zmin, zmax=zmax, zmid=0 if diverging else None, hoverongaps=False,
             texttemplate=f"%{{z:{text_format}}}" if small else None, textfont={"size": 11},
             colorbar={"title": {"text": scale_title}, "thickness": 14},
-            hovertemplate=hover + value_format + "<extra></extra>",
+            hovertemplate=hover + value_format + span_hover + "<extra></extra>",
             hoverinfo="skip" if clickable else None,
         )
     )  # fmt: skip
@@ -138,7 +143,8 @@ def heatmap(
         _add_overlay(fig, rows_s, cols_s, waiting, "pending", "rgba(0,0,0,0)", PENDING_MARK,
                      where + "%{customdata[2]}<extra></extra>", mark_color="#9E9E9E")  # fmt: skip
     if clickable:
-        _add_cell_markers(fig, z, rows_s, cols_s, hover + value_format.replace("%{z", "%{customdata[2]"), set(why))
+        _add_cell_markers(fig, z, rows_s, cols_s, hover + value_format.replace("%{z", "%{customdata[2]")
+                          + ("%{customdata[3]}" if spans else ""), set(why), spans)  # fmt: skip
     if not finite:
         add_note(fig, "no values yet" if not why else "no values (every pair skipped)")
 
@@ -180,12 +186,24 @@ def _add_overlay(
     )  # fmt: skip
 
 
+def _interval_texts(intervals: Any, n_rows: int, n_cols: int, text_format: str, unit: str | None) -> list[list[str]]:
+    """Each cell's hover line for its 95% interval ("<br>95% interval: 0.93 – 0.97"), "" where it has none."""
+    out = [["" for _ in range(n_cols)] for _ in range(n_rows)]
+    for i, row in enumerate(list(intervals or [])[:n_rows]):
+        for j, ci in enumerate(row[:n_cols]):
+            if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(isinstance(v, (int, float)) for v in ci):
+                lo, hi = (format(float(v), text_format if unit else ".4f") for v in ci)
+                out[i][j] = f"<br>95% interval: {lo} – {hi}{f' {unit}' if unit else ''} (bootstrap over test images)"
+    return out
+
+
 def _add_cell_markers(
     fig: go.Figure, z: list[list[float | None]], rows: list[str], cols: list[str], hover: str,
-    skipped: set[tuple[str, str]],
+    skipped: set[tuple[str, str]], spans: list[list[str]] | None = None,
 ) -> None:  # fmt: skip
     """One invisible square per cell that can be opened (centre of the cell); a clicked one gets a dark outline.
-    ``hover`` is the whole hover text up to the value, which it prints from ``customdata[2]``."""
+    ``hover`` is the whole hover text up to the value, which it prints from ``customdata[2]`` (and the cell's
+    interval line from ``customdata[3]``)."""
     xs, ys, data = [], [], []
     for i, r in enumerate(rows):
         for j, c in enumerate(cols):
@@ -193,7 +211,7 @@ def _add_cell_markers(
                 continue
             xs.append(j)
             ys.append(i)
-            data.append([r, c, z[i][j]])
+            data.append([r, c, z[i][j]] + ([spans[i][j]] if spans else []))
     size = max(8, min(40, int(520 / max(len(rows), len(cols), 1))))
     fig.add_trace(
         go.Scatter(

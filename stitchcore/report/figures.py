@@ -108,6 +108,7 @@ class HeatPanel:
     value_range: tuple[float, float] | None = None  # fixed colour range instead (diverging: ± its larger end)
     opens: bool = False  # a click on a cell opens that pair on the Stitch page (the app's stitching panel)
     matrix: bool = True  # a stitching panel: skipped cells are marked in it
+    intervals: list | None = None  # [rows][columns] of 95% intervals [lo, hi] in the values' units, or None
 
     def csv(self) -> str:
         """The panel's numbers, a header of column names then one line per row (:func:`heatmap_csv`)."""
@@ -125,6 +126,7 @@ def panel_figure(panel: HeatPanel, *, skipped: Mapping[tuple[str, str], str] | N
         zmin=zmin, zmax=zmax, unit=panel.unit, csv_value=panel.csv_value,
         text_format="+.1f" if panel.unit == PTS else ".2f",
         skipped=skipped if panel.matrix else None, pending=pending if panel.matrix else None,
+        intervals=panel.intervals,
     )  # fmt: skip
 
 
@@ -197,16 +199,21 @@ def cka_panels(summary: Mapping[str, Any]) -> list[HeatPanel]:
     return panels
 
 
-def stitching_panel(grid: list, senders: list[str], receivers: list[str], metric: str) -> HeatPanel:
+def stitching_panel(grid: list, senders: list[str], receivers: list[str], metric: str,
+                    intervals: list | None = None) -> HeatPanel:  # fmt: skip
     """The stitching panel of a matrix: accuracy, or the penalty B − stitched in points (higher = worse).
 
     ``grid`` holds the stored numbers (fractions: ``MatrixState.grid(metric)``); a penalty is shown in points.
+    ``intervals``: the cells' 95% intervals (``MatrixState.intervals(metric)``), shown on hover.
     """
     if metric == "accuracy":
-        return HeatPanel("Stitching accuracy", grid, senders, receivers, "accuracy", csv_name="accuracy", opens=True)
+        return HeatPanel("Stitching accuracy", grid, senders, receivers, "accuracy", csv_name="accuracy", opens=True,
+                         intervals=intervals)  # fmt: skip
+    in_pts = None if intervals is None else [[None if ci is None else [penalty_pts(v) for v in ci] for ci in row]
+                                             for row in intervals]  # fmt: skip
     return HeatPanel(f"Stitching {PENALTY_WORDS}", grid_of(grid, penalty_pts), senders, receivers, "penalty",
                      csv_name="penalty", diverging=True, higher_is_worse=True, bounded=False,
-                     opens=True, unit=PTS, csv_value=PENALTY_COLUMN)  # fmt: skip
+                     opens=True, unit=PTS, csv_value=PENALTY_COLUMN, intervals=in_pts)  # fmt: skip
 
 
 def control_panels(table: ControlTable, senders: list[str], receivers: list[str]) -> list[HeatPanel]:
@@ -337,7 +344,7 @@ def _matrix(record: RunRecord, store: Store) -> list[RunFigure]:
     if not state.senders:
         return []
     senders, receivers, marks = state.senders, state.receivers, {"skipped": state.skipped, "pending": state.pending}
-    figs = [_panel(stitching_panel(state.grid(metric), senders, receivers, metric), **marks)
+    figs = [_panel(stitching_panel(state.grid(metric), senders, receivers, metric, state.intervals(metric)), **marks)
             for metric in ("accuracy", "penalty")]  # fmt: skip
     for table in state.controls:
         figs += [_panel(p, **marks) for p in control_panels(table, senders, receivers)]

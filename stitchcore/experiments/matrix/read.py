@@ -270,12 +270,21 @@ class MatrixState:
     failed: dict[tuple[str, str], str]  # (sender, receiver) -> why the cell failed for good (:func:`failed_pairs`)
     pending: str | None  # what a blank cell means now (:func:`blank_cells_mean`); None: there are none
     controls: list[ControlTable]  # each control beside its debiased matrix, in CONTROLS order (:func:`control_tables`)
+    # 95% bootstrap intervals [lo, hi] per cell (fractions); None where a cell has none (runs from before them)
+    accuracy_ci: list[list] | None = None
+    penalty_ci: list[list] | None = None
 
     def grid(self, metric: str) -> Grid:
         """The stitching panel's grid for ``metric``: "accuracy" or "penalty"."""
         if metric not in ("accuracy", "penalty"):
             raise StitchError(f"a matrix's stitching panel shows accuracy or penalty, not {metric!r}")
         return self.accuracy if metric == "accuracy" else self.penalty
+
+    def intervals(self, metric: str) -> list[list] | None:
+        """The grid of ``metric``'s cell intervals ([lo, hi] or None per cell), or None where no cell has one."""
+        self.grid(metric)  # the same check
+        grid = self.accuracy_ci if metric == "accuracy" else self.penalty_ci
+        return grid if grid and any(ci for row in grid for ci in row) else None
 
 
 def _axes(s: Mapping[str, Any], cells: list[dict], spec: MatrixSpec,
@@ -331,6 +340,8 @@ def matrix_state(
         failed=failed,
         pending=blank_cells_mean(status, failed),
         controls=control_tables(s if final else None, cells, senders, receivers, controls=spec.controls, spec=spec),
+        accuracy_ci=s.get("values_ci") or cell_grid(cells, senders, receivers, field="accuracy_ci"),
+        penalty_ci=s.get("penalty_ci") or cell_grid(cells, senders, receivers, field="penalty_ci"),
     )
 
 

@@ -45,7 +45,7 @@ from stitchcore.models.package import pack_model
 from stitchcore.models.refs import parse_ref, random_twins
 from stitchcore.models.sources import load_model
 from stitchcore.stitching.activations import collect_cuts, forward_bytes_per_image, memory_budget_bytes
-from stitchcore.stitching.evaluate import evaluate_batches
+from stitchcore.stitching.evaluate import ClassifierScore, evaluate_batches
 from stitchcore.stitching.streamed import images_per_batch
 from stitchcore.store.results import Store
 
@@ -62,11 +62,12 @@ def _cell_key(variant: str, sender: str, receiver: str) -> str:
     return f"{variant}|{sender}|{receiver}"
 
 
-def _base_accuracy(
+def _base_score(
     m: LoadedModel, ds: ImageDataset, n_test: int, device: torch.device, batch: int = EVAL_BATCH
-) -> float:
+) -> ClassifierScore:
+    """The whole model's test score (``.correct``: per image, what the cells' paired penalty intervals need)."""
     batches = ds.model_batches("test", batch, m.preprocess, device, limit=n_test)  # model input on device
-    return evaluate_batches(m.model, batches, ds.num_classes, device)["accuracy"]
+    return evaluate_batches(m.model, batches, ds.num_classes, device)
 
 
 def _check_controls(spec: MatrixSpec) -> None:
@@ -136,7 +137,9 @@ def _prepare(
     common["work"] = work
     # forward passes in batches whose cut activations and working memory stay within a third of the budget
     batch = images_per_batch(_nbytes(senders, 1) + _nbytes(receivers, 1) + work, budget)
-    bases = {key: _base_accuracy(m, ds, n_test, device, batch) for key, m in models.items()}
+    scores = {key: _base_score(m, ds, n_test, device, batch) for key, m in models.items()}
+    bases = {key: score["accuracy"] for key, score in scores.items()}
+    common["base_correct"] = {key: score.correct for key, score in scores.items()}  # float [N_test] each
     common["batch"] = batch
     if streamed or not cache:
         return _Workspace(sender_train={}, sender_test={}, receiver_train={}, bases=bases, streamed=streamed,
@@ -162,7 +165,8 @@ def _ship(ws: _Workspace, backend: Backend, sending: list[str]) -> tuple[dict, d
     numbers; and (cached mode) one sender-activations task per sending model."""
     packages = {key: backend.share(pack_model(m)) for key, m in ws.models.items()}
     common = {"ds": backend.share(ws.ds), "n_train": len(ws.y_train), "n_test": len(ws.y_test), "batch": ws.batch,
-              "budget": ws.budget, "work": ws.work, "bases": ws.bases, "senders": [s.name for s in ws.senders]}
+              "budget": ws.budget, "work": ws.work, "bases": ws.bases, "base_correct": ws.base_correct,
+              "senders": [s.name for s in ws.senders]}  # fmt: skip
     acts = {} if ws.streamed else {
         key: backend.call(sender_activations, packages[key], common["senders"], common["ds"], common["n_train"],
                           common["n_test"], ws.batch) for key in sending}  # fmt: skip
@@ -277,6 +281,9 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
         "values": values,
         "metric": "accuracy",
         "penalty": _table(cells, ws, "trained", "penalty"),
+        # 95% bootstrap intervals over the test images, [lo, hi] per cell (penalty: paired with B's own)
+        "values_ci": _table(cells, ws, "trained", "accuracy_ci"),
+        "penalty_ci": _table(cells, ws, "trained", "penalty_ci"),
         "residual": _table(cells, ws, "trained", "residual"),
         "skipped": {f"{c['sender']}->{c['receiver']}": c["skipped_reason"] for c in skipped},
         "base": {"a": ws.bases["a"], "b": ws.bases["b"]},

@@ -41,7 +41,8 @@ from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.package import ModelPackage
 from stitchcore.stitching.activations import CutsOnDemand, collect_cuts
 from stitchcore.stitching.adapters import build_adapter, compatibility
-from stitchcore.stitching.evaluate import evaluate_batches, stitching_penalty
+from stitchcore.measures.intervals import mean_ci, paired_difference_ci
+from stitchcore.stitching.evaluate import ClassifierScore, evaluate_batches, stitching_penalty
 from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
 from stitchcore.stitching.shared_suffix import frozen_for_training, train_adapters_shared_suffix
 from stitchcore.stitching.streamed import StreamedCell, fit_streamed, images_per_slice, score_streamed
@@ -83,6 +84,7 @@ class _Workspace:
     y_test: torch.Tensor  # int64 [N_test]
     suffixes: dict[tuple[str, str], nn.Module]  # (model key, receiver cut) -> frozen eval-mode suffix
     bases: dict[str, float]  # model key -> test accuracy of the whole model
+    base_correct: dict[str, torch.Tensor]  # model key -> float [N_test]: 1.0 where the whole model is right
     models: dict[str, LoadedModel]  # model key -> model
     ds: ImageDataset
     budget: int  # bytes of activations held in memory at once
@@ -118,7 +120,17 @@ def _fitted_cell(
     return cell, adapter.to(ctx.device)
 
 
-def _score_cell(cell: dict, adapter: nn.Module, ctx: UnitContext, ws: _Workspace, send: str, recv: str) -> dict:
+def _record_score(cell: dict, score: ClassifierScore, ws: _Workspace, recv: str, seed: int) -> None:
+    """A cell's test accuracy and penalty (against B_recv), each with its 95% bootstrap interval over the test
+    images (the penalty's paired: B_recv and the cell scored on the same images)."""
+    cell["accuracy"] = score["accuracy"]
+    cell["penalty"] = stitching_penalty(ws.bases[recv], score["accuracy"])
+    cell["accuracy_ci"] = list(mean_ci(score.correct, seed=seed))
+    cell["penalty_ci"] = list(paired_difference_ci(ws.base_correct[recv], score.correct, seed=seed))
+
+
+def _score_cell(cell: dict, adapter: nn.Module, ctx: UnitContext, ws: _Workspace, send: str, recv: str,
+                seed: int) -> dict:  # fmt: skip
     """Test accuracy and penalty (against B_recv) of suffix_B(S(h_test)); fills and returns ``cell``."""
     adapter.eval()
     suffix = ws.suffixes[recv, cell["receiver"]]
@@ -126,8 +138,7 @@ def _score_cell(cell: dict, adapter: nn.Module, ctx: UnitContext, ws: _Workspace
     size = min(EVAL_BATCH, images_per_slice(adapter, adapter.sender, adapter.receiver, ws.budget, ws.work))
     score = evaluate_batches(lambda h: suffix(adapter(h.float())), _batched(h_test, ws.y_test, size=size),
                              ws.num_classes, ctx.device)  # fmt: skip
-    cell["accuracy"] = score["accuracy"]
-    cell["penalty"] = stitching_penalty(ws.bases[recv], score["accuracy"])
+    _record_score(cell, score, ws, recv, seed)
     return cell
 
 
@@ -152,7 +163,7 @@ def _run_receiver(
             receiver_acts=ws.receiver_train[recv][r.name] if "match" in objective else None,
         )  # fmt: skip
     for cell, adapter in live:
-        _score_cell(cell, adapter, ctx, ws, send, recv)
+        _score_cell(cell, adapter, ctx, ws, send, recv, spec.seed)
     return [cell for cell, _ in fitted]
 
 
@@ -185,8 +196,7 @@ def _run_streamed(
         for (cell, _), residual, score in zip(live, residuals, scores):
             if residual is not None:
                 cell["residual"] = round(float(residual), 6)
-            cell["accuracy"] = score["accuracy"]
-            cell["penalty"] = stitching_penalty(ws.bases[recv], score["accuracy"])
+            _record_score(cell, score, ws, recv, spec.seed)
     return [cell for cell, _ in built]
 
 
@@ -254,7 +264,8 @@ def _unit_workspace(source: _Workspace | dict, send: str, recv: str, receivers: 
         senders=senders, receivers=cuts, num_classes=ds.num_classes,
         sender_train={send: acts["train"]} if acts else {}, sender_test={send: acts["test"]} if acts else {},
         receiver_train=targets, y_train=ds.labels("train")[:n_train], y_test=ds.labels("test")[:n_test],
-        suffixes=suffixes, bases=source["bases"], models=models, ds=ds, budget=source["budget"],
+        suffixes=suffixes, bases=source["bases"], base_correct=source["base_correct"], models=models, ds=ds,
+        budget=source["budget"],
         work=source["work"], streamed=acts is None, batch=source["batch"],
     )  # fmt: skip
 
