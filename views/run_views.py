@@ -153,8 +153,20 @@ def similarity_view(rec: RunRecord, *, key: str) -> None:
         cols = st.columns(min(len(panels), 2))
         for i, panel in enumerate(panels):
             _draw(panel, cols[i % len(cols)], key=f"{key}-cka", run_id=rec.id)
-        st.caption(f"{panels[0].title}: {measure_words(now.summary.get('measure', 'cka-linear'))}. "
-                   f"{now.summary.get('n', '?')} images; the baseline pairs each image of A with another of B.")
+        s = now.summary
+        null = s.get("null")
+        null_words = ""
+        if null:  # the null's typical value and spread: how much of a value is structure
+            means = [v for row in null["mean"] for v in row if v is not None]
+            spreads = [v for row in null["std"] for v in row if v is not None]
+            if means and spreads:
+                null_words = (f" Null ({null['k']} permutations of B's images): mean {min(means):.3f} to "
+                              f"{max(means):.3f}, spread {min(spreads):.3f} to {max(spreads):.3f}; the calibrated "
+                              "map is (value − null mean) / spread.")
+        ci_words = " Hover a cell for its 95% interval over the images." if s.get("values_ci") else ""
+        st.caption(f"{panels[0].title}: {measure_words(s.get('measure', 'cka-linear'))}. "
+                   f"{s.get('n', '?')} images; the baseline pairs each image of A with another of B."
+                   f"{null_words}{ci_words}")
 
     live()
     _downloads(rec, key)

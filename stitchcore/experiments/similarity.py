@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -48,6 +48,9 @@ class SimilaritySpec(Spec):
     batch_size: int = 256  # minibatch for debiased CKA (at least 4)
     baseline: bool = True  # also the shuffled-input baseline
     seed: int = 0  # baseline shuffle
+    null_permutations: int = 20  # K: the measure with B's images permuted K times (the null; 0: none)
+
+    LEGACY: ClassVar[dict[str, Any]] = {"null_permutations": 0}  # runs stored before the null computed none
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "a", str(parse_ref(self.a)))
@@ -64,6 +67,7 @@ class SimilaritySpec(Spec):
             check_at_least("max_samples", self.max_samples, 4, "debiased CKA needs at least 4 images;"
                            " leave it out to use the whole split")
         check_at_least("seed", self.seed, 0)
+        check_at_least("null_permutations", self.null_permutations, 0, "e.g. 20 (0: no null)")
 
     def label(self) -> str:
         return f"{self.measure} {self.a} x {self.b}"
@@ -128,6 +132,6 @@ def run_similarity(spec: SimilaritySpec, ctx: RunContext) -> dict:
     result = similarity_matrix(
         a.model, b.model, cuts[0], cuts[1], batches(a), batches(b), measure=spec.measure,
         token_mode=spec.token_mode, shuffle_baseline=spec.baseline, check_cancel=ctx.check_cancel,
-        progress=lambda f, msg: ctx.progress(f, msg), seed=spec.seed,
+        progress=lambda f, msg: ctx.progress(f, msg), seed=spec.seed, null_permutations=spec.null_permutations,
     )
     return {**result, "dataset": ds.name, "split": spec.split}

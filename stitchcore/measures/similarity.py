@@ -47,6 +47,7 @@ from stitchcore.cuts import Cut
 from stitchcore.cuts.record import record
 from stitchcore.device import module_device
 from stitchcore.errors import StitchError
+from stitchcore.measures.intervals import LEVEL, resample_indices
 from stitchcore.registry import Registry
 from stitchcore.stitching.activations import memory_budget_bytes
 
@@ -258,17 +259,26 @@ class MinibatchCKA:
         self.self_a = torch.zeros(n_a, dtype=torch.float64)  # Σ HSIC(K_i, K_i)
         self.self_b = torch.zeros(n_b, dtype=torch.float64)  # Σ HSIC(L_j, L_j)
         self.batches = 0
+        self.null_cross: torch.Tensor | None = None  # [K, n_a, n_b]: Σ HSIC(K_i, L_j) with B's rows permuted
+        # half-samples (the interval): each draw keeps a random half of every batch's examples
+        self.half: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None  # Σ cross, self_a, self_b [R, ...]
 
     def _centred_rows(self, feats: Sequence[torch.Tensor]) -> torch.Tensor:
         """Layers' features [B, ...] each -> stacked centred Grams [n_layers, B*B] (scaled for HSIC)."""
-        n = feats[0].shape[0]
-        grams = torch.stack([gram_centred(f) for f in feats])  # [L, B, B] float64
-        if self.debiased:
-            return u_centre(grams).reshape(len(feats), -1) / math.sqrt(n * (n - 3))
-        return _centre_gram(grams).reshape(len(feats), -1) / (n - 1)
+        return self._rows(torch.stack([gram_centred(f) for f in feats]))  # Grams [L, B, B] float64
 
-    def update(self, feats_a: Sequence[torch.Tensor], feats_b: Sequence[torch.Tensor]) -> None:
-        """Add one batch: ``feats_a`` n_a tensors [B, ...] of model A, ``feats_b`` n_b tensors [B, ...]."""
+    def _rows(self, grams: torch.Tensor) -> torch.Tensor:
+        """Grams [L, n, n] -> U-centred (or centred) and scaled for HSIC, flattened [L, n*n]."""
+        n = grams.shape[-1]
+        if self.debiased:
+            return u_centre(grams).reshape(len(grams), -1) / math.sqrt(n * (n - 3))
+        return _centre_gram(grams).reshape(len(grams), -1) / (n - 1)
+
+    def update(self, feats_a: Sequence[torch.Tensor], feats_b: Sequence[torch.Tensor],
+               perms: Sequence[torch.Tensor] = (), halves: torch.Generator | None = None) -> None:  # fmt: skip
+        """Add one batch: ``feats_a`` n_a tensors [B, ...] of model A, ``feats_b`` n_b tensors [B, ...];
+        ``perms``: the null's permutations of this batch's B rows (int64 [B] each, the same count every batch);
+        ``halves``: a generator to draw this batch's half-samples from (the interval; see :meth:`interval`)."""
         if len(feats_a) != self.n_a or len(feats_b) != self.n_b:
             raise StitchError(f"expected {self.n_a} A and {self.n_b} B layers, got {len(feats_a)} and "
                               f"{len(feats_b)}; pass one tensor per layer in a fixed order")
@@ -279,11 +289,19 @@ class MinibatchCKA:
         n = rows.pop()
         if self.debiased:
             _check_batch(n)
-        ua, ub = self._centred_rows(feats_a), self._centred_rows(feats_b)  # [n_a, B*B], [n_b, B*B]
+        grams_a = torch.stack([gram_centred(f) for f in feats_a])  # [n_a, B, B] float64
+        grams_b = torch.stack([gram_centred(f) for f in feats_b])  # [n_b, B, B]
+        ua, ub = self._rows(grams_a), self._rows(grams_b)  # [n_a, B*B], [n_b, B*B]
         dev = self.cross.device
         self.cross += (ua @ ub.T).to(dev)  # every cross HSIC in one product
         self.self_a += ua.square().sum(1).to(dev)
         self.self_b += ub.square().sum(1).to(dev)
+        if halves is not None:
+            self._add_halves(grams_a, grams_b, halves)
+        if perms:  # B's examples permuted: its Gram's rows and columns permuted, no second forward pass
+            grams_b = ub.reshape(self.n_b, n, n)
+            null = torch.stack([ua @ grams_b[:, p][:, :, p].reshape(self.n_b, -1).T for p in perms]).to(dev)
+            self.null_cross = null if self.null_cross is None else self.null_cross + null
         self.batches += 1
 
     def compute(self) -> torch.Tensor:
@@ -292,6 +310,49 @@ class MinibatchCKA:
             raise StitchError("MinibatchCKA saw no batch; call update() with at least one batch first")
         denom = torch.sqrt(torch.outer(self.self_a, self.self_b))
         return self.cross / denom
+
+    def null(self) -> torch.Tensor | None:
+        """CKA [K, n_a, n_b] with B's examples permuted within each batch (K permutations), or None."""
+        if self.null_cross is None:
+            return None
+        return self.null_cross / torch.sqrt(torch.outer(self.self_a, self.self_b))
+
+    def _add_halves(self, grams_a: torch.Tensor, grams_b: torch.Tensor, gen: torch.Generator) -> None:
+        """HALF_SAMPLES draws of this batch, each keeping a random half of its examples (all of a batch too
+        small to halve: at least 4 either way)."""
+        n = grams_a.shape[-1]
+        m = n // 2 if n // 2 >= _MIN_DEBIASED_BATCH else n
+        keep = torch.stack([torch.randperm(n, generator=gen)[:m] for _ in range(HALF_SAMPLES)])  # [R, m]
+        parts = []
+        for chunk in keep.split(max(1, 2**22 // (m * m * (self.n_a + self.n_b)))):  # [r, m]: ~32 MB of Grams
+            ua = self._half_rows(grams_a, chunk)  # [r, n_a, m*m]
+            ub = self._half_rows(grams_b, chunk)  # [r, n_b, m*m]
+            parts.append((ua @ ub.transpose(1, 2), ua.square().sum(2), ub.square().sum(2)))
+        stacked = tuple(torch.cat(t).to(self.cross.device) for t in zip(*parts))  # [R, ...] each
+        self.half = stacked if self.half is None else tuple(h + s for h, s in zip(self.half, stacked))
+
+    def _half_rows(self, grams: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        """Grams [L, n, n] kept at ``keep`` [r, m] rows and columns -> [r, L, m*m] scaled for HSIC."""
+        r, m = keep.shape
+        sub = grams[:, keep[:, :, None], keep[:, None, :]].transpose(0, 1)  # [r, L, m, m]
+        scale = math.sqrt(m * (m - 3)) if self.debiased else m - 1
+        centred = u_centre(sub) if self.debiased else _centre_gram(sub)
+        return centred.reshape(r, len(grams), -1) / scale
+
+    def interval(self, level: float = LEVEL) -> torch.Tensor | None:
+        """[2, n_a, n_b]: each cell's interval from the half-samples (None without them).
+
+        A half-sample's value differs from the whole stream's as much as the whole stream's differs from the
+        truth (without replacement, Var(half) - Var(whole) = Var(whole) for a statistic with variance ~1/n),
+        so the half-samples' percentiles are the interval; no example is drawn twice (the debiased HSIC is a
+        U-statistic: a bootstrap's repeated examples would bias it).
+        """
+        if self.half is None:
+            return None
+        c, a, b = self.half
+        draws = c / torch.sqrt(a[:, :, None] * b[:, None, :])  # [R, n_a, n_b]
+        q = torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64)
+        return torch.nanquantile(draws.double(), q, dim=0)
 
 
 # ---------------------------------------------------------------------------- registry
@@ -391,6 +452,8 @@ def similarity_matrix(
     check_cancel: Callable[[], None] | None = None,
     progress: Callable[[float, str], None] | None = None,
     seed: int = 0,
+    null_permutations: int = 0,
+    intervals: bool = True,
 ) -> dict:
     """Similarity of every (A cut, B cut) pair over the same images.
 
@@ -402,8 +465,13 @@ def similarity_matrix(
     ``shuffle_baseline`` repeats the computation with B's rows deranged (image i of A against
     another image of B): what the estimator reports for unrelated pairs.
 
+    ``intervals``: ``values_ci``, each cell's 95% bootstrap interval [lo, hi] (the examples resampled; for the
+    minibatch CKA, in the batches they entered the Grams in).  ``null_permutations`` K > 0: ``null``, the
+    measure with B's examples permuted K times (image i of A against another image of B: no shared structure),
+    as ``{"mean": grid, "std": grid, "k": K}``, and ``calibrated``: (value - null mean) / null std per cell.
+
     Returns ``{"senders": [A cut names], "receivers": [B cut names], "values": [[n_a x n_b]],
-    "baseline": [[...]] | None, "measure": name, "token_mode": mode, "n": examples used}``.
+    "baseline": [[...]] | None, "measure": name, "token_mode": mode, "n": examples used}`` and the above.
     """
     meas = get_measure(measure)
     if token_mode not in TOKEN_MODES:
@@ -412,6 +480,8 @@ def similarity_matrix(
     names_b, layouts_b = _names_layouts(cuts_b)
     dev_a, dev_b = module_device(model_a), module_device(model_b)
     gen = torch.Generator().manual_seed(seed)
+    null_gen = torch.Generator().manual_seed(seed + 7919)  # the null's own draws: the baseline's stay as stored
+    half_gen = torch.Generator().manual_seed(seed + 104729)  # the interval's half-samples
     total = len(batches_a) if hasattr(batches_a, "__len__") else None  # for progress fractions
     mb = MinibatchCKA(len(names_a), len(names_b)) if meas.minibatch else None
     mb_base = MinibatchCKA(len(names_a), len(names_b)) if meas.minibatch and shuffle_baseline else None
@@ -444,7 +514,8 @@ def similarity_matrix(
         rows_b = [flatten(fb[k], lay, token_mode) for k, lay in zip(names_b, layouts_b)]
         perm = _derangement(len(xb), gen) if shuffle_baseline else None
         if mb is not None:
-            mb.update(rows_a, rows_b)
+            mb.update(rows_a, rows_b, [_derangement(len(xb), null_gen) for _ in range(null_permutations)],
+                      halves=half_gen if intervals else None)
             if mb_base is not None:
                 mb_base.update(rows_a, [flatten(fb[k][perm.to(fb[k].device)], lay, token_mode)
                                         for k, lay in zip(names_b, layouts_b)])
@@ -464,9 +535,13 @@ def similarity_matrix(
             progress(min(0.99, (i + 1) / total) if total else 0.0, f"batch {i + 1}: {n} examples")
     if n == 0:
         raise StitchError("no batch to measure; give at least one batch of images")
+    null = lo_hi = None  # null: [K, n_a, n_b]; lo_hi: [2, n_a, n_b] the cells' intervals
+    q = torch.tensor([(1 - LEVEL) / 2, (1 + LEVEL) / 2], dtype=torch.float64)
     if mb is not None:
         values = mb.compute()
         baseline = mb_base.compute() if mb_base is not None else None
+        null = mb.null()
+        lo_hi = mb.interval()
     else:
         xs_a, xs_b = [torch.cat(k) for k in kept_a], [torch.cat(k) for k in kept_b]
         values = torch.tensor([[float(meas.fn(x, y)) for y in xs_b] for x in xs_a])
@@ -474,9 +549,17 @@ def similarity_matrix(
         if shuffle_baseline:
             perm = _derangement(n, gen)
             baseline = torch.tensor([[float(meas.fn(x, _permute(y, perm, n))) for y in xs_b] for x in xs_a])
+        if null_permutations:
+            perms = [_derangement(n, null_gen) for _ in range(null_permutations)]
+            null = torch.tensor([[[float(meas.fn(x, _permute(y, p, n))) for y in xs_b] for x in xs_a] for p in perms])
+        if intervals:  # a bootstrap over the examples: every cell recomputed on each resample
+            idx = resample_indices(n, FULL_BATCH_RESAMPLES, seed)
+            draws = torch.tensor([[[float(meas.fn(_permute(x, i, n), _permute(y, i, n))) for y in xs_b] for x in xs_a]
+                                  for i in idx])  # fmt: skip
+            lo_hi = torch.nanquantile(draws.double(), q, dim=0)
     if progress is not None:
         progress(1.0, "done")
-    return {
+    out = {
         "senders": names_a,
         "receivers": names_b,
         "values": values.tolist(),
@@ -485,6 +568,23 @@ def similarity_matrix(
         "token_mode": token_mode,
         "n": n,
     }
+    if lo_hi is not None:
+        out["values_ci"] = [[[round(float(lo_hi[0, i, j]), 6), round(float(lo_hi[1, i, j]), 6)]
+                             for j in range(len(names_b))] for i in range(len(names_a))]  # fmt: skip
+    if null is not None:
+        mean, std = null.double().mean(0), null.double().std(0)
+        out["null"] = {"mean": _rounded(mean), "std": _rounded(std), "k": int(null.shape[0])}
+        out["calibrated"] = _rounded((values.double() - mean) / std)
+    return out
+
+
+def _rounded(grid: torch.Tensor) -> list[list[float | None]]:
+    """A [n_a, n_b] grid as JSON: 6 places, None where not finite."""
+    return [[round(float(v), 6) if math.isfinite(float(v)) else None for v in row] for row in grid]
+
+
+FULL_BATCH_RESAMPLES = 100  # bootstrap draws of a full-batch measure: each recomputes every cell
+HALF_SAMPLES = 200  # minibatch CKA's interval: draws of a random half of every batch
 
 
 def _permute(rows: torch.Tensor, perm: torch.Tensor, n: int) -> torch.Tensor:

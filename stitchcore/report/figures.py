@@ -192,10 +192,16 @@ def cka_panels(summary: Mapping[str, Any]) -> list[HeatPanel]:
     common = {"rows": summary["senders"], "cols": summary["receivers"], "value_label": label,
               "bounded": (low, high) == (0.0, 1.0), "diverging": low < 0, "value_range": value_range,
               "matrix": False}  # fmt: skip
-    panels = [HeatPanel(name, summary["values"], csv_name=measure, **common)]
+    panels = [HeatPanel(name, summary["values"], csv_name=measure, intervals=summary.get("values_ci"), **common)]
     if summary.get("baseline"):
         panels.append(HeatPanel(f"{name}, shuffled inputs (baseline)", summary["baseline"],
                                 csv_name=f"{measure}-baseline", **common))  # fmt: skip
+    if summary.get("calibrated"):  # (value - null mean) / null spread: how far above a chance pairing
+        k = (summary.get("null") or {}).get("k", "?")
+        panels.append(HeatPanel(
+            f"{name}, calibrated: (value − null mean) / null spread over {k} permutations", summary["calibrated"],
+            summary["senders"], summary["receivers"], "null spreads", csv_name=f"{measure}-calibrated",
+            diverging=True, bounded=False, matrix=False))  # fmt: skip
     return panels
 
 
