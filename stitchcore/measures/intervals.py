@@ -15,6 +15,8 @@ so what the two share cancels and the interval of the difference is much tighter
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 __all__ = ["LEVEL", "RESAMPLES", "mean_ci", "paired_difference_ci", "resample_indices", "unpaired_difference_ci"]
@@ -30,6 +32,26 @@ def resample_indices(n: int, resamples: int = RESAMPLES, seed: int = 0) -> torch
     return torch.randint(0, n, (resamples, n), generator=torch.Generator().manual_seed(seed))
 
 
+@functools.lru_cache(maxsize=8)
+def _weights(n: int, resamples: int, seed: int) -> torch.Tensor:
+    """float64 [resamples, n]: how often each example is drawn in each resample, over n (a resample's mean of
+    ``v`` is ``weights @ v``); kept for the next interval over as many examples (a matrix's cells)."""
+    idx = resample_indices(n, resamples, seed)
+    counts = torch.zeros(resamples, n, dtype=torch.float64).scatter_add_(1, idx, torch.ones_like(idx, dtype=torch.float64))
+    return counts / n
+
+
+def _means(values: torch.Tensor, resamples: int, seed: int) -> torch.Tensor:
+    """[resamples]: the mean of ``values`` [N] on each resample (as ``values[resample_indices(...)].mean(1)``)."""
+    v = values.reshape(-1).double()
+    if resamples * len(v) <= _CACHED_CELLS:
+        return _weights(len(v), resamples, seed) @ v
+    return v[resample_indices(len(v), resamples, seed)].mean(dim=1)  # many examples: the draws, uncached
+
+
+_CACHED_CELLS = 2**23  # resamples x examples of a cached weight table (64 MB of float64)
+
+
 def _percentiles(stats: torch.Tensor, level: float) -> tuple[float, float]:
     """The (1 - level)/2 and (1 + level)/2 quantiles of ``stats`` [R], rounded to 6 places."""
     q = torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64)
@@ -40,8 +62,7 @@ def _percentiles(stats: torch.Tensor, level: float) -> tuple[float, float]:
 def mean_ci(values: torch.Tensor, *, resamples: int = RESAMPLES, seed: int = 0,
             level: float = LEVEL) -> tuple[float, float]:  # fmt: skip
     """Interval of the mean of ``values`` [N] (per-example correctness, losses ...)."""
-    v = values.reshape(-1).double()
-    return _percentiles(v[resample_indices(len(v), resamples, seed)].mean(dim=1), level)
+    return _percentiles(_means(values, resamples, seed), level)
 
 
 def paired_difference_ci(x: torch.Tensor, y: torch.Tensor, *, resamples: int = RESAMPLES, seed: int = 0,
@@ -50,14 +71,10 @@ def paired_difference_ci(x: torch.Tensor, y: torch.Tensor, *, resamples: int = R
     if x.shape != y.shape:
         raise ValueError(f"paired values need one value per example on both sides, got {tuple(x.shape)} and "
                          f"{tuple(y.shape)}")  # fmt: skip
-    d = (x.reshape(-1).double() - y.reshape(-1).double())
-    return _percentiles(d[resample_indices(len(d), resamples, seed)].mean(dim=1), level)
+    return _percentiles(_means(x.reshape(-1).double() - y.reshape(-1).double(), resamples, seed), level)
 
 
 def unpaired_difference_ci(x: torch.Tensor, y: torch.Tensor, *, resamples: int = RESAMPLES, seed: int = 0,
                            level: float = LEVEL) -> tuple[float, float]:  # fmt: skip
     """Interval of mean(x) - mean(y) resampling each side on its own (what two separate intervals assume)."""
-    xs, ys = x.reshape(-1).double(), y.reshape(-1).double()
-    mx = xs[resample_indices(len(xs), resamples, seed)].mean(dim=1)
-    my = ys[resample_indices(len(ys), resamples, seed + 1)].mean(dim=1)
-    return _percentiles(mx - my, level)
+    return _percentiles(_means(x, resamples, seed) - _means(y, resamples, seed + 1), level)

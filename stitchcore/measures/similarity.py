@@ -47,7 +47,7 @@ from stitchcore.cuts import Cut
 from stitchcore.cuts.record import record
 from stitchcore.device import module_device
 from stitchcore.errors import StitchError
-from stitchcore.measures.intervals import LEVEL, resample_indices
+from stitchcore.measures.intervals import LEVEL
 from stitchcore.registry import Registry
 from stitchcore.stitching.activations import memory_budget_bytes
 
@@ -552,10 +552,10 @@ def similarity_matrix(
         if null_permutations:
             perms = [_derangement(n, null_gen) for _ in range(null_permutations)]
             null = torch.tensor([[[float(meas.fn(x, _permute(y, p, n))) for y in xs_b] for x in xs_a] for p in perms])
-        if intervals:  # a bootstrap over the examples: every cell recomputed on each resample
-            idx = resample_indices(n, FULL_BATCH_RESAMPLES, seed)
-            draws = torch.tensor([[[float(meas.fn(_permute(x, i, n), _permute(y, i, n))) for y in xs_b] for x in xs_a]
-                                  for i in idx])  # fmt: skip
+        if intervals:  # half-samples of the examples (as the minibatch CKA's): every cell on each half
+            halves = [torch.randperm(n, generator=half_gen)[: n // 2] for _ in range(FULL_BATCH_HALVES)]
+            draws = torch.tensor([[[float(meas.fn(_permute(x, h, n, len(h)), _permute(y, h, n, len(h)))) for y in xs_b]
+                                   for x in xs_a] for h in halves])  # fmt: skip
             lo_hi = torch.nanquantile(draws.double(), q, dim=0)
     if progress is not None:
         progress(1.0, "done")
@@ -583,10 +583,12 @@ def _rounded(grid: torch.Tensor) -> list[list[float | None]]:
     return [[round(float(v), 6) if math.isfinite(float(v)) else None for v in row] for row in grid]
 
 
-FULL_BATCH_RESAMPLES = 100  # bootstrap draws of a full-batch measure: each recomputes every cell
+FULL_BATCH_HALVES = 40  # a full-batch measure's interval: half-samples, each recomputing every cell
 HALF_SAMPLES = 200  # minibatch CKA's interval: draws of a random half of every batch
 
 
-def _permute(rows: torch.Tensor, perm: torch.Tensor, n: int) -> torch.Tensor:
-    """Permute examples of ``rows`` [n, D] or [n*N, D] (tokens as rows, grouped per example)."""
-    return rows.reshape(n, -1, rows.shape[-1])[perm].reshape(rows.shape)
+def _permute(rows: torch.Tensor, perm: torch.Tensor, n: int, keep: int | None = None) -> torch.Tensor:
+    """Examples ``perm`` of ``rows`` [n, D] or [n*N, D] (tokens as rows, grouped per example): a permutation,
+    or ``keep`` of them (a half-sample: [keep, D] or [keep*N, D])."""
+    picked = rows.reshape(n, -1, rows.shape[-1])[perm]
+    return picked.reshape(-1, rows.shape[-1]) if keep is not None else picked.reshape(rows.shape)

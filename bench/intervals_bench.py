@@ -1,0 +1,101 @@
+"""Benchmark: what intervals and the similarity null add to a run's time (the issue's targets: at most 1.5x for a
+run, 1.1x for a closed-form matrix).
+
+- ``similarity``: ``similarity_matrix`` over two digit CNNs' every cut and the whole test split (450 images),
+  with neither intervals nor null, then with both (95% interval per cell, a null of 20 permutations), for the
+  streamed minibatch CKA and a full-batch measure (SVCCA); same process, same features.
+- ``stitch`` and ``matrix``: a run end to end, and the seconds spent inside the interval functions (every call
+  of ``mean_ci`` / ``paired_difference_ci`` timed); ``ratio`` = run / (run - intervals).
+
+Run: ``python bench/intervals_bench.py``; prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from stitchcore.cuts import list_cuts  # noqa: E402
+from stitchcore.data.images import load_dataset  # noqa: E402
+from stitchcore.experiments import run_experiment  # noqa: E402
+from stitchcore.experiments.matrix.spec import MatrixSpec  # noqa: E402
+from stitchcore.experiments.stitch import StitchSpec  # noqa: E402
+from stitchcore.experiments.zoo import ZooRecipe  # noqa: E402
+from stitchcore.measures import intervals  # noqa: E402
+from stitchcore.measures.similarity import similarity_matrix  # noqa: E402
+from stitchcore.models.sources import load_model  # noqa: E402
+from stitchcore.store.results import Store  # noqa: E402
+
+
+def similarity_case(a, b, measure: str) -> dict:
+    ds = load_dataset("digits")
+    cuts_a, cuts_b = list_cuts(a), list_cuts(b)
+
+    def batches(m):
+        return [m.preprocess(x) for x, _ in ds.batches("test", 256)]
+
+    def once(**kw) -> float:
+        t0 = time.perf_counter()
+        similarity_matrix(a.model, b.model, cuts_a, cuts_b, batches(a), batches(b), measure=measure, **kw)
+        return time.perf_counter() - t0
+
+    once(intervals=False)  # warm
+    plain = min(once(intervals=False) for _ in range(3))
+    full = min(once(intervals=True, null_permutations=20) for _ in range(3))
+    return {"measure": measure, "cells": len(cuts_a) * len(cuts_b), "images": len(ds.labels("test")),
+            "plain_s": round(plain, 3), "with_intervals_and_null_s": round(full, 3), "ratio": round(full / plain, 2)}
+
+
+def timed_run(kind: str, spec, store) -> dict:
+    spent = [0.0]
+    originals = {name: getattr(intervals, name) for name in ("mean_ci", "paired_difference_ci")}
+
+    def timing(fn):
+        def wrapped(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[0] += time.perf_counter() - t0
+        return wrapped
+
+    import stitchcore.experiments.matrix.units as units
+    import stitchcore.experiments.stitch as stitch
+
+    patched = [(mod, name) for mod in (units, stitch) for name in originals if hasattr(mod, name)]
+    for mod, name in patched:
+        setattr(mod, name, timing(originals[name]))
+    try:
+        t0 = time.perf_counter()
+        run_experiment(kind, spec, store, rerun=True)
+        total = time.perf_counter() - t0
+    finally:
+        for mod, name in patched:
+            setattr(mod, name, originals[name])
+    return {"kind": kind, "run_s": round(total, 3), "intervals_s": round(spent[0], 4),
+            "ratio": round(total / (total - spent[0]), 3)}
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "store") as store:
+        refs = [run_experiment("zoo", ZooRecipe(seed=s), store).record.summary["ref"] for s in (0, 1)]
+        a, b = load_model(refs[0], store=store), load_model(refs[1], store=store)
+        out = {
+            "bench": "intervals", "torch": torch.__version__, "threads": 1,
+            "similarity": [similarity_case(a, b, "cka-linear"), similarity_case(a, b, "svcca")],
+            "runs": [timed_run("stitch", StitchSpec(refs[0], refs[1], "block2", "block2", epochs=5), store),
+                     timed_run("matrix", MatrixSpec(refs[0], refs[1]), store)],
+        }  # fmt: skip
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
