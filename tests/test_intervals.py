@@ -106,7 +106,7 @@ def test_a_matrix_heat_map_shows_each_cell_s_interval_on_hover_in_the_panel_s_un
     fig = panel_figure(stitching_panel(grid, ["fc1"], ["fc1", "fc2"], "penalty", cis))
     markers = next(t for t in fig.data if t.name == "cells")
     first = markers.customdata[0]
-    assert list(first[:2]) == ["fc1", "fc1"] and first[3] == "<br>95% interval: +0.4 – +3.8 pts (bootstrap over test images)"
+    assert list(first[:2]) == ["fc1", "fc1"] and first[3] == "<br>95% interval over the test images: +0.4 – +3.8 pts"
     assert "%{customdata[3]}" in markers.hovertemplate
     plain = panel_figure(stitching_panel(grid, ["fc1"], ["fc1", "fc2"], "penalty"))  # a run from before intervals
     assert all("interval" not in str(t.hovertemplate) for t in plain.data)

@@ -193,7 +193,7 @@ def _interval_texts(intervals: Any, n_rows: int, n_cols: int, text_format: str, 
         for j, ci in enumerate(row[:n_cols]):
             if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(isinstance(v, (int, float)) for v in ci):
                 lo, hi = (format(float(v), text_format if unit else ".4f") for v in ci)
-                out[i][j] = f"<br>95% interval: {lo} – {hi}{f' {unit}' if unit else ''} (bootstrap over test images)"
+                out[i][j] = f"<br>95% interval over the test images: {lo} – {hi}{f' {unit}' if unit else ''}"
     return out
 
 
