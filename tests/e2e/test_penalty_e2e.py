@@ -68,7 +68,8 @@ def test_a_stitch_penalty_reads_the_same_on_heat_map_stitch_card_and_results(app
                          " title: el.layout.title.text})")  # fmt: skip
     values = next(t for t in fig["data"] if t["name"] == "values")
     row, col = SENDERS.index(CELL[0]), RECEIVERS.index(CELL[1])
-    assert values["customdata"][row][col] == list(CELL)
+    assert values["customdata"][row][col][:2] == list(CELL)
+    assert "95% interval over the test images" in values["customdata"][row][col][2]  # and the cell's interval
     cell_pts = values["z"][row][col]
     assert values["texttemplate"] == "%{z:+.1f}"
     assert _plain(values["bar"]) == "penalty(pts, higher = worse)"

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -355,9 +355,11 @@ def similarity_beside(store: Store, spec: MatrixSpec, created: float | None = No
     for measure in list_measures():
         sim = SimilaritySpec(a=spec.a, b=spec.b, senders=spec.senders, receivers=spec.receivers, measure=measure,
                              dataset=spec.dataset)  # fmt: skip
-        rec = store.lookup(run_id_for("similarity", sim.to_dict()))
-        if rec is not None:
-            found.append(rec)
+        older = replace(sim, null_permutations=SimilaritySpec.LEGACY["null_permutations"])  # stored before the null
+        for candidate in (sim, older):
+            rec = store.lookup(run_id_for("similarity", candidate.to_dict()))
+            if rec is not None:
+                found.append(rec)
     if not found:
         return None
     if created is None:
