@@ -19,7 +19,7 @@ from stitchcore.experiments.dataset_check import default_dataset
 from stitchcore.experiments.stitch import StitchSpec
 from stitchcore.models.sources.zoo import list_zoo_models
 from stitchcore.stitching.adapters import INITS, NORMS, RESAMPLES, AdapterSpec, compatibility, list_adapters
-from stitchcore.stitching.shared_suffix import PRECISIONS
+from stitchcore.stitching.precision import PRECISIONS
 from stitchcore.stitching.train import OPTIMIZERS, parse_objective
 from views import run_views
 

@@ -13,7 +13,7 @@ from functools import cached_property
 
 import torch
 
-from stitchcore.data.streaming import ImageFiles
+from stitchcore.data.streaming import ImageFiles, hub_transform
 from stitchcore.errors import DataError
 
 __all__ = ["SPLITS", "ImageDataset"]
@@ -151,8 +151,7 @@ class ImageDataset:
         (``imagefolder:...?full``): a hub's transform runs on each original image in the DataLoader workers;
         any other on the batch at the load size, on ``device``.
         """
-        per_image = self.streamed and getattr(preprocess, "resize", None) is not None
-        if per_image and getattr(preprocess, "size", None) is not None:
+        if self.streamed and hub_transform(preprocess):
             for x, y in self.batches(split, batch_size, shuffle=shuffle, seed=seed, limit=limit, transform=preprocess):
                 yield x.to(device, non_blocking=True), y
             return
@@ -167,8 +166,7 @@ class ImageDataset:
         """A model's input [B, ...] on ``device`` for the rows ``index`` of ``split``, as :meth:`model_batches`
         makes it (files: read now, by a few threads; a hub transform on each original file)."""
         x = self._split(split)[0]
-        if isinstance(x, ImageFiles) and getattr(preprocess, "resize", None) is not None \
-                and getattr(preprocess, "size", None) is not None:  # fmt: skip
+        if isinstance(x, ImageFiles) and hub_transform(preprocess):
             return x[index].read_all(preprocess).to(device, non_blocking=True)
         images = (x[index].read_all() if isinstance(x, ImageFiles) else x[index].float().div_(255.0)).to(device)
         return images if preprocess is None else preprocess(images)

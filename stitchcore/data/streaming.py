@@ -27,7 +27,7 @@ import torch
 
 from stitchcore.errors import DataError
 
-__all__ = ["ImageFiles", "data_workers", "read_rgb"]
+__all__ = ["ImageFiles", "data_workers", "hub_transform", "read_rgb"]
 
 WORKERS_ENV = "STITCHLAB_DATA_WORKERS"  # DataLoader workers per batch stream (default: half the cores, 1..4)
 _IN_PROCESS = 64  # a stream of at most this many files is read in the calling process (no worker start-up)
@@ -70,7 +70,7 @@ def resize_crop(image: Any, size: tuple[int, int]) -> Any:
     return image.crop((left, top, left + w, top + h))
 
 
-def _hub_transform(transform: Callable | None) -> bool:
+def hub_transform(transform: Callable | None) -> bool:
     """Whether ``transform`` is a hub's eval transform (crop size and resize): applied to the original file."""
     return getattr(transform, "size", None) is not None and getattr(transform, "resize", None) is not None
 
@@ -106,7 +106,7 @@ class ImageFiles:
         """File ``i`` as [C, H, W]: a hub ``transform``'s output from the original, else floats in [0, 1] at
         the load size."""
         image = read_rgb(self.paths[i])
-        if _hub_transform(transform):
+        if hub_transform(transform):
             return transform(image)[0]
         array = np.asarray(resize_crop(image, self.size), dtype=np.uint8)  # [H, W, 3]
         return torch.from_numpy(array.copy()).permute(2, 0, 1).float().div_(255.0)
@@ -126,7 +126,7 @@ class ImageFiles:
                 transform: Callable | None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:  # fmt: skip
         """(model input or [0, 1] images [B, C, H, W], labels [B]) over the first ``n`` of ``order``."""
         rows = (order[:n] if order is not None else torch.arange(n)).tolist()
-        hub = _hub_transform(transform)
+        hub = hub_transform(transform)
         workers = 0 if n <= _IN_PROCESS else data_workers()
         loader = torch.utils.data.DataLoader(
             _Rows(self, rows, transform if hub else None), batch_size=batch_size, shuffle=False,

@@ -38,7 +38,7 @@ from stitchcore.stitching.precision import Autocast, autocast
 from stitchcore.stitching.adapters import AdapterSpec, adapter_cost, build_adapter, compatibility
 from stitchcore.stitching.evaluate import evaluate_batches, stitching_penalty
 from stitchcore.stitching.fits import fit_adapter
-from stitchcore.stitching.shared_suffix import PRECISIONS
+from stitchcore.stitching.precision import PRECISIONS
 from stitchcore.stitching.train import OPTIMIZERS, AdapterTargets, TrainKnobs, parse_objective, train_adapter
 
 __all__ = ["StitchSpec", "estimate_stitch", "run_stitch"]

@@ -18,7 +18,9 @@ import contextlib
 import torch
 from torch import nn
 
-__all__ = ["Autocast", "autocast"]
+__all__ = ["PRECISIONS", "Autocast", "autocast"]
+
+PRECISIONS = ("fp32", "bf16")  # what a spec's ``precision`` takes
 
 def autocast(device: torch.device, bf16: bool) -> contextlib.AbstractContextManager:
     """bf16 autocast on ``device`` when ``bf16``, else nothing."""

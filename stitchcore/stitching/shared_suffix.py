@@ -32,12 +32,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from stitchcore.stitching.train import TrainKnobs, check_finite, cosine_schedule, make_optimizer
+from stitchcore.stitching.precision import PRECISIONS
 
 __all__ = ["PRECISIONS", "frozen_for_training", "train_adapters_shared_suffix"]
 
 log = logging.getLogger(__name__)
 
-PRECISIONS = ("fp32", "bf16")
 
 
 def frozen_for_training(suffix: nn.Module) -> nn.Module:

@@ -19,7 +19,7 @@ from stitchcore.experiments._spec import (
 from stitchcore.models.refs import TWIN_SEEDS, parse_ref
 from stitchcore.stitching.adapters import AdapterSpec
 from stitchcore.stitching.fits import FIT_METHODS
-from stitchcore.stitching.shared_suffix import PRECISIONS
+from stitchcore.stitching.precision import PRECISIONS
 from stitchcore.stitching.train import OPTIMIZERS, parse_objective
 
 __all__ = ["CELLS_ARTIFACT", "CONTROLS", "CONTROL_NAMES", "CONTROL_TRAININGS", "MATRIX_OBJECTIVES", "MATRIX_PRESETS",
