@@ -219,19 +219,38 @@ class MinibatchCKA:
         keep = torch.stack([torch.randperm(n, generator=gen)[:m] for _ in range(HALF_SAMPLES)])  # [R, m]
         parts = []
         for chunk in keep.split(max(1, 2**22 // (m * m * (self.n_a + self.n_b)))):  # [r, m]: ~32 MB of Grams
-            ua = self._half_rows(grams_a, chunk)  # [r, n_a, m*m]
-            ub = self._half_rows(grams_b, chunk)  # [r, n_b, m*m]
-            parts.append((ua @ ub.transpose(1, 2), ua.square().sum(2), ub.square().sum(2)))
+            parts.append(self._half_hsics(grams_a, grams_b, chunk))
         stacked = tuple(torch.cat(t).to(self.cross.device) for t in zip(*parts))  # [R, ...] each
         self.half = stacked if self.half is None else tuple(h + s for h, s in zip(self.half, stacked))
 
-    def _half_rows(self, grams: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-        """Grams [L, n, n] kept at ``keep`` [r, m] rows and columns -> [r, L, m*m] scaled for HSIC."""
+    def _half_hsics(self, grams_a: torch.Tensor, grams_b: torch.Tensor, keep: torch.Tensor,
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+        """HSICs of the half-samples ``keep`` [r, m]: cross [r, n_a, n_b], A's own [r, n_a], B's own [r, n_b].
+
+        Debiased: Song et al.'s formula from sums of the diagonal-free Grams (traces as one product of
+        flattened Grams, row sums as another), the same numbers as U-centring each half-Gram, at a third
+        of the passes over them.
+        """
         r, m = keep.shape
-        sub = grams[:, keep[:, :, None], keep[:, None, :]].transpose(0, 1)  # [r, L, m, m]
-        scale = math.sqrt(m * (m - 3)) if self.debiased else m - 1
-        centred = u_centre(sub) if self.debiased else _centre_gram(sub)
-        return centred.reshape(r, len(grams), -1) / scale
+        sub_a = grams_a[:, keep[:, :, None], keep[:, None, :]].transpose(0, 1)  # [r, n_a, m, m]
+        sub_b = grams_b[:, keep[:, :, None], keep[:, None, :]].transpose(0, 1)  # [r, n_b, m, m]
+        if not self.debiased:
+            ua, ub = (_centre_gram(g).reshape(r, g.shape[1], -1) / (m - 1) for g in (sub_a, sub_b))
+            return ua @ ub.transpose(1, 2), ua.square().sum(2), ub.square().sum(2)
+        eye = torch.eye(m, dtype=torch.bool, device=sub_a.device)
+        ka, kb = sub_a.masked_fill_(eye, 0.0), sub_b.masked_fill_(eye, 0.0)  # K̃: zero diagonals (copies)
+        fa, fb = ka.reshape(r, ka.shape[1], -1), kb.reshape(r, kb.shape[1], -1)  # [r, L, m*m]
+        ra, rb = ka.sum(-1), kb.sum(-1)  # row sums [r, L, m]
+        sa, sb = ra.sum(-1), rb.sum(-1)  # totals [r, L]
+        c1, c2, c3 = 1.0 / ((m - 1) * (m - 2)), 2.0 / (m - 2), 1.0 / (m * (m - 3))
+
+        def hsic(trace: torch.Tensor, totals: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+            return (trace + c1 * totals - c2 * rows) * c3
+
+        cross = hsic(fa @ fb.transpose(1, 2), sa[:, :, None] * sb[:, None, :], ra @ rb.transpose(1, 2))
+        own_a = hsic(fa.square().sum(2), sa.square(), ra.square().sum(2))
+        own_b = hsic(fb.square().sum(2), sb.square(), rb.square().sum(2))
+        return cross, own_a, own_b
 
     def interval(self, level: float = LEVEL) -> torch.Tensor | None:
         """[2, n_a, n_b]: each cell's interval from the half-samples (None without them).
