@@ -24,7 +24,7 @@ def test_launch_matrix_with_controls_and_cka_then_permalink(app):
     at.run()
     assert not at.exception and not at.error
     charts = at.get("plotly_chart")
-    assert len(charts) == 10, "stitching, 3 controls, 3 debiased, CKA, CKA baseline, CKA calibrated (null)"
+    assert len(charts) == 11, "stitching, 3 controls, 3 debiased, CKA, its baseline, against an untrained B, calibrated"
     assert any("skipped" in e.label for e in at.expander)
     beside = [c.value for c in at.caption if c.value.startswith("**Control: ")]  # one line by each control's panels
     assert len(beside) == 3 and all("Can differ from chance" in c for c in beside) and not at.warning
@@ -35,7 +35,7 @@ def test_launch_matrix_with_controls_and_cka_then_permalink(app):
     fresh.run().switch_page("views/similarity.py").run()
     assert not fresh.exception
     assert fresh.checkbox(key="sim_controls").value is True
-    assert len(fresh.get("plotly_chart")) == 10
+    assert len(fresh.get("plotly_chart")) == 11
 
 
 def test_chosen_cuts_and_measure_reach_the_specs(app):

@@ -156,7 +156,7 @@ def test_submit_wait_done_with_summary_and_history(job_store, make_runner):
     assert snap.state == "done" and not snap.cached and snap.error is None and snap.progress == 1.0
     assert 0.0 <= snap.summary["accuracy"] <= 1.0 and snap.device == "cpu"
     assert snap.started is not None and snap.finished >= snap.started >= snap.submitted
-    assert {"loss", "test_accuracy"} <= set(snap.metrics)
+    assert {"loss", "val_accuracy"} <= set(snap.metrics)
     assert snap.metrics == store.series(first.id)  # live history == persisted series, point for point
     assert store.lookup(first.id).status == "done"
     assert [j.id for j in runner.list()] == [first.id] and runner.list(active_only=True) == []

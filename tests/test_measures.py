@@ -348,7 +348,8 @@ def test_panels_follow_the_registry():
     before = [("cka-linear", "Linear CKA", "CKA", True), ("cka-rbf", "RBF CKA", "CKA", True),
               ("procrustes", "Procrustes distance", "distance", False)]  # how stored runs drew: they still do
     for measure, title, label, bounded in before:
-        want = HeatPanel(title, [[0.5]], ["a"], ["b"], label, csv_name=measure, bounded=bounded, matrix=False)
+        want = HeatPanel(title, [[0.5]], ["a"], ["b"], label, csv_name=measure, bounded=bounded, matrix=False,
+                         meaning=measure)  # its colour bar's words: measures/meaning.py
         assert panel(measure) == want, measure
     assert panel("svcca").bounded and panel("knn-jaccard").bounded
     assert panel("rsa").diverging and panel("rsa").value_range == (-1.0, 1.0) and not panel("rsa").bounded

@@ -208,6 +208,7 @@ def test_an_lm_depth_sweep_on_ray_equals_the_local_one(local_ray, store):
     assert [key(p) for p in s["points"]] == [key(p) for p in here["points"]] and len(s["points"]) == 12
     for p, q in zip(here["points"], s["points"]):
         assert abs(p["loss_penalty"] - q["loss_penalty"]) <= 1e-4, key(p)
+        assert q["loss_penalty_ci"] == pytest.approx(p["loss_penalty_ci"], abs=1e-4), key(p)  # base windows shipped
     flat = lambda h: [v for row in h["heatmap"]["values"] for v in row]  # noqa: E731
     assert flat(s) == pytest.approx(flat(here), abs=1e-4) and None not in flat(s)
     assert s["samples"].keys() == here["samples"].keys()

@@ -73,3 +73,43 @@ def test_the_half_sample_interval_of_minibatch_cka_covers_the_truth_about_95_per
         lo, hi = m.interval()[:, 0, 0].tolist()
         covered += lo <= truth <= hi
     assert covered >= 0.85 * trials, covered  # nominal 95%: 38 of 40; binomial slack
+
+
+def test_a_similarity_run_measures_a_against_an_untrained_twin_of_b(trained_store):
+    from stitchcore.experiments import run_experiment
+    from stitchcore.experiments.similarity import SimilaritySpec
+
+    store, refs = trained_store
+    spec = SimilaritySpec(refs[0], refs[1], senders=("block1", "fc2"), receivers=("block1", "fc2"), max_samples=256)
+    s = run_experiment("similarity", spec, store).record.summary
+    twin = s["random_null"]
+    assert twin["ref"] == f"{refs[1]}?init=random&seed=0"
+    assert np.array(twin["values"]).shape == (2, 2)
+    trained, untrained = np.array(s["values"]), np.array(twin["values"])
+    # what B learned shows at its last layer (fc2): far more alike to A's fc2 than an untrained fc2 is
+    assert trained[1, 1] > untrained[1, 1] + 0.2
+    # and an untrained B is not nothing: its early features still follow the input (the architecture's share)
+    assert untrained[0, 0] > 0.2
+    legacy = SimilaritySpec.from_dict({"a": refs[0], "b": refs[1]})
+    assert not legacy.random_null and "random_null" not in legacy.to_dict()  # stored before: none, same id
+
+
+def test_a_matrix_finds_the_similarity_run_of_each_release_beside_it(trained_store, tmp_path):
+    from dataclasses import replace
+
+    from stitchcore.experiments import run_experiment
+    from stitchcore.experiments import matrix as mx
+    from stitchcore.experiments.matrix import MatrixSpec
+    from stitchcore.experiments.similarity import SimilaritySpec
+    from stitchcore.store.results import Store
+    from tests.conftest import copy_store
+
+    src, refs = trained_store
+    copy_store(src.root, tmp_path / "store")
+    store = Store(tmp_path / "store")
+    spec = MatrixSpec(refs[0], refs[1], senders=("fc1",), receivers=("fc2",))
+    for era in reversed(SimilaritySpec.ERAS):  # oldest first: each release's default spec, launched beside it
+        sim = replace(SimilaritySpec(refs[0], refs[1], senders=("fc1",), receivers=("fc2",)), **era)
+        rec = run_experiment("similarity", sim, store).record
+        assert mx.similarity_beside(store, spec).id == rec.id
+    store.close()

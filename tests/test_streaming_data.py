@@ -108,7 +108,8 @@ def test_a_stitch_runs_on_a_streamed_folder(folder, tmp_path):
     spec = StitchSpec(ref, ref + "&seed=1", "layer1.0", "layer1.0", epochs=1, dataset=f"imagefolder:{folder}?full")
     with Store(tmp_path / "store") as store:
         out = run_experiment("stitch", spec, store, device="cpu").record.summary
-    assert out["dataset"] == f"imagefolder:{folder}?full" and out["n_train"] == 16 and out["n_test"] == 6
+    assert out["dataset"] == f"imagefolder:{folder}?full" and out["n_test"] == 6
+    assert (out["n_train"], out["n_val"]) == (14, 2)  # 10% of the 16 train images held out as validation
     assert 0.0 <= out["accuracy"] <= 1.0
 
 

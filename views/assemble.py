@@ -13,6 +13,7 @@ from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.assemble import DEFAULT_KINDS, AssembleSpec, default_cuts
 from stitchcore.experiments.dataset_check import default_dataset
+from stitchcore.measures.meaning import explain
 from stitchcore.models.sources.zoo import list_zoo_models
 from stitchcore.plots.assemble import HERNANDEZ
 from stitchcore.stitching.adapter_kinds import list_adapters
@@ -191,4 +192,5 @@ if st.query_params.get("run"):
         st.info(f"Run `{rec.id}` is a {rec.kind} run, not an assembly.")
         st.page_link(ui.page_file("results"), label="Open it on Results", query_params={"run": rec.id})
     else:
+        st.caption(explain("accuracy"))  # the number every point, bar and heat-map cell below shows
         run_views.assemble_view(rec, key="asm")

@@ -17,8 +17,8 @@ import streamlit as st
 
 import ui
 from stitchcore.errors import StitchError
+from stitchcore.measures.meaning import explain
 from stitchcore.plots import runs as plots
-from stitchcore.plots.penalty import LOSS_PENALTY_AXIS, PENALTY_AXIS
 from stitchcore.report.figures import COMPARE_METRICS
 from stitchcore.report.html import report_html
 from stitchcore.report.summary import run_label, summary_row, table_numbers
@@ -64,15 +64,12 @@ TABLE_COLUMNS = {
     "kind": st.column_config.TextColumn("Kind", width="small"),
     "label": st.column_config.TextColumn("Run (models, cuts)", width="medium"),  # leaves room for the id
     "status": st.column_config.TextColumn("Status", width="small"),
-    "accuracy_pct": st.column_config.NumberColumn("Accuracy", format="%.1f%%", help="Test accuracy"),
-    "penalty_pts": st.column_config.NumberColumn(
-        "Penalty (pts, higher = worse)", format="%+.1f pts",
-        help=f"Stitching {PENALTY_AXIS}: the base model's accuracy minus the stitched one, in percentage points",
-    ),
-    "loss_penalty_pct": st.column_config.NumberColumn(
-        "Loss penalty (%, higher = worse)", format="%+.1f %%",
-        help=f"Language models: {LOSS_PENALTY_AXIS}, the base being the model whose head is used",
-    ),
+    # help: what each number means, one line from stitchcore/measures/meaning.py
+    "accuracy_pct": st.column_config.NumberColumn("Accuracy", format="%.1f%%", help=explain("accuracy")),
+    "penalty_pts": st.column_config.NumberColumn("Penalty (pts, higher = worse)", format="%+.1f pts",
+                                                 help=explain("penalty")),
+    "loss_penalty_pct": st.column_config.NumberColumn("Loss penalty (%, higher = worse)", format="%+.1f %%",
+                                                      help=f"Language models. {explain('loss_penalty')}"),
     "created": st.column_config.DatetimeColumn("Created", format="D MMM YYYY, HH:mm"),
     "duration": st.column_config.TextColumn("Duration", help="How long the run took (seconds in the CSV)"),
     "id": st.column_config.TextColumn("Run id", width=150, help="16 characters; results?run=<id> opens it"),

@@ -26,7 +26,9 @@ from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.assemble import AssembleSpec, assembled_cells, pareto_front, recipe_name
 from stitchcore.experiments.lm import labelled_points, partial_points
 from stitchcore.experiments.matrix import MatrixSpec, matrix_state, similarity_beside
+from stitchcore.experiments.similarity import random_null_words
 from stitchcore.experiments.sweep import partial_positions
+from stitchcore.measures.meaning import colorbar_title, explain, list_meanings
 from stitchcore.measures.traits import parse_metric
 from stitchcore.plots import assemble as plots_assemble
 from stitchcore.plots import heatmap as plots_heatmap
@@ -72,12 +74,11 @@ def stitch_card(s: dict[str, Any], key: str) -> None:
     """A done stitch's numbers: accuracies, penalty, time, the adapter, then accuracy and per-class bars."""
     base_role = s.get("penalty_base", "b").upper()
     c = st.columns(5)
-    c[0].metric("Stitched accuracy", f"{s['accuracy']:.1%}")
+    c[0].metric("Stitched accuracy", f"{s['accuracy']:.1%}", help=explain("accuracy"))
     c[1].metric("Model A", f"{s['base']['a']:.1%}")
     c[2].metric("Model B", f"{s['base']['b']:.1%}")
     c[3].metric(f"Penalty ({base_role} − stitched)", format_pts(penalty_pts(s["penalty"])),
-                help=f"{base_role}'s accuracy minus the stitched model's, in percentage points: higher = worse "
-                     "(positive: the stitched model is worse; negative: it beats the base)")
+                help=explain("penalty"))
     c[4].metric("Time", duration_words(s.get("seconds")))
     if s.get("accuracy_ci"):  # runs stored before intervals have none
         base_ci = s.get("base_ci", {})
@@ -87,6 +88,18 @@ def stitch_card(s: dict[str, Any], key: str) -> None:
             f"B {interval_words(base_ci.get('b'), 'accuracy')} · penalty {interval_words(s.get('penalty_ci'), 'penalty')}"
             f" (paired: {base_role} and the stitched model scored on the same images)"
         )
+    if s.get("seeds"):  # the spread over adapter trainings: training noise on top of the test images'
+        sd = s["seeds"]
+        st.caption(
+            f"Across {len(sd['seed'])} seeds ({', '.join(map(str, sd['seed']))}; the numbers above are seed "
+            f"{sd['seed'][0]}'s): stitched {sd['accuracy_mean']:.1%} ({interval_words(sd['accuracy_ci'], 'accuracy')}) "
+            f"· penalty {format_pts(penalty_pts(sd['penalty_mean']))} ({interval_words(sd['penalty_ci'], 'penalty')})"
+            " · 95% Student-t intervals of the mean over seeds"
+        )
+    if s.get("n_val"):
+        kept = f" · kept the adapter of epoch {s['kept_epoch']} (best validation accuracy)" if "kept_epoch" in s else ""
+        st.caption(f"{s['n_val']} training images held out as validation: the curve below is on them, the "
+                   f"numbers above on the {s.get('n_test', '?')} test images{kept}")
     resid = s.get("lstsq_residual")
     st.caption(
         f"Adapter: {s['params']:,} parameters · {s['flops']:,} FLOPs per example"
@@ -103,7 +116,7 @@ def zoo_card(s: dict[str, Any], key: str) -> None:
     """A done zoo run's model: its ref, test accuracy, parameters and sparsity."""
     st.markdown(f"Model **`{s['ref']}`** ({s['arch']} on {s['dataset']})")
     c = st.columns(3)
-    c[0].metric("Test accuracy", f"{s['accuracy']:.1%}")
+    c[0].metric("Test accuracy", f"{s['accuracy']:.1%}", help=explain("accuracy"))
     c[1].metric("Parameters", f"{s['params']:,}")
     c[2].metric("Sparsity", f"{s.get('sparsity', 0.0):.0%}")
 
@@ -164,9 +177,16 @@ def similarity_view(rec: RunRecord, *, key: str) -> None:
                               f"{max(means):.3f}, spread {min(spreads):.3f} to {max(spreads):.3f}; the calibrated "
                               "map is (value − null mean) / spread.")
         ci_words = " Hover a cell for its 95% interval over the images." if s.get("values_ci") else ""
-        st.caption(f"{panels[0].title}: {measure_words(s.get('measure', 'cka-linear'))}. "
+        m = s.get("measure", "cka-linear")
+        st.caption(f"{explain(m) if m in list_meanings() else panels[0].title + ': ' + measure_words(m)}. "
                    f"{s.get('n', '?')} images; the baseline pairs each image of A with another of B."
                    f"{null_words}{ci_words}")
+        twin = s.get("random_null") or {}
+        if twin.get("values"):
+            st.caption(f"Untrained B (`{twin['ref']}`): the same measure against B's architecture with random "
+                       f"weights. {random_null_words(s)}")
+        elif twin.get("skipped"):
+            st.caption(f"No untrained-B null: {twin['skipped']}")
 
     live()
     _downloads(rec, key)
@@ -251,8 +271,9 @@ def _legend(skipped: dict, pending: str | None) -> None:
 
 
 def _stitch_params(spec: MatrixSpec, sender: str, receiver: str) -> dict[str, str]:
-    """Stitch-page query parameters for one cell (the page pre-fills its form from them)."""
-    return {"a": spec.a, "b": spec.b, "cut_a": sender, "cut_b": receiver, "init": "lstsq"}
+    """Stitch-page query parameters for one cell (the page pre-fills its form from them); a matrix fits its cells
+    on every train image, so the stitch holds out no validation split either."""
+    return {"a": spec.a, "b": spec.b, "cut_a": sender, "cut_b": receiver, "init": "lstsq", "val_fraction": "0.0"}
 
 
 def _open_selected_cell(spec: MatrixSpec, event) -> None:
@@ -280,6 +301,7 @@ def _assemble_stitch_params(spec: AssembleSpec, cell: dict) -> dict[str, str]:
     return {"a": spec.a, "b": spec.b, "cut_a": cell["sender"], "cut_b": cell["receiver"], "kind": cell["adapter"],
             "norm": cell["norm"], "resample": cell["resample"], "init": "random", "optimizer": spec.optimizer,
             "lr": str(spec.lr), "epochs": str(spec.epochs), "batch_size": str(spec.batch_size),
+            "val_fraction": "0.0",  # assemble trains on every train image
             **({"dataset": spec.dataset} if spec.dataset else {})}  # fmt: skip
 
 
@@ -332,7 +354,8 @@ def assemble_view(rec: RunRecord, *, key: str) -> None:
         st.subheader("Accuracy per recipe")
         cols = st.columns(2)
         for i, recipe in enumerate(recipes):
-            ui.chart(cols[i % 2], plots_assemble.recipe_heatmap(cells, recipe, senders, receivers, pending=s is None),
+            ui.chart(cols[i % 2], plots_assemble.recipe_heatmap(cells, recipe, senders, receivers, pending=s is None,
+                                                                     colorbar_title=colorbar_title("accuracy")),
                      key=f"{key}-heat-{i}-{run_id}", file_name=f"{run_id}-{recipe.replace('/', '-')}.csv" if s else None)
         copies = sum(bool(c.get("same_as")) for c in cells)
         skipped = [c for c in cells if c.get("skipped_reason")]
@@ -380,6 +403,13 @@ def sweep_view(rec: RunRecord, *, key: str, title: str | None = None) -> None:
         csv = (lambda name: f"{run_id}-{name}.csv") if s else (lambda name: None)  # CSVs once it has ended
         ui.chart(st, plots_traits.trait_curves(data, data["reference"], metrics, labels=labels, all_positions=every),
                  key=f"{key}-curves-{run_id}", file_name=csv("traits"))  # fmt: skip
+        ci = data.get("stitched_ci") or {}
+        if any(v for spans in ci.values() for v in spans):  # sweeps stored before intervals have none
+            st.caption("Error bars: 95% intervals over the test images each metric reads (bootstrap; a class's "
+                       "metric rests on that class's own images, so its bars are wider than overall accuracy's). "
+                       "A's and B's intervals show on hover over their lines, and each class's on the per-class "
+                       "heat map.")
+        st.caption("  \n".join(explain(k) for k in dict.fromkeys(k.partition(":")[0] for k in metrics)))
         if data.get("simplicity"):
             ui.chart(st, plots_traits.simplicity_curves(data, data["reference"], all_positions=every),
                      key=f"{key}-simp-{run_id}", file_name=csv("simplicity"))  # fmt: skip
@@ -397,7 +427,8 @@ def sweep_view(rec: RunRecord, *, key: str, title: str | None = None) -> None:
                      key=f"{key}-penalty-{run_id}", file_name=csv("penalty"))  # fmt: skip
             st.caption(f"Stitching {PENALTY_WORDS}: B's accuracy minus the stitched model's at each cut, in "
                        "percentage points, as on the Stitch and Similarity pages.")  # fmt: skip
-        ui.chart(st, plots_traits.per_class_heatmap(data, data["classes"], all_positions=every),
+        ui.chart(st, plots_traits.per_class_heatmap(data, data["classes"], all_positions=every,
+                                                    colorbar_title=colorbar_title("class_acc")),
                  key=f"{key}-heat-{run_id}", file_name=csv("per-class"))  # fmt: skip
         if s:
             if s.get("control_note"):
@@ -449,7 +480,7 @@ def lm_view(rec: RunRecord, *, key: str) -> None:
             ui.chart(right, plots.training_curves(curves, title="Adapter training loss (stitches one after another)"),
                      key=f"{key}-loss-{run_id}", file_name=f"{run_id}-training-loss.csv" if s else None)  # fmt: skip
         if s.get("heatmap"):
-            ui.chart(st, plots_lm.penalty_heatmap(s["heatmap"]), key=f"{key}-lmheat-{run_id}",
+            ui.chart(st, plots_lm.penalty_heatmap(s["heatmap"], colorbar_title=colorbar_title("loss_penalty")), key=f"{key}-lmheat-{run_id}",
                      file_name=f"{run_id}-penalty-heatmap.csv")  # fmt: skip
         if now.kind == "lmdepth" or s:
             st.caption(f"The {plots_lm.PENALTY_AXIS}: above 0 = a higher loss than the base model (the one whose "
@@ -465,14 +496,23 @@ def lm_view(rec: RunRecord, *, key: str) -> None:
 
 def _lm_cards(s: dict, kind: str) -> None:
     base = s["base"]
+    joined = "merged" if kind == "merge" else "stitched"
+
+    def loss_help(score: dict) -> str:  # perplexity, and the 95% interval where the run stored one
+        span = interval_words(score.get("loss_ci"), "loss")
+        return (f"perplexity {score['perplexity']:.2f}" + (f" · 95% interval [{span}] nats (bootstrap over the "
+                                                           "validation windows)" if span else "")
+                + f"  \n{explain('loss')}")
+
     c = st.columns(5)
-    c[0].metric("Loss A", f"{base['a']['loss']:.3f}", help=f"perplexity {base['a']['perplexity']:.2f}")
-    c[1].metric("Loss B", f"{base['b']['loss']:.3f}", help=f"perplexity {base['b']['perplexity']:.2f}")
+    c[0].metric("Loss A", f"{base['a']['loss']:.3f}", help=loss_help(base["a"]))
+    c[1].metric("Loss B", f"{base['b']['loss']:.3f}", help=loss_help(base["b"]))
     if kind != "lmdepth":
-        joined = "merged" if kind == "merge" else "stitched"
-        c[2].metric(f"Loss {joined}", f"{s['loss']:.3f}", help=f"perplexity {s['perplexity']:.2f}")
+        c[2].metric(f"Loss {joined}", f"{s['loss']:.3f}", help=loss_help(s))
+        pen = interval_words(s.get("loss_penalty_ci"), "loss_penalty")
         c[3].metric(f"Loss penalty (base {s['penalty_base'].upper()})", format_pct(loss_penalty_pct(s["loss_penalty"])),
-                    help=f"{plots_lm.PENALTY_AXIS}: {plots_lm.SIGN_NOTE}")
+                    help=explain("loss_penalty") + (f" · 95% interval [{pen}] (paired: the base and the {joined} "
+                                                    "model on the same windows)" if pen else ""))
         c[4].metric("Perplexity", f"{s['perplexity']:.2f}")
         st.code(" → ".join(s["layout"]), language=None)
     else:
@@ -483,6 +523,18 @@ def _lm_cards(s: dict, kind: str) -> None:
         st.caption(_lm_training_words(s))
     if kind == "lmstitch":
         st.caption(_lm_training_words(s))
+    if base["a"].get("loss_ci"):  # runs stored before intervals have none
+        n = s["eval_tokens"] // s["block_size"]  # windows
+        if kind == "lmdepth":
+            st.caption(f"Error bars: 95% intervals over the {n} validation windows (bootstrap); each penalty is "
+                       "paired with its base model's loss on the same windows.")
+        else:
+            st.caption(
+                f"95% intervals over the {n} validation windows (bootstrap): A [{interval_words(base['a']['loss_ci'], 'loss')}]"
+                f" · B [{interval_words(base['b'].get('loss_ci'), 'loss')}] · {joined} "
+                f"[{interval_words(s.get('loss_ci'), 'loss')}] · loss penalty "
+                f"[{interval_words(s.get('loss_penalty_ci'), 'loss_penalty')}] (paired: the base and the {joined} "
+                "model scored on the same windows)")
     st.caption(f"{s['eval_tokens']:,} validation tokens of {s['text']} ({s['vocab']}) · context {s['block_size']} · "
                "loss in nats per token")
 

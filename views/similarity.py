@@ -25,6 +25,7 @@ from stitchcore.experiments.matrix import (
     similarity_beside,
 )
 from stitchcore.experiments.similarity import SimilaritySpec
+from stitchcore.measures.meaning import explain, list_meanings
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.sources.zoo import list_zoo_models
 from stitchcore.report.figures import MEASURE_TITLES, measure_choices, measure_direction
@@ -45,6 +46,13 @@ st.caption(
     "& Lu; Bansal et al.), beside a representation-similarity measure (CKA, Procrustes, RSA, SVCCA, "
     "ridge R², k-NN Jaccard) of the same two layers. Rows are A's cuts, columns B's, in execution order."
 )
+
+
+def _measure_words(measure: str) -> str:
+    """One line on a measure: what it means (measures/meaning.py), else its registered direction and range."""
+    if measure in list_meanings():
+        return explain(measure)
+    return f"{MEASURE_TITLES.get(measure, measure)}: {measure_direction(measure)}."
 
 
 def _show_run(run_id: str, cka_id: str | None) -> None:
@@ -213,10 +221,12 @@ with right:
     c1, c2 = st.columns([1, 1])
     with_cka = c1.checkbox("Similarity beside it", key="sim_cka",
                            persist_state="session", help="a similarity measure of the pairs")
+    shown = st.session_state.get("sim_measure")  # the help explains the measure picked (a key keeps the widget)
     measure = c2.selectbox("Measure", measure_choices(), key="sim_measure", persist_state="session",
-                           format_func=lambda m: MEASURE_TITLES.get(m, m), disabled=not with_cka)
+                           format_func=lambda m: MEASURE_TITLES.get(m, m), disabled=not with_cka,
+                           help=_measure_words(shown if shown in measure_choices() else measure_choices()[0]))
     if with_cka:
-        st.caption(f"{MEASURE_TITLES.get(measure, measure)}: {measure_direction(measure)}.")
+        st.caption(_measure_words(measure))
     max_train = st.number_input("Max training images (0 = all)", 0, 10**7, key="sim_max_train",
                                 persist_state="session")
     models, why_not = _loaded(ref_a, ref_b), None  # why_not: why Launch is disabled

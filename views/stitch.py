@@ -16,7 +16,7 @@ from stitchcore.cuts import Cut, alias_note
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.dataset_check import default_dataset
-from stitchcore.experiments.stitch import StitchSpec
+from stitchcore.experiments.stitch import KEEPS, StitchSpec
 from stitchcore.models.sources.zoo import list_zoo_models
 from stitchcore.stitching.adapters import INITS, NORMS, RESAMPLES, AdapterSpec, compatibility, list_adapters
 from stitchcore.stitching.precision import PRECISIONS
@@ -34,22 +34,26 @@ FORM_PARAMS = {  # URL query key -> (session key, type): a copied link reproduce
     "epochs": ("epochs", int), "batch_size": ("batch_size", int), "seed": ("seed", int),
     "max_train": ("max_train", int), "max_test": ("max_test", int), "head": ("head", str),
     "head_cut": ("head_cut", str), "dataset": ("dataset", str), "precision": ("precision", str),
+    "val_fraction": ("val_fraction", float), "split_seed": ("split_seed", int), "keep": ("keep", str),
+    "seeds": ("seeds", int),
 }
 
 
 NUMBER_RANGES = {  # form key -> (least, most) the widget takes; a URL value outside is clamped, with a warning
     "lr": (1e-5, 1.0), "epochs": (0, 500), "batch_size": (4, 4096), "seed": (0, 10**6),
-    "max_train": (0, 10**7), "max_test": (0, 10**7),
+    "max_train": (0, 10**7), "max_test": (0, 10**7), "val_fraction": (0.0, 0.45), "split_seed": (0, 10**6),
+    "seeds": (1, 20),
 }
 CHOICES = {  # form key -> the values its selectbox offers (objective: any formula parse_objective takes)
     "kind": tuple(list_adapters()), "norm": NORMS, "resample": RESAMPLES, "init": INITS,
-    "optimizer": tuple(OPTIMIZERS), "head": ("b", "a"), "precision": PRECISIONS,
+    "optimizer": tuple(OPTIMIZERS), "head": ("b", "a"), "precision": PRECISIONS, "keep": KEEPS,
 }
 FORM_DEFAULTS = dict(  # the library's defaults, shared with the CLI; widgets take their values from here
     kind=DEFAULTS.adapter.kind, norm=DEFAULTS.adapter.norm, resample=DEFAULTS.adapter.resample,
     init=DEFAULTS.adapter.init, objective="task", optimizer=DEFAULTS.optimizer, lr=DEFAULTS.lr,
     epochs=DEFAULTS.epochs, batch_size=DEFAULTS.batch_size, seed=DEFAULTS.seed, max_train=0, max_test=0, head="b",
-    precision=DEFAULTS.precision,
+    precision=DEFAULTS.precision, val_fraction=DEFAULTS.val_fraction, split_seed=DEFAULTS.split_seed,
+    keep=DEFAULTS.keep, seeds=DEFAULTS.seeds,
 )
 
 
@@ -90,6 +94,8 @@ def _spec_params(spec: StitchSpec) -> dict[str, str]:
         "batch_size": spec.batch_size, "seed": spec.seed, "max_train": spec.max_train or 0,
         "max_test": spec.max_test or 0, "head": spec.head, "head_cut": spec.head_cut, "dataset": spec.dataset,
         "precision": None if spec.precision == DEFAULTS.precision else spec.precision,
+        **{k: getattr(spec, k) for k in ("val_fraction", "split_seed", "keep", "seeds")
+           if getattr(spec, k) != getattr(DEFAULTS, k)},  # a run stored before the split: val_fraction=0.0
     }
     return {k: str(v) for k, v in values.items() if v is not None}
 
@@ -239,6 +245,20 @@ if len(loaded) == 2:
         precision = c[5].selectbox("Precision", PRECISIONS, key="precision", persist_state="session",
                                    help="bf16: autocast over the frozen models and the adapter, float32 weights;"
                                         " fast on GPUs and AMX CPUs, slow on other CPUs")
+        c = st.columns(4)
+        val_fraction = c[0].number_input(
+            "Validation fraction", *NUMBER_RANGES["val_fraction"], step=0.05, format="%.2f", key="val_fraction",
+            persist_state="session", help="of the training images, held out: the per-epoch curve and Keep best read "
+                                          "it; the reported numbers are on the test images (0: no validation)")
+        split_seed = c[1].number_input("Split seed", *NUMBER_RANGES["split_seed"], key="split_seed",
+                                       persist_state="session", help="which training images are held out (even "
+                                                                     "over classes); stays fixed while Seed varies")
+        keep = c[2].selectbox("Keep", KEEPS, key="keep", persist_state="session",
+                              help="last: the adapter after the last epoch · best: after the epoch with the best "
+                                   "validation accuracy (early stopping; needs a validation fraction)")
+        seeds = c[3].number_input("Seeds", *NUMBER_RANGES["seeds"], key="seeds", persist_state="session",
+                                  help="adapters trained with Seed, Seed+1, …: the first is the run's; the result "
+                                       "shows the mean and 95% interval across them beside the test-image interval")
     with cuts:
         cut_a = _cut_choice("Sender cut (A)", [c.name for c in cuts_a], "cut_a", None, cuts_a)
         sender = next(c for c in cuts_a if c.name == cut_a)
@@ -287,7 +307,8 @@ if len(loaded) == 2:
                 a=ref_a, b=ref_b, cut_a=cut_a, cut_b=cut_b, adapter=adapter, objective=objective,
                 optimizer=optimizer, lr=float(lr), epochs=int(epochs), batch_size=int(batch_size), seed=int(seed),
                 max_train=int(max_train) or None, max_test=int(max_test) or None, head=head, head_cut=head_cut,
-                precision=precision,
+                precision=precision, val_fraction=round(float(val_fraction), 4), split_seed=int(split_seed),
+                keep=keep, seeds=int(seeds),
                 dataset=None if dataset == default_data else dataset,  # None: B's own set (the run id as before)
             )
         except StitchError as exc:

@@ -23,6 +23,7 @@ from stitchcore.experiments.trait_presets import (
     trait_recipe,
     zoo_ref,
 )
+from stitchcore.measures.meaning import meaning
 from stitchcore.measures.traits import METRIC_HELP
 from stitchcore.models.sources.zoo import list_zoo_models
 from stitchcore.plots import traits as plots_traits
@@ -44,6 +45,9 @@ ADAPTERS = {  # label -> (adapter spec, epochs)
     "task-trained (random init, 10 epochs)": (AdapterSpec(), 10),
     "none: weight substitution (identity)": (AdapterSpec(kind="identity", norm="none", init="identity"), 0),
 }
+# What each metric family's number means (measures/meaning.py), for the metrics field's help: one line.
+METRIC_WORDS = "Each 0 .. 1, chance ≈ 1 / classes; " + "; ".join(
+    f"{family}: {meaning(family).direction}" for family in ("accuracy", "class_acc", "confusion", "blackout", "decor"))
 
 
 def _submit(jobs: list[tuple[str, object]]) -> str | None:
@@ -110,7 +114,7 @@ def _options() -> dict:
     """Metrics and adapter options shared by both forms -> SweepSpec keyword arguments."""
     c = st.columns([3, 2, 2])
     metrics = c[0].text_input("Trait metrics (comma-separated)", key="tr_metrics",
-                              persist_state="session", help=METRIC_HELP)
+                              persist_state="session", help=f"{METRIC_HELP}.  \n{METRIC_WORDS}")
     train_data = c[1].text_input("Adapter data (empty: the evaluation data)", key="tr_train_data",
                                  persist_state="session",
                                  help="e.g. digits|drop3: the adapter never sees a 3")  # fmt: skip
@@ -242,6 +246,8 @@ if preset_name:
         if preset.protocol is not None:
             st.caption(f"Stitch: {PROTOCOL_LABELS[preset.protocol]}.")
         st.markdown(f"*Claim* ({preset.paper}): {preset.claim}  \n*Look for:* {preset.look_for}")
+        if preset.noise:  # the effect is near the test images' noise: said before anyone reads the curves
+            st.caption(f"Near the noise: {preset.noise}")
         if preset.panels:
             _penalty_panels(preset)
         for sweep_title, sweep_spec in zip(preset.sweep_titles, preset.sweeps, strict=True):

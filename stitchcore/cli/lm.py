@@ -138,25 +138,49 @@ def _specs(args: argparse.Namespace, store: Store) -> tuple[str, Any]:
                                     **evals)
 
 
+def _ci(lo_hi: Any, sign: str = "") -> str:
+    """`` [lo, hi]``: a stored 95% interval, as the stitch verb prints one; "" for a run stored without it.
+
+    >>> _ci([2.01, 2.1]), _ci([-0.05, 0.01], "+"), _ci(None)
+    (' [2.0100, 2.1000]', ' [-0.0500, +0.0100]', '')
+    """
+    return f" [{lo_hi[0]:{sign}.4f}, {lo_hi[1]:{sign}.4f}]" if lo_hi else ""
+
+
+def _half(value: float, lo_hi: Any) -> str:
+    """A depth table's cell: the value and the half-width of its 95% interval (``-0.1234±0.0120``).
+
+    >>> _half(-0.1234, [-0.14, -0.116]), _half(0.0, None)
+    ('-0.1234±0.0120', '+0.0000')
+    """
+    return f"{value:+.4f}" + (f"±{(lo_hi[1] - lo_hi[0]) / 2:.4f}" if lo_hi else "")
+
+
 def _text(kind: str, s: dict[str, Any], cached: bool, seconds: float) -> str:
-    """The terminal text of a run: a loss-penalty table over depth, or one layout and its losses."""
+    """The terminal text of a run: a loss-penalty table over depth, or one layout and its losses; each number
+    with its 95% interval where the run stored one (over the validation windows: [lo, hi], or ± half its width
+    in the depth table)."""
     when = took(cached, seconds)
-    base = f"A loss {s['base']['a']['loss']:.4f}  B loss {s['base']['b']['loss']:.4f}"
+    a, b = s["base"]["a"], s["base"]["b"]
+    base = f"A loss {a['loss']:.4f}{_ci(a.get('loss_ci'))}  B loss {b['loss']:.4f}{_ci(b.get('loss_ci'))}"
     if kind == "lmdepth":
         from stitchcore.experiments.lm import labelled_points
 
-        lines = [f"{'curve':26s} " + " ".join(f"{'split ' + str(k):>9s}" for k in s["splits"])]
-        curves: dict[str, dict[int, float]] = {}
+        curves: dict[str, dict[int, str]] = {}
         for p in labelled_points(s["points"]):
-            curves.setdefault(p["label"], {})[p["split"]] = p["loss_penalty"]
+            curves.setdefault(p["label"], {})[p["split"]] = _half(p["loss_penalty"], p.get("loss_penalty_ci"))
+        width = max([9, *(len(t) for vals in curves.values() for t in vals.values())])
+        lines = [f"{'curve':26s} " + " ".join(f"{'split ' + str(k):>{width}s}" for k in s["splits"])]
         for label, vals in curves.items():
-            lines.append(f"{label:26s} " + " ".join(f"{vals.get(k, float('nan')):+9.4f}" for k in s["splits"]))
+            lines.append(f"{label:26s} " + " ".join(f"{vals.get(k, 'nan'):>{width}s}" for k in s["splits"]))
         for what, why in s.get("skipped", {}).items():
             lines.append(f"{what}: skipped, {why}")
-        return "\n".join([*lines, f"{base}  loss_penalty = (L_base - L)/L_base, negative = worse ({when})"])
+        spread = "; ± half the 95% interval over the windows" if any("±" in t for v in curves.values()
+                                                                      for t in v.values()) else ""
+        return "\n".join([*lines, f"{base}  loss_penalty = (L_base - L)/L_base, negative = worse{spread} ({when})"])
     layout = " ".join(s["layout"])
-    return (f"{layout}\nloss {s['loss']:.4f}  {base}  loss_penalty {s['loss_penalty']:+.4f} "
-            f"(base {s['penalty_base'].upper()})  ({when})")
+    return (f"{layout}\nloss {s['loss']:.4f}{_ci(s.get('loss_ci'))}  {base}  loss_penalty {s['loss_penalty']:+.4f}"
+            f"{_ci(s.get('loss_penalty_ci'), '+')} (base {s['penalty_base'].upper()})  ({when})")
 
 
 def _cmd_merge(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:

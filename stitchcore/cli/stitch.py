@@ -81,6 +81,14 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     st.add_argument("--max-test", type=int, default=None)
     st.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
                     help="bf16: autocast over the frozen models and the adapter (fast on GPUs and AMX CPUs)")
+    st.add_argument("--val-fraction", type=float, default=_spec_default("val_fraction"),
+                    help="train images held out as validation: the per-epoch curve and --keep best (0: none)")
+    st.add_argument("--split-seed", type=int, default=_spec_default("split_seed"),
+                    help="which train images are held out (fixed while --seed varies the adapter)")
+    st.add_argument("--keep", choices=("last", "best"), default=_spec_default("keep"),
+                    help="best: the adapter of the epoch with the best validation accuracy (early stopping)")
+    st.add_argument("--seeds", type=int, default=_spec_default("seeds"),
+                    help="train n adapters (seed, seed+1, ...): mean and 95%% interval across them")
     st.add_argument("--rerun", action="store_true", help="run again even if the store has it")
 
 
@@ -101,6 +109,7 @@ def _cmd_stitch(args: argparse.Namespace, store: Store, bar: ProgressBar) -> Non
         objective=args.objective, optimizer=args.optimizer, lr=args.lr, weight_decay=args.weight_decay,
         epochs=args.epochs, batch_size=args.batch_size, seed=args.seed, dataset=args.dataset,
         head=args.head, head_cut=head_cut, max_train=args.max_train, max_test=args.max_test, precision=args.precision,
+        val_fraction=args.val_fraction, split_seed=args.split_seed, keep=args.keep, seeds=args.seeds,
     )
     out = run("stitch", spec, args, store, bar)
     s = out.record.summary
@@ -113,6 +122,11 @@ def _cmd_stitch(args: argparse.Namespace, store: Store, bar: ProgressBar) -> Non
         f"  penalty {s['penalty']:+.4f}{ci('penalty_ci', '+')}"
         f"  params {s['params']}  flops {s['flops']}  ({took(out.cached, out.seconds)})"
     )
+    if s.get("seeds"):  # the spread over adapter trainings, beside the test images' interval above
+        sd = s["seeds"]
+        text += (f"\nacross {len(sd['seed'])} seeds: stitched {sd['accuracy_mean']:.4f} [{sd['accuracy_ci'][0]:.4f}, "
+                 f"{sd['accuracy_ci'][1]:.4f}]  penalty {sd['penalty_mean']:+.4f} [{sd['penalty_ci'][0]:+.4f}, "
+                 f"{sd['penalty_ci'][1]:+.4f}]")
     given = {"cut_a": (args.cut_a, cut_a), "cut_b": (args.cut_b, cut_b), "head_cut": (args.head_cut, head_cut)}
     resolved = {k: v for k, v in given.items() if v[0] and v[0] != v[1]}  # field -> (alias, canonical)
     if resolved:

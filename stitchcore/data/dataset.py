@@ -1,4 +1,5 @@
-"""The one dataset type: :class:`ImageDataset`, a labelled train and test split of images, in memory or as files.
+"""The one dataset type: :class:`ImageDataset`, labelled train and test splits of images (and a validation
+split held out of train: :meth:`ImageDataset.with_validation`), in memory or as files.
 
 Images are handed out as floats in [0, 1] at their native (or load) size; a model's
 :class:`~stitchcore.models.preprocess.Preprocess` makes its input of them (:meth:`ImageDataset.model_batches`).
@@ -18,7 +19,22 @@ from stitchcore.errors import DataError
 
 __all__ = ["SPLITS", "ImageDataset"]
 
-SPLITS = ("train", "test")
+SPLITS = ("train", "test")  # every dataset has these; "val" is there after with_validation()
+VAL = "val"
+
+
+def balanced_pick(y: torch.Tensor, n: int, num_classes: int, seed: int) -> torch.Tensor:
+    """``n`` row indices of labels ``y`` [N], as even over classes as possible (seeded), in dataset order.
+
+    >>> balanced_pick(torch.tensor([0, 0, 0, 1, 1, 1]), 2, 2, seed=0).tolist()
+    [2, 5]
+    """
+    perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))  # [N]
+    rank = torch.empty_like(y)  # position of each row within its class, in shuffled order
+    for c in range(num_classes):
+        rows = perm[y[perm] == c]
+        rank[rows] = torch.arange(len(rows))
+    return torch.argsort(rank * num_classes + y)[:n].sort().values  # round-robin over classes
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -31,6 +47,8 @@ class ImageDataset:
     y_train: torch.Tensor  # int64 [N]
     x_test: torch.Tensor | ImageFiles  # uint8 [M, C, H, W], or files
     y_test: torch.Tensor  # int64 [M]
+    x_val: torch.Tensor | ImageFiles | None = None  # held out of train by with_validation(); None: no such split
+    y_val: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "classes", tuple(str(c) for c in self.classes))
@@ -90,9 +108,30 @@ class ImageDataset:
         return self._moments[1]
 
     def _split(self, split: str) -> tuple[torch.Tensor, torch.Tensor]:
-        if split not in SPLITS:
-            raise DataError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
+        if split not in (*SPLITS, VAL):
+            raise DataError(f"unknown split {split!r}; use one of {', '.join((*SPLITS, VAL))}")
+        if split == VAL and self.y_val is None:
+            raise DataError(f"{self.name} has no validation split; hold one out with with_validation(fraction)")
         return getattr(self, f"x_{split}"), getattr(self, f"y_{split}")
+
+    def with_validation(self, fraction: float, seed: int = 0) -> ImageDataset:
+        """Hold ``fraction`` of the train split out as the ``val`` split (even over classes, seeded); the test
+        split is untouched, so settings chosen on ``val`` never see a test image.  The name stays: the split
+        belongs to the run that asks for it (its spec records ``fraction`` and ``seed``).
+
+        >>> from stitchcore.data.images import load_dataset
+        >>> v = load_dataset("digits").with_validation(0.1)
+        >>> [len(v.labels(s)) for s in ("train", "val", "test")]
+        [1212, 135, 450]
+        """
+        x, y = self._split("train")
+        n = round(fraction * len(y))
+        if not 0 < fraction < 1 or not 1 <= n < len(y):
+            raise DataError(f"a validation split holds 1..{len(y) - 1} of the {len(y)} training images; "
+                            f"a fraction of {fraction:g} holds {n} (e.g. 0.1)")
+        held = torch.zeros(len(y), dtype=torch.bool)
+        held[balanced_pick(y, n, self.num_classes, seed)] = True
+        return replace(self, x_train=x[~held], y_train=y[~held], x_val=x[held], y_val=y[held])
 
     @property
     def streamed(self) -> bool:
@@ -176,11 +215,6 @@ class ImageDataset:
         x, y = self._split(split)
         if n < 1:
             raise DataError(f"subset size must be at least 1, got {n}")
-        perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))  # [N]
-        rank = torch.empty_like(y)  # position of each row within its class, in shuffled order
-        for c in range(self.num_classes):
-            rows = perm[y[perm] == c]
-            rank[rows] = torch.arange(len(rows))
-        pick = torch.argsort(rank * self.num_classes + y)[:n].sort().values  # round-robin over classes
+        pick = balanced_pick(y, n, self.num_classes, seed)
         name = f"{self.name}|subset{n}s{seed}{'' if split == 'train' else '@' + split}"
         return replace(self, name=name, **{f"x_{split}": x[pick], f"y_{split}": y[pick]})

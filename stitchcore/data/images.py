@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from stitchcore.data.dataset import SPLITS, ImageDataset
+from stitchcore.data.dataset import SPLITS, ImageDataset, balanced_pick
 from stitchcore.data.streaming import ImageFiles
 from stitchcore.errors import DataError
 from stitchcore.registry import Registry
@@ -167,16 +167,10 @@ def validation_split(ds: ImageDataset, n: int, seed: int = 0) -> ImageDataset:
     x, y = ds._split("train")
     if not 1 <= n < len(y):
         raise DataError(f"a validation split holds 1..{len(y) - 1} of the {len(y)} training images, got {n}")
-    held = ds.subset("train", n, seed)
-    keep = torch.ones(len(y), dtype=torch.bool)
-    perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
-    rank = torch.empty_like(y)
-    for c in range(ds.num_classes):
-        rows = perm[y[perm] == c]
-        rank[rows] = torch.arange(len(rows))
-    keep[torch.argsort(rank * ds.num_classes + y)[:n]] = False  # the rows subset() picked
-    return replace(ds, name=f"{ds.name}|val{n}s{seed}", x_train=x[keep], y_train=y[keep], x_test=held.x_train,
-                   y_test=held.y_train)  # fmt: skip
+    held = torch.zeros(len(y), dtype=torch.bool)
+    held[balanced_pick(y, n, ds.num_classes, seed)] = True  # the rows subset() would keep
+    return replace(ds, name=f"{ds.name}|val{n}s{seed}", x_train=x[~held], y_train=y[~held], x_test=x[held],
+                   y_test=y[held])  # fmt: skip
 
 
 _TRANSFORM = re.compile(

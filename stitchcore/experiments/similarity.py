@@ -5,6 +5,10 @@ The representational companion of the stitching matrix (Bansal et al. compare
 the two): the same images go through A (A's preprocessing) and B (B's), one
 forward pass each per batch collects every cut, and the measure is computed for
 all pairs, with a shuffled-input baseline because small-batch HSIC is biased.
+
+Beside each value: its 95% interval, the permutation null (B's images shuffled against A's: no shared
+structure) with the calibrated score, and the value against an untrained twin of B (``random_null``: what
+B's architecture gives without training; measures rise with width and depth alone).
 """
 
 from __future__ import annotations
@@ -17,19 +21,20 @@ import torch
 
 from stitchcore.cuts import Cut, get_cut, list_cuts
 from stitchcore.data.images import SPLITS, ImageDataset
-from stitchcore.errors import StitchError
+from stitchcore.errors import RefError, StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments._spec import Spec, check_at_least, check_choice
 from stitchcore.experiments.dataset_check import pair_dataset
 from stitchcore.experiments.estimate import (
     Estimate, EstimateContext, calibrated, estimate_from, full_forward, ms, timed, where,
 )  # fmt: skip
+from stitchcore.measures.cka import HALF_SAMPLES
 from stitchcore.measures.similarity import TOKEN_MODES, list_measures, similarity_matrix
 from stitchcore.models.loaded import LoadedModel
-from stitchcore.models.refs import parse_ref
+from stitchcore.models.refs import parse_ref, random_twin
 from stitchcore.models.sources import load_model
 
-__all__ = ["SimilaritySpec", "estimate_similarity", "run_similarity"]
+__all__ = ["SimilaritySpec", "estimate_similarity", "random_null_words", "run_similarity"]
 
 
 @dataclass(frozen=True)
@@ -49,8 +54,12 @@ class SimilaritySpec(Spec):
     baseline: bool = True  # also the shuffled-input baseline
     seed: int = 0  # baseline shuffle
     null_permutations: int = 20  # K: the measure with B's images permuted K times (the null; 0: none)
+    random_null: bool = True  # also A against an untrained twin of B (B's architecture, random weights)
 
-    LEGACY: ClassVar[dict[str, Any]] = {"null_permutations": 0}  # runs stored before the null computed none
+    # runs stored before a null computed none; ERAS: the defaults of each release, newest first (lookups)
+    LEGACY: ClassVar[dict[str, Any]] = {"null_permutations": 0, "random_null": False}
+    ERAS: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"random_null": False},
+                                                  {"random_null": False, "null_permutations": 0})
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "a", str(parse_ref(self.a)))
@@ -68,6 +77,7 @@ class SimilaritySpec(Spec):
                            " leave it out to use the whole split")
         check_at_least("seed", self.seed, 0)
         check_at_least("null_permutations", self.null_permutations, 0, "e.g. 20 (0: no null)")
+        object.__setattr__(self, "random_null", bool(self.random_null))
 
     def label(self) -> str:
         return f"{self.measure} {self.a} x {self.b}"
@@ -111,9 +121,11 @@ def estimate_similarity(spec: SimilaritySpec, ectx: EstimateContext) -> Estimate
            spec.batch_size, ectx.model_key(spec.a), ectx.model_key(spec.b), where(ectx.device))
     u = calibrated(key, units)
     n = int(u["n"] if spec.max_samples is None else min(spec.max_samples, u["n"]))
-    passes = 2 if spec.baseline else 1
+    passes = 1 + spec.baseline + spec.random_null  # the values, the shuffled baseline, the untrained twin
     batches = -(-n // spec.batch_size)
-    seconds = u["setup"] + passes * (n * u["full"] + batches * u["pairs"] * u["gram"])
+    # per batch and pair: the value, the null's K permuted products, the interval's half-samples (~1/4 each)
+    pair_work = 1 + spec.null_permutations / 4 + HALF_SAMPLES / 16
+    seconds = u["setup"] + passes * n * u["full"] + batches * u["pairs"] * u["gram"] * (passes + pair_work)
     return estimate_from(seconds, f"calibrated: both models = {ms(u['full'] * 1000)} per 1,000 images; "
                               f"{int(u['pairs'])} cut pairs")
 
@@ -129,9 +141,56 @@ def run_similarity(spec: SimilaritySpec, ctx: RunContext) -> dict:
         for x, _ in ds.model_batches(spec.split, spec.batch_size, model.preprocess, ctx.device, limit=spec.max_samples):
             yield x
 
+    with_twin = spec.random_null
+    share = 0.75 if with_twin else 1.0  # of the progress bar: the twin's pass is about a third of the work
     result = similarity_matrix(
         a.model, b.model, cuts[0], cuts[1], batches(a), batches(b), measure=spec.measure,
         token_mode=spec.token_mode, shuffle_baseline=spec.baseline, check_cancel=ctx.check_cancel,
-        progress=lambda f, msg: ctx.progress(f, msg), seed=spec.seed, null_permutations=spec.null_permutations,
+        progress=lambda f, msg: ctx.progress(share * f, msg), seed=spec.seed, null_permutations=spec.null_permutations,
     )
+    if with_twin:
+        result["random_null"] = _against_untrained_b(spec, ctx, a, cuts, batches)
     return {**result, "dataset": ds.name, "split": spec.split}
+
+
+def _against_untrained_b(spec: SimilaritySpec, ctx: RunContext, a: LoadedModel, cuts: list[list[Cut]],
+                         batches) -> dict[str, Any]:  # fmt: skip
+    """The measure of A against a random-init twin of B over the same images: ``{"ref", "values"}`` (grid
+    [n_a][n_b]), or ``{"skipped": why}`` where B has no twin (hf:, file: refs).  A value that an untrained B
+    reaches is what the architecture and the inputs give alone, not what B learned."""
+    try:
+        ref = random_twin(spec.b, spec.seed)
+    except RefError as exc:
+        return {"skipped": str(exc)}
+    ctx.progress(0.75, f"against an untrained B ({ref})")
+    twin = load_model(ref, store=ctx.store)
+    twin.model.to(ctx.device).eval()
+    twin_cuts = [get_cut(twin, c.name) for c in cuts[1]]
+    got = similarity_matrix(
+        a.model, twin.model, cuts[0], twin_cuts, batches(a), batches(twin), measure=spec.measure,
+        token_mode=spec.token_mode, check_cancel=ctx.check_cancel, seed=spec.seed, intervals=False,
+        progress=lambda f, msg: ctx.progress(0.75 + 0.25 * f, f"untrained B: {msg}"),
+    )
+    return {"ref": ref, "values": got["values"]}
+
+
+def random_null_words(summary: dict[str, Any]) -> str:
+    """What the untrained-B null of a similarity summary says, in one sentence ("" without one).
+
+    >>> random_null_words({"senders": ["x", "y"], "receivers": ["u"], "measure": "cka-linear",
+    ...                    "values": [[0.9], [0.7]], "random_null": {"values": [[0.88], [0.3]]}})
+    'How much more similar trained B is than untrained B: +0.02 to +0.40 (largest at y × u); 1 of 2 cells within 0.05 of it (there the value is mostly architecture and inputs).'
+    """
+    twin = (summary.get("random_null") or {}).get("values")
+    if not twin:
+        return ""
+    sign = -1.0 if summary.get("measure") == "procrustes" else 1.0  # a distance: lower = more similar
+    cells = [(sign * (v - u), a, b) for a, row, trow in zip(summary["senders"], summary["values"], twin)
+             for b, v, u in zip(summary["receivers"], row, trow) if v is not None and u is not None]
+    if not cells:
+        return ""
+    gain, a, b = max(cells)
+    close = sum(1 for d, *_ in cells if abs(d) <= 0.05)
+    return (f"How much more similar trained B is than untrained B: {min(d for d, *_ in cells):+.2f} to {gain:+.2f} "
+            f"(largest at {a} × {b}); {close} of {len(cells)} cells within 0.05 of it (there the value is mostly "
+            "architecture and inputs).")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import torch
@@ -31,12 +31,12 @@ from stitchcore.experiments.dataset_check import check_head_classes, load_pair, 
 from stitchcore.experiments.estimate import (
     Estimate, EstimateContext, calibrated, estimate_from, full_forward, image_counts, ms, pair_units,
 )  # fmt: skip
-from stitchcore.measures.intervals import mean_ci, paired_difference_ci
+from stitchcore.measures.intervals import across_seeds, grouped_mean_ci, mean_ci, paired_difference_ci
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.stitching.activations import OnDemand, collect, memory_budget_bytes
 from stitchcore.stitching.precision import Autocast, autocast
 from stitchcore.stitching.adapters import AdapterSpec, adapter_cost, build_adapter, compatibility
-from stitchcore.stitching.evaluate import evaluate_batches, stitching_penalty
+from stitchcore.stitching.evaluate import ClassifierScore, evaluate_batches, stitching_penalty
 from stitchcore.stitching.fits import fit_adapter
 from stitchcore.stitching.precision import PRECISIONS
 from stitchcore.stitching.train import OPTIMIZERS, AdapterTargets, TrainKnobs, parse_objective, train_adapter
@@ -47,6 +47,23 @@ log = logging.getLogger(__name__)
 
 ADAPTER_WEIGHTS = "adapter.safetensors"
 EVAL_BATCH = 256
+KEEPS = ("last", "best")  # which epoch's adapter a run keeps (best: on the validation split)
+
+
+@dataclass(frozen=True)
+class _Trained:
+    """One seed's adapter and its scores on the test images."""
+
+    adapter: torch.nn.Module
+    start: ClassifierScore  # before training (the closed-form start, or the random init)
+    test: ClassifierScore  # the adapter kept
+    history: list[dict[str, float]]  # per epoch: train loss and the watched split's accuracy
+    residual: float | None  # the closed-form fit's relative residual
+    kept_epoch: int  # the epoch whose adapter was kept (epochs: the last)
+
+
+def _copy_state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in module.state_dict().items()}
 
 
 @dataclass(frozen=True)
@@ -79,8 +96,14 @@ class StitchSpec(Spec):
     max_train: int | None = None  # cap on training images (quick runs); None = all
     max_test: int | None = None  # cap on test images; None = all
     precision: str = "fp32"  # fp32 | bf16: autocast over the frozen parts and the adapter (fp32 weights and loss)
+    val_fraction: float = 0.1  # of the train images held out as validation (the live curve, keep="best"); 0: none
+    split_seed: int = 0  # which images are held out (even over classes); fixed apart from the adapter's seed
+    keep: str = "last"  # last: the adapter after the last epoch | best: after its best validation epoch
+    seeds: int = 1  # adapters trained with seed, seed+1, ...: the first is the run's, all give the spread
 
-    LEGACY: ClassVar[dict[str, Any]] = {"precision": "fp32"}  # runs stored before the field computed in fp32
+    # runs stored before a field computed in fp32, on every train image, watching the test images per epoch
+    LEGACY: ClassVar[dict[str, Any]] = {"precision": "fp32", "val_fraction": 0.0, "split_seed": 0, "keep": "last",
+                                        "seeds": 1}  # fmt: skip
 
     def __post_init__(self) -> None:
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
@@ -93,6 +116,14 @@ class StitchSpec(Spec):
         check_at_least("batch_size", self.batch_size, 1, "e.g. 64")
         check_at_least("seed", self.seed, 0)
         check_sample_caps(self)
+        if not 0 <= self.val_fraction < 0.5:
+            raise StitchError(f"val_fraction must lie in [0, 0.5), got {self.val_fraction:g}: e.g. 0.1 (0: no "
+                              "validation split)")
+        check_at_least("split_seed", self.split_seed, 0)
+        check_choice("keep", self.keep, KEEPS)
+        if self.keep == "best" and not self.val_fraction:
+            raise StitchError("keep='best' picks the epoch on the validation split: set val_fraction, e.g. 0.1")
+        check_at_least("seeds", self.seeds, 1, "e.g. 5 adapters for the spread over seeds")
         check_choice("head", self.head, ("a", "b"))
         if (self.head == "a") != (self.head_cut is not None):
             raise StitchError("head='a' needs head_cut (where A's head takes over), and head_cut needs head='a'")
@@ -103,7 +134,7 @@ class StitchSpec(Spec):
         """Everything but the models and cuts, in one line: what Launch runs.
 
         >>> print(StitchSpec(a="zoo:x", b="zoo:y", cut_a="block1", cut_b="block1", epochs=3).settings())
-        linear adapter (BatchNorm both, bilinear resample, lstsq init) · objective task · adamw lr 0.01 · 3 epochs · batch 64 · seed 0 · all images of B's dataset · head b
+        linear adapter (BatchNorm both, bilinear resample, lstsq init) · objective task · adamw lr 0.01 · 3 epochs · batch 64 · seed 0 · all images of B's dataset · head b · 0.1 validation (split seed 0)
         """
         ad = self.adapter
         rank = f", rank {ad.rank}" if ad.rank is not None else ""
@@ -114,7 +145,9 @@ class StitchSpec(Spec):
         return (f"{ad.kind} adapter (BatchNorm {ad.norm}, {ad.resample} resample, {ad.init} init{rank}) · "
                 f"objective {self.objective} · {self.optimizer} lr {self.lr:g} · {self.epochs} epochs · "
                 f"batch {self.batch_size} · seed {self.seed} · {images} of {dataset} · {head}"
-                + (f" · {self.precision}" if self.precision != "fp32" else ""))
+                + (f" · {self.precision}" if self.precision != "fp32" else "")
+                + (f" · {self.val_fraction:g} validation (split seed {self.split_seed})" if self.val_fraction else "")
+                + (" · keep best" if self.keep == "best" else "") + (f" · {self.seeds} seeds" if self.seeds > 1 else ""))
 
     def label(self) -> str:
         head = f" -> {self.a}[{self.head_cut}:]" if self.head == "a" else ""
@@ -186,16 +219,29 @@ def _stitch_units(spec: StitchSpec, ectx: EstimateContext) -> dict[str, float]:
 
 def estimate_stitch(spec: StitchSpec, ectx: EstimateContext) -> Estimate:
     """A and B over the data, the fit, the adapter's training steps and the evaluations."""
-    scale = ("epochs", "max_train", "max_test", "seed", "lr", "weight_decay", "kd_temperature")
+    scale = ("epochs", "max_train", "max_test", "seed", "lr", "weight_decay", "kd_temperature", "val_fraction",
+             "split_seed", "keep", "seeds")
     key = ectx.pair_key("stitch", spec, scale)
     u = calibrated(key, lambda: _stitch_units(spec, ectx))
     n_train, n_test = image_counts(u, spec)
+    n_val = round(spec.val_fraction * u["n_train"])  # held out of train: scored after every epoch
+    n_train = min(n_train, u["n_train"] - n_val)
     needs_receiver = "match" in spec.objective or spec.adapter.init in ("lstsq", "procrustes")
-    steps = spec.epochs * -(-n_train // spec.batch_size)
-    seconds = (u["setup"] + (n_train + n_test) * u["prefix_a"] + n_train * (u["prefix_b"] + u["fit"]) * needs_receiver
-               + n_train * u["full_b"] * ("kd" in spec.objective) + steps * u["step"]
-               + (spec.epochs + 2) * n_test * u["eval"] + n_test * (u["full_a"] + u["full_b"]))  # fmt: skip
+    steps = spec.epochs * -(-n_train // spec.batch_size) * spec.seeds
+    watched = (n_val or n_test) * (spec.epochs + 1) + (2 * n_test if n_val else n_test)  # evals per seed
+    seconds = (u["setup"] + (n_train + n_val + n_test) * u["prefix_a"] + n_train * (u["prefix_b"] + u["fit"] * spec.seeds)
+               * needs_receiver + n_train * u["full_b"] * ("kd" in spec.objective) + steps * u["step"]
+               + spec.seeds * watched * u["eval"] + n_test * (u["full_a"] + u["full_b"]))  # fmt: skip
     return estimate_from(seconds, f"calibrated: 1 adapter step = {ms(u['step'])}; {steps:,} steps")
+
+
+def _seed_spread(seeds: list[int], runs: list[_Trained], base: ClassifierScore) -> dict[str, Any]:
+    """Each seed's test accuracy and penalty, with their mean and 95% interval across seeds (Student t)."""
+    acc = [r.test["accuracy"] for r in runs]
+    pen = [stitching_penalty(base["accuracy"], a) for a in acc]
+    (acc_mean, *acc_ci), (pen_mean, *pen_ci) = across_seeds(acc), across_seeds(pen)
+    return {"seed": seeds, "accuracy": acc, "penalty": pen, "accuracy_mean": acc_mean, "accuracy_ci": acc_ci,
+            "penalty_mean": pen_mean, "penalty_ci": pen_ci}
 
 
 @register_experiment("stitch", StitchSpec.from_dict, check=check_stitch, estimate=estimate_stitch)
@@ -215,15 +261,17 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
     for m in (prefix_a, prefix_b, suffix_b):
         m.to(device).eval()
 
-    torch.manual_seed(spec.seed)
-    adapter = build_adapter(spec.adapter, cut_a, cut_b)
-    params, flops = adapter_cost(adapter)
     objective = parse_objective(spec.objective)
     needs_receiver = "match" in objective or spec.adapter.init in ("lstsq", "procrustes")
+    if spec.val_fraction:  # held out of train: the live curve and "keep best" read it, never the test images
+        ds = ds.with_validation(spec.val_fraction, spec.split_seed)
+    watch = "val" if spec.val_fraction else "test"  # runs stored before the split watched the test images
 
     n_train, n_test = (len(ds.labels(s)) if cap is None else min(cap, len(ds.labels(s)))
                        for s, cap in (("train", spec.max_train), ("test", spec.max_test)))  # fmt: skip
-    need = 4 * ((n_train + n_test) * math.prod(cut_a.shape) + n_train * math.prod(cut_b.shape) * needs_receiver)
+    n_val = len(ds.labels("val")) if spec.val_fraction else 0
+    need = 4 * ((n_train + n_val + n_test) * math.prod(cut_a.shape)
+                + n_train * math.prod(cut_b.shape) * needs_receiver)
     streamed = need > memory_budget_bytes()  # over it: each batch's activations are computed when it is drawn
     ctx.progress(0.02, "streaming: prefix activations computed per batch" if streamed else "caching prefix activations")
     acts = dict(device=device, batch_size=EVAL_BATCH, check_cancel=ctx.check_cancel)
@@ -238,57 +286,75 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
     h_train, h_test = activations(prefix_a, a, "train", n_train), activations(prefix_a, a, "test", n_test)
     y_train = ds.labels("train")[:n_train]
     y_test = ds.labels("test")[:n_test]
+    h_val, y_val = (activations(prefix_a, a, "val", n_val), ds.labels("val")) if n_val else (h_test, y_test)
     receiver = activations(prefix_b, b, "train", n_train) if needs_receiver else None
     teacher = activations(base.model, base, "train", n_train) if "kd" in objective else None
+    targets = AdapterTargets(labels=y_train, receiver=receiver, teacher_logits=teacher)
+    seeds = list(range(spec.seed, spec.seed + spec.seeds))
 
-    residual = None
-    if spec.adapter.init in ("lstsq", "procrustes"):
-        ctx.progress(0.1, f"closed-form {spec.adapter.init} fit")
-        pairs = ((h_train[i : i + EVAL_BATCH], receiver[i : i + EVAL_BATCH]) for i in range(0, n_train, EVAL_BATCH))
-        residual = fit_adapter(adapter, pairs, method=spec.adapter.init)
-    adapter.to(device)
+    def train_seed(k: int, seed: int) -> _Trained:
+        """Build, fit and train the adapter of ``seed`` (the k-th); the first one's curves are the run's."""
+        live = k == 0
+        torch.manual_seed(seed)
+        adapter = build_adapter(spec.adapter, cut_a, cut_b)
+        residual = None
+        if spec.adapter.init in ("lstsq", "procrustes"):
+            ctx.progress((0.1 + 0.85 * k) / spec.seeds, f"closed-form {spec.adapter.init} fit")
+            pairs = ((h_train[i: i + EVAL_BATCH], receiver[i: i + EVAL_BATCH]) for i in range(0, n_train, EVAL_BATCH))
+            residual = fit_adapter(adapter, pairs, method=spec.adapter.init)
+        adapter.to(device)
 
-    def stitched_logits(h: torch.Tensor) -> torch.Tensor:
-        with autocast(device, bf16):
-            return suffix_b(adapter(h.to(device, torch.float32))).float()
+        def stitched_logits(h: torch.Tensor) -> torch.Tensor:
+            with autocast(device, bf16):
+                return suffix_b(adapter(h.to(device, torch.float32))).float()
 
-    def eval_stitched() -> dict:
-        adapter.eval()
-        batches = ((h_test[i : i + EVAL_BATCH], y_test[i : i + EVAL_BATCH]) for i in range(0, len(h_test), EVAL_BATCH))
-        return evaluate_batches(stitched_logits, batches, ds.num_classes, device)
+        def score(h, y) -> ClassifierScore:
+            adapter.eval()
+            batches = ((h[i: i + EVAL_BATCH], y[i: i + EVAL_BATCH]) for i in range(0, len(h), EVAL_BATCH))
+            return evaluate_batches(stitched_logits, batches, ds.num_classes, device)
 
-    start_score = latest = eval_stitched()  # latest: the adapter as it is now (training changes it)
-    ctx.log(0, {"test_accuracy": start_score["accuracy"]}, epoch=0)
-    steps_per_epoch = -(-n_train // spec.batch_size)
+        start_test = score(h_test, y_test)
+        watched = score(h_val, y_val) if n_val else start_test
+        best = (watched["accuracy"], 0, _copy_state(adapter))  # the epoch "keep best" returns to
+        if live:
+            ctx.log(0, {f"{watch}_accuracy": watched["accuracy"]}, epoch=0)
+        steps_per_epoch = -(-n_train // spec.batch_size)
 
-    def on_step(step: int, total: int, metrics: dict[str, float]) -> None:
-        ctx.progress(0.1 + 0.85 * step / total, f"training adapter: step {step}/{total}")
-        if step % 5 == 0 or step == total:
-            ctx.log(step, {"loss": metrics["loss"]})
+        def on_step(step: int, total: int, metrics: dict[str, float]) -> None:
+            of = f" (seed {k + 1} of {spec.seeds})" if spec.seeds > 1 else ""
+            ctx.progress((k + 0.1 + 0.85 * step / total) / spec.seeds, f"training adapter: step {step}/{total}{of}")
+            if live and (step % 5 == 0 or step == total):
+                ctx.log(step, {"loss": metrics["loss"]})
 
-    def on_epoch(epoch: int) -> dict[str, float]:
-        nonlocal latest
-        latest = eval_stitched()
-        acc = latest["accuracy"]
-        ctx.log(epoch * steps_per_epoch, {"test_accuracy": acc}, epoch=epoch)
-        return {"test_accuracy": acc}
+        def on_epoch(epoch: int) -> dict[str, float]:
+            nonlocal watched, best
+            watched = score(h_val, y_val)
+            acc = watched["accuracy"]
+            if acc > best[0]:
+                best = (acc, epoch, _copy_state(adapter))
+            if live:
+                ctx.log(epoch * steps_per_epoch, {f"{watch}_accuracy": acc}, epoch=epoch)
+            return {f"{watch}_accuracy": acc}
 
-    history = train_adapter(
-        adapter,
-        suffix_b,
-        h_train,
-        AdapterTargets(labels=y_train, receiver=receiver, teacher_logits=teacher),
-        objective=objective,
-        knobs=TrainKnobs.of(spec),
-        device=device,
-        precision=spec.precision,
-        kd_temperature=spec.kd_temperature,
-        on_step=on_step,
-        on_epoch=on_epoch,
-        check_cancel=ctx.check_cancel,
-    )
+        knobs = replace(TrainKnobs.of(spec), seed=seed)
+        history = train_adapter(adapter, suffix_b, h_train, targets, objective=objective, knobs=knobs, device=device,
+                                precision=spec.precision, kd_temperature=spec.kd_temperature, on_step=on_step,
+                                on_epoch=on_epoch, check_cancel=ctx.check_cancel)  # fmt: skip
+        kept = spec.epochs
+        if spec.keep == "best":
+            _, kept, state = best
+            adapter.load_state_dict(state)
+        # legacy runs: the last epoch's test evaluation is of the final adapter; a validation run scores it once
+        final = (start_test if kept == 0 else watched if watch == "test" and kept == spec.epochs
+                 else score(h_test, y_test))  # fmt: skip
+        return _Trained(adapter, start_test, final, history, residual, kept)
+
+    runs = [train_seed(k, seed) for k, seed in enumerate(seeds)]
+    first = runs[0]
+    adapter, start_score, stitched, history, residual = (first.adapter, first.start, first.test, first.history,
+                                                         first.residual)  # fmt: skip
+    params, flops = adapter_cost(adapter)
     ctx.progress(0.96, "scoring A, B and the stitched model")
-    stitched = latest  # the last epoch's evaluation (or the start's, with no training) is of the final adapter
     limit = len(h_test)
     _, suffix_a = split(a, cut_a)  # A's own accuracy from its cached test activations: no second prefix pass
     suffix_a.to(device).eval()
@@ -314,11 +380,17 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
         "base_ci": {"a": list(mean_ci(score_a.correct, seed=spec.seed)), "b": list(mean_ci(score_b.correct, seed=spec.seed))},
         "start_accuracy": start_score["accuracy"],
         "per_class": stitched["per_class"],
+        "per_class_ci": grouped_mean_ci(stitched.correct, y_test, ds.num_classes, seed=spec.seed),
         "per_class_base": {"a": score_a["per_class"], "b": score_b["per_class"]},
+        "per_class_base_ci": {r: grouped_mean_ci(sc.correct, y_test, ds.num_classes, seed=spec.seed)
+                              for r, sc in (("a", score_a), ("b", score_b))},
         "classes": list(ds.classes),
         "dataset": ds.name,
         "n_train": n_train,
         "n_test": limit,
+        **({"n_val": n_val, "watched": watch} if n_val else {}),  # the split the per-epoch curve is on
+        **({"kept_epoch": first.kept_epoch} if spec.keep == "best" else {}),
+        **({"seeds": _seed_spread(seeds, runs, base_score)} if spec.seeds > 1 else {}),
         **({"activations": "streamed"} if streamed else {}),  # over the budget: computed per batch, not cached
         "cut_a": {"name": cut_a.name, "shape": list(cut_a.shape), "layout": cut_a.layout, "depth": cut_a.depth},
         "cut_b": {"name": cut_b.name, "shape": list(cut_b.shape), "layout": cut_b.layout, "depth": cut_b.depth},

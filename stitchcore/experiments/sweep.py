@@ -8,7 +8,9 @@ adapter is trained (task loss on ``train_data``'s train split, A and B frozen; t
 same building blocks as the ``stitch`` experiment) and then measured on the test
 split of ``dataset``:
 
-* the chosen trait metrics (:mod:`stitchcore.measures.traits`), and per-class accuracy;
+* the chosen trait metrics (:mod:`stitchcore.measures.traits`), and per-class accuracy, each with its 95%
+  interval over the test examples it reads (``metrics_ci``, ``per_class_ci``: bootstrap, seeded with the
+  spec's seed; runs stored before them have none);
 * the simplicity measures of C_c (:mod:`stitchcore.measures.simplicity`);
 * the random-init control: the same stitch between untrained twins of A and B
   (``zoo:NAME?init=random&seed=S``, one pair per control seed), to show what the
@@ -63,6 +65,7 @@ from stitchcore.experiments.estimate import (
     spread,
     timed,
 )  # fmt: skip
+from stitchcore.measures.intervals import grouped_mean_ci
 from stitchcore.measures.simplicity import (
     GZIP_LEVEL,
     REPORT_DEFINITIONS,
@@ -71,7 +74,7 @@ from stitchcore.measures.simplicity import (
     report_simplicity,
     simplicity,
 )
-from stitchcore.measures.traits import check_classes, compute, metric_dataset, parse_metric
+from stitchcore.measures.traits import check_classes, compute, compute_ci, metric_dataset, parse_metric
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.package import ModelPackage, pack_model
 from stitchcore.models.refs import TWIN_SEEDS, parse_ref, random_twins
@@ -226,13 +229,18 @@ def _batches(ds: ImageDataset, n: int) -> list[tuple[torch.Tensor, torch.Tensor]
     return list(ds.batches("test", EVAL_BATCH, limit=n))
 
 
-def _measure(spec: SweepSpec, data: _Data, logits: dict[str, torch.Tensor]) -> tuple[dict, list]:
-    """Trait metric values and per-class accuracy from logits [N, K] per evaluation set."""
-    values = {}
+def _measure(spec: SweepSpec, data: _Data, logits: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """Trait metric values and per-class accuracy from logits [N, K] per evaluation set, with their 95% intervals
+    over the test examples each reads: {"metrics", "metrics_ci", "per_class", "per_class_ci"}."""
+    values, spans = {}, {}
     for key, name in data.metric_sets.items():
-        values[key] = compute(parse_metric(key), logits[name], data.evals[name].labels("test")[: data.n_test])
-    score = score_logits(logits[data.base.name], data.base.labels("test")[: data.n_test], data.base.num_classes)
-    return values, score["per_class"]
+        metric, labels = parse_metric(key), data.evals[name].labels("test")[: data.n_test]
+        values[key] = compute(metric, logits[name], labels)
+        spans[key] = compute_ci(metric, logits[name], labels, seed=spec.seed)
+    labels = data.base.labels("test")[: data.n_test]
+    score = score_logits(logits[data.base.name], labels, data.base.num_classes)
+    return {"metrics": values, "metrics_ci": spans, "per_class": score["per_class"],
+            "per_class_ci": grouped_mean_ci(score.correct, labels, data.base.num_classes, seed=spec.seed)}
 
 
 def _simplicity(spec: SweepSpec, model: nn.Module, data: _Data, adapter: nn.Module | None = None) -> dict[str, Any]:
@@ -284,8 +292,7 @@ def _stitch_at(
             h = collect(prefix_a, ds, a.preprocess, "test", limit=data.n_test, **acts)
             logits[name] = torch.cat([suffix_b(adapter(h[i : i + EVAL_BATCH].to(device))).float().cpu()
                                       for i in range(0, len(h), EVAL_BATCH)])  # fmt: skip
-    values, per_class = _measure(spec, data, logits)
-    out: dict[str, Any] = {"metrics": values, "per_class": per_class}
+    out: dict[str, Any] = _measure(spec, data, logits)
     if gaps:
         with torch.no_grad():
             c = logits[data.base.name]
@@ -309,8 +316,7 @@ def _reference(spec: SweepSpec, ctx: RunContext, m: LoadedModel, data: _Data) ->
     model = _forward(m.model.to(ctx.device).eval(), m)
     logits = {name: torch.cat([model(x.to(ctx.device)).float().cpu() for x, _ in _batches(ds, data.n_test)])
               for name, ds in data.evals.items()}  # fmt: skip
-    values, per_class = _measure(spec, data, logits)
-    out: dict[str, Any] = {"metrics": values, "per_class": per_class}
+    out: dict[str, Any] = _measure(spec, data, logits)
     if spec.simplicity:
         with torch.enable_grad():
             out["simplicity"] = _simplicity(spec, model, data)
@@ -359,11 +365,14 @@ def _load_data(spec: SweepSpec, a: LoadedModel, b: LoadedModel) -> _Data:
 def curves(rows: list[dict], metrics: list[str] | tuple[str, ...]) -> dict[str, Any]:
     """Per-position records -> plot-ready lists (also for a running sweep's partial rows).
 
-    Returns {"positions", "depths", "stitched": {metric: [v]}, "control": {metric: {"min", "max", "mean"}} | None,
-    "per_class": [[acc per position] per class], "simplicity": {measure: [v]} | None}.
+    Returns {"positions", "depths", "stitched": {metric: [v]}, "stitched_ci": {metric: [[lo, hi] | None]},
+    "control": {metric: {"min", "max", "mean"}} | None, "per_class": [[acc per position] per class],
+    "per_class_ci": [[[lo, hi] | None per position] per class], "simplicity": {measure: [v]} | None}; an
+    interval is None at a position stored before intervals.
     """
     out: dict[str, Any] = {"positions": [r["position"] for r in rows], "depths": [r["depth"] for r in rows]}
     out["stitched"] = {k: [r["metrics"].get(k) for r in rows] for k in metrics}
+    out["stitched_ci"] = {k: [(r.get("metrics_ci") or {}).get(k) for r in rows] for k in metrics}
     if rows and rows[0].get("control"):
         control = {}
         for k in metrics:
@@ -376,6 +385,8 @@ def curves(rows: list[dict], metrics: list[str] | tuple[str, ...]) -> dict[str, 
         out["control"] = None
     n_classes = len(rows[0]["per_class"]) if rows else 0
     out["per_class"] = [[r["per_class"][k] for r in rows] for k in range(n_classes)]
+    out["per_class_ci"] = [[(r.get("per_class_ci") or [None] * n_classes)[k] for r in rows]
+                           for k in range(n_classes)]  # fmt: skip
     if rows and rows[0].get("simplicity"):
         keys = SIMPLICITY_KEYS + tuple(k for k in REPORT_KEYS if k in rows[0]["simplicity"])
         out["simplicity"] = {k: [r["simplicity"].get(k) for r in rows] for k in keys}

@@ -7,6 +7,14 @@ so its penalty is **negative**: -0.25 means a loss 25% above the base; 0 means a
 
 >>> loss_penalty(2.0, 2.5)
 -0.25
+
+**Intervals** (95%, :mod:`stitchcore.measures.intervals`): the validation windows are the units resampled
+(a window's tokens are not independent of each other), so :func:`lm_loss` also gives each window's mean loss
+(``LMScore.per_window``); :func:`loss_penalty_ci` resamples the base model's and the joined model's windows
+together (paired) and takes the penalty of the resampled mean losses.
+
+>>> loss_penalty_ci(torch.tensor([2.0, 2.2, 1.8]), torch.tensor([2.5, 2.75, 2.25]))  # 25% worse everywhere
+[-0.25, -0.25]
 """
 
 from __future__ import annotations
@@ -24,14 +32,18 @@ from torch import nn
 from stitchcore.data.text import lm_batches
 from stitchcore.errors import DataError
 from stitchcore.lm.parts import ComposedLM, TokenCodec
+from stitchcore.measures.intervals import mean_ci, paired_statistic_ci
 
 __all__ = [
     "EVAL_BATCH",
     "LMData",
+    "LMScore",
     "eval_windows",
     "lm_data",
     "lm_loss",
+    "loss_ci",
     "loss_penalty",
+    "loss_penalty_ci",
     "sample_text",
 ]
 
@@ -74,24 +86,50 @@ def eval_windows(ids: torch.Tensor, block_size: int, n: int, seed: int = 1234) -
     return torch.cat([x, y[:, -1:]], dim=1)
 
 
+class LMScore(dict):
+    """{'loss': float, 'perplexity': float, 'accuracy': float} (a plain dict for JSON); ``.per_window``: float64
+    [n], each validation window's mean next-token loss (what intervals resample; not part of the dict)."""
+
+    per_window: torch.Tensor
+
+
 @torch.no_grad()
 def lm_loss(model: nn.Module, windows: torch.Tensor, device: torch.device,
-            check_cancel: Callable[[], None] | None = None) -> dict[str, float]:
-    """Mean next-token cross-entropy (nats), perplexity and top-1 accuracy over ``windows`` [n, T+1]."""
+            check_cancel: Callable[[], None] | None = None) -> LMScore:
+    """Mean next-token cross-entropy (nats), perplexity and top-1 accuracy over ``windows`` [n, T+1]; each
+    window's own mean loss as ``.per_window`` (every window has T targets: their mean is the loss)."""
     model.eval()
     total, correct, count = 0.0, 0, 0
+    per_window = []
     for s in range(0, len(windows), EVAL_BATCH):
         if check_cancel is not None:
             check_cancel()
         w = windows[s:s + EVAL_BATCH].to(device)
         logits = model(w[:, :-1]).float()  # (B, T, V)
-        y = w[:, 1:]
-        total += F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="sum").item()
+        y = w[:, 1:]  # (B, T)
+        ce = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none").view(y.shape)  # (B, T)
+        total += ce.sum().item()
+        per_window.append(ce.mean(1).double().cpu())  # (B,)
         correct += int((logits.argmax(-1) == y).sum())
         count += y.numel()
     loss = total / count
-    return {"loss": round(loss, 6), "perplexity": round(math.exp(min(loss, 50.0)), 4),
-            "accuracy": round(correct / count, 6)}
+    score = LMScore(loss=round(loss, 6), perplexity=round(math.exp(min(loss, 50.0)), 4),
+                    accuracy=round(correct / count, 6))  # fmt: skip
+    score.per_window = torch.cat(per_window) if per_window else torch.zeros(0, dtype=torch.float64)
+    return score
+
+
+def loss_ci(per_window: torch.Tensor, seed: int = 0) -> list[float]:
+    """95% interval [lo, hi] of the mean validation loss, the windows resampled (``LMScore.per_window``)."""
+    return list(mean_ci(per_window, seed=seed))
+
+
+def loss_penalty_ci(base_windows: torch.Tensor, windows: torch.Tensor, seed: int = 0) -> list[float]:
+    """95% interval [lo, hi] of :func:`loss_penalty`, paired: each resample draws the same windows for the base
+    model (``base_windows`` [n]) and the joined one (``windows`` [n]) and takes (L_base − L) / L_base of their
+    resampled mean losses."""
+    lo, hi = paired_statistic_ci(lambda base, joined: (base - joined) / base, base_windows, windows, seed=seed)
+    return [lo + 0.0, hi + 0.0]  # + 0.0: never "-0.0"
 
 
 def loss_penalty(base_loss: float, loss: float) -> float:

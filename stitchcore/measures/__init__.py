@@ -8,6 +8,8 @@
 - :mod:`stitchcore.measures.simplicity`: gradient norm, loss sharpness, gzip size of the weights.
 - :mod:`stitchcore.measures.traits`: trait metrics (``class_acc:3``, ``confusion:3->8``,
   ``blackout:left`` ...) parsed from one canonical string.
+- :mod:`stitchcore.measures.meaning`: what each measure's and metric's number means (``explain``, one line;
+  ``colorbar_title``, a heat map's colour bar).
 
 Import the module you need.  The package imports only :mod:`~stitchcore.measures.representational` on its
 own, so that its measures are registered whichever module asks the registry (``list_measures()`` lists

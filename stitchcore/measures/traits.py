@@ -13,11 +13,17 @@ A metric is named by one canonical string, used unchanged in specs, results and 
 The last four evaluate on a variant of the two-cue evaluation set (see
 :mod:`stitchcore.data.twocue`); :func:`metric_dataset` names it.
 
+Every metric is the mean of a 0/1 value per test example over the examples it reads (:func:`indicators`:
+class_acc those of its classes, confusion i->j those of class i), so its 95% interval resamples those examples
+(:func:`compute_ci`; on digits a class has ~46 test images, so a class's interval is wide).
+
 >>> parse_metric("confusion: 3 -> 8").key
 'confusion:3->8'
 >>> import torch
 >>> compute(parse_metric("confusion:1->0"), torch.tensor([[2., 0.], [0., 2.]]), torch.tensor([1, 1]))
 0.5
+>>> indicators(parse_metric("confusion:1->0"), torch.tensor([[2., 0.], [0., 2.]]), torch.tensor([1, 1]))
+tensor([1., 0.])
 """
 
 from __future__ import annotations
@@ -27,8 +33,9 @@ from dataclasses import dataclass
 
 import torch
 
-from stitchcore.errors import StitchError
 from stitchcore.data.twocue import twocue_variant
+from stitchcore.errors import StitchError
+from stitchcore.measures.intervals import mean_ci
 
 __all__ = [
     "METRIC_HELP",
@@ -36,7 +43,9 @@ __all__ = [
     "accuracy",
     "class_accuracy",
     "compute",
+    "compute_ci",
     "confusion_rate",
+    "indicators",
     "metric_dataset",
     "parse_metric",
 ]  # fmt: skip
@@ -137,3 +146,27 @@ def compute(metric: TraitMetric, logits: torch.Tensor, labels: torch.Tensor) -> 
     else:
         value = accuracy(logits, labels)
     return None if value is None else round(value, 6)
+
+
+def indicators(metric: TraitMetric, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor | None:
+    """float [n]: the 0/1 value per example whose mean is the metric, over the n examples it reads (class_acc:
+    those of its classes, 1 where right; confusion i->j: those of class i, 1 where predicted j; the others:
+    every example, 1 where right); None where it reads none."""
+    pred = logits.argmax(1)  # [N]
+    if metric.kind == "class_acc":
+        mask = torch.isin(labels, torch.tensor(metric.classes, dtype=labels.dtype))
+        hit = pred == labels
+    elif metric.kind == "confusion":
+        mask = labels == metric.classes[0]
+        hit = pred == metric.classes[1]
+    else:
+        mask = torch.ones_like(labels, dtype=torch.bool)
+        hit = pred == labels
+    return hit[mask].float() if mask.any() else None
+
+
+def compute_ci(metric: TraitMetric, logits: torch.Tensor, labels: torch.Tensor,
+               seed: int = 0) -> list[float] | None:  # fmt: skip
+    """The 95% interval [lo, hi] of :func:`compute`'s value, its examples resampled (None where it reads none)."""
+    values = indicators(metric, logits, labels)
+    return None if values is None else list(mean_ci(values, seed=seed))

@@ -19,8 +19,8 @@ import plotly.graph_objects as go
 
 __all__ = [
     "ACCURACY_COLOR", "HEIGHT", "LAYOUT_COLORS", "LOSS_COLOR", "NARROW", "ROLE_COLORS", "ROLE_NAMES",
-    "RUN_COLORS", "TEMPLATE", "WAITING", "add_note", "clean", "finite", "house_style", "legend_below",
-    "legend_fits_on_top", "legend_rows", "text_px",
+    "RUN_COLORS", "TEMPLATE", "WAITING", "add_note", "clean", "error_bars", "finite", "house_style", "interval",
+    "legend_below", "legend_fits_on_top", "legend_rows", "text_px",
 ]  # fmt: skip
 
 # The three models of a stitch keep these colours in every figure (Okabe-Ito palette).
@@ -49,6 +49,34 @@ def finite(v: Any) -> bool:
 def clean(values: Sequence[Any]) -> list[float | None]:
     """Floats with NaN / inf / None as None (a gap in a line, null in JSON)."""
     return [float(v) if finite(v) else None for v in values]
+
+
+def interval(ci: Any) -> tuple[float, float] | None:
+    """A stored 95% interval ``[lo, hi]`` as (lo, hi); None where there is none (a run from before intervals).
+
+    >>> interval([0.9, 0.95]), interval(None), interval([0.9, float("nan")])
+    ((0.9, 0.95), None, None)
+    """
+    if not isinstance(ci, (list, tuple)) or len(ci) != 2 or not all(finite(v) for v in ci):
+        return None
+    return float(ci[0]), float(ci[1])
+
+
+def error_bars(values: Sequence[Any], spans: Sequence[tuple[float, float] | None], color: str = "#333",
+               thickness: float = 1.5, width: float = 6) -> dict[str, Any] | None:  # fmt: skip
+    """Plotly ``error_y`` of asymmetric bars from each value's (lo, hi) (:func:`interval`); no bar where a value
+    has none; None where none has one (the figure of a run stored before intervals is drawn as it was).
+
+    >>> error_bars([0.9, 0.5], [(0.85, 0.93), None])["array"]
+    [0.03, None]
+    """
+    if not any(spans):
+        return None
+    ends = [(None, None) if s is None or not finite(v) else (round(max(s[1] - v, 0.0), 10),
+                                                              round(max(v - s[0], 0.0), 10))
+            for v, s in zip(values, spans)]  # fmt: skip
+    return {"type": "data", "symmetric": False, "color": color, "thickness": thickness, "width": width,
+            "array": [e[0] for e in ends], "arrayminus": [e[1] for e in ends]}
 
 
 def house_style(fig: go.Figure, title: str | None, height: int = HEIGHT, legend: bool = True) -> go.Figure:

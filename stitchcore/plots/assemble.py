@@ -126,13 +126,15 @@ def accuracy_vs_flops(cells: Sequence[Mapping[str, Any]], base: Mapping[str, Map
 
 
 def recipe_heatmap(cells: Sequence[Mapping[str, Any]], recipe: str, senders: Sequence[str],
-                   receivers: Sequence[str], *, pending: bool = False) -> go.Figure:  # fmt: skip
-    """Accuracy of ``recipe`` over senders (rows) x receivers (columns); skipped pairs grey with their reason."""
+                   receivers: Sequence[str], *, pending: bool = False,
+                   colorbar_title: str | None = None) -> go.Figure:  # fmt: skip
+    """Accuracy of ``recipe`` over senders (rows) x receivers (columns); skipped pairs grey with their reason.
+    ``colorbar_title``: the colour bar's words (``stitchcore.measures.meaning.colorbar_title("accuracy")``)."""
     at = {(c["sender"], c["receiver"]): c for c in cells if c["recipe"] == recipe}
     values = [[(at.get((s, r)) or {}).get("accuracy") for r in receivers] for s in senders]
     skipped = {(s, r): c["skipped_reason"] for (s, r), c in at.items() if c.get("skipped_reason")}
     return plots_heatmap.heatmap(values, list(senders), list(receivers), title=recipe_label(recipe), zmin=0.0, zmax=1.0,
-                                 value_label="accuracy", skipped=skipped,
+                                 value_label="accuracy", skipped=skipped, colorbar_title=colorbar_title,
                                  pending="not trained yet" if pending else None)  # fmt: skip
 
 

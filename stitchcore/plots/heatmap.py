@@ -73,6 +73,7 @@ def heatmap(
     unit: str | None = None,
     csv_value: str | None = None,
     intervals: Sequence[Sequence[Sequence[float] | None]] | None = None,
+    colorbar_title: str | None = None,
 ) -> go.Figure:
     """A matrix ``values[i][j]`` for row ``rows[i]`` (top to bottom) and column ``cols[j]`` (left to right).
 
@@ -86,8 +87,14 @@ def heatmap(
     the cells' quantity with its unit, ``penalty_pts``) is kept in ``layout.meta`` for the figure's CSV.  ``clickable`` adds
     the selectable cell markers (not on skipped cells; see the module docstring and
     :func:`cell_of_point`).  ``intervals`` ([rows][columns] of [lo, hi] in the values' units, or None per
-    cell): each cell's 95% interval, on hover.  Raises ``ValueError`` when the matrix does not match ``rows`` x
-    ``cols``.
+    cell): each cell's 95% interval, on hover.  ``colorbar_title`` (lines joined by ``<br>``; the library's
+    ``stitchcore.measures.meaning.colorbar_title(key)`` writes them) replaces the colour bar's title, which
+    otherwise is ``value_label`` with the unit and direction words; its lines after the first are set small,
+    "worse" in red on a penalty scale.  Raises ``ValueError`` when the matrix does not match ``rows`` x ``cols``.
+
+    >>> heatmap([[0.5]], ["a"], ["b"], title="t", colorbar_title="CKA<br>(0 .. 1, higher = more similar)"
+    ...         ).data[0].colorbar.title.text
+    "CKA<br><span style='font-size:11px'>(0 .. 1, higher = more similar)</span>"
     """
     if len(values) != len(rows) or any(len(r) != len(cols) for r in values):
         got = f"{len(values)}x{'/'.join(sorted({str(len(r)) for r in values})) or 0}"
@@ -111,9 +118,10 @@ def heatmap(
         scale = "Viridis"
     if how:
         words = ", ".join(how)
-        colored = words.replace("worse", f"<span style='color:{WORSE_COLOR}'>worse</span>")
-        scale_title = f"{value_label}<br><span style='font-size:11px'>({colored})</span>"
+        scale_title = _scale_title(f"{value_label}<br>({words})", red_worse=True)
         value_hover = f"{value_label} ({words})"
+    if colorbar_title:
+        scale_title = _scale_title(colorbar_title, red_worse=higher_is_worse is not None)
     # with a unit the hover prints the value as the cell does, unit after it; else with 6 significant digits
     value_format = f"%{{z:{text_format}}} {unit}" if unit else "%{z:.6g}"
     # Integer positions + tick labels: names like "0" or repeated names never confuse the axis type.
@@ -165,6 +173,16 @@ def heatmap(
     if csv_value:
         fig.update_layout(meta={"csv_value": csv_value})
     return fig
+
+
+def _scale_title(text: str, *, red_worse: bool) -> str:
+    """A colour-bar title: its first line as given, the rest small (and "worse" red on a penalty scale)."""
+    head, _, rest = text.partition("<br>")
+    if not rest:
+        return head
+    if red_worse:
+        rest = rest.replace("worse", f"<span style='color:{WORSE_COLOR}'>worse</span>")
+    return f"{head}<br><span style='font-size:11px'>{rest}</span>"
 
 
 def _add_overlay(

@@ -4,6 +4,8 @@ Drawing only: a running depth sweep's points come from :func:`stitchcore.experim
 Points and heat maps hold the stored loss penalty, (L_base − L) / L_base (lower = worse); every figure
 shows it as the app's one convention, percent of the base loss with higher = worse
 (:func:`~stitchcore.plots.penalty.loss_penalty_pct`), and says how that relates to the paper's number.
+Where a run stored 95% intervals over its validation windows (``loss_ci``, ``loss_penalty_ci``; runs from
+before them have none) they are drawn as error bars and written on hover.
 
 >>> fig = penalty_by_depth([{"label": "merge, head A", "split": 0, "loss_penalty": -0.2, "cut": "drop"},
 ...                         {"label": "merge, head A", "split": 1, "loss_penalty": 0.0, "cut": "h.0"}])
@@ -18,7 +20,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from stitchcore.plots._style import ROLE_COLORS, add_note, finite, house_style
+from stitchcore.plots._style import ROLE_COLORS, add_note, error_bars, finite, house_style, interval
 from stitchcore.plots.heatmap import heatmap
 from stitchcore.plots.penalty import (
     LM_PAPER_NOTE,
@@ -46,13 +48,25 @@ def _two_lines(label: str) -> str:
     return f"{head}<br>({tail}" if head else label
 
 
+def _pct_span(ci: Any) -> list[float] | None:
+    """A stored loss-penalty interval as shown: % of the base loss, higher = worse (so its ends swap).
+
+    >>> _pct_span([-0.04, -0.012]), _pct_span(None)
+    ([1.2, 4.0], None)
+    """
+    span = interval(ci)
+    return None if span is None else sorted(loss_penalty_pct(v) for v in span)
+
+
 def penalty_by_depth(points: Sequence[Mapping[str, Any]], *, title: str | None = None) -> go.Figure:
     """One line per ``label`` (mode + head): loss penalty (% of the base loss, higher = worse) against the split
-    position (0 = after the embeddings); ``points`` hold the stored ``loss_penalty``."""
-    shown = [{**p, LOSS_PENALTY_COLUMN: loss_penalty_pct(p.get("loss_penalty"))} for p in points]
+    position (0 = after the embeddings); ``points`` hold the stored ``loss_penalty`` and, where the run stored
+    it, ``loss_penalty_ci`` (drawn as error bars)."""
+    shown = [{**p, LOSS_PENALTY_COLUMN: loss_penalty_pct(p.get("loss_penalty")),
+              "shown_ci": _pct_span(p.get("loss_penalty_ci"))} for p in points]  # fmt: skip
     fig = penalty_vs_depth(shown, x="split", y=LOSS_PENALTY_COLUMN, group="label", higher_is_worse=True,
                            title=title or "Loss penalty vs split depth", y_title=_two_lines(PENALTY_AXIS), unit="%",
-                           csv_value=LOSS_PENALTY_COLUMN)  # fmt: skip
+                           csv_value=LOSS_PENALTY_COLUMN, interval="shown_ci")  # fmt: skip
     splits = sorted({int(p["split"]) for p in points if finite(p.get("split"))})
     names = {int(p["split"]): str(p.get("cut", p["split"])) for p in points if finite(p.get("split"))}
     if splits:
@@ -66,27 +80,38 @@ def penalty_by_depth(points: Sequence[Mapping[str, Any]], *, title: str | None =
     return fig
 
 
-def penalty_heatmap(heat: Mapping[str, Any], *, title: str | None = None) -> go.Figure:
+def penalty_heatmap(heat: Mapping[str, Any], *, title: str | None = None,
+                    colorbar_title: str | None = None) -> go.Figure:  # fmt: skip
     """Stitch loss penalty for every (A position i, B position j), B's head, in % of B's loss: higher = worse
-    (red); ``heat["values"]`` hold the stored (L_base − L) / L_base."""
+    (red); ``heat["values"]`` hold the stored (L_base − L) / L_base; ``colorbar_title`` says what the colour means
+    (``measures.meaning.colorbar_title("loss_penalty")``)."""
     return heatmap(grid_of(heat["values"], loss_penalty_pct), heat["rows"], heat["cols"],
                    title=title or "Stitch loss penalty (% of B's loss), every (i, j)",
                    row_label="A's stream after cut i", col_label="B continues after cut j", diverging=True,
                    higher_is_worse=True, text_format="+.1f", unit="%", csv_value=LOSS_PENALTY_COLUMN,
-                   value_label="loss penalty")  # fmt: skip
+                   value_label="loss penalty", colorbar_title=colorbar_title)  # fmt: skip
 
 
 def loss_bars(summary: Mapping[str, Any], *, title: str | None = None) -> go.Figure:
-    """Validation loss of A, B and the joined model C (nats per token; lower is better)."""
+    """Validation loss of A, B and the joined model C (nats per token; lower is better), each with its 95%
+    interval over the validation windows as an error bar where the run stored one (``base.a.loss_ci``, ...,
+    ``loss_ci``)."""
     joined = "merged" if summary.get("mode") == "merge" else "stitched"
-    rows = [("A", summary["base"]["a"]["loss"], ROLE_COLORS["a"]), ("B", summary["base"]["b"]["loss"],
-                                                                      ROLE_COLORS["b"])]
+    a, b = summary["base"]["a"], summary["base"]["b"]
+    rows = [("A", a["loss"], ROLE_COLORS["a"], a.get("loss_ci")),
+            ("B", b["loss"], ROLE_COLORS["b"], b.get("loss_ci"))]
     if finite(summary.get("loss")):
-        rows.append((joined, summary["loss"], ROLE_COLORS["stitched"]))
+        rows.append((joined, summary["loss"], ROLE_COLORS["stitched"], summary.get("loss_ci")))
+    spans = [interval(r[3]) for r in rows]
+    words = ["" if s is None else f"<br>95% interval {s[0]:.4f} – {s[1]:.4f} (bootstrap over the validation windows)"
+             for s in spans]  # fmt: skip
     fig = go.Figure(go.Bar(
         x=[r[0] for r in rows], y=[r[1] for r in rows], marker_color=[r[2] for r in rows],
-        text=[f"{r[1]:.3f}" for r in rows], textposition="outside",
-        hovertemplate="%{x}: loss %{y:.4f} nats/token<extra></extra>",
+        text=[f"{r[1]:.3f}" for r in rows], customdata=words, error_y=error_bars([r[1] for r in rows], spans),
+        # the value inside the bar where an error bar rises above it, else on top
+        **({"textposition": "inside", "insidetextanchor": "end", "textfont": {"color": "white"}} if any(spans)
+           else {"textposition": "outside"}),
+        hovertemplate="%{x}: loss %{y:.4f} nats/token%{customdata}<extra></extra>",
     ))  # fmt: skip
     if not rows:
         add_note(fig, "no scores yet")

@@ -113,16 +113,25 @@ def format_pts(pts: Any) -> str:
 
 
 def interval_words(ci: Any, kind: str) -> str:
-    """A stored 95% interval ``[lo, hi]`` (fractions) as pages write it: ``kind`` "accuracy" (``94.0–97.6%``) or
-    "penalty" (``+0.4 to +3.8 pts``); "" where the run stored none (runs from before intervals).
+    """A stored 95% interval ``[lo, hi]`` as pages write it: ``kind`` "accuracy" (fractions: ``94.0–97.6%``; any
+    rate, a trait metric's too), "penalty" (``+0.4 to +3.8 pts``), "loss" (nats: ``2.013–2.105``) or
+    "loss_penalty" (a stored (L_base − L) / L_base, shown as every page shows it: % of the base loss, higher =
+    worse, so its ends swap: ``+1.2 to +4.0 %``); "" where the run stored none (runs from before intervals).
 
     >>> interval_words([0.94, 0.975556], "accuracy"), interval_words([-0.004, 0.0378], "penalty")
     ('94.0–97.6%', '−0.4 to +3.8 pts')
+    >>> interval_words([2.01321, 2.1049], "loss"), interval_words([-0.04, -0.012], "loss_penalty")
+    ('2.013–2.105', '+1.2 to +4.0 %')
     >>> interval_words(None, "accuracy")
     ''
     """
     if not isinstance(ci, (list, tuple)) or len(ci) != 2 or any(_number(v) is None for v in ci):
         return ""
+    if kind == "loss":
+        return f"{float(ci[0]):.3f}–{float(ci[1]):.3f}"
+    if kind == "loss_penalty":
+        lo, hi = sorted(loss_penalty_pct(v) for v in ci)
+        return f"{_signed(lo)} to {_signed(hi)} %"
     lo, hi = (100.0 * float(v) for v in ci)
     if kind == "penalty":
         return f"{_signed(lo)} to {_signed(hi)} {PTS}"

@@ -36,12 +36,14 @@ from stitchcore.plots._style import (  # HEIGHT, TEMPLATE: read as plots.HEIGHT 
     WAITING,
     add_note,
     clean,
+    error_bars,
     finite,
     house_style,
     legend_below,
     legend_fits_on_top,
     text_px,
 )
+from stitchcore.plots._style import interval as span_of
 from stitchcore.plots.penalty import PENALTY_AXIS, PENALTY_COLUMN, PTS, format_pts, mark_worse_side, penalty_pts
 
 __all__ = [
@@ -115,17 +117,20 @@ def thin(points: Sequence[tuple[int, float]], most: int | None) -> list[tuple[in
 
 
 def training_curves(series: Series, *, title: str | None = None, most: int | None = None) -> go.Figure:
-    """One run's training loss (left axis) and test accuracy (right axis, 0..1) against the step.
+    """One run's training loss (left axis) and its watched accuracy (right axis, 0..1) against the step.
 
-    ``series`` is ``Store.series(run_id)``: ``{"loss": [(step, value), ...], "test_accuracy": [...]}``;
-    other names are ignored; either may be missing or empty (a run that has not logged yet
+    ``series`` is ``Store.series(run_id)``: ``{"loss": [(step, value), ...], "val_accuracy": [...]}``: the
+    accuracy on the validation split held out of train (``test_accuracy`` in runs stored before it, or zoo
+    trainings); other names are ignored; either may be missing or empty (a run that has not logged yet
     shows "waiting for the first steps…").  The loss axis turns logarithmic when the loss
     spans more than 10x; NaN values leave gaps.  ``most``: draw at most that many points per
     curve (:func:`thin`; a live view redrawn every second stays light for server and browser).
     """
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     loss = thin(series.get("loss") or [], most)
-    acc = thin(series.get("test_accuracy") or [], most)
+    watched = "val_accuracy" if series.get("val_accuracy") else "test_accuracy"
+    acc = thin(series.get(watched) or [], most)
+    acc_name = _label(watched).replace("val ", "validation ")
     if loss:
         steps, ys = [s for s, _ in loss], clean([v for _, v in loss])
         fig.add_trace(
@@ -141,10 +146,10 @@ def training_curves(series: Series, *, title: str | None = None, most: int | Non
     if acc:
         fig.add_trace(
             go.Scatter(
-                x=[s for s, _ in acc], y=clean([v for _, v in acc]), name="test accuracy",
+                x=[s for s, _ in acc], y=clean([v for _, v in acc]), name=acc_name,
                 mode="lines+markers", line={"color": ACCURACY_COLOR, "width": 1.5, "dash": "dot"},
                 marker={"color": ACCURACY_COLOR, "size": 8},
-                hovertemplate="step %{x}<br>test accuracy %{y:.4f}<extra></extra>",
+                hovertemplate=f"step %{{x}}<br>{acc_name} %{{y:.4f}}<extra></extra>",
             ),
             secondary_y=True,
         )  # fmt: skip
@@ -154,7 +159,7 @@ def training_curves(series: Series, *, title: str | None = None, most: int | Non
     fig.update_yaxes(title_text="loss", title_font={"color": LOSS_COLOR}, showticklabels=bool(loss),
                      secondary_y=False)  # fmt: skip
     fig.update_yaxes(
-        title_text="test accuracy", title_font={"color": ACCURACY_COLOR}, range=[0, 1.02], tickformat=".0%",
+        title_text=acc_name, title_font={"color": ACCURACY_COLOR}, range=[0, 1.02], tickformat=".0%",
         tickmode="array", tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1.0], showgrid=False, secondary_y=True,
     )  # fmt: skip
     return house_style(fig, title, legend=bool(loss) and bool(acc))
@@ -282,8 +287,11 @@ def per_class_bars(summary: Mapping[str, Any], *, title: str | None = None) -> g
     """Per-class test accuracy of A, B and the stitched model as grouped bars, classes on x.
 
     Reads ``per_class``, ``per_class_base.{a,b}`` and ``classes`` of a stitch summary;
-    ``None`` (a class absent from the test split) leaves its bar out.
+    ``None`` (a class absent from the test split) leaves its bar out.  ``per_class_ci`` and
+    ``per_class_base_ci.{a,b}`` (95% intervals, each class on its own few test images) are error bars.
     """
+    ci_base = summary.get("per_class_base_ci") or {}
+    cis = {"a": ci_base.get("a") or [], "b": ci_base.get("b") or [], "stitched": summary.get("per_class_ci") or []}
     stitched = list(summary.get("per_class") or [])
     per_base = summary.get("per_class_base") or {}
     rows = {"a": list(per_base.get("a") or []), "b": list(per_base.get("b") or []), "stitched": stitched}
@@ -298,10 +306,17 @@ def per_class_bars(summary: Mapping[str, Any], *, title: str | None = None) -> g
             continue
         vs_b = [role == "stitched" and finite(b_vals[i]) for i in keep]
         delta = [f"<br>{100 * (vals[i] - b_vals[i]):+.1f} pts vs B" if v else "" for i, v in zip(keep, vs_b)]
+        spans = [cis[role][i] if i < len(cis[role]) and cis[role][i] else None for i in keep]
+        error = None
+        if any(spans):  # runs stored before intervals have none
+            error = {"type": "data", "symmetric": False, "color": "#333", "thickness": 1, "width": 2,
+                     "array": [sp[1] - vals[i] if sp else None for sp, i in zip(spans, keep)],
+                     "arrayminus": [vals[i] - sp[0] if sp else None for sp, i in zip(spans, keep)]}  # fmt: skip
+            delta = [f"{d}<br>95% interval {sp[0]:.3f} – {sp[1]:.3f}" if sp else d for d, sp in zip(delta, spans)]
         fig.add_trace(
             go.Bar(
                 x=[classes[i] for i in keep], y=[vals[i] for i in keep], name=ROLE_NAMES[role],
-                marker_color=ROLE_COLORS[role], customdata=delta,
+                marker_color=ROLE_COLORS[role], customdata=delta, error_y=error,
                 hovertemplate=f"class %{{x}}<br>{ROLE_NAMES[role]}: %{{y:.4f}}%{{customdata}}<extra></extra>",
             )
         )  # fmt: skip
@@ -428,6 +443,7 @@ def penalty_vs_depth(
     y_title: str | None = None,
     unit: str | None = None,
     csv_value: str | None = None,
+    interval: str | None = None,
 ) -> go.Figure:
     """Lines of ``point[y]`` against ``point[x]``, one per ``point[group]`` (sweeps along depth).
 
@@ -436,10 +452,14 @@ def penalty_vs_depth(
     is drawn when ``y`` is a penalty.  ``y="penalty"`` (a stored fraction B − stitched) is drawn in
     points, higher = worse (:mod:`stitchcore.plots.penalty`); otherwise ``higher_is_worse`` names the
     worse side beside the axis, ``y_title`` / ``unit`` title the axis and suffix the hovered value, and
-    ``csv_value`` names the y column of the figure's CSV.
+    ``csv_value`` names the y column of the figure's CSV.  ``interval`` names the field holding a point's 95%
+    interval ``[lo, hi]`` in ``y``'s units (converted with it): drawn as error bars and written on hover; points
+    without one (runs stored before intervals) get none.
     """
     if y == "penalty":
-        points = [{**p, y: penalty_pts(p.get(y))} for p in points]
+        points = [{**p, y: penalty_pts(p.get(y)),
+                   **({interval: [penalty_pts(v) for v in p[interval]]} if interval and span_of(p.get(interval))
+                      else {})} for p in points]  # fmt: skip
         higher_is_worse = True if higher_is_worse is None else higher_is_worse
         y_title, unit, csv_value = y_title or PENALTY_AXIS, unit or PTS, csv_value or PENALTY_COLUMN
     groups: dict[str, list[Mapping[str, Any]]] = {}
@@ -451,13 +471,20 @@ def penalty_vs_depth(
     for i, (name, pts) in enumerate(groups.items()):
         pts = sorted(pts, key=lambda p: p[x])
         color = RUN_COLORS[i % len(RUN_COLORS)]
+        spans = [span_of(p.get(interval)) if interval else None for p in pts]
+        error = error_bars([p[y] for p in pts], spans, color=color, thickness=1.2, width=4)  # 95% intervals
+        words = None
+        if error:  # and a hover line each
+            ends = (lambda v: f"{v:+.1f}") if unit else (lambda v: f"{v:.4g}")
+            words = ["" if s is None else f"<br>95% interval {ends(s[0])} – {ends(s[1])}{f' {unit}' if unit else ''}"
+                     for s in spans]  # fmt: skip
         fig.add_trace(
             go.Scatter(
                 x=[p[x] for p in pts], y=[p[y] for p in pts], name=name or "(no label)", mode="lines+markers",
                 line={"color": color, "width": 2}, marker={"color": color, "size": 8},
-                customdata=[str(p.get("cut", p.get("name", ""))) for p in pts],
+                customdata=[str(p.get("cut", p.get("name", ""))) for p in pts], error_y=error, text=words,
                 hovertemplate=f"{name}<br>%{{customdata}}<br>{_label(x)} %{{x:.4g}}<br>"
-                f"{_label(y)} {value}<extra></extra>",
+                f"{_label(y)} {value}{'%{text}' if words else ''}<extra></extra>",
             )
         )  # fmt: skip
     if not fig.data:

@@ -4,12 +4,14 @@ Each builder takes the sweep's plot-ready data (``stitchcore.experiments.sweep.c
 finished positions, plus the A-only / B-only references) and returns a figure; a running sweep
 draws the positions it has so far on the full x axis.
 
-* :func:`trait_curves`: one line per trait metric vs cut position, A and B reference lines
-  (dashed A, dotted B, in the metric's colour), the random-init control as a shaded band.
+* :func:`trait_curves`: one line per trait metric vs cut position, each value's 95% interval over its test
+  examples as an error bar (``stitched_ci``; sweeps stored before intervals have none), A and B reference
+  lines (dashed A, dotted B, in the metric's colour; their intervals on hover), the random-init control as a
+  shaded band.
 * :func:`simplicity_curves`: gradient norm, sharpness and gzip size vs position (lower = simpler), raw
   (one panel each, with A and B lines) or normalised as (value - B) / (A - B): 0 = like B, 1 = like A,
   only for a measure whose A and B differ by more than their noise (:func:`normalization_noise`).
-* :func:`per_class_heatmap`: accuracy of every class at every position.
+* :func:`per_class_heatmap`: accuracy of every class at every position (each cell's interval on hover).
 * :func:`penalty_curve`: the stitching penalty (B's accuracy − stitched accuracy, in points, higher =
   worse) at every position, the control's as a band; the worse side named beside the y axis.
 * :func:`penalty_lines`: the penalty of several sweeps on one axis (a preset's figure: one line per
@@ -30,7 +32,17 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from stitchcore.plots import heatmap as plots_heatmap
-from stitchcore.plots._style import HEIGHT, ROLE_COLORS, RUN_COLORS, WAITING, add_note, clean, house_style
+from stitchcore.plots._style import (
+    HEIGHT,
+    ROLE_COLORS,
+    RUN_COLORS,
+    WAITING,
+    add_note,
+    clean,
+    error_bars,
+    house_style,
+    interval,
+)
 from stitchcore.plots.penalty import PENALTY_AXIS, PENALTY_COLUMN, PTS, mark_worse_side, penalty_pts
 
 __all__ = ["REPORT_LABELS", "SIMPLICITY_AXES", "SIMPLICITY_LABELS", "SIMPLICITY_NOISE", "normalization_noise", "penalty_curve",
@@ -53,12 +65,23 @@ def _x_axis(fig: go.Figure, positions: Sequence[str], row: int | None = None, co
                      range=[-0.3, max(len(positions) - 0.7, 0.7)], row=row, col=col)  # fmt: skip
 
 
-def _ref_line(fig: go.Figure, n: int, y: float | None, name: str, color: str, dash: str, show: bool, **rc) -> None:
+def _ref_line(fig: go.Figure, n: int, y: float | None, name: str, color: str, dash: str, show: bool,
+              ci: Any = None, **rc) -> None:  # fmt: skip
     if y is None:
         return
+    span = interval(ci)
+    words = f" (95% interval {span[0]:.3f} – {span[1]:.3f})" if span else ""
     fig.add_trace(go.Scatter(x=[-0.3, max(n - 0.7, 0.7)], y=[y, y], mode="lines", name=name, legendgroup=name,
                              showlegend=show, line={"color": color, "dash": dash, "width": 1.5},
-                             hovertemplate=f"{name}: {y:.4g}<extra></extra>"), **rc)  # fmt: skip
+                             hovertemplate=f"{name}: {y:.4g}{words}<extra></extra>"), **rc)  # fmt: skip
+
+
+def _error_bars(values: Sequence[float | None], spans: Sequence[Any], color: str) -> tuple[dict | None, list[str]]:
+    """Error bars from each value's stored [lo, hi] (None: no value has one) and each one's hover words."""
+    pairs = [interval(ci) for ci in spans][: len(values)]
+    pairs += [None] * (len(values) - len(pairs))
+    words = ["" if p is None else f" (95% interval {p[0]:.3f} – {p[1]:.3f})" for p in pairs]
+    return error_bars(values, pairs, color=color, width=5), words
 
 
 def trait_curves(
@@ -88,14 +111,18 @@ def trait_curves(
                                      line={"color": _rgba(color, 0.5), "width": 1}, name="random-init control",
                                      legendgroup="control", showlegend=i == 0,
                                      hovertemplate=f"control, {name}: %{{y:.3f}}<extra></extra>"))  # fmt: skip
-        fig.add_trace(go.Scatter(x=list(range(done)), y=clean(curves["stitched"].get(key, [])), mode="lines+markers",
+        values = clean(curves["stitched"].get(key, []))
+        error, words = _error_bars(values, (curves.get("stitched_ci") or {}).get(key) or [], color)
+        fig.add_trace(go.Scatter(x=list(range(done)), y=values, mode="lines+markers",
                                  name=name, line={"color": color, "width": 2.5}, marker={"size": 8},
-                                 customdata=positions[:done],
-                                 hovertemplate=f"{name}<br>cut %{{customdata}}: %{{y:.3f}}<extra></extra>"))
+                                 customdata=positions[:done], text=words if error else None, error_y=error,
+                                 hovertemplate=f"{name}<br>cut %{{customdata}}: %{{y:.3f}}"
+                                               f"{'%{text}' if error else ''}<extra></extra>"))  # fmt: skip
         if reference:
-            ref_a, ref_b = (reference.get(r, {}).get("metrics", {}).get(key) for r in ("a", "b"))
-            _ref_line(fig, len(positions), ref_a, "A alone", color, "dash", i == 0)
-            _ref_line(fig, len(positions), ref_b, "B alone", color, "dot", i == 0)
+            ref = {r: reference.get(r) or {} for r in ("a", "b")}
+            for r, dash in (("a", "dash"), ("b", "dot")):
+                _ref_line(fig, len(positions), ref[r].get("metrics", {}).get(key), f"{r.upper()} alone", color, dash,
+                          i == 0, ci=(ref[r].get("metrics_ci") or {}).get(key))  # fmt: skip
     _x_axis(fig, positions)
     fig.update_yaxes(title_text="rate", range=[-0.03, 1.05])
     if not done:
@@ -242,15 +269,21 @@ def simplicity_curves(
 
 def per_class_heatmap(
     curves: Mapping[str, Any], classes: Sequence[str], *, all_positions: Sequence[str] | None = None,
-    title: str = "Per-class accuracy of the stitched model",
+    title: str = "Per-class accuracy of the stitched model", colorbar_title: str | None = None,
 ) -> go.Figure:  # fmt: skip
-    """Classes (rows) x cut positions (columns); positions not finished yet stay blank."""
+    """Classes (rows) x cut positions (columns); positions not finished yet stay blank.  Each cell's 95% interval
+    over the class's test images (``per_class_ci``, where the sweep stored it) shows on hover; ``colorbar_title``
+    says what the colour means (``measures.meaning.colorbar_title("class_acc")``)."""
     positions = list(all_positions or curves.get("positions") or [])
     done = len(curves.get("positions") or [])
     per_class = curves.get("per_class") or [[] for _ in classes]
     values = [list(row[:done]) + [None] * (len(positions) - done) for row in per_class]
+    spans = curves.get("per_class_ci")
+    has_ci = bool(spans) and any(ci is not None for row in spans for ci in row)
+    intervals = [list(row[:done]) + [None] * (len(positions) - done) for row in spans] if has_ci else None
     return plots_heatmap.heatmap(values, list(classes), positions, title=title, row_label="class",
-                         col_label="cut position", zmin=0.0, zmax=1.0, value_label="accuracy")  # fmt: skip
+                                 col_label="cut position", zmin=0.0, zmax=1.0, value_label="accuracy",
+                                 intervals=intervals, colorbar_title=colorbar_title)  # fmt: skip
 
 
 

@@ -31,6 +31,7 @@ from stitchcore.experiments.lm import labelled_points, partial_points
 from stitchcore.experiments.lm.lmdepth import PENALTY_SERIES
 from stitchcore.experiments.matrix import ControlTable, matrix_state
 from stitchcore.experiments.sweep import partial_positions
+from stitchcore.measures.meaning import colorbar_title, list_meanings, meaning
 from stitchcore.measures.similarity import Measure, get_measure, list_measures
 from stitchcore.measures.traits import parse_metric
 from stitchcore.plots import assemble as plots_assemble
@@ -67,12 +68,10 @@ __all__ = [
 ]
 __all__ += ["MEASURE_TITLES", "VALUE_LABELS", "measure_choices", "measure_direction", "measure_words", "metrics_csv"]
 
-# Similarity measures in words: the Similarity page's picker (in this order) and the heat maps' titles.
-MEASURE_TITLES = {
-    "cka-linear": "Linear CKA", "cka-rbf": "RBF CKA", "procrustes": "Procrustes distance",
-    "rsa": "RSA (Spearman of RDMs)", "svcca": "SVCCA", "ridge-r2": "Ridge R² (A predicts B, held out)",
-    "knn-jaccard": "k-NN Jaccard (k = 10, cosine)",
-}  # fmt: skip
+# Similarity measures in words (their titles from measures/meaning.py): the Similarity page's picker (in this
+# order) and the heat maps' titles.
+MEASURE_TITLES = {m: meaning(m).title for m in ("cka-linear", "cka-rbf", "procrustes", "rsa", "svcca", "ridge-r2",
+                                                "knn-jaccard")}  # fmt: skip
 VALUE_LABELS = {"cka-linear": "CKA", "cka-rbf": "CKA", "procrustes": "distance", "rsa": "Spearman ρ",
                 "svcca": "mean CCA ρ", "ridge-r2": "R²", "knn-jaccard": "Jaccard"}  # colour bar and hover
 CURVE_POINTS = 5000  # a finished run's training curve: at most this many points per series
@@ -109,6 +108,7 @@ class HeatPanel:
     opens: bool = False  # a click on a cell opens that pair on the Stitch page (the app's stitching panel)
     matrix: bool = True  # a stitching panel: skipped cells are marked in it
     intervals: list | None = None  # [rows][columns] of 95% intervals [lo, hi] in the values' units, or None
+    meaning: str | None = None  # key of measures.meaning ("penalty", "calibrated:rsa"): its colour-bar words
 
     def csv(self) -> str:
         """The panel's numbers, a header of column names then one line per row (:func:`heatmap_csv`)."""
@@ -126,7 +126,7 @@ def panel_figure(panel: HeatPanel, *, skipped: Mapping[tuple[str, str], str] | N
         zmin=zmin, zmax=zmax, unit=panel.unit, csv_value=panel.csv_value,
         text_format="+.1f" if panel.unit == PTS else ".2f",
         skipped=skipped if panel.matrix else None, pending=pending if panel.matrix else None,
-        intervals=panel.intervals,
+        intervals=panel.intervals, colorbar_title=colorbar_title(panel.meaning) if panel.meaning else None,
     )  # fmt: skip
 
 
@@ -171,7 +171,8 @@ def measure_words(name: str) -> str:
 
 
 def cka_panels(summary: Mapping[str, Any]) -> list[HeatPanel]:
-    """The heat maps of a finished similarity run: its measure, and the shuffled-input baseline if it has one.
+    """The heat maps of a finished similarity run: its measure, and the shuffled-input baseline, the measure
+    against an untrained twin of B and the calibrated score, where the run has them.
 
     The colour range follows the measure's registered bounds: fixed 0..1 for [0, 1] measures (CKA, SVCCA,
     k-NN Jaccard); a neutral diverging scale centred at 0 for those that go below 0, fixed at their bounds
@@ -184,23 +185,27 @@ def cka_panels(summary: Mapping[str, Any]) -> list[HeatPanel]:
     label = VALUE_LABELS.get(measure) or ("distance" if meas is not None and not meas.higher_is_similar
                                           else "similarity")  # fmt: skip
     low, high = meas.bounds if meas is not None else (0.0, math.inf)
-    value_range = None
+    value_range, known = None, measure in list_meanings()  # known: its colour bar says what it means
     if low < 0 and math.isfinite(high):
         # RSA: its bounds; ridge R² (no lower bound): -top..top, so "worse than the mean by as much as the best fit
         # is better" saturates (a shuffled baseline's R² of -3 would otherwise wash the real panel out, seen)
         value_range = (low, high) if math.isfinite(low) else (-high, high)
     common = {"rows": summary["senders"], "cols": summary["receivers"], "value_label": label,
               "bounded": (low, high) == (0.0, 1.0), "diverging": low < 0, "value_range": value_range,
-              "matrix": False}  # fmt: skip
+              "matrix": False, "meaning": measure if known else None}  # fmt: skip
     panels = [HeatPanel(name, summary["values"], csv_name=measure, intervals=summary.get("values_ci"), **common)]
     if summary.get("baseline"):
         panels.append(HeatPanel(f"{name}, shuffled inputs (baseline)", summary["baseline"],
                                 csv_name=f"{measure}-baseline", **common))  # fmt: skip
+    twin = summary.get("random_null") or {}
+    if twin.get("values"):  # A against an untrained B: what the architecture and the inputs give alone
+        panels.append(HeatPanel(f"{name}, A against an untrained B (random-init null)", twin["values"],
+                                csv_name=f"{measure}-untrained-b", **common))  # fmt: skip
     if summary.get("calibrated"):  # (value - null mean) / null spread: how far above a chance pairing
         panels.append(HeatPanel(
             f"{name}, calibrated against its null", summary["calibrated"],
             summary["senders"], summary["receivers"], "null spreads", csv_name=f"{measure}-calibrated",
-            diverging=True, bounded=False, matrix=False))  # fmt: skip
+            diverging=True, bounded=False, matrix=False, meaning=f"calibrated:{measure}"))  # fmt: skip
     return panels
 
 
@@ -213,12 +218,12 @@ def stitching_panel(grid: list, senders: list[str], receivers: list[str], metric
     """
     if metric == "accuracy":
         return HeatPanel("Stitching accuracy", grid, senders, receivers, "accuracy", csv_name="accuracy", opens=True,
-                         intervals=intervals)  # fmt: skip
+                         intervals=intervals, meaning="accuracy")  # fmt: skip
     in_pts = None if intervals is None else [[None if ci is None else [penalty_pts(v) for v in ci] for ci in row]
                                              for row in intervals]  # fmt: skip
     return HeatPanel(f"Stitching {PENALTY_WORDS}", grid_of(grid, penalty_pts), senders, receivers, "penalty",
                      csv_name="penalty", diverging=True, higher_is_worse=True, bounded=False,
-                     opens=True, unit=PTS, csv_value=PENALTY_COLUMN, intervals=in_pts)  # fmt: skip
+                     opens=True, unit=PTS, csv_value=PENALTY_COLUMN, intervals=in_pts, meaning="penalty")  # fmt: skip
 
 
 def control_panels(table: ControlTable, senders: list[str], receivers: list[str]) -> list[HeatPanel]:
@@ -228,11 +233,12 @@ def control_panels(table: ControlTable, senders: list[str], receivers: list[str]
     what = "accuracy" if table.can_differ else "accuracy; chance by construction"  # see table.note
     if table.values is not None:
         panels.append(HeatPanel(f"Control: {table.name} ({what})", table.values, senders, receivers, "accuracy",
-                                csv_name=f"control-{table.control}"))  # fmt: skip
+                                csv_name=f"control-{table.control}", meaning="accuracy"))  # fmt: skip
     if table.debiased is not None:
         panels.append(HeatPanel(f"Debiased: trained − {table.name}", grid_of(table.debiased, penalty_pts), senders,
                                 receivers, "Δ accuracy", csv_name=f"debiased-{table.control}", diverging=True,
-                                higher_is_worse=False, bounded=False, unit=PTS, csv_value=DEBIASED_COLUMN))  # fmt: skip
+                                higher_is_worse=False, bounded=False, unit=PTS, csv_value=DEBIASED_COLUMN,
+                                meaning="debiased"))  # fmt: skip
     return panels
 
 
@@ -370,7 +376,8 @@ def _sweep(record: RunRecord, store: Store) -> list[RunFigure]:
                                                                                 all_positions=every))]  # fmt: skip
     if "accuracy" in metrics:
         figs.append(_plain("penalty", plots_traits.penalty_curve(data, ref, all_positions=every)))
-    heat = plots_traits.per_class_heatmap(data, data["classes"], all_positions=every)
+    heat = plots_traits.per_class_heatmap(data, data["classes"], all_positions=every,
+                                          colorbar_title=colorbar_title("class_acc"))
     return figs + [_plain("per-class", heat)]
 
 
@@ -387,7 +394,8 @@ def _lm(record: RunRecord, store: Store) -> list[RunFigure]:
         title = "Adapter training loss (stitches one after another)"
         figs.append(_plain("training-loss", plots_runs.training_curves(loss, title=title, most=CURVE_POINTS)))
     if s.get("heatmap"):
-        figs.append(_plain("penalty-heatmap", plots_lm.penalty_heatmap(s["heatmap"])))
+        bar = colorbar_title("loss_penalty")
+        figs.append(_plain("penalty-heatmap", plots_lm.penalty_heatmap(s["heatmap"], colorbar_title=bar)))
     return figs
 
 
@@ -403,7 +411,9 @@ def _assemble(record: RunRecord, store: Store) -> list[RunFigure]:
     figs.append(_plain("recipes", plots_assemble.recipe_comparison(cells, recipes)))
     senders = s.get("senders") or list(dict.fromkeys(c["sender"] for c in cells))
     receivers = s.get("receivers") or list(dict.fromkeys(c["receiver"] for c in cells))
-    return figs + [_plain(f"accuracy-{r.replace('/', '-')}", plots_assemble.recipe_heatmap(cells, r, senders, receivers))
+    bar = colorbar_title("accuracy")
+    return figs + [_plain(f"accuracy-{r.replace('/', '-')}",
+                          plots_assemble.recipe_heatmap(cells, r, senders, receivers, colorbar_title=bar))
                    for r in recipes]  # fmt: skip
 
 
@@ -435,7 +445,7 @@ def run_figures(record: RunRecord, store: Store) -> list[RunFigure]:
     return build(record, store) if build else _curve(record, store, "Curves")
 
 
-COMPARE_METRICS = {"loss": "Training loss", "test_accuracy": "Test accuracy"}
+COMPARE_METRICS = {"loss": "Training loss", "val_accuracy": "Validation accuracy", "test_accuracy": "Test accuracy"}
 
 
 def compare_figures(labelled: Sequence[tuple[str, RunRecord]], store: Store) -> list[RunFigure]:

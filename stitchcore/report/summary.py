@@ -135,7 +135,19 @@ def _stitch_numbers(s: Mapping[str, Any]) -> list[tuple[str, Any]]:
             ("Model B", _with_ci(_number("base.b", _field(s, "base.b")), base_ci.get("b"), "accuracy")),
             (f"Penalty ({base} − stitched)", _with_ci(_number("penalty", s.get("penalty")), s.get("penalty_ci"),
                                                      "penalty")),
+            *_seed_numbers(s.get("seeds")),
             ("Adapter parameters", _number("params", s.get("params")))]  # fmt: skip
+
+
+def _seed_numbers(seeds: Mapping[str, Any] | None) -> list[tuple[str, Any]]:
+    """A stitch trained over several seeds: the mean over them with its Student-t interval (none: [])."""
+    if not seeds:
+        return []
+    n = len(seeds["seed"])
+    return [(f"Stitched accuracy, mean of {n} seeds", _with_ci(_number("accuracy", seeds["accuracy_mean"]),
+                                                              seeds["accuracy_ci"], "accuracy")),
+            (f"Penalty, mean of {n} seeds", _with_ci(_number("penalty", seeds["penalty_mean"]), seeds["penalty_ci"],
+                                                    "penalty"))]  # fmt: skip
 
 
 def _zoo_numbers(s: Mapping[str, Any]) -> list[tuple[str, Any]]:
@@ -149,20 +161,22 @@ def _lm_pair_numbers(joined: str) -> Callable[[Mapping[str, Any]], list[tuple[st
     """A merge's or an lmstitch's numbers; ``joined`` names the joined model ("merged", "stitched")."""
 
     def numbers(s: Mapping[str, Any]) -> list[tuple[str, Any]]:
-        base = s.get("base") or {}
-        return [("Loss A", f"{base['a']['loss']:.3f}"), ("Loss B", f"{base['b']['loss']:.3f}"),
-                (f"Loss {joined}", f"{s['loss']:.3f}"),
-                (f"Loss penalty (base {str(s.get('penalty_base', 'b')).upper()})", _number("loss_penalty",
-                                                                                         s.get("loss_penalty"))),
+        return [*_lm_base_numbers(s), (f"Loss {joined}", _with_ci(f"{s['loss']:.3f}", s.get("loss_ci"), "loss")),
+                (f"Loss penalty (base {str(s.get('penalty_base', 'b')).upper()})",
+                 _with_ci(_number("loss_penalty", s.get("loss_penalty")), s.get("loss_penalty_ci"), "loss_penalty")),
                 ("Perplexity", f"{s['perplexity']:.2f}")]  # fmt: skip
 
     return numbers
 
 
-def _lmdepth_numbers(s: Mapping[str, Any]) -> list[tuple[str, Any]]:
+def _lm_base_numbers(s: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """A's and B's validation loss, each with its 95% interval over the windows where the run stored one."""
     base = s.get("base") or {}
-    return [("Loss A", f"{base['a']['loss']:.3f}"), ("Loss B", f"{base['b']['loss']:.3f}"),
-            ("Points", str(len(s.get("points") or [])))]  # fmt: skip
+    return [(f"Loss {r.upper()}", _with_ci(f"{base[r]['loss']:.3f}", base[r].get("loss_ci"), "loss")) for r in "ab"]
+
+
+def _lmdepth_numbers(s: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    return [*_lm_base_numbers(s), ("Points", str(len(s.get("points") or [])))]
 
 
 def _matrix_numbers(s: Mapping[str, Any]) -> list[tuple[str, Any]]:

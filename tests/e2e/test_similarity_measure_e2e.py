@@ -35,7 +35,7 @@ def _shows_measure(page) -> None:
     """The similarity panel beside the stitching one is the launched measure's; the form's picker says it too
     (on the Similarity page)."""
     page.locator(".js-plotly-plot", has_text="Stitching accuracy").first.wait_for(timeout=60_000)
-    page.locator(".js-plotly-plot", has_text=TITLE).first.wait_for(timeout=60_000)
+    page.locator(".js-plotly-plot", has_text=TITLE).first.wait_for(timeout=180_000)  # queued after the matrix
     assert page.locator(".js-plotly-plot", has_text="Linear CKA").count() == 0
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -21,7 +21,17 @@ from stitchcore.backends import UnitContext
 from stitchcore.experiments._registry import RunContext
 from stitchcore.experiments.dataset_check import load_pair
 from stitchcore.experiments.lm.specs import DepthSpec, LMStitchSpec, MergeSpec
-from stitchcore.lm.evaluate import LMData, eval_windows, lm_data, lm_loss, loss_penalty, sample_text
+from stitchcore.lm.evaluate import (
+    LMData,
+    LMScore,
+    eval_windows,
+    lm_data,
+    lm_loss,
+    loss_ci,
+    loss_penalty,
+    loss_penalty_ci,
+    sample_text,
+)
 from stitchcore.lm.parts import (
     ComposedLM,
     LMParts,
@@ -38,8 +48,8 @@ from stitchcore.models.loaded import LoadedModel
 from stitchcore.stitching.fits import fit_adapter
 from stitchcore.stitching.train import parse_objective
 
-__all__ = ["FIT_BATCHES", "NOT_LM_HINT", "LMSetup", "UnitRun", "common_summary", "pair_shapes", "receiver_block",
-           "sample_of", "setup_in_worker", "setup_pair", "stitch_once", "whole_model"]
+__all__ = ["FIT_BATCHES", "NOT_LM_HINT", "LMSetup", "UnitRun", "common_summary", "joined_scores", "pair_shapes",
+           "receiver_block", "sample_of", "setup_in_worker", "setup_pair", "stitch_once", "whole_model"]
 
 NOT_LM_HINT = "use the Stitch page / stitch verb"  # what an image model in an LM run should use instead
 FIT_BATCHES = 8  # training batches whose tokens feed the least-squares start of an adapter
@@ -54,10 +64,14 @@ class LMSetup:
     data: LMData
     windows: torch.Tensor  # int64 [n, T+1] validation windows, the same for every model
     block: int  # T, the training / scoring context
-    base: dict[str, dict[str, float]]  # {"a": {"loss", "perplexity", "accuracy"}, "b": {...}}
+    base: dict[str, dict[str, Any]]  # {"a": {"loss", "perplexity", "accuracy", "loss_ci"}, "b": {...}}
     samples: dict[str, str]  # "a", "b" -> generated text
     device: torch.device
     loaded: tuple[LoadedModel, LoadedModel] | None = None  # A and B as loaded (what a cluster task gets sent)
+    # "a", "b" -> float64 [n], each window's mean loss: the base side of the paired penalty intervals
+    # (empty where a cluster task was shipped none: its points then carry no penalty interval)
+    base_windows: dict[str, torch.Tensor] = field(default_factory=dict)
+    seed: int = 0  # the bootstrap's seed (the spec's): the same windows resampled for every model
 
 
 def _parts_to(device: torch.device, *parts: LMParts) -> None:
@@ -89,20 +103,33 @@ def setup_pair(spec: MergeSpec | LMStitchSpec | DepthSpec, ctx: RunContext,
     data = lm_data(text, a.codec)
     block = min(la.input_shape[0], lb.input_shape[0], a.context, b.context)
     windows = eval_windows(data.val, block, spec.eval_windows)
-    base, samples = {}, {}
+    base, samples, per_window = {}, {}, {}
     for role, p in (("a", a), ("b", b)):
         model = whole_model(p, role.upper())
-        base[role] = lm_loss(model, windows, ctx.device, ctx.check_cancel)
+        score = lm_loss(model, windows, ctx.device, ctx.check_cancel)
+        base[role] = {**score, "loss_ci": loss_ci(score.per_window, spec.seed)}  # 95%, the windows resampled
+        per_window[role] = score.per_window
         samples[role] = sample_of(model, a, data, spec, block, ctx.device)
     ctx.progress(0.05, f"A: loss {base['a']['loss']:.3f}, B: loss {base['b']['loss']:.3f}", {})
-    return LMSetup(a, b, data, windows, block, base, samples, ctx.device, (la, lb))
+    return LMSetup(a, b, data, windows, block, base, samples, ctx.device, (la, lb), per_window, spec.seed)
 
 
 def setup_in_worker(shipped: dict[str, Any], device: torch.device) -> LMSetup:
     """The setup again in a cluster task, from the driver's packages, encoded text and base scores."""
     a, b = lm_parts(shipped["a"].unpack()), lm_parts(shipped["b"].unpack())
     _parts_to(device, a, b)
-    return LMSetup(a, b, shipped["data"], shipped["windows"], shipped["block"], shipped["base"], {}, device)
+    return LMSetup(a, b, shipped["data"], shipped["windows"], shipped["block"], shipped["base"], {}, device,
+                   base_windows=shipped.get("base_windows") or {}, seed=shipped.get("seed", 0))
+
+
+def joined_scores(s: LMSetup, head: str, score: LMScore) -> dict[str, Any]:
+    """A joined model's ``score`` with its loss penalty against the base model ``head`` ("a" or "b") and their
+    95% intervals: ``loss_ci`` (its windows resampled) and ``loss_penalty_ci`` (paired with the base's)."""
+    out = {**score, "loss_ci": loss_ci(score.per_window, s.seed),
+           "loss_penalty": loss_penalty(s.base[head]["loss"], score["loss"])}
+    if head in s.base_windows:
+        out["loss_penalty_ci"] = loss_penalty_ci(s.base_windows[head], score.per_window, s.seed)
+    return out
 
 
 def sample_of(model: nn.Module, p: LMParts, data: LMData, spec, block: int, device: torch.device) -> str:
@@ -187,7 +214,7 @@ def stitch_once(s: LMSetup, spec: LMStitchSpec | DepthSpec, ctx: RunContext | Un
     score = lm_loss(model, s.windows, s.device, ctx.check_cancel)
     params = sum(p.numel() for p in adapter.parameters() if p.requires_grad)
     result = {
-        **score, "start_loss": start["loss"], "loss_penalty": loss_penalty(s.base[head]["loss"], score["loss"]),
+        **joined_scores(s, head, score), "start_loss": start["loss"],
         "penalty_base": head, "params": int(params), "steps": len(losses),
         "lstsq_residual": None if residual is None else round(float(residual), 6),
         "final_train_loss": round(losses[-1], 6) if losses else None, "start_from": started,

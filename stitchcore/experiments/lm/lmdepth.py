@@ -23,6 +23,7 @@ from stitchcore.experiments.lm._pair import (
     LMSetup,
     UnitRun,
     common_summary,
+    joined_scores,
     pair_shapes,
     receiver_block,
     sample_of,
@@ -32,7 +33,7 @@ from stitchcore.experiments.lm._pair import (
 )
 from stitchcore.experiments.lm.estimate import estimate_depth
 from stitchcore.experiments.lm.specs import DepthSpec
-from stitchcore.lm.evaluate import lm_loss, loss_penalty
+from stitchcore.lm.evaluate import lm_loss
 from stitchcore.lm.parts import build_merge, cut_name
 from stitchcore.models.package import pack_model
 from stitchcore.plots.penalty import format_pct, loss_penalty_pct
@@ -136,14 +137,14 @@ def depth_unit(spec: DepthSpec, source: LMSetup | dict, job: tuple, step0: int, 
         embed = spec.merge_embed(head) if mode == "merge" else "a"
         if mode == "merge":
             model = build_merge(s.a, s.b, k, n_a, head, embed)
-            res = lm_loss(model, s.windows, s.device, context.check_cancel)
-            res["loss_penalty"] = loss_penalty(s.base[head]["loss"], res["loss"])
+            res = joined_scores(s, head, lm_loss(model, s.windows, s.device, context.check_cancel))
         else:
             model, res = stitch_once(s, spec, run, k, j, head, step0=step0, span=(0.0, 1.0), log_every=10)
         point = {"mode": mode, "head": head, "embed": embed, "split": k, "receiver": j,
                  "depth": round(k / max(n_a, 1), 6), "cut": cut_name(s.a.family, k),
                  "label": curve_label(mode, head, embed), "layout": model.layout,
-                 "loss": res["loss"], "loss_penalty": res["loss_penalty"], "penalty_base": head}  # fmt: skip
+                 "loss": res["loss"], "loss_penalty": res["loss_penalty"], "penalty_base": head,
+                 **{key: res[key] for key in ("loss_ci", "loss_penalty_ci") if key in res}}  # fmt: skip
         if mode == "stitch":
             point["start_from"] = res["start_from"]
             if "held_out" in res:
@@ -158,7 +159,8 @@ def depth_unit(spec: DepthSpec, source: LMSetup | dict, job: tuple, step0: int, 
         _, res = stitch_once(s, spec, run, i, j, "b", step0=step0 + j * max(spec.steps, 1), span=(0.0, 1.0),
                              log_every=25)  # fmt: skip
         yield "metrics", run.take()
-        yield "cells", [{"cell": [i, j], "loss_penalty": res["loss_penalty"]}]
+        yield "cells", [{"cell": [i, j], "loss_penalty": res["loss_penalty"],
+                         "loss_penalty_ci": res.get("loss_penalty_ci")}]
 
 
 @register_experiment("lmdepth", DepthSpec.from_dict, check=check_depth, backends=("local", "ray"),
@@ -179,7 +181,8 @@ def run_depth(spec: DepthSpec, ctx: RunContext) -> dict:
     if backend.name != "local":
         la, lb = s.loaded
         source = {"a": backend.share(pack_model(la)), "b": backend.share(pack_model(lb)),
-                  "data": backend.share(s.data), "windows": s.windows, "block": s.block, "base": s.base}  # fmt: skip
+                  "data": backend.share(s.data), "windows": s.windows, "block": s.block, "base": s.base,
+                  "base_windows": s.base_windows, "seed": s.seed}  # fmt: skip
     units, offset = [], 0  # offset: the first metric step of each unit, as when they ran one after another
     for mode, head, k in tasks:
         job = ("point", mode, head, k, k == splits[len(splits) // 2])  # one sample per curve, at the middle split
@@ -204,6 +207,7 @@ def run_depth(spec: DepthSpec, ctx: RunContext) -> dict:
 
     found: dict[str, dict] = {}
     values = [[None] * (n_b + 1) for _ in range(n_a + 1)] if spec.heatmap else None
+    values_ci = [[None] * (n_b + 1) for _ in range(n_a + 1)] if spec.heatmap else None  # [lo, hi] per cell
     failed: dict[str, str] = {}
     samples = dict(s.samples)
     def points(unit: Unit, step: int, metrics: dict[str, float]) -> None:
@@ -232,6 +236,7 @@ def run_depth(spec: DepthSpec, ctx: RunContext) -> dict:
                 else:
                     i, j = item["cell"]
                     values[i][j] = item["loss_penalty"]
+                    values_ci[i][j] = item.get("loss_penalty_ci")
                     finished += per_stitch
                     inside.pop(key, None)
         elif event.kind == "failed":
@@ -242,7 +247,8 @@ def run_depth(spec: DepthSpec, ctx: RunContext) -> dict:
     heat = None
     if spec.heatmap:
         heat = {"rows": [cut_name(s.a.family, i) for i in range(n_a + 1)],
-                "cols": [cut_name(s.b.family, j) for j in range(n_b + 1)], "values": values, "head": "b"}
+                "cols": [cut_name(s.b.family, j) for j in range(n_b + 1)], "values": values, "head": "b",
+                "values_ci": values_ci}  # each cell's 95% interval of its loss penalty (paired with B's windows)
     out = common_summary(s, spec)
     out.update({"mode": "depth", "points": points, "splits": splits, "skipped": skipped, "heatmap": heat,
                 "embed": spec.embed, "until": spec.until, "start": spec.start,

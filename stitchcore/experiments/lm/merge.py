@@ -8,10 +8,10 @@ from typing import Any
 
 from stitchcore.errors import AdapterError
 from stitchcore.experiments._registry import RunContext, register_experiment
-from stitchcore.experiments.lm._pair import common_summary, pair_shapes, sample_of, setup_pair
+from stitchcore.experiments.lm._pair import common_summary, joined_scores, pair_shapes, sample_of, setup_pair
 from stitchcore.experiments.lm.estimate import estimate_merge
 from stitchcore.experiments.lm.specs import MergeSpec
-from stitchcore.lm.evaluate import lm_loss, loss_penalty
+from stitchcore.lm.evaluate import lm_loss
 from stitchcore.lm.parts import build_merge, merge_layout
 
 __all__ = ["check_merge", "run_merge"]
@@ -47,7 +47,7 @@ def run_merge(spec: MergeSpec, ctx: RunContext) -> dict:
     out["samples"]["merged"] = sample_of(merged, s.a, s.data, spec, s.block, s.device)
     out.update({
         "mode": "merge", "layout": merged.layout, "start": spec.start, "end": end, "head": spec.head,
-        "embed": spec.embed, **score, "loss_penalty": loss_penalty(s.base[spec.head]["loss"], score["loss"]),
+        "embed": spec.embed, **joined_scores(s, spec.head, score),  # loss, loss_penalty and their 95% intervals
         "penalty_base": spec.head, "params": 0, "seconds": round(time.perf_counter() - t0, 3),
     })
     return out

@@ -355,8 +355,7 @@ def similarity_beside(store: Store, spec: MatrixSpec, created: float | None = No
     for measure in list_measures():
         sim = SimilaritySpec(a=spec.a, b=spec.b, senders=spec.senders, receivers=spec.receivers, measure=measure,
                              dataset=spec.dataset)  # fmt: skip
-        older = replace(sim, null_permutations=SimilaritySpec.LEGACY["null_permutations"])  # stored before the null
-        for candidate in (sim, older):
+        for candidate in (replace(sim, **era) for era in SimilaritySpec.ERAS):  # today's defaults, then older
             rec = store.lookup(run_id_for("similarity", candidate.to_dict()))
             if rec is not None:
                 found.append(rec)
