@@ -110,3 +110,33 @@ def test_a_matrix_heat_map_shows_each_cell_s_interval_on_hover_in_the_panel_s_un
     assert "%{customdata[3]}" in markers.hovertemplate
     plain = panel_figure(stitching_panel(grid, ["fc1"], ["fc1", "fc2"], "penalty"))  # a run from before intervals
     assert all("interval" not in str(t.hovertemplate) for t in plain.data)
+
+
+def test_a_matrix_rings_the_cells_whose_interval_overlaps_a_control_s(trained_store):
+    """Trained controls on two digit CNNs: a random sender's late cuts land near the trained cells at early
+    receivers or not; whatever they do, a ring goes exactly where the two 95% intervals overlap."""
+    from stitchcore.experiments import run_experiment
+    from stitchcore.experiments.matrix import MatrixSpec, matrix_state
+    from stitchcore.report.figures import control_panels, panel_figure
+
+    store, refs = trained_store
+    spec = MatrixSpec(refs[0], refs[1], senders=("block1", "fc2"), receivers=("block1", "fc2"), controls=True,
+                      max_test=200)  # fmt: skip
+    rec = run_experiment("matrix", spec, store).record
+    s = rec.summary
+    state = matrix_state(store, rec.id, s, spec, status="done", final=True)
+    assert set(s["controls_ci"]) == {t.control for t in state.controls}
+    for table in state.controls:
+        ci = s["controls_ci"][table.control]
+        expected = {(a, b) for i, a in enumerate(s["senders"]) for j, b in enumerate(s["receivers"])
+                    if ci[i][j] and s["values_ci"][i][j] and ci[i][j][0] <= s["values_ci"][i][j][1]
+                    and s["values_ci"][i][j][0] <= ci[i][j][1]}  # fmt: skip
+        assert set(table.overlap or {}) == expected
+        debiased = control_panels(table, s["senders"], s["receivers"])[-1]
+        rings = [t for t in panel_figure(debiased).data if t.name == "marked"]
+        assert len(rings) == (1 if expected else 0)
+        if expected:
+            assert len(rings[0].x) == len(expected) and "overlap the control's" in rings[0].customdata[0][2]
+    # the random-sender control at the late cut cannot carry A's digits: fc2 -> fc2 stands clear of it
+    rs = next(t for t in state.controls if t.control == "random_sender")
+    assert ("fc2", "fc2") not in (rs.overlap or {})

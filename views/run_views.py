@@ -240,10 +240,13 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
             st.caption("Each control stitches the same cuts with random-init weights on one side or both "
                        "(Hernandez et al.); beside it, debiased = trained accuracy − the control's, cell by cell, "
                        "in percentage points: higher = the trained network adds more than the control (blue), "
-                       "below 0 = worse than the control (red).")  # fmt: skip
+                       "below 0 = worse than the control (red). A ring ○ marks a cell whose 95% interval "
+                       "overlaps the control's: there the trained network is not distinguishable from it.")  # fmt: skip
         for table in state.controls:  # each says, beside its panels, whether it can differ from chance
             if table.note:
-                (st.caption if table.can_differ else st.warning)(f"**Control: {table.name}.** {table.note}")
+                rings = (f" {len(table.overlap)} cell(s) ringed: their 95% intervals overlap this control's."
+                         if table.overlap else "")
+                (st.caption if table.can_differ else st.warning)(f"**Control: {table.name}.** {table.note}{rings}")
             pair = control_panels(table, senders, receivers)
             cols = st.columns(2) if pair else []
             for col, panel in zip(cols[-len(pair):], pair, strict=True):  # a lone debiased panel sits right

@@ -41,7 +41,7 @@ from stitchcore.plots._style import add_note, clean, house_style
 from stitchcore.plots.penalty import WORSE_COLOR, penalty_colorscale, penalty_words
 
 __all__ = [
-    "CELL_TEXT_LIMIT", "NEUTRAL_DIVERGING", "PENDING_MARK", "SKIPPED_COLOR", "SKIPPED_MARK", "TICK_LIMIT",
+    "CELL_TEXT_LIMIT", "NEUTRAL_DIVERGING", "PENDING_MARK", "MARKED_SYMBOL", "SKIPPED_COLOR", "SKIPPED_MARK", "TICK_LIMIT",
     "cell_of_point", "heatmap", "heatmap_csv",
 ]  # fmt: skip
 
@@ -49,6 +49,7 @@ CELL_TEXT_LIMIT = 15  # values printed in the cells up to this many rows and col
 TICK_LIMIT = 30  # at most this many tick labels per axis (every cell keeps its hover)
 SKIPPED_COLOR = "#BDBDBD"  # a skipped cell: mid grey, darker than any blank (not yet computed) cell
 SKIPPED_MARK = "×"
+MARKED_SYMBOL = "circle-open"  # a ring around a cell ``heatmap(marked=...)`` names (e.g. not above its control)
 PENDING_MARK = "…"  # a cell not computed yet (running matrix): blank, a light "…", never grey
 NEUTRAL_DIVERGING = "PuOr"  # a diverging scale with no better / worse meaning (purple-orange: not red-blue)
 
@@ -74,6 +75,7 @@ def heatmap(
     csv_value: str | None = None,
     intervals: Sequence[Sequence[Sequence[float] | None]] | None = None,
     colorbar_title: str | None = None,
+    marked: Mapping[tuple[str, str], str] | None = None,
 ) -> go.Figure:
     """A matrix ``values[i][j]`` for row ``rows[i]`` (top to bottom) and column ``cols[j]`` (left to right).
 
@@ -90,7 +92,9 @@ def heatmap(
     cell): each cell's 95% interval, on hover.  ``colorbar_title`` (lines joined by ``<br>``; the library's
     ``stitchcore.measures.meaning.colorbar_title(key)`` writes them) replaces the colour bar's title, which
     otherwise is ``value_label`` with the unit and direction words; its lines after the first are set small,
-    "worse" in red on a penalty scale.  Raises ``ValueError`` when the matrix does not match ``rows`` x ``cols``.
+    "worse" in red on a penalty scale.  ``marked`` maps ``(row, column)`` to a note: those cells get a ring
+    (:data:`MARKED_SYMBOL`) and the note on hover (e.g. "95% intervals overlap the control's").
+    Raises ``ValueError`` when the matrix does not match ``rows`` x ``cols``.
 
     >>> heatmap([[0.5]], ["a"], ["b"], title="t", colorbar_title="CKA<br>(0 .. 1, higher = more similar)"
     ...         ).data[0].colorbar.title.text
@@ -150,6 +154,16 @@ def heatmap(
 
         _add_overlay(fig, rows_s, cols_s, waiting, "pending", "rgba(0,0,0,0)", PENDING_MARK,
                      where + "%{customdata[2]}<extra></extra>", mark_color="#9E9E9E")  # fmt: skip
+    if marked:
+        ring = {(str(r), str(c)): str(n) for (r, c), n in marked.items()}
+        at = [(j, i, ring[(r, c)]) for i, r in enumerate(rows_s) for j, c in enumerate(cols_s) if (r, c) in ring]
+        fig.add_trace(go.Scatter(
+            x=[p[0] for p in at], y=[p[1] for p in at], mode="markers", name="marked", showlegend=False,
+            marker={"symbol": MARKED_SYMBOL, "size": max(10, min(34, int(440 / max(len(rows), len(cols), 1)))),
+                    "color": "#212121", "line": {"width": 1.5}},
+            customdata=[[rows_s[p[1]], cols_s[p[0]], p[2]] for p in at],
+            hovertemplate=where + "%{customdata[2]}<extra></extra>",
+        ))  # fmt: skip
     if clickable:
         _add_cell_markers(fig, z, rows_s, cols_s, hover + value_format.replace("%{z", "%{customdata[2]")
                           + ("%{customdata[3]}" if spans else ""), set(why), spans)  # fmt: skip
@@ -258,13 +272,25 @@ def heatmap_csv(
     row_label: str = "sender (A)",
     col_label: str = "receiver (B)",
     value_name: str | None = None,
+    intervals: Sequence[Sequence[Sequence[float] | None]] | None = None,
 ) -> str:
     """A panel's numbers as CSV text: a header of the column names, then one line per row name.
 
     The corner cell names both axes (``"sender (A) \\ receiver (B)"``), after what the cells hold when
     ``value_name`` says it (``"penalty_pts: sender (A) \\ receiver (B)"``); cells without a value
     (skipped, not computed, NaN) are empty; numbers are written exactly (``repr`` of the float).
+    ``intervals`` (each cell's 95% [lo, hi] or None, in the values' units): two more blocks after an empty
+    line, the low ends then the high ends, each headed like the first (``"95% low: ..."``).
     Raises ``ValueError`` when the matrix does not match ``rows`` x ``cols``.
+
+    >>> print(heatmap_csv([[0.5]], ["a"], ["b"], intervals=[[[0.4, 0.6]]]), end="")
+    sender (A) \\ receiver (B),b
+    a,0.5
+    <BLANKLINE>
+    95% low: sender (A) \\ receiver (B),b
+    a,0.4
+    95% high: sender (A) \\ receiver (B),b
+    a,0.6
     """
     if len(values) != len(rows) or any(len(r) != len(cols) for r in values):
         raise ValueError(f"heatmap_csv: values do not match {len(rows)} rows x {len(cols)} columns")
@@ -274,4 +300,10 @@ def heatmap_csv(
     writer.writerow([f"{value_name}: {corner}" if value_name else corner, *map(str, cols)])
     for name, row in zip(rows, values):
         writer.writerow([str(name), *("" if v is None else repr(v) for v in clean(row))])
+    if intervals is not None and any(ci for row in intervals for ci in row):
+        writer.writerow([])
+        for end, word in ((0, "low"), (1, "high")):
+            writer.writerow([f"95% {word}: {corner}", *map(str, cols)])
+            for name, row in zip(rows, intervals):
+                writer.writerow([str(name), *("" if not ci or ci[end] is None else repr(float(ci[end])) for ci in row)])
     return out.getvalue()

@@ -109,10 +109,13 @@ class HeatPanel:
     matrix: bool = True  # a stitching panel: skipped cells are marked in it
     intervals: list | None = None  # [rows][columns] of 95% intervals [lo, hi] in the values' units, or None
     meaning: str | None = None  # key of measures.meaning ("penalty", "calibrated:rsa"): its colour-bar words
+    marked: Mapping[tuple[str, str], str] | None = None  # cells ringed, with a note on hover (not above control)
 
     def csv(self) -> str:
-        """The panel's numbers, a header of column names then one line per row (:func:`heatmap_csv`)."""
-        return plots_heatmap.heatmap_csv(self.values, self.rows, self.cols, value_name=self.csv_value)
+        """The panel's numbers, a header of column names then one line per row, then the cells' 95% intervals
+        where the panel has them (:func:`heatmap_csv`)."""
+        return plots_heatmap.heatmap_csv(self.values, self.rows, self.cols, value_name=self.csv_value,
+                                         intervals=self.intervals)
 
 
 def panel_figure(panel: HeatPanel, *, skipped: Mapping[tuple[str, str], str] | None = None,
@@ -127,6 +130,7 @@ def panel_figure(panel: HeatPanel, *, skipped: Mapping[tuple[str, str], str] | N
         text_format="+.1f" if panel.unit == PTS else ".2f",
         skipped=skipped if panel.matrix else None, pending=pending if panel.matrix else None,
         intervals=panel.intervals, colorbar_title=colorbar_title(panel.meaning) if panel.meaning else None,
+        marked=panel.marked,
     )  # fmt: skip
 
 
@@ -228,7 +232,8 @@ def stitching_panel(grid: list, senders: list[str], receivers: list[str], metric
 
 def control_panels(table: ControlTable, senders: list[str], receivers: list[str]) -> list[HeatPanel]:
     """A control's accuracy and the debiased matrix against it (trained − control, in points: higher = the
-    trained bottom adds more than the adapter alone), side by side."""
+    trained bottom adds more than the adapter alone), side by side; the debiased map rings the cells whose 95%
+    interval overlaps the control's (``table.overlap``: not distinguishable from it)."""
     panels = []
     what = "accuracy" if table.can_differ else "accuracy; chance by construction"  # see table.note
     if table.values is not None:
@@ -238,7 +243,7 @@ def control_panels(table: ControlTable, senders: list[str], receivers: list[str]
         panels.append(HeatPanel(f"Debiased: trained − {table.name}", grid_of(table.debiased, penalty_pts), senders,
                                 receivers, "Δ accuracy", csv_name=f"debiased-{table.control}", diverging=True,
                                 higher_is_worse=False, bounded=False, unit=PTS, csv_value=DEBIASED_COLUMN,
-                                meaning="debiased"))  # fmt: skip
+                                meaning="debiased", marked=table.overlap or None))  # fmt: skip
     return panels
 
 

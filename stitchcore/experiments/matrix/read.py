@@ -124,6 +124,26 @@ class ControlTable:
     debiased: Grid | None  # trained accuracy - the control's, cell by cell (higher = the trained model adds more)
     can_differ: bool = True  # False: every cell is at chance by construction (the note says why)
     note: str = ""  # how its adapters were made and whether it can differ from chance, in words ("" unknown)
+    overlap: dict[tuple[str, str], str] | None = None  # cells whose 95% interval overlaps the control's: why
+
+
+def interval_overlap(trained: Grid | None, control: Grid | None, senders: Sequence[str],
+                     receivers: Sequence[str]) -> dict[tuple[str, str], str]:  # fmt: skip
+    """``(sender, receiver) -> note`` for every cell whose trained accuracy interval [lo, hi] overlaps the
+    control's: there the trained bottom is not distinguishable from the control at 95%.
+
+    >>> interval_overlap([[[0.90, 0.95], [0.5, 0.6]]], [[[0.1, 0.2], [0.55, 0.7]]], ["fc1"], ["fc1", "fc2"])
+    {('fc1', 'fc2'): "95% intervals overlap the control's: trained 0.500–0.600, control 0.550–0.700"}
+    """
+    out = {}
+    for i, s in enumerate(senders):
+        for j, r in enumerate(receivers):
+            t = trained[i][j] if trained and i < len(trained) and j < len(trained[i]) else None
+            c = control[i][j] if control and i < len(control) and j < len(control[i]) else None
+            if t and c and t[0] <= c[1] and c[0] <= t[1]:
+                out[(s, r)] = (f"95% intervals overlap the control's: trained {t[0]:.3f}–{t[1]:.3f}, "
+                               f"control {c[0]:.3f}–{c[1]:.3f}")
+    return out
 
 
 def _training_words(weights: dict[str, float] | None, spec: MatrixSpec) -> str:
@@ -181,10 +201,14 @@ def control_tables(
     [('random sender', [[0.3]], [[0.6]])]
     """
     s = summary or {}
+    trained_ci = s.get("values_ci") or cell_grid(cells, list(senders), list(receivers), field="accuracy_ci")
 
     def table(control: str, values: Grid | None, diff: Grid | None) -> ControlTable:
         notes = control_note(spec, control) if spec is not None and spec.controls else (True, "")
-        return ControlTable(control, CONTROL_NAMES[control], values, diff, *notes)
+        control_ci = ((s.get("controls_ci") or {}).get(control)
+                      or cell_grid(cells, list(senders), list(receivers), variant=control, field="accuracy_ci"))
+        overlap = interval_overlap(trained_ci, control_ci, senders, receivers)
+        return ControlTable(control, CONTROL_NAMES[control], values, diff, *notes, overlap=overlap)
 
     tables = []
     if s.get("controls") or s.get("debiased") is not None:

@@ -289,6 +289,7 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
         "base": {"a": ws.bases["a"], "b": ws.bases["b"]},
         "base_random": {"a": ws.bases["a_rand"], "b": ws.bases["b_rand"]} if spec.controls else None,
         "controls": controls,
+        "controls_ci": {v: _table(cells, ws, v, "accuracy_ci") for v in controls} if controls else None,
         "debiased": by_control["random_sender"] if by_control else None,  # as stored before the other two
         "debiased_by_control": by_control,  # control -> values - controls[control]
         "debiased_control": "random_sender" if spec.controls else None,
