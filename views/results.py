@@ -21,7 +21,7 @@ from stitchcore.measures.meaning import explain
 from stitchcore.plots import runs as plots
 from stitchcore.report.figures import COMPARE_METRICS
 from stitchcore.report.html import report_html
-from stitchcore.report.summary import run_label, summary_row, table_numbers
+from stitchcore.report.summary import TABLE_NUMBERS, run_label, summary_row, table_numbers
 from stitchcore.store.bundle import import_bundle
 from stitchcore.store.results import RunRecord
 from stitchcore.timewords import duration_words
@@ -51,7 +51,8 @@ def runs_table(records: list[RunRecord]) -> pd.DataFrame:
             "created": _when(rec.created), "duration": duration_words(duration) if duration is not None else None,
             "duration_s": duration, "error": rec.error or "", "id": rec.id,
         })  # fmt: skip
-    numbers = ["accuracy_pct", "penalty_pts", "loss_penalty_pct"]  # table_numbers: named with their units
+    numbers = list(TABLE_NUMBERS)  # with their units
+    # the intervals' ends (<column>_lo / _hi) go to the CSV; the page's table shows TABLE_COLUMNS only
     cols = ["kind", "label", "status", *numbers, "created", "duration", "duration_s", "id",
             "error"]  # duration: in words on the page; duration_s: seconds, in the CSV
     df = pd.DataFrame(rows, columns=cols)

@@ -35,7 +35,7 @@ from stitchcore.plots.penalty import (
 from stitchcore.store.results import RunRecord
 from stitchcore.timewords import duration_words
 
-__all__ = ["HEADLINES", "SUMMARY_FIELDS", "facts", "headline", "preprocess_text", "run_label", "summary_row",
+__all__ = ["HEADLINES", "SUMMARY_FIELDS", "TABLE_NUMBERS", "facts", "headline", "preprocess_text", "run_label", "summary_row",
            "table_numbers"]
 
 # Summary fields shown side by side when runs are compared, in this order (nested ones as "base.a").
@@ -104,21 +104,39 @@ def summary_row(rec: RunRecord) -> dict[str, Any]:
     return row
 
 
+# The Results table's number columns (named with their units), then each one's 95% interval ends
+_TABLE_VALUES = ("accuracy_pct", PENALTY_COLUMN, LOSS_PENALTY_COLUMN)
+TABLE_NUMBERS = (*_TABLE_VALUES, *(f"{c}_{end}" for c in _TABLE_VALUES for end in ("lo", "hi")))
+
+
 def table_numbers(rec: RunRecord) -> dict[str, float | None]:
     """A run's numbers for the Results table and its CSV, each column named with its unit: ``accuracy_pct``,
-    ``penalty_pts`` (B − stitched, higher = worse) and ``loss_penalty_pct`` (% of the base loss, higher = worse);
-    None where the run has none.
+    ``penalty_pts`` (B − stitched, higher = worse) and ``loss_penalty_pct`` (% of the base loss, higher = worse),
+    then each one's 95% interval as ``<column>_lo`` / ``<column>_hi`` (:data:`TABLE_NUMBERS`); None where the run
+    has none (runs stored before intervals).
 
     >>> from stitchcore.store.results import RunRecord
-    >>> table_numbers(RunRecord("0" * 16, "stitch", {}, "done", {"accuracy": 0.91, "penalty": -0.04},
-    ...                         None, 0.0, None, None, "x"))
-    {'accuracy_pct': 91.0, 'penalty_pts': -4.0, 'loss_penalty_pct': None}
+    >>> table_numbers(RunRecord("0" * 16, "stitch", {}, "done", {"accuracy": 0.91, "penalty": -0.04,
+    ...                         "penalty_ci": [-0.06, -0.02]}, None, 0.0, None, None, "x"))["penalty_pts_lo"]
+    -6.0
     """
     s = rec.summary or {}
-    accuracy = s.get("accuracy")
-    return {"accuracy_pct": round(100.0 * accuracy, 8) if isinstance(accuracy, (int, float)) else None,
-            PENALTY_COLUMN: penalty_pts(s.get("penalty")),
-            LOSS_PENALTY_COLUMN: loss_penalty_pct(s.get("loss_penalty"))}  # fmt: skip
+
+    def pct(v: Any) -> float | None:
+        return round(100.0 * v, 8) if isinstance(v, (int, float)) else None
+
+    def ends(ci: Any, convert: Callable[[Any], float | None]) -> list[float | None]:
+        if not (isinstance(ci, (list, tuple)) and len(ci) == 2):
+            return [None, None]
+        lo, hi = convert(ci[0]), convert(ci[1])
+        return sorted((lo, hi)) if lo is not None and hi is not None else [None, None]  # loss penalty flips
+
+    out: dict[str, float | None] = {"accuracy_pct": pct(s.get("accuracy")), PENALTY_COLUMN: penalty_pts(s.get("penalty")),
+                                    LOSS_PENALTY_COLUMN: loss_penalty_pct(s.get("loss_penalty"))}  # fmt: skip
+    for column, key, convert in (("accuracy_pct", "accuracy_ci", pct), (PENALTY_COLUMN, "penalty_ci", penalty_pts),
+                                 (LOSS_PENALTY_COLUMN, "loss_penalty_ci", loss_penalty_pct)):  # fmt: skip
+        out[f"{column}_lo"], out[f"{column}_hi"] = ends(s.get(key), convert)
+    return out
 
 
 def _with_ci(text: Any, ci: Any, kind: str) -> Any:
