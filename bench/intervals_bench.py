@@ -51,10 +51,10 @@ def similarity_case(a, b, measure: str, cuts: tuple[str, ...] | None = None, ima
         return time.perf_counter() - t0
 
     once(intervals=False)  # warm
-    plain = min(once(intervals=False) for _ in range(3))
-    ci = min(once(intervals=True) for _ in range(3))
-    null = min(once(intervals=False, null_permutations=20) for _ in range(3))
-    full = min(once(intervals=True, null_permutations=20) for _ in range(3))
+    plain = min(once(intervals=False) for _ in range(2))
+    ci = min(once(intervals=True) for _ in range(2))
+    null = min(once(intervals=False, null_permutations=20) for _ in range(2))
+    full = min(once(intervals=True, null_permutations=20) for _ in range(2))
     return {"measure": measure, "model": getattr(a, "ref", "?"), "cells": len(cuts_a) * len(cuts_b),
             "images": sum(len(x) for x in xs), "plain_s": round(plain, 3), "with_intervals_s": round(ci, 3),
             "with_null_s": round(null, 3), "with_intervals_and_null_s": round(full, 3),
@@ -63,11 +63,11 @@ def similarity_case(a, b, measure: str, cuts: tuple[str, ...] | None = None, ima
 
 
 def hub_case() -> dict:
-    """A ResNet-18 pair (timm, random weights: no download) on 512 images of 64 x 64, four stage cuts: where the
+    """A ResNet-18 pair (timm, random weights: no download) on 256 images of 64 x 64, four stage cuts: where the
     forward passes, not the Grams, take the time."""
     a = load_model("timm:resnet18?pretrained=false&num_classes=10")
     b = load_model("timm:resnet18?pretrained=false&num_classes=10&seed=1")
-    images = torch.rand(512, 3, 64, 64, generator=torch.Generator().manual_seed(0))
+    images = torch.rand(256, 3, 64, 64, generator=torch.Generator().manual_seed(0))
     return similarity_case(a, b, "cka-linear", cuts=("layer1", "layer2", "layer3", "layer4"), images=images)
 
 
