@@ -29,7 +29,9 @@ from stitchcore.experiments.estimate import (
     Estimate, EstimateContext, calibrated, estimate_from, full_forward, ms, timed, where,
 )  # fmt: skip
 from stitchcore.measures.cka import HALF_SAMPLES
-from stitchcore.measures.similarity import TOKEN_MODES, list_measures, similarity_matrix
+from stitchcore.measures.similarity import (
+    FULL_BATCH_HALVES, TOKEN_MODES, get_measure, list_measures, similarity_matrix,
+)  # fmt: skip
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.refs import parse_ref, random_twin
 from stitchcore.models.sources import load_model
@@ -123,8 +125,13 @@ def estimate_similarity(spec: SimilaritySpec, ectx: EstimateContext) -> Estimate
     n = int(u["n"] if spec.max_samples is None else min(spec.max_samples, u["n"]))
     passes = 1 + spec.baseline + spec.random_null  # the values, the shuffled baseline, the untrained twin
     batches = -(-n // spec.batch_size)
-    # per batch and pair: the value, the null's K permuted products, the interval's half-samples (~1/4 each)
-    pair_work = 1 + spec.null_permutations / 4 + HALF_SAMPLES / 16
+    # per batch and pair, in Gram products: the value, the null's K permutations and the interval's draws;
+    # measured (bench/intervals_bench.py, digit CNNs): minibatch CKA ~1/50 a permutation and ~1/90 a
+    # half-sample (permuted Grams, one product each); a full-batch measure recomputes the cell per draw
+    if get_measure(spec.measure).minibatch:
+        pair_work = 1 + spec.null_permutations / 50 + HALF_SAMPLES / 90
+    else:
+        pair_work = 1 + spec.null_permutations / 4 + FULL_BATCH_HALVES / 4
     seconds = u["setup"] + passes * n * u["full"] + batches * u["pairs"] * u["gram"] * (passes + pair_work)
     return estimate_from(seconds, f"calibrated: both models = {ms(u['full'] * 1000)} per 1,000 images; "
                               f"{int(u['pairs'])} cut pairs")
