@@ -114,6 +114,16 @@ class ImageDataset:
             raise DataError(f"{self.name} has no validation split; hold one out with with_validation(fraction)")
         return getattr(self, f"x_{split}"), getattr(self, f"y_{split}")
 
+    def validation_size(self, fraction: float) -> int:
+        """How many train images :meth:`with_validation` holds out for ``fraction``; DataError where that
+        leaves no validation or no training image (a run checks it before it starts)."""
+        total = len(self._split("train")[1])
+        n = round(fraction * total)
+        if not 0 < fraction < 1 or not 1 <= n < total:
+            raise DataError(f"a validation split holds 1..{total - 1} of the {total} training images; "
+                            f"a fraction of {fraction:g} holds {n} (e.g. 0.1, or 0 for no validation split)")
+        return n
+
     def with_validation(self, fraction: float, seed: int = 0) -> ImageDataset:
         """Hold ``fraction`` of the train split out as the ``val`` split (even over classes, seeded); the test
         split is untouched, so settings chosen on ``val`` never see a test image.  The name stays: the split
@@ -125,10 +135,7 @@ class ImageDataset:
         [1212, 135, 450]
         """
         x, y = self._split("train")
-        n = round(fraction * len(y))
-        if not 0 < fraction < 1 or not 1 <= n < len(y):
-            raise DataError(f"a validation split holds 1..{len(y) - 1} of the {len(y)} training images; "
-                            f"a fraction of {fraction:g} holds {n} (e.g. 0.1)")
+        n = self.validation_size(fraction)
         held = torch.zeros(len(y), dtype=torch.bool)
         held[balanced_pick(y, n, self.num_classes, seed)] = True
         return replace(self, x_train=x[~held], y_train=y[~held], x_val=x[held], y_val=y[held])

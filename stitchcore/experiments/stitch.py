@@ -185,6 +185,8 @@ def _prepare(spec: StitchSpec, store: Any) -> tuple[LoadedModel, LoadedModel, An
     ds = pair_dataset(spec, a, b)
     check_head_classes(b, ds, "B")
     check_head_classes(a, ds, "A")
+    if spec.val_fraction:
+        ds.validation_size(spec.val_fraction)  # DataError now, not after loading, for a set too small to split
     cut_a = get_cut(a, spec.cut_a)
     cut_b = get_cut(b, spec.cut_b)
     reason = compatibility(cut_a, cut_b, spec.adapter)
