@@ -60,8 +60,7 @@ class SimilaritySpec(Spec):
 
     # runs stored before a null computed none; ERAS: the defaults of each release, newest first (lookups)
     LEGACY: ClassVar[dict[str, Any]] = {"null_permutations": 0, "random_null": False}
-    ERAS: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"random_null": False},
-                                                  {"random_null": False, "null_permutations": 0})
+    ERAS: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"random_null": False}, LEGACY)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "a", str(parse_ref(self.a)))

@@ -237,17 +237,15 @@ def accuracy_bars(summary: Mapping[str, Any], *, title: str | None = None) -> go
     for x, (role, acc, _, what) in enumerate(bars):
         if not finite(acc):
             continue
-        ci = intervals.get(role)
-        has_ci = isinstance(ci, (list, tuple)) and len(ci) == 2 and all(finite(v) for v in ci)
-        error = {"type": "data", "symmetric": False, "array": [ci[1] - acc], "arrayminus": [acc - ci[0]],
-                 "color": "#333", "thickness": 1.5, "width": 6} if has_ci else None  # fmt: skip
-        interval = f"<br>95% interval {ci[0]:.4f} – {ci[1]:.4f} (bootstrap over the test images)" if has_ci else ""
+        span = span_of(intervals.get(role))
+        error = error_bars([acc], [span])
+        span_words = f"<br>95% interval {span[0]:.4f} – {span[1]:.4f} (bootstrap over the test images)" if span else ""
         fig.add_trace(
             go.Bar(
                 x=[x], y=[acc], name=ROLE_NAMES[role], marker_color=ROLE_COLORS[role], width=0.6,
                 text=[_pct(acc)], textposition="inside", insidetextanchor="end",
                 textfont={"color": "white", "size": 13}, error_y=error,
-                hovertemplate=f"<b>{ROLE_NAMES[role]}</b>: accuracy %{{y:.4f}}{interval}<br>{what}<extra></extra>",
+                hovertemplate=f"<b>{ROLE_NAMES[role]}</b>: accuracy %{{y:.4f}}{span_words}<br>{what}<extra></extra>",
             )
         )  # fmt: skip
     start = summary.get("start_accuracy")
@@ -306,13 +304,9 @@ def per_class_bars(summary: Mapping[str, Any], *, title: str | None = None) -> g
             continue
         vs_b = [role == "stitched" and finite(b_vals[i]) for i in keep]
         delta = [f"<br>{100 * (vals[i] - b_vals[i]):+.1f} pts vs B" if v else "" for i, v in zip(keep, vs_b)]
-        spans = [cis[role][i] if i < len(cis[role]) and cis[role][i] else None for i in keep]
-        error = None
-        if any(spans):  # runs stored before intervals have none
-            error = {"type": "data", "symmetric": False, "color": "#333", "thickness": 1, "width": 2,
-                     "array": [sp[1] - vals[i] if sp else None for sp, i in zip(spans, keep)],
-                     "arrayminus": [vals[i] - sp[0] if sp else None for sp, i in zip(spans, keep)]}  # fmt: skip
-            delta = [f"{d}<br>95% interval {sp[0]:.3f} – {sp[1]:.3f}" if sp else d for d, sp in zip(delta, spans)]
+        spans = [span_of(cis[role][i]) if i < len(cis[role]) else None for i in keep]
+        error = error_bars([vals[i] for i in keep], spans, thickness=1, width=2)  # None: a run before intervals
+        delta = [f"{d}<br>95% interval {sp[0]:.3f} – {sp[1]:.3f}" if sp else d for d, sp in zip(delta, spans)]
         fig.add_trace(
             go.Bar(
                 x=[classes[i] for i in keep], y=[vals[i] for i in keep], name=ROLE_NAMES[role],
