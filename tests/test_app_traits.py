@@ -8,6 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import ui
+from stitchcore.experiments.preset_seeds import seeded_preset
 from stitchcore.experiments.trait_presets import get_preset, list_presets
 from stitchcore.store.results import run_id_for
 from tests.conftest import ROOT
@@ -82,3 +83,18 @@ def test_every_preset_has_its_run_button():
     assert not at.exception
     keys = {b.key for b in at.button}
     assert {f"preset_{p.name}" for p in list_presets()} <= keys  # rows of four: none cut off
+
+
+def test_a_preset_from_two_model_seeds_shows_each_cut_across_them(app):
+    at = _page(app)
+    at.number_input(key="tr_model_seeds").set_value(2).run()
+    at.button(key="preset_kernel-size").click().run()
+    assert at.query_params["seeds"] in ("2", ["2"])  # the link keeps the seeds
+    for k in range(2):  # the jobs of both seeds were queued: each seed's models and sweeps its own
+        for spec in seeded_preset("kernel-size", k).sweeps:
+            assert ui.get_runner().wait(run_id_for("sweep", spec.to_dict()), timeout=240).state == "done"
+    at.run()
+    assert not at.exception and not at.error
+    assert any("Across 2 model seeds" in m.value for m in at.markdown)
+    assert any("2 of 2 finished for every sweep" in c.value for c in at.caption)
+    assert any(c.key == "tr-seeds-kernel-size-0" for c in at.get("plotly_chart"))

@@ -583,6 +583,17 @@ def test_penalty_line_plots_say_which_way_is_worse_in_words_and_units():
     assert figure_csv(sweep).splitlines()[0] == "trace,x,penalty_pts"
     lines = plots_traits.penalty_lines([{"title": "s1 -> s0", "positions": ["fc1"], "penalty": [0.013]}])
     assert lines.data[0].y == (1.3,) and lines.layout.yaxis.title.text.endswith("(pts, higher = worse)")
+    assert lines.data[0].error_y.array is None  # a sweep stored before intervals: drawn as it was
+    spans = plots_traits.penalty_lines([{"title": "s1 -> s0", "positions": ["fc1", "fc2"], "penalty": [0.013, 0.05],
+                                         "penalty_ci": [[0.004, 0.024], None]}])  # fmt: skip
+    assert spans.data[0].error_y.array == (1.1, None) and spans.data[0].error_y.arrayminus == (0.9, None)
+    assert spans.data[0].customdata == ("fc1 [+0.4, +2.4]", "fc2")  # the hover names the interval
+    assert figure_csv(spans).splitlines() == ["trace,x,penalty_pts,penalty_pts_lo,penalty_pts_hi",
+                                              "s1 -> s0,fc1,1.3,0.4,2.4", "s1 -> s0,fc2,5.0,,"]  # fmt: skip
+    one = plots_traits.penalty_curve({**curves, "penalty_ci": [[0.0, 0.1]] * len(curves["positions"])},
+                                     {"b": {"metrics": {"accuracy": 0.95}}})  # fmt: skip
+    drawn = next(t for t in one.data if t.name == "stitched")
+    assert drawn.error_y.array is not None and all(a >= 0 for a in drawn.error_y.array if a is not None)
     missing = plots_traits.penalty_curve({"positions": ["fc1"], "stitched": {"class_acc:3": [0.5]}}, {})
     assert any("accuracy metric" in n for n in _notes(missing))
 

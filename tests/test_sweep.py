@@ -19,6 +19,7 @@ from stitchcore.experiments import run_experiment
 from stitchcore.experiments.sweep import POSITIONS_ARTIFACT, SweepSpec, partial_positions, penalty_along
 from stitchcore.experiments.trait_presets import get_preset, list_presets, panel_lines, run_preset, zoo_ref
 from stitchcore.experiments.zoo import ZooRecipe
+from stitchcore.measures.intervals import unpack_outcomes
 from stitchcore.stitching.adapters import AdapterSpec
 from stitchcore.store.results import Store
 
@@ -136,6 +137,15 @@ def test_preset_panels_read_the_lines_of_their_sweeps(preset_store):
     assert [ln["reference"] for ln in lines] == [False, False, False, True]
     assert {ln["state"] for ln in lines} == {"done"}
     assert lines[0]["positions"] == ["block1", "block2", "flatten", "fc1", "fc2"] and len(lines[0]["penalty"]) == 5
+    for ln in lines:  # each penalty with its paired interval, read from the images each model got right
+        summary = preset_store.lookup(ln["run_id"]).summary
+        assert summary["penalty_ci"] == ln["penalty_ci"] and len(ln["penalty_ci"]) == 5
+        b_right = unpack_outcomes(summary["reference"]["b"]["outcomes"])
+        assert b_right.mean().item() == pytest.approx(summary["reference"]["b"]["metrics"]["accuracy"], abs=1e-6)
+        for row, p, (lo, hi) in zip(summary["rows"], ln["penalty"], ln["penalty_ci"], strict=True):
+            c_right = unpack_outcomes(row["outcomes"])
+            assert b_right.mean().item() - c_right.mean().item() == pytest.approx(p, abs=1e-6)
+            assert lo <= p <= hi and hi - lo < 0.12, (ln["title"], row["position"], p, lo, hi)
     connectivity = get_preset("connectivity")
     fresh = panel_lines(connectivity, connectivity.panels[0], Store(preset_store.root / "empty"))
     assert all(ln["state"] is None and ln["penalty"] == [] for ln in fresh)

@@ -12,6 +12,14 @@ import ui
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.dataset_check import default_dataset
+from stitchcore.experiments.preset_seeds import (
+    MAX_SEEDS,
+    SEED_STEP,
+    across_model_seeds,
+    across_rows,
+    seed_lines,
+    seeded_preset,
+)
 from stitchcore.experiments.sweep import SweepSpec
 from stitchcore.experiments.trait_presets import (
     TASK_EPOCHS,
@@ -68,6 +76,15 @@ PROTOCOL_LABELS = {"task": "task-trained stitch (the report's protocol)",
                    "match": "least-squares match, no task training (label-free)"}  # fmt: skip
 _query_protocol = st.query_params.get("protocol")
 protocol = _query_protocol if _query_protocol in PROTOCOL_LABELS else "task"
+_query_seeds = st.query_params.get("seeds", "1")
+if "tr_model_seeds" not in st.session_state:  # a link's seeds, once; then the widget's own
+    st.session_state["tr_model_seeds"] = int(_query_seeds) if _query_seeds.isdigit() and 1 <= int(_query_seeds) <= MAX_SEEDS else 1
+n_seeds = int(st.number_input(
+    "Model seeds", 1, MAX_SEEDS, key="tr_model_seeds",
+    help=f"Run each preset from this many seeds: seed k trains every model from seed {SEED_STEP}·k on and the "
+         "adapters from seed k (seed 0 is the preset as it always runs, so its stored runs are reused). The "
+         "results then show each cut's mean across the seeds with a 95% t-interval: whether the finding is the "
+         "recipe's or one training run's."))  # fmt: skip
 _by_paper: dict[str, list] = {}
 for _preset in list_presets():
     _by_paper.setdefault(_preset.paper, []).append(_preset)
@@ -85,12 +102,15 @@ for paper, presets in _by_paper.items():
         with cols[k % 4]:
             st.markdown(f"**{preset.title}**")
             st.caption(preset.claim)
-            jobs = [("zoo", r) for r in preset.recipes] + [("sweep", s) for s in preset.sweeps]
+            seeded = [seeded_preset(preset.name, k, preset.protocol) for k in range(n_seeds)]
+            jobs = [("zoo", r) for p in seeded for r in p.recipes] + [("sweep", s) for p in seeded for s in p.sweeps]
             ui.show_plan_estimate(jobs)  # the models and sweeps not in the store yet, one after the other
+            times = f" from {n_seeds} seeds" if n_seeds > 1 else ""
             if st.button("Run", key=f"preset_{preset.name}", disabled=ui.viewer_mode(), type="primary",
-                         help=f"Trains {len(preset.recipes)} models, then {len(preset.sweeps)} sweep(s)") and _submit(jobs):
+                         help=f"Trains {len(preset.recipes)} models, then {len(preset.sweeps)} sweep(s){times}") and _submit(jobs):
                 match = preset.protocol == "match"
-                st.query_params.from_dict({"preset": preset.name, **({"protocol": "match"} if match else {})})
+                st.query_params.from_dict({"preset": preset.name, **({"protocol": "match"} if match else {}),
+                                           **({"seeds": str(n_seeds)} if n_seeds > 1 else {})})  # fmt: skip
 
 
 # ---------------------------------------------------------------------------- your own sweep
@@ -232,6 +252,35 @@ def _penalty_panels(preset: Preset) -> None:
     live()
 
 
+def _across_seeds(preset: Preset, n: int) -> None:
+    """The preset read across ``n`` model seeds: its penalty figures with each line the mean over the finished
+    seeds and a t-interval (Bansal presets), or a table per sweep (the report's); redrawn while any runs."""
+    ids = [run_id_for("sweep", s.to_dict()) for k in range(n) for s in seeded_preset(preset.name, k, preset.protocol).sweeps]
+
+    @ui.live_while_running(*ids)
+    def live() -> None:
+        across = across_model_seeds(preset.name, ui.get_store(), n, preset.protocol)
+        done = min(len(sweep["done"]) for sweep in across)
+        st.markdown(f"#### Across {n} model seeds")
+        st.caption(f"Seeds {', '.join(map(str, across[0]['seeds']))}: each trains every model and adapter from its "
+                   f"own seed. {done} of {n} finished for every sweep. Each value is the mean over the finished "
+                   "seeds, with a 95% t-interval across them (the spread training adds; each run's own interval "
+                   "over test images is in its sweep below).")  # fmt: skip
+        for k, panel in enumerate(preset.panels):
+            fig = plots_traits.penalty_lines(seed_lines(preset, k, across), title=f"{panel.title}: across seeds")
+            ui.chart(st, fig, key=f"tr-seeds-{preset.name}-{k}", file_name=f"{preset.name}-penalty-seeds-{k + 1}.csv")
+        if not preset.panels:
+            for sweep in across:
+                st.markdown(f"**{sweep['title']}** ({len(sweep['done'])} of {n} seeds)")
+                rows = across_rows(sweep)
+                if rows:
+                    st.dataframe(rows, hide_index=True)
+                else:
+                    st.caption("No seed of this sweep has finished yet.")
+
+    live()
+
+
 preset_name = st.query_params.get("preset")
 if preset_name:
     st.divider()
@@ -248,6 +297,8 @@ if preset_name:
         st.markdown(f"*Claim* ({preset.paper}): {preset.claim}  \n*Look for:* {preset.look_for}")
         if preset.noise:  # the effect is near the test images' noise: said before anyone reads the curves
             st.caption(f"Near the noise: {preset.noise}")
+        if n_seeds > 1:
+            _across_seeds(preset, n_seeds)
         if preset.panels:
             _penalty_panels(preset)
         for sweep_title, sweep_spec in zip(preset.sweep_titles, preset.sweeps, strict=True):

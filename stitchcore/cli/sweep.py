@@ -2,6 +2,7 @@
 
     python -m stitchcore sweep --a zoo:cnn-digits-s1 --b zoo:cnn-digits-s0 --metrics accuracy,class_acc:3 --json
     python -m stitchcore sweep --preset inheritance          # train the preset's models, then its sweeps
+    python -m stitchcore sweep --preset connectivity --model-seeds 3   # ... from 3 model seeds: mean and interval
     python -m stitchcore sweep --list-presets
 """
 
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from stitchcore.experiments.trait_presets import Preset
     from stitchcore.store.results import Store
 
-__all__ = ["COMMANDS", "add_verbs", "table"]
+__all__ = ["COMMANDS", "across_table", "add_verbs", "table"]
 
 
 def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -43,6 +44,9 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     sw.add_argument("--b", help="ModelRef of the top model B (layers after the cut; A's architecture, any width)")
     sw.add_argument("--preset", help="run a ready-made experiment (see --list-presets) instead of --a/--b")
     sw.add_argument("--list-presets", action="store_true", help="list the presets and exit")
+    sw.add_argument("--model-seeds", type=int, default=1, metavar="N",
+                    help="--preset: train its models and adapters from N seeds (seed 0 is the preset itself) and "
+                         "give each cut's mean and 95%% interval across them")  # fmt: skip
     sw.add_argument("--positions", default=None, help="comma-separated cut names (default: every cut)")
     sw.add_argument("--metrics", default="accuracy",
                     help="comma-separated: accuracy, class_acc:3, confusion:3->8, blackout:left, decor:right")
@@ -65,18 +69,20 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
 
 def table(s: dict[str, Any]) -> str:
     """One sweep as a terminal table: a row per position, a column per metric (+ the penalty B − stitched, higher =
-    worse, with accuracy; + simplicity), A and B last."""
-    from stitchcore.experiments.sweep import penalty_along
+    worse, with accuracy, and its paired 95% interval last; + simplicity), A and B last."""
+    from stitchcore.experiments.sweep import penalty_along, penalty_ci_along
 
     keys = list(s["metrics"])
-    penalty = penalty_along(s)
+    penalty, spans = penalty_along(s), penalty_ci_along(s)
+    spans = spans if any(spans) else []
     cols = [*keys, "control:" + keys[-1]] if s.get("control") else list(keys)
     if penalty:
         cols.append("penalty")
     if s.get("simplicity"):
         cols += ["grad_norm", "sharpness", "gzip_bits"]
     widths = [max(len(c), 8) + 2 for c in cols]
-    lines = [f"{'position':10s}" + "".join(f"{c:>{w}s}" for c, w in zip(cols, widths, strict=True))]
+    lines = [f"{'position':10s}" + "".join(f"{c:>{w}s}" for c, w in zip(cols, widths, strict=True))
+             + ("   penalty 95%" if spans else "")]
 
     def fmt(values: list[Any]) -> str:
         return "".join(f"{'-':>{w}s}" if v is None else (f"{v:>{w}.0f}" if abs(v) >= 1000 else f"{v:>{w}.3f}")
@@ -90,7 +96,8 @@ def table(s: dict[str, Any]) -> str:
             vals.append(penalty[i])
         if s.get("simplicity"):
             vals += [s["simplicity"][k][i] for k in ("grad_norm", "sharpness", "gzip_bits")]
-        lines.append(f"{pos:10s}" + fmt(vals))
+        ci = spans[i] if i < len(spans) else None
+        lines.append(f"{pos:10s}" + fmt(vals) + (f"   [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else ""))
     for role in ("a", "b"):
         ref = s["reference"][role]
         vals = [ref["metrics"][k] for k in keys] + ([None] if s.get("control") else []) + ([None] if penalty else [])
@@ -102,7 +109,7 @@ def table(s: dict[str, Any]) -> str:
 
 def _cmd_sweep(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
     """List the presets, run one preset, or run one sweep of --a/--b; print the table(s)."""
-    from stitchcore.experiments.trait_presets import get_preset, list_presets
+    from stitchcore.experiments.trait_presets import list_presets
 
     if args.list_presets:
         rows = [{"name": p.name, "title": p.title, "claim": p.claim, "look_for": p.look_for,
@@ -112,7 +119,7 @@ def _cmd_sweep(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None
     if args.preset:
         if args.a or args.b:
             raise StitchError("use either --preset NAME or --a/--b, not both")
-        _run_preset(args, store, bar, get_preset(args.preset))
+        _run_presets(args, store, bar)
         return
     if not (args.a and args.b):
         raise StitchError("sweep needs --a REF and --b REF (same architecture), or --preset NAME")
@@ -130,10 +137,43 @@ def _cmd_sweep(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None
     emit(args, outcome(out), table(out.record.summary) + f"\n({took(out.cached, out.seconds)}; run {out.record.id})")
 
 
-def _run_preset(args: argparse.Namespace, store: Store, bar: ProgressBar, preset: Preset) -> None:
-    """Train the preset's models (cached), run its sweeps, print every model and table."""
+def _run_presets(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
+    """Run the preset at each of ``--model-seeds`` seeds; print seed 0's models and tables, then (several
+    seeds) each sweep's cuts across the seeds."""
+    from stitchcore.experiments.preset_seeds import across_model_seeds, model_seeds, seeded_preset
+
+    seeds = model_seeds(args.model_seeds)
+    runs = [_run_preset(args, store, bar, seeded_preset(args.preset, k)) for k in range(len(seeds))]
+    bar.close()
+    if len(seeds) == 1:
+        emit(args, *runs[0])
+        return
+    across = across_model_seeds(args.preset, store, len(seeds))
+    obj = {**runs[0][0], "model_seeds": seeds, "per_seed": [obj for obj, _ in runs], "across_seeds": across}
+    head = (f"across {len(seeds)} model seeds ({', '.join(map(str, seeds))}; each seed's models and adapters its "
+            "own): mean [95% t-interval]")  # fmt: skip
+    text = [runs[0][1], "", head]
+    for sweep in across:
+        text += ["", sweep["title"], across_table(sweep)]
+    emit(args, obj, "\n".join(text))
+
+
+def across_table(sweep: dict[str, Any]) -> str:
+    """One sweep across model seeds (:func:`~stitchcore.experiments.preset_seeds.across_rows`): a row per cut,
+    ``mean [lo, hi]`` per metric and for the penalty."""
+    from stitchcore.experiments.preset_seeds import across_rows
+
+    rows = across_rows(sweep)
+    cols = [c for c in (rows[0] if rows else {}) if c != "cut"]
+    lines = [f"{'position':10s}" + "".join(f"{name:>24s}" for name in cols)]
+    lines += [f"{row['cut']:10s}" + "".join(f"{row[c]:>24s}" for c in cols) for row in rows]
+    return "\n".join(lines)
+
+
+def _run_preset(args: argparse.Namespace, store: Store, bar: ProgressBar, preset: Preset) -> tuple[dict, str]:
+    """Train the preset's models (cached), run its sweeps; (JSON object, text) of every model and table."""
     from stitchcore.experiments import run_experiment
-    from stitchcore.experiments.sweep import penalty_along
+    from stitchcore.experiments.sweep import penalty_along, penalty_ci_along
 
     check_device(args)
     set_threads(args)
@@ -147,15 +187,15 @@ def _run_preset(args: argparse.Namespace, store: Store, bar: ProgressBar, preset
         out = run_experiment("sweep", spec, store, rerun=args.rerun, progress=bar, device=args.device, cancel=CTRL_C,
                              wait=not args.no_wait, options=run_options(args))
         sweeps.append({"title": title, "run_id": out.record.id, "cached": out.cached, **out.record.summary,
-                       "penalty": penalty_along(out.record.summary)})  # fmt: skip
-    bar.close()
+                       "penalty": penalty_along(out.record.summary),
+                       "penalty_ci": penalty_ci_along(out.record.summary)})  # fmt: skip
     obj = {"preset": preset.name, "claim": preset.claim, "look_for": preset.look_for, "models": models,
            "sweeps": sweeps}  # fmt: skip
     text = [f"{preset.title}: {preset.claim}", f"look for: {preset.look_for}"]
     text += [f"  {m['ref']:32s} {m['accuracy']:.3f}  {m['recipe']}" for m in models]
     for s in sweeps:
         text += ["", f"{s['title']}  (A {s['a']} -> B {s['b']})", table(s)]
-    emit(args, obj, "\n".join(text))
+    return obj, "\n".join(text)
 
 
 COMMANDS: dict[tuple[str, str | None], Command] = {("sweep", None): _cmd_sweep}

@@ -65,7 +65,12 @@ from stitchcore.experiments.estimate import (
     spread,
     timed,
 )  # fmt: skip
-from stitchcore.measures.intervals import grouped_mean_ci
+from stitchcore.measures.intervals import (
+    grouped_mean_ci,
+    pack_outcomes,
+    paired_difference_ci,
+    unpack_outcomes,
+)
 from stitchcore.measures.simplicity import (
     GZIP_LEVEL,
     REPORT_DEFINITIONS,
@@ -86,7 +91,7 @@ from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
 from stitchcore.stitching.train import OPTIMIZERS, AdapterTargets, TrainKnobs, train_adapter
 from stitchcore.store.results import Store
 
-__all__ = ["POSITIONS_ARTIFACT", "SIMPLICITY_KEYS", "SweepSpec", "check_sweep", "curves", "estimate_sweep", "partial_positions", "penalty_along", "position_unit", "run_sweep"]
+__all__ = ["POSITIONS_ARTIFACT", "SIMPLICITY_KEYS", "SweepSpec", "check_sweep", "curves", "estimate_sweep", "partial_positions", "penalty_along", "penalty_ci_along", "position_unit", "run_sweep"]
 
 log = logging.getLogger(__name__)
 
@@ -231,7 +236,8 @@ def _batches(ds: ImageDataset, n: int) -> list[tuple[torch.Tensor, torch.Tensor]
 
 def _measure(spec: SweepSpec, data: _Data, logits: dict[str, torch.Tensor]) -> dict[str, Any]:
     """Trait metric values and per-class accuracy from logits [N, K] per evaluation set, with their 95% intervals
-    over the test examples each reads: {"metrics", "metrics_ci", "per_class", "per_class_ci"}."""
+    over the test examples each reads: {"metrics", "metrics_ci", "per_class", "per_class_ci", "outcomes"}
+    (``outcomes``: which base test images it got right, packed, for :func:`penalty_ci_along`)."""
     values, spans = {}, {}
     for key, name in data.metric_sets.items():
         metric, labels = parse_metric(key), data.evals[name].labels("test")[: data.n_test]
@@ -240,7 +246,8 @@ def _measure(spec: SweepSpec, data: _Data, logits: dict[str, torch.Tensor]) -> d
     labels = data.base.labels("test")[: data.n_test]
     score = score_logits(logits[data.base.name], labels, data.base.num_classes)
     return {"metrics": values, "metrics_ci": spans, "per_class": score["per_class"],
-            "per_class_ci": grouped_mean_ci(score.correct, labels, data.base.num_classes, seed=spec.seed)}
+            "per_class_ci": grouped_mean_ci(score.correct, labels, data.base.num_classes, seed=spec.seed),
+            "outcomes": pack_outcomes(score.correct)}
 
 
 def _simplicity(spec: SweepSpec, model: nn.Module, data: _Data, adapter: nn.Module | None = None) -> dict[str, Any]:
@@ -409,11 +416,36 @@ def penalty_along(data: dict[str, Any]) -> list[float | None]:
     return [None if v is None else round(base - v, 6) for v in stitched]
 
 
+def penalty_ci_along(data: dict[str, Any]) -> list[list[float] | None]:
+    """The paired 95% interval of :func:`penalty_along` at every finished position: B and the stitched model
+    scored on the same test images, resampled together (``intervals.paired_difference_ci``); None at a
+    position, or everywhere, stored before the sweep kept which images each got right; [] without accuracy.
+
+    >>> from stitchcore.measures.intervals import pack_outcomes
+    >>> b = pack_outcomes(torch.tensor([1] * 40)); c = pack_outcomes(torch.tensor([1] * 36 + [0] * 4))
+    >>> penalty_ci_along({"stitched": {"accuracy": [0.9, 1.0]}, "rows": [{"outcomes": c}, {}],
+    ...                   "reference": {"b": {"metrics": {"accuracy": 1.0}, "outcomes": b}}})
+    [[0.025, 0.2], None]
+    """
+    if not penalty_along(data):
+        return []
+    base = unpack_outcomes(((data.get("reference") or {}).get("b") or {}).get("outcomes"))
+    spans: list[list[float] | None] = []
+    for row in data.get("rows") or []:
+        got = unpack_outcomes(row.get("outcomes"))
+        if base is None or got is None or got.shape != base.shape or not len(base):
+            spans.append(None)
+        else:
+            spans.append(list(paired_difference_ci(base, got)))
+    return spans
+
+
 def partial_positions(store: Store, run_id: str) -> dict[str, Any]:
     """What a sweep run has finished so far, in the shape of its summary; {} before the first position.
 
     Keys: those of :func:`curves` (``positions``, ``depths``, ``stitched``, ``control``, ``per_class``,
-    ``simplicity``) over the finished positions, plus ``metrics``, ``reference`` (A and B alone),
+    ``simplicity``) over the finished positions, plus ``penalty_ci`` (:func:`penalty_ci_along`), ``metrics``,
+    ``reference`` (A and B alone),
     ``classes``, ``rows`` (the per-position records) and ``all_positions`` (every position the run
     will visit, so a plot can keep room for the rest).  Read from the run's ``positions.json``,
     rewritten after every position, so a running, cancelled or failed sweep is readable.
@@ -425,7 +457,7 @@ def partial_positions(store: Store, run_id: str) -> dict[str, Any]:
     if not isinstance(part, dict) or not part.get("metrics"):
         return {}
     rows = part.get("positions") or []
-    return {
+    out = {
         **curves(rows, part["metrics"]),
         "metrics": list(part["metrics"]),
         "reference": part.get("reference", {}),
@@ -433,6 +465,7 @@ def partial_positions(store: Store, run_id: str) -> dict[str, Any]:
         "rows": rows,
         "all_positions": part.get("all_positions") or [r["position"] for r in rows],
     }
+    return {**out, "penalty_ci": penalty_ci_along(out)}
 
 
 # ---------------------------------------------------------------------------- the experiment
@@ -574,7 +607,7 @@ def run_sweep(spec: SweepSpec, ctx: RunContext) -> dict:
                     else "the stitched model's weights taken from A and B; the adapter is not measured"),
         **(REPORT_DEFINITIONS if spec.simplicity_report else {}),
     }  # fmt: skip
-    return {
+    out = {
         **curves(rows, spec.metrics),
         "a": spec.a,
         "b": spec.b,
@@ -596,3 +629,4 @@ def run_sweep(spec: SweepSpec, ctx: RunContext) -> dict:
         **({"failed": failed} if failed else {}),  # position -> why (its cluster task failed for good)
         **({"backend": backend.describe(), "nodes": cells_per_node(rows)} if backend.name != "local" else {}),
     }
+    return {**out, "penalty_ci": penalty_ci_along(out)}

@@ -63,7 +63,7 @@ from typing import Any
 
 from stitchcore.errors import StitchError
 from stitchcore.experiments._registry import ProgressFn, RunOutcome, run_experiment
-from stitchcore.experiments.sweep import SweepSpec, partial_positions, penalty_along
+from stitchcore.experiments.sweep import SweepSpec, partial_positions, penalty_along, penalty_ci_along
 from stitchcore.experiments.zoo import ZooRecipe, zoo_name
 from stitchcore.registry import Registry
 from stitchcore.stitching.adapters import AdapterSpec
@@ -493,7 +493,8 @@ def panel_lines(preset: Preset, panel: PenaltyPanel, store: Store) -> list[dict[
 
     One dict per sweep of ``panel``: ``title``, ``run_id``, ``reference`` (drawn dashed), ``state`` (the
     store row's status, or None before the sweep is queued), ``positions`` (every cut the sweep visits, []
-    before it has begun), ``penalty`` (one value per finished position: :func:`penalty_along`).
+    before it has begun), ``penalty`` (one value per finished position: :func:`penalty_along`) and
+    ``penalty_ci`` (its paired 95% interval at each: :func:`penalty_ci_along`).
     """
     lines = []
     for k in panel.sweeps:
@@ -503,7 +504,7 @@ def panel_lines(preset: Preset, panel: PenaltyPanel, store: Store) -> list[dict[
         lines.append({"title": preset.sweep_titles[k], "run_id": run_id, "reference": k in panel.references,
                       "state": rec.status if rec is not None else None,
                       "positions": list(data.get("all_positions") or data.get("positions") or []),
-                      "penalty": penalty_along(data)})  # fmt: skip
+                      "penalty": penalty_along(data), "penalty_ci": penalty_ci_along(data)})  # fmt: skip
     return lines
 
 

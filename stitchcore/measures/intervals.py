@@ -22,8 +22,8 @@ from collections.abc import Callable
 
 import torch
 
-__all__ = ["LEVEL", "RESAMPLES", "across_seeds", "grouped_mean_ci", "mean_ci", "paired_difference_ci", "paired_statistic_ci", "resample_indices",
-           "unpaired_difference_ci"]
+__all__ = ["LEVEL", "RESAMPLES", "across_seeds", "grouped_mean_ci", "mean_ci", "pack_outcomes", "paired_difference_ci",
+           "paired_statistic_ci", "resample_indices", "unpack_outcomes", "unpaired_difference_ci"]
 
 LEVEL = 0.95
 RESAMPLES = 1000
@@ -134,3 +134,35 @@ def across_seeds(values: list[float], level: float = LEVEL) -> tuple[float, floa
     x = torch.tensor(values, dtype=torch.float64)
     mean, half = x.mean().item(), stats.t.ppf((1 + level) / 2, len(x) - 1) * x.std().item() / len(x) ** 0.5
     return round(mean, 6), round(float(mean - half), 6), round(float(mean + half), 6)
+
+
+def pack_outcomes(correct: torch.Tensor) -> dict[str, int | str]:
+    """Per-example right/wrong [N] (bool or 0/1) as ``{"n": N, "hex": ...}``, 8 examples a byte: what a run
+    keeps so that a paired interval can be taken later against another model scored on the same examples
+    (450 digit test images: 114 characters).
+
+    >>> pack_outcomes(torch.tensor([1, 0, 1, 1, 0, 0, 0, 0, 1]))
+    {'n': 9, 'hex': 'b080'}
+    >>> unpack_outcomes(pack_outcomes(torch.tensor([True, False, True]))).tolist()
+    [1.0, 0.0, 1.0]
+    """
+    bits = correct.reshape(-1).to(torch.bool).tolist()
+    packed = bytearray((len(bits) + 7) // 8)
+    for i, bit in enumerate(bits):
+        if bit:
+            packed[i // 8] |= 0x80 >> (i % 8)
+    return {"n": len(bits), "hex": packed.hex()}
+
+
+def unpack_outcomes(packed: object) -> torch.Tensor | None:
+    """float64 [N] of 0/1 from :func:`pack_outcomes`; None for anything else (a run stored before it kept them)."""
+    if not isinstance(packed, dict) or not isinstance(packed.get("n"), int) or not isinstance(packed.get("hex"), str):
+        return None
+    try:
+        raw = bytes.fromhex(packed["hex"])
+    except ValueError:
+        return None
+    n = packed["n"]
+    if n < 0 or len(raw) != (n + 7) // 8:
+        return None
+    return torch.tensor([float(raw[i // 8] >> (7 - i % 8) & 1) for i in range(n)], dtype=torch.float64)

@@ -287,6 +287,18 @@ def per_class_heatmap(
 
 
 
+def _penalty_spans(stored: Any, n: int) -> list[tuple[float, float] | None]:
+    """The first ``n`` stored penalty intervals (fractions) as (lo, hi) in points; None where there is none."""
+    spans = [interval(ci) for ci in list(stored or [])[:n]]
+    spans += [None] * (n - len(spans))
+    return [None if s is None else (penalty_pts(s[0]), penalty_pts(s[1])) for s in spans]
+
+
+def _span_words(positions: Sequence[str], spans: Sequence[tuple[float, float] | None]) -> list[str]:
+    """Each cut's hover name, with its penalty interval where it has one ("fc1 [+0.4, +2.9]")."""
+    return [p if s is None else f"{p} [{s[0]:+.1f}, {s[1]:+.1f}]" for p, s in zip(positions, spans)]
+
+
 def penalty_curve(
     curves: Mapping[str, Any], reference: Mapping[str, Any] | None, *, all_positions: Sequence[str] | None = None,
     title: str | None = "Stitching penalty along the cut",
@@ -318,9 +330,12 @@ def penalty_curve(
                                      mode="lines", fill="toself", fillcolor=_rgba("#999999", 0.2),
                                      line={"color": _rgba("#999999", 0.6), "width": 1}, name="random-init control",
                                      hovertemplate=f"control penalty: %{{y:+.1f}} {PTS}<extra></extra>"))  # fmt: skip
-        fig.add_trace(go.Scatter(x=list(range(done)), y=penalty(stitched[:done]), mode="lines+markers",
+        values = penalty(stitched[:done])
+        spans = _penalty_spans(curves.get("penalty_ci"), done)
+        fig.add_trace(go.Scatter(x=list(range(done)), y=values, mode="lines+markers",
                                  name="stitched", line={"color": ROLE_COLORS["stitched"], "width": 2.5},
-                                 marker={"size": 8}, customdata=positions[:done],
+                                 marker={"size": 8}, customdata=_span_words(positions[:done], spans),
+                                 error_y=error_bars(values, spans, color=ROLE_COLORS["stitched"], width=5),
                                  hovertemplate=f"cut %{{customdata}}: penalty %{{y:+.1f}} {PTS}<extra></extra>"))
         fig.add_hline(y=0, line={"color": "#999", "width": 1})
     _x_axis(fig, positions)
@@ -338,7 +353,8 @@ def penalty_lines(lines: Sequence[Mapping[str, Any]], *, title: str | None = Non
 
     ``lines``: dicts with ``title``, ``positions`` (the cuts the sweep visits), ``penalty`` (one stored
     fraction per finished position, in order, as :func:`~stitchcore.experiments.sweep.penalty_along` reads
-    them) and ``reference`` (drawn dashed); the x axis is the longest ``positions``.  A line with no value yet
+    them), optionally ``penalty_ci`` (each one's paired 95% interval [lo, hi] or None: error bars) and
+    ``reference`` (drawn dashed); the x axis is the longest ``positions``.  A line with no value yet
     is listed in the legend as waiting.
 
     >>> fig = penalty_lines([{"title": "s1 -> s0", "positions": ["fc1", "fc2"], "penalty": [0.01, 0.02]},
@@ -351,14 +367,16 @@ def penalty_lines(lines: Sequence[Mapping[str, Any]], *, title: str | None = Non
     fig = go.Figure()
     for i, ln in enumerate(lines):
         values = [penalty_pts(v) for v in clean(ln.get("penalty") or [])]
+        spans = _penalty_spans(ln.get("penalty_ci"), len(values))
         color = RUN_COLORS[i % len(RUN_COLORS)]
         fig.add_trace(go.Scatter(
             x=list(range(len(values))), y=values, mode="lines+markers",
+            error_y=error_bars(values, spans, color=color, width=4),
             name=str(ln["title"]) + ("" if values else " (waiting)"),
             line={"color": color, "width": 2.5 if not ln.get("reference") else 2,
                   "dash": "dash" if ln.get("reference") else "solid"},
             marker={"size": 8 if not ln.get("reference") else 6, "color": color},
-            customdata=positions[: len(values)],
+            customdata=_span_words(positions[: len(values)], spans),
             hovertemplate=f"{ln['title']}<br>cut %{{customdata}}: penalty %{{y:+.1f}} {PTS}<extra></extra>",
         ))  # fmt: skip
     fig.add_hline(y=0, line={"color": "#999", "width": 1})

@@ -291,14 +291,27 @@ def figure_csv(fig: go.Figure) -> str:
     names = _axis_names(fig)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["trace", "x", _csv_value(fig) or "y"])
-    for trace in fig.data:
-        if getattr(trace, "y", None) is None or trace.hoverinfo == "skip":
-            continue
+    value = _csv_value(fig) or "y"
+    drawn = [t for t in fig.data if getattr(t, "y", None) is not None and t.hoverinfo != "skip"]
+    spans = any(_error_ends(t) for t in drawn)
+    writer.writerow(["trace", "x", value, *((f"{value}_lo", f"{value}_hi") if spans else ())])
+    for trace in drawn:
         xs = list(trace.x) if trace.x is not None else list(range(len(trace.y)))
-        writer.writerows(["" if v is None else v for v in (trace.name or "", names.get(x, x), y)]
-                         for x, y in zip(xs, trace.y, strict=False))  # fmt: skip
+        ends = _error_ends(trace) or [(None, None)] * len(trace.y)
+        writer.writerows(["" if v is None else v for v in (trace.name or "", names.get(x, x), y, *(e if spans else ()))]
+                         for x, y, e in zip(xs, trace.y, ends, strict=False))  # fmt: skip
     return out.getvalue()
+
+
+def _error_ends(trace: Any) -> list[tuple[float | None, float | None]] | None:
+    """Each point's 95% interval (lo, hi) from the trace's asymmetric error bars (``plots.error_bars``), rounded
+    as the figure's values are; None for a trace without them."""
+    err = getattr(trace, "error_y", None)
+    if err is None or err.array is None or not hasattr(trace, "y"):
+        return None
+    minus = err.arrayminus if err.arrayminus is not None else err.array
+    return [(None, None) if y is None or up is None or down is None else (round(y - down, 8), round(y + up, 8))
+            for y, up, down in zip(trace.y, err.array, minus, strict=False)]  # fmt: skip
 
 
 def metrics_csv(metrics: Mapping[str, Sequence[tuple[int, float]]]) -> str:
