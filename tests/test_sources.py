@@ -279,6 +279,55 @@ def test_hf_bad_option(hf_dir):
         load_model(f"hf:{hf_dir[0]}?mode=x")
 
 
+def _copy_of(hf_dir, where, *, config=None, weights: str = "safetensors"):
+    """A copy of the tiny GPT-2 folder with its config.json edited (``config``) and its weights as safetensors or as
+    ``pytorch_model.bin`` (a state dict, or any object)."""
+    import json
+    import shutil
+
+    path, model = hf_dir
+    shutil.copytree(path, where)
+    cfg = json.loads((where / "config.json").read_text())
+    (where / "config.json").write_text(json.dumps({**cfg, **(config or {})}))
+    if weights != "safetensors":
+        (where / "model.safetensors").unlink()
+        torch.save(model.state_dict() if weights == "tensors" else weights, where / "pytorch_model.bin")
+    return where
+
+
+class _RunsCode:
+    """Unpickling it would run a shell command (what a malicious pytorch_model.bin does)."""
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, ("echo ran > /dev/null",))
+
+
+def test_hf_folders_that_would_run_their_own_code_are_refused_in_one_line(hf_dir, tmp_path, monkeypatch):
+    import builtins
+
+    def no_prompt(*_a, **_k):
+        raise AssertionError("transformers asked on the terminal whether to run the folder's code")
+
+    monkeypatch.setattr(builtins, "input", no_prompt)
+    for model_type in ("gpt2", "mymodel"):  # a known type with an auto_map too: the map would be followed
+        remote = _copy_of(hf_dir, tmp_path / model_type, config={
+            "model_type": model_type, "auto_map": {"AutoModelForCausalLM": "modeling_mine.MyModel"}})  # fmt: skip
+        (remote / "modeling_mine.py").write_text("raise SystemExit('the folder ran its own code')\n")
+        with pytest.raises(SourceError, match=r"ships its own model code \(AutoModelForCausalLM") as err:
+            load_model(f"hf:{remote}")
+        assert "\n" not in str(err.value)
+    pickled = _copy_of(hf_dir, tmp_path / "pickled", weights={"w": _RunsCode()})
+    with pytest.raises(SourceError, match="pytorch_model.bin holds Python objects besides tensors") as err:
+        load_model(f"hf:{pickled}")
+    assert "\n" not in str(err.value)
+    tensors = load_model(f"hf:{_copy_of(hf_dir, tmp_path / 'bin', weights='tensors')}")  # tensors only: loads
+    with torch.no_grad():
+        idx = tensors.example_input(1)
+        torch.testing.assert_close(tensors.model(idx), load_model(f"hf:{hf_dir[0]}").model(idx))
+
+
 # ---------------------------------------------------------------- file: round trips
 
 

@@ -14,8 +14,10 @@ from scipy import stats
 from stitchcore.data.images import load_dataset, validation_split
 from stitchcore.errors import DataError, StitchError
 from stitchcore.experiments import run_experiment
+from stitchcore.experiments.matrix import MatrixSpec, matrix_state, partial_cells
 from stitchcore.experiments.stitch import StitchSpec
 from stitchcore.measures.intervals import across_seeds, grouped_mean_ci
+from stitchcore.store.results import run_id_for
 
 
 def _rows(x: torch.Tensor) -> set[str]:
@@ -88,6 +90,33 @@ def test_seeds_train_several_adapters_and_give_their_spread(trained_store):
     assert sd["accuracy_ci"][0] <= sd["accuracy_mean"] <= sd["accuracy_ci"][1]
     assert sd["penalty"] == pytest.approx([s3["base"]["b"] - a for a in sd["accuracy"]], abs=1e-6)
     assert "seeds" not in s1
+
+
+def test_a_matrix_trains_every_cell_from_several_seeds_and_gives_their_spread(trained_store):
+    store, refs = trained_store
+    kw = {"senders": ("block2", "fc1"), "receivers": ("fc1", "fc2"), "mode": "trained", "epochs": 1,
+          "max_train": 400, "adapter": {"kind": "linear", "norm": "both", "resample": "bilinear", "init": "random"}}
+    assert "seeds" not in MatrixSpec(refs[0], refs[1], **kw).to_dict()  # one seed: the run id of before
+    with pytest.raises(StitchError, match="closed-form fit is the same"):
+        MatrixSpec(refs[0], refs[1], seeds=2)
+    three = run_experiment("matrix", MatrixSpec(refs[0], refs[1], seed=4, seeds=3, **kw), store).record.summary
+    second = run_experiment("matrix", MatrixSpec(refs[0], refs[1], seed=5, **kw), store).record.summary
+    cells = {(c["sender"], c["receiver"]): c for c in partial_cells(store, run_id_for(
+        "matrix", MatrixSpec(refs[0], refs[1], seed=4, seeds=3, **kw).to_dict()))}  # fmt: skip
+    grids = three["across_seeds"]
+    assert grids["n"] == 3
+    for i, sender in enumerate(three["senders"]):
+        for j, receiver in enumerate(three["receivers"]):
+            seeds = cells[sender, receiver]["seeds"]["accuracy"]
+            assert seeds[0] == three["values"][i][j]  # the cell's own number is its first seed's
+            assert seeds[1] == second["values"][i][j]  # seed k is the matrix of seed + k, cell for cell
+            mean, lo, hi = across_seeds(seeds)
+            assert grids["accuracy"][i][j] == mean and grids["accuracy_ci"][i][j] == [lo, hi] and lo <= mean <= hi
+    assert len({v for c in cells.values() for v in c["seeds"]["accuracy"]}) > 3  # the seeds train differently
+    state = matrix_state(store, "none", three, MatrixSpec(refs[0], refs[1], seed=4, seeds=3, **kw), status="done",
+                         final=True)  # fmt: skip
+    assert state.grid("penalty", across=True) == grids["penalty"] and state.intervals("accuracy", across=True)
+    assert state.grid("accuracy") == three["values"]  # off: the first seed's cells
 
 
 def test_old_stitch_specs_keep_their_ids_and_behaviour():

@@ -36,7 +36,12 @@ from stitchcore.plots import lm as plots_lm
 from stitchcore.plots import runs as plots
 from stitchcore.plots import traits as plots_traits
 from stitchcore.plots.penalty import (
-    LM_PAPER_NOTE, format_pct, format_pts, interval_words, loss_penalty_pct, penalty_pts,
+    LM_PAPER_NOTE,
+    format_pct,
+    format_pts,
+    interval_words,
+    loss_penalty_pct,
+    penalty_pts,
 )
 from stitchcore.report.figures import (
     MEASURE_TITLES,
@@ -220,7 +225,12 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
         metric = st.radio("Stitching panel shows", ("accuracy", "penalty"), horizontal=True, key=f"{key}_metric",
                           help="penalty = B's accuracy − stitched accuracy (Bansal et al.) in percentage points: "
                                "higher = worse; on its heat map red = worse, blue = better")  # fmt: skip
-        top = [stitching_panel(state.grid(metric), senders, receivers, metric, state.intervals(metric))]
+        across = bool(state.across_seeds) and st.toggle(
+            f"Mean over the {state.across_seeds['n']} adapter seeds", value=True, key=f"{key}_across",
+            help="on: each cell is the mean over its adapters trained from every seed, its interval the 95% "
+                 "t-interval across them (what training adds); off: the first seed's adapter, its interval over "
+                 "the test images (the stitch a cell click opens)") if state.across_seeds else False  # fmt: skip
+        top = [stitching_panel(state.grid(metric, across), senders, receivers, metric, state.intervals(metric, across))]
         if cka_now is not None and cka_now.summary:
             top += cka_panels(cka_now.summary)
         elif cka_now is not None:
@@ -275,8 +285,11 @@ def _legend(skipped: dict, pending: str | None) -> None:
 
 def _stitch_params(spec: MatrixSpec, sender: str, receiver: str) -> dict[str, str]:
     """Stitch-page query parameters for one cell (the page pre-fills its form from them); a matrix fits its cells
-    on every train image, so the stitch holds out no validation split either."""
-    return {"a": spec.a, "b": spec.b, "cut_a": sender, "cut_b": receiver, "init": "lstsq", "val_fraction": "0.0"}
+    on every train image, so the stitch holds out no validation split either; a matrix of several adapter seeds
+    opens as a stitch of as many."""
+    seeds = {"seeds": str(spec.seeds)} if spec.seeds > 1 else {}
+    return {"a": spec.a, "b": spec.b, "cut_a": sender, "cut_b": receiver, "init": "lstsq", "val_fraction": "0.0",
+            **seeds}
 
 
 def _open_selected_cell(spec: MatrixSpec, event) -> None:

@@ -19,6 +19,7 @@ from stitchcore.experiments.matrix import (
     CONTROL_NAMES,
     CONTROLS,
     MATRIX_PRESETS,
+    MAX_SEEDS,
     MatrixSpec,
     control_note,
     preset_fields,
@@ -90,7 +91,7 @@ def _prefill(run_id: str) -> None:
     cka_id = st.query_params.get("cka")
     # no &cka= (opened from Results, a job link, a bare permalink): the similarity run launched with the matrix
     cka = ui.get_store().lookup(cka_id) if cka_id else similarity_beside(ui.get_store(), spec, rec.created)
-    st.session_state.update(sim_mode=spec.mode, sim_epochs=spec.epochs, sim_controls=spec.controls,
+    st.session_state.update(sim_mode=spec.mode, sim_epochs=spec.epochs, sim_seeds=spec.seeds, sim_controls=spec.controls,
                             sim_max_train=spec.max_train or 0, sim_cka=cka is not None, sim_recipe="custom",
                             **_adapter_state(spec.adapter, spec.objective))  # fmt: skip
     if cka is not None and cka.kind == "similarity":
@@ -174,7 +175,7 @@ if st.query_params.get("run"):
     _prefill(st.query_params["run"])
 elif st.query_params.get("a") or st.query_params.get("b"):
     _prefill_models()
-for _key, _value in {"sim_mode": "closed-form", "sim_epochs": 3, "sim_controls": False, "sim_cka": True,
+for _key, _value in {"sim_mode": "closed-form", "sim_epochs": 3, "sim_seeds": 1, "sim_controls": False, "sim_cka": True,
                      "sim_max_train": 0, "sim_cutset": "all", "sim_measure": "cka-linear", "sim_recipe": "custom",
                      **_adapter_state(MatrixSpec.__dataclass_fields__["adapter"].default_factory(), "task")}.items():
     st.session_state.setdefault(_key, _value)  # widgets take their values from here, never twice
@@ -227,8 +228,14 @@ with right:
                            help=_measure_words(shown if shown in measure_choices() else measure_choices()[0]))
     if with_cka:
         st.caption(_measure_words(measure))
-    max_train = st.number_input("Max training images (0 = all)", 0, 10**7, key="sim_max_train",
+    d1, d2 = st.columns(2)
+    max_train = d1.number_input("Max training images (0 = all)", 0, 10**7, key="sim_max_train",
                                 persist_state="session")
+    seeds = d2.number_input("Adapter seeds (trained)", 1, MAX_SEEDS, key="sim_seeds", persist_state="session",
+                            disabled=mode != "trained",
+                            help="trained mode: train every cell's adapter from this many seeds; each cell then "
+                                 "also shows its mean across them with a 95% t-interval (the spread training adds "
+                                 "on top of the test images'). Multiplies the training time.")  # fmt: skip
     models, why_not = _loaded(ref_a, ref_b), None  # why_not: why Launch is disabled
     if models is not None:
         default_data = default_dataset(models["a"], models["b"])
@@ -246,7 +253,8 @@ if why_not is None:
         adapter = AdapterSpec(kind=kind, norm=norm, resample=resample, init=init)
         matrix = MatrixSpec(a=ref_a, b=ref_b, senders=senders or None, receivers=receivers or None, mode=mode,
                             epochs=int(epochs), controls=controls, max_train=int(max_train) or None, dataset=data,
-                            adapter=adapter, objective=objective if mode == "trained" else "task")  # fmt: skip
+                            adapter=adapter, objective=objective if mode == "trained" else "task",
+                            seeds=int(seeds) if mode == "trained" else 1)  # fmt: skip
         cka_spec = SimilaritySpec(a=ref_a, b=ref_b, senders=matrix.senders, receivers=matrix.receivers,
                                   measure=measure, dataset=data)
         specs = (matrix, cka_spec if with_cka else None)

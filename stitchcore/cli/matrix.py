@@ -62,6 +62,9 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     mx.add_argument("--max-train", type=int, default=None)
     mx.add_argument("--max-test", type=int, default=None)
     mx.add_argument("--seed", type=int, default=0)
+    mx.add_argument("--seeds", type=int, default=1, metavar="N",
+                    help="trained mode: train each cell's adapter from N seeds (seed, seed+1, ...); each cell then "
+                         "also has its mean and a 95%% t-interval across them")  # fmt: skip
     mx.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
                     help="trained mode: bf16 autocast (fast on GPUs and AMX CPUs)")
 
@@ -153,7 +156,7 @@ def _cmd_matrix(args: argparse.Namespace, store: Store, bar: ProgressBar) -> Non
     senders, receivers, aliases = _cut_lists(args, store)
     kwargs: dict[str, Any] = dict(
         a=args.a, b=args.b, senders=senders, receivers=receivers, controls=args.controls, dataset=args.dataset,
-        max_train=args.max_train, max_test=args.max_test, seed=args.seed, precision=args.precision,
+        max_train=args.max_train, max_test=args.max_test, seed=args.seed, seeds=args.seeds, precision=args.precision,
         **matrix_fields(args),
     )
     spec = MatrixSpec(**kwargs)
@@ -170,7 +173,11 @@ def _cmd_matrix(args: argparse.Namespace, store: Store, bar: ProgressBar) -> Non
         first = next(iter(s["failed"].items()))
         footer += (f"\n{len(s['failed'])} cell(s) failed, e.g. {first[0]}: {first[1]}"
                    " (--rerun computes only those again)")
-    emit(args, outcome(out, **({"aliases": aliases} if aliases else {})), grid_text(s, footer))
+    text = grid_text(s, footer)
+    if s.get("across_seeds"):
+        grids = s["across_seeds"]
+        text += "\n\n" + grid_text({**s, "values": grids["accuracy"]}, f"mean accuracy across {grids['n']} adapter seeds")
+    emit(args, outcome(out, **({"aliases": aliases} if aliases else {})), text)
 
 
 def _cmd_similarity(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:

@@ -33,10 +33,16 @@ def refs(e2e_store):
 
 def _shows_measure(page) -> None:
     """The similarity panel beside the stitching one is the launched measure's; the form's picker says it too
-    (on the Similarity page)."""
-    page.locator(".js-plotly-plot", has_text="Stitching accuracy").first.wait_for(timeout=60_000)
-    page.locator(".js-plotly-plot", has_text=TITLE).first.wait_for(timeout=180_000)  # queued after the matrix
-    assert page.locator(".js-plotly-plot", has_text="Linear CKA").count() == 0
+    (on the Similarity page).  Any visible plot counts (the first match in the page's order may be a panel not
+    laid out yet); on failure the page's text is printed."""
+    plots = page.locator(".js-plotly-plot")
+    try:
+        plots.filter(has_text="Stitching accuracy").filter(visible=True).first.wait_for(timeout=60_000)
+        plots.filter(has_text=TITLE).filter(visible=True).first.wait_for(timeout=180_000)  # queued after the matrix
+    except Exception:
+        print(f"[e2e] {page.url}: {plots.count()} plots; the page reads:\n{page.inner_text('body')[:4000]}")
+        raise
+    assert plots.filter(has_text="Linear CKA").count() == 0
 
 
 def test_matrix_reopened_shows_the_measure_it_was_launched_with(app_url, page, browser, refs):
@@ -67,11 +73,11 @@ def test_matrix_reopened_shows_the_measure_it_was_launched_with(app_url, page, b
 
     context, pg = fresh(f"{app_url}/results?run={run_id}")  # from Results
     try:
-        _shows_measure(pg)
-        link = pg.get_by_role("link", name="Open on the Similarity page")
-        link.first.wait_for(timeout=30_000)
+        link = pg.get_by_role("link", name="Open on the Similarity page")  # the similarity run Results found
+        link.first.wait_for(timeout=60_000)
         href = link.get_attribute("href")
         assert href.endswith(f"similarity?run={run_id}&cka={cka_id}"), href
+        _shows_measure(pg)
     finally:
         context.close()
     for url in (href, f"{app_url}/similarity?run={run_id}"):  # Results' link, and the bare permalink

@@ -48,6 +48,7 @@ from stitchcore.experiments.matrix.spec import (
     CONTROLS,
     MATRIX_OBJECTIVES,
     MATRIX_PRESETS,
+    MAX_SEEDS,
     MODES,
     VARIANTS,
     MatrixSpec,
@@ -56,7 +57,7 @@ from stitchcore.experiments.matrix.spec import (
 )
 from stitchcore.experiments.matrix.units import receiver_unit, sender_activations, streamed_unit
 
-__all__ = ["CELLS_ARTIFACT", "CONTROLS", "CONTROL_NAMES", "CONTROL_TRAININGS", "MATRIX_OBJECTIVES", "MATRIX_PRESETS",
+__all__ = ["CELLS_ARTIFACT", "CONTROLS", "CONTROL_NAMES", "CONTROL_TRAININGS", "MATRIX_OBJECTIVES", "MATRIX_PRESETS", "MAX_SEEDS",
            "MODES", "VARIANTS", "ControlTable", "MatrixSpec", "MatrixState", "blank_cells_mean", "cell_axes",
            "cell_grid", "cell_objective", "control_note", "control_tables", "debiased", "difference",
            "estimate_matrix", "failed_pairs", "matrix_state", "partial_cells", "partial_path", "preset_fields",

@@ -55,7 +55,7 @@ def _matrix_units(spec: MatrixSpec, ectx: EstimateContext) -> dict:
 def estimate_matrix(spec: MatrixSpec, ectx: EstimateContext) -> Estimate:
     """Both models over the data once per variant, then every cell's fit or training and its scoring."""
     scale = ("epochs", "max_train", "max_test", "seed", "lr", "weight_decay", "controls", "mode", "precision",
-             "objective", "control_training")  # fmt: skip
+             "objective", "control_training", "seeds")  # fmt: skip
     key = ectx.pair_key("matrix", spec, scale)
     u = calibrated(key, lambda: _matrix_units(spec, ectx))
     n_train, n_test = image_counts(u, spec)
@@ -66,12 +66,14 @@ def estimate_matrix(spec: MatrixSpec, ectx: EstimateContext) -> Estimate:
     fits = spec.adapter.init in ("lstsq", "procrustes")
     cell = n_train * u["fit"] * fits + n_test * u["eval"]
     cells = int(u["cells"]) * len(variants)
+    again = spec.seeds - 1  # the matrix's own cells fitted, trained and scored again from each further seed
     seconds = (u["setup"] + models * ((n_train + n_test) * u["full_a"] + n_train * u["full_b"])
-               + 2 * models * n_test * (u["full_a"] + u["full_b"]) / 2 + cells * cell
-               + int(u["cells"]) * trained * steps * u["step"])  # fmt: skip
+               + 2 * models * n_test * (u["full_a"] + u["full_b"]) / 2 + (cells + again * int(u["cells"])) * cell
+               + int(u["cells"]) * (trained + again) * steps * u["step"])  # fmt: skip
     cell += steps * u["step"] * trained / len(variants)  # the mean cell, as the note says
+    cells += again * int(u["cells"])
     what = f"{cells} least-squares cells"
     if steps:
         what = (f"{cells} cells of {steps:,} adapter steps" if trained == len(variants) else
-                f"{cells} cells, {int(u['cells']) * trained} of them trained {steps:,} adapter steps")  # fmt: skip
+                f"{cells} cells, {int(u['cells']) * (trained + again)} of them trained {steps:,} adapter steps")  # fmt: skip
     return estimate_from(seconds, f"calibrated: 1 cell = {ms(cell)}; {what}")

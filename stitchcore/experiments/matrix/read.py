@@ -32,10 +32,11 @@ from stitchcore.experiments.matrix.spec import (
     cell_objective,
 )
 from stitchcore.experiments.similarity import SimilaritySpec
+from stitchcore.measures.intervals import across_seeds
 from stitchcore.measures.similarity import list_measures
 from stitchcore.store.results import RunRecord, Store, run_id_for
 
-__all__ = ["ControlTable", "Grid", "MatrixState", "blank_cells_mean", "cell_axes", "cell_grid", "control_note",
+__all__ = ["ControlTable", "Grid", "MatrixState", "across_seed_grids", "blank_cells_mean", "cell_axes", "cell_grid", "control_note",
            "control_tables",
            "debiased", "difference", "failed_pairs", "matrix_state", "partial_cells", "partial_path",
            "similarity_beside", "skipped_pairs"]  # fmt: skip
@@ -112,6 +113,41 @@ def debiased(summary: Mapping[str, Any], control: str = "random_sender") -> Grid
         return summary["debiased"]
     values, grid = summary.get("values"), (summary.get("controls") or {}).get(control)
     return difference(values, grid) if values is not None and grid is not None else None
+
+
+def across_seed_grids(cells: list[dict], senders: list[str], receivers: list[str]) -> dict[str, Any] | None:
+    """The matrix's own cells across their adapter seeds (a run with ``seeds`` > 1): ``n`` and, for accuracy and
+    penalty, the mean grid and the grid of Student-t 95% intervals across the seeds (``_ci``: [lo, hi], None
+    where a cell has fewer than two seeds); None when no cell has seeds.
+
+    >>> cells = [{"sender": "fc1", "receiver": "fc2", "seeds": {"accuracy": [0.9, 0.92, 0.94], "penalty": [0.05, 0.03, 0.01]}}]
+    >>> grids = across_seed_grids(cells, ["fc1"], ["fc2"])
+    >>> grids["n"], grids["accuracy"], grids["accuracy_ci"]
+    (3, [[0.92]], [[[0.870317, 0.969683]]])
+    """
+    mine = {(c["sender"], c["receiver"]): c["seeds"] for c in cells
+            if c.get("variant", "trained") == "trained" and c.get("seeds")}  # fmt: skip
+    if not mine:
+        return None
+    out: dict[str, Any] = {"n": max(len(v.get("accuracy") or []) for v in mine.values())}
+    for field in ("accuracy", "penalty"):
+        means: Grid = []
+        spans: list[list] = []
+        for sender in senders:
+            spread = [_spread((mine.get((sender, r)) or {}).get(field) or []) for r in receivers]
+            means.append([m for m, _ in spread])
+            spans.append([ci for _, ci in spread])
+        out[field], out[f"{field}_ci"] = means, spans
+    return out
+
+
+def _spread(values: list[float | None]) -> tuple[float | None, list[float] | None]:
+    """(mean, [lo, hi]) of one cell over its seeds; (None, None) under two of them."""
+    got = [v for v in values if v is not None]
+    if len(got) < 2:
+        return None, None
+    mean, lo, hi = across_seeds(got)
+    return mean, [lo, hi]
 
 
 @dataclass(frozen=True)
@@ -297,17 +333,26 @@ class MatrixState:
     # 95% bootstrap intervals [lo, hi] per cell (fractions); None where a cell has none (runs from before them)
     accuracy_ci: list[list] | None = None
     penalty_ci: list[list] | None = None
+    # a run with adapter seeds: :func:`across_seed_grids` (mean and t-interval grids across them); else None
+    across_seeds: dict[str, Any] | None = None
 
-    def grid(self, metric: str) -> Grid:
-        """The stitching panel's grid for ``metric``: "accuracy" or "penalty"."""
+    def grid(self, metric: str, across: bool = False) -> Grid:
+        """The stitching panel's grid for ``metric``: "accuracy" or "penalty"; ``across``: the mean over the
+        adapter seeds (a run without seeds: the plain grid)."""
         if metric not in ("accuracy", "penalty"):
             raise StitchError(f"a matrix's stitching panel shows accuracy or penalty, not {metric!r}")
+        if across and self.across_seeds:
+            return self.across_seeds[metric]
         return self.accuracy if metric == "accuracy" else self.penalty
 
-    def intervals(self, metric: str) -> list[list] | None:
-        """The grid of ``metric``'s cell intervals ([lo, hi] or None per cell), or None where no cell has one."""
+    def intervals(self, metric: str, across: bool = False) -> list[list] | None:
+        """The grid of ``metric``'s cell intervals ([lo, hi] or None per cell), or None where no cell has one:
+        over test images, or (``across``) the t-interval across the adapter seeds."""
         self.grid(metric)  # the same check
-        grid = self.accuracy_ci if metric == "accuracy" else self.penalty_ci
+        if across and self.across_seeds:
+            grid = self.across_seeds[f"{metric}_ci"]
+        else:
+            grid = self.accuracy_ci if metric == "accuracy" else self.penalty_ci
         return grid if grid and any(ci for row in grid for ci in row) else None
 
 
@@ -366,6 +411,7 @@ def matrix_state(
         controls=control_tables(s if final else None, cells, senders, receivers, controls=spec.controls, spec=spec),
         accuracy_ci=s.get("values_ci") or cell_grid(cells, senders, receivers, field="accuracy_ci"),
         penalty_ci=s.get("penalty_ci") or cell_grid(cells, senders, receivers, field="penalty_ci"),
+        across_seeds=s.get("across_seeds") or across_seed_grids(cells, senders, receivers),
     )
 
 

@@ -30,7 +30,7 @@ from stitchcore.experiments._cells import CellBook
 from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments.dataset_check import check_head_classes, load_pair, pair_dataset
 from stitchcore.experiments.matrix.estimate import estimate_matrix
-from stitchcore.experiments.matrix.read import cell_grid, difference
+from stitchcore.experiments.matrix.read import across_seed_grids, cell_grid, difference
 from stitchcore.experiments.matrix.spec import CELLS_ARTIFACT, MatrixSpec
 from stitchcore.experiments.matrix.units import (
     EVAL_BATCH,
@@ -303,4 +303,6 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
         "n_cells": len(ws.senders) * len(ws.receivers),
         "seconds": round(time.perf_counter() - t0, 3),
     }
+    if spec.seeds > 1:  # every cell's adapter from several seeds: the mean and t-interval grids across them
+        summary["across_seeds"] = across_seed_grids(cells, summary["senders"], summary["receivers"])
     return book.finish(summary, backend, label=lambda c: f"{c['variant']}|{c['sender']}->{c['receiver']}")

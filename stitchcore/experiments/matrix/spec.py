@@ -23,9 +23,10 @@ from stitchcore.stitching.precision import PRECISIONS
 from stitchcore.stitching.train import OPTIMIZERS, parse_objective
 
 __all__ = ["CELLS_ARTIFACT", "CONTROLS", "CONTROL_NAMES", "CONTROL_TRAININGS", "MATRIX_OBJECTIVES", "MATRIX_PRESETS",
-           "MODES", "VARIANTS", "MatrixSpec", "cell_objective", "preset_fields"]  # fmt: skip
+           "MAX_SEEDS", "MODES", "VARIANTS", "MatrixSpec", "cell_objective", "preset_fields"]  # fmt: skip
 
 MODES = ("closed-form", "trained")
+MAX_SEEDS = 10  # adapter seeds per cell: each multiplies the trained cells' work
 VARIANTS = ("trained", "random_sender", "random_receiver", "random_both")  # matrix first, then the controls
 CONTROLS = VARIANTS[1:]
 CONTROL_NAMES = {"random_sender": "random sender", "random_receiver": "random receiver", "random_both": "both random"}
@@ -100,10 +101,14 @@ class MatrixSpec(Spec):
     # receiver is chance by construction); "as-matrix" = made as the matrix's cells (older dicts, key absent).
     # Without controls, or where the matrix itself is task-trained, both are the same run: held as "as-matrix"
     control_training: str = "task"
+    # trained mode: train every cell's adapter from this many seeds (seed, seed+1, ...): each cell keeps seed's
+    # value and its interval over test images, and adds the mean and a t-interval across the seeds
+    seeds: int = 1
 
     # what a dict written before each field computed (Spec.LEGACY: left out of to_dict at that value, so old run
     # ids stay): both twins from `seed`, the task objective, controls made as the matrix's cells
-    LEGACY: ClassVar[dict[str, Any]] = {"twin_seeds": "shared", "objective": "task", "control_training": "as-matrix"}
+    LEGACY: ClassVar[dict[str, Any]] = {"twin_seeds": "shared", "objective": "task", "control_training": "as-matrix",
+                                        "seeds": 1}  # fmt: skip
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "a", str(parse_ref(self.a)))
@@ -151,6 +156,11 @@ class MatrixSpec(Spec):
         check_positive("lr", self.lr, "typical values 1e-3 .. 1e-1 (default 1e-2)")
         check_at_least("weight_decay", self.weight_decay, 0, "0 turns it off")
         check_sample_caps(self)
+        if not isinstance(self.seeds, int) or not 1 <= self.seeds <= MAX_SEEDS:
+            raise StitchError(f"seeds is 1 to {MAX_SEEDS} adapter trainings per cell (got {self.seeds!r})")
+        if self.seeds > 1 and self.mode != "trained":
+            raise StitchError("seeds > 1 trains each cell's adapter from several seeds; a closed-form fit is the same"
+                              " from every seed: use mode='trained'")  # fmt: skip
 
     @property
     def controls_at_chance(self) -> tuple[str, ...]:
@@ -167,7 +177,7 @@ class MatrixSpec(Spec):
     def label(self) -> str:
         n_s = len(self.senders) if self.senders is not None else "all cuts"
         n_r = len(self.receivers) if self.receivers is not None else "all cuts"
-        extra = ", controls" if self.controls else ""
+        extra = (", controls" if self.controls else "") + (f", {self.seeds} seeds" if self.seeds > 1 else "")
         return f"matrix {self.a} x {self.b} ({self.mode}, {n_s} x {n_r}{extra})"
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -37,11 +37,11 @@ from stitchcore.backends import UnitContext
 from stitchcore.cuts import Cut, get_cut, list_cuts, split
 from stitchcore.data.images import ImageDataset
 from stitchcore.experiments.matrix.spec import MatrixSpec, cell_objective
+from stitchcore.measures.intervals import mean_ci, paired_difference_ci
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.package import ModelPackage
 from stitchcore.stitching.activations import CutsOnDemand, collect_cuts
 from stitchcore.stitching.adapters import build_adapter, compatibility
-from stitchcore.measures.intervals import mean_ci, paired_difference_ci
 from stitchcore.stitching.evaluate import ClassifierScore, evaluate_batches, stitching_penalty
 from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
 from stitchcore.stitching.shared_suffix import frozen_for_training, train_adapters_shared_suffix
@@ -227,6 +227,20 @@ def _train_streamed(
             )  # fmt: skip
 
 
+def _over_seeds(spec: MatrixSpec, variant: str, run: Callable[[MatrixSpec], list[dict]]) -> list[dict]:
+    """``run(spec)``'s cells; for the matrix's own cells with ``spec.seeds`` > 1, ``run`` again from seeds
+    seed+1, seed+2 ... and each scored cell gains ``seeds``: its accuracy and penalty from every seed, in order
+    (the cell's own numbers stay seed's, the stitch its cell link opens).  Controls train from their seed once."""
+    cells = run(spec)
+    if variant != "trained" or spec.seeds < 2:
+        return cells
+    runs = [cells, *(run(replace(spec, seed=spec.seed + k)) for k in range(1, spec.seeds))]
+    for j, cell in enumerate(cells):
+        if cell["accuracy"] is not None:
+            cell["seeds"] = {field: [other[j][field] for other in runs] for field in ("accuracy", "penalty")}
+    return cells
+
+
 # ---------------------------------------------------------------------------- units (run by a backend)
 
 
@@ -289,8 +303,9 @@ def receiver_unit(
         context.check_cancel()
         where = f"{len(group)} sender(s) into {r.name}" + ("" if variant == "trained" else f" ({variant.replace('_', ' ')})")
         yield "progress", (start / len(pending), where)
-        yield "cells", [{"variant": variant, **cell}
-                        for cell in _run_receiver(spec, context, ws, send, recv, group, r, train_suffix, objective)]  # fmt: skip
+        cells = _over_seeds(spec, variant, lambda sp, group=group: _run_receiver(
+            sp, context, ws, send, recv, group, r, train_suffix, objective))  # fmt: skip
+        yield "cells", [{"variant": variant, **cell} for cell in cells]
 
 
 def streamed_unit(
@@ -301,6 +316,7 @@ def streamed_unit(
     ws = _unit_workspace(source, send, recv, list(dict.fromkeys(r for _, r in pairs)), context)
     cuts = {("s", c.name): c for c in ws.senders} | {("r", c.name): c for c in ws.receivers}
     yield "progress", (0.0, f"{len(pairs)} cells streamed" + ("" if variant == "trained" else f" ({variant})"))
-    cells = _run_streamed(spec, context, ws, send, recv, [(cuts["s", s], cuts["r", r]) for s, r in pairs],
-                          context.report, cell_objective(spec, variant))  # fmt: skip
+    cells = _over_seeds(spec, variant, lambda sp: _run_streamed(
+        sp, context, ws, send, recv, [(cuts["s", s], cuts["r", r]) for s, r in pairs], context.report,
+        cell_objective(sp, variant)))  # fmt: skip
     yield "cells", [{"variant": variant, **cell} for cell in cells]

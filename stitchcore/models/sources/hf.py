@@ -19,8 +19,10 @@ them.  ``seed=`` on a checkpoint that holds every tensor changes nothing and is 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -98,7 +100,7 @@ def _image_preprocess(src: str, config: Any, local_only: bool) -> Preprocess:
     try:
         from transformers import AutoImageProcessor
 
-        proc = AutoImageProcessor.from_pretrained(src, local_files_only=local_only)
+        proc = AutoImageProcessor.from_pretrained(src, local_files_only=local_only, trust_remote_code=False)
         size_cfg = getattr(proc, "crop_size", None) or getattr(proc, "size", None) or {}
         size = size_cfg.get("height") or size_cfg.get("shortest_edge") or size
         mean = tuple(float(v) for v in proc.image_mean)
@@ -107,6 +109,25 @@ def _image_preprocess(src: str, config: Any, local_only: bool) -> Preprocess:
         logger.warning("hf %s: no image processor (%s); using size %s and mean/std 0.5", src, e, size)
     side = int(size if isinstance(size, int) else size[0])
     return Preprocess(size=(side, side), channels=chans, mean=mean, std=std)
+
+
+def _declared_code(src: str) -> list[str]:
+    """What a local model folder's config.json maps to code of its own (``auto_map``: class -> module.Class),
+    read as JSON before transformers sees the folder; [] for none (or no readable config: transformers says)."""
+    try:
+        config = json.loads((Path(src) / "config.json").read_text())
+    except (OSError, ValueError):
+        return []
+    auto_map = config.get("auto_map") if isinstance(config, dict) else None
+    return sorted(auto_map) if isinstance(auto_map, dict) else []
+
+
+def _refuse_own_code(src: str, declared: list[str]) -> None:
+    """A SourceError for a model that ships its own Python (``auto_map``): StitchLab never runs it."""
+    if declared:
+        raise SourceError(f"refused hf:{src}: it ships its own model code ({', '.join(declared)} in config.json's "
+                          "auto_map), and StitchLab never runs a model's own code; use a model transformers "
+                          "itself defines, saved with save_pretrained()")  # fmt: skip
 
 
 @register_source("hf")
@@ -128,12 +149,17 @@ def load_hf(ref: ModelRef, store: Any = None) -> LoadedModel:
     offline = not local and not host_reachable("huggingface.co")
     local_only = local or offline
 
+    if local:
+        _refuse_own_code(src, _declared_code(src))
     import transformers
 
     try:
-        config = transformers.AutoConfig.from_pretrained(src, local_files_only=local_only)
+        config = transformers.AutoConfig.from_pretrained(src, local_files_only=local_only, trust_remote_code=False)
     except (OSError, ValueError) as e:
+        if "trust_remote_code" in str(e) or "custom code" in str(e):  # a hub repo that ships its own code
+            _refuse_own_code(src, ["its config"])
         raise _fail(ref.name, local, offline, e) from e
+    _refuse_own_code(src, sorted(getattr(config, "auto_map", None) or {}))
     if task is None:
         archs = getattr(config, "architectures", None) or []
         task = (
@@ -148,7 +174,12 @@ def load_hf(ref: ModelRef, store: Any = None) -> LoadedModel:
     )
     try:
         with seeded_init(seed):  # tensors the checkpoint lacks are drawn here
-            hf, info = auto.from_pretrained(src, local_files_only=local_only, output_loading_info=True)
+            hf, info = auto.from_pretrained(src, local_files_only=local_only, output_loading_info=True,
+                                            trust_remote_code=False)  # fmt: skip
+    except pickle.UnpicklingError as e:  # a pytorch_model.bin holding more than tensors: refused by weights_only
+        raise SourceError(f"refused hf:{ref.name}: its pytorch_model.bin holds Python objects besides tensors, "
+                          "and loading it could run code; give weights saved as safetensors "
+                          "(model.save_pretrained(DIR)) or as a pickle of tensors only") from e  # fmt: skip
     except (OSError, ValueError) as e:
         raise _fail(ref.name, local, offline, e) from e
     drawn = sorted({*info.get("missing_keys", ()), *(k[0] if isinstance(k, tuple) else k
@@ -174,7 +205,8 @@ def load_hf(ref: ModelRef, store: Any = None) -> LoadedModel:
             meta=meta,
         )
     try:
-        meta["tokenizer"] = transformers.AutoTokenizer.from_pretrained(src, local_files_only=local_only)
+        meta["tokenizer"] = transformers.AutoTokenizer.from_pretrained(src, local_files_only=local_only,
+                                                                       trust_remote_code=False)  # fmt: skip
     except Exception as e:  # noqa: BLE001 - a model without tokenizer files still takes token ids
         logger.warning(
             "hf %s: no tokenizer (%s); meta['tokenizer'] is None", src, (str(e).splitlines() or [""])[0]
