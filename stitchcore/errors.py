@@ -70,4 +70,9 @@ class RunBusy(StoreError):
 
 
 class Cancelled(StitchError):
-    """Raised inside a run when its cancel event is set."""
+    """Raised inside a run when its cancel event is set.  ``status``: how the run is recorded, "cancelled" (a
+    person stopped it) or "interrupted" (what ran it went away: a server or its pipe closed, not a person)."""
+
+    def __init__(self, message: str = "cancelled by the user", status: str = "cancelled") -> None:
+        super().__init__(message)
+        self.status = status if status in ("cancelled", "interrupted") else "cancelled"

@@ -150,3 +150,48 @@ def test_a_worker_started_from_a_page_does_not_run_the_page_s_script_again(tmp_p
     assert sys.modules["__main__"] is page_main  # the page's module is back
     assert not marker.exists()
     assert WorkerProcess.expected_startup > 0
+
+
+SERVER_KILLED = """
+import os, sys, time
+from stitchcore.experiments.zoo import ZooRecipe
+from stitchcore.jobs import JobRunner
+from stitchcore.store.results import Store
+
+store = Store(sys.argv[1])
+runner = JobRunner(store, devices=["cpu"], cpu_threads=1, isolation="process")
+job = runner.submit("zoo", ZooRecipe(arch="mlp", epochs=3000, seed=15))
+while not (runner.get(job.id).metrics.get("loss")):
+    time.sleep(0.1)
+print(job.id, runner._workers[0].pid, flush=True)
+os._exit(0)  # the server goes away mid-run, as a killed one does: its worker's pipe closes
+"""
+
+
+def test_a_run_whose_server_goes_away_is_recorded_interrupted_not_cancelled(tmp_path):
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", SERVER_KILLED, str(tmp_path)], capture_output=True, text=True,
+                         timeout=180, cwd=os.path.dirname(os.path.dirname(__file__)))  # fmt: skip
+    run_id, worker_pid = out.stdout.split()
+    with Store(tmp_path) as store:
+        deadline = time.monotonic() + 60
+        while store.lookup(run_id).status == "running":  # the orphaned worker notices and stops the run
+            assert time.monotonic() < deadline, "the orphaned worker left its run running"
+            time.sleep(0.2)
+        rec = store.lookup(run_id)
+    assert rec.status == "interrupted" and rec.error.startswith("interrupted: the server that ran it stopped"), rec
+    deadline = time.monotonic() + 30
+    while _alive(int(worker_pid)):  # and the worker exits
+        assert time.monotonic() < deadline, "the orphaned worker is still alive"
+        time.sleep(0.2)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:  # a zombie (exited, not reaped by its dead parent) counts as gone
+        return f.read().split()[2] != "Z"

@@ -136,7 +136,7 @@ class UnitContext:
     def check_cancel(self) -> None:
         """Raise :class:`Cancelled` once the run is stopped (on Ray the task is interrupted instead)."""
         if self.cancel.is_set():
-            raise Cancelled(getattr(self.cancel, "reason", "cancelled by the user"))
+            raise Cancelled(getattr(self.cancel, "reason", "cancelled by the user"), getattr(self.cancel, "status", "cancelled"))
 
 
 UnitFn = Callable[..., Iterator[tuple[str, Any]]]  # fn(*args, UnitContext) -> events

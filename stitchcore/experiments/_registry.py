@@ -144,7 +144,7 @@ class RunContext:
     def check_cancel(self) -> None:
         """Raise :class:`Cancelled` if the user asked to stop (call every step)."""
         if self.cancel.is_set():  # an event may say why (the CLI's Ctrl-C event: "cancelled with Ctrl-C")
-            raise Cancelled(getattr(self.cancel, "reason", "cancelled by the user"))
+            raise Cancelled(getattr(self.cancel, "reason", "cancelled by the user"), getattr(self.cancel, "status", "cancelled"))
 
     def progress(self, fraction: float, message: str = "", metrics: dict[str, float] | None = None) -> None:
         self._fraction = max(0.0, min(1.0, fraction))
@@ -255,8 +255,8 @@ def run_experiment(
     store.watch_cancel(run_id, cancel.set)  # `runs cancel` from another process
     try:
         summary = fn(spec, ctx)
-    except Cancelled as exc:
-        store.fail(run_id, str(exc), status="cancelled")
+    except Cancelled as exc:  # stopped by a person, or interrupted (the process that ran it lost its server)
+        store.fail(run_id, str(exc), status=exc.status)
         raise
     except KeyboardInterrupt:
         store.fail(run_id, "cancelled with Ctrl-C", status="cancelled")

@@ -54,6 +54,9 @@ OnProgress = Callable[[float, str], None]
 OnPoints = Callable[[int, dict[str, float]], None]
 
 
+INTERRUPTED = "interrupted: the server that ran it stopped (run it again to resume or redo it)"
+
+
 class WorkerDied(RuntimeError):
     """The child process ended while it ran a job (killed, out of memory, a crash in native code)."""
 
@@ -341,10 +344,12 @@ def worker_main(conn: Connection, store_root: str, threads: int, ready: Any = No
             try:
                 message = conn.recv()
             except (EOFError, OSError):
-                jobs.put(None)  # the parent is gone
+                jobs.put(None)  # the parent is gone: the run is interrupted, not cancelled by anyone
+                cancel.reason, cancel.status = INTERRUPTED, "interrupted"  # type: ignore[attr-defined]
                 cancel.set()
                 return
             if message[0] == "cancel":
+                cancel.reason, cancel.status = "cancelled by the user", "cancelled"  # type: ignore[attr-defined]
                 cancel.set()
             elif message[0] == "stop":
                 jobs.put(None)
