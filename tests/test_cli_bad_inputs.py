@@ -60,6 +60,12 @@ CASES: list = [
     ("cut-a-typo", [*STITCH[:5], "--cut-a", "blok2", "--cut-b", "block2"], r"no cut 'blok2'.*close: block2"),
     ("cut-b-typo", [*STITCH[:7], "--cut-b", "fc9"], r"no cut 'fc9'.*close: fc2"),
     ("cut-matrix-senders", [*MATRIX, "--senders", "blok1"], r"no cut 'blok1'.*close: block1"),
+    ("cut-matrix-senders-empty", [*MATRIX, "--senders", ""], r"--senders names no cut.*leave --senders out"),
+    ("cut-similarity-receivers-commas", [*SIMILARITY, "--receivers", " , "], r"--receivers names no cut"),
+    ("matrix-seeds-closed-form", [*MATRIX, "--seeds", "2"], r"closed-form fit is the same from every seed"),
+    ("matrix-seeds-zero", [*MATRIX, "--mode", "trained", "--seeds", "0"], r"seeds is 1 to 10"),
+    ("sweep-model-seeds-too-many", ["sweep", "--preset", "connectivity", "--model-seeds", "9"],
+     r"model seeds must be 1 to 5"),
     ("cut-similarity-receivers", [*SIMILARITY, "--receivers", "fc9"], r"no cut 'fc9'"),
     ("cut-sweep-positions", [*SWEEP, "--positions", "blok1"], r"no cut\(s\) \['blok1'\].*its cuts are"),
     ("head-a-without-cut", [*STITCH, "--head", "a"], r"head='a' needs head_cut"),
@@ -255,3 +261,12 @@ def test_a_real_process_prints_one_line_too(store, argv, fix):
                        timeout=120, cwd=Path(__file__).resolve().parents[1])  # fmt: skip
     assert_refused(p.returncode, p.stdout, p.stderr, fix)
     assert rows(store) == before
+
+
+def test_output_piped_to_a_reader_that_stops_ends_quietly(tmp_path):
+    """`... | head`: the reader closes the pipe before the CLI writes; no traceback, the pipe's exit code."""
+    proc = subprocess.Popen([sys.executable, "-m", "stitchcore", "runs", "list", "--store", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=Path(__file__).parents[1])  # fmt: skip
+    proc.stdout.close()  # the reader is gone before anything is written
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141 and "Traceback" not in err and "BrokenPipeError" not in err, err

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -96,4 +97,16 @@ def _main(args: argparse.Namespace) -> int:
         bar.close()
         print(_CTRL_C_LINE, file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the output went to a reader that stopped reading (`| head`): leave quietly
+        _quiet_stdout()
+        return 141  # 128 + SIGPIPE, as a shell tool cut off the same way
     return code or 0
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush of the closed pipe raises nothing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is no real file (a test's capture): nothing will flush into a pipe
+        pass

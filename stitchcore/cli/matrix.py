@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from stitchcore.cli._common import Command, ProgressBar, backend_parser, emit, names, outcome, run, took
 from stitchcore.cli.stitch import resolve_cuts
+from stitchcore.errors import StitchError
 
 if TYPE_CHECKING:
     from stitchcore.store.results import Store
@@ -117,7 +118,12 @@ def grid_text(summary: dict[str, Any], footer: str) -> str:
 
 def _cut_lists(args: argparse.Namespace, store: Store) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None,
                                                                  dict[str, str]]:
-    """``--senders`` / ``--receivers`` as canonical cut names, and {alias: canonical} for the JSON."""
+    """``--senders`` / ``--receivers`` as canonical cut names, and {alias: canonical} for the JSON; a flag given
+    with no name (``--senders ""``) is refused, not read as every cut."""
+    for flag, given in (("--senders", args.senders), ("--receivers", args.receivers)):
+        if given is not None and not names(given):
+            raise StitchError(f"{flag} names no cut: give comma-separated cut names (e.g. block1,fc1; see "
+                              f"`python -m stitchcore cuts REF`), or leave {flag} out for every cut")  # fmt: skip
     senders, alias_a = resolve_cuts(args.a, names(args.senders), store)
     receivers, alias_b = resolve_cuts(args.b, names(args.receivers), store)
     return senders, receivers, {**alias_a, **alias_b}

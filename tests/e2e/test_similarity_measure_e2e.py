@@ -8,12 +8,14 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
+from stitchcore.experiments.matrix import MatrixSpec
+from stitchcore.store.results import run_id_for
 from tests.e2e.conftest import open_app
 
 MEASURE, TITLE = "procrustes", "Procrustes distance"
 # Cuts no other browser test launches a matrix over: on the shared server, a matrix launched again beside another
 # measure would open from Results with the measure launched nearest it (similarity_beside), not this one.
-SENDERS, RECEIVERS = ("block1", "fc1"), ("fc1", "fc2")
+SENDERS, RECEIVERS = ("block1", "fc1"), ("fc1", "fc2")  # (checked: the launched matrix is over exactly these)
 
 
 @pytest.fixture(scope="module")
@@ -50,11 +52,17 @@ def test_matrix_reopened_shows_the_measure_it_was_launched_with(app_url, page, b
     page.get_by_text("Choose…").click()  # two cuts a side: seconds
     for label, keep in (("Sender cuts of A", SENDERS), ("Receiver cuts of B", RECEIVERS)):
         box = page.locator('[data-testid="stMultiSelect"]', has_text=label).first
+        chips = box.locator("[data-tag]")  # one per picked cut, each with its "Remove NAME" button
+        chips.first.wait_for()  # drawn with every cut (counted before they are drawn, none would be removed)
         for name in ("block1", "block2", "flatten", "fc1", "fc2"):
-            chip = box.locator('[data-baseweb="tag"]', has_text=name)
-            if name not in keep and chip.count():
-                chip.get_by_role("presentation").click()  # the chip's ×
+            if name not in keep:
+                box.get_by_role("button", name=f"Remove {name}", exact=True).click()
                 page.wait_for_timeout(400)
+        for _ in range(60):  # the box holds the kept cuts and no other (else the matrix is another one)
+            if sorted(c.inner_text().strip() for c in chips.all()) == sorted(keep):
+                break
+            page.wait_for_timeout(500)
+        assert sorted(c.inner_text().strip() for c in chips.all()) == sorted(keep), label
     page.locator('[data-testid="stSelectbox"]', has_text="Measure").click()
     page.get_by_role("option", name=TITLE).click()
     page.get_by_text(f"{TITLE}:").first.wait_for()  # the direction caption under the picker
@@ -62,6 +70,8 @@ def test_matrix_reopened_shows_the_measure_it_was_launched_with(app_url, page, b
     page.get_by_text("Click a cell of the stitching panel").wait_for(timeout=120_000)
     query = parse_qs(urlparse(page.url).query)
     run_id, cka_id = query["run"][0], query["cka"][0]
+    spec = MatrixSpec(refs[0], refs[1], senders=SENDERS, receivers=RECEIVERS)
+    assert run_id == run_id_for("matrix", spec.to_dict()), "the matrix launched is not over the chosen cuts"
     _shows_measure(page)
 
     def fresh(url: str):
