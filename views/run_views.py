@@ -230,7 +230,8 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
             help="on: each cell is the mean over its adapters trained from every seed, its interval the 95% "
                  "t-interval across them (what training adds); off: the first seed's adapter, its interval over "
                  "the test images (the stitch a cell click opens)") if state.across_seeds else False  # fmt: skip
-        top = [stitching_panel(state.grid(metric, across), senders, receivers, metric, state.intervals(metric, across))]
+        top = [stitching_panel(state.grid(metric, across), senders, receivers, metric, state.intervals(metric, across),
+                               seeds=state.across_seeds["n"] if across else None)]  # fmt: skip
         if cka_now is not None and cka_now.summary:
             top += cka_panels(cka_now.summary)
         elif cka_now is not None:

@@ -79,7 +79,7 @@ protocol = _query_protocol if _query_protocol in PROTOCOL_LABELS else "task"
 _query_seeds = st.query_params.get("seeds", "1")
 if "tr_model_seeds" not in st.session_state:  # a link's seeds, once; then the widget's own
     st.session_state["tr_model_seeds"] = int(_query_seeds) if _query_seeds.isdigit() and 1 <= int(_query_seeds) <= MAX_SEEDS else 1
-n_seeds = int(st.number_input(
+n_seeds = int(st.columns([1, 3])[0].number_input(
     "Model seeds", 1, MAX_SEEDS, key="tr_model_seeds",
     help=f"Run each preset from this many seeds: seed k trains every model from seed {SEED_STEP}·k on and the "
          "adapters from seed k (seed 0 is the preset as it always runs, so its stored runs are reused). The "
@@ -233,15 +233,17 @@ def _sweep_panel(run_id: str, title: str | None = None) -> None:
         run_views.sweep_view(rec, key="tr", title=title)
 
 
-def _penalty_panels(preset: Preset) -> None:
-    """A preset's penalty figures (one line per sweep), redrawn while any of its sweeps runs."""
+def _penalty_panels(preset: Preset, seeds: int = 1) -> None:
+    """A preset's penalty figures (one line per sweep), redrawn while any of its sweeps runs; beside a reading
+    across ``seeds`` model seeds, titled as the first seed's."""
     ids = [run_id_for("sweep", spec.to_dict()) for spec in preset.sweeps]
 
     @ui.live_while_running(*ids)
     def live() -> None:
         for k, panel in enumerate(preset.panels):
             lines = panel_lines(preset, panel, ui.get_store())
-            ui.chart(st, plots_traits.penalty_lines(lines, title=panel.title), key=f"tr-panel-{preset.name}-{k}",
+            title = panel.title + (": model seed 0 (bars: its 95% interval over the test images)" if seeds > 1 else "")
+            ui.chart(st, plots_traits.penalty_lines(lines, title=title), key=f"tr-panel-{preset.name}-{k}",
                      file_name=f"{preset.name}-penalty-{k + 1}.csv")  # fmt: skip
             waiting = [ln["title"] for ln in lines if ln["state"] is None]
             if waiting:
@@ -267,7 +269,8 @@ def _across_seeds(preset: Preset, n: int) -> None:
                    "seeds, with a 95% t-interval across them (the spread training adds; each run's own interval "
                    "over test images is in its sweep below).")  # fmt: skip
         for k, panel in enumerate(preset.panels):
-            fig = plots_traits.penalty_lines(seed_lines(preset, k, across), title=f"{panel.title}: across seeds")
+            fig = plots_traits.penalty_lines(seed_lines(preset, k, across),
+                                             title=f"{panel.title}: mean across seeds (bars: 95% t-interval)")
             ui.chart(st, fig, key=f"tr-seeds-{preset.name}-{k}", file_name=f"{preset.name}-penalty-seeds-{k + 1}.csv")
         if not preset.panels:
             for sweep in across:
@@ -300,7 +303,7 @@ if preset_name:
         if n_seeds > 1:
             _across_seeds(preset, n_seeds)
         if preset.panels:
-            _penalty_panels(preset)
+            _penalty_panels(preset, n_seeds)
         for sweep_title, sweep_spec in zip(preset.sweep_titles, preset.sweeps, strict=True):
             if preset.panels:  # the figures above say it; each sweep's own plots on request
                 with st.expander(f"Sweep: {sweep_title}"):

@@ -214,19 +214,25 @@ def cka_panels(summary: Mapping[str, Any]) -> list[HeatPanel]:
 
 
 def stitching_panel(grid: list, senders: list[str], receivers: list[str], metric: str,
-                    intervals: list | None = None) -> HeatPanel:  # fmt: skip
+                    intervals: list | None = None, seeds: int | None = None) -> HeatPanel:  # fmt: skip
     """The stitching panel of a matrix: accuracy, or the penalty B − stitched in points (higher = worse).
 
     ``grid`` holds the stored numbers (fractions: ``MatrixState.grid(metric)``); a penalty is shown in points.
-    ``intervals``: the cells' 95% intervals (``MatrixState.intervals(metric)``), shown on hover.
+    ``intervals``: the cells' 95% intervals (``MatrixState.intervals(metric)``), shown on hover.  ``seeds``: the
+    grid is the mean over that many adapter seeds (the title says so; its CSV is named apart).
+
+    >>> stitching_panel([[0.9]], ["fc1"], ["fc2"], "accuracy", seeds=3).title
+    'Stitching accuracy, mean over 3 adapter seeds'
     """
+    over = f", mean over {seeds} adapter seeds" if seeds else ""
+    stem = "-seeds-mean" if seeds else ""
     if metric == "accuracy":
-        return HeatPanel("Stitching accuracy", grid, senders, receivers, "accuracy", csv_name="accuracy", opens=True,
-                         intervals=intervals, meaning="accuracy")  # fmt: skip
+        return HeatPanel(f"Stitching accuracy{over}", grid, senders, receivers, "accuracy", csv_name=f"accuracy{stem}",
+                         opens=True, intervals=intervals, meaning="accuracy")  # fmt: skip
     in_pts = None if intervals is None else [[None if ci is None else [penalty_pts(v) for v in ci] for ci in row]
                                              for row in intervals]  # fmt: skip
-    return HeatPanel(f"Stitching {PENALTY_WORDS}", grid_of(grid, penalty_pts), senders, receivers, "penalty",
-                     csv_name="penalty", diverging=True, higher_is_worse=True, bounded=False,
+    return HeatPanel(f"Stitching {PENALTY_WORDS}{over}", grid_of(grid, penalty_pts), senders, receivers, "penalty",
+                     csv_name=f"penalty{stem}", diverging=True, higher_is_worse=True, bounded=False,
                      opens=True, unit=PTS, csv_value=PENALTY_COLUMN, intervals=in_pts, meaning="penalty")  # fmt: skip
 
 
@@ -375,6 +381,10 @@ def _matrix(record: RunRecord, store: Store) -> list[RunFigure]:
     senders, receivers, marks = state.senders, state.receivers, {"skipped": state.skipped, "pending": state.pending}
     figs = [_panel(stitching_panel(state.grid(metric), senders, receivers, metric, state.intervals(metric)), **marks)
             for metric in ("accuracy", "penalty")]  # fmt: skip
+    if state.across_seeds:  # adapter seeds: each cell's mean and t-interval across them
+        figs += [_panel(stitching_panel(state.grid(metric, True), senders, receivers, metric,
+                                        state.intervals(metric, True), seeds=state.across_seeds["n"]), **marks)
+                 for metric in ("accuracy", "penalty")]  # fmt: skip
     for table in state.controls:
         figs += [_panel(p, **marks) for p in control_panels(table, senders, receivers)]
     return figs
