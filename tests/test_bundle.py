@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import stat
 import time
 import zipfile
@@ -12,8 +13,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 
-from stitchcore.errors import StoreError
+from stitchcore.errors import StitchError, StoreError
 from stitchcore.store.bundle import Limits, export_bundle, import_bundle, read_manifest
 from stitchcore.store.results import Store
 from tests.conftest import copy_store
@@ -352,3 +354,65 @@ def test_cli_export_import_json(src, dst, tmp_path, capsys):
     assert capsys.readouterr().err.startswith("error: unknown run id 'nope'")
     assert main(["runs", "import", str(tmp_path / "n.zip"), "--store", str(dst.root)]) == 2
     assert "no bundle file" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------------- names and times
+
+
+def _zoo_bundle(src: Store, tmp_path: Path, edit) -> Path:
+    """A bundle of zoo model cnn-digits-s1 (its weights) with ``edit(row)`` applied to its manifest row."""
+    import stitchcore.experiments  # noqa: F401 - the zoo's namer (store.claims), as the CLI and the app have it
+
+    path = export_bundle(src, [ZOO_CNN[1]], tmp_path / "zoo.zip").path
+    with zipfile.ZipFile(path) as zf:
+        manifest = json.loads(zf.read("manifest.json"))
+        members = {n: zf.read(n) for n in zf.namelist() if n != "manifest.json"}
+    edit(manifest["runs"][0]["row"])
+    return write_zip(tmp_path / "edited.zip", manifest, members)
+
+
+def test_a_bundle_cannot_rename_a_model_or_date_itself_in_the_future(src, tmp_path, capsys):
+    from stitchcore.cli.main import main
+    from stitchcore.models.sources import load_model
+
+    s0 = "cnn-digits-s0-3a5c8f"  # the name another model of the store answers to
+
+    def shadow(row):  # the summary claims s0's name and ref for s1's weights, "trained" in 2100
+        row["summary"].update(name=s0, ref=f"zoo:{s0}")
+        row["created"] = row["started"] = row["finished"] = 4102444800.0
+
+    def future(row):
+        row["created"] = time.time() + 86400
+
+    with Store(tmp_path / "target") as target:
+        export_bundle(src, [ZOO_CNN[0]], tmp_path / "s0.zip")
+        import_bundle(target, tmp_path / "s0.zip")
+        before = snapshot(target)
+        weights = load_model(f"zoo:{s0}", store=target).model.state_dict()
+        for edit, needle in ((shadow, f"its summary calls it '{s0}', but its spec makes it 'cnn-digits-s1-d927a0'"),
+                             (future, "its created time lies in the future")):
+            bad = _zoo_bundle(src, tmp_path, edit)
+            with pytest.raises(StoreError, match=re.escape(needle)):
+                import_bundle(target, bad)
+            assert main(["runs", "import", str(bad), "--store", str(target.root), "--quiet"]) == 2
+            assert needle in capsys.readouterr().err and snapshot(target) == before
+        again = load_model(f"zoo:{s0}", store=target).model.state_dict()
+        assert all(torch.equal(weights[k], again[k]) for k in weights)  # the name still means the same model
+
+
+def test_an_imported_run_answers_only_to_the_name_its_spec_gives_it(src, tmp_path):
+    """Even written past the bundle check (Store.import_runs), a summary's name never resolves for an imported
+    run; a run made in the store answers to its summary's name too (older releases named some so)."""
+    import stitchcore.experiments  # noqa: F401
+    from stitchcore.models.sources.zoo import find_zoo_run, zoo_names
+
+    rec = src.lookup(ZOO_CNN[1])
+    forged = replace(rec, summary={**rec.summary, "name": "cnn-digits-s0-3a5c8f"})
+    with Store(tmp_path / "t") as target:
+        target.import_runs([(forged, {}, {})], source="forged.zip")
+        stored = target.lookup(ZOO_CNN[1])
+        assert stored.imported and zoo_names(stored) == {"cnn-digits-s1-d927a0"}
+        assert find_zoo_run(target, "cnn-digits-s1-d927a0").id == ZOO_CNN[1]
+        with pytest.raises(StitchError, match="zoo:cnn-digits-s0-3a5c8f is not in the store"):
+            find_zoo_run(target, "cnn-digits-s0-3a5c8f")
+    assert zoo_names(src.lookup(ZOO_CNN[0])) == {"cnn-digits-s0-3a5c8f"}  # made here: spec and summary agree

@@ -133,7 +133,9 @@ def _cmd_runs_export(args: argparse.Namespace, store: Store, bar: ProgressBar) -
 
 
 def _cmd_runs_import(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
-    """The bundle's runs, added in one transaction once every member checks out."""
+    """The bundle's runs, added in one transaction once every member checks out (and no summary claims a name
+    its spec does not give: the experiments register how their kinds name runs, so they are imported first)."""
+    import stitchcore.experiments  # noqa: F401 - registers the zoo's namer (store.claims) before the check
     from stitchcore.store.bundle import import_bundle
 
     rep = import_bundle(store, args.file)

@@ -46,6 +46,7 @@ from stitchcore.models.sources import load_model
 from stitchcore.models.sources.checkpoint import load_into, save_checkpoint
 from stitchcore.stitching.evaluate import count_params, evaluate_batches
 from stitchcore.stitching.train import train_classifier
+from stitchcore.store.claims import register_namer
 
 __all__ = ["ZooRecipe", "check_zoo", "estimate_zoo", "hub_start", "train_zoo", "untrained_model", "zoo_name",
            "zoo_stand_in"]
@@ -254,6 +255,10 @@ def zoo_stand_in(recipe: ZooRecipe, run_id: str) -> dict[str, tuple[str, Any]]:
     """The model a queued zoo run makes (its ref), for the estimates of runs queued after it: the recipe
     fixes its cost, an untrained copy stands in for it."""
     return {f"zoo:{zoo_name(recipe, run_id)}": (repr(recipe.to_dict()), lambda: untrained_model(recipe))}
+
+
+# zoo:NAME resolves from what the spec determines, never from a summary an import supplied (store/claims.py)
+register_namer("zoo", lambda spec, run_id: zoo_name(ZooRecipe.from_dict(spec), run_id))
 
 
 @register_experiment("zoo", ZooRecipe.from_dict, check=check_zoo, estimate=estimate_zoo, makes=zoo_stand_in)

@@ -39,6 +39,7 @@ from typing import Any, BinaryIO
 import stitchcore
 from stitchcore.errors import StoreError
 from stitchcore.store.canonical_json import canonical_json, plain_json
+from stitchcore.store.claims import contradiction
 from stitchcore.store.results import STATUSES, RunRecord, Store, run_id_for
 
 __all__ = [
@@ -291,6 +292,9 @@ def _read_member(zf: zipfile.ZipFile, path: Path, info: zipfile.ZipInfo, size: i
     return digest.hexdigest(), buf.getvalue() if sink is None else None
 
 
+CLOCK_SKEW = 600.0  # seconds a bundled run's times may lie ahead of this machine's clock (another machine's)
+
+
 def _need(cond: bool, path: Path, why: str) -> None:
     if not cond:
         raise _fail(path, f"malformed manifest ({why})")
@@ -324,6 +328,13 @@ def _check_manifest(path: Path, manifest: Any) -> None:
         except StoreError:
             same = False
         _need(same, path, f"run {rid}: the id does not match its kind and spec")
+        claim = contradiction(row["kind"], run["spec"], rid, row["summary"])  # e.g. a zoo run's name
+        if claim is not None:  # it would answer to a name its spec does not give it: refused, not imported
+            raise _fail(path, f"run {rid}: {claim}")
+        late = [k for k in ("created", "started", "finished")
+                if isinstance(row.get(k), (int, float)) and row[k] > time.time() + CLOCK_SKEW]  # fmt: skip
+        if late:  # "newest" decides which run a name resolves to: a run from the future would win every time
+            raise _fail(path, f"run {rid}: its {' and '.join(late)} time lies in the future")
         roles = []
         for m in run["members"]:
             _need(isinstance(m, dict) and isinstance(m.get("path"), str) and isinstance(m.get("sha256"), str)

@@ -20,9 +20,10 @@ from stitchcore.models.preprocess import Preprocess
 from stitchcore.models.refs import ModelRef
 from stitchcore.models.sources._registry import ARCH_BUILDERS, register_source
 from stitchcore.models.sources.checkpoint import load_into, read_checkpoint
+from stitchcore.store.claims import spec_name
 from stitchcore.store.results import RunRecord, Store
 
-__all__ = ["find_zoo_run", "list_zoo_models", "load_zoo_model", "zoo_epoch", "zoo_options"]
+__all__ = ["find_zoo_run", "list_zoo_models", "load_zoo_model", "zoo_epoch", "zoo_names", "zoo_options"]
 
 
 def list_zoo_models(store: Store) -> list[RunRecord]:
@@ -30,14 +31,27 @@ def list_zoo_models(store: Store) -> list[RunRecord]:
     return store.list_runs(kind="zoo", status="done")
 
 
+def zoo_names(rec: RunRecord) -> set[str]:
+    """The names a stored zoo run answers to: the one its spec gives it (``store.claims.spec_name``: the zoo
+    experiment registers how); a run made in this store also the one its summary records, an imported one
+    never (a bundle's summary could claim any name: ``zoo:cnn-digits-s0`` for other weights).  Without the
+    zoo experiment imported (no namer), the summary's, as before."""
+    said = rec.summary.get("name")
+    derived = spec_name("zoo", rec.spec, rec.id)
+    if derived is None:
+        return {said} if isinstance(said, str) else set()
+    return {derived} | ({said} if isinstance(said, str) and not rec.imported else set())
+
+
 def find_zoo_run(store: Store, name: str) -> RunRecord:
-    """The stored run of ``zoo:<name>``; RefError with the command to train it otherwise."""
+    """The stored run of ``zoo:<name>`` (newest first, by :func:`zoo_names`); RefError with the command to
+    train it otherwise."""
     runs = list_zoo_models(store)
     for rec in runs:
-        if rec.summary.get("name") == name:
+        if name in zoo_names(rec):
             return rec
     hint = _train_hint(name)
-    close = difflib.get_close_matches(name, [r.summary.get("name", "") for r in runs], n=3)
+    close = difflib.get_close_matches(name, sorted({n for r in runs for n in zoo_names(r)}), n=3)
     also = f" Trained models close to it: {', '.join('zoo:' + c for c in close)}." if close else ""
     raise RefError(f"zoo:{name} is not in the store at {store.root}; {hint}.{also}")
 
