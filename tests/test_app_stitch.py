@@ -136,3 +136,16 @@ def test_precision_comes_from_the_link_and_goes_into_the_spec(app):
     fresh = fresh.run()
     warning = "\n".join(w.value for w in fresh.warning)
     assert "precision='fp8' is not one of fp32, bf16; the form uses fp32" in warning.replace("\\", "")
+
+
+def test_a_stitch_link_to_another_kind_of_run_says_so_and_links_its_page(app):
+    from stitchcore.experiments import run_experiment
+    from stitchcore.experiments.matrix import MatrixSpec
+
+    matrix = run_experiment("matrix", MatrixSpec("zoo:cnn-digits-s0", "zoo:cnn-digits-s1", senders=("fc1",),
+                                                 receivers=("fc2",)), ui.get_store()).record  # fmt: skip
+    at = app.run().switch_page("views/stitch.py")
+    at.query_params["run"] = matrix.id
+    at.run()
+    assert not at.exception and not at.error
+    assert any(f"Run `{matrix.id}` is a matrix run, not a stitch" in i.value for i in at.info)

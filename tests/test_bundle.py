@@ -279,6 +279,20 @@ def bad_empty(m, ms, p):
     return p
 
 
+def bad_bzip2_lying(m, ms, p):
+    """cells.json as a bzip2 member of 200 MB of zeros (a few hundred bytes) whose headers say 2 bytes: zipfile
+    would inflate the whole block at the first read, whatever size is asked for."""
+    data = b"\0" * (200 << 20)
+    with zipfile.ZipFile(p, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("manifest.json", json.dumps(set_member(m, b"[]")))
+        for name, blob in ms.items():
+            if name != CELLS:
+                zf.writestr(name, blob)
+        zf.writestr(zipfile.ZipInfo(CELLS), data, compress_type=zipfile.ZIP_BZIP2)
+        zf.filelist[-1].file_size = 2  # the central directory lies about the size
+    return p
+
+
 BAD = [  # (name, builder, Limits or None, what the one-line error says)
     ("dotdot", bad_escape, None, "escapes the store"),
     ("absolute", bad_absolute, None, "escapes the store"),
@@ -304,6 +318,7 @@ BAD = [  # (name, builder, Limits or None, what the one-line error says)
     ("truncated", bad_truncated, None, "not a zip file, or truncated"),
     ("not-zip", bad_not_zip, None, "not a zip file, or truncated"),
     ("empty", bad_empty, None, "the file is empty"),
+    ("bzip2-bomb-lying-headers", bad_bzip2_lying, None, "is compressed with method 12"),
 ]
 
 

@@ -31,6 +31,7 @@ from ui.resources import (
     load_for_display,
     page_setup,
     viewer_mode,
+    viewer_ref,
 )
 from ui.runs import (
     Card,
@@ -83,5 +84,6 @@ __all__ = [
     "show_estimate",
     "show_plan_estimate",
     "viewer_mode",
+    "viewer_ref",
     "watch_kind",
 ]

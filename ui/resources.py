@@ -4,16 +4,18 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import streamlit as st
 
 from stitchcore.cuts import Cut, list_cuts
 from stitchcore.data import ImageDataset, load_dataset
 from stitchcore.device import describe_device, pick_device
-from stitchcore.errors import StitchError
+from stitchcore.errors import DataError, StitchError
 from stitchcore.jobs import JobRunner
 from stitchcore.models.info import weights_fingerprint
 from stitchcore.models.loaded import LoadedModel
+from stitchcore.models.refs import check_store_ref
 from stitchcore.models.sources import load_model
 from stitchcore.store.results import Store, resolve_store_dir
 
@@ -27,7 +29,9 @@ __all__ = [
     "get_store",
     "load_for_display",
     "page_setup",
+    "viewer_dataset",
     "viewer_mode",
+    "viewer_ref",
 ]
 
 WARM_ENV = "STITCHLAB_WARM_WORKER"  # "0": start the job worker at the first job, not with the server (tests)
@@ -49,17 +53,45 @@ def get_runner() -> JobRunner:
     return JobRunner(get_store(), isolation="process", warm=os.environ.get(WARM_ENV, "1") != "0")
 
 
-@st.cache_resource(show_spinner=False, max_entries=16)
+def viewer_ref(ref: str) -> str:
+    """``ref`` as given; in viewer mode a RefError unless it names only what the store holds (a ``zoo:`` model,
+    an upload under the store: ``models.refs.check_store_ref``), so no page of a viewer loads a server path, a
+    hub model or says whether a path exists.  Every model a page loads passes here."""
+    if viewer_mode():
+        check_store_ref(ref, get_store().root)
+    return ref
+
+
+def viewer_dataset(name: str) -> str:
+    """``name`` as given; in viewer mode a DataError for an image folder outside the store (a server path)."""
+    if viewer_mode() and name.startswith("imagefolder:"):
+        root = get_store().root.resolve()
+        folder = Path(name.removeprefix("imagefolder:").partition("?")[0]).expanduser().resolve()
+        if not folder.is_relative_to(root):
+            raise DataError("viewer mode reads only the built-in datasets (digits, ...) and folders in the store: "
+                            "pick one of those")  # fmt: skip
+    return name
+
+
 def load_for_display(ref: str) -> LoadedModel:
-    """A model loaded for display (cut lists, shapes); shared read-only, never trained."""
+    """A model loaded for display (cut lists, shapes); shared read-only, never trained (viewer mode: only what
+    the store holds, :func:`viewer_ref`)."""
+    return _loaded(viewer_ref(ref))
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def _loaded(ref: str) -> LoadedModel:
     return load_model(ref, store=get_store())
 
 
-@st.cache_resource(show_spinner=False, max_entries=16)
 def cuts_of(ref: str) -> list[Cut]:
     """The cut points of ``ref`` (see stitchcore.cuts.list_cuts)."""
-    m = load_for_display(ref)
-    return list_cuts(m)
+    return _cuts(viewer_ref(ref))
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def _cuts(ref: str) -> list[Cut]:
+    return list_cuts(load_for_display(ref))
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)
@@ -69,9 +101,13 @@ def fingerprint_of(ref: str) -> str:
     return weights_fingerprint(load_for_display(ref).model)
 
 
-@st.cache_resource(show_spinner=False, max_entries=8)
 def dataset_for_display(name: str) -> ImageDataset:
-    """A dataset loaded to check the models' heads against it (shared read-only)."""
+    """A dataset loaded to check the models' heads against it (shared read-only; viewer mode: no server path)."""
+    return _dataset(viewer_dataset(name))
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _dataset(name: str) -> ImageDataset:
     return load_dataset(name)
 
 

@@ -346,4 +346,10 @@ if url_run:
             ui.get_runner().submit("stitch", spec_again, rerun=True)
             st.rerun()
     st.divider()
-    ui.run_view(url_run, key="stitch", cards=run_views.CARDS)  # a stitch (or zoo) run: its result card
+    if current is not None and current.kind not in run_views.CARDS:  # e.g. stitch?run=<a matrix's id>
+        page = ui.PAGE_FOR_KIND.get(current.kind, "results")
+        st.info(f"Run `{url_run}` is a {current.kind} run, not a stitch: it opens on its own page.")
+        st.page_link(ui.page_file(page), label=f"Open it on the {ui.PAGE_TITLES[page]} page",
+                     query_params={"run": url_run}, icon=":material/open_in_new:")
+    else:
+        ui.run_view(url_run, key="stitch", cards=run_views.CARDS)  # a stitch (or zoo) run: its result card

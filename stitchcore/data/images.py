@@ -44,7 +44,7 @@ from stitchcore.registry import Registry
 
 __all__ = ["SPLITS", "ImageDataset", "clear_cache", "data_root", "drop_class"]
 __all__ += ["coarse_classes", "dataset_loader", "list_datasets", "load_dataset", "noisy_labels", "register_dataset",
-            "relabel", "validation_split"]
+            "note_other_data", "relabel", "validation_split"]
 
 log = logging.getLogger(__name__)
 
@@ -231,6 +231,15 @@ def list_datasets(pattern: str = "*") -> list[str]:
     return _DATASETS.list(pattern)
 
 
+_NOT_IMAGES: dict[str, str] = {}  # names of other data (text corpora) -> what they are, for the error above
+
+
+def note_other_data(names: Sequence[str], what: str) -> None:
+    """Names of data that are not images (``data.text`` notes its corpora): asked for as images, they are
+    refused with what they are instead of "unknown"."""
+    _NOT_IMAGES.update(dict.fromkeys(names, what))
+
+
 def dataset_loader(name: str) -> Loader:
     """The loader registered as ``name``, uncached (``load_dataset`` caches and applies transforms).
 
@@ -243,6 +252,9 @@ def dataset_loader(name: str) -> Loader:
     """
     if name in _DATASETS:
         return _DATASETS.get(name)
+    if name in _NOT_IMAGES:  # a text corpus named where images are wanted: say what it is
+        raise DataError(f"{name} is {_NOT_IMAGES[name]}, not images; an image model needs an image dataset "
+                        f"({', '.join(list_datasets()[:4])} ...) or imagefolder:PATH")  # fmt: skip
     folded = name.lower()  # "MNST" still finds mnist; the message keeps the name as written
     raise DataError(_DATASETS.unknown_message(folded).replace(repr(folded), repr(name), 1))
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from stitchcore.data.images import data_root
+from stitchcore.data.images import data_root, note_other_data
 from stitchcore.errors import DataError
 
 __all__ = ["CharVocab", "char_splits", "list_texts", "lm_batches", "load_text"]
@@ -46,6 +46,9 @@ _DOWNLOAD_TIMEOUT_S = 30  # one 1.1 MB file; fail fast when offline instead of h
 def list_texts() -> list[str]:
     """Named corpora; ``file:PATH`` works besides these."""
     return ["pydoc", "tinyshakespeare"]
+
+
+note_other_data(list_texts(), "a text corpus (for language models)")
 
 
 @lru_cache(maxsize=1)

@@ -109,6 +109,10 @@ class ZooRecipe(Spec):
         check_at_least("prune_fraction", self.prune_fraction, 0)
         if self.prune_fraction >= 1.0:
             raise StitchError(f"{field_label('prune_fraction')} must be below 1 (got {self.prune_fraction})")
+        if bool(self.prune_fraction) != bool(self.prune_every):  # one without the other would silently not prune
+            raise StitchError(f"pruning needs both {field_label('prune_every')} (epochs between prunes, >= 1) and "
+                              f"{field_label('prune_fraction')} (the share pruned each time, > 0); got "
+                              f"{self.prune_every} and {self.prune_fraction}")  # fmt: skip
         if not isinstance(self.arch_kwargs, dict):
             raise StitchError(f"{field_label('arch_kwargs')} must be a JSON object, e.g. {{\"width\": 32}}")
         if self.relabel is not None:

@@ -254,6 +254,11 @@ def _open_zip(path: Path) -> zipfile.ZipFile:
         raise _fail(path, f"not a zip file, or truncated ({exc})") from None
 
 
+# Deflate is read a bounded chunk at a time (zipfile passes max_length); bzip2 and LZMA members are inflated a
+# whole block per read whatever the size asked for (a 785-byte bzip2 member with lying headers: ~2.8 GB at once)
+BOUNDED_COMPRESSION = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
+
+
 def _check_entry(path: Path, info: zipfile.ZipInfo, limits: Limits) -> None:
     """One zip entry: safe path, a regular file, not encrypted, a sane compression ratio."""
     problem = member_problem(info.filename)
@@ -268,6 +273,9 @@ def _check_entry(path: Path, info: zipfile.ZipInfo, limits: Limits) -> None:
         raise _fail(path, f"member {info.filename!r} is a device or special file, not a regular file")
     if info.flag_bits & 0x1:
         raise _fail(path, f"member {info.filename!r} is encrypted")
+    if info.compress_type not in BOUNDED_COMPRESSION:  # zipfile inflates bzip2 / LZMA a whole block per read
+        raise _fail(path, f"member {info.filename!r} is compressed with method {info.compress_type}; bundles are "
+                          "stored or deflated (what `runs export` writes), read in bounded chunks")  # fmt: skip
     if info.file_size > limits.ratio_floor and info.file_size > limits.ratio * max(info.compress_size, 1):
         raise _fail(path, f"member {info.filename!r} compresses {info.file_size / max(info.compress_size, 1):.0f}"
                           f" to 1, above the cap of {limits.ratio:.0f} (a zip bomb?)")
