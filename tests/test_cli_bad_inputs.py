@@ -273,3 +273,16 @@ def test_output_piped_to_a_reader_that_stops_ends_quietly(tmp_path):
     proc.stdout.close()  # the reader is gone before anything is written
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141 and "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_a_missing_or_empty_text_file_is_refused_before_any_run_is_stored(tmp_path, capsys):
+    """LM runs read --text when they start; a file that cannot be read is refused before the row exists."""
+    copy_store(Path(__file__).parent / "fixtures" / "store_v1", tmp_path / "store")  # its two char-GPTs
+    (tmp_path / "empty.txt").write_text("")
+    lm = ["merge", "--a", "zoo:gpt-pydoc-s0-adamw-0a2972", "--b", "zoo:gpt-pydoc-s1-adamw-0b2075"]
+    with Store(tmp_path / "store") as store:
+        before = rows(store)
+        for text, fix in ((f"file:{tmp_path}/missing.txt", r"text file .*missing\.txt not found"),
+                          (f"file:{tmp_path}/empty.txt", r"empty\.txt is empty; give a file with some text")):
+            assert_refused(*run_cli([*lm, "--text", text], store, capsys), fix)
+            assert rows(store) == before  # no failed row left behind

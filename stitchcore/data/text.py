@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -33,7 +34,7 @@ import torch
 from stitchcore.data.images import data_root, note_other_data
 from stitchcore.errors import DataError
 
-__all__ = ["CharVocab", "char_splits", "list_texts", "lm_batches", "load_text"]
+__all__ = ["CharVocab", "char_splits", "check_text", "list_texts", "lm_batches", "load_text"]
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +90,29 @@ def _read_file(path: Path) -> str:
     if not text:
         raise DataError(f"{path} is empty; give a file with some text in it")
     return text
+
+
+def check_text(name: str) -> None:
+    """Refuse, before a run is stored, a corpus that cannot load: an unknown name, a missing, unreadable or
+    empty file (without reading a large one whole: files are read in full when the run starts).
+
+    >>> check_text("pydoc")
+    >>> check_text("file:/no/such/file.txt")
+    Traceback (most recent call last):
+    ...
+    stitchcore.errors.DataError: text file /no/such/file.txt not found; check the path after file:
+    """
+    if name in list_texts():
+        return
+    if not (name.startswith("file:") and len(name) > len("file:")):
+        raise DataError(f"unknown text corpus {name!r}; use one of {', '.join(list_texts())} or file:PATH")
+    path = Path(name.removeprefix("file:")).expanduser()
+    if not path.exists():
+        raise DataError(f"text file {path} not found; check the path after file:")
+    if not path.is_file() or not os.access(path, os.R_OK):
+        raise DataError(f"cannot read {path}; check that it is a readable file")
+    if path.stat().st_size == 0:
+        raise DataError(f"{path} is empty; give a file with some text in it")
 
 
 def load_text(name: str, *, root: str | Path | None = None, download: bool = True) -> str:

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from stitchcore.backends import UnitContext
+from stitchcore.data.text import check_text
 from stitchcore.experiments._registry import RunContext
 from stitchcore.experiments.dataset_check import load_pair
 from stitchcore.experiments.lm.specs import DepthSpec, LMStitchSpec, MergeSpec
@@ -158,6 +159,8 @@ def pair_shapes(spec: MergeSpec | LMStitchSpec | DepthSpec, store: Any) -> tuple
     language models, they share one vocabulary.  Returns A's and B's ``lm_shape``."""
     la, lb = load_pair(spec, store, input_kind="tokens", hint=NOT_LM_HINT)
     check_same_vocab(codec_of(la), codec_of(lb), "joined")
+    if spec.text:  # a missing or empty --text file is refused here, not stored as a failed run
+        check_text(spec.text)
     return lm_shape(la), lm_shape(lb)
 
 
