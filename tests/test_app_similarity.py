@@ -159,3 +159,17 @@ def test_recipe_sets_the_papers_stitch_and_an_old_closed_form_control_is_labelle
     assert any("random receiver" in w for w in warned) and any("both random" in w for w in warned)
     titles = " ".join(c.proto.spec for c in fresh.get("plotly_chart"))
     assert titles.count("chance by construction") == 2
+
+
+def test_a_link_whose_cka_names_no_similarity_run_says_so_and_shows_the_matrix(app):
+    from stitchcore.experiments import run_experiment
+    from stitchcore.experiments.matrix import MatrixSpec
+
+    matrix = run_experiment("matrix", MatrixSpec("zoo:cnn-digits-s0", "zoo:cnn-digits-s1", senders=("fc1",),
+                                                 receivers=("fc2",)), ui.get_store()).record  # fmt: skip
+    at = app.run().switch_page("views/similarity.py")
+    at.query_params.update({"run": matrix.id, "cka": "nonsense"})
+    at.run()
+    assert not at.exception and not at.error
+    assert any("similarity run `nonsense` is not a similarity run in this store" in w.value for w in at.warning)
+    assert at.get("plotly_chart")  # the matrix itself is drawn

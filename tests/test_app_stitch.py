@@ -149,3 +149,15 @@ def test_a_stitch_link_to_another_kind_of_run_says_so_and_links_its_page(app):
     at.run()
     assert not at.exception and not at.error
     assert any(f"Run `{matrix.id}` is a matrix run, not a stitch" in i.value for i in at.info)
+
+
+def test_a_link_naming_cuts_the_models_lack_says_so_beside_the_cut_shown(app):
+    at = app.run().switch_page("views/stitch.py")
+    at.query_params.update({"a": "zoo:cnn-digits-s0", "b": "zoo:cnn-digits-s1", "cut_a": "blok1", "cut_b": "fc9"})
+    at.run()
+    assert not at.exception
+    said = [w.value for w in at.warning]
+    shown_a = at.selectbox(key="cut_a").value
+    assert any(f"cut 'blok1', which this model does not have (close: block1" in w and f"showing {shown_a}" in w
+               for w in said), said  # fmt: skip
+    assert any("cut 'fc9', which this model does not have" in w for w in said), said

@@ -205,7 +205,12 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
     runner = ui.get_runner()
     snap = runner.get(rec.id)
     spec = spec_from_record(rec)
-    beside = similarity_beside(ui.get_store(), spec, rec.created) if cka_id is None else ui.get_store().lookup(cka_id)
+    linked = ui.get_store().lookup(cka_id) if cka_id is not None else None
+    if cka_id is not None and (linked is None or linked.kind != "similarity"):  # a link's cka= names no such run
+        st.warning(f"The link's similarity run `{cka_id}` is not a similarity run in this store: showing the one "
+                   "launched beside this matrix, if any.", icon=":material/warning:")  # fmt: skip
+        cka_id = None
+    beside = similarity_beside(ui.get_store(), spec, rec.created) if cka_id is None else linked
     if cka_id is None and beside is not None:  # opened from Results or a plain link: the one launched with it
         cka_id = beside.id
     measure_name = MEASURE_TITLES.get(beside.spec.get("measure"), "Similarity") if beside else "Similarity"

@@ -8,6 +8,7 @@ on a ResNet): the picker selects the canonical cut (``layer2.1``) and says "laye
 from __future__ import annotations
 
 import math
+from difflib import get_close_matches
 
 import streamlit as st
 
@@ -108,6 +109,7 @@ def _prefill(params: dict[str, str]) -> None:
     st.session_state["_prefilled"] = stamp
     for key in ("cut_a", "cut_b", "head_cut"):
         st.session_state.pop(f"_alias_{key}", None)  # a new URL: the notes of the last one are gone
+        st.session_state.pop(f"_unknown_{key}", None)
     if "run" in params:
         rec = ui.get_store().lookup(params["run"])
         if rec is None or rec.kind != "stitch":
@@ -140,7 +142,10 @@ def _cut_choice(label: str, names: list[str], key: str, default: str | None, cut
             st.session_state[f"_alias_{key}"] = (value, canonical)
             st.session_state[key] = canonical
         else:
-            st.session_state[key] = default if default in names else names[len(names) // 2]
+            replacement = default if default in names else names[len(names) // 2]
+            if value and value == st.query_params.get(key):  # the link names a cut this model does not have
+                st.session_state[f"_unknown_{key}"] = (value, replacement, get_close_matches(value, names, n=3))
+            st.session_state[key] = replacement
 
     def label_of(name: str) -> str:
         outer = list(by_name[name].outer_aliases) if name in by_name else []
@@ -150,6 +155,11 @@ def _cut_choice(label: str, names: list[str], key: str, default: str | None, cut
     alias, canonical = st.session_state.get(f"_alias_{key}", (None, None))
     if alias and picked == canonical:
         st.caption(f"Cut {alias_note(alias, canonical)}: the same tensor, stored under its canonical name.")
+    unknown, shown, close = st.session_state.get(f"_unknown_{key}", (None, None, []))
+    if unknown and picked == shown:
+        near = f" (close: {', '.join(close)})" if close else ""
+        st.warning(f"The link asked for cut {unknown!r}, which this model does not have{near}; showing {shown}.",
+                   icon=":material/warning:")
     return picked
 
 
