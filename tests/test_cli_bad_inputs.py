@@ -176,6 +176,10 @@ CASES: list = [
     ("stitch-missing-b", ["stitch", "--a", A, "--cut-a", "fc1", "--cut-b", "fc1"], r"required: --b"),
     ("sweep-only-a", ["sweep", "--a", A], r"sweep needs --a REF and --b REF"),
     ("merge-image-models", ["merge", "--a", A, "--b", B], r"is not a language model; use the Stitch page"),
+    ("merge-sample-tokens-negative", ["merge", "--a", A, "--b", B, "--sample-tokens", "-1"],
+     r"sample_tokens must be 0 \(no samples\) or more, not -1"),
+    ("lmstitch-mlp-hidden-zero", ["merge", "--a", A, "--b", B, "--mode", "stitch", "--adapter", "mlp", "--hidden", "0"],
+     r"--hidden must be at least 1 for the mlp adapter"),
 ]
 # fmt: on
 

@@ -114,6 +114,9 @@ def _specs(args: argparse.Namespace, store: Store) -> tuple[str, Any]:
     evals = {"text": args.text, "eval_windows": args.eval_windows, "sample_tokens": args.sample_tokens,
              "seed": args.seed}
     d = DepthSpec(a="-", b="-")
+    if args.adapter == "mlp" and getattr(args, "hidden", 128) < 1:  # 0 would quietly be the linear adapter
+        raise StitchError(f"--hidden must be at least 1 for the mlp adapter (got {args.hidden}); for no MLP branch "
+                          "use --adapter linear")  # fmt: skip
     train = {"adapter": _adapter(args), "objective": args.objective, "steps": args.steps, "batch_size": args.batch_size,
              "lr": args.lr, "mlp_hidden": getattr(args, "hidden", 128) if args.adapter == "mlp" else 0,
              **{k: getattr(args, k, getattr(d, k)) for k in ("until", "start", "check_every", "patience", "tol")}}

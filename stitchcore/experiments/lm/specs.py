@@ -53,6 +53,12 @@ class _Eval(Spec):
     sample_tokens: int = 160  # tokens generated per model for the side-by-side samples (0 = none)
     seed: int = 0  # sampling and adapter-training seed
 
+    def _check_eval(self) -> None:
+        if self.eval_windows < 1:
+            raise StitchError("eval_windows must be at least 1")
+        if self.sample_tokens < 0:
+            raise StitchError(f"sample_tokens must be 0 (no samples) or more, not {self.sample_tokens}")
+
 
 @dataclass(frozen=True)
 class MergeSpec(_Eval):
@@ -72,8 +78,7 @@ class MergeSpec(_Eval):
         check_choice("embed", self.embed, ("a", "b"))
         if self.start < 0 or (self.end is not None and self.end < self.start):
             raise StitchError(f"block range [{self.start}, {self.end}) is empty or negative; need 0 <= start <= end")
-        if self.eval_windows < 1:
-            raise StitchError("eval_windows must be at least 1")
+        self._check_eval()
 
     def label(self) -> str:
         end = "end" if self.end is None else self.end
@@ -98,6 +103,7 @@ class _Train:
     tol: float = 1e-3  # until "converged": the relative held-out loss improvement that counts
 
     def _check_train(self) -> None:
+        self._check_eval()  # type: ignore[attr-defined]  # every spec with training scores as _Eval does
         object.__setattr__(self, "adapter", _adapter(self.adapter))
         check_choice("until", self.until, UNTILS)
         check_choice("start", self.start, STARTS)
