@@ -63,6 +63,8 @@ CASES: list = [
     ("zoo-prune-fraction-without-every", [*ZOO, "--prune-every", "0", "--prune-fraction", "0.5"],
      r"pruning needs both prune_every .*got 0 and 0\.5"),
     ("data-text-corpus-for-images", [*STITCH, "--dataset", "pydoc"], r"pydoc is a text corpus .*not images"),
+    ("ray-address-nothing-listens", [*MATRIX, "--senders", "fc1", "--receivers", "fc2", "--backend", "ray",
+                                     "--address", "127.0.0.1:1"], r"cannot connect to the Ray cluster at 127\.0\.0\.1:1"),
     ("cut-matrix-senders-empty", [*MATRIX, "--senders", ""], r"--senders names no cut.*leave --senders out"),
     ("cut-similarity-receivers-commas", [*SIMILARITY, "--receivers", " , "], r"--receivers names no cut"),
     ("matrix-seeds-closed-form", [*MATRIX, "--seeds", "2"], r"closed-form fit is the same from every seed"),

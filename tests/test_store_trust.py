@@ -100,3 +100,21 @@ def test_runs_list_filters_are_checked(store_dir, capsys, flag, value):
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and ("invalid choice: 'bogus'" in err or "unknown kind 'stich'" in err), err
     assert "(no runs)" not in err
+
+
+def test_a_read_only_reader_sees_what_a_live_writer_has_committed(tmp_path, monkeypatch):
+    """A class reads a store that a running server writes: the reader's read-only connection reads the writer's
+    WAL (an immutable one would show the store as of its last checkpoint: runs finished since, missing)."""
+    writer = Store(tmp_path / "s")
+    writer.begin("r1", "stitch", {"a": 1})
+    writer.finish("r1", {"accuracy": 0.5})
+    wal = writer.db_path.with_name(writer.db_path.name + "-wal")
+    assert wal.stat().st_size > 0  # the commit sits in the WAL while the writer is open
+    monkeypatch.setattr(results, "_writable", lambda root, db: False)  # stands in for a read-only mount
+    reader = Store(tmp_path / "s")
+    assert reader.read_only and reader.lookup("r1").summary == {"accuracy": 0.5} and reader.stale is None
+    writer.begin("r2", "stitch", {"a": 2})  # and what the writer commits later, the reader sees next time
+    writer.finish("r2", {"accuracy": 0.7})
+    assert [r.id for r in reader.list_runs()] == ["r2", "r1"]
+    reader.close()
+    writer.close()

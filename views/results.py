@@ -148,6 +148,8 @@ if flash:
 import_panel()
 
 records = store.list_runs()
+if store.stale:  # a read-only store whose writer's latest commits cannot be read here
+    st.warning(store.stale, icon=":material/sync_problem:")
 by_id = {rec.id: rec for rec in records}
 linked = st.query_params.get("run")
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -40,7 +41,7 @@ from stitchcore.errors import Cancelled, StitchError
 
 __all__ = [
     "ADDRESS_ENV", "BACKENDS", "BACKEND_ENV", "Backend", "RunOptions", "Unit", "UnitContext", "UnitEvent",
-    "cells_per_node", "get_backend", "local_ray_up", "options_from_env", "probe_cluster", "ran_where",
+    "cells_per_node", "check_listening", "get_backend", "local_ray_up", "options_from_env", "probe_cluster", "ran_where",
     "stop_local_ray",
 ]  # fmt: skip
 
@@ -280,6 +281,20 @@ def stop_local_ray() -> bool:
     only while no run of this process uses Ray (its tasks would fail)."""
     ray_backend = sys.modules.get(_RAY_MODULE)
     return ray_backend is not None and ray_backend.stop_started_here()
+
+
+def check_listening(address: str) -> None:
+    """A Ray HOST:PORT nothing listens on: StitchError in a second (before a run is stored, and instead of
+    Ray's 20 s of retries); "auto" and "ray://HOST:PORT" are left to Ray."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "://" in address:
+        return
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=5).close()
+    except OSError as exc:
+        raise StitchError(f"cannot connect to the Ray cluster at {address}: nothing answers there ({exc.strerror or exc});"
+                          " start one with `ray start --head --port=6379`, then use its HOST:PORT, or leave the"
+                          " address empty to start Ray on this machine") from None
 
 
 def get_backend(options: RunOptions | None, device: torch.device) -> Backend:

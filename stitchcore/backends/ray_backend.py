@@ -38,7 +38,7 @@ import ray
 import torch
 from ray.exceptions import RayError, RayTaskError, TaskCancelledError
 
-from stitchcore.backends import RunOptions, Unit, UnitContext, UnitEvent
+from stitchcore.backends import RunOptions, Unit, UnitContext, UnitEvent, check_listening
 from stitchcore.errors import StitchError
 
 __all__ = ["QUIET_ENV", "RayBackend", "cluster_info", "connect", "connected_address", "disconnect", "local_temp_dir",
@@ -61,19 +61,6 @@ def connected_address() -> str | None:
     return _connected[0] if _connected and ray.is_initialized() else None
 
 
-def _check_listening(address: str) -> None:
-    """A HOST:PORT nothing listens on fails in a second, not after Ray's 20 s of retries."""
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit() or "://" in address:
-        return  # "auto", "ray://HOST:10001": Ray resolves these itself
-    try:
-        socket.create_connection((host or "127.0.0.1", int(port)), timeout=5).close()
-    except OSError as exc:
-        raise StitchError(f"cannot connect to the Ray cluster at {address}: nothing answers there ({exc.strerror or exc});"
-                          " start one with `ray start --head --port=6379`, then use its HOST:PORT, or leave the"
-                          " address empty to start Ray on this machine") from None
-
-
 def local_temp_dir() -> str | None:
     """The temp dir of the Ray this process started (its sessions and sockets live there), None if none."""
     return _temp_dirs[-1] if _temp_dirs else None
@@ -92,7 +79,7 @@ def connect(address: str | None) -> None:
             os.environ.setdefault(name, value)
         quiet = {"logging_level": "warning", "log_to_driver": False}
         if address:
-            _check_listening(address)
+            check_listening(address)
         try:
             if address:
                 import stitchcore

@@ -78,6 +78,8 @@ def _main(args: argparse.Namespace) -> int:
         if (args.verb, sub) != ("runs", "check"):  # check reads a damaged store as it is
             store.mark_interrupted()  # runs left by dead processes; live ones are left alone
         code = COMMANDS[(args.verb, sub)](args, store, bar)  # None: success; a verb may return 1 (runs check)
+        if store.stale:  # read-only, and a live writer's latest commits could not be read
+            print(f"note: {store.stale}", file=sys.stderr)
     except Cancelled as exc:  # `runs cancel` from another process, the app's Stop, or a Ctrl-C seen by a run
         bar.close()
         if CTRL_C.by_ctrl_c:

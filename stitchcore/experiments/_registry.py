@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from stitchcore.backends import Backend, RunOptions, get_backend
+from stitchcore.backends import Backend, RunOptions, check_listening, get_backend
 from stitchcore.device import pick_device
 from stitchcore.errors import Cancelled, RunBusy, StitchError, TrainingError
 from stitchcore.models.loaded import LoadedModel
@@ -235,6 +235,8 @@ def run_experiment(
         raise StitchError(f"{kind} runs on the {' or '.join(experiment.backends)} backend, not {options.backend};"
                           " leave the backend at local")  # fmt: skip
     target = pick_device(device)  # a bad device fails before any row is written
+    if options.address:
+        check_listening(options.address)  # so does a cluster address nothing answers at
     if check:
         check_spec(kind, spec, store)  # so does a spec its models or data cannot run
     cancel = cancel or threading.Event()

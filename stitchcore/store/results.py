@@ -144,6 +144,7 @@ class Store:
         self._owner = f"{_HOST}:{os.getpid()}"
         self._closed = False
         self._verified: dict[Path, tuple[int, int]] = {}  # blob -> (mtime_ns, size) whose sha256 matched
+        self.stale: str | None = None  # read-only: why recent runs may be missing (a writer's unreadable WAL)
         # queued/running rows this process owns, what to call when another process asks one to stop, and
         # the heartbeat thread that stamps them (close() stops it at once)
         self._ownership = OwnedRuns()
@@ -164,9 +165,8 @@ class Store:
         if entry is None:
             conn = None
             try:
-                if self.read_only:  # immutable: no -wal/-shm files to create on a read-only mount
-                    uri = f"{self.db_path.resolve().as_uri()}?mode=ro&immutable=1"
-                    conn = sqlite3.connect(uri, 30, isolation_level=None, check_same_thread=False, uri=True)
+                if self.read_only:
+                    conn = self._read_only_connection()
                 else:
                     conn = sqlite3.connect(self.db_path, 30, isolation_level=None, check_same_thread=False)
                     conn.execute("PRAGMA busy_timeout = 30000")
@@ -184,6 +184,25 @@ class Store:
             with self._conns_lock:
                 self._conns.append(entry)
         return entry
+
+    def _read_only_connection(self) -> sqlite3.Connection:
+        """A connection that reads what a live writer elsewhere has committed (its ``-wal`` file) where SQLite can
+        read that file and its index; else an immutable one (nothing to create on a read-only mount), and
+        :attr:`stale` says that recent runs may be missing."""
+        uri = self.db_path.resolve().as_uri()
+        wal = self.db_path.with_name(self.db_path.name + "-wal")
+        if wal.is_file() and wal.stat().st_size > 0:  # a writer's commits not yet checkpointed into the file
+            conn = sqlite3.connect(f"{uri}?mode=ro", 30, isolation_level=None, check_same_thread=False, uri=True)
+            try:
+                conn.execute("PRAGMA busy_timeout = 30000")
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # reads the WAL index: fails here if not
+                return conn
+            except sqlite3.DatabaseError as exc:
+                conn.close()
+                self.stale = (f"store {self.root} is read-only and its writer's latest changes ({wal.name}) cannot "
+                              f"be read here ({exc}): runs finished since its last checkpoint may be missing")  # fmt: skip
+        return sqlite3.connect(f"{uri}?mode=ro&immutable=1", 30, isolation_level=None, check_same_thread=False,
+                               uri=True)  # fmt: skip
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
