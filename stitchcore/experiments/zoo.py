@@ -40,6 +40,7 @@ from stitchcore.experiments.lm_zoo import estimate_lm_zoo, train_lm_zoo, untrain
 from stitchcore.experiments.zoo_recipe import ZooRecipe, checkpoint_artifact, zoo_name
 from stitchcore.models.archs import arch_defaults, arch_input_kind, create_arch
 from stitchcore.models.loaded import LoadedModel
+from stitchcore.models.memory import check_fits, training_bytes
 from stitchcore.models.preprocess import Preprocess
 from stitchcore.models.refs import parse_ref, random_twin
 from stitchcore.models.sources import load_model
@@ -86,10 +87,14 @@ def untrained_model(recipe: ZooRecipe) -> LoadedModel:
     size = recipe.image_size
     preprocess = Preprocess(size=(size, size) if size else None, channels=ds.image_shape[0], mean=ds.mean, std=ds.std)
     kwargs = _arch_kwargs(recipe, ds)
+    c, h, w = ds.image_shape
+    need = training_bytes(lambda: create_arch(recipe.arch, **kwargs), (c, size, size) if size else (c, h, w),
+                          recipe.batch_size)  # counted on the meta device: nothing allocated yet  # fmt: skip
+    check_fits(f"training {recipe.arch} ({need.params:,} parameters) at {size or h}x{size or w}", need.total,
+               fix="lower --image-size or the widths in --arch-kwargs")  # fmt: skip
     model = create_arch(recipe.arch, **kwargs).eval()
     for p in model.parameters():
         p.requires_grad_(False)
-    c, h, w = ds.image_shape
     return LoadedModel(
         ref=f"zoo:{recipe.short_name()}?init=random", model=model, input_kind="image",
         input_shape=(c, size, size) if size else (c, h, w), preprocess=preprocess, num_classes=ds.num_classes,

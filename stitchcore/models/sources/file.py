@@ -32,6 +32,7 @@ from stitchcore.data.images import ImageDataset, dataset_loader, load_dataset
 from stitchcore.errors import CheckpointError, DataError, RefError
 from stitchcore.models.archs import arch_defaults, create_arch, list_archs
 from stitchcore.models.loaded import LoadedModel, wrap_arch_model
+from stitchcore.models.memory import check_buildable
 from stitchcore.models.preprocess import Preprocess, format_size, parse_size, parse_values
 from stitchcore.models.refs import ModelRef
 from stitchcore.models.sources._registry import ARCH_BUILDERS, register_arch_builder, register_source
@@ -81,7 +82,10 @@ class InputOptions:
 def _build_zoo(
     name: str, kwargs: dict[str, Any], ref: str, sd: dict[str, Any] | None = None
 ) -> tuple[nn.Module, None]:
-    """A random-init zoo architecture, its head sized by ``sd`` when kwargs give no num_classes."""
+    """A random-init zoo architecture, its head sized by ``sd`` when kwargs give no num_classes (refused before
+    anything is allocated when its arch_kwargs ask for more memory than the machine has)."""
+    check_buildable(f"{ref} ({name})", lambda: create_arch(name, **kwargs),
+                    "its arch_kwargs (from the ref or the checkpoint's header) ask for more than this machine holds")
     model = create_arch(name, **kwargs)
     if sd and "num_classes" not in kwargs and "num_classes" in arch_defaults(name):
         rows = classifier_rows(sd, head_names(model))

@@ -16,6 +16,7 @@ from torch import nn
 from stitchcore.errors import RefError
 from stitchcore.models.archs import create_arch
 from stitchcore.models.loaded import LoadedModel, seeded_init
+from stitchcore.models.memory import check_buildable
 from stitchcore.models.preprocess import Preprocess
 from stitchcore.models.refs import ModelRef
 from stitchcore.models.sources._registry import ARCH_BUILDERS, register_source
@@ -122,7 +123,10 @@ def _architecture(summary: dict, ref: str) -> nn.Module:
     if name:
         model, _ = ARCH_BUILDERS.get(family)(name, dict(summary["arch_kwargs"]), ref, None)
         return model
-    return create_arch(summary["arch"], **summary["arch_kwargs"])
+    kwargs = summary["arch_kwargs"]
+    check_buildable(f"{ref} ({summary['arch']})", lambda: create_arch(summary["arch"], **kwargs),
+                    "its stored arch_kwargs ask for more than this machine holds")  # fmt: skip
+    return create_arch(summary["arch"], **kwargs)
 
 
 @register_source("zoo")
