@@ -14,6 +14,7 @@ stitchcore.errors.StitchError: unknown experiment kind 'stich'; did you mean 'st
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -26,10 +27,10 @@ import torch
 
 from stitchcore.backends import Backend, RunOptions, check_listening, get_backend
 from stitchcore.device import pick_device
-from stitchcore.errors import Cancelled, RunBusy, StitchError, TrainingError
+from stitchcore.errors import Cancelled, RunBusy, StitchError, StoreError, TrainingError
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.registry import Registry
-from stitchcore.store.results import RunRecord, Store, run_id_for
+from stitchcore.store.results import RunRecord, Store, full_disk_message, run_id_for
 
 __all__ = [
     "EXPERIMENTS",
@@ -271,6 +272,11 @@ def run_experiment(
         store.fail(run_id, msg)
         raise TrainingError(msg) from None
     except BaseException as exc:
+        full = full_disk_message(store.root, exc) if isinstance(exc, Exception) else None
+        if full is not None:  # a blob or a file the run writes: the disk is full (said in one line)
+            with contextlib.suppress(StitchError):  # marked failed where the write can still happen
+                store.fail(run_id, full)
+            raise StoreError(full) from None
         log.error("run %s failed:\n%s", run_id, traceback.format_exc())
         store.fail(run_id, f"{type(exc).__name__}: {exc}")
         raise

@@ -14,6 +14,7 @@ True
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -46,7 +47,8 @@ from stitchcore.store._ownership import HOST as _HOST
 from stitchcore.store._schema import MIGRATIONS, STATUSES, migrate  # noqa: F401
 from stitchcore.store.canonical_json import canonical_json, plain_json
 
-__all__ = ["SCHEMA_VERSION", "STATUSES", "RunRecord", "Store", "resolve_store_dir", "run_id_for"]
+__all__ = ["FULL_DISK_BYTES", "SCHEMA_VERSION", "STATUSES", "RunRecord", "Store", "full_disk_message", "resolve_store_dir",
+           "run_id_for"]
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +89,25 @@ def _sha_file(path: Path) -> tuple[str, int]:
 def _check_name(name: str, what: str) -> None:
     if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         raise StoreError(f"bad {what} {name!r}: use 1-128 of A-Z a-z 0-9 . _ - (no '/', '..', leading '.')")
+
+
+FULL_DISK_BYTES = 1 << 20  # under this much free space, a failed open or write is the disk being full
+
+
+def full_disk_message(root: Path, exc: BaseException | None = None) -> str | None:
+    """One line for a write that failed because the disk holding store ``root`` is full (``exc``: ENOSPC, a
+    library's "No space left on device", SQLite's "disk is full", or its "disk I/O error" with under
+    :data:`FULL_DISK_BYTES` free); None otherwise."""
+    try:
+        free = shutil.disk_usage(root if root.exists() else root.parent).free
+    except OSError:
+        return None
+    said = str(exc or "").lower()
+    full = (isinstance(exc, OSError) and exc.errno == errno.ENOSPC) or "disk is full" in said or "no space left" in said
+    if not full and not (isinstance(exc, sqlite3.DatabaseError) and free < FULL_DISK_BYTES):  # SQLite's I/O error
+        return None
+    return (f"the disk holding store {root} is full ({free:,} bytes free): free some space there or pass another "
+            "--store; results already stored can still be read")  # fmt: skip
 
 
 def _writable(root: Path, db_path: Path) -> bool:
@@ -145,6 +166,7 @@ class Store:
         self._closed = False
         self._verified: dict[Path, tuple[int, int]] = {}  # blob -> (mtime_ns, size) whose sha256 matched
         self.stale: str | None = None  # read-only: why recent runs may be missing (a writer's unreadable WAL)
+        self.full_disk: str | None = None  # the disk is full: reads work, every write raises this one line
         # queued/running rows this process owns, what to call when another process asks one to stop, and
         # the heartbeat thread that stamps them (close() stops it at once)
         self._ownership = OwnedRuns()
@@ -176,9 +198,14 @@ class Store:
             except sqlite3.DatabaseError as exc:
                 if conn is not None:
                     conn.close()
-                raise StoreError(
-                    f"{self.db_path} is not a usable database ({exc}): move it aside or pass another --store"
-                ) from exc
+                full = None if self.read_only else full_disk_message(self.root, exc)
+                if full is None:
+                    raise StoreError(
+                        f"{self.db_path} is not a usable database ({exc}): move it aside or pass another --store"
+                    ) from exc
+                self.full_disk = full  # reads go on through a read-only connection; writes say why they cannot
+                conn = self._read_only_connection()
+                conn.execute("PRAGMA foreign_keys = ON")
             entry = (conn, threading.RLock())
             self._local.entry = entry
             with self._conns_lock:
@@ -211,6 +238,8 @@ class Store:
             raise StoreError(f"store {self.root} is read-only: results can be viewed, not written;"
                              " pass a writable --store DIR (or STITCHLAB_STORE) to run experiments")
         conn, in_use = self._conn()
+        if self.full_disk:
+            raise StoreError(self.full_disk)
         with self._write_lock, in_use:
             if self._closed:
                 raise StoreError(f"store {self.root} is closed: open a new Store")
@@ -224,6 +253,11 @@ class Store:
                     raise
                 conn.execute("COMMIT")
             except sqlite3.DatabaseError as exc:
+                full = full_disk_message(self.root, exc)
+                if full is not None:  # nothing was written: said in one line (it may work again once space frees)
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise StoreError(full) from None
                 if type(exc) is not sqlite3.DatabaseError:  # locked, constraint ...: the caller's to handle
                     raise
                 raise StoreError(self._damaged(exc)) from None
@@ -245,7 +279,9 @@ class Store:
                 " (the sqlite3 shell's .recover can salvage its rows)")
 
     def _migrate(self) -> None:
-        migrate(self._query, self._tx, root=self.root, db_path=self.db_path, read_only=self.read_only)
+        self._conn()  # opening finds a full disk: then the store is read as it is, as a read-only one is
+        migrate(self._query, self._tx, root=self.root, db_path=self.db_path,
+                read_only=self.read_only or bool(self.full_disk))  # fmt: skip
         columns = {row[1] for row in self._query("PRAGMA table_info(runs)")}
         origin = _ORIGIN_COLS if "imported" in columns else "NULL, NULL"  # a read-only store of version < 3
         self._run_cols = f"{_RUN_COLS}, {origin}"  # what every read of a run row selects (RunRecord's fields)
@@ -464,7 +500,8 @@ class Store:
         shares the store and stamps its heartbeat) are kept unless ``force``.
         """
         now = time.time()
-        if self.read_only:
+        self._conn()  # opening it finds a full disk (then nothing can be written either)
+        if self.read_only or self.full_disk:
             return 0  # nothing can be written; viewers see the rows as they are
         with self._tx() as conn:
             rows = conn.execute("SELECT id, status, owner, heartbeat FROM runs WHERE status IN ('running', 'queued')")
