@@ -279,6 +279,18 @@ def bad_empty(m, ms, p):
     return p
 
 
+def bad_duplicate(m, ms, p):
+    """cells.json twice: the manifest's sha256 matches the first copy, an extractor might take the second."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile warns of the duplicate name; writing one is the point
+        path = write_zip(p, m, ms)
+        with zipfile.ZipFile(path, "a") as zf:
+            zf.writestr(CELLS, b'{"tampered": true}')
+    return path
+
+
 def bad_bzip2_lying(m, ms, p):
     """cells.json as a bzip2 member of 200 MB of zeros (a few hundred bytes) whose headers say 2 bytes: zipfile
     would inflate the whole block at the first read, whatever size is asked for."""
@@ -319,6 +331,7 @@ BAD = [  # (name, builder, Limits or None, what the one-line error says)
     ("not-zip", bad_not_zip, None, "not a zip file, or truncated"),
     ("empty", bad_empty, None, "the file is empty"),
     ("bzip2-bomb-lying-headers", bad_bzip2_lying, None, "is compressed with method 12"),
+    ("duplicate-member", bad_duplicate, None, "a member appears twice"),
 ]
 
 

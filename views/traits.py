@@ -77,8 +77,12 @@ PROTOCOL_LABELS = {"task": "task-trained stitch (the report's protocol)",
 _query_protocol = st.query_params.get("protocol")
 protocol = _query_protocol if _query_protocol in PROTOCOL_LABELS else "task"
 _query_seeds = st.query_params.get("seeds", "1")
+_seeds_ok = _query_seeds.isdigit() and 1 <= int(_query_seeds) <= MAX_SEEDS
 if "tr_model_seeds" not in st.session_state:  # a link's seeds, once; then the widget's own
-    st.session_state["tr_model_seeds"] = int(_query_seeds) if _query_seeds.isdigit() and 1 <= int(_query_seeds) <= MAX_SEEDS else 1
+    st.session_state["tr_model_seeds"] = int(_query_seeds) if _seeds_ok else 1
+if not _seeds_ok:
+    st.warning(f"This link asked for seeds={_query_seeds}: model seeds are 1 to {MAX_SEEDS}; showing "
+               f"{st.session_state['tr_model_seeds']}.", icon=":material/warning:")  # fmt: skip
 n_seeds = int(st.columns([1, 3])[0].number_input(
     "Model seeds", 1, MAX_SEEDS, key="tr_model_seeds",
     help=f"Run each preset from this many seeds: seed k trains every model from seed {SEED_STEP}·k on and the "
