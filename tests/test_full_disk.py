@@ -14,7 +14,7 @@ import pytest
 
 from stitchcore.cli.main import main
 from stitchcore.experiments.zoo import ZooRecipe
-from stitchcore.store import results
+from stitchcore.store import disk, results
 from stitchcore.store.results import Store
 
 
@@ -25,27 +25,27 @@ def small_disk(tmp_path):
     where = tmp_path / "disk"
     where.mkdir()
     if os.environ.get("STITCHLAB_TEST_NO_MOUNT") or shutil.which("mount") is None or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(where)],
-                                                       capture_output=True).returncode != 0:  # fmt: skip
+                                                       capture_output=True, check=False).returncode != 0:  # fmt: skip
         yield None
         return
     yield where
-    subprocess.run(["umount", "-l", str(where)], capture_output=True)
+    subprocess.run(["umount", "-l", str(where)], capture_output=True, check=False)
 
 
-def _fill(disk: Path, leave_kb: int) -> None:
-    free = shutil.disk_usage(disk).free // 1024
-    with open(disk / "fill", "wb") as f:
+def _fill(folder: Path, leave_kb: int) -> None:
+    free = shutil.disk_usage(folder).free // 1024
+    with open(folder / "fill", "wb") as f:
         f.write(b"\0" * max(0, (free - leave_kb)) * 1024)
 
 
 def test_on_a_full_disk_reads_work_and_writes_say_so_in_one_line(small_disk, tmp_path, capsys, monkeypatch):
-    disk = small_disk or tmp_path
-    store_dir = disk / "store"
+    folder = small_disk or tmp_path
+    store_dir = folder / "store"
     assert main(["zoo", "train", "--epochs", "1", "--store", str(store_dir), "--quiet"]) == 0  # one model stored
     if small_disk is not None:
-        _fill(disk, leave_kb=8)
+        _fill(folder, leave_kb=8)
     else:  # no mount here: the disk's answers, stubbed (no space; SQLite cannot open its files for writing)
-        monkeypatch.setattr(results.shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(3 << 20, 3 << 20, 0))
+        monkeypatch.setattr(disk.shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(3 << 20, 3 << 20, 0))
         real_connect = sqlite3.connect
 
         def connect(target, *a, **kw):

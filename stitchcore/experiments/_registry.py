@@ -30,7 +30,8 @@ from stitchcore.device import pick_device
 from stitchcore.errors import Cancelled, RunBusy, StitchError, StoreError, TrainingError
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.registry import Registry
-from stitchcore.store.results import RunRecord, Store, full_disk_message, run_id_for
+from stitchcore.store.disk import full_disk_message
+from stitchcore.store.results import RunRecord, Store, run_id_for
 
 __all__ = [
     "EXPERIMENTS",

@@ -14,7 +14,6 @@ True
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import logging
@@ -46,9 +45,9 @@ from stitchcore.store._ownership import (  # noqa: F401
 from stitchcore.store._ownership import HOST as _HOST
 from stitchcore.store._schema import MIGRATIONS, STATUSES, migrate  # noqa: F401
 from stitchcore.store.canonical_json import canonical_json, plain_json
+from stitchcore.store.disk import full_disk_message
 
-__all__ = ["FULL_DISK_BYTES", "SCHEMA_VERSION", "STATUSES", "RunRecord", "Store", "full_disk_message", "resolve_store_dir",
-           "run_id_for"]
+__all__ = ["SCHEMA_VERSION", "STATUSES", "RunRecord", "Store", "resolve_store_dir", "run_id_for"]
 
 log = logging.getLogger(__name__)
 
@@ -89,25 +88,6 @@ def _sha_file(path: Path) -> tuple[str, int]:
 def _check_name(name: str, what: str) -> None:
     if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         raise StoreError(f"bad {what} {name!r}: use 1-128 of A-Z a-z 0-9 . _ - (no '/', '..', leading '.')")
-
-
-FULL_DISK_BYTES = 1 << 20  # under this much free space, a failed open or write is the disk being full
-
-
-def full_disk_message(root: Path, exc: BaseException | None = None) -> str | None:
-    """One line for a write that failed because the disk holding store ``root`` is full (``exc``: ENOSPC, a
-    library's "No space left on device", SQLite's "disk is full", or its "disk I/O error" with under
-    :data:`FULL_DISK_BYTES` free); None otherwise."""
-    try:
-        free = shutil.disk_usage(root if root.exists() else root.parent).free
-    except OSError:
-        return None
-    said = str(exc or "").lower()
-    full = (isinstance(exc, OSError) and exc.errno == errno.ENOSPC) or "disk is full" in said or "no space left" in said
-    if not full and not (isinstance(exc, sqlite3.DatabaseError) and free < FULL_DISK_BYTES):  # SQLite's I/O error
-        return None
-    return (f"the disk holding store {root} is full ({free:,} bytes free): free some space there or pass another "
-            "--store; results already stored can still be read")  # fmt: skip
 
 
 def _writable(root: Path, db_path: Path) -> bool:
