@@ -5,7 +5,7 @@ Seed k of a preset (k = 0, 1, ..., n-1) trains every model of the preset from it
 ``SEED_STEP`` never share a model) and trains its adapters from their own seed too; seed 0 is the preset
 as the Traits page runs it, so its runs are the ones already stored.  Each sweep's number at each cut is
 then read across the seeds that have finished: the mean and a Student-t 95% interval
-(``intervals.across_seeds``), the spread that training adds on top of the test images' (each seed's own
+(``intervals.seed_spread``), the spread that training adds on top of the test images' (each seed's own
 bootstrap interval).
 
 >>> model_seeds(3)
@@ -24,7 +24,7 @@ from typing import Any
 from stitchcore.errors import StitchError
 from stitchcore.experiments.sweep import penalty_along
 from stitchcore.experiments.trait_presets import Preset, get_preset
-from stitchcore.measures.intervals import across_seeds
+from stitchcore.measures.intervals import seed_spread
 from stitchcore.store.results import Store, run_id_for
 
 __all__ = ["MAX_SEEDS", "SEED_STEP", "across_model_seeds", "across_rows", "model_seeds", "seed_lines",
@@ -50,20 +50,11 @@ def seeded_preset(name: str, k: int, protocol: str | None = None) -> Preset:
     return replace(preset, sweeps=tuple(replace(s, seed=s.seed + k) for s in preset.sweeps))
 
 
-def _spread(per_seed: list[float | None]) -> dict[str, Any]:
-    """{"values", "mean", "ci"} of one number over the seeds that have it (ci None under two of them)."""
-    got = [v for v in per_seed if v is not None]
-    if not got:
-        return {"values": per_seed, "mean": None, "ci": None}
-    if len(got) < 2:
-        return {"values": per_seed, "mean": round(got[0], 6), "ci": None}
-    mean, lo, hi = across_seeds(got)
-    return {"values": per_seed, "mean": mean, "ci": [lo, hi]}
-
-
 def _at(per_seed_lists: list[list | None], i: int) -> dict[str, Any]:
     """The spread of position ``i`` over the seeds' value lists (None: that seed has not finished)."""
-    return _spread([v[i] if v is not None and i < len(v) else None for v in per_seed_lists])
+    per_seed = [v[i] if v is not None and i < len(v) else None for v in per_seed_lists]
+    mean, ci = seed_spread(per_seed)
+    return {"values": per_seed, "mean": mean, "ci": ci}
 
 
 def across_model_seeds(name: str, store: Store, n: int, protocol: str | None = None) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 import torch
 
 __all__ = ["LEVEL", "RESAMPLES", "across_seeds", "grouped_mean_ci", "mean_ci", "pack_outcomes", "paired_difference_ci",
-           "paired_statistic_ci", "resample_indices", "unpack_outcomes", "unpaired_difference_ci"]
+           "paired_statistic_ci", "resample_indices", "seed_spread", "unpack_outcomes", "unpaired_difference_ci"]
 
 LEVEL = 0.95
 RESAMPLES = 1000
@@ -117,6 +117,20 @@ def unpaired_difference_ci(x: torch.Tensor, y: torch.Tensor, *, resamples: int =
                            level: float = LEVEL) -> tuple[float, float]:  # fmt: skip
     """Interval of mean(x) - mean(y) resampling each side on its own (what two separate intervals assume)."""
     return _percentiles(_means(x, resamples, seed) - _means(y, resamples, seed + 1), level)
+
+
+def seed_spread(values: list[float | None], level: float = LEVEL) -> tuple[float | None, list[float] | None]:
+    """(mean, [lo, hi]) of one number over the seeds that have it (None: a seed not run, or no value there):
+    :func:`across_seeds` over two or more; one gives its value and no interval; none gives (None, None).
+
+    >>> seed_spread([0.90, None, 0.94]), seed_spread([0.9, None]), seed_spread([None])
+    ((0.92, [0.665876, 1.174124]), (0.9, None), (None, None))
+    """
+    got = [v for v in values if v is not None]
+    if len(got) < 2:
+        return (round(got[0], 6) if got else None), None
+    mean, lo, hi = across_seeds(got, level)
+    return mean, [lo, hi]
 
 
 def across_seeds(values: list[float], level: float = LEVEL) -> tuple[float, float, float]:

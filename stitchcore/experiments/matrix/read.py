@@ -32,7 +32,7 @@ from stitchcore.experiments.matrix.spec import (
     cell_objective,
 )
 from stitchcore.experiments.similarity import SimilaritySpec
-from stitchcore.measures.intervals import across_seeds
+from stitchcore.measures.intervals import seed_spread
 from stitchcore.measures.similarity import list_measures
 from stitchcore.store.results import RunRecord, Store, run_id_for
 
@@ -117,8 +117,9 @@ def debiased(summary: Mapping[str, Any], control: str = "random_sender") -> Grid
 
 def across_seed_grids(cells: list[dict], senders: list[str], receivers: list[str]) -> dict[str, Any] | None:
     """The matrix's own cells across their adapter seeds (a run with ``seeds`` > 1): ``n`` and, for accuracy and
-    penalty, the mean grid and the grid of Student-t 95% intervals across the seeds (``_ci``: [lo, hi], None
-    where a cell has fewer than two seeds); None when no cell has seeds.
+    penalty, the mean grid and the grid of Student-t 95% intervals across the seeds
+    (``intervals.seed_spread``; ``_ci``: [lo, hi], None where a cell has fewer than two seeds); None when no
+    cell has seeds.
 
     >>> cells = [{"sender": "fc1", "receiver": "fc2", "seeds": {"accuracy": [0.9, 0.92, 0.94], "penalty": [0.05, 0.03, 0.01]}}]
     >>> grids = across_seed_grids(cells, ["fc1"], ["fc2"])
@@ -134,20 +135,11 @@ def across_seed_grids(cells: list[dict], senders: list[str], receivers: list[str
         means: Grid = []
         spans: list[list] = []
         for sender in senders:
-            spread = [_spread((mine.get((sender, r)) or {}).get(field) or []) for r in receivers]
+            spread = [seed_spread((mine.get((sender, r)) or {}).get(field) or []) for r in receivers]
             means.append([m for m, _ in spread])
             spans.append([ci for _, ci in spread])
         out[field], out[f"{field}_ci"] = means, spans
     return out
-
-
-def _spread(values: list[float | None]) -> tuple[float | None, list[float] | None]:
-    """(mean, [lo, hi]) of one cell over its seeds; (None, None) under two of them."""
-    got = [v for v in values if v is not None]
-    if len(got) < 2:
-        return None, None
-    mean, lo, hi = across_seeds(got)
-    return mean, [lo, hi]
 
 
 @dataclass(frozen=True)
