@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import streamlit as st
 
@@ -15,7 +14,7 @@ from stitchcore.errors import DataError, StitchError
 from stitchcore.jobs import JobRunner
 from stitchcore.models.info import weights_fingerprint
 from stitchcore.models.loaded import LoadedModel
-from stitchcore.models.refs import check_store_ref
+from stitchcore.models.refs import check_store_ref, dataset_outside
 from stitchcore.models.sources import load_model
 from stitchcore.store.results import Store, resolve_store_dir
 
@@ -64,12 +63,9 @@ def viewer_ref(ref: str) -> str:
 
 def viewer_dataset(name: str) -> str:
     """``name`` as given; in viewer mode a DataError for an image folder outside the store (a server path)."""
-    if viewer_mode() and name.startswith("imagefolder:"):
-        root = get_store().root.resolve()
-        folder = Path(name.removeprefix("imagefolder:").partition("?")[0]).expanduser().resolve()
-        if not folder.is_relative_to(root):
-            raise DataError("viewer mode reads only the built-in datasets (digits, ...) and folders in the store: "
-                            "pick one of those")  # fmt: skip
+    if viewer_mode() and dataset_outside(name, get_store().root):
+        raise DataError("viewer mode reads only the built-in datasets (digits, ...) and folders in the store: "
+                        "pick one of those")  # fmt: skip
     return name
 
 

@@ -43,7 +43,7 @@ from typing import Any
 from stitchcore.errors import RefError
 from stitchcore.models.preprocess import format_size, format_values, parse_size, parse_values
 
-__all__ = ["SCHEMES", "TWIN_SEEDS", "ModelRef", "check_store_ref", "parse_ref", "parse_seed", "random_twin", "random_twins",
+__all__ = ["SCHEMES", "TWIN_SEEDS", "ModelRef", "check_store_ref", "dataset_outside", "parse_ref", "parse_seed", "random_twin", "random_twins",
            "upload_ref"]
 
 # Where a model can come from; the order is the order shown in help texts.
@@ -402,6 +402,17 @@ def _inside(path: str, root: Path) -> bool:
     return Path(path.partition("?")[0]).expanduser().resolve().is_relative_to(root)
 
 
+def dataset_outside(dataset: str, store_root: str | os.PathLike) -> bool:
+    """Whether a dataset name reads a folder or file on the server outside ``store_root`` (``imagefolder:`` /
+    ``file:`` paths; a built-in name such as digits never does).  What viewer mode refuses.
+
+    >>> dataset_outside("imagefolder:/data/pets", "/srv/store"), dataset_outside("digits|drop3", "/srv/store")
+    (True, False)
+    """
+    root = Path(store_root).expanduser().resolve()
+    return any(dataset.startswith(p) and not _inside(dataset.removeprefix(p), root) for p in _PATH_DATASETS)
+
+
 def check_store_ref(ref: str | ModelRef, store_root: str | os.PathLike) -> ModelRef:
     """``ref`` parsed, if it names only what the store holds: a ``zoo:`` model, or a ``file:`` upload
     under ``store_root`` (its ``dataset=`` a named one or a folder there too).  What viewer mode opens.
@@ -426,8 +437,7 @@ def check_store_ref(ref: str | ModelRef, store_root: str | os.PathLike) -> Model
         where = Path(parsed.name).expanduser().resolve()
         raise RefError(f"{fix}; '{parsed}' reads {where}, outside it")
     dataset = parsed.param("dataset") or ""
-    for prefix in _PATH_DATASETS:
-        if dataset.startswith(prefix) and not _inside(dataset.removeprefix(prefix), root):
-            raise RefError(f"{fix}; its dataset {dataset} is outside it: leave dataset= out or name a"
-                           " built-in dataset such as digits")  # fmt: skip
+    if dataset_outside(dataset, root):
+        raise RefError(f"{fix}; its dataset {dataset} is outside it: leave dataset= out or name a"
+                       " built-in dataset such as digits")  # fmt: skip
     return parsed
