@@ -45,15 +45,23 @@ class Footprint:
         return self.params * TRAIN_BYTES_PER_PARAM + 2 * self.activation_bytes
 
 
+def _on_meta(build: Callable[[], nn.Module]) -> nn.Module | None:
+    """``build()`` under ``torch.device("meta")`` (shapes, no storage); None for an arch that cannot be built
+    without storage (its own error, a bad option ..., comes from the real build that follows)."""
+    try:
+        with torch.device("meta"):
+            return build()
+    except Exception:  # noqa: BLE001 - not counted, built for real
+        return None
+
+
 def training_bytes(build: Callable[[], nn.Module], input_shape: tuple[int, ...], batch: int,
                    input_dtype: torch.dtype = torch.float32) -> Footprint:  # fmt: skip
     """What ``build()`` needs to train on batches of ``batch`` inputs of ``input_shape`` (one example's shape),
-    counted without allocating: built under ``torch.device("meta")``, run there (an op without a meta kernel
-    leaves the activations uncounted)."""
-    try:
-        with torch.device("meta"):
-            model = build()
-    except Exception:  # noqa: BLE001 - an arch that cannot be built without storage: not counted (0), built for real
+    counted without allocating: built on the meta device and run there (an op without a meta kernel leaves the
+    activations uncounted)."""
+    model = _on_meta(build)
+    if model is None:
         return Footprint(0, 0, 0)
     params = sum(p.numel() for p in model.parameters())
     param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -79,12 +87,9 @@ def training_bytes(build: Callable[[], nn.Module], input_shape: tuple[int, ...],
 def check_buildable(what: str, build: Callable[[], nn.Module], fix: str = "") -> None:
     """StitchError before ``build()`` allocates weights this machine cannot hold (counted on the meta device):
     a checkpoint header or a stored summary asking for a layer of hundreds of GB is refused in one line."""
-    try:
-        with torch.device("meta"):
-            model = build()
-    except Exception:  # noqa: BLE001 - its own error (a bad option ...) comes from the real build that follows
-        return
-    check_fits(what, sum(p.numel() * p.element_size() for p in model.parameters()), "cpu", fix)
+    model = _on_meta(build)
+    if model is not None:
+        check_fits(what, sum(p.numel() * p.element_size() for p in model.parameters()), "cpu", fix)
 
 
 def available_bytes(device: torch.device | str = "cpu") -> int:
