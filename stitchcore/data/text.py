@@ -75,21 +75,18 @@ def _tinyshakespeare(root: Path, download: bool) -> str:
         tmp = path.with_suffix(".part")
         tmp.write_bytes(data)
         tmp.replace(path)  # atomic: a half-written file never looks complete
+    check_text(f"file:{path}")  # an empty or unreadable copy: one line
     return _read_file(path)
 
 
 def _read_file(path: Path) -> str:
+    """The file's text (:func:`check_text` has said it exists, is readable and is not empty)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as e:
-        raise DataError(f"text file {path} not found; check the path after file:") from e
+        return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
         raise DataError(f"{path} is not UTF-8 text ({e}); convert it, e.g. iconv -t utf-8") from e
     except OSError as e:
         raise DataError(f"cannot read {path} ({e}); check that it is a readable file") from e
-    if not text:
-        raise DataError(f"{path} is empty; give a file with some text in it")
-    return text
 
 
 def check_text(name: str) -> None:
@@ -125,9 +122,8 @@ def load_text(name: str, *, root: str | Path | None = None, download: bool = Tru
         return _pydoc_text()
     if name == "tinyshakespeare":
         return _tinyshakespeare(data_root(root), download)
-    if name.startswith("file:") and len(name) > len("file:"):
-        return _read_file(Path(name.removeprefix("file:")).expanduser())
-    raise DataError(f"unknown text corpus {name!r}; use one of {', '.join(list_texts())} or file:PATH")
+    check_text(name)  # an unknown name, a missing, unreadable or empty file: one line
+    return _read_file(Path(name.removeprefix("file:")).expanduser())
 
 
 @dataclass(frozen=True)
