@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Moments", "LstsqAccumulator", "reduced_rank", "procrustes",
-    "AdapterFit", "fit_adapter", "FIT_METHODS",
+    "AdapterFit", "fit_adapter", "FIT_METHODS", "fit_lin", "residual", "ridge_solve", "squared_error", "write_fit",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ class LstsqAccumulator:
         self.ridge = float(ridge)  # lambda = ridge * trace(cov_xx) / c_in; the bias is not penalised
         self.n = 0  # samples seen
         self._shift: tuple[torch.Tensor, torch.Tensor] | None = None  # first batch's (x, y) means
-        self._sums: dict[str, torch.Tensor] = {}  # xtx [C_in,C_in], xty [C_in,C_out], sx, sy, syy (shifted)
+        self._sums: dict[str, torch.Tensor] = {}  # xtx [C_in,C_in], xty [C_in,C_out], sx, sy, syy [C_out] (shifted)
 
     def update(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """Add samples: ``x`` [n, C_in] inputs and ``y`` [n, C_out] targets, any float dtype or device."""
@@ -98,7 +98,7 @@ class LstsqAccumulator:
             self._shift = (x.mean(0), y.mean(0))
             self._sums = {
                 "xtx": x.new_zeros(self.c_in, self.c_in), "xty": x.new_zeros(self.c_in, self.c_out),
-                "sx": x.new_zeros(self.c_in), "sy": x.new_zeros(self.c_out), "syy": x.new_zeros(()),
+                "sx": x.new_zeros(self.c_in), "sy": x.new_zeros(self.c_out), "syy": x.new_zeros(self.c_out),
             }  # fmt: skip
         x, y = x - self._shift[0], y - self._shift[1]
         s = self._sums
@@ -106,44 +106,54 @@ class LstsqAccumulator:
         s["xty"] += x.T @ y  # [C_in, C_out]
         s["sx"] += x.sum(0)
         s["sy"] += y.sum(0)
-        s["syy"] += (y * y).sum()
+        s["syy"] += (y * y).sum(0)
         self.n += len(x)
 
-    def moments(self) -> Moments:
-        """Means and covariances of everything seen so far."""
+    def moments(self, cols: slice = slice(None)) -> Moments:
+        """Means and covariances of everything seen so far; ``cols``: of these target columns only (the
+        targets of several fits stacked side by side share one accumulator, see :mod:`.shared_fits`)."""
         if self.n == 0 or self._shift is None:
             raise AdapterError("no samples to fit on; pass at least one non-empty (sender, receiver) batch")
         s = {k: v.cpu() for k, v in self._sums.items()}
         n, (shift_x, shift_y) = self.n, (t.cpu() for t in self._shift)
-        mx, my = s["sx"] / n, s["sy"] / n  # shifted means
+        mx, my = s["sx"] / n, s["sy"][cols] / n  # shifted means
         cov_xx = s["xtx"] / n - torch.outer(mx, mx)
-        cov_xy = s["xty"] / n - torch.outer(mx, my)
-        var_y = max(float(s["syy"]) / n - float(my @ my), 0.0)
-        mean_x, mean_y = mx + shift_x, my + shift_y
+        cov_xy = s["xty"][:, cols] / n - torch.outer(mx, my)
+        var_y = max(float(s["syy"][cols].sum()) / n - float(my @ my), 0.0)
+        mean_x, mean_y = mx + shift_x, my + shift_y[cols]
         sq_y = var_y + float(mean_y @ mean_y)
         return Moments(n, mean_x, mean_y, (cov_xx + cov_xx.T) / 2, cov_xy, var_y, sq_y)
 
     def solve(self) -> tuple[torch.Tensor, torch.Tensor, float]:
         """(W [C_out, C_in], b [C_out], normalised residual) of the ridge least squares; float64, CPU."""
         m = self.moments()
-        w = _ridge_solve(m.cov_xx, m.cov_xy, self.ridge)
+        w = ridge_solve(m.cov_xx, m.cov_xy, self.ridge)
         b = m.mean_y - w @ m.mean_x
         return w, b, self.residual(w, b, m)
 
     def residual(self, w: torch.Tensor, b: torch.Tensor, moments: Moments | None = None) -> float:
         """|X W^T + b - Y|^2 / |Y|^2 over the samples seen, from the moments alone."""
-        m = moments if moments is not None else self.moments()
-        w, b = w.detach().cpu().double(), b.detach().cpu().double()
-        d = m.mean_y - w @ m.mean_x - b
-        # E|y - Wx - b|^2 = tr cov_yy - 2 tr(W cov_xy) + tr(W cov_xx W^T) + |d|^2
-        quad = float(((w @ m.cov_xx) * w).sum())  # tr(W cov_xx W^T)
-        err = m.var_y - 2 * float(torch.trace(w @ m.cov_xy)) + quad + float(d @ d)
-        if m.sq_y <= 0:
-            return 0.0 if err <= 0 else math.inf
-        return max(err, 0.0) / m.sq_y
+        return residual(moments if moments is not None else self.moments(), w, b)
 
 
-def _ridge_solve(cov_xx: torch.Tensor, cov_xy: torch.Tensor, ridge: float) -> torch.Tensor:
+def squared_error(m: Moments, w: torch.Tensor, b: torch.Tensor) -> float:
+    """E|y - W x - b|^2 over the samples ``m`` describes, from the moments alone (``w`` [C_out, C_in])."""
+    w, b = w.detach().cpu().double(), b.detach().cpu().double()
+    d = m.mean_y - w @ m.mean_x - b
+    # E|y - Wx - b|^2 = tr cov_yy - 2 tr(W cov_xy) + tr(W cov_xx W^T) + |d|^2
+    quad = float(((w @ m.cov_xx) * w).sum())  # tr(W cov_xx W^T)
+    return m.var_y - 2 * float((w.T * m.cov_xy).sum()) + quad + float(d @ d)
+
+
+def residual(m: Moments, w: torch.Tensor, b: torch.Tensor) -> float:
+    """|X W^T + b - Y|^2 / |Y|^2 over the samples ``m`` describes (the normalised residual of a fit)."""
+    err = squared_error(m, w, b)
+    if m.sq_y <= 0:
+        return 0.0 if err <= 0 else math.inf
+    return max(err, 0.0) / m.sq_y
+
+
+def ridge_solve(cov_xx: torch.Tensor, cov_xy: torch.Tensor, ridge: float) -> torch.Tensor:
     """W [C_out, C_in] solving (cov_xx + lambda I) W^T = cov_xy, lambda = ridge * trace(cov_xx) / C_in."""
     c = cov_xx.shape[0]
     trace = float(torch.trace(cov_xx))
@@ -197,14 +207,7 @@ class AdapterFit:
     """
 
     def __init__(self, adapter: Adapter, method: str = "lstsq", ridge: float = 1e-4) -> None:
-        if method not in FIT_METHODS:
-            raise AdapterError(f"unknown fit method {method!r}; valid: {', '.join(FIT_METHODS)}")
-        lin = getattr(adapter.core, "linear", None)
-        if not getattr(adapter.core, "fittable", False) or lin is None:
-            raise AdapterError(
-                f"{method} init needs a linear adapter (kind linear or lowrank), got kind {adapter.spec.kind!r}; "
-                "use kind='linear' or init='random'"
-            )
+        lin = fit_lin(adapter, method)
         self.adapter, self.lin, self.method = adapter, lin, method
         self.acc = LstsqAccumulator(lin.in_features, adapter.plan.c_out, ridge)
         self._cls_sum: torch.Tensor | None = None  # receiver class tokens' sum [D] and count
@@ -232,17 +235,39 @@ class AdapterFit:
 
     def finish(self) -> float:
         """Solve, write W, b and the BatchNorms into the adapter; the normalised residual of the linear part."""
-        adapter, lin = self.adapter, self.lin
         m = self.acc.moments()
-        w, b = self.acc.solve()[:2] if self.method == "lstsq" else procrustes(m)
-        if getattr(lin, "rank", None) is not None:
-            w = reduced_rank(w, m.cov_xx, lin.rank)
-            b = m.mean_y - w @ m.mean_x
-        residual = self.acc.residual(w, b, m)
+        w = ridge_solve(m.cov_xx, m.cov_xy, self.acc.ridge) if self.method == "lstsq" else None
         cls_mean = self._cls_sum / self._cls_n if self._cls_sum is not None else None
-        _load(adapter, lin, m, w, b, cls_mean)
-        logger.info("%s fit, %s adapter on %d samples: residual %.4g", self.method, adapter.spec.kind, m.n, residual)
-        return residual
+        return write_fit(self.adapter, self.method, m, w, cls_mean)
+
+
+def fit_lin(adapter: Adapter, method: str) -> nn.Module:
+    """The linear map a closed-form ``method`` fit sets in ``adapter``; AdapterError when it has none."""
+    if method not in FIT_METHODS:
+        raise AdapterError(f"unknown fit method {method!r}; valid: {', '.join(FIT_METHODS)}")
+    lin = getattr(adapter.core, "linear", None)
+    if not getattr(adapter.core, "fittable", False) or lin is None:
+        raise AdapterError(
+            f"{method} init needs a linear adapter (kind linear or lowrank), got kind {adapter.spec.kind!r}; "
+            "use kind='linear' or init='random'"
+        )
+    return lin
+
+
+def write_fit(adapter: Adapter, method: str, m: Moments, w: torch.Tensor | None,
+              cls_mean: torch.Tensor | None) -> float:  # fmt: skip
+    """Write the fit of ``m`` into the adapter (BN before, linear, BN after, class token offset) and return the
+    normalised residual of its linear part.  ``w`` [C_out, C_in]: the ridge solution of ``m`` (lstsq; a
+    caller that solved many fits at once passes its rows), None for procrustes."""
+    lin = fit_lin(adapter, method)
+    w, b = (w, m.mean_y - w @ m.mean_x) if method == "lstsq" else procrustes(m)
+    if getattr(lin, "rank", None) is not None:
+        w = reduced_rank(w, m.cov_xx, lin.rank)
+        b = m.mean_y - w @ m.mean_x
+    res = residual(m, w, b)
+    _load(adapter, lin, m, w, b, cls_mean)
+    logger.info("%s fit, %s adapter on %d samples: residual %.4g", method, adapter.spec.kind, m.n, res)
+    return res
 
 
 def fit_adapter(

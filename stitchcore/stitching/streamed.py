@@ -4,7 +4,7 @@ The cached path (:func:`~stitchcore.stitching.activations.collect_cuts`, then fi
 cached tensors) keeps every cut's activations of the whole split in memory.  When they exceed the
 memory budget, the same numbers come from streaming: per batch of images, one forward pass of A
 (every sender cut) and one of B (every receiver cut) feed every adapter's
-:class:`~stitchcore.stitching.fits.AdapterFit`; then per test batch one pass of A feeds every
+:class:`~stitchcore.stitching.shared_fits.SharedFits`; then per test batch one pass of A feeds every
 adapter and its receiver's suffix.  Only one batch of activations lives at a time, and a cell whose
 resampled inputs are large (a late, wide sender into an early, fine grid) takes each batch in slices.
 
@@ -28,7 +28,7 @@ from stitchcore.models.loaded import LoadedModel
 from stitchcore.stitching.activations import CUT_BATCH, iter_cuts
 from stitchcore.stitching.adapters import Adapter
 from stitchcore.stitching.evaluate import ClassifierScore, score_logits
-from stitchcore.stitching.fits import AdapterFit
+from stitchcore.stitching.shared_fits import SharedFits
 
 __all__ = ["StreamedCell", "fit_streamed", "images_per_batch", "images_per_slice", "score_streamed"]
 
@@ -83,9 +83,12 @@ def fit_streamed(
     work: int = 0,
     check_cancel: Callable[[], None] | None = None,
     progress: Progress | None = None,
-) -> list[float]:
+    hold_every: int = 0,
+) -> list[dict[str, float | None]]:
     """Fit every cell's adapter in closed form from one streamed pass of A and B over ``n_train``
-    training images; returns each fit's normalised residual (as :func:`~stitchcore.stitching.fits.fit_adapter`).
+    training images, from shared moments (:class:`~stitchcore.stitching.shared_fits.SharedFits`); returns
+    per cell its fit's normalised ``residual`` (as :func:`~stitchcore.stitching.fits.fit_adapter`) and, with
+    ``hold_every``, the proxy's held-out ``r2`` and ``cka``.
 
     A batch holds every sender and receiver cut's activations and ``work`` bytes an image (one forward
     pass's working memory: :func:`~stitchcore.stitching.activations.forward_bytes_per_image`) within a
@@ -93,23 +96,19 @@ def fit_streamed(
     """
     if not cells:
         return []
-    fits = [AdapterFit(c.adapter, method) for c in cells]
+    fits = SharedFits([c.adapter for c in cells], method, budget=budget, hold_every=hold_every)
     senders, receivers = _unique([c.sender for c in cells]), _unique([c.receiver for c in cells])
     batch = images_per_batch(_bytes(senders) + _bytes(receivers) + work, budget)
-    slices = [images_per_slice(c.adapter, c.sender, c.receiver, budget) for c in cells]
     n_batches = math.ceil(n_train / batch)
     kw = {"device": device, "batch_size": batch, "limit": n_train, "check_cancel": check_cancel}
     stream_a, stream_b = iter_cuts(a, senders, ds, "train", **kw), iter_cuts(b, receivers, ds, "train", **kw)
     for i in range(n_batches):  # next() by hand: zip and enumerate would hold the last batch while making the next
         acts_a, acts_b = next(stream_a), next(stream_b)
-        for fit, cell, size in zip(fits, cells, slices):
-            h, y = acts_a[cell.sender.name], acts_b[cell.receiver.name]  # [B, *sender], [B, *receiver]
-            for j in range(0, len(h), size):
-                fit.update(h[j : j + size], y[j : j + size])
-        del acts_a, acts_b, h, y  # before the next batch is computed
+        fits.update(acts_a, acts_b, first=i * batch)  # each group's slices of images stay within the budget
+        del acts_a, acts_b  # before the next batch is computed
         if progress is not None:
             progress((i + 1) / n_batches, f"fitting {len(cells)} adapters: batch {i + 1}/{n_batches}")
-    return [fit.finish() for fit in fits]
+    return fits.records()
 
 
 @torch.no_grad()

@@ -31,12 +31,15 @@ from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments.dataset_check import check_head_classes, load_pair, pair_dataset
 from stitchcore.experiments.matrix.estimate import estimate_matrix
 from stitchcore.experiments.matrix.read import across_seed_grids, cell_grid, difference
-from stitchcore.experiments.matrix.spec import CELLS_ARTIFACT, MatrixSpec
+from stitchcore.experiments.matrix.spec import CELLS_ARTIFACT, MatrixSpec, cell_objective
+from stitchcore.experiments.matrix import units as units_module
 from stitchcore.experiments.matrix.units import (
     EVAL_BATCH,
     _Workspace,
     receiver_unit,
     resolve_cuts,
+    grid_of,
+    grid_unit,
     sender_activations,
     streamed_unit,
 )
@@ -150,7 +153,8 @@ def _prepare(
         sender_train={
             k: collect_cuts(models[k], senders, ds, "train", limit=n_train, **acts) for k in sending
         },
-        sender_test={k: collect_cuts(models[k], senders, ds, "test", limit=n_test, **acts) for k in sending},
+        sender_test={k: collect_cuts(models[k], senders, ds, "test", limit=n_test, **acts) for k in sending}
+        if spec.mode != "proxy" else {},  # a proxy matrix scores nothing
         receiver_train={
             k: collect_cuts(models[k], receivers, ds, "train", limit=n_train, **acts) for k in receiving
         },
@@ -183,6 +187,13 @@ def _source_for(shipped: tuple[dict, dict] | None, ws: _Workspace, send: str, re
 def _table(cells: list[dict], ws: _Workspace, variant: str, what: str) -> list[list]:
     """[senders][receivers] of one cell field (None where skipped)."""
     return cell_grid(cells, [s.name for s in ws.senders], [r.name for r in ws.receivers], what, variant)
+
+
+def _proxy(cells: list[dict], ws: _Workspace) -> dict[str, list[list]] | None:
+    """The matrix's proxy grids {"r2", "cka"} [senders][receivers], or None when no cell has them."""
+    if not any(c.get("r2") is not None or c.get("cka") is not None for c in cells if c["variant"] == "trained"):
+        return None
+    return {what: _table(cells, ws, "trained", what) for what in ("r2", "cka")}
 
 
 @register_experiment("matrix", MatrixSpec.from_dict, check=check_matrix, backends=("local", "ray"),
@@ -227,6 +238,15 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
         if ws.streamed:
             units.append(Unit(variant, streamed_unit, (spec, source, variant, send, recv, todo), len(todo)))
             unit_cells[variant] = todo
+            continue
+        if cell_objective(spec, variant) is None and units_module.SHARED_MOMENTS:  # closed form: one unit a grid
+            grids = {r.name: grid_of(r) for r in ws.receivers}
+            for grid in dict.fromkeys(grids.values()):
+                mine = [(s, r) for s, r in todo if grids[r] == grid]
+                if mine:
+                    key = f"{variant}|{'x'.join(map(str, grid)) or 'vector'}"
+                    units.append(Unit(key, grid_unit, (spec, source, variant, send, recv, mine), len(mine)))
+                    unit_cells[key] = mine
             continue
         for r in ws.receivers:
             mine = [s for s, rr in todo if rr == r.name]
@@ -285,6 +305,9 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
         "values_ci": _table(cells, ws, "trained", "accuracy_ci"),
         "penalty_ci": _table(cells, ws, "trained", "penalty_ci"),
         "residual": _table(cells, ws, "trained", "residual"),
+        # the fits' moments' proxy (stitching.shared_fits): held-out ridge R² and linear CKA per cell; None
+        # where no closed-form fit was made (a trained matrix from random weights)
+        "proxy": _proxy(cells, ws),
         "skipped": {f"{c['sender']}->{c['receiver']}": c["skipped_reason"] for c in skipped},
         "base": {"a": ws.bases["a"], "b": ws.bases["b"]},
         "base_random": {"a": ws.bases["a_rand"], "b": ws.bases["b_rand"]} if spec.controls else None,

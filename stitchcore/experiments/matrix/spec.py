@@ -25,7 +25,9 @@ from stitchcore.stitching.train import OPTIMIZERS, parse_objective
 __all__ = ["CELLS_ARTIFACT", "CONTROLS", "CONTROL_NAMES", "CONTROL_TRAININGS", "MATRIX_OBJECTIVES", "MATRIX_PRESETS",
            "MAX_SEEDS", "MODES", "VARIANTS", "MatrixSpec", "cell_objective", "preset_fields"]  # fmt: skip
 
-MODES = ("closed-form", "trained")
+# proxy: the closed-form fits' moments alone (held-out ridge R² and linear CKA per cell, nothing scored): what
+# ranks the cells before anything is trained (:mod:`.recommend`)
+MODES = ("closed-form", "trained", "proxy")
 MAX_SEEDS = 10  # adapter seeds per cell: each multiplies the trained cells' work
 VARIANTS = ("trained", "random_sender", "random_receiver", "random_both")  # matrix first, then the controls
 CONTROLS = VARIANTS[1:]
@@ -81,7 +83,7 @@ class MatrixSpec(Spec):
     senders: tuple[str, ...] | None = None  # sender cut names of A, in order; None = every cut of A
     receivers: tuple[str, ...] | None = None  # receiver cut names of B; None = every cut of B
     adapter: AdapterSpec = field(default_factory=_lstsq_adapter)  # linear + BN both, lstsq: Csiszarik et al.
-    mode: str = "closed-form"  # closed-form (lstsq fit only, seconds) | trained (fit, then task training)
+    mode: str = "closed-form"  # closed-form (lstsq fit only, seconds) | trained (fit, then task training) | proxy
     epochs: int = 3  # trained mode: few epochs, the lstsq start is already close (Csiszarik et al.)
     optimizer: str = "adamw"  # trained mode: adamw | sgd
     lr: float = 1e-2  # trained mode; as StitchSpec (small data gives few steps)
@@ -129,17 +131,20 @@ class MatrixSpec(Spec):
             object.__setattr__(self, "adapter", AdapterSpec.from_dict(self.adapter))
         if self.mode not in MODES:
             raise StitchError(f"unknown matrix mode {self.mode!r}; use one of: {', '.join(MODES)}")
-        if self.mode == "closed-form" and self.adapter.init not in FIT_METHODS:
+        if self.mode != "trained" and self.adapter.init not in FIT_METHODS:
             raise StitchError(
-                f"closed-form mode fits each adapter on cached activations, so init must be one of"
+                f"{self.mode} mode fits each adapter on cached activations, so init must be one of"
                 f" {', '.join(FIT_METHODS)} (got {self.adapter.init!r}); or use mode='trained'"
             )
+        if self.mode == "proxy" and self.controls:
+            raise StitchError("a proxy matrix scores nothing, so it has no controls to compare with: run it without"
+                              " controls, or use mode='closed-form'")  # fmt: skip
         weights = parse_objective(self.objective) if isinstance(self.objective, str) else None
         if weights is None or set(weights) - set(MATRIX_OBJECTIVES):
             raise StitchError(f"a matrix objective is {' | '.join(MATRIX_OBJECTIVES)} or a sum such as"
                               f" 'task+0.5*match' (got {self.objective!r})")  # fmt: skip
-        if self.mode == "closed-form" and weights != {"task": 1.0}:
-            raise StitchError(f"objective {self.objective!r} trains the adapters; closed-form mode only fits them"
+        if self.mode != "trained" and weights != {"task": 1.0}:
+            raise StitchError(f"objective {self.objective!r} trains the adapters; {self.mode} mode only fits them"
                               " by least squares: use mode='trained'")  # fmt: skip
         check_choice("control_training", self.control_training, CONTROL_TRAININGS)
         if not self.controls or (self.mode == "trained" and weights == {"task": 1.0}):

@@ -44,14 +44,17 @@ from stitchcore.stitching.activations import CutsOnDemand, collect_cuts
 from stitchcore.stitching.adapters import build_adapter, compatibility
 from stitchcore.stitching.evaluate import ClassifierScore, evaluate_batches, stitching_penalty
 from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
+from stitchcore.stitching.shared_fits import SharedFits
 from stitchcore.stitching.shared_suffix import frozen_for_training, train_adapters_shared_suffix
 from stitchcore.stitching.streamed import StreamedCell, fit_streamed, images_per_slice, score_streamed
 from stitchcore.stitching.train import TrainKnobs
 
-__all__ = ["receiver_unit", "resolve_cuts", "sender_activations", "streamed_unit"]
+__all__ = ["receiver_unit", "resolve_cuts", "grid_of", "grid_unit", "sender_activations", "streamed_unit"]
 
 
 EVAL_BATCH = 256  # at most this many images of activations per slice fitted or scored (fewer where the budget says)
+HOLD_EVERY = 5  # the proxy's held-out R²: every fifth training image is held out of the fit it scores
+SHARED_MOMENTS = True  # False: every cell's closed-form fit on its own, as before shared moments (for bench/)
 JOINT_ELEMENTS = 2**24  # trained mode: at most this many stacked suffix-input values (adapters x batch x receiver size)
 
 
@@ -103,21 +106,38 @@ def _new_cell(spec: MatrixSpec, s: Cut, r: Cut) -> tuple[dict, nn.Module | None]
     return cell, build_adapter(spec.adapter, s, r)
 
 
-def _fitted_cell(
-    spec: MatrixSpec, ctx: UnitContext, ws: _Workspace, send: str, recv: str, s: Cut, r: Cut
-) -> tuple[dict, nn.Module | None]:
-    """A cell's record and its adapter A_send[s] -> B_recv[r], fitted by least squares where the spec says so.
+def _fit_cells(spec: MatrixSpec, ctx: UnitContext, ws: _Workspace, send: str, recv: str,
+               pairs: list[tuple[Cut, Cut]]) -> list[tuple[dict, nn.Module | None]]:  # fmt: skip
+    """Each pair's record and adapter A_send[s] -> B_recv[r] (None where no adapter joins the cuts), fitted by
+    least squares where the spec says so: all from shared moments (:class:`SharedFits`: one factor per sender
+    and grid, every receiver solved at once), each record with its ``residual`` and the proxy's ``r2`` (held
+    out) and ``cka``.  ``SHARED_MOMENTS = False`` fits them one by one (the path the bench compares)."""
+    built = [_new_cell(spec, s, r) for s, r in pairs]
+    live = [(cell, adapter) for cell, adapter in built if adapter is not None]
+    if spec.adapter.init in FIT_METHODS and live:
+        if not SHARED_MOMENTS and spec.mode != "proxy":
+            for cell, adapter in live:
+                s, r = adapter.sender, adapter.receiver
+                size = min(EVAL_BATCH, images_per_slice(adapter, s, r, ws.budget))
+                pairs_ = _batched(ws.sender_train[send][s.name], ws.receiver_train[recv][r.name], size=size)
+                cell["residual"] = round(float(fit_adapter(adapter, pairs_, method=spec.adapter.init)), 6)
+        else:
+            fits = SharedFits([a for _, a in live], spec.adapter.init, budget=ws.budget, hold_every=HOLD_EVERY)
+            sends = {a.sender.name for _, a in live}
+            takes = {a.receiver.name for _, a in live}
+            n = len(ws.y_train)
+            for start in range(0, n, EVAL_BATCH):
+                ctx.check_cancel()
+                fits.update({c: ws.sender_train[send][c][start : start + EVAL_BATCH] for c in sends},
+                            {c: ws.receiver_train[recv][c][start : start + EVAL_BATCH] for c in takes}, first=start)
+            for (cell, _), record in zip(live, fits.records()):
+                _keep_fit(cell, record)
+    return [(cell, adapter.to(ctx.device) if adapter is not None else None) for cell, adapter in built]
 
-    The adapter is None when the two cuts cannot be joined (the record says why).
-    """
-    cell, adapter = _new_cell(spec, s, r)
-    if adapter is None:
-        return cell, None
-    if spec.adapter.init in FIT_METHODS:
-        size = min(EVAL_BATCH, images_per_slice(adapter, s, r, ws.budget))  # a wide sender into a fine grid: few
-        pairs = _batched(ws.sender_train[send][s.name], ws.receiver_train[recv][r.name], size=size)
-        cell["residual"] = round(float(fit_adapter(adapter, pairs, method=spec.adapter.init)), 6)
-    return cell, adapter.to(ctx.device)
+
+def _keep_fit(cell: dict, record: dict[str, float | None]) -> None:
+    """A fit's residual and proxy (held-out ``r2``, ``cka``: :meth:`SharedFits.records`) into its cell's record."""
+    cell.update({k: None if v is None else round(float(v), 6) for k, v in record.items()})
 
 
 def _record_score(cell: dict, score: ClassifierScore, ws: _Workspace, recv: str, seed: int) -> None:
@@ -152,7 +172,7 @@ def _run_receiver(
     folded) per step (see :mod:`stitchcore.stitching.shared_suffix`); each gets the gradient of its
     own loss.  The copy term (``match``) compares each output with B's own activation at ``r``.
     """
-    fitted = [_fitted_cell(spec, ctx, ws, send, recv, s, r) for s in senders]
+    fitted = _fit_cells(spec, ctx, ws, send, recv, [(s, r) for s in senders])
     live = [(cell, adapter) for cell, adapter in fitted if adapter is not None]
     if objective is not None and live:
         train_adapters_shared_suffix(
@@ -162,7 +182,7 @@ def _run_receiver(
             precision=spec.precision, objective=objective,
             receiver_acts=ws.receiver_train[recv][r.name] if "match" in objective else None,
         )  # fmt: skip
-    for cell, adapter in live:
+    for cell, adapter in live if spec.mode != "proxy" else ():
         _score_cell(cell, adapter, ctx, ws, send, recv, spec.seed)
     return [cell for cell, _ in fitted]
 
@@ -181,21 +201,24 @@ def _run_streamed(
     if live:
         stream = {"device": ctx.device, "budget": ws.budget, "work": ws.work, "check_cancel": ctx.check_cancel}
         share = (1 / 3, 1 / 3) if objective is not None else (1 / 2, 0.0)  # of the unit: fit, train (then score)
-        residuals: list[float | None] = [None] * len(live)
+        share = (1.0, 0.0) if spec.mode == "proxy" else share
+        fitted: list[dict] = [{}] * len(live)
         if spec.adapter.init in FIT_METHODS:
-            residuals = fit_streamed([c for _, c in live], ws.models[send], ws.models[recv], ws.ds,
-                                     len(ws.y_train), method=spec.adapter.init,
-                                     progress=lambda f, m: report(f * share[0], m), **stream)  # fmt: skip
+            fitted = fit_streamed([c for _, c in live], ws.models[send], ws.models[recv], ws.ds,
+                                  len(ws.y_train), method=spec.adapter.init, hold_every=HOLD_EVERY,
+                                  progress=lambda f, m: report(f * share[0], m), **stream)  # fmt: skip
         if objective is not None:
             _train_streamed(spec, ctx, ws, send, recv, [c for _, c in live], objective,
                             lambda f, m: report(share[0] + f * share[1], m))  # fmt: skip
+        for (cell, _), record in zip(live, fitted):
+            _keep_fit(cell, record)
+        if spec.mode == "proxy":  # the moments' proxy alone: nothing to score
+            return [cell for cell, _ in built]
         suffixes = [ws.suffixes[recv, c.receiver.name] for _, c in live]
         done = sum(share)
         scores = score_streamed([c for _, c in live], suffixes, ws.models[send], ws.ds, len(ws.y_test),
                                 progress=lambda f, m: report(done + f * (1 - done), m), **stream)  # fmt: skip
-        for (cell, _), residual, score in zip(live, residuals, scores):
-            if residual is not None:
-                cell["residual"] = round(float(residual), 6)
+        for (cell, _), score in zip(live, scores):
             _record_score(cell, score, ws, recv, spec.seed)
     return [cell for cell, _ in built]
 
@@ -306,6 +329,40 @@ def receiver_unit(
         cells = _over_seeds(spec, variant, lambda sp, group=group: _run_receiver(
             sp, context, ws, send, recv, group, r, train_suffix, objective))  # fmt: skip
         yield "cells", [{"variant": variant, **cell} for cell in cells]
+
+
+def grid_of(cut: Cut) -> tuple[int, ...]:
+    """The samples a fit into ``cut`` sees per image: its grid (map), its token count (tokens), none (vector).
+    The closed-form cells into receivers of one grid share their moments' products (:func:`grid_unit`)."""
+    return {"map": tuple(cut.shape[1:]), "map_nhwc": tuple(cut.shape[:2]), "tokens": tuple(cut.shape[:1])}.get(
+        cut.layout, ())
+
+
+def grid_unit(
+    spec: MatrixSpec, source: _Workspace | dict, variant: str, send: str, recv: str, pairs: list[tuple[str, str]],
+    context: UnitContext,
+) -> Iterator[tuple[str, Any]]:
+    """Every pending closed-form cell of ``pairs`` (every sender into the receivers of one grid): fitted
+    together from shared moments (:class:`SharedFits`: one pass over the cached activations, one factor per
+    sender, one stacked product for all cross-moments), then scored one by one (a proxy matrix: not scored),
+    the cells coming back sender by sender."""
+    receivers = list(dict.fromkeys(r for _, r in pairs))
+    ws = _unit_workspace(source, send, recv, receivers, context)
+    cuts = {("s", c.name): c for c in ws.senders} | {("r", c.name): c for c in ws.receivers}
+    where = "" if variant == "trained" else f" ({variant.replace('_', ' ')})"
+    yield "progress", (0.0, f"fitting {len(pairs)} cells into {len(receivers)} receiver(s) from shared moments{where}")
+    fitted = _fit_cells(spec, context, ws, send, recv, [(cuts["s", s], cuts["r", r]) for s, r in pairs])
+    by_sender: dict[str, list[tuple[dict, nn.Module | None]]] = {}
+    for cell, adapter in fitted:
+        by_sender.setdefault(cell["sender"], []).append((cell, adapter))
+    for k, (sender, mine) in enumerate(by_sender.items()):
+        if spec.mode != "proxy":
+            context.check_cancel()
+            yield "progress", (k / len(by_sender), f"scoring {sender} into {len(mine)} receiver(s){where}")
+            for cell, adapter in mine:
+                if adapter is not None:
+                    _score_cell(cell, adapter, context, ws, send, recv, spec.seed)
+        yield "cells", [{"variant": variant, **cell} for cell, _ in mine]
 
 
 def streamed_unit(

@@ -1,0 +1,132 @@
+"""Which cut pairs to train first: every cell of a matrix ranked by a score that needs no training.
+
+A closed-form or proxy matrix stores, per cell, the held-out ridge R² and the linear CKA of its fit's
+moments (:mod:`stitchcore.stitching.shared_fits`); a closed-form matrix also its accuracy.  Any of them
+ranks the sender x receiver pairs before anything is trained (:func:`recommend`); :func:`agreement` says
+how well a ranking predicted a trained matrix of the same pairs (Spearman's rho over the cells, and
+whether a best trained cell is among the top 5), which ``bench/matrix_scaling.py`` measures on zoo pairs.
+
+>>> summary = {"senders": ["a1", "a2"], "receivers": ["b1", "b2"],
+...            "proxy": {"r2": [[0.9, 0.2], [0.4, 0.8]], "cka": [[0.7, 0.1], [0.3, 0.6]]}}
+>>> [(c["sender"], c["receiver"]) for c in recommend(summary, by="r2", top=2)]
+[('a1', 'b1'), ('a2', 'b2')]
+>>> agreement(recommend(summary, by="r2"), [[0.95, 0.3], [0.5, 0.9]], ["a1", "a2"], ["b1", "b2"])
+{'spearman': 1.0, 'best_in_top': True, 'cells': 4}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from stitchcore.errors import StitchError
+from stitchcore.experiments.matrix.spec import MatrixSpec
+from stitchcore.store.results import RunRecord, Store, run_id_for
+
+__all__ = ["RANKINGS", "RANKING_WORDS", "TOP", "agreement", "proxy_run", "proxy_spec", "ranking_choices", "recommend", "spearman"]
+
+TOP = 5  # "train these first": how many pairs a page lists
+RANKINGS = ("r2", "cka", "accuracy")  # held-out ridge R² | linear CKA | the closed-form fit's test accuracy
+RANKING_WORDS = {"r2": "held-out R² of the linear fit", "cka": "linear CKA", "accuracy": "closed-form accuracy"}
+
+
+def _grid(summary: Mapping[str, Any], by: str) -> list[list[float | None]] | None:
+    if by == "accuracy":
+        return summary.get("values") if summary.get("mode") != "proxy" else None
+    return (summary.get("proxy") or {}).get(by)
+
+
+def ranking_choices(summary: Mapping[str, Any]) -> list[str]:
+    """The scores this matrix's summary can rank by (a matrix from before the proxy: accuracy alone)."""
+    return [by for by in RANKINGS if _grid(summary, by) and any(v is not None for row in _grid(summary, by) for v in row)]
+
+
+def recommend(summary: Mapping[str, Any], by: str = "r2", top: int | None = None) -> list[dict[str, Any]]:
+    """Every cell with a score, best first: ``{"sender", "receiver", "score", "r2", "cka", "accuracy"}`` (the
+    latter three None where the summary has none); ``top``: the first so many."""
+    if by not in RANKINGS:
+        raise StitchError(f"rank by one of {', '.join(RANKINGS)}, not {by!r}")
+    grid = _grid(summary, by)
+    if not grid:
+        raise StitchError(f"this matrix has no {RANKING_WORDS[by]} per cell: rank it by one of "
+                          f"{', '.join(ranking_choices(summary)) or 'nothing (run a proxy or closed-form matrix)'}")  # fmt: skip
+    others = {what: _grid(summary, what) for what in RANKINGS}
+    cells = []
+    for i, sender in enumerate(summary["senders"]):
+        for j, receiver in enumerate(summary["receivers"]):
+            if grid[i][j] is None:
+                continue
+            cell = {"sender": sender, "receiver": receiver, "score": grid[i][j]}
+            cell.update({what: g[i][j] if g else None for what, g in others.items()})
+            cells.append(cell)
+    cells.sort(key=lambda c: -c["score"])  # stable: ties keep execution order
+    return cells[:top] if top is not None else cells
+
+
+def _ranks(values: Sequence[float]) -> list[float]:
+    """Ranks 1..n, ties sharing their mean rank."""
+    order = sorted(range(len(values)), key=lambda k: values[k])
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Spearman's rank correlation (ties at their mean rank); None with fewer than 3 pairs or a constant side.
+
+    >>> spearman([1, 2, 3, 4], [10, 20, 30, 25])
+    0.8
+    """
+    if len(x) != len(y):
+        raise StitchError("spearman needs two sequences of the same length")
+    if len(x) < 3:
+        return None
+    rx, ry = _ranks(list(x)), _ranks(list(y))
+    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    sxx, syy = sum((a - mx) ** 2 for a in rx), sum((b - my) ** 2 for b in ry)
+    return round(sxy / (sxx * syy) ** 0.5, 6) if sxx > 0 and syy > 0 else None
+
+
+def agreement(ranked: list[dict[str, Any]], trained: list[list[float | None]], senders: Sequence[str],
+              receivers: Sequence[str], top: int = TOP) -> dict[str, Any]:  # fmt: skip
+    """How well ``ranked`` (:func:`recommend`) predicts ``trained`` [senders][receivers] (accuracy per cell):
+    ``spearman`` over the cells both have, ``best_in_top`` whether a cell with the best trained accuracy is among
+    the first ``top``, and ``cells``."""
+    where = {(s, r): trained[i][j] for i, s in enumerate(senders) for j, r in enumerate(receivers)}
+    both = [(c["score"], where[c["sender"], c["receiver"]]) for c in ranked
+            if where.get((c["sender"], c["receiver"])) is not None]  # fmt: skip
+    if not both:
+        return {"spearman": None, "best_in_top": None, "cells": 0}
+    best = max(t for _, t in both)
+    firsts = [where.get((c["sender"], c["receiver"])) for c in ranked[:top]]
+    return {"spearman": spearman([s for s, _ in both], [t for _, t in both]),
+            "best_in_top": any(t is not None and t >= best for t in firsts), "cells": len(both)}  # fmt: skip
+
+
+def proxy_run(store: Store, a: str, b: str, dataset: str | None = None) -> RunRecord | None:
+    """The newest finished matrix of models ``a`` x ``b`` (on ``dataset``, None: B's own) that can rank its
+    cells without training: a proxy matrix of every cut (the default), else any closed-form or proxy matrix of
+    the pair in the store.  None when there is none."""
+    for mode in ("proxy", "closed-form"):  # the all-cuts matrices by their run ids first: no scan
+        rec = store.lookup_done(run_id_for("matrix", MatrixSpec(a, b, mode=mode, dataset=dataset).to_dict()))
+        if rec is not None and ranking_choices(rec.summary):
+            return rec
+    a, b = MatrixSpec(a, b).a, MatrixSpec(a, b).b  # canonical spellings
+    for rec in store.list_runs("matrix", status="done"):
+        spec = rec.spec
+        if spec.get("a") == a and spec.get("b") == b and spec.get("dataset") == dataset and ranking_choices(rec.summary or {}):
+            return rec
+    return None
+
+
+def proxy_spec(a: str, b: str, dataset: str | None = None) -> MatrixSpec:
+    """The matrix that ranks every cut pair of ``a`` x ``b`` without training (seconds to minutes)."""
+    return MatrixSpec(a, b, dataset=dataset, mode="proxy")
