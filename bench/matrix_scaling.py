@@ -1,4 +1,21 @@
-"""Benchmark: closed-form matrix time against the cut grid's size, and the memory of a matrix too big to cache.
+"""Benchmark: closed-form matrices from shared moments, their proxy and cut recommender, scaling and memory.
+
+- ``shared_moments``: the closed-form 32 x 32 matrix of the two deep zoo ResNets below, end to end
+  (``run_experiment``) with the shared-moment fits (``units.SHARED_MOMENTS = True``, the default) and with
+  the previous per-cell path (``False``: ``fit_adapter`` cell by cell), same process, same store: seconds,
+  ``speedup_vs_per_cell`` and the largest difference in any cell's accuracy and residual.  Then the fits
+  alone on the same cached activations: every cell by ``fit_adapter``, by :class:`SharedFits` (with and
+  without the proxy's held-out moments), and by a per-pair ``torch.linalg.lstsq`` on the cell's whole
+  [N*H*W, C+1] data matrix, as Patchscopes-style scripts do it (``speedup_vs_per_pair_lstsq``; its residuals
+  differ from the ridge fits' by the ridge alone).  ``end_to_end_floor``: what no fit can remove, the
+  matrix's scoring passes (every cell's 450 test images through B's suffix).
+- ``proxy``: the same 32 x 32 matrix in mode ``proxy`` (moments only): its seconds as a share of the
+  closed-form matrix's.
+- ``recommender``: zoo pairs (digits; CNN x CNN, ResNet x ResNet, CNN x ResNet, ResNet x CNN, MLP x MLP): the
+  proxy matrix of every cut ranks the cells (held-out R², CKA; and the closed-form matrix's accuracy), against
+  the trained matrix of the Hernandez et al. recipe (random init, strided, 3 epochs): Spearman's rho per pair
+  and whether a best trained cell is in the top 5; ``spearman`` and ``best_in_top5`` are the means over pairs
+  of the held-out R² ranking.
 
 - ``scaling``: two zoo ResNets with 32 residual blocks (blocks [8,8,8,8], width 8, digits at 16x16,
   2 epochs, seeds 0 and 1; cached in ``--store``) have 34 cuts (stem, 32 blocks, pool).  Closed-form
@@ -13,7 +30,7 @@
   ``limit_mb`` = both models' size + the budget + 1 GB.
 
 Prints one JSON object (progress on stderr).  Run: ``python bench/matrix_scaling.py [--store DIR]
-[--sizes 4 8 16 32] [--no-memory]``.
+[--sizes 4 8 16 32] [--no-memory] [--parts shared_moments proxy recommender scaling memory]``.
 """
 
 from __future__ import annotations
@@ -34,16 +51,25 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from stitchcore.cuts import list_cuts  # noqa: E402
+from stitchcore.cuts import get_cut, list_cuts, split  # noqa: E402
 from stitchcore.experiments import run_experiment  # noqa: E402
-from stitchcore.experiments.matrix import MatrixSpec  # noqa: E402
+from stitchcore.experiments.dataset_check import pair_dataset  # noqa: E402
+from stitchcore.experiments.matrix import MatrixSpec, preset_fields  # noqa: E402
+from stitchcore.experiments.matrix import units as matrix_units  # noqa: E402
+from stitchcore.experiments.matrix.recommend import agreement, recommend  # noqa: E402
 from stitchcore.experiments.zoo import ZooRecipe  # noqa: E402
 from stitchcore.models.sources import load_model  # noqa: E402
+from stitchcore.stitching.activations import collect_cuts  # noqa: E402
+from stitchcore.stitching.adapters import AdapterSpec, build_adapter, compatibility  # noqa: E402
+from stitchcore.stitching.fits import fit_adapter  # noqa: E402
+from stitchcore.stitching.layers import to_rows  # noqa: E402
+from stitchcore.stitching.shared_fits import SharedFits, lin_rows  # noqa: E402
 from stitchcore.store.results import Store  # noqa: E402
 
 BIG = "timm:resnet50?pretrained=false&num_classes=10"  # A; B adds in_chans=3 (the same net, its own random init)
 STAGES = ("layer1", "layer2", "layer3", "layer4")
 BUDGET_MB = 1024
+PARTS = ("shared_moments", "proxy", "recommender", "scaling", "memory")
 
 
 def log(msg: str) -> None:
@@ -83,6 +109,153 @@ def scaling(store: Store, sizes: list[int]) -> list[dict]:
     return rows
 
 
+def _max_diff(a: list[list], b: list[list]) -> float:
+    return max((abs(x - y) for ra, rb in zip(a, b) for x, y in zip(ra, rb) if x is not None and y is not None),
+               default=0.0)  # fmt: skip
+
+
+def _matrix(spec: MatrixSpec, store: Store) -> tuple[float, dict]:
+    t0 = time.perf_counter()
+    out = run_experiment("matrix", spec, store, rerun=True)
+    return time.perf_counter() - t0, out.record.summary
+
+
+def _fits_alone(ref_a: str, ref_b: str, cuts: tuple[str, ...], store: Store) -> dict:
+    """Every cell's fit on the same cached training activations, four ways; seconds and agreement."""
+    a, b = load_model(ref_a, store=store), load_model(ref_b, store=store)
+    ds = pair_dataset(MatrixSpec(ref_a, ref_b), a, b)
+    senders, receivers = [get_cut(a, c) for c in cuts], [get_cut(b, c) for c in cuts]
+    cpu = torch.device("cpu")
+    xa = collect_cuts(a, senders, ds, "train", device=cpu)
+    yb = collect_cuts(b, receivers, ds, "train", device=cpu)
+    n = len(ds.labels("train"))
+    spec = AdapterSpec(init="lstsq")
+
+    def built() -> list:
+        torch.manual_seed(0)
+        return [build_adapter(spec, s, r) for s in senders for r in receivers if compatibility(s, r, spec) is None]
+
+    per_cell = built()
+    t0 = time.perf_counter()
+    res_cell = [fit_adapter(ad, ((xa[ad.sender.name][i : i + 256], yb[ad.receiver.name][i : i + 256])
+                                 for i in range(0, n, 256))) for ad in per_cell]  # fmt: skip
+    t_cell = time.perf_counter() - t0
+    out = {"cells": len(per_cell), "images": n, "per_cell_s": round(t_cell, 2)}
+    for hold in (0, matrix_units.HOLD_EVERY):
+        shared = built()
+        t0 = time.perf_counter()
+        fits = SharedFits(shared, "lstsq", hold_every=hold, budget=2**30)
+        for i in range(0, n, 256):
+            fits.update({k: v[i : i + 256] for k, v in xa.items()}, {k: v[i : i + 256] for k, v in yb.items()}, first=i)
+        records = fits.records()
+        out["shared_s" if not hold else "shared_with_proxy_s"] = round(time.perf_counter() - t0, 2)
+        if not hold:
+            out["factors"], out["stacked_products_a_batch"] = fits.n_groups, fits.n_buckets
+            out["max_abs_diff_residual_vs_per_cell"] = max(abs(r["residual"] - c) for r, c in zip(records, res_cell))
+            mid = senders[len(senders) // 2].name  # one sender's adapters into every receiver, on 64 images
+            h, diffs = xa[mid][:64].float(), []
+            for mine, theirs in zip(shared, per_cell):
+                if mine.sender.name == mid:
+                    with torch.no_grad():
+                        diffs.append(float((mine.eval()(h) - theirs.eval()(h)).abs().max()))
+            out["max_abs_diff_output_vs_per_cell"] = max(diffs)
+            shared_residuals = [r["residual"] for r in records]
+    for dtype, name in ((torch.float32, "per_pair_lstsq"), (torch.float64, "per_pair_lstsq_float64")):
+        t0 = time.perf_counter()
+        res_lstsq = []
+        for ad in built():  # the per-pair way: the cell's whole data matrix, one torch.linalg.lstsq each
+            with torch.no_grad():
+                x = lin_rows(ad, xa[ad.sender.name]).to(dtype)  # [N*H*W, C_in]
+                y = to_rows(ad.targets(yb[ad.receiver.name])).to(dtype)  # [N*H*W, C_out]
+            x1 = torch.cat([x, torch.ones(len(x), 1, dtype=dtype)], dim=1)
+            w = torch.linalg.lstsq(x1, y).solution  # [C_in + 1, C_out]; default driver and rcond
+            res_lstsq.append(float(((x1 @ w - y) ** 2).sum() / (y**2).sum()))
+        out[f"{name}_s"] = round(time.perf_counter() - t0, 2)
+        # float32 (the activations' dtype, as scripts call it): its default rcond (eps * rows) drops directions
+        out[f"max_abs_diff_residual_vs_{name.removeprefix('per_pair_')}"] = max(
+            abs(r - s) for r, s in zip(res_lstsq, shared_residuals))
+    out["speedup_vs_per_cell"] = round(out["per_cell_s"] / out["shared_s"], 1)
+    out["speedup_vs_per_pair_lstsq"] = round(out["per_pair_lstsq_s"] / out["shared_s"], 1)
+    return out
+
+
+def _scoring_floor(ref_b: str, cuts: tuple[str, ...], n_test: int, store: Store) -> float:
+    """Seconds of B's suffix from each receiver over ``n_test`` images, once per sender: what scoring costs."""
+    b = load_model(ref_b, store=store)
+    total = 0.0
+    for name in cuts:
+        r = get_cut(b, name)
+        suffix = split(b, r)[1].eval()
+        x = torch.randn(min(n_test, 256), *r.shape)
+        with torch.no_grad():
+            suffix(x[:4])
+            t0 = time.perf_counter()
+            for _ in range(-(-n_test // 256)):
+                suffix(x)
+            total += (time.perf_counter() - t0) * len(cuts)
+    return round(total, 2)
+
+
+def shared_moments(store: Store, n: int) -> tuple[dict, dict]:
+    """The ``shared_moments`` and ``proxy`` parts (see the module doc)."""
+    ref_a, ref_b = deep_zoo(store)
+    cuts = spread([c.name for c in list_cuts(load_model(ref_a, store=store))], n)
+    spec = MatrixSpec(ref_a, ref_b, senders=cuts, receivers=cuts)
+    _matrix(MatrixSpec(ref_a, ref_b, senders=cuts[:4], receivers=cuts[:4]), store)  # warm-up: loads, imports
+    runs = {}
+    for shared in (False, True):  # the previous path first: the new one gets no warmer machine
+        matrix_units.SHARED_MOMENTS = shared
+        log(f"closed-form {n} x {n}, {'shared moments' if shared else 'per cell (previous path)'}")
+        runs[shared] = _matrix(spec, store)
+    matrix_units.SHARED_MOMENTS = True
+    (t_new, s_new), (t_old, s_old) = runs[True], runs[False]
+    log(f"proxy {n} x {n}")
+    t_proxy, _ = _matrix(MatrixSpec(ref_a, ref_b, senders=cuts, receivers=cuts, mode="proxy"), store)
+    log("fits alone: per cell, shared, per-pair lstsq")
+    fits = _fits_alone(ref_a, ref_b, cuts, store)
+    out = {
+        "cuts": n, "cells": s_new["n_cells"], "end_to_end_s": {"shared": round(t_new, 2), "per_cell": round(t_old, 2)},
+        "end_to_end_speedup": round(t_old / t_new, 2),
+        "end_to_end_floor_scoring_s": _scoring_floor(ref_b, cuts, s_new["n_test"], store),
+        "max_abs_diff": {"accuracy": _max_diff(s_new["values"], s_old["values"]),
+                         "residual": _max_diff(s_new["residual"], s_old["residual"]),
+                         "fit_output": fits["max_abs_diff_output_vs_per_cell"]},
+        "fits": fits,
+        "speedup_vs_per_cell": fits["speedup_vs_per_cell"],
+        "speedup_vs_per_pair_lstsq": fits["speedup_vs_per_pair_lstsq"],
+    }  # fmt: skip
+    proxy = {"seconds": round(t_proxy, 2), "closed_form_s": round(t_new, 2), "share": round(t_proxy / t_new, 3)}
+    return out, proxy
+
+
+ZOO_PAIRS = (("cnn", "cnn"), ("resnet", "resnet"), ("cnn", "resnet"), ("resnet", "cnn"), ("mlp", "mlp"))
+
+
+def recommender(store: Store, pairs: tuple[tuple[str, str], ...] = ZOO_PAIRS) -> dict:
+    """The ``recommender`` part (see the module doc)."""
+    rows = []
+    for arch_a, arch_b in pairs:
+        refs = [run_experiment("zoo", ZooRecipe(arch=arch, dataset="digits", seed=seed), store).record.summary["ref"]
+                for arch, seed in ((arch_a, 0), (arch_b, 1))]  # fmt: skip
+        log(f"recommender: {refs[0]} x {refs[1]}")
+        t_proxy, proxy = _matrix(MatrixSpec(*refs, mode="proxy"), store)
+        _, closed = _matrix(MatrixSpec(*refs), store)
+        t_trained, trained = _matrix(MatrixSpec(*refs, **preset_fields("hernandez")), store)
+        axes = (trained["senders"], trained["receivers"])
+        row = {"a": refs[0], "b": refs[1], "cells": sum(v is not None for r in trained["values"] for v in r),
+               "proxy_s": round(t_proxy, 2), "trained_s": round(t_trained, 2)}  # fmt: skip
+        for by, summary in (("r2", proxy), ("cka", proxy), ("accuracy", closed)):
+            row[by] = agreement(recommend(summary, by=by), trained["values"], *axes)
+        rows.append(row)
+    r2 = [r["r2"] for r in rows if r["r2"]["spearman"] is not None]
+    return {"pairs": rows, "trained_recipe": "hernandez", "ranked_by": "r2",
+            "spearman": round(sum(r["spearman"] for r in r2) / len(r2), 3),
+            "best_in_top5": round(sum(bool(r["best_in_top"]) for r in r2) / len(r2), 3),
+            "by_score": {by: {"spearman": round(sum(r[by]["spearman"] or 0 for r in rows) / len(rows), 3),
+                              "best_in_top5": round(sum(bool(r[by]["best_in_top"]) for r in rows) / len(rows), 3)}
+                         for by in ("r2", "cka", "accuracy")}}  # fmt: skip
+
+
 def memory_child(store_dir: str) -> None:
     """In the child: the big streamed matrix; prints its summary's facts and this process's peak RSS."""
     logging.basicConfig(level=logging.INFO, format="[child] %(message)s", stream=sys.stderr)
@@ -110,7 +283,7 @@ def memory(store_dir: str) -> dict:
         return {"completed": False, "error": done.stderr[-2000:]}
     got = json.loads(done.stdout.strip().splitlines()[-1])
     limit = got["models_mb"] + BUDGET_MB + 1024
-    streamed = "streaming the closed-form fits" in done.stderr
+    streamed = "budget; streaming" in done.stderr  # run.py's log line
     return {"completed": got["status"] == "done", "streamed": streamed, "budget_mb": BUDGET_MB, **got,
             "limit_mb": round(limit, 1), "under_limit": got["peak_rss_mb"] < limit}  # fmt: skip
 
@@ -121,6 +294,8 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[4, 8, 16, 32])
     ap.add_argument("--no-memory", action="store_true", help="skip the resnet50 memory run")
     ap.add_argument("--memory-child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
+    ap.add_argument("--shared-cuts", type=int, default=32, help="the shared-moments and proxy matrices' n x n")
     args = ap.parse_args()
     if args.memory_child:
         memory_child(args.memory_child)
@@ -131,8 +306,14 @@ def main() -> None:
     root = tmp.name if tmp is not None else args.store
     result = {"bench": "matrix_scaling", "cpus": os.cpu_count(), "threads": torch.get_num_threads(),
               "torch": torch.__version__, "python": platform.python_version()}  # fmt: skip
-    result["scaling"] = scaling(Store(root), args.sizes)
-    if not args.no_memory:
+    store = Store(root)
+    if "shared_moments" in args.parts or "proxy" in args.parts:
+        result["shared_moments"], result["proxy"] = shared_moments(store, args.shared_cuts)
+    if "recommender" in args.parts:
+        result["recommender"] = recommender(store)
+    if "scaling" in args.parts:
+        result["scaling"] = scaling(store, args.sizes)
+    if "memory" in args.parts and not args.no_memory:
         result["memory"] = memory(root)
     print(json.dumps(result, indent=1))
     if tmp is not None:

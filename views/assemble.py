@@ -13,8 +13,10 @@ from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.assemble import DEFAULT_KINDS, AssembleSpec, default_cuts
 from stitchcore.experiments.dataset_check import default_dataset
+from stitchcore.experiments.matrix.recommend import TOP, proxy_run, proxy_spec, ranking_choices, recommend
 from stitchcore.measures.meaning import explain
 from stitchcore.models.sources.zoo import list_zoo_models
+from stitchcore.store.results import run_id_for
 from stitchcore.plots.assemble import HERNANDEZ
 from stitchcore.stitching.adapter_kinds import list_adapters
 from stitchcore.stitching.adapters import CLS_TOKENS, NO_DOWNSAMPLE, NORMS, RESAMPLES, RESCALES
@@ -150,6 +152,50 @@ with right:
         default_data = default_dataset(models["a"], models["b"])
         dataset = ui.pick_dataset("asm_", default_data)
         why_not = ui.dataset_fit("asm_", dataset, models)
+
+def _use_ranked(top: list[dict]) -> None:
+    """"Use these cuts"'s callback (before the pickers are drawn): the top-ranked pairs' cuts."""
+    st.session_state["asm_senders"] = list(dict.fromkeys(c["sender"] for c in top))
+    st.session_state["asm_receivers"] = list(dict.fromkeys(c["receiver"] for c in top))
+
+
+def _train_first(ref_a: str, ref_b: str, data: str | None) -> None:
+    """The cut pairs of A x B ranked without training (a proxy or closed-form matrix of the pair), or a button
+    that launches the proxy matrix that ranks them."""
+    rec = proxy_run(ui.get_store(), ref_a, ref_b, data)
+    with st.expander("Train these first: cut pairs ranked without training", expanded=rec is not None):
+        if rec is None:
+            proxy = proxy_spec(ref_a, ref_b, data)
+            job = ui.get_runner().get(run_id_for("matrix", proxy.to_dict()))
+            st.caption("A proxy matrix fits a linear map into every cut pair of A and B from one pass over the "
+                       "training images (no training, nothing scored) and ranks the pairs by the fits' held-out "
+                       "R² (on the Similarity page, also by CKA).")  # fmt: skip
+            if job is not None and not job.is_final:
+                st.caption(f"Ranking: {job.state} {job.message}")
+            elif st.button("Rank every cut pair (proxy matrix)", key="asm_rank"):
+                try:
+                    job = ui.get_runner().submit("matrix", proxy)
+                except StitchError as exc:
+                    ui.show_error(exc)
+            if job is not None:
+                st.page_link(ui.page_file("similarity"), label="Watch it on the Similarity page",
+                             query_params={"run": job.id}, icon=":material/grid_on:")
+            return
+        top = recommend(rec.summary, by=ranking_choices(rec.summary)[0], top=TOP)
+        for k, cell in enumerate(top, start=1):
+            words = ", ".join(f"{w} {cell[m]:.3f}" for m, w in (("r2", "held-out R²"), ("cka", "CKA"),
+                                                               ("accuracy", "closed-form accuracy"))
+                              if cell.get(m) is not None)  # fmt: skip
+            st.markdown(f"{k}. `{cell['sender']}` → `{cell['receiver']}`: {words}")
+        c = st.columns([2, 3])
+        c[0].button("Use these cuts", key="asm_use_ranked", on_click=_use_ranked, args=(top,),
+                    help="the pickers above take the cuts of these pairs (every pair of them is then assembled)")
+        c[1].page_link(ui.page_file("similarity"), label="The whole ranking on the Similarity page",
+                       query_params={"run": rec.id}, icon=":material/grid_on:")
+
+
+if len(models) == 2:
+    _train_first(ref_a, ref_b, None if dataset == default_data else dataset)
 
 spec = None
 if not (ref_a and ref_b):

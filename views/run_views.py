@@ -26,6 +26,7 @@ from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.assemble import AssembleSpec, assembled_cells, pareto_front, recipe_name
 from stitchcore.experiments.lm import labelled_points, partial_points
 from stitchcore.experiments.matrix import MatrixSpec, matrix_state, similarity_beside
+from stitchcore.experiments.matrix.recommend import RANKING_WORDS, RANKINGS, TOP, ranking_choices, recommend
 from stitchcore.experiments.similarity import random_null_words
 from stitchcore.experiments.sweep import partial_positions
 from stitchcore.measures.meaning import colorbar_title, explain, list_meanings
@@ -197,6 +198,10 @@ def similarity_view(rec: RunRecord, *, key: str) -> None:
     _downloads(rec, key)
 
 
+# the stitching panel's choices (MatrixState.metrics) in words
+METRIC_WORDS = {"accuracy": "accuracy", "penalty": "penalty", "r2": "held-out R² (fit)", "cka": "CKA (fit)"}
+
+
 def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
     """A matrix run's heat maps: stitching accuracy or penalty (the similarity run ``cka_id`` beside it), then
     each control (random sender, random receiver, both random) beside its debiased matrix, filling in cell by
@@ -227,9 +232,12 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
             st.caption("Waiting for the first cells…")
             return
         senders, receivers, skipped, pending = state.senders, state.receivers, state.skipped, state.pending
-        metric = st.radio("Stitching panel shows", ("accuracy", "penalty"), horizontal=True, key=f"{key}_metric",
+        metric = st.radio("Stitching panel shows", state.metrics, horizontal=True, key=f"{key}_metric",
+                          format_func=METRIC_WORDS.get,
                           help="penalty = B's accuracy − stitched accuracy (Bansal et al.) in percentage points: "
-                               "higher = worse; on its heat map red = worse, blue = better")  # fmt: skip
+                               "higher = worse; on its heat map red = worse, blue = better. Held-out R² and CKA "
+                               "come from each cell's least-squares fit, before any training (every pixel of B's "
+                               "grid a sample; R² on the fifth of the training images the fit did not see)")  # fmt: skip
         across = bool(state.across_seeds) and st.toggle(
             f"Mean over the {state.across_seeds['n']} adapter seeds", value=True, key=f"{key}_across",
             help="on: each cell is the mean over its adapters trained from every seed, its interval the 95% "
@@ -272,6 +280,7 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
                 for pair_name, why in state.skipped_listed.items():
                     st.markdown(f"- `{pair_name}`: {why}")
         if done:
+            _train_first(now.summary or {}, spec, key)
             _open_in_stitch(spec, senders, receivers, key)
 
     live()
@@ -304,6 +313,28 @@ def _open_selected_cell(spec: MatrixSpec, event) -> None:
         cell = plots_heatmap.cell_of_point(point)
         if cell is not None:
             st.switch_page(ui.page_file("stitch"), query_params=_stitch_params(spec, *cell))
+
+
+def _train_first(summary: dict, spec: MatrixSpec, key: str) -> None:
+    """"Train these first": the matrix's cells ranked by a score that needs no training (its fits' held-out R²,
+    CKA, or the closed-form accuracy), the top ones each a link to train that stitch on the Stitch page."""
+    choices = ranking_choices(summary)
+    if not choices:
+        return
+    st.subheader("Train these first")
+    by = st.radio("Rank the cut pairs by", choices, horizontal=True, key=f"{key}_rank_by",
+                  format_func=RANKING_WORDS.get,
+                  help="computed without training any adapter: the least-squares fit's held-out R² (how much of B's "
+                       "activation the linear map predicts on training images it did not see), the linear CKA of "
+                       "the same samples, or the closed-form matrix's test accuracy. bench/matrix_scaling.py "
+                       "measures how well each predicts a trained matrix.")  # fmt: skip
+    for k, cell in enumerate(recommend(summary, by=by, top=TOP), start=1):
+        words = ", ".join(f"{RANKING_WORDS[m].split(' of ')[0]} {cell[m]:.3f}" for m in RANKINGS
+                          if cell.get(m) is not None)  # fmt: skip
+        c = st.columns([4, 3])
+        c[0].markdown(f"{k}. `{cell['sender']}` → `{cell['receiver']}`: {words}")
+        c[1].page_link(ui.page_file("stitch"), label="Train it on the Stitch page", icon=":material/cable:",
+                       query_params=_stitch_params(spec, cell["sender"], cell["receiver"]))
 
 
 def _open_in_stitch(spec: MatrixSpec, senders: list[str], receivers: list[str], key: str) -> None:

@@ -20,6 +20,7 @@ from stitchcore.experiments.matrix import (
     CONTROLS,
     MATRIX_PRESETS,
     MAX_SEEDS,
+    MODES,
     MatrixSpec,
     control_note,
     preset_fields,
@@ -195,9 +196,11 @@ with right:
                  help="a named recipe fills mode, adapter and objective below; Hernandez et al.: a 1x1-conv "
                       "stitch (strided conv to downsample, nearest upsample + 1x1 to upsample) from random "
                       "weights, trained on the task")  # fmt: skip
-    mode = st.radio("Mode", ("closed-form", "trained"), horizontal=True, key="sim_mode",
-                    persist_state="session",
-                    help="closed-form: ridge least-squares fit per cell (seconds); trained: then train each cell")
+    mode = st.radio("Mode", MODES, horizontal=True, key="sim_mode", persist_state="session",
+                    format_func=lambda m: {"proxy": "proxy (rank, no scoring)"}.get(m, m),
+                    help="closed-form: ridge least-squares fit per cell, then its test accuracy (seconds); trained: "
+                         "then train each cell; proxy: the fits' held-out R² and CKA alone, nothing scored (a "
+                         "fraction of closed-form's time), to rank which pairs to train first")  # fmt: skip
     a1, a2, a3 = st.columns(3)
     kind = a1.selectbox("Adapter", list_adapters(), key="sim_adapter", persist_state="session",
                         help="linear = 1x1 conv / Linear (Bansal et al.; Hernandez et al.)")
@@ -216,7 +219,7 @@ with right:
     epochs = b3.number_input("Epochs", 1, 100, key="sim_epochs", persist_state="session",
                              help="trained mode, and the controls' task training")
     controls = st.checkbox("Controls (random sender / receiver / both; zoo models)", key="sim_controls",
-                           persist_state="session",
+                           persist_state="session", disabled=mode == "proxy",
                            help="their adapters are task-trained, also in closed-form mode: a closed-form fit "
                                 "into a random receiver only copies its activation, which scores chance")
     c1, c2 = st.columns([1, 1])
@@ -252,7 +255,7 @@ if why_not is None:
         data = None if dataset == default_data else dataset  # None: B's own set (the run id as before)
         adapter = AdapterSpec(kind=kind, norm=norm, resample=resample, init=init)
         matrix = MatrixSpec(a=ref_a, b=ref_b, senders=senders or None, receivers=receivers or None, mode=mode,
-                            epochs=int(epochs), controls=controls, max_train=int(max_train) or None, dataset=data,
+                            epochs=int(epochs), controls=controls and mode != "proxy", max_train=int(max_train) or None, dataset=data,
                             adapter=adapter, objective=objective if mode == "trained" else "task",
                             seeds=int(seeds) if mode == "trained" else 1)  # fmt: skip
         cka_spec = SimilaritySpec(a=ref_a, b=ref_b, senders=matrix.senders, receivers=matrix.receivers,

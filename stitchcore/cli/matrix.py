@@ -46,7 +46,11 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     mx = verbs.add_parser("matrix", parents=[common, pair, backend_parser()], help="stitching matrix: every sender cut x receiver cut")
     mx.add_argument("--preset", default=None, metavar="NAME", choices=_PRESETS,
                     help=f"a named recipe ({', '.join(_PRESETS)}); flags given override it")
-    mx.add_argument("--mode", choices=("closed-form", "trained"), default=None, help="default closed-form")
+    mx.add_argument("--mode", choices=("closed-form", "trained", "proxy"), default=None,
+                    help="default closed-form; proxy: the fits' held-out R² and CKA per cell alone, nothing scored")
+    mx.add_argument("--recommend", default=None, metavar="BY", choices=("r2", "cka", "accuracy"),
+                    help="also list the cut pairs to train first, ranked without training by the fits' held-out R²"
+                         " (r2), their CKA (cka) or the closed-form accuracy (accuracy)")
     mx.add_argument("--adapter", default=None, help="linear (default) | linear_relu | conv3x3_relu | bottleneck |"
                                                     " lowrank; as for stitch")  # fmt: skip
     mx.add_argument("--norm", default=None, help="none | bn_before | bn_after | both (default)")
@@ -179,11 +183,29 @@ def _cmd_matrix(args: argparse.Namespace, store: Store, bar: ProgressBar) -> Non
         first = next(iter(s["failed"].items()))
         footer += (f"\n{len(s['failed'])} cell(s) failed, e.g. {first[0]}: {first[1]}"
                    " (--rerun computes only those again)")
-    text = grid_text(s, footer)
+    text = grid_text(s, footer) if spec.mode != "proxy" else ""
+    for what, words in (("r2", "held-out R² of each cell's linear fit"), ("cka", "linear CKA of each fit's samples")):
+        if (s.get("proxy") or {}).get(what) and (spec.mode == "proxy" or args.recommend):
+            text += ("\n\n" if text else "") + grid_text({**s, "values": s["proxy"][what]}, words)
+    if spec.mode == "proxy":
+        text += f"\n({took(out.cached, out.seconds)}; nothing scored: a proxy matrix)"
+    if args.recommend or spec.mode == "proxy":
+        text += "\n\n" + _recommend_text(s, args.recommend or "r2")
     if s.get("across_seeds"):
         grids = s["across_seeds"]
         text += "\n\n" + grid_text({**s, "values": grids["accuracy"]}, f"mean accuracy across {grids['n']} adapter seeds")
     emit(args, outcome(out, **({"aliases": aliases} if aliases else {})), text)
+
+
+def _recommend_text(summary: dict[str, Any], by: str) -> str:
+    """The top cut pairs to train first, ranked ``by`` a score that needs no training."""
+    from stitchcore.experiments.matrix.recommend import RANKING_WORDS, TOP, recommend
+
+    lines = [f"train these first (ranked by {RANKING_WORDS[by]}, no training):"]
+    for k, cell in enumerate(recommend(summary, by=by, top=TOP), start=1):
+        scores = "  ".join(f"{m} {cell[m]:.3f}" for m in ("r2", "cka", "accuracy") if cell.get(m) is not None)
+        lines.append(f"  {k}. {cell['sender']} -> {cell['receiver']}  {scores}")
+    return "\n".join(lines)
 
 
 def _cmd_similarity(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:

@@ -79,6 +79,15 @@ _MEANINGS: dict[str, Meaning] = {
     "knn-jaccard": Meaning(
         "k-NN Jaccard (k = 10, cosine)", "overlap of each example's 10 nearest neighbours (cosine) in the two "
         "layers", _SIMILAR, "0 .. 1", "near 0 (random neighbours overlap ~k / 2n)", label="k-NN Jaccard"),
+    # --- a closed-form or proxy matrix's moments (stitching/shared_fits.py): samples are the receiver grid's pixels
+    "fit-r2": Meaning(
+        "Held-out R² of the linear fit", "share of B's activation (every pixel or token of its grid) that the "
+        "cell's least-squares adapter, fitted on 4 of 5 training images, predicts on the fifth (not symmetric)",
+        _SIMILAR, "≤ 1, no lower bound", "≤ 0 (0 = no better than B's mean)", label="held-out R²", scale="≤ 1"),
+    "fit-cka": Meaning(
+        "Linear CKA of the fit's samples", "linear CKA (biased) between A's activation resampled to B's grid and "
+        "B's, every pixel or token a sample, from the fit's moments", _SIMILAR, "0 .. 1",
+        "above 0, more so with wide layers and few samples", label="CKA (fit samples)", scale="0 .. 1"),
     # --- a similarity run's calibrated map (similarity_matrix's "calibrated")
     "calibrated": Meaning(
         "Calibrated score", "(measure − null mean) / null std, the null from B's examples permuted", _SIMILAR,

@@ -213,6 +213,11 @@ def cka_panels(summary: Mapping[str, Any]) -> list[HeatPanel]:
     return panels
 
 
+# a matrix's proxy (its fits' moments): the panel's title and its measures.meaning key
+PROXY_PANELS = {"r2": ("Held-out R² of each cell's linear fit (no training)", "fit-r2"),
+                "cka": ("Linear CKA of each cell's fit samples (no training)", "fit-cka")}
+
+
 def stitching_panel(grid: list, senders: list[str], receivers: list[str], metric: str,
                     intervals: list | None = None, seeds: int | None = None) -> HeatPanel:  # fmt: skip
     """The stitching panel of a matrix: accuracy, or the penalty B − stitched in points (higher = worse).
@@ -226,6 +231,12 @@ def stitching_panel(grid: list, senders: list[str], receivers: list[str], metric
     """
     over = f", mean over {seeds} adapter seeds" if seeds else ""
     stem = "-seeds-mean" if seeds else ""
+    if metric in PROXY_PANELS:  # the fits' moments (a closed-form or proxy matrix): no interval, no seeds
+        title, key = PROXY_PANELS[metric]
+        r2 = metric == "r2"  # no lower bound: -1..1, as the ridge-R² similarity panel
+        return HeatPanel(title, grid, senders, receivers, meaning(key).label, csv_name=f"proxy-{metric}",
+                         opens=True, meaning=key, bounded=not r2, diverging=r2, higher_is_worse=False if r2 else None,
+                         value_range=(-1.0, 1.0) if r2 else None)  # fmt: skip
     if metric == "accuracy":
         return HeatPanel(f"Stitching accuracy{over}", grid, senders, receivers, "accuracy", csv_name=f"accuracy{stem}",
                          opens=True, intervals=intervals, meaning="accuracy")  # fmt: skip

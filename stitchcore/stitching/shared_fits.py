@@ -199,29 +199,35 @@ class SharedFits:
         if any(len(t) != n for t in (*sender_acts.values(), *receiver_acts.values())):
             raise AdapterError("sender and receiver batches differ in length; pair them up")
         held = torch.arange(first, first + n) % self.hold_every == self.hold_every - 1 if self.hold_every else None
-        if held is not None and bool(held.any()):  # the held-out images last, so each part is a run of rows
+        order = None  # the fit part's images, then the held-out ones: each part a run of rows in every slice
+        if held is not None and bool(held.any()):
             order = torch.cat([(~held).nonzero().flatten(), held.nonzero().flatten()])
-            sender_acts = {k: v.index_select(0, order.to(v.device)) for k, v in sender_acts.items()}
-            receiver_acts = {k: v.index_select(0, order.to(v.device)) for k, v in receiver_acts.items()}
         n_fit = n - (int(held.sum()) if held is not None else 0)
         for bucket in self._buckets.values():
             size = self._slice_size(bucket, n)
             for j in range(0, n, size):
                 fit_images = max(0, min(n_fit - j, size))  # of this slice's images, those in the fit part
-                self._add(bucket, sender_acts, receiver_acts, slice(j, j + size), fit_images)
+                images = slice(j, j + size) if order is None else order[j : j + size]  # only a slice is copied
+                self._add(bucket, sender_acts, receiver_acts, images, fit_images)
 
     def _add(self, bucket: _Bucket, sender_acts: Mapping[str, torch.Tensor],
-             receiver_acts: Mapping[str, torch.Tensor], images: slice, fit_images: int) -> None:  # fmt: skip
-        """Stack the slice's rows of every input group and target of ``bucket`` (float64, shifted) and add their
-        products to each part's sums (the first ``fit_images`` images to "fit", the rest to "held")."""
-        xs = {key: lin_rows(bucket.leads[key], sender_acts[bucket.leads[key].sender.name][images], self.method)
+             receiver_acts: Mapping[str, torch.Tensor], images: slice | torch.Tensor, fit_images: int) -> None:  # fmt: skip
+        """Stack the rows of ``images`` (a slice of the batch, or image indices) of every input group and target of
+        ``bucket`` (float64, shifted) and add their products to each part's sums (the first ``fit_images`` images
+        to "fit", the rest to "held")."""
+        def take(t: torch.Tensor) -> torch.Tensor:
+            return t[images] if isinstance(images, slice) else t.index_select(0, images.to(t.device))
+
+        xs = {key: lin_rows(bucket.leads[key], take(sender_acts[bucket.leads[key].sender.name]), self.method)
               for key in bucket.groups}  # fmt: skip
-        ys = {}
+        ys, taken = {}, {}  # target key -> rows; receiver cut -> its slice of images (taken once)
         for member in bucket.members:
+            name = member.adapter.receiver.name
+            y = taken[name] = taken[name] if name in taken else take(receiver_acts[name])
             if member.target.key not in ys:
-                ys[member.target.key] = to_rows(member.adapter.targets(receiver_acts[member.adapter.receiver.name][images]))
+                ys[member.target.key] = to_rows(member.adapter.targets(y))
             if member.adapter.cls_offset is not None:  # the receiver's class token [B, D]
-                tokens = receiver_acts[member.adapter.receiver.name][images][:, 0]
+                tokens = y[:, 0]
                 cls = tokens.detach().cpu().double().sum(0)
                 member.cls_sum = cls if member.cls_sum is None else member.cls_sum + cls
                 member.cls_n += len(tokens)
@@ -229,7 +235,7 @@ class SharedFits:
         if len(rows) != 1:
             raise AdapterError(f"fits of one grid see different numbers of samples ({sorted(rows)}); a bug: report it")
         n_rows = rows.pop()
-        n_images = len(next(iter(sender_acts.values()))[images])
+        n_images = len(next(iter(taken.values())))
         per_image = n_rows // max(1, n_images)
         x = _stacked(bucket.groups, xs)  # [n, Σ inputs] float64, each group shifted by its first mean
         y = _stacked(bucket.targets, ys)  # [n, Σ targets]

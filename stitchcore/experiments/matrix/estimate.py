@@ -23,7 +23,7 @@ from stitchcore.experiments.estimate import (
     spread,
 )
 from stitchcore.experiments.matrix.spec import VARIANTS, MatrixSpec, cell_objective
-from stitchcore.experiments.matrix.units import resolve_cuts
+from stitchcore.experiments.matrix.units import grid_of, resolve_cuts
 from stitchcore.stitching.adapters import compatibility
 
 __all__ = ["estimate_matrix"]
@@ -47,7 +47,8 @@ def _matrix_units(spec: MatrixSpec, ectx: EstimateContext) -> dict:
     per = [pair_units(a, b, ds, s, r, spec.adapter, spec.batch_size, "task", spec.optimizer, device)
            for s, r in sampled]  # fmt: skip
     mean = {k: statistics.fmean(p[k] for p in per) for k in ("fit", "step", "eval")}
-    return {**mean, "setup": setup, "cells": len(pairs), "full_a": full_forward(a, ds, device),
+    groups = len({(s.name, grid_of(r)) for s, r in pairs})  # the shared-moment fits' factors (closed form)
+    return {**mean, "setup": setup, "cells": len(pairs), "groups": groups, "full_a": full_forward(a, ds, device),
             "full_b": full_forward(b, ds, device), "n_train": len(ds.labels("train")),
             "n_test": len(ds.labels("test"))}  # fmt: skip
 
@@ -64,15 +65,20 @@ def estimate_matrix(spec: MatrixSpec, ectx: EstimateContext) -> Estimate:
     models = 2 if spec.controls else 1  # each sending / receiving model runs once over the data
     steps = spec.epochs * -(-n_train // spec.batch_size) if trained else 0
     fits = spec.adapter.init in ("lstsq", "procrustes")
-    cell = n_train * u["fit"] * fits + n_test * u["eval"]
+    proxy = spec.mode == "proxy"  # moments only: no test pass of A, no base scores, nothing scored
+    # closed form and proxy fit every cell from shared moments (units.grid_unit): the per-cell fit's cost is about
+    # half the sender's resampling and XᵀX, shared by its receivers on one grid, and half the cell's own XᵀY
+    shared = (u.get("groups", u["cells"]) + u["cells"]) / (2 * max(1, u["cells"])) if spec.mode != "trained" else 1.0
+    cell = n_train * u["fit"] * fits * shared + (0.0 if proxy else n_test * u["eval"])
     cells = int(u["cells"]) * len(variants)
     again = spec.seeds - 1  # the matrix's own cells fitted, trained and scored again from each further seed
-    seconds = (u["setup"] + models * ((n_train + n_test) * u["full_a"] + n_train * u["full_b"])
-               + 2 * models * n_test * (u["full_a"] + u["full_b"]) / 2 + (cells + again * int(u["cells"])) * cell
+    seconds = (u["setup"] + models * ((n_train + n_test * (not proxy)) * u["full_a"] + n_train * u["full_b"])
+               + 2 * models * n_test * (u["full_a"] + u["full_b"]) / 2 * (not proxy)
+               + (cells + again * int(u["cells"])) * cell
                + int(u["cells"]) * (trained + again) * steps * u["step"])  # fmt: skip
     cell += steps * u["step"] * trained / len(variants)  # the mean cell, as the note says
     cells += again * int(u["cells"])
-    what = f"{cells} least-squares cells"
+    what = f"{cells} least-squares cells" + (" (moments only, nothing scored)" if proxy else "")
     if steps:
         what = (f"{cells} cells of {steps:,} adapter steps" if trained == len(variants) else
                 f"{cells} cells, {int(u['cells']) * (trained + again)} of them trained {steps:,} adapter steps")  # fmt: skip

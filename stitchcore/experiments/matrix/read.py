@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+import dataclasses
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -36,8 +37,10 @@ from stitchcore.measures.intervals import seed_spread
 from stitchcore.measures.similarity import list_measures
 from stitchcore.store.results import RunRecord, Store, run_id_for
 
-__all__ = ["ControlTable", "Grid", "MatrixState", "across_seed_grids", "blank_cells_mean", "cell_axes", "cell_grid", "control_note",
-           "control_tables",
+PROXY_METRICS = ("r2", "cka")  # per cell, from the fits' moments (stitching.shared_fits)
+
+__all__ = ["PROXY_METRICS", "ControlTable", "Grid", "MatrixState", "across_seed_grids", "blank_cells_mean",
+           "cell_axes", "cell_grid", "control_note", "control_tables",
            "debiased", "difference", "failed_pairs", "matrix_state", "partial_cells", "partial_path",
            "similarity_beside", "skipped_pairs"]  # fmt: skip
 
@@ -327,12 +330,23 @@ class MatrixState:
     penalty_ci: list[list] | None = None
     # a run with adapter seeds: :func:`across_seed_grids` (mean and t-interval grids across them); else None
     across_seeds: dict[str, Any] | None = None
+    # the fits' moments' proxy (closed-form and proxy matrices): {"r2": grid, "cka": grid}; {} when none
+    proxy: dict[str, Grid] = dataclasses.field(default_factory=dict)
+    scored: bool = True  # False: a proxy matrix, whose cells are not scored (no accuracy, no penalty)
+
+    @property
+    def metrics(self) -> list[str]:
+        """What the stitching panel can show: accuracy and penalty (a scored matrix), then the proxy's r2 and cka."""
+        return (["accuracy", "penalty"] if self.scored else []) + [m for m in PROXY_METRICS
+                                                                   if m in self.proxy or not self.scored]
 
     def grid(self, metric: str, across: bool = False) -> Grid:
         """The stitching panel's grid for ``metric``: "accuracy" or "penalty"; ``across``: the mean over the
         adapter seeds (a run without seeds: the plain grid)."""
+        if metric in PROXY_METRICS and metric in self.metrics:  # a proxy matrix's before its first cells: blank
+            return self.proxy.get(metric) or [[None] * len(self.receivers) for _ in self.senders]
         if metric not in ("accuracy", "penalty"):
-            raise StitchError(f"a matrix's stitching panel shows accuracy or penalty, not {metric!r}")
+            raise StitchError(f"a matrix's stitching panel shows {' or '.join(self.metrics)}, not {metric!r}")
         if across and self.across_seeds:
             return self.across_seeds[metric]
         return self.accuracy if metric == "accuracy" else self.penalty
@@ -341,6 +355,8 @@ class MatrixState:
         """The grid of ``metric``'s cell intervals ([lo, hi] or None per cell), or None where no cell has one:
         over test images, or (``across``) the t-interval across the adapter seeds."""
         self.grid(metric)  # the same check
+        if metric in PROXY_METRICS:
+            return None
         if across and self.across_seeds:
             grid = self.across_seeds[f"{metric}_ci"]
         else:
@@ -404,7 +420,16 @@ def matrix_state(
         accuracy_ci=s.get("values_ci") or cell_grid(cells, senders, receivers, field="accuracy_ci"),
         penalty_ci=s.get("penalty_ci") or cell_grid(cells, senders, receivers, field="penalty_ci"),
         across_seeds=s.get("across_seeds") or across_seed_grids(cells, senders, receivers),
+        proxy=_proxy_grids(s, cells, senders, receivers),
+        scored=spec.mode != "proxy",
     )
+
+
+def _proxy_grids(s: Mapping[str, Any], cells: list[dict], senders: list[str], receivers: list[str]) -> dict[str, Grid]:
+    """The summary's proxy grids, else the finished cells'; only those with a value."""
+    stored = s.get("proxy") or {}
+    grids = {m: stored.get(m) or cell_grid(cells, senders, receivers, field=m) for m in PROXY_METRICS}
+    return {m: g for m, g in grids.items() if any(v is not None for row in g for v in row)}
 
 
 def similarity_beside(store: Store, spec: MatrixSpec, created: float | None = None) -> RunRecord | None:

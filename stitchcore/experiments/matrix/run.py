@@ -140,7 +140,8 @@ def _prepare(
     common["work"] = work
     # forward passes in batches whose cut activations and working memory stay within a third of the budget
     batch = images_per_batch(_nbytes(senders, 1) + _nbytes(receivers, 1) + work, budget)
-    scores = {key: _base_score(m, ds, n_test, device, batch) for key, m in models.items()}
+    scores = {key: _base_score(m, ds, n_test, device, batch) for key, m in models.items()
+              if spec.mode != "proxy"}  # a proxy matrix scores nothing, so it needs no base to score against
     bases = {key: score["accuracy"] for key, score in scores.items()}
     common["base_correct"] = {key: score.correct for key, score in scores.items()}  # float [N_test] each
     common["batch"] = batch
@@ -309,7 +310,7 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
         # where no closed-form fit was made (a trained matrix from random weights)
         "proxy": _proxy(cells, ws),
         "skipped": {f"{c['sender']}->{c['receiver']}": c["skipped_reason"] for c in skipped},
-        "base": {"a": ws.bases["a"], "b": ws.bases["b"]},
+        "base": {"a": ws.bases["a"], "b": ws.bases["b"]} if ws.bases else None,
         "base_random": {"a": ws.bases["a_rand"], "b": ws.bases["b_rand"]} if spec.controls else None,
         "controls": controls,
         "controls_ci": {v: _table(cells, ws, v, "accuracy_ci") for v in controls} if controls else None,
