@@ -174,6 +174,16 @@ class SharedFits:
         """How many input Grams XᵀX this fit sums (one per sender and grid), against one per adapter one by one."""
         return sum(len(b.groups) for b in self._buckets.values())
 
+    def sum_bytes(self, hold_every: int | None = None) -> int:
+        """Bytes of the float64 sums these fits keep (with ``hold_every``'s held-out part: twice, and the
+        targets' Grams); default this object's own ``hold_every``."""
+        hold = self.hold_every if hold_every is None else hold_every
+        total = 0
+        for b in self._buckets.values():
+            ins, outs = [g.width for g in b.groups.values()], [t.width for t in b.targets.values()]
+            total += sum(ins) * sum(outs) + sum(w * w for w in ins) + (sum(w * w for w in outs) if hold else 0)
+        return 8 * total * len(_parts(hold))
+
     @property
     def n_buckets(self) -> int:
         """How many stacked products XᵀY a batch takes (one per receiver grid), against one per adapter."""

@@ -14,6 +14,7 @@ resampled inputs are large (a late, wide sender into an early, fine grid) takes 
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,7 +33,9 @@ from stitchcore.stitching.shared_fits import SharedFits
 
 __all__ = ["StreamedCell", "fit_streamed", "images_per_batch", "images_per_slice", "score_streamed"]
 
+logger = logging.getLogger(__name__)
 Progress = Callable[[float, str], None]
+PROXY_SHARE = 4  # the proxy's held-out sums may take up to a quarter of the memory budget (else: fits alone)
 
 
 @dataclass(frozen=True)
@@ -84,11 +87,13 @@ def fit_streamed(
     check_cancel: Callable[[], None] | None = None,
     progress: Progress | None = None,
     hold_every: int = 0,
+    keep_proxy: bool = False,
 ) -> list[dict[str, float | None]]:
     """Fit every cell's adapter in closed form from one streamed pass of A and B over ``n_train``
     training images, from shared moments (:class:`~stitchcore.stitching.shared_fits.SharedFits`); returns
     per cell its fit's normalised ``residual`` (as :func:`~stitchcore.stitching.fits.fit_adapter`) and, with
-    ``hold_every``, the proxy's held-out ``r2`` and ``cka``.
+    ``hold_every``, the proxy's held-out ``r2`` and ``cka``: kept where their sums take at most
+    1/:data:`PROXY_SHARE` of ``budget`` (or always, ``keep_proxy``: a proxy matrix, which has nothing else).
 
     A batch holds every sender and receiver cut's activations and ``work`` bytes an image (one forward
     pass's working memory: :func:`~stitchcore.stitching.activations.forward_bytes_per_image`) within a
@@ -97,6 +102,10 @@ def fit_streamed(
     if not cells:
         return []
     fits = SharedFits([c.adapter for c in cells], method, budget=budget, hold_every=hold_every)
+    if hold_every and not keep_proxy and fits.sum_bytes() > budget // PROXY_SHARE:  # the held-out sums: too big
+        logger.info("streamed fits: the proxy's held-out moments (%.0f MB) exceed 1/%d of the budget; fitting "
+                    "without them", fits.sum_bytes() / 2**20, PROXY_SHARE)  # fmt: skip
+        fits = SharedFits([c.adapter for c in cells], method, budget=budget)
     senders, receivers = _unique([c.sender for c in cells]), _unique([c.receiver for c in cells])
     batch = images_per_batch(_bytes(senders) + _bytes(receivers) + work, budget)
     n_batches = math.ceil(n_train / batch)

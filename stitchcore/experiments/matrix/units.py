@@ -46,7 +46,13 @@ from stitchcore.stitching.evaluate import ClassifierScore, evaluate_batches, sti
 from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
 from stitchcore.stitching.shared_fits import SharedFits
 from stitchcore.stitching.shared_suffix import frozen_for_training, train_adapters_shared_suffix
-from stitchcore.stitching.streamed import StreamedCell, fit_streamed, images_per_slice, score_streamed
+from stitchcore.stitching.streamed import (
+    PROXY_SHARE,
+    StreamedCell,
+    fit_streamed,
+    images_per_slice,
+    score_streamed,
+)
 from stitchcore.stitching.train import TrainKnobs
 
 __all__ = ["receiver_unit", "resolve_cuts", "grid_of", "grid_unit", "sender_activations", "streamed_unit"]
@@ -123,6 +129,8 @@ def _fit_cells(spec: MatrixSpec, ctx: UnitContext, ws: _Workspace, send: str, re
                 cell["residual"] = round(float(fit_adapter(adapter, pairs_, method=spec.adapter.init)), 6)
         else:
             fits = SharedFits([a for _, a in live], spec.adapter.init, budget=ws.budget, hold_every=HOLD_EVERY)
+            if spec.mode != "proxy" and fits.sum_bytes() > ws.budget // PROXY_SHARE:  # the proxy's sums: too big
+                fits = SharedFits([a for _, a in live], spec.adapter.init, budget=ws.budget)
             sends = {a.sender.name for _, a in live}
             takes = {a.receiver.name for _, a in live}
             n = len(ws.y_train)
@@ -206,6 +214,7 @@ def _run_streamed(
         if spec.adapter.init in FIT_METHODS:
             fitted = fit_streamed([c for _, c in live], ws.models[send], ws.models[recv], ws.ds,
                                   len(ws.y_train), method=spec.adapter.init, hold_every=HOLD_EVERY,
+                                  keep_proxy=spec.mode == "proxy",
                                   progress=lambda f, m: report(f * share[0], m), **stream)  # fmt: skip
         if objective is not None:
             _train_streamed(spec, ctx, ws, send, recv, [c for _, c in live], objective,
