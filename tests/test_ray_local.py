@@ -49,7 +49,7 @@ def _by_cell(store, run_id):
     return {(c["variant"], c["sender"], c["receiver"]): c for c in partial_cells(store, run_id)}
 
 
-@pytest.mark.parametrize("mode, controls", [("trained", False), ("closed-form", True)])
+@pytest.mark.parametrize("mode, controls", [("trained", False), ("closed-form", True), ("proxy", False)])
 def test_a_matrix_on_ray_equals_the_local_one(local_ray, store, mode, controls):
     store, refs = store
     spec = MatrixSpec(refs[0], refs[1], mode=mode, epochs=1, max_train=400, max_test=300, seed=5, controls=controls)
@@ -64,6 +64,11 @@ def test_a_matrix_on_ray_equals_the_local_one(local_ray, store, mode, controls):
         if cell["accuracy"] is not None:
             assert abs(cells[key]["accuracy"] - cell["accuracy"]) <= 1e-4, key
             assert abs(cells[key]["residual"] - cell["residual"]) <= 1e-4, key
+        for what in ("r2", "cka"):  # the fits' proxy (closed form and proxy: every joinable cell has one)
+            assert (cell.get(what) is None) == (cells[key].get(what) is None), key
+            assert cell.get(what) is None or abs(cells[key][what] - cell[what]) <= 1e-5, key
+    if mode != "trained":
+        assert sum(c.get("r2") is not None for (variant, _, _), c in cells.items() if variant == "trained") == 19
     s = there.record.summary
     assert _grids_close(s["values"], here.record.summary["values"])
     assert s["backend"]["name"] == "ray" and len(s["nodes"]) == 1

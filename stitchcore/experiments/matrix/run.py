@@ -129,7 +129,7 @@ def _prepare(
         log.info("matrix: %.1f MB of activations over the %.0f MB budget; streaming", need / 2**20, budget / 2**20)
 
     suffixes = {}
-    for key in receiving:
+    for key in receiving if spec.mode != "proxy" else ():  # a proxy matrix scores nothing
         m = models[key]
         for r in receivers:
             suffixes[key, r.name] = split(m, r)[1].to(device).eval()

@@ -289,9 +289,10 @@ def sender_activations(
 
 
 def _unit_workspace(source: _Workspace | dict, send: str, recv: str, receivers: list[str],
-                    context: UnitContext) -> _Workspace:  # fmt: skip
+                    context: UnitContext, scoring: bool = True) -> _Workspace:  # fmt: skip
     """The workspace a unit works in: the run's own (local), or one rebuilt from what the driver shipped:
-    the two models, the data, the sender's activations (cached mode) and B's targets at ``receivers``."""
+    the two models, the data, the sender's activations (cached mode), B's targets at ``receivers`` and (``scoring``)
+    B's suffixes from them."""
     if isinstance(source, _Workspace):
         return source
     models = {send: source["models"][send].unpack().to(context.device),
@@ -300,7 +301,7 @@ def _unit_workspace(source: _Workspace | dict, send: str, recv: str, receivers: 
     senders = resolve_cuts(models[send], tuple(source["senders"]))
     cuts = resolve_cuts(models[recv], tuple(receivers))
     suffixes = {(recv, r.name): split(models[recv], r)[1].to(context.device).eval()
-                for r in cuts}  # fmt: skip
+                for r in cuts if scoring}  # fmt: skip
     acts = source.get("acts")
     targets = {}
     if acts is not None:
@@ -322,7 +323,7 @@ def receiver_unit(
 ) -> Iterator[tuple[str, Any]]:
     """Every pending cell A_send[s] -> B_recv[receiver], s in ``senders``, in JOINT_ELEMENTS groups that
     share one pass of B's suffix per step (trained mode); yields progress before each group and its cells."""
-    ws = _unit_workspace(source, send, recv, [receiver], context)
+    ws = _unit_workspace(source, send, recv, [receiver], context, spec.mode != "proxy")
     r = next(c for c in ws.receivers if c.name == receiver)
     pending = [s for s in ws.senders if s.name in senders]
     objective = cell_objective(spec, variant)
@@ -356,21 +357,23 @@ def grid_unit(
     sender, one stacked product for all cross-moments), then scored one by one (a proxy matrix: not scored),
     the cells coming back sender by sender."""
     receivers = list(dict.fromkeys(r for _, r in pairs))
-    ws = _unit_workspace(source, send, recv, receivers, context)
+    ws = _unit_workspace(source, send, recv, receivers, context, spec.mode != "proxy")
     cuts = {("s", c.name): c for c in ws.senders} | {("r", c.name): c for c in ws.receivers}
     where = "" if variant == "trained" else f" ({variant.replace('_', ' ')})"
     yield "progress", (0.0, f"fitting {len(pairs)} cells into {len(receivers)} receiver(s) from shared moments{where}")
     fitted = _fit_cells(spec, context, ws, send, recv, [(cuts["s", s], cuts["r", r]) for s, r in pairs])
+    if spec.mode == "proxy":  # nothing to score: every cell at once (one write of the cells, not one a sender)
+        yield "cells", [{"variant": variant, **cell} for cell, _ in fitted]
+        return
     by_sender: dict[str, list[tuple[dict, nn.Module | None]]] = {}
     for cell, adapter in fitted:
         by_sender.setdefault(cell["sender"], []).append((cell, adapter))
     for k, (sender, mine) in enumerate(by_sender.items()):
-        if spec.mode != "proxy":
-            context.check_cancel()
-            yield "progress", (k / len(by_sender), f"scoring {sender} into {len(mine)} receiver(s){where}")
-            for cell, adapter in mine:
-                if adapter is not None:
-                    _score_cell(cell, adapter, context, ws, send, recv, spec.seed)
+        context.check_cancel()
+        yield "progress", (k / len(by_sender), f"scoring {sender} into {len(mine)} receiver(s){where}")
+        for cell, adapter in mine:
+            if adapter is not None:
+                _score_cell(cell, adapter, context, ws, send, recv, spec.seed)
         yield "cells", [{"variant": variant, **cell} for cell, _ in mine]
 
 
@@ -379,7 +382,7 @@ def streamed_unit(
     context: UnitContext,
 ) -> Iterator[tuple[str, Any]]:
     """Every pending cell of a variant over the memory budget, from the same streamed passes."""
-    ws = _unit_workspace(source, send, recv, list(dict.fromkeys(r for _, r in pairs)), context)
+    ws = _unit_workspace(source, send, recv, list(dict.fromkeys(r for _, r in pairs)), context, spec.mode != "proxy")
     cuts = {("s", c.name): c for c in ws.senders} | {("r", c.name): c for c in ws.receivers}
     yield "progress", (0.0, f"{len(pairs)} cells streamed" + ("" if variant == "trained" else f" ({variant})"))
     cells = _over_seeds(spec, variant, lambda sp: _run_streamed(
