@@ -216,7 +216,7 @@ with right:
                              persist_state="session", format_func=OBJECTIVE_WORDS.get, disabled=mode != "trained",
                              help="copy: train each adapter to reproduce B's own activation at the receiving "
                                   "cut (Hernandez et al.'s copy task)")  # fmt: skip
-    epochs = b3.number_input("Epochs", 1, 100, key="sim_epochs", persist_state="session",
+    epochs = b3.number_input("Epochs", 1, 100, key="sim_epochs", persist_state="session", disabled=mode == "proxy",
                              help="trained mode, and the controls' task training")
     controls = st.checkbox("Controls (random sender / receiver / both; zoo models)", key="sim_controls",
                            persist_state="session", disabled=mode == "proxy",
