@@ -91,7 +91,6 @@ def test_every_sender_into_every_receiver_at_once_equals_one_by_one():
 
 
 def test_the_sender_is_shared_by_every_receiver_on_its_grid():
-    send, recv = activations(20)
     fits = SharedFits(adapters(AdapterSpec(init="lstsq"), "s_map"), "lstsq")
     # grids 8x8 (r8), 4x4 (r4, r4b), 2x2 (r_tok's map), and the vector receiver: four factors for five fits
     assert fits.n_groups == 4
@@ -120,7 +119,7 @@ def test_proxies_match_numpy():
 
 
 def test_a_receiver_unrelated_to_the_sender_has_low_held_out_r2():
-    send, recv = activations(200)
+    send, _ = activations(200)
     noise = {"r4": torch.randn(200, 6, 4, 4, generator=torch.Generator().manual_seed(9))}
     fits = SharedFits([build_adapter(AdapterSpec(init="lstsq"), SENDERS["s_map"], RECEIVERS["r4"])], "lstsq",
                       hold_every=5)  # fmt: skip

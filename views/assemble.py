@@ -16,10 +16,10 @@ from stitchcore.experiments.dataset_check import default_dataset
 from stitchcore.experiments.matrix.recommend import TOP, proxy_run, proxy_spec, ranking_choices, recommend
 from stitchcore.measures.meaning import explain
 from stitchcore.models.sources.zoo import list_zoo_models
-from stitchcore.store.results import run_id_for
 from stitchcore.plots.assemble import HERNANDEZ
 from stitchcore.stitching.adapter_kinds import list_adapters
 from stitchcore.stitching.adapters import CLS_TOKENS, NO_DOWNSAMPLE, NORMS, RESAMPLES, RESCALES
+from stitchcore.store.results import run_id_for
 from views import run_views
 
 ui.page_setup("Assemble")

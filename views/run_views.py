@@ -322,6 +322,9 @@ def _train_first(summary: dict, spec: MatrixSpec, key: str) -> None:
     if not choices:
         return
     st.subheader("Train these first")
+    st.caption("Ranked without training, from each cell's least-squares fit: a guide to which pairs to train first, "
+               "not a substitute for training (on five zoo pairs the held-out R² ranking had a Spearman ρ of 0.61 "
+               "with the trained matrix, and held its best cell in the top 5 for four of them).")  # fmt: skip
     by = st.radio("Rank the cut pairs by", choices, horizontal=True, key=f"{key}_rank_by",
                   format_func=RANKING_WORDS.get,
                   help="computed without training any adapter: the least-squares fit's held-out R² (how much of B's "

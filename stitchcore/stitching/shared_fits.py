@@ -49,7 +49,7 @@ import torch
 from stitchcore.device import module_device
 from stitchcore.errors import AdapterError
 from stitchcore.stitching.adapters import Adapter
-from stitchcore.stitching.fits import LstsqAccumulator, Moments, fit_lin, ridge_solve, squared_error, write_fit
+from stitchcore.stitching.fits import Moments, fit_lin, ridge_solve, squared_error, write_fit
 from stitchcore.stitching.layers import to_rows
 
 __all__ = ["SharedFits", "merge", "cka_of"]
@@ -60,6 +60,7 @@ logger = logging.getLogger(__name__)
 def merge(a: Moments, b: Moments) -> Moments:
     """The moments of two disjoint sets of samples together (Chan et al.'s pairwise update, float64).
 
+    >>> from stitchcore.stitching.fits import LstsqAccumulator
     >>> x, y = torch.randn(30, 2, dtype=torch.float64), torch.randn(30, 1, dtype=torch.float64)
     >>> def moments(i, j):
     ...     acc = LstsqAccumulator(2, 1)

@@ -29,17 +29,17 @@ from stitchcore.errors import StitchError
 from stitchcore.experiments._cells import CellBook
 from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments.dataset_check import check_head_classes, load_pair, pair_dataset
+from stitchcore.experiments.matrix import units as units_module
 from stitchcore.experiments.matrix.estimate import estimate_matrix
 from stitchcore.experiments.matrix.read import across_seed_grids, cell_grid, difference
 from stitchcore.experiments.matrix.spec import CELLS_ARTIFACT, MatrixSpec, cell_objective
-from stitchcore.experiments.matrix import units as units_module
 from stitchcore.experiments.matrix.units import (
     EVAL_BATCH,
     _Workspace,
-    receiver_unit,
-    resolve_cuts,
     grid_of,
     grid_unit,
+    receiver_unit,
+    resolve_cuts,
     sender_activations,
     streamed_unit,
 )
