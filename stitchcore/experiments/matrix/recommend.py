@@ -31,13 +31,16 @@ RANKING_WORDS = {"r2": "held-out R² of the linear fit", "cka": "linear CKA", "a
 
 
 def _grid(summary: Mapping[str, Any], by: str) -> list[list[float | None]] | None:
+    if summary.get("mode", "closed-form") not in ("closed-form", "proxy"):  # a trained matrix: trained already
+        return None
     if by == "accuracy":
-        return summary.get("values") if summary.get("mode") != "proxy" else None
+        return summary.get("values") if summary.get("mode", "closed-form") == "closed-form" else None
     return (summary.get("proxy") or {}).get(by)
 
 
 def ranking_choices(summary: Mapping[str, Any]) -> list[str]:
-    """The scores this matrix's summary can rank by (a matrix from before the proxy: accuracy alone)."""
+    """The scores this matrix's summary can rank by: a closed-form or proxy matrix's (a closed-form matrix from
+    before the proxy: accuracy alone); none for a trained matrix, whose cells are trained already."""
     return [by for by in RANKINGS if _grid(summary, by) and any(v is not None for row in _grid(summary, by) for v in row)]
 
 

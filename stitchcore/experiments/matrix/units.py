@@ -1,9 +1,11 @@
-"""What a worker runs for a matrix: the units (one per receiver, or one per variant when streaming) and their workspace.
+"""What a worker runs for a matrix: the units (one per receiver grid in closed form, one per receiver when
+trained, one per variant when streaming) and their workspace.
 
 Every cell works on activations, never on images twice:
 
-* ``closed-form``: fit the linear adapter by least squares (``fits.fit_adapter``)
-  and score suffix_B(S(h)) on the test split -- every cell in seconds.
+* ``closed-form``: fit the linear adapter by least squares, every cell of a receiver grid from shared moments
+  (:class:`~stitchcore.stitching.shared_fits.SharedFits`, which also gives each cell's proxy: held-out R² and
+  CKA), and score suffix_B(S(h)) on the test split -- every cell in seconds.  ``proxy``: the fits alone.
 * ``trained``: start from that fit (or from random weights with init="random")
   and train the adapter for ``epochs`` on the spec's objective: the task loss through B's frozen
   suffix, or the copy task (``match``: MSE to B's own activation at the receiving cut), or a sum.
@@ -12,8 +14,9 @@ Every cell works on activations, never on images twice:
 
 Cached mode: one forward pass of A over the data records every sender cut at once (forward hooks on the
 cut modules, each checked against the ``split`` prefix; a cut whose hook disagrees runs its own prefix),
-and one pass of B records every receiver cut (the least-squares targets); :func:`receiver_unit` fits,
-trains and scores the cells into one receiver from those.  Streamed mode (the activations would exceed
+and one pass of B records every receiver cut (the least-squares targets); :func:`grid_unit` fits every closed-form
+cell into the receivers of one grid and scores them, :func:`receiver_unit` fits, trains and scores the cells into
+one receiver.  Streamed mode (the activations would exceed
 the memory budget): :func:`streamed_unit` fits every adapter from one pass of A and B per batch, trains
 (trained mode, controls) with each step's activations computed for its drawn batch, and scores them from
 one pass of A over the test images (:mod:`stitchcore.stitching.streamed`).
@@ -125,8 +128,8 @@ def _fit_cells(spec: MatrixSpec, ctx: UnitContext, ws: _Workspace, send: str, re
             for cell, adapter in live:
                 s, r = adapter.sender, adapter.receiver
                 size = min(EVAL_BATCH, images_per_slice(adapter, s, r, ws.budget))
-                pairs_ = _batched(ws.sender_train[send][s.name], ws.receiver_train[recv][r.name], size=size)
-                cell["residual"] = round(float(fit_adapter(adapter, pairs_, method=spec.adapter.init)), 6)
+                batches = _batched(ws.sender_train[send][s.name], ws.receiver_train[recv][r.name], size=size)
+                cell["residual"] = round(float(fit_adapter(adapter, batches, method=spec.adapter.init)), 6)
         else:
             fits = SharedFits([a for _, a in live], spec.adapter.init, budget=ws.budget, hold_every=HOLD_EVERY)
             if spec.mode != "proxy" and fits.sum_bytes() > ws.budget // PROXY_SHARE:  # the proxy's sums: too big
