@@ -123,3 +123,14 @@ def test_cli_proxy_prints_the_ranking(trained_store):
     ranked = cli("matrix", "--a", refs[0], "--b", refs[1], "--max-train", "400", "--senders", "block2,fc1",
                  "--recommend", "accuracy", store=store)  # fmt: skip
     assert ranked.returncode == 0 and "ranked by closed-form accuracy" in ranked.stdout
+
+
+def test_the_report_draws_the_proxy_beside_the_matrix(trained_store):
+    from stitchcore.report.figures import run_figures
+
+    store, refs = trained_store
+    closed = run_experiment("matrix", MatrixSpec(refs[0], refs[1], seed=12, max_train=500, max_test=200), store)
+    assert [f.name for f in run_figures(closed.record, store)] == ["accuracy", "penalty", "proxy-r2", "proxy-cka"]
+    proxy = run_experiment("matrix", MatrixSpec(refs[0], refs[1], mode="proxy", max_train=500), store)
+    figs = run_figures(proxy.record, store)
+    assert [f.name for f in figs] == ["proxy-r2", "proxy-cka"] and "Held-out R²" in figs[0].title

@@ -391,7 +391,7 @@ def _matrix(record: RunRecord, store: Store) -> list[RunFigure]:
         return []
     senders, receivers, marks = state.senders, state.receivers, {"skipped": state.skipped, "pending": state.pending}
     figs = [_panel(stitching_panel(state.grid(metric), senders, receivers, metric, state.intervals(metric)), **marks)
-            for metric in ("accuracy", "penalty")]  # fmt: skip
+            for metric in state.metrics]  # fmt: skip (accuracy and penalty if scored, then the fits' proxy)
     if state.across_seeds:  # adapter seeds: each cell's mean and t-interval across them
         figs += [_panel(stitching_panel(state.grid(metric, True), senders, receivers, metric,
                                         state.intervals(metric, True), seeds=state.across_seeds["n"]), **marks)
