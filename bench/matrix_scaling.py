@@ -61,9 +61,9 @@ from stitchcore.experiments.zoo import ZooRecipe  # noqa: E402
 from stitchcore.models.sources import load_model  # noqa: E402
 from stitchcore.stitching.activations import collect_cuts  # noqa: E402
 from stitchcore.stitching.adapters import AdapterSpec, build_adapter, compatibility  # noqa: E402
-from stitchcore.stitching.fits import fit_adapter  # noqa: E402
+from stitchcore.stitching.fits import fit_adapter, lin_rows  # noqa: E402
 from stitchcore.stitching.layers import to_rows  # noqa: E402
-from stitchcore.stitching.shared_fits import SharedFits, lin_rows  # noqa: E402
+from stitchcore.stitching.shared_fits import SharedFits  # noqa: E402
 from stitchcore.store.results import Store  # noqa: E402
 
 BIG = "timm:resnet50?pretrained=false&num_classes=10"  # A; B adds in_chans=3 (the same net, its own random init)

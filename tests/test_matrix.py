@@ -33,7 +33,7 @@ def _cells(store, run_id):
 def _count_fits(monkeypatch):
     """One entry per adapter the cached path fits (shared moments), or fits one by one."""
     calls = []
-    real_one, real_shared = mx_units.fit_adapter, mx_units.SharedFits
+    real_one, real_shared = mx_units.fit_adapter, mx_units.shared_fits
 
     def counting(*args, **kw):
         calls.append(1)
@@ -44,7 +44,7 @@ def _count_fits(monkeypatch):
         return real_shared(adapters, *args, **kw)
 
     monkeypatch.setattr(mx_units, "fit_adapter", counting)
-    monkeypatch.setattr(mx_units, "SharedFits", shared)
+    monkeypatch.setattr(mx_units, "shared_fits", shared)
     return calls
 
 

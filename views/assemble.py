@@ -13,7 +13,14 @@ from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.assemble import DEFAULT_KINDS, AssembleSpec, default_cuts
 from stitchcore.experiments.dataset_check import default_dataset
-from stitchcore.experiments.matrix.recommend import TOP, proxy_run, proxy_spec, ranking_choices, recommend
+from stitchcore.experiments.matrix.recommend import (
+    TOP,
+    cell_words,
+    proxy_run,
+    proxy_spec,
+    ranking_choices,
+    recommend,
+)
 from stitchcore.measures.meaning import explain
 from stitchcore.models.sources.zoo import list_zoo_models
 from stitchcore.plots.assemble import HERNANDEZ
@@ -153,6 +160,7 @@ with right:
         dataset = ui.pick_dataset("asm_", default_data)
         why_not = ui.dataset_fit("asm_", dataset, models)
 
+
 def _use_ranked(top: list[dict]) -> None:
     """"Use these cuts"'s callback (before the pickers are drawn): the top-ranked pairs' cuts."""
     st.session_state["asm_senders"] = list(dict.fromkeys(c["sender"] for c in top))
@@ -183,10 +191,7 @@ def _train_first(ref_a: str, ref_b: str, data: str | None) -> None:
             return
         top = recommend(rec.summary, by=ranking_choices(rec.summary)[0], top=TOP)
         for k, cell in enumerate(top, start=1):
-            words = ", ".join(f"{w} {cell[m]:.3f}" for m, w in (("r2", "held-out R²"), ("cka", "CKA"),
-                                                               ("accuracy", "closed-form accuracy"))
-                              if cell.get(m) is not None)  # fmt: skip
-            st.markdown(f"{k}. `{cell['sender']}` → `{cell['receiver']}`: {words}")
+            st.markdown(f"{k}. `{cell['sender']}` → `{cell['receiver']}`: {cell_words(cell)}")
         c = st.columns([2, 3])
         c[0].button("Use these cuts", key="asm_use_ranked", on_click=_use_ranked, args=(top,),
                     help="the pickers above take the cuts of these pairs (every pair of them is then assembled)")

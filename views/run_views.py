@@ -26,7 +26,7 @@ from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.assemble import AssembleSpec, assembled_cells, pareto_front, recipe_name
 from stitchcore.experiments.lm import labelled_points, partial_points
 from stitchcore.experiments.matrix import MatrixSpec, matrix_state, similarity_beside
-from stitchcore.experiments.matrix.recommend import RANKING_WORDS, RANKINGS, TOP, ranking_choices, recommend
+from stitchcore.experiments.matrix.recommend import RANKING_WORDS, TOP, cell_words, ranking_choices, recommend
 from stitchcore.experiments.similarity import random_null_words
 from stitchcore.experiments.sweep import partial_positions
 from stitchcore.measures.meaning import colorbar_title, explain, list_meanings
@@ -332,10 +332,8 @@ def _train_first(summary: dict, spec: MatrixSpec, key: str) -> None:
                        "the same samples, or the closed-form matrix's test accuracy. bench/matrix_scaling.py "
                        "measures how well each predicts a trained matrix.")  # fmt: skip
     for k, cell in enumerate(recommend(summary, by=by, top=TOP), start=1):
-        words = ", ".join(f"{RANKING_WORDS[m].split(' of ')[0]} {cell[m]:.3f}" for m in RANKINGS
-                          if cell.get(m) is not None)  # fmt: skip
         c = st.columns([4, 3])
-        c[0].markdown(f"{k}. `{cell['sender']}` → `{cell['receiver']}`: {words}")
+        c[0].markdown(f"{k}. `{cell['sender']}` → `{cell['receiver']}`: {cell_words(cell)}")
         c[1].page_link(ui.page_file("stitch"), label="Train it on the Stitch page", icon=":material/cable:",
                        query_params=_stitch_params(spec, cell["sender"], cell["receiver"]))
 

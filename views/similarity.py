@@ -255,7 +255,8 @@ if why_not is None:
         data = None if dataset == default_data else dataset  # None: B's own set (the run id as before)
         adapter = AdapterSpec(kind=kind, norm=norm, resample=resample, init=init)
         matrix = MatrixSpec(a=ref_a, b=ref_b, senders=senders or None, receivers=receivers or None, mode=mode,
-                            epochs=int(epochs), controls=controls and mode != "proxy", max_train=int(max_train) or None, dataset=data,
+                            epochs=int(epochs), controls=controls and mode != "proxy",
+                            max_train=int(max_train) or None, dataset=data,
                             adapter=adapter, objective=objective if mode == "trained" else "task",
                             seeds=int(seeds) if mode == "trained" else 1)  # fmt: skip
         cka_spec = SimilaritySpec(a=ref_a, b=ref_b, senders=matrix.senders, receivers=matrix.receivers,

@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Moments", "LstsqAccumulator", "reduced_rank", "procrustes",
-    "AdapterFit", "fit_adapter", "FIT_METHODS", "fit_lin", "residual", "ridge_solve", "squared_error", "write_fit",
+    "AdapterFit", "fit_adapter", "FIT_METHODS", "fit_lin", "lin_rows", "moments_from_sums", "residual", "ridge_solve",
+    "squared_error", "write_fit",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -75,7 +76,7 @@ class LstsqAccumulator:
         self.ridge = float(ridge)  # lambda = ridge * trace(cov_xx) / c_in; the bias is not penalised
         self.n = 0  # samples seen
         self._shift: tuple[torch.Tensor, torch.Tensor] | None = None  # first batch's (x, y) means
-        self._sums: dict[str, torch.Tensor] = {}  # xtx [C_in,C_in], xty [C_in,C_out], sx, sy, syy [C_out] (shifted)
+        self._sums: dict[str, torch.Tensor] = {}  # xtx [C_in,C_in], xty [C_in,C_out], sx, sy, syy (shifted)
 
     def update(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """Add samples: ``x`` [n, C_in] inputs and ``y`` [n, C_out] targets, any float dtype or device."""
@@ -98,7 +99,7 @@ class LstsqAccumulator:
             self._shift = (x.mean(0), y.mean(0))
             self._sums = {
                 "xtx": x.new_zeros(self.c_in, self.c_in), "xty": x.new_zeros(self.c_in, self.c_out),
-                "sx": x.new_zeros(self.c_in), "sy": x.new_zeros(self.c_out), "syy": x.new_zeros(self.c_out),
+                "sx": x.new_zeros(self.c_in), "sy": x.new_zeros(self.c_out), "syy": x.new_zeros(()),
             }  # fmt: skip
         x, y = x - self._shift[0], y - self._shift[1]
         s = self._sums
@@ -106,23 +107,16 @@ class LstsqAccumulator:
         s["xty"] += x.T @ y  # [C_in, C_out]
         s["sx"] += x.sum(0)
         s["sy"] += y.sum(0)
-        s["syy"] += (y * y).sum(0)
+        s["syy"] += (y * y).sum()
         self.n += len(x)
 
-    def moments(self, cols: slice = slice(None)) -> Moments:
-        """Means and covariances of everything seen so far; ``cols``: of these target columns only (the
-        targets of several fits stacked side by side share one accumulator, see :mod:`.shared_fits`)."""
+    def moments(self) -> Moments:
+        """Means and covariances of everything seen so far."""
         if self.n == 0 or self._shift is None:
             raise AdapterError("no samples to fit on; pass at least one non-empty (sender, receiver) batch")
         s = {k: v.cpu() for k, v in self._sums.items()}
-        n, (shift_x, shift_y) = self.n, (t.cpu() for t in self._shift)
-        mx, my = s["sx"] / n, s["sy"][cols] / n  # shifted means
-        cov_xx = s["xtx"] / n - torch.outer(mx, mx)
-        cov_xy = s["xty"][:, cols] / n - torch.outer(mx, my)
-        var_y = max(float(s["syy"][cols].sum()) / n - float(my @ my), 0.0)
-        mean_x, mean_y = mx + shift_x, my + shift_y[cols]
-        sq_y = var_y + float(mean_y @ mean_y)
-        return Moments(n, mean_x, mean_y, (cov_xx + cov_xx.T) / 2, cov_xy, var_y, sq_y)
+        return moments_from_sums(self.n, s["sx"], s["sy"], s["xtx"], s["xty"], float(s["syy"]),
+                                 *(t.cpu() for t in self._shift))  # fmt: skip
 
     def solve(self) -> tuple[torch.Tensor, torch.Tensor, float]:
         """(W [C_out, C_in], b [C_out], normalised residual) of the ridge least squares; float64, CPU."""
@@ -134,6 +128,18 @@ class LstsqAccumulator:
     def residual(self, w: torch.Tensor, b: torch.Tensor, moments: Moments | None = None) -> float:
         """|X W^T + b - Y|^2 / |Y|^2 over the samples seen, from the moments alone."""
         return residual(moments if moments is not None else self.moments(), w, b)
+
+
+def moments_from_sums(n: int, sx: torch.Tensor, sy: torch.Tensor, xtx: torch.Tensor, xty: torch.Tensor,
+                      syy: float, shift_x: torch.Tensor, shift_y: torch.Tensor) -> Moments:  # fmt: skip
+    """The moments of ``n`` samples from their sums after subtracting ``shift_x`` [C_in] and ``shift_y`` [C_out]
+    (float64, CPU): sums ``sx`` [C_in], ``sy`` [C_out], ``xtx`` [C_in, C_in], ``xty`` [C_in, C_out], ``syy`` (of |y|²)."""
+    mx, my = sx / n, sy / n  # shifted means
+    cov_xx = xtx / n - torch.outer(mx, mx)
+    cov_xy = xty / n - torch.outer(mx, my)
+    var_y = max(syy / n - float(my @ my), 0.0)
+    mean_x, mean_y = mx + shift_x, my + shift_y
+    return Moments(n, mean_x, mean_y, (cov_xx + cov_xx.T) / 2, cov_xy, var_y, var_y + float(mean_y @ mean_y))
 
 
 def squared_error(m: Moments, w: torch.Tensor, b: torch.Tensor) -> float:
@@ -222,8 +228,7 @@ class AdapterFit:
         was_training = adapter.training
         adapter.eval()
         try:
-            x = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
-            xr = self.lin.rows(adapter.prepare(x))  # [n, in_features], what the linear map sees before bn_before
+            xr = lin_rows(adapter, x, self.method)  # [n, in_features], what the linear map sees before bn_before
             yr = to_rows(adapter.targets(y))  # [n, C_out], what the core must produce
             self.acc.update(xr, yr)
             if adapter.cls_offset is not None:  # receiver class token [B, D]
@@ -252,6 +257,13 @@ def fit_lin(adapter: Adapter, method: str) -> nn.Module:
             "use kind='linear' or init='random'"
         )
     return lin
+
+
+def lin_rows(adapter: Adapter, x: torch.Tensor, method: str = "lstsq") -> torch.Tensor:
+    """The rows ``[n, in_features]`` the adapter's fitted linear map sees for sender activations ``x`` [B, *sender]
+    (resampled by ``adapter.prepare``, before bn_before; half precision read as float32)."""
+    x = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    return fit_lin(adapter, method).rows(adapter.prepare(x))
 
 
 def write_fit(adapter: Adapter, method: str, m: Moments, w: torch.Tensor | None,

@@ -2,14 +2,15 @@
 
 A matrix fits every sender cut into every receiver cut.  Fitted one by one
 (:func:`~stitchcore.stitching.fits.fit_adapter`), each cell resamples its sender,
-sums ``XᵀX`` and ``XᵀY`` and factors its own ``C_in x C_in`` system.  But every
-adapter of one sender whose linear map sees the same inputs (the same sender cut
-resampled to the same grid by the same plan: a *group*) shares ``XᵀX``.
-:class:`SharedFits` resamples each sender once per group and batch, sums ``XᵀX``
-once and ``XᵀY`` for all the group's targets stacked side by side
-``[n, ΣC_out]`` in one product, factors the ridge-regularised covariance once and
-solves every target of the group at once.  The numbers are those of ``fit_adapter``
-(float64 moments, the same ridge), written into each adapter by
+sums ``XᵀX`` and ``XᵀY`` and factors its own ``C_in x C_in`` system.  :class:`SharedFits`
+groups the adapters by the samples their rows are (a *bucket*: one receiver grid, a
+token sequence, or the images of vector receivers).  Per batch it resamples each
+sender once per bucket (an input *group*: the same sender cut prepared by the same
+plan), stacks every group's rows and every receiver's targets side by side in
+float64, and adds ONE product ``XᵀY`` of all of them, each group's own ``XᵀX`` and
+the sums.  At the end it factors each group's ridge-regularised covariance once and
+solves all its targets at once.  The numbers are those of ``fit_adapter`` (float64
+moments, the same ridge), written into each adapter by
 :func:`~stitchcore.stitching.fits.write_fit`.
 
 With ``hold_every=k`` every k-th image (by its index in the split) is held out of a
@@ -20,8 +21,9 @@ second set of moments, so one pass also gives, per adapter (:meth:`SharedFits.pr
 - ``cka``: linear CKA over the fit's samples (pixels of the receiver grid, tokens,
   or images for a vector receiver), ``‖cov_xy‖²_F / (‖cov_xx‖_F ‖cov_yy‖_F)``.
 
-The closed-form fit itself still uses every image: the two parts' moments merge exactly
-(:func:`merge`).
+The closed-form fit itself still uses every image: both parts' sums are taken after the same
+shift, so they add.  Where the held-out sums would take more than 1/:data:`PROXY_SHARE` of the
+memory budget, :func:`shared_fits` builds the fits without them (unless the proxy is all a caller wants).
 
 >>> from stitchcore.cuts import Cut
 >>> from stitchcore.stitching.adapters import AdapterSpec, build_adapter
@@ -49,38 +51,21 @@ import torch
 from stitchcore.device import module_device
 from stitchcore.errors import AdapterError
 from stitchcore.stitching.adapters import Adapter
-from stitchcore.stitching.fits import Moments, fit_lin, ridge_solve, squared_error, write_fit
+from stitchcore.stitching.fits import (
+    Moments,
+    fit_lin,
+    lin_rows,
+    moments_from_sums,
+    ridge_solve,
+    squared_error,
+    write_fit,
+)
 from stitchcore.stitching.layers import to_rows
 
-__all__ = ["SharedFits", "merge", "cka_of"]
+__all__ = ["PROXY_SHARE", "SharedFits", "cka_of", "shared_fits"]
 
 logger = logging.getLogger(__name__)
-
-
-def merge(a: Moments, b: Moments) -> Moments:
-    """The moments of two disjoint sets of samples together (Chan et al.'s pairwise update, float64).
-
-    >>> from stitchcore.stitching.fits import LstsqAccumulator
-    >>> x, y = torch.randn(30, 2, dtype=torch.float64), torch.randn(30, 1, dtype=torch.float64)
-    >>> def moments(i, j):
-    ...     acc = LstsqAccumulator(2, 1)
-    ...     acc.update(x[i:j], y[i:j])
-    ...     return acc.moments()
-    >>> both, merged = moments(0, 30), merge(moments(0, 12), moments(12, 30))
-    >>> bool(torch.allclose(both.cov_xy, merged.cov_xy)) and abs(both.var_y - merged.var_y) < 1e-12
-    True
-    """
-    n = a.n + b.n
-    fa, fb = a.n / n, b.n / n
-    dx, dy = b.mean_x - a.mean_x, b.mean_y - a.mean_y
-    mean_y = fa * a.mean_y + fb * b.mean_y
-    var_y = fa * a.var_y + fb * b.var_y + fa * fb * float(dy @ dy)
-    return Moments(
-        n=n, mean_x=fa * a.mean_x + fb * b.mean_x, mean_y=mean_y,
-        cov_xx=fa * a.cov_xx + fb * b.cov_xx + fa * fb * torch.outer(dx, dx),
-        cov_xy=fa * a.cov_xy + fb * b.cov_xy + fa * fb * torch.outer(dx, dy),
-        var_y=var_y, sq_y=var_y + float(mean_y @ mean_y),
-    )  # fmt: skip
+PROXY_SHARE = 4  # the proxy's held-out sums may take up to a quarter of the memory budget (else: fits alone)
 
 
 def cka_of(cov_xx: torch.Tensor, cov_xy: torch.Tensor, cov_yy_norm: float) -> float | None:
@@ -277,12 +262,8 @@ class SharedFits:
         cross = total(bucket.cross)[g.cols, t.cols]
         if not all(torch.isfinite(v).all() for v in (cross, total(g.own), total(g.sums), total(t.squares))):
             raise AdapterError("non-finite activations (NaN/inf) to fit on; check the models and inputs")
-        mx, my = total(g.sums) / n, total(t.sums) / n  # shifted means
-        cov_xx = total(g.own) / n - torch.outer(mx, mx)
-        cov_xy = cross / n - torch.outer(mx, my)
-        var_y = max(float(total(t.squares).sum()) / n - float(my @ my), 0.0)
-        mean_x, mean_y = mx + g.shift, my + t.shift
-        return Moments(n, mean_x, mean_y, (cov_xx + cov_xx.T) / 2, cov_xy, var_y, var_y + float(mean_y @ mean_y))
+        return moments_from_sums(n, total(g.sums), total(t.sums), total(g.own), cross, float(total(t.squares).sum()),
+                                 g.shift, t.shift)  # fmt: skip
 
     def _by_group(self) -> list[tuple[_Bucket, list[_Member]]]:
         out = []
@@ -338,10 +319,17 @@ class SharedFits:
         return out
 
 
-def lin_rows(adapter: Adapter, x: torch.Tensor, method: str = "lstsq") -> torch.Tensor:
-    """The rows ``[n, in_features]`` the adapter's fitted linear map sees for sender activations ``x``."""
-    x = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
-    return fit_lin(adapter, method).rows(adapter.prepare(x))
+def shared_fits(adapters: Sequence[Adapter], method: str, *, budget: int, hold_every: int,
+                keep_proxy: bool = False) -> SharedFits:  # fmt: skip
+    """:class:`SharedFits` with the proxy's held-out moments (``hold_every``) where their sums take at most
+    1/:data:`PROXY_SHARE` of ``budget``, else without them; ``keep_proxy``: with them whatever they take (a
+    proxy matrix, which has nothing else)."""
+    fits = SharedFits(adapters, method, budget=budget, hold_every=hold_every)
+    if hold_every and not keep_proxy and fits.sum_bytes() > budget // PROXY_SHARE:
+        logger.info("shared fits: the proxy's held-out moments (%.0f MB) exceed 1/%d of the budget; fitting "
+                    "without them", fits.sum_bytes() / 2**20, PROXY_SHARE)  # fmt: skip
+        fits = SharedFits(adapters, method, budget=budget)
+    return fits
 
 
 def _side(sides: dict[tuple, _Side], key: tuple, width: int) -> _Side:

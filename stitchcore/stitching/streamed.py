@@ -14,7 +14,6 @@ resampled inputs are large (a late, wide sender into an early, fine grid) takes 
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,13 +28,11 @@ from stitchcore.models.loaded import LoadedModel
 from stitchcore.stitching.activations import CUT_BATCH, iter_cuts
 from stitchcore.stitching.adapters import Adapter
 from stitchcore.stitching.evaluate import ClassifierScore, score_logits
-from stitchcore.stitching.shared_fits import SharedFits
+from stitchcore.stitching.shared_fits import shared_fits
 
 __all__ = ["StreamedCell", "fit_streamed", "images_per_batch", "images_per_slice", "score_streamed"]
 
-logger = logging.getLogger(__name__)
 Progress = Callable[[float, str], None]
-PROXY_SHARE = 4  # the proxy's held-out sums may take up to a quarter of the memory budget (else: fits alone)
 
 
 @dataclass(frozen=True)
@@ -92,8 +89,8 @@ def fit_streamed(
     """Fit every cell's adapter in closed form from one streamed pass of A and B over ``n_train``
     training images, from shared moments (:class:`~stitchcore.stitching.shared_fits.SharedFits`); returns
     per cell its fit's normalised ``residual`` (as :func:`~stitchcore.stitching.fits.fit_adapter`) and, with
-    ``hold_every``, the proxy's held-out ``r2`` and ``cka``: kept where their sums take at most
-    1/:data:`PROXY_SHARE` of ``budget`` (or always, ``keep_proxy``: a proxy matrix, which has nothing else).
+    ``hold_every``, the proxy's held-out ``r2`` and ``cka`` where the budget holds their sums (or always,
+    ``keep_proxy``: :func:`~stitchcore.stitching.shared_fits.shared_fits`).
 
     A batch holds every sender and receiver cut's activations and ``work`` bytes an image (one forward
     pass's working memory: :func:`~stitchcore.stitching.activations.forward_bytes_per_image`) within a
@@ -101,11 +98,7 @@ def fit_streamed(
     """
     if not cells:
         return []
-    fits = SharedFits([c.adapter for c in cells], method, budget=budget, hold_every=hold_every)
-    if hold_every and not keep_proxy and fits.sum_bytes() > budget // PROXY_SHARE:  # the held-out sums: too big
-        logger.info("streamed fits: the proxy's held-out moments (%.0f MB) exceed 1/%d of the budget; fitting "
-                    "without them", fits.sum_bytes() / 2**20, PROXY_SHARE)  # fmt: skip
-        fits = SharedFits([c.adapter for c in cells], method, budget=budget)
+    fits = shared_fits([c.adapter for c in cells], method, budget=budget, hold_every=hold_every, keep_proxy=keep_proxy)
     senders, receivers = _unique([c.sender for c in cells]), _unique([c.receiver for c in cells])
     batch = images_per_batch(_bytes(senders) + _bytes(receivers) + work, budget)
     n_batches = math.ceil(n_train / batch)

@@ -17,9 +17,9 @@ measure the matrix's spec does not hold.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
-import dataclasses
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any

@@ -23,7 +23,7 @@ from stitchcore.errors import StitchError
 from stitchcore.experiments.matrix.spec import MatrixSpec
 from stitchcore.store.results import RunRecord, Store, run_id_for
 
-__all__ = ["RANKINGS", "RANKING_WORDS", "TOP", "agreement", "proxy_run", "proxy_spec", "ranking_choices", "recommend", "spearman"]
+__all__ = ["RANKINGS", "RANKING_WORDS", "TOP", "agreement", "cell_words", "proxy_run", "proxy_spec", "ranking_choices", "recommend", "spearman"]
 
 TOP = 5  # "train these first": how many pairs a page lists
 RANKINGS = ("r2", "cka", "accuracy")  # held-out ridge R² | linear CKA | the closed-form fit's test accuracy
@@ -64,6 +64,15 @@ def recommend(summary: Mapping[str, Any], by: str = "r2", top: int | None = None
             cells.append(cell)
     cells.sort(key=lambda c: -c["score"])  # stable: ties keep execution order
     return cells[:top] if top is not None else cells
+
+
+def cell_words(cell: Mapping[str, Any]) -> str:
+    """A ranked cell's scores in words, those it has.
+
+    >>> cell_words({"r2": 0.8754, "cka": 0.7, "accuracy": None})
+    'held-out R² 0.875, linear CKA 0.700'
+    """
+    return ", ".join(f"{RANKING_WORDS[m].split(' of ')[0]} {cell[m]:.3f}" for m in RANKINGS if cell.get(m) is not None)
 
 
 def _ranks(values: Sequence[float]) -> list[float]:

@@ -29,7 +29,6 @@ from stitchcore.errors import StitchError
 from stitchcore.experiments._cells import CellBook
 from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments.dataset_check import check_head_classes, load_pair, pair_dataset
-from stitchcore.experiments.matrix import units as units_module
 from stitchcore.experiments.matrix.estimate import estimate_matrix
 from stitchcore.experiments.matrix.read import across_seed_grids, cell_grid, difference
 from stitchcore.experiments.matrix.spec import CELLS_ARTIFACT, MatrixSpec, cell_objective
@@ -240,7 +239,7 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
             units.append(Unit(variant, streamed_unit, (spec, source, variant, send, recv, todo), len(todo)))
             unit_cells[variant] = todo
             continue
-        if cell_objective(spec, variant) is None and units_module.SHARED_MOMENTS:  # closed form: one unit a grid
+        if cell_objective(spec, variant) is None:  # closed form and proxy: one unit a receiver grid
             grids = {r.name: grid_of(r) for r in ws.receivers}
             for grid in dict.fromkeys(grids.values()):
                 mine = [(s, r) for s, r in todo if grids[r] == grid]

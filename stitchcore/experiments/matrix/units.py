@@ -47,15 +47,9 @@ from stitchcore.stitching.activations import CutsOnDemand, collect_cuts
 from stitchcore.stitching.adapters import build_adapter, compatibility
 from stitchcore.stitching.evaluate import ClassifierScore, evaluate_batches, stitching_penalty
 from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
-from stitchcore.stitching.shared_fits import SharedFits
+from stitchcore.stitching.shared_fits import shared_fits
 from stitchcore.stitching.shared_suffix import frozen_for_training, train_adapters_shared_suffix
-from stitchcore.stitching.streamed import (
-    PROXY_SHARE,
-    StreamedCell,
-    fit_streamed,
-    images_per_slice,
-    score_streamed,
-)
+from stitchcore.stitching.streamed import StreamedCell, fit_streamed, images_per_slice, score_streamed
 from stitchcore.stitching.train import TrainKnobs
 
 __all__ = ["receiver_unit", "resolve_cuts", "grid_of", "grid_unit", "sender_activations", "streamed_unit"]
@@ -63,7 +57,7 @@ __all__ = ["receiver_unit", "resolve_cuts", "grid_of", "grid_unit", "sender_acti
 
 EVAL_BATCH = 256  # at most this many images of activations per slice fitted or scored (fewer where the budget says)
 HOLD_EVERY = 5  # the proxy's held-out R²: every fifth training image is held out of the fit it scores
-SHARED_MOMENTS = True  # False: every cell's closed-form fit on its own, as before shared moments (for bench/)
+SHARED_MOMENTS = True  # False: each closed-form cell fitted on its own, as before shared moments (for bench/)
 JOINT_ELEMENTS = 2**24  # trained mode: at most this many stacked suffix-input values (adapters x batch x receiver size)
 
 
@@ -131,9 +125,8 @@ def _fit_cells(spec: MatrixSpec, ctx: UnitContext, ws: _Workspace, send: str, re
                 batches = _batched(ws.sender_train[send][s.name], ws.receiver_train[recv][r.name], size=size)
                 cell["residual"] = round(float(fit_adapter(adapter, batches, method=spec.adapter.init)), 6)
         else:
-            fits = SharedFits([a for _, a in live], spec.adapter.init, budget=ws.budget, hold_every=HOLD_EVERY)
-            if spec.mode != "proxy" and fits.sum_bytes() > ws.budget // PROXY_SHARE:  # the proxy's sums: too big
-                fits = SharedFits([a for _, a in live], spec.adapter.init, budget=ws.budget)
+            fits = shared_fits([a for _, a in live], spec.adapter.init, budget=ws.budget, hold_every=HOLD_EVERY,
+                               keep_proxy=spec.mode == "proxy")
             sends = {a.sender.name for _, a in live}
             takes = {a.receiver.name for _, a in live}
             n = len(ws.y_train)
@@ -193,7 +186,7 @@ def _run_receiver(
             precision=spec.precision, objective=objective,
             receiver_acts=ws.receiver_train[recv][r.name] if "match" in objective else None,
         )  # fmt: skip
-    for cell, adapter in live if spec.mode != "proxy" else ():
+    for cell, adapter in live:
         _score_cell(cell, adapter, ctx, ws, send, recv, spec.seed)
     return [cell for cell, _ in fitted]
 
@@ -326,7 +319,7 @@ def receiver_unit(
 ) -> Iterator[tuple[str, Any]]:
     """Every pending cell A_send[s] -> B_recv[receiver], s in ``senders``, in JOINT_ELEMENTS groups that
     share one pass of B's suffix per step (trained mode); yields progress before each group and its cells."""
-    ws = _unit_workspace(source, send, recv, [receiver], context, spec.mode != "proxy")
+    ws = _unit_workspace(source, send, recv, [receiver], context)
     r = next(c for c in ws.receivers if c.name == receiver)
     pending = [s for s in ws.senders if s.name in senders]
     objective = cell_objective(spec, variant)
