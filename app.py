@@ -13,10 +13,12 @@ st.set_page_config(page_title="StitchLab", page_icon="🧵", layout="wide")  # p
 PAGES = [st.Page(p.file, title=p.title, icon=p.icon, url_path=p.url_path, default=p.default)
          for p in ui.nav.PAGES]  # the one table of pages: ui/nav.py
 
-page = st.navigation(PAGES)
+student = ui.student_view()  # a lesson followed as a student: no sidebar, no other pages
+page = st.navigation(PAGES, position="hidden" if student else "sidebar")
 ui.follow_deep_link(page.url_path)
-with st.sidebar:
-    if ui.viewer_mode():
-        st.info("Viewer mode: results only, no new jobs.")
-    ui.job_monitor()
+if not student:
+    with st.sidebar:
+        if ui.viewer_mode():
+            st.info("Viewer mode: results only, no new jobs.")
+        ui.job_monitor()
 page.run()

@@ -146,6 +146,7 @@ FLOORS: list[set[str]] = [
     {"stitchcore.lm"},  # above measures: a language model's losses carry measures.intervals' intervals
     {"stitchcore.experiments"},
     {"stitchcore.jobs", "stitchcore.report"},
+    {"stitchcore.lessons"},  # a lesson is a sequence of runs: above the kinds, its report above report
     {"stitchcore.cli"},
     {"stitchcore.__main__"},
 ]

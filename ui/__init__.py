@@ -30,6 +30,7 @@ from ui.resources import (
     get_store,
     load_for_display,
     page_setup,
+    student_view,
     viewer_mode,
     viewer_ref,
 )
@@ -83,6 +84,7 @@ __all__ = [
     "show_error",
     "show_estimate",
     "show_plan_estimate",
+    "student_view",
     "viewer_mode",
     "viewer_ref",
     "watch_kind",

@@ -35,6 +35,7 @@ PAGES: tuple[PageEntry, ...] = (
     PageEntry("views/assemble.py", "Assemble", ":material/extension:", "assemble", kinds=("assemble",)),
     PageEntry("views/language.py", "Language models", ":material/translate:", "language",
               kinds=("merge", "lmstitch", "lmdepth")),
+    PageEntry("views/lessons.py", "Lessons", ":material/school:", "lessons"),
     PageEntry("views/results.py", "Results", ":material/table_chart:", "results"),
     PageEntry("views/settings.py", "Settings", ":material/settings:", "settings"),
 )
@@ -63,6 +64,8 @@ def follow_deep_link(current_url_path: str) -> None:
     if "run" in params:
         rec = get_store().lookup(params["run"])
         target = PAGE_FOR_KIND.get(rec.kind, "results") if rec is not None else "results"
+    elif "lesson" in params:
+        target = "lessons"
     elif "ref" in params:
         target = "models"
     elif "preset" in params:

@@ -113,9 +113,26 @@ def page_setup(title: str) -> None:
     st.set_page_config(page_title=f"{title} · StitchLab", page_icon="🧵", layout="wide")
 
 
-def viewer_mode() -> bool:
-    """Viewer mode (``STITCHLAB_VIEWER=1``): results are shown, no jobs can be launched."""
-    return os.environ.get("STITCHLAB_VIEWER", "").lower() in ("1", "true", "yes")
+def viewer_mode(*, of_server: bool = False) -> bool:
+    """Viewer mode: results are shown, no jobs can be launched (Stop, Re-run and Launch buttons disabled).
+
+    The server's ``STITCHLAB_VIEWER=1``; and, unless ``of_server``, a student's view of a lesson
+    (:func:`student_view`), where only the lesson page itself launches what the lesson opens (it asks
+    ``of_server=True``): a student cannot stop the run thirty others watch.
+    """
+    if os.environ.get("STITCHLAB_VIEWER", "").lower() in ("1", "true", "yes"):
+        return True
+    return not of_server and student_view()
+
+
+def student_view() -> bool:
+    """This page is a lesson followed as a student: ``lessons?lesson=NAME`` without ``view=presenter`` (only
+    the lesson page takes ``lesson=``).  app.py then hides the sidebar; the page shows only what the lesson opens."""
+    try:
+        params = st.query_params
+        return "lesson" in params and params.get("view") != "presenter"
+    except Exception:  # noqa: BLE001 - outside a script run (bare mode) there are no query parameters
+        return False
 
 
 def device_label() -> str:

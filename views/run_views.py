@@ -255,9 +255,10 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
         _legend(skipped, pending)
         cols = st.columns(min(len(top), 2))
         for i, panel in enumerate(top):
+            opens = panel.opens and done and not ui.student_view()  # a lesson's student stays in the lesson
             event = _draw(panel, cols[i % len(cols)], key=f"{key}-{metric}", run_id=rec.id, skipped=skipped,
-                          pending=pending, select=panel.opens and done)  # fmt: skip
-            if panel.opens and done:
+                          pending=pending, select=opens)  # fmt: skip
+            if opens:
                 _open_selected_cell(spec, event)
         if state.controls:
             st.subheader("Controls and debiased matrices")
@@ -279,7 +280,7 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
             with st.expander(f"{len(state.skipped_listed)} pair(s) skipped"):
                 for pair_name, why in state.skipped_listed.items():
                     st.markdown(f"- `{pair_name}`: {why}")
-        if done:
+        if done and not ui.student_view():  # links to other pages: not in a lesson's student view
             _train_first(now.summary or {}, spec, key)
             _open_in_stitch(spec, senders, receivers, key)
 
@@ -380,9 +381,10 @@ def assemble_view(rec: RunRecord, *, key: str) -> None:
         base = s["base"] if s else None
         front = pareto_front([*cells, *((base or {}).values())])
         fig = plots_assemble.accuracy_vs_flops(cells, base, front)
-        event = st.plotly_chart(fig, key=f"{key}-pareto-{run_id}", on_select="rerun", selection_mode="points",
-                                config=ui.CHART_CONFIG)  # fmt: skip
-        for point in (event.selection.points if event is not None else []):
+        opens = not ui.student_view()  # a click opens the Stitch page: not from a lesson's student view
+        event = st.plotly_chart(fig, key=f"{key}-pareto-{run_id}", on_select="rerun" if opens else "ignore",
+                                selection_mode="points", config=ui.CHART_CONFIG)  # fmt: skip
+        for point in (event.selection.points if opens and event is not None else []):
             index = point.get("customdata")
             if isinstance(index, list):
                 index = index[0] if index else None

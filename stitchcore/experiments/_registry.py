@@ -15,6 +15,7 @@ stitchcore.errors.StitchError: unknown experiment kind 'stich'; did you mean 'st
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 import time
@@ -42,6 +43,7 @@ __all__ = [
     "check_spec",
     "get_experiment",
     "list_experiments",
+    "new_spec",
     "register_experiment",
     "run_experiment",
     "spec_from_record",
@@ -108,6 +110,35 @@ def get_experiment(kind: str) -> Experiment:
 def list_experiments(pattern: str = "*") -> list[str]:
     """Registered kinds matching the glob ``pattern``, sorted."""
     return sorted(EXPERIMENTS.list(pattern))
+
+
+def new_spec(kind: str, fields: dict[str, Any]) -> Any:
+    """A new spec of ``kind`` from the fields given, every other field at today's default.
+
+    ``from_dict`` reads a *stored* dict: a field it lacks takes its LEGACY value (what a run stored before
+    the field existed computed).  A person writing a spec by hand (a lesson file) means today's defaults.
+    StitchError naming the field for anything the spec refuses.
+
+    >>> new_spec("sweep", {"a": "zoo:cnn-digits-s0", "b": "zoo:cnn-digits-s1"}).twin_seeds
+    'distinct'
+    >>> get_experiment("sweep").from_dict({"a": "zoo:cnn-digits-s0", "b": "zoo:cnn-digits-s1"}).twin_seeds
+    'shared'
+    """
+    exp = get_experiment(kind)
+    cls = getattr(exp.from_dict, "__self__", None)  # the spec class, for a kind registered as Spec.from_dict
+    if not isinstance(cls, type):
+        return exp.from_dict(dict(fields))
+    try:
+        return exp.from_dict({**{k: _field_default(cls, k) for k in getattr(cls, "LEGACY", {})}, **fields})
+    except (TypeError, ValueError, KeyError) as exc:
+        raise StitchError(f"a {kind} spec: {exc}") from exc
+
+
+def _field_default(cls: type, name: str) -> Any:
+    """Today's default of the dataclass field ``name`` of ``cls``, as its spec dict holds it."""
+    f = {f.name: f for f in dataclasses.fields(cls)}[name]
+    value = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+    return value.to_dict() if callable(getattr(value, "to_dict", None)) else value
 
 
 def spec_from_record(record: RunRecord) -> Any:

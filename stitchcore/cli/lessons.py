@@ -1,0 +1,102 @@
+"""CLI verbs over lessons: ``lessons list``, ``check``, ``run``.
+
+    python -m stitchcore lessons list                    # shipped and the store's own, with steps computed
+    python -m stitchcore lessons check my-lesson.json    # exit 2 naming the step and field of what is wrong
+    python -m stitchcore lessons run two-seeds           # compute every step before class (viewer mode then shows it)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from stitchcore.cli._common import CTRL_C, Command, ProgressBar, check_device, emit, set_threads, took
+
+if TYPE_CHECKING:
+    from stitchcore.lessons import Lesson, Step
+    from stitchcore.store.results import Store
+
+__all__ = ["COMMANDS", "add_verbs"]
+
+
+def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """Add ``lessons`` (``list``, ``check``, ``run``) to the CLI."""
+    lessons = verbs.add_parser("lessons", help="lessons: sequences of runs a class follows by link")
+    sub = lessons.add_subparsers(dest="lessons_verb", required=True)
+    sub.add_parser("list", parents=[common], help="every lesson (shipped and the store's own) and its steps computed")
+    lc = sub.add_parser("check", parents=[common], help="check a lesson file or name: every step, field and model")
+    lc.add_argument("lesson", help="a lesson's name, or a lesson file (.json)")
+    lr = sub.add_parser("run", parents=[common], help="compute a lesson's steps with its own settings (cached)")
+    lr.add_argument("lesson", help="a lesson's name, or a lesson file (.json)")
+    lr.add_argument("--steps", default=None, help="comma-separated step numbers (default: every step)")
+
+
+def _lesson(text: str, store: Store) -> Lesson:
+    """A lesson by name, or read from a ``.json`` file."""
+    from stitchcore.lessons import get_lesson, read_lesson
+
+    path = Path(text)
+    if text.endswith(".json") or path.is_file():
+        if not path.is_file():
+            from stitchcore.errors import StitchError
+
+            raise StitchError(f"no lesson file {text}; give a lesson's name (lessons list) or a .json file")
+        return read_lesson(path.read_bytes(), where=str(path))
+    return get_lesson(text, store)
+
+
+def _cmd_list(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
+    from stitchcore.lessons import catalog, lesson_progress
+
+    lessons, problems = catalog(store)
+    rows = [{"name": lesson.name, "title": lesson.title, "steps": len(lesson.steps),
+             "computed": sum(s == "done" for s in lesson_progress(lesson, store))} for lesson in lessons]  # fmt: skip
+    lines = [f"{r['name']:28s} {r['computed']}/{r['steps']} computed  {r['title']}" for r in rows]
+    lines += [f"unreadable: {p}" for p in problems]
+    emit(args, {"lessons": rows, "problems": problems}, "\n".join(lines) or "(no lessons)")
+
+
+def _cmd_check(args: argparse.Namespace, store: Store, bar: ProgressBar) -> int | None:
+    from stitchcore.lessons import LessonError, missing_models, step_run
+
+    lesson = _lesson(args.lesson, store)
+    problems = missing_models(lesson, store)
+    if problems:
+        raise LessonError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+    rows = [{"step": s.number, "title": s.title, "kind": s.kind, "run_id": step_run(s).run_id,
+             "open": {c.field: c.describe() for c in s.open}} for s in lesson.steps]  # fmt: skip
+    lines = [f"ok: lesson {lesson.name!r}, {len(rows)} steps"]
+    lines += [f"  {r['step']}. {r['kind']:10s} {r['title']}" + (f"  (open: {', '.join(r['open'])})" if r["open"] else "")
+              for r in rows]  # fmt: skip
+    emit(args, {"lesson": lesson.name, "ok": True, "steps": rows}, "\n".join(lines))
+    return None
+
+
+def _cmd_run(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
+    from stitchcore.lessons import run_lesson
+
+    check_device(args)
+    set_threads(args)
+    lesson = _lesson(args.lesson, store)
+    steps = [int(s) for s in args.steps.split(",")] if args.steps else None
+    def said(step: Step) -> None:
+        bar.close()
+        if not args.quiet:
+            print(f"step {step.number}/{len(lesson.steps)}: {step.title}", file=sys.stderr)
+
+    outcomes = run_lesson(lesson, store, steps=steps, progress=bar, device=args.device, cancel=CTRL_C, on_step=said)
+    bar.close()
+    numbers = steps or list(range(1, len(lesson.steps) + 1))
+    rows = [{"step": n, "run_id": o.record.id, "kind": o.record.kind, "cached": o.cached,
+             "elapsed": round(o.seconds, 3)} for n, o in zip(numbers, outcomes, strict=True)]  # fmt: skip
+    lines = [f"{r['step']}. {r['kind']:10s} {r['run_id']}  {took(r['cached'], r['elapsed'])}" for r in rows]
+    emit(args, {"lesson": lesson.name, "steps": rows}, "\n".join(lines))
+
+
+COMMANDS: dict[tuple[str, str | None], Command] = {
+    ("lessons", "list"): _cmd_list,
+    ("lessons", "check"): _cmd_check,
+    ("lessons", "run"): _cmd_run,
+}

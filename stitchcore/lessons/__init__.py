@@ -1,0 +1,21 @@
+"""Lessons: a teacher's sequence of stitching runs, one link a whole class can follow.
+
+- :mod:`~stitchcore.lessons.lesson`: the file format (JSON), parsed and checked step by step
+- :mod:`~stitchcore.lessons.values`: a student's values held inside what a step opens
+- :mod:`~stitchcore.lessons.plan`: what a step runs (its models first), which steps are computed, a whole
+  lesson run here (the CLI, the tests)
+- :mod:`~stitchcore.lessons.library`: the shipped lessons and a store's own (load, save)
+
+>>> lesson = get_lesson("two-seeds")
+>>> 3 <= len(lesson.steps) <= 10, lesson.steps[0].kind
+(True, 'zoo')
+"""
+
+from stitchcore.lessons.lesson import Control, Lesson, LessonError, Step, parse_lesson
+from stitchcore.lessons.library import catalog, get_lesson, lesson_json, read_lesson, save_lesson, shipped_lessons
+from stitchcore.lessons.plan import StepRun, lesson_progress, missing_models, run_lesson, step_run
+from stitchcore.lessons.values import StudentValues, student_values
+
+__all__ = ["Control", "Lesson", "LessonError", "Step", "StepRun", "StudentValues", "catalog", "get_lesson",
+           "lesson_json", "lesson_progress", "missing_models", "parse_lesson", "read_lesson", "run_lesson",
+           "save_lesson", "shipped_lessons", "step_run", "student_values"]

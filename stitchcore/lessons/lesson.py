@@ -1,0 +1,357 @@
+"""A lesson: a short sequence of runs the project knows, each with its text and the controls students may change.
+
+A lesson file is JSON (``json.loads``: nothing in it runs)::
+
+    {"format": 1, "name": "two-seeds", "title": "Stitching works between two seeds",
+     "summary": "Markdown: what the class will see",
+     "models": {"A": {"arch": "cnn", "seed": 0}},        # zoo recipes, trained (or found in the store) first
+     "steps": [
+       {"title": "...", "text": "Markdown: what to look at, a question to the class",
+        "kind": "stitch", "spec": {"a": "@A", ...},       # a registered run kind and its spec; "@A" is model A
+        # or "preset": "inheritance", "sweep": 1         (a Traits preset's sweep, with the models it trains)
+        "open": {"cut_a": {"choices": ["block1", "block2"]}, "epochs": {"min": 0, "max": 10}},
+        "beside": 1}                                      # (a matrix step) draw step 1's similarity run beside it
+     ]}
+
+Spec fields a step leaves out take today's defaults (``experiments.new_spec``), never a stored run's LEGACY
+ones.  Steps are numbered from 1, as in links (``lessons?lesson=NAME&step=K``).  Every error is a
+:class:`LessonError` naming the step and the field.
+
+>>> lesson = parse_lesson({"name": "demo", "title": "Demo", "summary": "", "models": {"A": {"seed": 0}},
+...     "steps": [{"title": "Train A", "text": "", "kind": "zoo", "spec": {"seed": 0}},
+...               {"title": "Stitch", "text": "", "kind": "stitch",
+...                "spec": {"a": "@A", "b": "@A", "cut_a": "block1", "cut_b": "block1", "epochs": 2},
+...                "open": {"epochs": {"min": 0, "max": 5}}}]})
+>>> lesson.steps[1].spec["a"], lesson.steps[1].open[0].high
+('zoo:cnn-digits-s0', 5)
+>>> parse_lesson({**lesson.to_dict(), "steps": [{"title": "Bad", "text": "", "kind": "stich", "spec": {}}]})
+Traceback (most recent call last):
+...
+stitchcore.lessons.lesson.LessonError: lesson 'demo', step 1 ('Bad'), field 'kind': unknown experiment kind \
+'stich'; did you mean 'stitch' or 'lmstitch'? (known: ...)
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from stitchcore.errors import StitchError
+from stitchcore.experiments import get_experiment, new_spec
+from stitchcore.experiments.trait_presets import get_preset, zoo_ref
+from stitchcore.experiments.zoo_recipe import ZooRecipe
+
+__all__ = ["FORMAT", "MAX_STEPS", "RESERVED", "Control", "Lesson", "LessonError", "Step", "get_field",
+           "parse_lesson", "set_field"]
+
+FORMAT = 1  # the file format this code reads and writes
+MAX_STEPS = 10  # a lesson is short: one class period (shipped lessons have 3-10 steps)
+RESERVED = ("lesson", "step", "view")  # the page's own query parameters: no control may be called that
+NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,47}$")  # a lesson's name: its file name and its link
+ALIAS = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")  # a model's name inside the lesson ("@A")
+LESSON_KEYS = {"format", "name", "title", "summary", "models", "steps"}
+STEP_KEYS = {"title", "text", "kind", "spec", "preset", "sweep", "open", "beside"}
+CONTROL_KEYS = {"choices", "min", "max", "label", "help"}
+
+
+class LessonError(StitchError):
+    """A lesson file that cannot run: the message names the lesson, the step and the field."""
+
+
+@dataclass(frozen=True)
+class Control:
+    """A spec field students may change: to one of ``choices``, or within ``low .. high``."""
+
+    field: str  # a spec field; dotted for a nested one ("adapter.init")
+    label: str  # the widget's label (default: the field)
+    help: str  # one line under the widget ("" = none)
+    choices: tuple[Any, ...] | None = None  # the values allowed (None: a range)
+    low: float | None = None  # a range's ends, inclusive
+    high: float | None = None
+    integer: bool = False  # whole numbers only (the lesson's own value is an int)
+
+    def describe(self) -> str:
+        """The values allowed, in words: ``0 to 10`` or ``block1, block2``."""
+        if self.choices is not None:
+            return ", ".join(map(str, self.choices))
+        return f"{_num(self.low)} to {_num(self.high)}"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step: a run of a registered kind with fixed settings, its text and its open controls."""
+
+    number: int  # 1-based, as in links
+    title: str
+    text: str  # Markdown
+    kind: str  # a registered run kind
+    spec: dict[str, Any]  # the full spec dict (every field, "@A" resolved): what the store hashes
+    models: tuple[ZooRecipe, ...]  # the zoo models it uses that the lesson trains (queued before it, cached)
+    open: tuple[Control, ...]  # what students may change
+    beside: int | None  # a matrix step: the number of the similarity step drawn beside it
+    source: dict[str, Any]  # the step as written (what the file keeps)
+
+    def control(self, field: str) -> Control | None:
+        return next((c for c in self.open if c.field == field), None)
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """A parsed lesson: every step checked against its kind's spec."""
+
+    name: str
+    title: str
+    summary: str  # Markdown
+    models: dict[str, ZooRecipe]  # "A" -> its recipe
+    steps: tuple[Step, ...]
+    source: dict[str, Any]  # the lesson as written
+
+    def step(self, number: int) -> Step:
+        """Step ``number`` (1-based); LessonError naming the range otherwise."""
+        if not 1 <= number <= len(self.steps):
+            raise LessonError(f"lesson {self.name!r} has steps 1 to {len(self.steps)}, not {number}")
+        return self.steps[number - 1]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The lesson as its file holds it (the steps as written, "@A" unresolved)."""
+        return {"format": FORMAT, "name": self.name, "title": self.title, "summary": self.summary,
+                "models": {k: dict(v) for k, v in self.source.get("models", {}).items()},
+                "steps": [dict(s.source) for s in self.steps]}  # fmt: skip
+
+
+def _num(value: float | None) -> str:
+    return "?" if value is None else f"{value:g}"
+
+
+def get_field(spec: dict[str, Any], path: str) -> Any:
+    """The value at ``path`` ("epochs", "adapter.init") of a spec dict; KeyError when there is none.
+
+    >>> get_field({"adapter": {"init": "lstsq"}}, "adapter.init")
+    'lstsq'
+    """
+    value: Any = spec
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            raise KeyError(path)
+        value = value[part]
+    return value
+
+
+def set_field(spec: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    """A copy of ``spec`` with ``path`` set to ``value`` (nested dicts copied, the original untouched).
+
+    >>> set_field({"adapter": {"init": "lstsq", "kind": "linear"}}, "adapter.init", "random")
+    {'adapter': {'init': 'random', 'kind': 'linear'}}
+    """
+    head, _, rest = path.partition(".")
+    out = dict(spec)
+    out[head] = set_field(dict(spec.get(head) or {}), rest, value) if rest else value
+    return out
+
+
+class _Where:
+    """Where in the lesson a message is about: ``lesson 'x', step 2 ('Title'), field 'epochs'``."""
+
+    def __init__(self, lesson: str, step: int | None = None, title: str = "") -> None:
+        self.lesson, self.step, self.title = lesson, step, title
+
+    def error(self, message: str, field: str | None = None) -> LessonError:
+        where = f"lesson {self.lesson!r}"
+        if self.step is not None:
+            where += f", step {self.step}" + (f" ({self.title!r})" if self.title else "")
+        if field is not None:
+            where += f", field {field!r}"
+        return LessonError(f"{where}: {message}")
+
+
+def _text(d: dict, key: str, where: _Where, *, required: bool = True) -> str:
+    value = d.get(key, None if required else "")
+    if value is None:
+        raise where.error("missing; give it a string", key)
+    if not isinstance(value, str):
+        raise where.error(f"must be a string, not {type(value).__name__}", key)
+    return value
+
+
+def _unknown(d: dict, known: set[str], where: _Where, field: str | None = None) -> None:
+    extra = sorted(set(d) - known)
+    if extra:
+        raise where.error(f"unknown key(s) {extra}; known: {sorted(known)}", field)
+
+
+def _resolve(value: Any, refs: dict[str, str], where: _Where, field: str) -> Any:
+    """``value`` with every ``"@A"`` (or ``"@A?init=random"``) replaced by model A's zoo ref."""
+    if isinstance(value, str) and value.startswith("@"):
+        alias, q, query = value[1:].partition("?")
+        if alias not in refs:
+            known = ", ".join("@" + a for a in refs) or "none: add a \"models\" entry"
+            raise where.error(f"{value!r} names no model of the lesson (its models: {known})", field)
+        return refs[alias] + (q + query if q else "")
+    if isinstance(value, list):
+        return [_resolve(v, refs, where, field) for v in value]
+    if isinstance(value, dict):
+        return {k: _resolve(v, refs, where, f"{field}.{k}") for k, v in value.items()}
+    return value
+
+
+def _build(kind: str, spec: dict[str, Any], where: _Where, field: str | None = None) -> dict[str, Any]:
+    """The full spec dict of ``kind`` from ``spec``; LessonError naming the step (and ``field``) otherwise."""
+    try:
+        return new_spec(kind, spec).to_dict()
+    except StitchError as exc:
+        raise where.error(str(exc), field) from exc
+    except (TypeError, ValueError) as exc:
+        raise where.error(f"the {kind} spec does not fit: {exc}", field) from exc
+
+
+def _models(raw: Any, where: _Where) -> dict[str, ZooRecipe]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise where.error('must map a name to a zoo recipe, e.g. {"A": {"arch": "cnn", "seed": 0}}', "models")
+    out = {}
+    for alias, recipe in raw.items():
+        field = f"models.{alias}"
+        if not ALIAS.match(str(alias)):
+            raise where.error("a model's name is a letter then letters, digits or _ (it is written @NAME)", field)
+        if not isinstance(recipe, dict):
+            raise where.error("must be a zoo recipe (a JSON object of ZooRecipe fields)", field)
+        try:
+            out[alias] = new_spec("zoo", recipe)
+        except StitchError as exc:
+            raise where.error(str(exc), field) from exc
+    return out
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _control(kind: str, spec: dict[str, Any], field: str, raw: Any, where: _Where) -> Control:
+    """One open control, checked: its field exists, the lesson's own value is allowed, and so is every value it
+    allows (each builds a valid spec)."""
+    name = f"open.{field}"
+    if field in RESERVED:
+        raise where.error(f"{field!r} is the page's own link parameter; it cannot be a control", name)
+    if not isinstance(raw, dict):
+        raise where.error('must be {"choices": [...]} or {"min": x, "max": y}', name)
+    _unknown(raw, CONTROL_KEYS, where, name)
+    try:
+        current = get_field(spec, field)
+    except KeyError:
+        raise where.error(f"the {kind} spec has no field {field!r} (its fields: {', '.join(spec)})", name) from None
+    label, help_ = str(raw.get("label") or field), str(raw.get("help") or "")
+    has_range = "min" in raw or "max" in raw
+    if ("choices" in raw) == has_range:
+        raise where.error('give either "choices" or "min" and "max"', name)
+    if "choices" in raw:
+        choices = raw["choices"]
+        if not isinstance(choices, list) or len(choices) < 2:
+            raise where.error("choices is a list of at least two values", name)
+        if current not in choices:
+            raise where.error(f"the step's own value {current!r} is not among the choices {choices}", name)
+        for choice in choices:
+            _build(kind, set_field(spec, field, choice), where, name)
+        return Control(field, label, help_, choices=tuple(choices))
+    low, high = raw.get("min"), raw.get("max")
+    if not (_number(low) and _number(high)) or low > high:
+        raise where.error(f"min and max are numbers with min <= max (got {low!r}, {high!r})", name)
+    if not _number(current):
+        raise where.error(f"a range needs a numeric field; its value is {current!r} (give choices instead)", name)
+    if not low <= current <= high:
+        raise where.error(f"the step's own value {current} is outside {low:g} to {high:g}", name)
+    integer = isinstance(current, int)
+    if integer and not (float(low).is_integer() and float(high).is_integer()):
+        raise where.error(f"{field} takes whole numbers; give whole min and max", name)
+    for end in (low, high):
+        _build(kind, set_field(spec, field, int(end) if integer else end), where, name)
+    return Control(field, label, help_, low=low, high=high, integer=integer)
+
+
+def _step(number: int, raw: Any, lesson: str, refs: dict[str, str], recipes: dict[str, ZooRecipe],
+          count: int) -> Step:  # fmt: skip
+    where = _Where(lesson, number)
+    if not isinstance(raw, dict):
+        raise where.error("a step is a JSON object with title, text, kind and spec")
+    where.title = raw.get("title") if isinstance(raw.get("title"), str) else ""
+    _unknown(raw, STEP_KEYS, where)
+    title, text = _text(raw, "title", where), _text(raw, "text", where)
+    if "preset" in raw:
+        if "kind" in raw:
+            raise where.error('give "kind" and "spec", or "preset" (a Traits preset\'s sweep), not both', "preset")
+        try:
+            preset = get_preset(str(raw["preset"]))
+        except StitchError as exc:
+            raise where.error(str(exc), "preset") from exc
+        index = raw.get("sweep", 1)
+        if not isinstance(index, int) or not 1 <= index <= len(preset.sweeps):
+            raise where.error(f"preset {preset.name!r} has sweeps 1 to {len(preset.sweeps)}", "sweep")
+        kind = "sweep"
+        overrides = _resolve(raw.get("spec") or {}, refs, where, "spec")
+        spec = _build(kind, {**preset.sweeps[index - 1].to_dict(), **overrides}, where, "spec")
+        made = {zoo_ref(r): r for r in preset.recipes}
+    else:
+        kind = raw.get("kind")
+        if not isinstance(kind, str) or not kind:
+            raise where.error("missing; name a run kind (stitch, sweep, matrix, similarity, merge ...)", "kind")
+        try:
+            get_experiment(kind)
+        except StitchError as exc:
+            raise where.error(str(exc), "kind") from exc
+        if not isinstance(raw.get("spec"), dict):
+            raise where.error(f"missing; give the {kind} spec's fields as a JSON object", "spec")
+        spec = _build(kind, _resolve(raw["spec"], refs, where, "spec"), where, "spec")
+        made = {zoo_ref(r): r for r in recipes.values()}
+    used = {v.partition("?")[0] for v in _strings(spec)}
+    models = tuple(r for ref, r in made.items() if ref in used)
+    open_raw = raw.get("open") or {}
+    if not isinstance(open_raw, dict):
+        raise where.error('must map a spec field to {"choices": [...]} or {"min": x, "max": y}', "open")
+    controls = tuple(_control(kind, spec, str(f), c, where) for f, c in open_raw.items())
+    beside = raw.get("beside")
+    if beside is not None and (not isinstance(beside, int) or isinstance(beside, bool) or not 1 <= beside <= count
+                               or beside == number):  # fmt: skip
+        raise where.error(f"names another step of this lesson, 1 to {count}", "beside")
+    return Step(number, title, text, kind, spec, models, controls, beside, dict(raw))
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string inside a spec dict (model refs among them)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def parse_lesson(data: Any) -> Lesson:
+    """A lesson from its file's JSON value, every step checked; LessonError naming the step and field."""
+    if not isinstance(data, dict):
+        raise LessonError("a lesson file holds one JSON object with name, title, summary and steps")
+    name = data.get("name")
+    where = _Where(str(name) if name else "?")
+    if not isinstance(name, str) or not NAME.match(name):
+        raise where.error("a lesson's name is lower-case letters, digits and '-' (its link and file name)", "name")
+    _unknown(data, LESSON_KEYS, where)
+    if data.get("format", FORMAT) != FORMAT:
+        raise where.error(f"this StitchLab reads lesson format {FORMAT}, not {data.get('format')!r}", "format")
+    title, summary = _text(data, "title", where), _text(data, "summary", where, required=False)
+    recipes = _models(data.get("models"), where)
+    refs = {alias: zoo_ref(r) for alias, r in recipes.items()}
+    steps = data.get("steps")
+    if not isinstance(steps, list) or not steps:
+        raise where.error(f"missing; give a list of 1 to {MAX_STEPS} steps", "steps")
+    if len(steps) > MAX_STEPS:
+        raise where.error(f"a lesson has at most {MAX_STEPS} steps (got {len(steps)}); split it in two", "steps")
+    parsed = tuple(_step(i, s, name, refs, recipes, len(steps)) for i, s in enumerate(steps, start=1))
+    for step in parsed:
+        if step.beside is not None and not (step.kind == "matrix" and parsed[step.beside - 1].kind == "similarity"):
+            raise _Where(name, step.number, step.title).error(
+                "beside joins a matrix step to a similarity step (drawn side by side)", "beside")
+    source = {"format": FORMAT, "name": name, "title": title, "summary": summary, "models": data.get("models") or {},
+              "steps": steps}  # fmt: skip
+    return Lesson(name, title, summary, recipes, parsed, source)

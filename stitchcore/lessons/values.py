@@ -1,0 +1,89 @@
+"""What a student asked for (a link's query values or the page's widgets), held inside what the step opens.
+
+A value outside an open range is clamped to its end, one that is not among the choices falls back to the
+lesson's own, a field the step does not open is ignored: each with a note the page shows.  Nothing the
+lesson hides can be changed, so a link can never launch a hidden setting.
+
+>>> from stitchcore.lessons.lesson import parse_lesson
+>>> step = parse_lesson({"name": "demo", "title": "Demo", "steps": [{"title": "Stitch", "text": "",
+...     "kind": "stitch", "spec": {"a": "zoo:cnn-digits-s0", "b": "zoo:cnn-digits-s1", "cut_a": "block1",
+...     "cut_b": "block1", "epochs": 2}, "open": {"epochs": {"min": 0, "max": 5}}}]}).step(1)
+>>> v = student_values(step, {"epochs": "50", "lr": "9"})
+>>> v.changed, v.notes
+({'epochs': 5}, ('epochs 50 is outside 0 to 5: using 5', 'lr is not open in this step: ignored'))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from stitchcore.lessons.lesson import RESERVED, Control, Step, get_field, set_field
+
+__all__ = ["StudentValues", "student_values"]
+
+
+@dataclass(frozen=True)
+class StudentValues:
+    """The open controls' values, each allowed; ``changed``: those that differ from the lesson's own."""
+
+    values: dict[str, Any]  # every open field -> its value (the lesson's own where none was asked for)
+    changed: dict[str, Any]  # the fields that differ from the lesson's own
+    notes: tuple[str, ...]  # what was clamped, replaced or ignored, in words
+
+    def spec(self, step: Step) -> dict[str, Any]:
+        """The step's spec dict with these values in it."""
+        spec = step.spec
+        for field, value in self.changed.items():
+            spec = set_field(spec, field, value)
+        return spec
+
+
+def _parse_number(control: Control, raw: Any) -> float | int | None:
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        return None
+    if value != value or value in (float("inf"), float("-inf")):
+        return None
+    return round(value) if control.integer else value
+
+
+def _held(control: Control, raw: Any, own: Any) -> tuple[Any, str | None]:
+    """``raw`` as an allowed value of ``control`` and a note when it had to change."""
+    if control.choices is not None:
+        for choice in control.choices:
+            if raw == choice or str(raw) == str(choice):
+                return choice, None
+        return own, f"{control.field} {raw!r} is not one this step offers ({control.describe()}): using {own!r}"
+    value = _parse_number(control, raw)
+    if value is None:
+        return own, f"{control.field} {raw!r} is not a number: using {own:g}"
+    assert control.low is not None and control.high is not None  # a range control has both ends (parse_lesson)
+    held = min(max(value, control.low), control.high)
+    if control.integer:
+        held = int(held)
+    if held != value:
+        return held, f"{control.field} {value:g} is outside {control.describe()}: using {held:g}"
+    return held, None
+
+
+def student_values(step: Step, given: Mapping[str, Any]) -> StudentValues:
+    """The values of ``step``'s open controls from ``given`` (strings from a link, or typed values), held inside
+    the step's ranges and choices; the page's own parameters (lesson, step, view) are skipped."""
+    values, changed, notes = {}, {}, []
+    for control in step.open:
+        own = get_field(step.spec, control.field)
+        value = own
+        if control.field in given:
+            value, note = _held(control, given[control.field], own)
+            if note:
+                notes.append(note)
+        values[control.field] = value
+        if value != own:
+            changed[control.field] = value
+    for field in given:
+        if field not in values and field not in RESERVED:
+            notes.append(f"{field} is not open in this step: ignored")
+    return StudentValues(values, changed, tuple(notes))

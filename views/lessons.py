@@ -1,0 +1,264 @@
+"""Lessons: a teacher's sequence of stitching runs, one link a whole class can follow.
+
+``lessons`` lists the lessons (the shipped ones and the store's own) and takes a lesson file.
+``lessons?lesson=NAME&step=K`` opens step K as a student sees it: the step's text, its result (from the store,
+else queued once: thirty students opening a step share one run), the controls the lesson opens and nothing
+else (app.py hides the sidebar).  ``&view=presenter`` is the teacher's view: every step's state, Compute all
+steps, the students' link.  Any other parameter is an open control (``&epochs=3``), held inside the step's
+range with a visible note; a changed control is another run, drawn beside the lesson's own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+import streamlit as st
+
+import ui
+from stitchcore.errors import StitchError
+from stitchcore.lessons import (
+    Lesson,
+    LessonError,
+    Step,
+    StepRun,
+    catalog,
+    get_lesson,
+    lesson_json,
+    lesson_progress,
+    missing_models,
+    read_lesson,
+    save_lesson,
+    step_run,
+)
+from stitchcore.lessons.lesson import RESERVED, Control, get_field
+from ui.runs import BADGES
+from views import run_views
+
+STATE_BADGES = {None: ":material/radio_button_unchecked:", **BADGES}
+STATE_WORDS = {None: "not computed yet", "done": "computed", "running": "running", "queued": "queued",
+               "failed": "failed", "cancelled": "stopped", "interrupted": "interrupted"}  # fmt: skip
+
+
+def _link(lesson: Lesson, step: int, *, presenter: bool = False, values: dict[str, Any] | None = None) -> dict:
+    """The query parameters of a step's link (``lesson``, ``step``, ``view``, open controls)."""
+    params = {"lesson": lesson.name, "step": str(step), **({"view": "presenter"} if presenter else {})}
+    return {**params, **{k: str(v) for k, v in (values or {}).items()}}
+
+
+def _student_url(lesson: Lesson, step: int) -> str:
+    """The full address students open (this server's, as the browser sees it)."""
+    try:
+        parts = urlsplit(st.context.url)
+        base = f"{parts.scheme}://{parts.netloc}" if parts.netloc else ""
+    except Exception:  # noqa: BLE001 - no browser URL (a test's AppTest): a relative link
+        base = ""
+    return f"{base}/lessons?{urlencode(_link(lesson, step))}"
+
+
+def _launch(run: StepRun) -> bool:
+    """Queue a step's models and its run (what the store holds comes back at once); False after an error."""
+    try:
+        for kind, spec in run.plan():
+            ui.get_runner().submit(kind, spec)
+    except StitchError as exc:
+        ui.show_error(exc, f"starting step {run.step.number}")
+        return False
+    return True
+
+
+# ------------------------------------------------------------------------------------------------ catalog
+
+
+def _catalog() -> None:
+    st.title("Lessons")
+    st.caption("A lesson is a short sequence of runs with text for the class, one link per step. Students see "
+               "only the step, its result and the controls the lesson opens; the teacher presents.")  # fmt: skip
+    store = ui.get_store()
+    lessons, problems = catalog(store)
+    for problem in problems:
+        st.error(f"A lesson file in the store does not read: {problem}")
+    for lesson in lessons:
+        states = lesson_progress(lesson, store)
+        done = sum(s == "done" for s in states)
+        with st.container(border=True):
+            st.markdown(f"#### {ui.md_text(lesson.title)}")
+            st.markdown(lesson.summary)
+            st.caption(f"`{lesson.name}` · {len(lesson.steps)} steps · {done} of {len(states)} computed")
+            left, right, _ = st.columns([1, 1, 3])
+            left.page_link(ui.page_file("lessons"), label="Present", icon=":material/co_present:",
+                           query_params=_link(lesson, 1, presenter=True))  # fmt: skip
+            right.page_link(ui.page_file("lessons"), label="Follow as a student", icon=":material/school:",
+                            query_params=_link(lesson, 1))  # fmt: skip
+    if not ui.viewer_mode():
+        with st.expander("Add a lesson file"):
+            upload = st.file_uploader("Lesson file (JSON)", type=["json"], key="lesson_upload")
+            if upload is not None:
+                try:
+                    lesson = save_lesson(read_lesson(upload.getvalue(), where=upload.name), store)
+                except LessonError as exc:
+                    ui.show_error(exc)
+                else:
+                    st.success(f"Saved lesson {lesson.name!r} into the store: it is listed above after a reload.")
+
+
+# -------------------------------------------------------------------------------------------------- a step
+
+
+def _control_widget(control: Control, value: Any, key: str) -> Any:
+    """One open control's widget, set to ``value``; returns what the user picked."""
+    label, help_ = control.label, control.help or None
+    if control.choices is not None:
+        options = list(control.choices)
+        return st.selectbox(label, options, index=options.index(value), help=help_, key=key,
+                            format_func=str)  # fmt: skip
+    assert control.low is not None and control.high is not None
+    if control.integer:
+        return st.slider(label, int(control.low), int(control.high), int(value), help=help_, key=key)
+    return st.slider(label, float(control.low), float(control.high), float(value), help=help_, key=key)
+
+
+def _controls(step: Step, run: StepRun, key: str) -> None:
+    """The controls the step opens, in a form; submitting puts the values in the link (which runs them)."""
+    if not step.open:
+        return
+    with st.form(f"{key}-form", border=True):
+        st.markdown("**Try it yourself** " + ", ".join(f"({c.label}: {c.describe()})" for c in step.open))
+        picked = {c.field: _control_widget(c, run.changed.get(c.field, _own(step, c)), f"{key}-{c.field}")
+                  for c in step.open}  # fmt: skip
+        cols = st.columns([1, 1, 3])
+        go = cols[0].form_submit_button("Run with these values", type="primary",
+                                        disabled=ui.viewer_mode(of_server=True))  # fmt: skip
+        back = cols[1].form_submit_button("Back to the lesson's values", disabled=not run.changed)
+    if go or back:
+        own = {c.field: _own(step, c) for c in step.open}
+        values = {} if back else {f: v for f, v in picked.items() if v != own[f]}
+        keep = {k: v for k, v in st.query_params.to_dict().items() if k in RESERVED}
+        st.query_params.from_dict({**keep, **{f: str(v) for f, v in values.items()}})
+        st.rerun()
+
+
+def _own(step: Step, control: Control) -> Any:
+    return get_field(step.spec, control.field)
+
+
+def _draw_run(run: StepRun, lesson: Lesson, key: str, *, auto: bool) -> None:
+    """A step's run: drawn by its kind's view once the store has it; queued once when it does not (``auto``)."""
+    store = ui.get_store()
+    rec = store.lookup(run.run_id)
+    if rec is None:
+        if ui.viewer_mode(of_server=True):
+            st.info("This step has not been computed on this server, which shows results only. The teacher "
+                    f"computes the lesson first: `python -m stitchcore lessons run {lesson.name}`.")  # fmt: skip
+            return
+        if not auto or not _launch(run):
+            return
+        rec = store.lookup(run.run_id)
+        if rec is None:  # another process runs it (RunBusy): the job waits for it
+            st.info("Queued: another process is computing this step.")
+            return
+    elif rec.status in ("failed", "cancelled", "interrupted") and not ui.viewer_mode(of_server=True):
+        if st.button("Run this step again", key=f"{key}-again-{run.run_id}"):
+            _launch(run)
+            st.rerun()
+    beside = run.step.beside
+    if run.kind == "matrix" and beside is not None:
+        run_views.matrix_view(rec, key=key, cka_id=step_run(lesson.step(beside)).run_id)
+    else:
+        run_views.VIEWS[run.kind](rec, key=key)
+
+
+def _presenter_bar(lesson: Lesson, number: int) -> None:
+    """The teacher's overview: each step's state (a link to it), Compute all steps, the students' link."""
+    store = ui.get_store()
+    states = lesson_progress(lesson, store)
+    cols = st.columns(len(lesson.steps))
+    for col, step, state in zip(cols, lesson.steps, states, strict=True):
+        label = f"{step.number}. {step.title}"
+        col.page_link(ui.page_file("lessons"), label=label, icon=STATE_BADGES.get(state),
+                      query_params=_link(lesson, step.number, presenter=True),
+                      help=STATE_WORDS.get(state, state), disabled=step.number == number)  # fmt: skip
+    left, right = st.columns([1, 3])
+    done = sum(s == "done" for s in states)
+    left.caption(f"{done} of {len(states)} steps computed")
+    if left.button("Compute all steps", disabled=ui.viewer_mode() or done == len(states),
+                   help="Queues every step's runs now (models first), so the class finds them in the store"):  # fmt: skip
+        for step in lesson.steps:
+            if not _launch(step_run(step)):
+                break
+        st.rerun()
+    right.markdown("**Students' link** (only the step and what it opens):")
+    right.code(_student_url(lesson, number), language=None)
+    st.download_button("Download the lesson file", lesson_json(lesson), file_name=f"{lesson.name}.json",
+                       mime="application/json", key="lesson-download")  # fmt: skip
+
+
+def _step_nav(lesson: Lesson, number: int, presenter: bool) -> None:
+    left, mid, right = st.columns([1, 3, 1])
+    if number > 1:
+        left.page_link(ui.page_file("lessons"), label="Previous", icon=":material/arrow_back:",
+                       query_params=_link(lesson, number - 1, presenter=presenter))  # fmt: skip
+    mid.caption(f"Step {number} of {len(lesson.steps)}")
+    if number < len(lesson.steps):
+        right.page_link(ui.page_file("lessons"), label="Next", icon=":material/arrow_forward:",
+                        query_params=_link(lesson, number + 1, presenter=presenter))  # fmt: skip
+
+
+def _lesson(name: str) -> None:
+    params = st.query_params.to_dict()
+    presenter = params.get("view") == "presenter"
+    store = ui.get_store()
+    try:
+        lesson = get_lesson(name, store)
+    except LessonError as exc:
+        ui.show_error(exc)
+        st.page_link(ui.page_file("lessons"), label="Every lesson", icon=":material/list:")
+        return
+    raw_step = params.get("step", "1")
+    number = int(raw_step) if raw_step.isdigit() else 1
+    if not 1 <= number <= len(lesson.steps):
+        st.warning(f"This lesson has steps 1 to {len(lesson.steps)}, not {raw_step!r}: showing step 1.")
+        number = 1
+    step = lesson.step(number)
+    st.title(lesson.title)
+    if presenter:
+        st.page_link(ui.page_file("lessons"), label="Every lesson", icon=":material/list:")
+        _presenter_bar(lesson, number)
+    if problems := missing_models(lesson, store):
+        for problem in problems:
+            st.error(problem)
+    if number == 1:
+        st.markdown(lesson.summary)
+    _step_nav(lesson, number, presenter)
+    st.subheader(f"{number}. {step.title}")
+    st.markdown(step.text)
+    given = {k: v for k, v in params.items() if k not in RESERVED}
+    try:
+        own = step_run(step)
+        mine = step_run(step, given)
+    except LessonError as exc:
+        ui.show_error(exc)
+        return
+    for note in mine.notes:
+        st.warning(f"The link asked for something this step does not open: {note}.")
+    _controls(step, mine, f"lesson-{lesson.name}-{number}")
+    if mine.changed:
+        left, right = st.columns(2)
+        with left:
+            st.markdown("##### The lesson's run")
+            _draw_run(own, lesson, f"own-{number}", auto=True)
+        with right:
+            changed = ", ".join(f"{f} = {v}" for f, v in mine.changed.items())
+            st.markdown(f"##### Your run ({ui.md_text(changed)})")
+            _draw_run(mine, lesson, f"mine-{number}", auto=True)
+    else:
+        _draw_run(own, lesson, f"own-{number}", auto=True)
+    _step_nav(lesson, number, presenter)
+
+
+ui.page_setup("Lessons")
+_name = st.query_params.get("lesson")
+if _name:
+    _lesson(_name)
+else:
+    _catalog()
