@@ -75,6 +75,8 @@ def test_a_good_lesson_parses_with_models_resolved_and_todays_defaults():
     epochs = stitch.control("epochs")
     assert epochs.integer and (epochs.low, epochs.high) == (0, 5) and not stitch.control("lr").integer
     assert lesson.step(4).beside == 3
+    assert parse_lesson(_with("steps/1/text", "The {{ penalty }}, {{accuracy}} and {{penalty}}.")).step(2).meanings == (
+        "penalty", "accuracy")  # the numbers the page explains under the text, once each
     again = parse_lesson(json.loads(lesson_json(lesson)))  # the file round-trips
     assert again.to_dict() == lesson.to_dict() and again.step(2).spec == stitch.spec
 
@@ -104,6 +106,7 @@ def test_a_good_lesson_parses_with_models_resolved_and_todays_defaults():
     ("steps/3/beside", 4, "step 4 ('Matrix'), field 'beside': names another step of this lesson, 1 to 4"),
     ("steps/3/beside", 2, "step 4 ('Matrix'), field 'beside': beside joins a matrix step to a similarity step"),
     ("steps/1/colour", "red", "step 2 ('Stitch'): unknown key(s) ['colour']"),
+    ("steps/1/text", "The {{penalty}} and {{penality}}.", "step 2 ('Stitch'), field 'text': {{penality}} names no"),
     ("models/A", {"arch": "cnn", "seeds": 0}, "field 'models.A': unknown ZooRecipe field(s) ['seeds']"),
     ("models/A", "cnn", "field 'models.A': must be a zoo recipe"),
     ("name", "Demo Lesson", "field 'name': a lesson's name is lower-case letters"),

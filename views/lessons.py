@@ -31,7 +31,9 @@ from stitchcore.lessons import (
     save_lesson,
     step_run,
 )
-from stitchcore.lessons.lesson import RESERVED, Control, get_field
+from stitchcore.lessons.lesson import MEANING, RESERVED, Control, get_field
+from stitchcore.measures.meaning import explain, meaning
+from stitchcore.report.summary import headline
 from ui.runs import BADGES
 from views import run_views
 
@@ -86,10 +88,10 @@ def _catalog() -> None:
             st.markdown(lesson.summary)
             st.caption(f"`{lesson.name}` · {len(lesson.steps)} steps · {done} of {len(states)} computed")
             left, right, _ = st.columns([1, 1, 3])
-            left.page_link(ui.page_file("lessons"), label="Present", icon=":material/co_present:",
-                           query_params=_link(lesson, 1, presenter=True))  # fmt: skip
-            right.page_link(ui.page_file("lessons"), label="Follow as a student", icon=":material/school:",
-                            query_params=_link(lesson, 1))  # fmt: skip
+            if left.button("Present", icon=":material/co_present:", key=f"present-{lesson.name}", type="primary"):
+                _go(lesson, 1, presenter=True)
+            if right.button("Follow as a student", icon=":material/school:", key=f"follow-{lesson.name}"):
+                _go(lesson, 1, presenter=False)
     if not ui.viewer_mode():
         with st.expander("Add a lesson file"):
             upload = st.file_uploader("Lesson file (JSON)", type=["json"], key="lesson_upload")
@@ -174,10 +176,10 @@ def _presenter_bar(lesson: Lesson, number: int) -> None:
     states = lesson_progress(lesson, store)
     cols = st.columns(len(lesson.steps))
     for col, step, state in zip(cols, lesson.steps, states, strict=True):
-        label = f"{step.number}. {step.title}"
-        col.page_link(ui.page_file("lessons"), label=label, icon=STATE_BADGES.get(state),
-                      query_params=_link(lesson, step.number, presenter=True),
-                      help=STATE_WORDS.get(state, state), disabled=step.number == number)  # fmt: skip
+        if col.button(f"{step.number}. {step.title}", icon=STATE_BADGES.get(state), key=f"lesson-goto-{step.number}",
+                      help=STATE_WORDS.get(state, state), disabled=step.number == number,
+                      use_container_width=True):  # fmt: skip
+            _go(lesson, step.number, presenter=True)
     left, right = st.columns([1, 3])
     done = sum(s == "done" for s in states)
     left.caption(f"{done} of {len(states)} steps computed")
@@ -193,15 +195,47 @@ def _presenter_bar(lesson: Lesson, number: int) -> None:
                        mime="application/json", key="lesson-download")  # fmt: skip
 
 
-def _step_nav(lesson: Lesson, number: int, presenter: bool) -> None:
+def _every_lesson() -> None:
+    if st.button("Every lesson", icon=":material/list:", key="lesson-catalog"):
+        st.query_params.clear()
+        st.rerun()
+
+
+def _step_text(step: Step) -> None:
+    """The step's Markdown, each ``{{name}}`` shown as that number's name, and what each means under it."""
+    st.markdown(MEANING.sub(lambda m: f"**{meaning(m.group(1)).title}**", step.text))
+    for name in step.meanings:
+        st.caption(explain(name))
+
+
+def _compare(own: StepRun, mine: StepRun) -> None:
+    """The two runs' headline numbers in one table (the cards beside each other are narrow)."""
+    store = ui.get_store()
+    recs = [store.lookup(own.run_id), store.lookup(mine.run_id)]
+    if any(r is None or r.status != "done" for r in recs):
+        return
+    rows = {label: [value, ""] for label, value in headline(recs[0])}
+    for label, value in headline(recs[1]):
+        rows.setdefault(label, ["", ""])[1] = value
+    st.table({"": list(rows), "The lesson's run": [v[0] for v in rows.values()],
+              "Your run": [v[1] for v in rows.values()]})  # fmt: skip
+
+
+def _go(lesson: Lesson, number: int, presenter: bool) -> None:
+    """Open step ``number`` (its own values: a student's changes stay with their step) and rerun."""
+    st.query_params.from_dict(_link(lesson, number, presenter=presenter))
+    st.rerun()
+
+
+def _step_nav(lesson: Lesson, number: int, presenter: bool, where: str) -> None:
+    """Previous / Next (buttons: a link to the page already open does not run it again)."""
     left, mid, right = st.columns([1, 3, 1])
-    if number > 1:
-        left.page_link(ui.page_file("lessons"), label="Previous", icon=":material/arrow_back:",
-                       query_params=_link(lesson, number - 1, presenter=presenter))  # fmt: skip
+    if number > 1 and left.button("Previous", icon=":material/arrow_back:", key=f"lesson-prev-{where}"):
+        _go(lesson, number - 1, presenter)
     mid.caption(f"Step {number} of {len(lesson.steps)}")
-    if number < len(lesson.steps):
-        right.page_link(ui.page_file("lessons"), label="Next", icon=":material/arrow_forward:",
-                        query_params=_link(lesson, number + 1, presenter=presenter))  # fmt: skip
+    if number < len(lesson.steps) and right.button("Next", icon=":material/arrow_forward:", type="primary",
+                                                   key=f"lesson-next-{where}"):  # fmt: skip
+        _go(lesson, number + 1, presenter)
 
 
 def _lesson(name: str) -> None:
@@ -212,7 +246,7 @@ def _lesson(name: str) -> None:
         lesson = get_lesson(name, store)
     except LessonError as exc:
         ui.show_error(exc)
-        st.page_link(ui.page_file("lessons"), label="Every lesson", icon=":material/list:")
+        _every_lesson()
         return
     raw_step = params.get("step", "1")
     number = int(raw_step) if raw_step.isdigit() else 1
@@ -222,16 +256,16 @@ def _lesson(name: str) -> None:
     step = lesson.step(number)
     st.title(lesson.title)
     if presenter:
-        st.page_link(ui.page_file("lessons"), label="Every lesson", icon=":material/list:")
+        _every_lesson()
         _presenter_bar(lesson, number)
     if problems := missing_models(lesson, store):
         for problem in problems:
             st.error(problem)
     if number == 1:
         st.markdown(lesson.summary)
-    _step_nav(lesson, number, presenter)
+    _step_nav(lesson, number, presenter, "top")
     st.subheader(f"{number}. {step.title}")
-    st.markdown(step.text)
+    _step_text(step)
     given = {k: v for k, v in params.items() if k not in RESERVED}
     try:
         own = step_run(step)
@@ -243,6 +277,7 @@ def _lesson(name: str) -> None:
         st.warning(f"The link asked for something this step does not open: {note}.")
     _controls(step, mine, f"lesson-{lesson.name}-{number}")
     if mine.changed:
+        _compare(own, mine)
         left, right = st.columns(2)
         with left:
             st.markdown("##### The lesson's run")
@@ -253,7 +288,7 @@ def _lesson(name: str) -> None:
             _draw_run(mine, lesson, f"mine-{number}", auto=True)
     else:
         _draw_run(own, lesson, f"own-{number}", auto=True)
-    _step_nav(lesson, number, presenter)
+    _step_nav(lesson, number, presenter, "bottom")
 
 
 ui.page_setup("Lessons")

@@ -81,8 +81,8 @@ def stitch_card(s: dict[str, Any], key: str) -> None:
     base_role = s.get("penalty_base", "b").upper()
     c = st.columns(5)
     c[0].metric("Stitched accuracy", f"{s['accuracy']:.1%}", help=explain("accuracy"))
-    c[1].metric("Model A", f"{s['base']['a']:.1%}")
-    c[2].metric("Model B", f"{s['base']['b']:.1%}")
+    c[1].metric("Model A", f"{s['base']['a']:.1%}", help="A's own test accuracy. " + explain("accuracy"))
+    c[2].metric("Model B", f"{s['base']['b']:.1%}", help="B's own test accuracy. " + explain("accuracy"))
     c[3].metric(f"Penalty ({base_role} − stitched)", format_pts(penalty_pts(s["penalty"])),
                 help=explain("penalty"))
     c[4].metric("Time", duration_words(s.get("seconds")))
@@ -250,7 +250,7 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
         elif cka_now is not None:
             st.caption(f"{measure_name}: {cka_now.state} {cka_now.message}")
         done = now.state == "done"
-        if done:
+        if done and not ui.student_view():
             st.caption("Click a cell of the stitching panel to open that pair on the Stitch page.")
         _legend(skipped, pending)
         cols = st.columns(min(len(top), 2))

@@ -13,6 +13,9 @@ A lesson file is JSON (``json.loads``: nothing in it runs)::
         "beside": 1}                                      # (a matrix step) draw step 1's similarity run beside it
      ]}
 
+A step's text may name a number's meaning, ``{{penalty}}`` (``measures.meaning``'s names): the page shows
+it as the number's name and says under the text what it means (direction, range, what chance is).
+
 Spec fields a step leaves out take today's defaults (``experiments.new_spec``), never a stored run's LEGACY
 ones.  Steps are numbered from 1, as in links (``lessons?lesson=NAME&step=K``).  Every error is a
 :class:`LessonError` naming the step and the field.
@@ -42,8 +45,9 @@ from stitchcore.errors import StitchError
 from stitchcore.experiments import get_experiment, new_spec
 from stitchcore.experiments.trait_presets import get_preset, zoo_ref
 from stitchcore.experiments.zoo_recipe import ZooRecipe
+from stitchcore.measures.meaning import list_meanings
 
-__all__ = ["FORMAT", "MAX_STEPS", "RESERVED", "Control", "Lesson", "LessonError", "Step", "get_field",
+__all__ = ["FORMAT", "MAX_STEPS", "RESERVED", "Control", "Lesson", "LessonError", "MEANING", "Step", "get_field",
            "parse_lesson", "set_field"]
 
 FORMAT = 1  # the file format this code reads and writes
@@ -51,6 +55,7 @@ MAX_STEPS = 10  # a lesson is short: one class period (shipped lessons have 3-10
 RESERVED = ("lesson", "step", "view")  # the page's own query parameters: no control may be called that
 NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,47}$")  # a lesson's name: its file name and its link
 ALIAS = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")  # a model's name inside the lesson ("@A")
+MEANING = re.compile(r"\{\{\s*([A-Za-z0-9_:-]+)\s*\}\}")  # "{{penalty}}" in a step's text: what that number means
 LESSON_KEYS = {"format", "name", "title", "summary", "models", "steps"}
 STEP_KEYS = {"title", "text", "kind", "spec", "preset", "sweep", "open", "beside"}
 CONTROL_KEYS = {"choices", "min", "max", "label", "help"}
@@ -92,6 +97,7 @@ class Step:
     open: tuple[Control, ...]  # what students may change
     beside: int | None  # a matrix step: the number of the similarity step drawn beside it
     source: dict[str, Any]  # the step as written (what the file keeps)
+    meanings: tuple[str, ...] = ()  # the numbers its text explains ("{{penalty}}": measures.meaning's names)
 
     def control(self, field: str) -> Control | None:
         return next((c for c in self.open if c.field == field), None)
@@ -278,6 +284,11 @@ def _step(number: int, raw: Any, lesson: str, refs: dict[str, str], recipes: dic
     where.title = raw.get("title") if isinstance(raw.get("title"), str) else ""
     _unknown(raw, STEP_KEYS, where)
     title, text = _text(raw, "title", where), _text(raw, "text", where)
+    meanings = tuple(dict.fromkeys(m.group(1) for m in MEANING.finditer(text)))
+    for name in meanings:
+        if name not in list_meanings():
+            raise where.error(f"{{{{{name}}}}} names no number's meaning; use one of: {', '.join(list_meanings())}",
+                              "text")
     if "preset" in raw:
         if "kind" in raw:
             raise where.error('give "kind" and "spec", or "preset" (a Traits preset\'s sweep), not both', "preset")
@@ -314,7 +325,7 @@ def _step(number: int, raw: Any, lesson: str, refs: dict[str, str], recipes: dic
     if beside is not None and (not isinstance(beside, int) or isinstance(beside, bool) or not 1 <= beside <= count
                                or beside == number):  # fmt: skip
         raise where.error(f"names another step of this lesson, 1 to {count}", "beside")
-    return Step(number, title, text, kind, spec, models, controls, beside, dict(raw))
+    return Step(number, title, text, kind, spec, models, controls, beside, dict(raw), meanings)
 
 
 def _strings(value: Any) -> list[str]:
