@@ -126,11 +126,12 @@ def viewer_mode(*, of_server: bool = False) -> bool:
 
 
 def student_view() -> bool:
-    """This page is a lesson followed as a student: ``lessons?lesson=NAME`` without ``view=presenter`` (only
-    the lesson page takes ``lesson=``).  app.py then hides the sidebar; the page shows only what the lesson opens."""
+    """This page is a lesson followed as a student: ``lessons?lesson=NAME`` without ``view=presenter`` or
+    ``view=edit`` (only the lesson page takes ``lesson=``).  app.py then hides the sidebar; the page shows only
+    what the lesson opens."""
     try:
         params = st.query_params
-        return "lesson" in params and params.get("view") != "presenter"
+        return "lesson" in params and params.get("view") not in ("presenter", "edit")
     except Exception:  # noqa: BLE001 - outside a script run (bare mode) there are no query parameters
         return False
 

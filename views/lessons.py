@@ -4,8 +4,9 @@
 ``lessons?lesson=NAME&step=K`` opens step K as a student sees it: the step's text, its result (from the store,
 else queued once: thirty students opening a step share one run), the controls the lesson opens and nothing
 else (app.py hides the sidebar).  ``&view=presenter`` is the teacher's view: every step's state, Compute all
-steps, the students' link.  Any other parameter is an open control (``&epochs=3``), held inside the step's
-range with a visible note; a changed control is another run, drawn beside the lesson's own.
+steps, the students' link; ``&view=edit`` the editor (views/lesson_edit.py).  Any other parameter is an open
+control (``&epochs=3``), held inside the step's range with a visible note; a changed control is another run,
+drawn beside the lesson's own.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from stitchcore.lessons.lesson import MEANING, RESERVED, Control, get_field
 from stitchcore.measures.meaning import explain, meaning
 from stitchcore.report.summary import headline
 from ui.runs import BADGES
-from views import run_views
+from views import lesson_edit, run_views
 
 STATE_BADGES = {None: ":material/radio_button_unchecked:", **BADGES}
 STATE_WORDS = {None: "not computed yet", "done": "computed", "running": "running", "queued": "queued",
@@ -191,8 +192,12 @@ def _presenter_bar(lesson: Lesson, number: int) -> None:
         st.rerun()
     right.markdown("**Students' link** (only the step and what it opens):")
     right.code(_student_url(lesson, number), language=None)
-    st.download_button("Download the lesson file", lesson_json(lesson), file_name=f"{lesson.name}.json",
-                       mime="application/json", key="lesson-download")  # fmt: skip
+    c = st.columns([1, 1, 3])
+    c[0].download_button("Download the lesson file", lesson_json(lesson), file_name=f"{lesson.name}.json",
+                         mime="application/json", key="lesson-download", icon=":material/download:")  # fmt: skip
+    if c[1].button("Edit the lesson", key="lesson-edit", icon=":material/edit:", disabled=ui.viewer_mode()):
+        st.query_params.from_dict({"lesson": lesson.name, "view": "edit"})
+        st.rerun()
 
 
 def _every_lesson() -> None:
@@ -255,6 +260,10 @@ def _lesson(name: str) -> None:
         number = 1
     step = lesson.step(number)
     st.title(lesson.title)
+    if params.get("view") == "edit":
+        _every_lesson()
+        lesson_edit.editor(lesson)
+        return
     if presenter:
         _every_lesson()
         _presenter_bar(lesson, number)

@@ -25,7 +25,7 @@ from stitchcore.report.summary import TABLE_NUMBERS, run_label, summary_row, tab
 from stitchcore.store.bundle import import_bundle
 from stitchcore.store.results import RunRecord
 from stitchcore.timewords import duration_words
-from views import run_views
+from views import lesson_edit, run_views
 
 ACTIVE = ("queued", "running")  # runs in these states are still owned by a job: not deletable
 PICK_KEY = "results-pick"  # the "pick runs by id / label" multiselect
@@ -267,6 +267,7 @@ if open_id:
         ui.run_view(open_id, key="results", cards=run_views.CARDS)  # says the run is not in the store
     else:
         run_views.run_panel(open_rec, key="results")
+        lesson_edit.add_to_lesson(open_rec, key="results")
 elif len(selected) >= 2:
     st.divider()
     st.subheader(f"Compare {len(selected)} runs")

@@ -38,7 +38,7 @@ from stitchcore.report.summary import facts, headline, run_label, summary_row
 from stitchcore.store.bundle import resolve_runs
 from stitchcore.store.results import RunRecord, Store
 
-__all__ = ["ReportInfo", "report_html", "write_report"]
+__all__ = ["Chapter", "ReportInfo", "markdown_html", "report_html", "write_report"]
 
 PRINT_SCALE = 3  # PNG exports: 3x the drawn size (a 700 px wide figure saves 2100 px: 300 dpi at 7 in)
 
@@ -144,6 +144,28 @@ def _samples(summary: dict) -> str:
             f"<pre>{_e(summary.get('prompt', ''))}</pre>{items}")
 
 
+_INLINE = ((re.compile(r"`([^`]+)`"), r"<code>\1</code>"), (re.compile(r"\*\*([^*]+)\*\*"), r"<strong>\1</strong>"),
+           (re.compile(r"(?<![*\w])\*([^*]+)\*(?![*\w])"), r"<em>\1</em>"))  # fmt: skip
+
+
+def markdown_html(text: str) -> str:
+    """A lesson's Markdown as HTML, enough for its text: paragraphs, line breaks, **bold**, *italic*, `code`
+    (everything escaped first: no HTML of the text's own reaches the page).
+
+    >>> markdown_html("A **bold** <b>claim</b>.\\n\\n*Why?*")
+    '<p>A <strong>bold</strong> &lt;b&gt;claim&lt;/b&gt;.</p><p><em>Why?</em></p>'
+    """
+    paragraphs = []
+    for block in re.split(r"\n\s*\n", text.strip()):
+        if not block.strip():
+            continue
+        html_text = _e(block)
+        for pattern, repl in _INLINE:
+            html_text = pattern.sub(repl, html_text)
+        paragraphs.append("<p>" + html_text.replace("\n", "<br>") + "</p>")
+    return "".join(paragraphs)
+
+
 def _run_section(rec: RunRecord, store: Store, figures: _Figures) -> str:
     when = dt.datetime.fromtimestamp(rec.finished or rec.created, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     parts = [f"<h2 id='run-{rec.id}'>{_e(run_label(rec))}</h2>",
@@ -168,23 +190,46 @@ def _run_section(rec: RunRecord, store: Store, figures: _Figures) -> str:
     return "\n".join(parts)
 
 
-def report_html(store: Store, run_ids: Sequence[str], *, created: dt.datetime | None = None) -> str:
+@dataclass(frozen=True)
+class Chapter:
+    """Text before a run's section (a lesson's step): a heading and Markdown (:func:`markdown_html`)."""
+
+    heading: str
+    text: str
+
+
+def report_html(store: Store, run_ids: Sequence[str], *, created: dt.datetime | None = None, title: str | None = None,
+                intro: str = "", chapters: Sequence[Chapter] | None = None) -> str:
     """The report of ``run_ids`` (run ids or ``zoo:NAME``, in that order) as one HTML document; raises
-    ``StoreError`` for an unknown or unfinished run."""
-    return _build(store, run_ids, created)[0]
+    ``StoreError`` for an unknown or unfinished run.
+
+    ``title``, ``intro`` (Markdown) and ``chapters`` (one per run, in order: a lesson's steps) make it a
+    lesson's handout: each run follows its chapter, and no comparison table comes first.
+    """
+    return _build(store, run_ids, created, title=title, intro=intro, chapters=chapters)[0]
 
 
-def _build(store: Store, run_ids: Sequence[str], created: dt.datetime | None) -> tuple[str, int, int]:
+def _build(store: Store, run_ids: Sequence[str], created: dt.datetime | None, *, title: str | None = None,
+           intro: str = "", chapters: Sequence[Chapter] | None = None) -> tuple[str, int, int]:
     """The document, how many runs it holds and how many figures it draws."""
     records = resolve_runs(store, run_ids, verb="report")
+    if chapters is not None and len(chapters) != len(records):
+        raise ValueError(f"{len(chapters)} chapters for {len(records)} runs: give one per run")
     created = created or dt.datetime.now(dt.timezone.utc)
     figures = _Figures()
-    title = run_label(records[0]) if len(records) == 1 else f"{len(records)} StitchLab runs"
-    body = []
-    if len(records) > 1:
+    title = title or (run_label(records[0]) if len(records) == 1 else f"{len(records)} StitchLab runs")
+    body = [markdown_html(intro)] if intro else []
+    if chapters is not None:
+        toc = "".join(f"<li><a href='#run-{r.id}'>{_e(c.heading)}</a></li>" for r, c in zip(records, chapters))
+        body.append(f"<ol>{toc}</ol>")
+        for rec, chapter in zip(records, chapters, strict=True):
+            body += [f"<h2>{_e(chapter.heading)}</h2>", markdown_html(chapter.text),
+                     _run_section(rec, store, figures).replace("<h2 ", "<h3 ", 1).replace("</h2>", "</h3>", 1)]
+    elif len(records) > 1:
         toc = "".join(f"<li><a href='#run-{r.id}'>{_e(run_label(r))}</a> <code>{r.id}</code></li>" for r in records)
         body += [f"<ol>{toc}</ol>", _comparison(records, store, figures)]
-    body += [_run_section(r, store, figures) for r in records]
+    if chapters is None:
+        body += [_run_section(r, store, figures) for r in records]
     stamp = f"StitchLab {stitchcore.__version__} · made {created.strftime('%Y-%m-%d %H:%M UTC')}"
     text = (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"

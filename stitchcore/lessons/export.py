@@ -1,0 +1,53 @@
+"""A lesson as one offline HTML file (the runs' report, each after its step's text): for students without a server.
+
+>>> from stitchcore.store.results import Store
+>>> import tempfile
+>>> lesson_report(get_lesson("two-seeds"), Store(tempfile.mkdtemp()))  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+stitchcore.lessons.lesson.LessonError: no step of lesson 'two-seeds' is computed in this store yet: ...
+"""
+
+from __future__ import annotations
+
+from stitchcore.lessons.lesson import MEANING, Lesson, LessonError, Step
+from stitchcore.lessons.library import get_lesson
+from stitchcore.lessons.plan import step_run
+from stitchcore.measures.meaning import explain, meaning
+from stitchcore.report.html import Chapter, report_html
+from stitchcore.store.results import Store
+
+__all__ = ["lesson_report", "step_words"]
+
+
+def step_words(step: Step) -> str:
+    """A step's Markdown with each ``{{name}}`` as that number's name, and what each means after it."""
+    text = MEANING.sub(lambda m: f"**{meaning(m.group(1)).title}**", step.text)
+    return "\n\n".join([text, *(f"*{explain(name)}*" for name in step.meanings)])
+
+
+def lesson_report(lesson: Lesson, store: Store) -> str:
+    """The lesson's summary, then each computed step (its own settings) with its text and its run's report;
+    the steps not computed yet are named at the top.  LessonError when none is computed."""
+    run_ids: list[str] = []
+    chapters: list[Chapter] = []
+    missing = []
+    for step in lesson.steps:
+        rec = store.lookup(step_run(step).run_id)
+        if rec is None or rec.status != "done":
+            missing.append(step.number)
+            continue
+        heading = f"Step {step.number}. {step.title}"
+        if rec.id in run_ids:  # two steps showing one run: one section, both texts
+            k = run_ids.index(rec.id)
+            chapters[k] = Chapter(f"{chapters[k].heading} / {heading}", f"{chapters[k].text}\n\n{step_words(step)}")
+            continue
+        run_ids.append(rec.id)
+        chapters.append(Chapter(heading, step_words(step)))
+    if not run_ids:
+        raise LessonError(f"no step of lesson {lesson.name!r} is computed in this store yet: compute it first "
+                          f"(the presenter's Compute all steps, or `python -m stitchcore lessons run {lesson.name}`)")
+    intro = lesson.summary
+    if missing:
+        intro += f"\n\n*Not computed when this file was made, so not in it: step(s) {', '.join(map(str, missing))}.*"
+    return report_html(store, run_ids, title=lesson.title, intro=intro, chapters=chapters)
