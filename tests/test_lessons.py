@@ -133,6 +133,13 @@ def test_presets_and_limits():
     step = parse_lesson({**GOOD, "steps": [{"title": "T", "text": "", "preset": "inheritance",
                                             "spec": {"max_test": 100}}]}).step(1)  # fmt: skip
     assert step.kind == "sweep" and step.spec["max_test"] == 100
+    from stitchcore.experiments.trait_presets import get_preset
+
+    for name in ("where-a-trait-lives",):  # a shipped preset step is the Traits page's very run
+        for s in get_lesson(name).steps:
+            if "preset" in s.source:
+                preset = get_preset(s.source["preset"])
+                assert step_run(s).run_id == run_id_for("sweep", preset.sweeps[s.source.get("sweep", 1) - 1].to_dict())
     assert [r.relabel for r in step.models] == [(3, 8), None]  # the preset's recipes come with it
     for bad in ("[1, 2]", "not json", b"\xff\xfe"):
         with pytest.raises(LessonError, match="a lesson file holds one JSON object|is not JSON"):
@@ -226,3 +233,11 @@ def test_cli_lists_checks_and_runs_a_lesson(tmp_path, capsys, trained_store):
     assert [r["run_id"] for r in ran["steps"]] == [step_run(lesson.step(n)).run_id for n in (1, 2)]
     assert ran["steps"][0]["cached"]  # zoo:cnn-digits-s0 was in the store already
     assert lesson_progress(lesson, Store(tmp_path / "store"))[:2] == ["done", "done"]
+    out = tmp_path / "handout" / "two-seeds.html"
+    assert main(["lessons", "report", "two-seeds", "--out", str(out), "--json", *store_arg]) == 0
+    assert json.loads(capsys.readouterr().out)["bytes"] == out.stat().st_size
+    html = out.read_text()
+    assert "<h2>Step 1. Two networks, two seeds</h2>" in html and "<h2>Step 2. Join A&#x27;s bottom" in html
+    assert "Not computed when this file was made, so not in it: step(s) 3." in html  # step 3 was not run
+    assert main(["lessons", "report", "two-seeds", "--out", str(tmp_path), *store_arg]) == 2
+    assert "is a folder" in capsys.readouterr().err

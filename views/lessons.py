@@ -125,9 +125,10 @@ def _controls(step: Step, run: StepRun, key: str) -> None:
     """The controls the step opens, in a form; submitting puts the values in the link (which runs them)."""
     if not step.open:
         return
+    shown = "-".join(f"{f}={v}" for f, v in sorted(run.changed.items()))  # widgets start again from a new link
     with st.form(f"{key}-form", border=True):
         st.markdown("**Try it yourself** " + ", ".join(f"({c.label}: {c.describe()})" for c in step.open))
-        picked = {c.field: _control_widget(c, run.changed.get(c.field, _own(step, c)), f"{key}-{c.field}")
+        picked = {c.field: _control_widget(c, run.changed.get(c.field, _own(step, c)), f"{key}-{c.field}-{shown}")
                   for c in step.open}  # fmt: skip
         cols = st.columns([1, 1, 3])
         go = cols[0].form_submit_button("Run with these values", type="primary",
@@ -283,7 +284,7 @@ def _lesson(name: str) -> None:
         ui.show_error(exc)
         return
     for note in mine.notes:
-        st.warning(f"The link asked for something this step does not open: {note}.")
+        st.warning(f"From the link: {note}.")
     _controls(step, mine, f"lesson-{lesson.name}-{number}")
     if mine.changed:
         _compare(own, mine)

@@ -1,8 +1,9 @@
-"""CLI verbs over lessons: ``lessons list``, ``check``, ``run``.
+"""CLI verbs over lessons: ``lessons list``, ``check``, ``run``, ``report``.
 
     python -m stitchcore lessons list                    # shipped and the store's own, with steps computed
     python -m stitchcore lessons check my-lesson.json    # exit 2 naming the step and field of what is wrong
     python -m stitchcore lessons run two-seeds           # compute every step before class (viewer mode then shows it)
+    python -m stitchcore lessons report two-seeds --out two-seeds.html   # one file that opens offline
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ __all__ = ["COMMANDS", "add_verbs"]
 
 
 def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    """Add ``lessons`` (``list``, ``check``, ``run``) to the CLI."""
+    """Add ``lessons`` (``list``, ``check``, ``run``, ``report``) to the CLI."""
     lessons = verbs.add_parser("lessons", help="lessons: sequences of runs a class follows by link")
     sub = lessons.add_subparsers(dest="lessons_verb", required=True)
     sub.add_parser("list", parents=[common], help="every lesson (shipped and the store's own) and its steps computed")
@@ -31,6 +32,9 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     lr = sub.add_parser("run", parents=[common], help="compute a lesson's steps with its own settings (cached)")
     lr.add_argument("lesson", help="a lesson's name, or a lesson file (.json)")
     lr.add_argument("--steps", default=None, help="comma-separated step numbers (default: every step)")
+    lp = sub.add_parser("report", parents=[common], help="write a lesson and its computed steps as one offline HTML file")
+    lp.add_argument("lesson", help="a lesson's name, or a lesson file (.json)")
+    lp.add_argument("--out", required=True, metavar="FILE.html", help="the file to write")
 
 
 def _lesson(text: str, store: Store) -> Lesson:
@@ -95,8 +99,37 @@ def _cmd_run(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
     emit(args, {"lesson": lesson.name, "steps": rows}, "\n".join(lines))
 
 
+def _cmd_report(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
+    import os
+    import tempfile
+
+    from stitchcore.errors import StoreError
+    from stitchcore.lessons import lesson_report
+
+    lesson = _lesson(args.lesson, store)
+    text = lesson_report(lesson, store)
+    path = Path(args.out).expanduser()
+    if path.is_dir():
+        raise StoreError(f"--out {path} is a folder: name the file, e.g. {path / (lesson.name + '.html')}")
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise StoreError(f"cannot write {path} ({exc}): pass another --out") from exc
+    finally:
+        if tmp is not None and os.path.exists(tmp):  # gone after the rename; a half-written file otherwise
+            os.unlink(tmp)
+    size = path.stat().st_size
+    emit(args, {"lesson": lesson.name, "out": str(path), "bytes": size}, f"wrote {path} ({size / 1e6:.1f} MB)")
+
+
 COMMANDS: dict[tuple[str, str | None], Command] = {
     ("lessons", "list"): _cmd_list,
     ("lessons", "check"): _cmd_check,
     ("lessons", "run"): _cmd_run,
+    ("lessons", "report"): _cmd_report,
 }

@@ -133,3 +133,18 @@ class Spec:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Self:
         return spec_from_dict(cls, {**cls.LEGACY, **d})
+
+    def all_fields(self) -> dict[str, Any]:
+        """Every field written out, LEGACY values included: a dict that means this very spec whether it is read
+        as a stored dict (``from_dict``) or as a new one (``experiments.new_spec``); what a lesson keeps.
+
+        >>> from dataclasses import dataclass
+        >>> from typing import ClassVar
+        >>> @dataclass(frozen=True)
+        ... class Demo(Spec):
+        ...     mode: str = "new"
+        ...     LEGACY: ClassVar[dict] = {"mode": "old"}
+        >>> Demo("old").to_dict(), Demo("old").all_fields()
+        ({}, {'mode': 'old'})
+        """
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}  # type: ignore[arg-type]

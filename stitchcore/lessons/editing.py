@@ -13,7 +13,6 @@ checks the result when it is saved.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 from typing import Any
 
@@ -32,23 +31,14 @@ def new_lesson(name: str, title: str) -> dict[str, Any]:
     return {"format": FORMAT, "name": name, "title": title, "summary": "", "models": {}, "steps": []}
 
 
-def _plain(value: Any) -> Any:
-    if callable(getattr(value, "to_dict", None)):
-        return value.to_dict()
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
 def step_from_run(rec: RunRecord) -> dict[str, Any]:
     """A step that shows the stored run ``rec``: its kind and every field of its spec written out (a stored dict
     leaves out fields at their LEGACY values, which a lesson would read as today's defaults: another run).
 
     The step's run id is ``rec.id``; its text is left for the teacher to write.
     """
-    spec = spec_from_record(rec)
-    fields = {f.name: _plain(getattr(spec, f.name)) for f in dataclasses.fields(spec)}
-    return {"title": rec.label or f"A {rec.kind} run", "text": "", "kind": rec.kind, "spec": fields}
+    return {"title": rec.label or f"A {rec.kind} run", "text": "", "kind": rec.kind,
+            "spec": spec_from_record(rec).all_fields()}
 
 
 def add_step(data: dict[str, Any], step: dict[str, Any], at: int | None = None) -> dict[str, Any]:

@@ -301,7 +301,8 @@ def _step(number: int, raw: Any, lesson: str, refs: dict[str, str], recipes: dic
             raise where.error(f"preset {preset.name!r} has sweeps 1 to {len(preset.sweeps)}", "sweep")
         kind = "sweep"
         overrides = _resolve(raw.get("spec") or {}, refs, where, "spec")
-        spec = _build(kind, {**preset.sweeps[index - 1].to_dict(), **overrides}, where, "spec")
+        # every field written out: the preset's own sweep (LEGACY values included), the Traits page's run
+        spec = _build(kind, {**preset.sweeps[index - 1].all_fields(), **overrides}, where, "spec")
         made = {zoo_ref(r): r for r in preset.recipes}
     else:
         kind = raw.get("kind")
