@@ -75,6 +75,17 @@ def test_viewer_mode_shows_what_was_computed_and_launches_nothing(app, monkeypat
     assert at.button(key="FormSubmitter:lesson-similar-is-not-the-same-1-form-Run with these values").disabled
 
 
+def test_viewer_mode_shows_a_lesson_the_teacher_computed(app, monkeypatch):
+    from stitchcore.lessons import run_lesson
+
+    run_lesson(get_lesson("two-seeds"), ui.get_store(), steps=[2])  # the teacher, before class
+    monkeypatch.setenv("STITCHLAB_VIEWER", "1")
+    at = _lesson_page(app, lesson="two-seeds", step="2")
+    assert not at.exception and not at.error
+    assert any(m.label == "Stitched accuracy" for m in at.metric)
+    assert ui.get_runner().list() == []  # nothing launched
+
+
 def test_a_lesson_link_with_a_bad_step_or_name_says_so(app):
     at = _lesson_page(app, lesson="two-seeds", step="9")
     assert any("has steps 1 to 3, not '9'" in w.value for w in at.warning)
@@ -113,6 +124,15 @@ def test_add_a_run_to_a_new_lesson_then_edit_save_and_export_it(app, trained_sto
     assert get_lesson("my-lesson", store).step(1).control("epochs").high == 3  # the saved file is untouched
     html = lesson_report(get_lesson("my-lesson", store), store)
     assert "<h2>Step 1. " in html and "<strong>Stitching penalty</strong>" in html and rec.id in html
+
+
+@pytest.mark.parametrize("name", ["two-seeds", "where-a-trait-lives", "similar-is-not-the-same", "heads-matter"])
+def test_the_editor_saves_a_lesson_it_did_not_change_as_it_was(app, name):
+    edit = _lesson_page(app, lesson=name, view="edit")
+    assert not edit.exception and not edit.error
+    edit.button(key="ed-save").click().run()
+    assert not edit.exception and not edit.error
+    assert get_lesson(name, ui.get_store()).to_dict() == get_lesson(name).to_dict()  # the store's copy, unchanged
 
 
 def test_steps_move_and_go_with_their_beside():

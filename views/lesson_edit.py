@@ -98,9 +98,17 @@ def _controls_editor(step_raw: dict[str, Any], parsed, key: str) -> dict[str, An
     for field in picked:
         old = current.get(field) or {}
         with st.container(border=True):
-            label = st.text_input(f"{field}: label", value=old.get("label", field), key=f"{key}-{field}-label")
+            c = st.columns(2)
+            label = c[0].text_input(f"{field}: label", value=old.get("label", field), key=f"{key}-{field}-label")
+            help_ = c[1].text_input(f"{field}: one line under it", value=old.get("help", ""), key=f"{key}-{field}-help")
             entry: dict[str, Any] = {"label": label} if label and label != field else {}
-            if fields[field] == "range":
+            if help_:
+                entry["help"] = help_
+            mode = fields[field]
+            if mode == "range":  # a number: a range, or a few values to choose from (a seed, a width)
+                mode = st.radio(f"{field}: students pick", ("range", "choices"), horizontal=True,
+                                index=1 if "choices" in old else 0, key=f"{key}-{field}-mode")  # fmt: skip
+            if mode == "range":
                 entry |= _range_inputs(field, parsed.spec[field], old, f"{key}-{field}")
             else:
                 shown = ", ".join(map(str, old.get("choices", [parsed.spec[field]])))
@@ -186,7 +194,7 @@ def _editor_actions(lesson: Lesson, draft: dict[str, Any], key: str) -> None:
                          mime="application/json", key="ed-download", icon=":material/download:")  # fmt: skip
     states = ",".join(str(s) for s in lesson_progress(lesson, ui.get_store()))  # a step computed since: made anew
     held = hashlib.sha1(f"{lesson_json(lesson)}|{states}".encode()).hexdigest()[:12]
-    ui.made_download(c[3], "Download as an offline HTML file", lambda: lesson_report(lesson, ui.get_store()).encode(),
+    ui.made_download(c[3], "Download HTML handout", lambda: lesson_report(lesson, ui.get_store()).encode(),
                      file_name=f"{lesson.name}.html", mime="text/html", key=f"ed-report-{lesson.name}-{held}",
                      icon=":material/description:",
                      help="The saved lesson's text and every computed step's result in one file that opens "

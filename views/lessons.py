@@ -161,10 +161,10 @@ def _draw_run(run: StepRun, lesson: Lesson, key: str, *, auto: bool) -> None:
         if rec is None:  # another process runs it (RunBusy): the job waits for it
             st.info("Queued: another process is computing this step.")
             return
-    elif rec.status in ("failed", "cancelled", "interrupted") and not ui.viewer_mode(of_server=True):
-        if st.button("Run this step again", key=f"{key}-again-{run.run_id}"):
-            _launch(run)
-            st.rerun()
+    elif (rec.status in ("failed", "cancelled", "interrupted") and not ui.viewer_mode(of_server=True)
+          and st.button("Run this step again", key=f"{key}-again-{run.run_id}")):  # fmt: skip
+        _launch(run)
+        st.rerun()
     beside = run.step.beside
     if run.kind == "matrix" and beside is not None:
         run_views.matrix_view(rec, key=key, cka_id=step_run(lesson.step(beside)).run_id)

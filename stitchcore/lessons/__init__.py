@@ -16,7 +16,14 @@
 from stitchcore.lessons.editing import add_step, move_step, new_lesson, remove_step, step_from_run
 from stitchcore.lessons.export import lesson_report
 from stitchcore.lessons.lesson import Control, Lesson, LessonError, Step, parse_lesson
-from stitchcore.lessons.library import catalog, get_lesson, lesson_json, read_lesson, save_lesson, shipped_lessons
+from stitchcore.lessons.library import (
+    catalog,
+    get_lesson,
+    lesson_json,
+    read_lesson,
+    save_lesson,
+    shipped_lessons,
+)
 from stitchcore.lessons.plan import StepRun, lesson_progress, missing_models, run_lesson, step_run
 from stitchcore.lessons.values import StudentValues, student_values
 

@@ -1,5 +1,6 @@
 """A lesson as one offline HTML file (the runs' report, each after its step's text): for students without a server.
 
+>>> from stitchcore.lessons import get_lesson
 >>> from stitchcore.store.results import Store
 >>> import tempfile
 >>> lesson_report(get_lesson("two-seeds"), Store(tempfile.mkdtemp()))  # doctest: +ELLIPSIS
@@ -11,7 +12,6 @@ stitchcore.lessons.lesson.LessonError: no step of lesson 'two-seeds' is computed
 from __future__ import annotations
 
 from stitchcore.lessons.lesson import MEANING, Lesson, LessonError, Step
-from stitchcore.lessons.library import get_lesson
 from stitchcore.lessons.plan import step_run
 from stitchcore.measures.meaning import explain, meaning
 from stitchcore.report.html import Chapter, report_html

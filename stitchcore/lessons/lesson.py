@@ -47,8 +47,19 @@ from stitchcore.experiments.trait_presets import get_preset, zoo_ref
 from stitchcore.experiments.zoo_recipe import ZooRecipe
 from stitchcore.measures.meaning import list_meanings
 
-__all__ = ["FORMAT", "MAX_STEPS", "RESERVED", "Control", "Lesson", "LessonError", "MEANING", "Step", "get_field",
-           "parse_lesson", "set_field"]
+__all__ = [
+    "FORMAT",
+    "MAX_STEPS",
+    "MEANING",
+    "RESERVED",
+    "Control",
+    "Lesson",
+    "LessonError",
+    "Step",
+    "get_field",
+    "parse_lesson",
+    "set_field",
+]
 
 FORMAT = 1  # the file format this code reads and writes
 MAX_STEPS = 10  # a lesson is short: one class period (shipped lessons have 3-10 steps)

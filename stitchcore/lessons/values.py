@@ -15,6 +15,7 @@ lesson hides can be changed, so a link can never launch a hidden setting.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -45,7 +46,7 @@ def _parse_number(control: Control, raw: Any) -> float | int | None:
         value = float(raw)
     except (TypeError, ValueError):
         return None
-    if value != value or value in (float("inf"), float("-inf")):
+    if not math.isfinite(value):
         return None
     return round(value) if control.integer else value
 
