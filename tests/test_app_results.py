@@ -278,7 +278,7 @@ def test_every_kind_opens_in_its_own_view_with_a_link_to_its_page(v1_store, run_
     beside = "&cka=85d6995881b3ee60" if rec.kind == "matrix" else ""  # the similarity run launched with it
     assert link.page.strip("/") == ui.PAGE_FOR_KIND[rec.kind] and link.query_string == f"run={run_id}{beside}"
     assert [b.label for b in at.get("download_button")][-2:] == ["Metrics CSV", "Run JSON"]
-    assert [b.label for b in at.button][-2:] == ["Download bundle", "Download report"]
+    assert [b.label for b in at.button][-3:] == ["Download bundle", "Download report", "Add as the last step"]
 
 
 def test_picking_a_sweep_row_opens_its_own_view(v1_store):

@@ -103,7 +103,7 @@ class Step:
     title: str
     text: str  # Markdown
     kind: str  # a registered run kind
-    spec: dict[str, Any]  # the full spec dict (every field, "@A" resolved): what the store hashes
+    spec: dict[str, Any]  # every field of its spec ("@A" resolved, LEGACY values written out); from_dict reads it
     models: tuple[ZooRecipe, ...]  # the zoo models it uses that the lesson trains (queued before it, cached)
     open: tuple[Control, ...]  # what students may change
     beside: int | None  # a matrix step: the number of the similarity step drawn beside it
@@ -214,9 +214,10 @@ def _resolve(value: Any, refs: dict[str, str], where: _Where, field: str) -> Any
 
 
 def _build(kind: str, spec: dict[str, Any], where: _Where, field: str | None = None) -> dict[str, Any]:
-    """The full spec dict of ``kind`` from ``spec``; LessonError naming the step (and ``field``) otherwise."""
+    """Every field of the ``kind`` spec built from ``spec`` (LEGACY ones written out too, so any field can be
+    opened); LessonError naming the step (and ``field``) otherwise."""
     try:
-        return new_spec(kind, spec).to_dict()
+        return new_spec(kind, spec).all_fields()
     except StitchError as exc:
         raise where.error(str(exc), field) from exc
     except (TypeError, ValueError) as exc:

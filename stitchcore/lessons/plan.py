@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from stitchcore.errors import StitchError
+from stitchcore.errors import Cancelled, RunBusy, StitchError
 from stitchcore.experiments import RunOutcome, get_experiment, run_experiment
 from stitchcore.experiments.trait_presets import zoo_ref
 from stitchcore.experiments.zoo_recipe import ZooRecipe
@@ -122,7 +122,7 @@ def run_lesson(lesson: Lesson, store: Store, *, steps: list[int] | None = None,
             try:
                 outcome = run_experiment(kind, spec, store, **run_kw)
             except StitchError as exc:
-                if isinstance(exc, LessonError) or type(exc).__name__ in ("Cancelled", "RunBusy"):
+                if isinstance(exc, (LessonError, Cancelled, RunBusy)):  # said as they are (the CLI's exit codes)
                     raise
                 raise LessonError(f"lesson {lesson.name!r}, step {number} ({run.step.title!r}): {exc}") from exc
         outcomes.append(outcome)
