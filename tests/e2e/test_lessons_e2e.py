@@ -25,7 +25,7 @@ def _no_sidebar(page) -> None:
 def test_a_student_follows_a_lesson_by_link_and_changes_an_open_control(app_url, page):
     open_app(page, f"{app_url}/{STEP_1}")
     page.get_by_text("1. Two networks, two seeds").wait_for()
-    page.get_by_text("Test accuracy").wait_for(timeout=120_000)  # step 1's model, trained once (or stored)
+    page.get_by_text("Test accuracy", exact=True).wait_for(timeout=120_000)  # step 1's model, trained once (or stored)
     _settled(page)
     _no_sidebar(page)
     page.get_by_role("button", name="Next").first.click()
@@ -44,7 +44,7 @@ def test_a_student_follows_a_lesson_by_link_and_changes_an_open_control(app_url,
     page.get_by_role("button", name="Run with these values").click()
     page.wait_for_url(lambda url: "cut_a=block1" in url and "step=2" in url)
     page.get_by_text("Your run (cut_a = block1)").wait_for()
-    page.get_by_text("The lesson's run").wait_for()
+    page.get_by_text("The lesson's run", exact=True).first.wait_for()
     page.wait_for_function(  # both results drawn side by side: the lesson's and the student's
         "() => [...document.querySelectorAll('[data-testid=\"stMetricLabel\"]')]"
         ".filter(e => e.innerText.includes('Stitched accuracy')).length >= 2", timeout=120_000)
@@ -65,7 +65,7 @@ def test_a_link_outside_the_open_ranges_is_clamped_with_a_note(app_url, page):
 def test_the_presenter_sees_every_step_and_the_students_link(app_url, page):
     open_app(page, f"{app_url}/lessons?lesson=similar-is-not-the-same&step=1&view=presenter")
     page.get_by_role("button", name="Compute all steps").wait_for()
-    page.get_by_text("Students' link").wait_for()
+    page.get_by_text("Students' link").first.wait_for()
     assert "/lessons?lesson=similar-is-not-the-same&step=1" in page.locator("code").first.inner_text()
     assert page.locator('[data-testid="stSidebar"]').count() == 1  # the teacher keeps the app around the lesson
     page.get_by_role("button", name="3. Can one layer do the other's job?").click()
