@@ -56,16 +56,7 @@ LIVE = ("a=zoo:cnn-digits-s0-3a5c8f&b=zoo:cnn-digits-s1-d927a0&cut_a=block1&cut_
 
 
 def _home_load(browser, url: str) -> float:
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = ctx.new_page()
-    page.set_default_timeout(180_000)
-    t0 = time.perf_counter()
-    page.goto(url + "/", wait_until="commit")
-    page.get_by_text("Recent runs").wait_for(timeout=180_000)
-    idle(page, 180_000)
-    seconds = time.perf_counter() - t0
-    ctx.close()
-    return seconds
+    return _timed_load(browser, url + "/", "Recent runs")
 
 
 def _cpu_seconds() -> dict[str, float]:
@@ -120,11 +111,9 @@ def _watch(browser, url: str, n: int) -> list:
     """``n`` fresh contexts of ``browser``, each opening ``url`` (not waited for: they keep polling)."""
     contexts = []
     for _ in range(n):
-        ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-        page = ctx.new_page()
-        page.set_default_timeout(180_000)
+        page = _new_page(browser)
         page.goto(url, wait_until="commit")
-        contexts.append(ctx)
+        contexts.append(page.context)
     return contexts
 
 
@@ -136,37 +125,36 @@ def _measured(db: Path, run_id: str, window: float) -> tuple[float, dict[str, fl
     return rate, {k: round((after[k] - before[k]) / spent, 2) for k in after}  # cores busy, on average
 
 
-def _timed_load(browser, url: str, text: str) -> float:
-    """Seconds until a fresh context has drawn ``url`` with ``text`` on it and the script is idle."""
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = ctx.new_page()
+def _new_page(browser):
+    page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
     page.set_default_timeout(180_000)
+    return page
+
+
+def _load(page, url: str, text: str) -> float:
+    """Seconds until ``page`` has drawn ``url`` with ``text`` on it and the script is idle."""
     t0 = time.perf_counter()
     page.goto(url, wait_until="commit")
     page.get_by_text(text).first.wait_for(timeout=180_000)
     idle(page, 180_000)
-    seconds = time.perf_counter() - t0
-    ctx.close()
+    return time.perf_counter() - t0
+
+
+def _timed_load(browser, url: str, text: str) -> float:
+    """:func:`_load` in a fresh context (an empty browser cache: a visitor's first page)."""
+    page = _new_page(browser)
+    seconds = _load(page, url, text)
+    page.context.close()
     return seconds
 
 
 def _warm_loads(browser, url: str, text: str, n: int) -> list[float]:
-    """Seconds for ``n`` loads of ``url`` in one context that has loaded it once (its browser cache warm, as a
-    student's after the first step): until ``text`` is drawn and the script idle."""
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = ctx.new_page()
-    page.set_default_timeout(180_000)
-    page.goto(url, wait_until="commit")
-    page.get_by_text(text).first.wait_for(timeout=180_000)
-    idle(page, 180_000)
-    out = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        page.goto(url, wait_until="commit")
-        page.get_by_text(text).first.wait_for(timeout=180_000)
-        idle(page, 180_000)
-        out.append(time.perf_counter() - t0)
-    ctx.close()
+    """``n`` loads of ``url`` in one context that has loaded it once (its browser cache warm, as a student's
+    after the first step)."""
+    page = _new_page(browser)
+    _load(page, url, text)
+    out = [_load(page, url, text) for _ in range(n)]
+    page.context.close()
     return out
 
 
@@ -210,8 +198,7 @@ def lesson_main(args: argparse.Namespace) -> None:
         with sync_playwright() as p:
             students = p.chromium.launch(executable_path=_nice_chromium(tmp), args=CHROMIUM_ARGS)
             prober = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-            teacher = students.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-            teacher.set_default_timeout(180_000)
+            teacher = _new_page(students)
             teacher.goto(f"{student_url}&view=presenter")  # the presenter's view starts the step's run
             teacher.get_by_role("button", name="Stop").wait_for(timeout=180_000)
             time.sleep(5)  # past the activation cache: the job is in its training loop
@@ -290,8 +277,7 @@ def main() -> None:
             prober = browser  # the browser Home is timed from
             if args.nice_watchers:
                 prober = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-            teacher = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-            teacher.set_default_timeout(180_000)
+            teacher = _new_page(browser)
             teacher.goto(f"{url}/stitch?{LIVE.format(seed=int(time.time()) % 100000)}")
             teacher.get_by_role("button", name="Launch", exact=True).click(timeout=180_000)
             teacher.get_by_role("button", name="Stop").wait_for(timeout=180_000)

@@ -32,8 +32,8 @@ from stitchcore.lessons import (
     save_lesson,
     step_run,
 )
-from stitchcore.lessons.lesson import MEANING, RESERVED, Control, get_field
-from stitchcore.measures.meaning import explain, meaning
+from stitchcore.lessons.lesson import RESERVED, Control, get_field
+from stitchcore.measures.meaning import explain
 from stitchcore.report.summary import headline
 from ui.runs import BADGES
 from views import lesson_edit, run_views
@@ -209,7 +209,7 @@ def _every_lesson() -> None:
 
 def _step_text(step: Step) -> None:
     """The step's Markdown, each ``{{name}}`` shown as that number's name, and what each means under it."""
-    st.markdown(MEANING.sub(lambda m: f"**{meaning(m.group(1)).title}**", step.text))
+    st.markdown(step.markdown())
     for name in step.meanings:
         st.caption(explain(name))
 

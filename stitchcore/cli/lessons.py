@@ -100,31 +100,12 @@ def _cmd_run(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
 
 
 def _cmd_report(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
-    import os
-    import tempfile
-
-    from stitchcore.errors import StoreError
-    from stitchcore.lessons import lesson_report
+    from stitchcore.lessons.export import write_lesson_report
 
     lesson = _lesson(args.lesson, store)
-    text = lesson_report(lesson, store)
-    path = Path(args.out).expanduser()
-    if path.is_dir():
-        raise StoreError(f"--out {path} is a folder: name the file, e.g. {path / (lesson.name + '.html')}")
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise StoreError(f"cannot write {path} ({exc}): pass another --out") from exc
-    finally:
-        if tmp is not None and os.path.exists(tmp):  # gone after the rename; a half-written file otherwise
-            os.unlink(tmp)
-    size = path.stat().st_size
-    emit(args, {"lesson": lesson.name, "out": str(path), "bytes": size}, f"wrote {path} ({size / 1e6:.1f} MB)")
+    info = write_lesson_report(lesson, store, args.out)
+    emit(args, {"lesson": lesson.name, "out": str(info.path), "bytes": info.bytes},
+         f"wrote {info.path} ({info.bytes / 1e6:.1f} MB)")  # fmt: skip
 
 
 COMMANDS: dict[tuple[str, str | None], Command] = {

@@ -15,7 +15,6 @@ stitchcore.errors.StitchError: unknown experiment kind 'stich'; did you mean 'st
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import threading
 import time
@@ -29,6 +28,7 @@ import torch
 from stitchcore.backends import Backend, RunOptions, check_listening, get_backend
 from stitchcore.device import pick_device
 from stitchcore.errors import Cancelled, RunBusy, StitchError, StoreError, TrainingError
+from stitchcore.experiments._spec import Spec
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.registry import Registry
 from stitchcore.store.disk import full_disk_message
@@ -126,19 +126,10 @@ def new_spec(kind: str, fields: dict[str, Any]) -> Any:
     """
     exp = get_experiment(kind)
     cls = getattr(exp.from_dict, "__self__", None)  # the spec class, for a kind registered as Spec.from_dict
-    if not isinstance(cls, type):
-        return exp.from_dict(dict(fields))
     try:
-        return exp.from_dict({**{k: _field_default(cls, k) for k in getattr(cls, "LEGACY", {})}, **fields})
+        return cls.new(fields) if isinstance(cls, type) and issubclass(cls, Spec) else exp.from_dict(dict(fields))
     except (TypeError, ValueError, KeyError) as exc:
         raise StitchError(f"a {kind} spec: {exc}") from exc
-
-
-def _field_default(cls: type, name: str) -> Any:
-    """Today's default of the dataclass field ``name`` of ``cls``, as its spec dict holds it."""
-    f = {f.name: f for f in dataclasses.fields(cls)}[name]
-    value = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-    return value.to_dict() if callable(getattr(value, "to_dict", None)) else value
 
 
 def spec_from_record(record: RunRecord) -> Any:

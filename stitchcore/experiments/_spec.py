@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import fields
+from dataclasses import MISSING, fields
 from typing import Any, ClassVar, Self, TypeVar
 
 from stitchcore.errors import StitchError
@@ -124,7 +124,7 @@ class Spec:
     LEGACY: ClassVar[Mapping[str, Any]] = {}
 
     def to_dict(self) -> dict[str, Any]:
-        d = {f.name: _plain(getattr(self, f.name)) for f in fields(self)}  # type: ignore[arg-type]
+        d = self.all_fields()
         for name, old in self.LEGACY.items():
             if d.get(name) == _plain(old):
                 del d[name]
@@ -133,6 +133,14 @@ class Spec:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Self:
         return spec_from_dict(cls, {**cls.LEGACY, **d})
+
+    @classmethod
+    def new(cls, d: Mapping[str, Any]) -> Self:
+        """A new spec from the fields given, every other at today's default: ``from_dict`` reads a *stored* dict,
+        where a missing field takes its LEGACY value; a person writing a spec by hand means today's."""
+        today = {f.name: _plain(f.default if f.default is not MISSING else f.default_factory())  # type: ignore[misc]
+                 for f in fields(cls) if f.name in cls.LEGACY}  # type: ignore[arg-type]
+        return cls.from_dict({**today, **d})
 
     def all_fields(self) -> dict[str, Any]:
         """Every field written out, LEGACY values included: a dict that means this very spec whether it is read

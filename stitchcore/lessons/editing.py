@@ -18,7 +18,7 @@ from typing import Any
 
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
-from stitchcore.lessons.lesson import FORMAT, MAX_STEPS, NAME, RESERVED, LessonError, Step
+from stitchcore.lessons.lesson import FORMAT, MAX_STEPS, NAME, NAME_RULE, RESERVED, LessonError, Step
 from stitchcore.store.results import RunRecord
 
 __all__ = ["add_step", "choice_values", "move_step", "new_lesson", "openable_fields", "remove_step", "step_from_run"]
@@ -27,7 +27,7 @@ __all__ = ["add_step", "choice_values", "move_step", "new_lesson", "openable_fie
 def new_lesson(name: str, title: str) -> dict[str, Any]:
     """An empty draft (a lesson needs a step before it saves)."""
     if not NAME.match(name):
-        raise LessonError(f"a lesson's name is lower-case letters, digits and '-' (its link and file name), not {name!r}")
+        raise LessonError(f"{NAME_RULE}, not {name!r}")
     return {"format": FORMAT, "name": name, "title": title, "summary": "", "models": {}, "steps": []}
 
 

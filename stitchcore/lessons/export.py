@@ -11,24 +11,38 @@ stitchcore.lessons.lesson.LessonError: no step of lesson 'two-seeds' is computed
 
 from __future__ import annotations
 
-from stitchcore.lessons.lesson import MEANING, Lesson, LessonError, Step
+from pathlib import Path
+from typing import Any
+
+from stitchcore.lessons.lesson import Lesson, LessonError, Step
 from stitchcore.lessons.plan import step_run
-from stitchcore.measures.meaning import explain, meaning
-from stitchcore.report.html import Chapter, report_html
+from stitchcore.measures.meaning import explain
+from stitchcore.report.html import Chapter, ReportInfo, report_html, write_report
 from stitchcore.store.results import Store
 
-__all__ = ["lesson_report", "step_words"]
+__all__ = ["lesson_report", "step_words", "write_lesson_report"]
 
 
 def step_words(step: Step) -> str:
     """A step's Markdown with each ``{{name}}`` as that number's name, and what each means after it."""
-    text = MEANING.sub(lambda m: f"**{meaning(m.group(1)).title}**", step.text)
-    return "\n\n".join([text, *(f"*{explain(name)}*" for name in step.meanings)])
+    return "\n\n".join([step.markdown(), *(f"*{explain(name)}*" for name in step.meanings)])
 
 
 def lesson_report(lesson: Lesson, store: Store) -> str:
     """The lesson's summary, then each computed step (its own settings) with its text and its run's report;
     the steps not computed yet are named at the top.  LessonError when none is computed."""
+    run_ids, kw = _handout(lesson, store)
+    return report_html(store, run_ids, **kw)
+
+
+def write_lesson_report(lesson: Lesson, store: Store, out: str | Path) -> ReportInfo:
+    """:func:`lesson_report` written to ``out`` as ``runs report`` writes (atomically; StoreError for a folder)."""
+    run_ids, kw = _handout(lesson, store)
+    return write_report(store, run_ids, out, **kw)
+
+
+def _handout(lesson: Lesson, store: Store) -> tuple[list[str], dict[str, Any]]:
+    """The runs of the lesson's computed steps and the report's title, intro and one chapter per run."""
     run_ids: list[str] = []
     chapters: list[Chapter] = []
     missing = []
@@ -50,4 +64,4 @@ def lesson_report(lesson: Lesson, store: Store) -> str:
     intro = lesson.summary
     if missing:
         intro += f"\n\n*Not computed when this file was made, so not in it: step(s) {', '.join(map(str, missing))}.*"
-    return report_html(store, run_ids, title=lesson.title, intro=intro, chapters=chapters)
+    return run_ids, {"title": lesson.title, "intro": intro, "chapters": chapters}

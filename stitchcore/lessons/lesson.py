@@ -45,12 +45,13 @@ from stitchcore.errors import StitchError
 from stitchcore.experiments import get_experiment, new_spec
 from stitchcore.experiments.trait_presets import get_preset, zoo_ref
 from stitchcore.experiments.zoo_recipe import ZooRecipe
-from stitchcore.measures.meaning import list_meanings
+from stitchcore.measures.meaning import list_meanings, meaning
 
 __all__ = [
     "FORMAT",
     "MAX_STEPS",
     "MEANING",
+    "NAME_RULE",
     "RESERVED",
     "Control",
     "Lesson",
@@ -65,6 +66,7 @@ FORMAT = 1  # the file format this code reads and writes
 MAX_STEPS = 10  # a lesson is short: one class period (shipped lessons have 3-10 steps)
 RESERVED = ("lesson", "step", "view")  # the page's own query parameters: no control may be called that
 NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,47}$")  # a lesson's name: its file name and its link
+NAME_RULE = "a lesson's name is lower-case letters, digits and '-' (its link and file name)"
 ALIAS = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")  # a model's name inside the lesson ("@A")
 MEANING = re.compile(r"\{\{\s*([A-Za-z0-9_:-]+)\s*\}\}")  # "{{penalty}}" in a step's text: what that number means
 LESSON_KEYS = {"format", "name", "title", "summary", "models", "steps"}
@@ -112,6 +114,11 @@ class Step:
 
     def control(self, field: str) -> Control | None:
         return next((c for c in self.open if c.field == field), None)
+
+    def markdown(self) -> str:
+        """The step's text with each ``{{name}}`` shown as that number's name in bold (the page and the handout
+        say what it means under the text)."""
+        return MEANING.sub(lambda m: f"**{meaning(m.group(1)).title}**", self.text)
 
 
 @dataclass(frozen=True)
@@ -359,7 +366,7 @@ def parse_lesson(data: Any) -> Lesson:
     name = data.get("name")
     where = _Where(str(name) if name else "?")
     if not isinstance(name, str) or not NAME.match(name):
-        raise where.error("a lesson's name is lower-case letters, digits and '-' (its link and file name)", "name")
+        raise where.error(NAME_RULE, "name")
     _unknown(data, LESSON_KEYS, where)
     if data.get("format", FORMAT) != FORMAT:
         raise where.error(f"this StitchLab reads lesson format {FORMAT}, not {data.get('format')!r}", "format")

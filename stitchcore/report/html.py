@@ -242,13 +242,14 @@ def _build(store: Store, run_ids: Sequence[str], created: dt.datetime | None, *,
     return text, len(records), figures.count
 
 
-def write_report(store: Store, run_ids: Sequence[str], out: str | Path) -> ReportInfo:
-    """Write :func:`report_html` to ``out`` atomically (a temporary file renamed over it); a folder or an
-    unwritable place is a ``StoreError``."""
+def write_report(store: Store, run_ids: Sequence[str], out: str | Path, *, title: str | None = None,
+                 intro: str = "", chapters: Sequence[Chapter] | None = None) -> ReportInfo:
+    """Write :func:`report_html` (with its ``title``, ``intro`` and ``chapters``) to ``out`` atomically (a
+    temporary file renamed over it); a folder or an unwritable place is a ``StoreError``."""
     path = Path(out).expanduser()
     if path.is_dir():
         raise StoreError(f"--out {path} is a folder: name the report file, e.g. {path / 'report.html'}")
-    text, runs, count = _build(store, run_ids, None)
+    text, runs, count = _build(store, run_ids, None, title=title, intro=intro, chapters=chapters)
     tmp = path.with_name(f".tmp-{uuid.uuid4().hex}-{path.name}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
