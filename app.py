@@ -13,9 +13,14 @@ st.set_page_config(page_title="StitchLab", page_icon="🧵", layout="wide")  # p
 PAGES = [st.Page(p.file, title=p.title, icon=p.icon, url_path=p.url_path, default=p.default)
          for p in ui.nav.PAGES]  # the one table of pages: ui/nav.py
 
+ui.roles.take_teacher_key()  # class mode: ?key=KEY makes this session the teacher's (the key leaves the URL)
 student = ui.student_view()  # a lesson followed as a student: no sidebar, no other pages
 page = st.navigation(PAGES, position="hidden" if student else "sidebar")
 ui.follow_deep_link(page.url_path)
+if note := ui.roles.bad_key_note():
+    st.warning(note, icon=":material/key_off:")
+if ui.roles.refuse_page(page.url_path):  # class mode: a student's session runs the lesson pages only
+    st.stop()
 if not student:
     with st.sidebar:
         if ui.viewer_mode():

@@ -9,12 +9,16 @@
 - :mod:`ui.downloads`: a run's CSV, JSON, bundle and report downloads
 - :mod:`ui.errors`: one red line per error (``show_error``), Markdown escaping
 - :mod:`ui.nav`: the one table of pages and the page for each run kind
+- :mod:`ui.roles`: class mode's teacher and students, asked by every path that writes
+- :mod:`ui.classroom`: a lesson step's runs for a class (students' variants held to caps, the presenter's list)
+- :mod:`ui.serving`: the address other machines reach this server at (students' links, their QR code)
 
 Pages turn widgets into specs and call these helpers (``import ui; ui.get_store()``); they never train.
 ui never imports the pages (views/): a view that ui draws is passed in by its caller.  To replace a name
 in a test, patch the submodule that uses it (``ui.estimates.estimate_seconds``), not this re-export.
 """
 
+from ui import roles
 from ui.downloads import bundle_bytes, made_download, run_downloads
 from ui.errors import md_text, show_error
 from ui.estimates import show_estimate, show_plan_estimate
@@ -23,6 +27,7 @@ from ui.forms import CUSTOM_REF, dataset_fit, launch_button, pick_dataset, pick_
 from ui.nav import PAGE_FOR_KIND, PAGE_TITLES, follow_deep_link, page_file
 from ui.resources import (
     POLL_SECONDS,
+    can_launch,
     cuts_of,
     device_label,
     fingerprint_of,
@@ -30,6 +35,7 @@ from ui.resources import (
     get_store,
     load_for_display,
     page_setup,
+    server_runner,
     student_view,
     viewer_mode,
     viewer_ref,
@@ -55,6 +61,7 @@ __all__ = [
     "POLL_SECONDS",
     "Card",
     "bundle_bytes",
+    "can_launch",
     "chart",
     "cuts_of",
     "dataset_fit",
@@ -80,9 +87,11 @@ __all__ = [
     "run_downloads",
     "run_header",
     "run_link",
+    "roles",
     "run_view",
     "show_error",
     "show_estimate",
+    "server_runner",
     "show_plan_estimate",
     "student_view",
     "viewer_mode",

@@ -10,6 +10,7 @@ from stitchcore.errors import StitchError
 from stitchcore.experiments.dataset_check import head_fix, head_mismatch
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.refs import parse_ref
+from ui import roles
 from ui.errors import show_error
 from ui.resources import dataset_for_display, viewer_mode
 
@@ -134,8 +135,10 @@ def launch_button(label: str, reason: str | None, *, key: str) -> bool:
     (and in viewer mode)."""
     if viewer_mode():
         reason = "this server is in viewer mode (STITCHLAB_VIEWER=1): results only"
+    elif not roles.allowed("launch"):
+        reason = "this server runs a class, and starting runs here is for the teacher"
     clicked = st.button(label, type="primary", key=key, disabled=reason is not None,
                         help=f"Disabled: {reason}" if reason else None)
     if reason:
         st.caption(f":material/block: {label} is disabled: {reason}.")
-    return clicked
+    return clicked and not roles.refuse("launch")

@@ -17,9 +17,11 @@ from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.refs import check_store_ref, dataset_outside
 from stitchcore.models.sources import load_model
 from stitchcore.store.results import Store, resolve_store_dir
+from ui import roles
 
 __all__ = [
     "POLL_SECONDS",
+    "can_launch",
     "cuts_of",
     "dataset_for_display",
     "device_label",
@@ -28,6 +30,7 @@ __all__ = [
     "get_store",
     "load_for_display",
     "page_setup",
+    "server_runner",
     "viewer_dataset",
     "viewer_mode",
     "viewer_ref",
@@ -43,8 +46,17 @@ def get_store() -> Store:
     return Store(resolve_store_dir())
 
 
-@st.cache_resource(show_spinner=False)
 def get_runner() -> JobRunner:
+    """The server's job runner (:func:`server_runner`) as this session may use it: in class mode a student's
+    session gets a :class:`ui.roles.StudentRunner`, which reads every job and refuses what writes."""
+    runner = server_runner()
+    if roles.class_mode() and roles.in_session() and not roles.is_teacher():
+        return roles.StudentRunner(runner)  # type: ignore[return-value] - the same reading interface
+    return runner
+
+
+@st.cache_resource(show_spinner=False)
+def server_runner() -> JobRunner:
     """One runner per server process; every browser session sees the same jobs.  Jobs run in a worker
     process with one core left for the server ($STITCHLAB_JOB_THREADS sets their torch threads), started
     with the runner (the first page view), so the first job does not wait for it ($STITCHLAB_WARM_WORKER=0:
@@ -125,10 +137,18 @@ def viewer_mode(*, of_server: bool = False) -> bool:
     return not of_server and student_view()
 
 
+def can_launch() -> bool:
+    """Whether this session may start runs from a page other than a lesson's: not in viewer mode, and (class
+    mode) only the teacher's session."""
+    return not viewer_mode() and roles.allowed("launch")
+
+
 def student_view() -> bool:
     """This page is a lesson followed as a student: ``lessons?lesson=NAME`` without ``view=presenter`` or
-    ``view=edit`` (only the lesson page takes ``lesson=``).  app.py then hides the sidebar; the page shows only
-    what the lesson opens."""
+    ``view=edit`` (only the lesson page takes ``lesson=``), and in class mode every page of a student's session
+    (:mod:`ui.roles`).  app.py then hides the sidebar; the page shows only what the lesson opens."""
+    if roles.class_mode() and roles.in_session() and not roles.is_teacher():
+        return True
     try:
         params = st.query_params
         return "lesson" in params and params.get("view") not in ("presenter", "edit")

@@ -21,6 +21,7 @@ from stitchcore.experiments.zoo_recipe import ZooRecipe
 from stitchcore.jobs import JobSnapshot
 from stitchcore.plots import runs as plots
 from stitchcore.report.figures import CURVE_POINTS  # a finished run's curve: as in its report
+from ui import roles
 from ui.downloads import run_downloads
 from ui.errors import md_text, show_error
 from ui.figures import CHART_CONFIG, LIVE_CURVE_POINTS, live_figure
@@ -152,7 +153,7 @@ def progress_with_stop(snap: JobSnapshot, key: str, also_cancel: tuple[str | Non
     ``also_cancel`` runs)."""
     cols = st.columns([5, 1])
     cols[0].progress(snap.progress, text=progress_text(snap))
-    if cols[1].button("Stop", key=key, type="secondary", disabled=viewer_mode()):
+    if cols[1].button("Stop", key=key, type="secondary", disabled=viewer_mode()) and not viewer_mode() and not roles.refuse("stop"):
         for run_id in (snap.id, *also_cancel):
             if run_id:
                 get_runner().cancel(run_id)  # False for a run that has already ended
@@ -189,7 +190,8 @@ def run_header(snap: JobSnapshot, key: str, *, title: str | None = None, kept: s
                    f"{md_text(why.rstrip('.'))}. The rest completed and is shown below.")
         if not viewer_mode() and snap.spec is not None and st.button(
                 "Retry the failed parts", key=f"{key}-retry-{snap.id}",
-                help="Runs it again; the finished parts are kept, only the failed ones are computed"):
+                help="Runs it again; the finished parts are kept, only the failed ones are computed",
+        ) and not roles.refuse("rerun"):
             try:
                 get_runner().submit(snap.kind, snap.spec, rerun=True)
             except StitchError as exc:

@@ -12,12 +12,13 @@ drawn beside the lesson's own.
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 import streamlit as st
 
 import ui
 from stitchcore.errors import StitchError
+from stitchcore.jobs.quota import QuotaFull
 from stitchcore.lessons import (
     Lesson,
     LessonError,
@@ -35,7 +36,9 @@ from stitchcore.lessons import (
 from stitchcore.lessons.lesson import RESERVED, Control, get_field
 from stitchcore.measures.meaning import explain
 from stitchcore.report.summary import headline
+from ui import classroom, roles
 from ui.runs import BADGES
+from ui.serving import public_base_url, qr_png
 from views import lesson_edit, run_views
 
 STATE_BADGES = {None: ":material/radio_button_unchecked:", **BADGES}
@@ -50,20 +53,18 @@ def _link(lesson: Lesson, step: int, *, presenter: bool = False, values: dict[st
 
 
 def _student_url(lesson: Lesson, step: int) -> str:
-    """The full address students open (this server's, as the browser sees it)."""
-    try:
-        parts = urlsplit(st.context.url)
-        base = f"{parts.scheme}://{parts.netloc}" if parts.netloc else ""
-    except Exception:  # noqa: BLE001 - no browser URL (a test's AppTest): a relative link
-        base = ""
-    return f"{base}/lessons?{urlencode(_link(lesson, step))}"
+    """The full address students open: this server's as other machines reach it (ui.serving), never localhost."""
+    return f"{public_base_url()}/lessons?{urlencode(_link(lesson, step))}"
 
 
-def _launch(run: StepRun) -> bool:
-    """Queue a step's models and its run (what the store holds comes back at once); False after an error."""
+def _launch(run: StepRun, lesson: Lesson) -> bool:
+    """Queue a step's models and its run (what the store holds comes back at once; a student's variant in class
+    mode through the class's caps, ui.classroom); False after an error or a refusal, said on the page."""
     try:
-        for kind, spec in run.plan():
-            ui.get_runner().submit(kind, spec)
+        classroom.launch_step(run, lesson.name)
+    except QuotaFull as exc:
+        st.warning(f"Your run cannot start now: {exc}", icon=":material/hourglass_disabled:")
+        return False
     except StitchError as exc:
         ui.show_error(exc, f"starting step {run.step.number}")
         return False
@@ -89,14 +90,15 @@ def _catalog() -> None:
             st.markdown(lesson.summary)
             st.caption(f"`{lesson.name}` · {len(lesson.steps)} steps · {done} of {len(states)} computed")
             left, right, _ = st.columns([1, 1, 3])
-            if left.button("Present", icon=":material/co_present:", key=f"present-{lesson.name}", type="primary"):
+            if roles.allowed("presenter") and left.button("Present", icon=":material/co_present:",
+                                                          key=f"present-{lesson.name}", type="primary"):  # fmt: skip
                 _go(lesson, 1, presenter=True)
             if right.button("Follow as a student", icon=":material/school:", key=f"follow-{lesson.name}"):
                 _go(lesson, 1, presenter=False)
-    if not ui.viewer_mode():
+    if not ui.viewer_mode() and roles.allowed("upload"):
         with st.expander("Add a lesson file"):
             upload = st.file_uploader("Lesson file (JSON)", type=["json"], key="lesson_upload")
-            if upload is not None:
+            if upload is not None and not roles.refuse("upload"):
                 try:
                     lesson = save_lesson(read_lesson(upload.getvalue(), where=upload.name), store)
                 except LessonError as exc:
@@ -131,9 +133,12 @@ def _controls(step: Step, run: StepRun, key: str) -> None:
         picked = {c.field: _control_widget(c, run.changed.get(c.field, _own(step, c)), f"{key}-{c.field}-{shown}")
                   for c in step.open}  # fmt: skip
         cols = st.columns([1, 1, 3])
-        go = cols[0].form_submit_button("Run with these values", type="primary",
-                                        disabled=ui.viewer_mode(of_server=True))  # fmt: skip
+        results_only = ui.viewer_mode(of_server=True)
+        go = cols[0].form_submit_button("Run with these values", type="primary", disabled=results_only)
         back = cols[1].form_submit_button("Back to the lesson's values", disabled=not run.changed)
+        if results_only:
+            cols[2].caption("This server shows precomputed results only (viewer mode): values can be chosen, "
+                            "but only the teacher's computed runs are shown.")  # fmt: skip
     if go or back:
         own = {c.field: _own(step, c) for c in step.open}
         values = {} if back else {f: v for f, v in picked.items() if v != own[f]}
@@ -146,6 +151,23 @@ def _own(step: Step, control: Control) -> Any:
     return get_field(step.spec, control.field)
 
 
+def _waiting(run: StepRun, lesson: Lesson, key: str) -> None:
+    """A student's run that waits for a turn (class mode): the line's words, redrawn every 2 s; the page runs
+    again once it has started (or the quota refused it when its turn came)."""
+
+    @st.fragment(run_every=ui.POLL_SECONDS)
+    def line() -> None:
+        words = classroom.waiting_words(run.run_id)
+        if words is None:
+            st.rerun(scope="app")
+        st.info(words, icon=":material/hourglass_top:")
+
+    if error := classroom.class_quota().error(run.run_id):
+        ui.show_error(StitchError(error), f"starting step {run.step.number}")
+        return
+    line()
+
+
 def _draw_run(run: StepRun, lesson: Lesson, key: str, *, auto: bool) -> None:
     """A step's run: drawn by its kind's view once the store has it; queued once when it does not (``auto``)."""
     store = ui.get_store()
@@ -155,16 +177,19 @@ def _draw_run(run: StepRun, lesson: Lesson, key: str, *, auto: bool) -> None:
             st.info("This step has not been computed on this server, which shows results only. The teacher "
                     f"computes the lesson first: `python -m stitchcore lessons run {lesson.name}`.")  # fmt: skip
             return
-        if not auto or not _launch(run):
+        if not auto or not _launch(run, lesson):
             return
         rec = store.lookup(run.run_id)
+        if rec is None and classroom.waiting_words(run.run_id) is not None:
+            _waiting(run, lesson, key)
+            return
         if rec is None:  # another process runs it (RunBusy): the job waits for it
             st.info("Queued: another process is computing this step.")
             return
     elif (rec.status in ("failed", "cancelled", "interrupted") and not ui.viewer_mode(of_server=True)
-          and st.button("Run this step again", key=f"{key}-again-{run.run_id}")):  # fmt: skip
-        _launch(run)
-        st.rerun()
+          and roles.allowed("rerun") and st.button("Run this step again", key=f"{key}-again-{run.run_id}")):  # fmt: skip
+        if not roles.refuse("rerun") and _launch(run, lesson):
+            st.rerun()
     beside = run.step.beside
     if run.kind == "matrix" and beside is not None:
         run_views.matrix_view(rec, key=key, cka_id=step_run(lesson.step(beside)).run_id)
@@ -173,32 +198,85 @@ def _draw_run(run: StepRun, lesson: Lesson, key: str, *, auto: bool) -> None:
 
 
 def _presenter_bar(lesson: Lesson, number: int) -> None:
-    """The teacher's overview: each step's state (a link to it), Compute all steps, the students' link."""
-    store = ui.get_store()
-    states = lesson_progress(lesson, store)
-    cols = st.columns(len(lesson.steps))
-    for col, step, state in zip(cols, lesson.steps, states, strict=True):
-        if col.button(f"{step.number}. {step.title}", icon=STATE_BADGES.get(state), key=f"lesson-goto-{step.number}",
-                      help=STATE_WORDS.get(state, state), disabled=step.number == number,
-                      use_container_width=True):  # fmt: skip
-            _go(lesson, step.number, presenter=True)
-    left, right = st.columns([1, 3])
-    done = sum(s == "done" for s in states)
-    left.caption(f"{done} of {len(states)} steps computed")
-    if left.button("Compute all steps", disabled=ui.viewer_mode() or done == len(states),
-                   help="Queues every step's runs now (models first), so the class finds them in the store"):  # fmt: skip
-        for step in lesson.steps:
-            if not _launch(step_run(step)):
-                break
-        st.rerun()
-    right.markdown("**Students' link** (only the step and what it opens):")
-    right.code(_student_url(lesson, number), language=None)
+    """The teacher's overview: each step's state (a button to it) and the students' variants, live; Compute all
+    steps; the students' link and its QR code; the lesson file and Edit."""
+    _presenter_live(lesson, number)
+    left, right = st.columns([3, 1])
+    url = _student_url(lesson, number)
+    left.markdown("**Students' link** (only the step and what it opens):")
+    left.code(url, language=None)
+    if url.startswith("http"):
+        right.image(qr_png(url), caption="The students' link", width=160)
     c = st.columns([1, 1, 3])
     c[0].download_button("Download the lesson file", lesson_json(lesson), file_name=f"{lesson.name}.json",
                          mime="application/json", key="lesson-download", icon=":material/download:")  # fmt: skip
     if c[1].button("Edit the lesson", key="lesson-edit", icon=":material/edit:", disabled=ui.viewer_mode()):
-        st.query_params.from_dict({"lesson": lesson.name, "view": "edit"})
-        st.rerun()
+        if not roles.refuse("edit"):
+            st.query_params.from_dict({"lesson": lesson.name, "view": "edit"})
+            st.rerun()
+
+
+def _presenter_live(lesson: Lesson, number: int) -> None:
+    """Each step's state and this step's students' variants, redrawn every ``POLL_SECONDS`` (the class moves on
+    without a reload)."""
+
+    @st.fragment(run_every=ui.POLL_SECONDS)
+    def live() -> None:
+        store = ui.get_store()
+        states = lesson_progress(lesson, store)
+        cols = st.columns(len(lesson.steps))
+        for col, step, state in zip(cols, lesson.steps, states, strict=True):
+            if col.button(f"{step.number}. {step.title}", icon=STATE_BADGES.get(state),
+                          key=f"lesson-goto-{step.number}", help=STATE_WORDS.get(state, state),
+                          disabled=step.number == number, use_container_width=True):  # fmt: skip
+                _go(lesson, step.number, presenter=True)
+        left, right = st.columns([1, 3])
+        done = sum(s == "done" for s in states)
+        left.caption(f"{done} of {len(states)} steps computed")
+        if left.button("Compute all steps", disabled=ui.viewer_mode() or done == len(states),
+                       help="Queues every step's runs now (models first), so the class finds them in the store"):  # fmt: skip
+            if not roles.refuse("compute"):
+                for step in lesson.steps:
+                    if not _launch(step_run(step), lesson):
+                        break
+                st.rerun()
+        with right:
+            _variants_table(lesson, lesson.step(number))
+
+    live()
+
+
+def _variants_table(lesson: Lesson, step: Step) -> None:
+    """The students' variants of ``step`` beside the lesson's own run: values, how many asked, state, numbers."""
+    tried = classroom.variants(lesson.name, step.number)
+    if not step.open:
+        return
+    if not tried:
+        st.caption("No student has tried other values on this step yet.")
+        return
+    store = ui.get_store()
+    students = len(set().union(*(v.owners for v in tried)))
+    st.markdown(f"**Students' runs**: {len(tried)} variant(s) from {students} student(s)")
+    rows = [("The lesson's values", 0, step_run(step).run_id)]
+    rows += [(", ".join(f"{_label(step, f)} = {v}" for f, v in var.values.items()), len(var.owners), var.run_id)
+             for var in tried]  # fmt: skip
+    table: dict[str, list[str]] = {"Values": [], "Students": [], "State": []}
+    numbers: list[dict[str, str]] = []
+    for values, count, run_id in rows:
+        rec = store.lookup(run_id)
+        table["Values"].append(values)
+        table["Students"].append(str(count) if count else "")
+        state = rec.status if rec is not None else ("waiting for a turn" if classroom.waiting_words(run_id) else "not started")
+        table["State"].append(STATE_WORDS.get(state, state))
+        numbers.append(dict(headline(rec)) if rec is not None and rec.status == "done" else {})
+    for label in dict.fromkeys(k for n in numbers for k in n):
+        table[label] = [n.get(label, "") for n in numbers]
+    st.table(table)
+
+
+def _label(step: Step, field: str) -> str:
+    control = step.control(field)
+    return control.label if control is not None else field
 
 
 def _every_lesson() -> None:
@@ -246,7 +324,10 @@ def _step_nav(lesson: Lesson, number: int, presenter: bool, where: str) -> None:
 
 def _lesson(name: str) -> None:
     params = st.query_params.to_dict()
-    presenter = params.get("view") == "presenter"
+    view = params.get("view")
+    if view in ("presenter", "edit") and roles.refuse("presenter" if view == "presenter" else "edit"):
+        view = None  # a student's session: the student view, whatever the link says
+    presenter = view == "presenter"
     store = ui.get_store()
     try:
         lesson = get_lesson(name, store)
@@ -261,7 +342,7 @@ def _lesson(name: str) -> None:
         number = 1
     step = lesson.step(number)
     st.title(lesson.title)
-    if params.get("view") == "edit":
+    if view == "edit":
         _every_lesson()
         lesson_edit.editor(lesson)
         return

@@ -25,6 +25,7 @@ from stitchcore.report.summary import TABLE_NUMBERS, run_label, summary_row, tab
 from stitchcore.store.bundle import import_bundle
 from stitchcore.store.results import RunRecord
 from stitchcore.timewords import duration_words
+from ui import roles
 from views import lesson_edit, run_views
 
 ACTIVE = ("queued", "running")  # runs in these states are still owned by a job: not deletable
@@ -80,6 +81,8 @@ TABLE_COLUMNS = {
 
 def delete_runs(ids: list[str]) -> None:
     """Button callback: delete the runs, then clear the selection state that named them."""
+    if roles.refuse("delete"):
+        return
     store, done, failed = ui.get_store(), [], []
     for rid in ids:
         try:
@@ -100,7 +103,7 @@ def close_run() -> None:
 def import_upload() -> None:
     """Button callback: import the uploaded bundle (checked whole first), then say what happened."""
     upload = st.session_state.get(BUNDLE_KEY)
-    if upload is None:
+    if upload is None or roles.refuse("import"):
         return
     name = re.sub(r"[^A-Za-z0-9._-]", "_", Path(upload.name).name)[:100] or "bundle.zip"
     with tempfile.TemporaryDirectory() as tmp:

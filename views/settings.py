@@ -8,6 +8,7 @@ import ui
 from stitchcore.backends import BACKENDS, RunOptions, probe_cluster
 from stitchcore.errors import StitchError
 from stitchcore.experiments import get_experiment, list_experiments
+from ui import roles
 
 ui.page_setup("Settings")
 st.title("Settings")
@@ -60,7 +61,7 @@ with st.form("backend-settings"):
     save = save_col.form_submit_button("Save", type="primary")
     test = test_col.form_submit_button("Test connection")
 
-if save or test:
+if (save or test) and not roles.refuse("settings"):
     try:
         options = RunOptions(backend, address if backend == "ray" else None, int(threads), float(gpus), int(retries))
         info = None
@@ -96,6 +97,8 @@ if save or test:
 
 def _stop_ray() -> None:
     """Button callback: cancel the jobs running on the Ray started here; it stops as they end."""
+    if roles.refuse("settings"):
+        return
     st.session_state["_settings_ray_stopping"] = runner.stop_local_ray(cancel_jobs=True).up
 
 

@@ -16,13 +16,13 @@ import signal
 import sys
 import threading
 
-from stitchcore.cli import assemble, lessons, lm, matrix, models, runs, stitch, sweep
+from stitchcore.cli import app, assemble, lessons, lm, matrix, models, runs, stitch, sweep
 from stitchcore.cli._common import CTRL_C, Command, OneLineParser, ProgressBar, common_parser
 from stitchcore.errors import Cancelled, RunBusy, StitchError
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
-_VERB_MODULES = (models, stitch, matrix, assemble, lm, sweep, runs, lessons)  # the order of the verbs in --help
+_VERB_MODULES = (models, stitch, matrix, assemble, lm, sweep, runs, lessons, app)  # the order of the verbs in --help
 
 
 def build_parser() -> argparse.ArgumentParser:

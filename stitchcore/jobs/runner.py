@@ -369,6 +369,11 @@ class JobRunner:
             imported=rec.imported, imported_from=rec.imported_from,
         )
 
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`shutdown` has begun: nothing more is submitted."""
+        return self._closed
+
     def startup_seconds(self) -> float:
         """Seconds before a job submitted now could begin: 0 in thread mode or with a warm worker process,
         else what is left of a worker's start-up (spawn and imports; measured, 12 s before it is)."""

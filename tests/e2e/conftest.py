@@ -127,8 +127,9 @@ def download(page, button, where: Path, timeout: float = 120_000) -> Path:
 
 
 @contextlib.contextmanager
-def serve(store: Path, *, warm: bool = False):
-    """A `streamlit run app.py` over ``store`` on a free port; yields its base URL, stops it on exit.
+def serve(store: Path, *, warm: bool = False, address: str = "127.0.0.1", env: dict[str, str] | None = None):
+    """A `streamlit run app.py` over ``store`` on a free port of ``address``; yields its base URL, stops it on
+    exit.  ``env``: more environment (class mode's teacher key ...).
 
     ``warm``: its job worker starts with the server, as the app's does; off by default, so the many servers
     of a test session do not each spend seconds of CPU importing torch for a worker that may run no job."""
@@ -136,13 +137,13 @@ def serve(store: Path, *, warm: bool = False):
     log_path = store.parent / f"{store.name}-server.log"  # beside the store: the store itself stays as copied
     with open(log_path, "w") as log:
         env = {**os.environ, "STITCHLAB_STORE": str(store), "HF_HUB_OFFLINE": "1",
-               "STITCHLAB_WARM_WORKER": "1" if warm else "0"}
+               "STITCHLAB_WARM_WORKER": "1" if warm else "0", **(env or {})}
         proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-             "--server.address", "127.0.0.1", "--server.headless", "true"],
+             "--server.address", address, "--server.headless", "true"],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
-        url = f"http://127.0.0.1:{port}"
+        url = f"http://{address}:{port}"
         try:
             deadline = time.monotonic() + 90
             while True:

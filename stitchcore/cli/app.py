@@ -1,0 +1,100 @@
+"""CLI verb ``app``: start the web app (Streamlit) on this store, for one person or for a class.
+
+    python -m stitchcore app                              # http://localhost:8501, this machine only
+    python -m stitchcore app --class                      # a class on the local network: prints the teacher's link
+    python -m stitchcore app --class --base-url http://lab-pc.school.lan:8501   # the links students get
+
+``--class`` serves on every network address (``--address 0.0.0.0``) with a teacher key (``--key``, else one is
+made): the session that opens any page once with ``?key=KEY`` is the teacher's, every other one a student's,
+which sees only the lessons' student views and changes nothing (app: ``ui.roles``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from stitchcore.cli._common import Command, ProgressBar
+from stitchcore.errors import StitchError
+from stitchcore.links import BASE_URL_ENV, public_base
+
+if TYPE_CHECKING:
+    from stitchcore.store.results import Store
+
+__all__ = ["COMMANDS", "add_verbs", "app_command"]
+
+APP = Path(__file__).resolve().parents[2] / "app.py"  # the router beside the package (a source checkout)
+KEY_ENV, CLASS_ENV = "STITCHLAB_TEACHER_KEY", "STITCHLAB_CLASS"  # read by the app's ui.roles
+
+
+def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """Add ``app`` to the CLI."""
+    p = verbs.add_parser("app", parents=[common], help="start the web app (--class: for a class on the network)")
+    p.add_argument("--class", dest="classroom", action="store_true",
+                   help="class mode: a teacher key, students see only the lessons' student views (serves on "
+                        "every address unless --address)")  # fmt: skip
+    p.add_argument("--key", default=None, help="the teacher key (default: $STITCHLAB_TEACHER_KEY, else one is made)")
+    p.add_argument("--address", default=None,
+                   help="the address to serve on (default: localhost; with --class 0.0.0.0, every address)")
+    p.add_argument("--port", type=int, default=8501, help="the port (default 8501)")
+    p.add_argument("--base-url", default=None,
+                   help="the address students' links and QR codes use (default: this machine's network name)")
+    p.add_argument("--viewer", action="store_true", help="viewer mode: results only, no new runs")
+    p.add_argument("--print-only", action="store_true", help=argparse.SUPPRESS)  # tests: the command, not the server
+
+
+def app_command(args: argparse.Namespace, store_root: Path | None = None) -> tuple[list[str], dict[str, str], list[str]]:
+    """The ``streamlit run`` command line, the environment changes (the store at ``store_root``, the key ...) and
+    the lines to print for ``args``.
+
+    >>> ns = argparse.Namespace(classroom=True, key="k3y", address=None, port=8611, base_url=None, viewer=False,
+    ...                         store=None)
+    >>> cmd, env, lines = app_command(ns)
+    >>> cmd[-4:], env[KEY_ENV], "?key=k3y" in lines[1]
+    (['--server.address', '0.0.0.0', '--server.port', '8611'], 'k3y', True)
+    """
+    if not 1 <= args.port <= 65535:
+        raise StitchError(f"--port is 1 to 65535, not {args.port}")
+    if not APP.is_file():
+        raise StitchError(f"no app.py beside the package at {APP}: run from a source checkout")
+    address = args.address or ("0.0.0.0" if args.classroom else "localhost")
+    env: dict[str, str] = {}
+    if store_root is not None:
+        env["STITCHLAB_STORE"] = str(store_root)
+    if args.viewer:
+        env["STITCHLAB_VIEWER"] = "1"
+    if args.base_url:
+        if not args.base_url.startswith(("http://", "https://")):
+            raise StitchError(f"--base-url starts with http:// or https://, not {args.base_url!r}")
+        env[BASE_URL_ENV] = args.base_url
+    base = public_base(f"http://{address}:{args.port}/", configured=args.base_url, bind=address,
+                       hostname=socket.gethostname() if args.classroom else "localhost")  # fmt: skip
+    lines = [f"StitchLab on {base}"]
+    if args.classroom:
+        key = args.key or os.environ.get(KEY_ENV, "").strip() or secrets.token_urlsafe(16)
+        env[KEY_ENV], env[CLASS_ENV] = key, "1"
+        lines += [f"  Teacher, open once (keep it to yourself): {base}/?key={key}",
+                  f"  Students: {base}/lessons (the presenter's page gives each step's link and QR code)"]  # fmt: skip
+    cmd = [sys.executable, "-m", "streamlit", "run", str(APP), "--server.address", address, "--server.port",
+           str(args.port)]  # fmt: skip
+    return cmd, env, lines
+
+
+def _cmd_app(args: argparse.Namespace, store: Store, bar: ProgressBar) -> int:
+    cmd, env, lines = app_command(args, Path(store.root).resolve())
+    for line in lines:
+        print(line, file=sys.stderr, flush=True)
+    if args.print_only:
+        print(" ".join(cmd))
+        return 0
+    store.close()  # the server opens its own
+    return subprocess.call(cmd, env={**os.environ, **env}, cwd=APP.parent)
+
+
+COMMANDS: dict[tuple[str, str | None], Command] = {("app", None): _cmd_app}
