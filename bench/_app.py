@@ -26,11 +26,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(store: Path, app: str = "app.py") -> tuple[subprocess.Popen, str]:
+def start_server(store: Path, app: str = "app.py", env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
     """A StitchLab server over ``store`` on a free port (or another Streamlit ``app`` file, run from the
-    repository root): (its process, its base URL), once it answers."""
+    repository root; ``env``: more environment, e.g. class mode's key): (its process, its base URL), once it
+    answers."""
     port = free_port()
-    env = {**os.environ, "STITCHLAB_STORE": str(store), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "STITCHLAB_STORE": str(store), "HF_HUB_OFFLINE": "1", **(env or {})}
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", app, "--server.port", str(port),
                              "--server.address", "127.0.0.1", "--server.headless", "true"],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip

@@ -25,6 +25,12 @@ without lessons), each from a fresh context (an empty browser cache: a student's
 ``lesson_load_warm`` (the student link again in a context that has loaded it: the cache warm, as for every
 later step), p50 and p95 of ``--loads`` loads each, beside the job's points per second against solo.  Target: p95 under
 3 s and the job at least 0.8 of solo with 30 students.
+
+``--lesson --class`` (issue 44): the same in class mode.  The teacher opens the presenter's view with the key; every
+student is a student (Home shows the one-line refusal, timed as ``home_load``; the Stitch permalink is timed as the
+teacher opens it, in a fresh context with the key); the step opens its epochs, and every third student also
+opens a variant of it (``&epochs=N``, each another value): the store is read every 0.5 s for the most student
+runs queued or running at once (``variants_live_max``, against the class's cap; the rest wait in its line).
 Prints one JSON object.  Run: ``python bench/classroom_load.py [--sessions 0,1,5,10] [--window 15]
 [--nice-watchers]``.  ``--nice-watchers`` runs the teacher's and the watching sessions' Chromium at
 the lowest CPU priority (nice 19), while Home is timed from a second Chromium at normal priority:
@@ -174,12 +180,25 @@ def _nice_chromium(tmp: Path) -> str:
     return str(wrapper)
 
 
+KEY = "bench-teacher-key"  # --class: the teacher's key
+
+
+def _live_student_runs(db: Path, own: str) -> int:
+    """Stitch runs other than the class's own that are queued or running (the students' variants)."""
+    with sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=30) as conn:
+        return conn.execute("SELECT COUNT(*) FROM runs WHERE kind = 'stitch' AND id != ? AND status IN "
+                            "('queued', 'running')", (own,)).fetchone()[0]  # fmt: skip
+
+
 def lesson_main(args: argparse.Namespace) -> None:
     """The ``--lesson`` bench: 0 / 10 / 30 students on one live lesson step (see the module's docstring)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import threading
+
     from playwright.sync_api import sync_playwright
 
     from stitchcore.lessons import parse_lesson, step_run
+    from ui.classroom import CLASS_LIVE
 
     counts = [int(n) for n in args.sessions.split(",")]
     tmp = Path(tempfile.mkdtemp(prefix="classroom-lesson-"))
@@ -187,29 +206,44 @@ def lesson_main(args: argparse.Namespace) -> None:
     shutil.copytree(FIXTURE, store)
     lesson = {"format": 1, "name": "bench-live", "title": "A class watches one run", "summary": "",
               "steps": [{"title": "A long stitch", "text": "The class watches this run train.", "kind": "stitch",
-                         "spec": {**LESSON_SPEC, "seed": int(time.time()) % 100000}}]}  # fmt: skip
+                         "spec": {**LESSON_SPEC, "seed": int(time.time()) % 100000},
+                         **({"open": {"epochs": {"min": 1, "max": 3000}}} if args.classroom else {})}]}  # fmt: skip
     (store / "lessons").mkdir()
     (store / "lessons" / "bench-live.json").write_text(json.dumps(lesson))
     run_id = step_run(parse_lesson(lesson).step(1)).run_id
-    proc, url = start_server(store)
+    proc, url = start_server(store, env={"STITCHLAB_TEACHER_KEY": KEY} if args.classroom else None)
     student_url = f"{url}/lessons?lesson=bench-live&step=1"
+    key = f"&key={KEY}" if args.classroom else ""
+    home_text = "students see only the lesson's steps" if args.classroom else "Recent runs"
     rows = []
+    live_max, stop_watch = [0], threading.Event()
+
+    def watch_variants() -> None:
+        while not stop_watch.wait(0.5):
+            live_max[0] = max(live_max[0], _live_student_runs(store / "stitchlab.sqlite", run_id))
+
+    watcher = threading.Thread(target=watch_variants, daemon=True)
+    watcher.start()
+    variant = iter(range(2, 3000))
     try:
         with sync_playwright() as p:
             students = p.chromium.launch(executable_path=_nice_chromium(tmp), args=CHROMIUM_ARGS)
             prober = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
             teacher = _new_page(students)
-            teacher.goto(f"{student_url}&view=presenter")  # the presenter's view starts the step's run
+            teacher.goto(f"{student_url}&view=presenter{key}")  # the presenter's view starts the step's run
             teacher.get_by_role("button", name="Stop").wait_for(timeout=180_000)
             time.sleep(5)  # past the activation cache: the job is in its training loop
             for n in counts:
-                opened = _watch(students, student_url, n)
+                opened = _watch(students, student_url, n - n // 3 if args.classroom else n)
+                if args.classroom:  # every third student tries a value of their own
+                    for _ in range(n // 3):
+                        opened += _watch(students, f"{student_url}&epochs={next(variant)}", 1)
                 time.sleep(max(5.0, 0.5 * n))  # every student's page is drawn and polling
                 rate, cores = _measured(store / "stitchlab.sqlite", run_id, args.window)
-                home = [_timed_load(prober, url + "/", "Recent runs") for _ in range(args.loads)]
+                home = [_timed_load(prober, url + "/", home_text) for _ in range(args.loads)]
                 step = [_timed_load(prober, student_url, "The class watches this run train.")
                         for _ in range(args.loads)]  # fmt: skip
-                permalink = [_timed_load(prober, f"{url}/stitch?run={run_id}", "Training curve")
+                permalink = [_timed_load(prober, f"{url}/stitch?run={run_id}{key}", "Training curve")
                              for _ in range(args.loads)]  # fmt: skip
                 warm = _warm_loads(prober, student_url, "The class watches this run train.", args.loads)
                 state = _status(store / "stitchlab.sqlite", run_id)
@@ -225,14 +259,20 @@ def lesson_main(args: argparse.Namespace) -> None:
             prober.close()
             students.close()
     finally:
+        stop_watch.set()
+        watcher.join()
         stop_server(proc)
         with sqlite3.connect(f"{(store / 'stitchlab.sqlite').resolve().as_uri()}?mode=ro", uri=True) as conn:
             stitch_runs = conn.execute("SELECT COUNT(*) FROM runs WHERE kind = 'stitch'").fetchone()[0]
+            own_rows = conn.execute("SELECT COUNT(*) FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
         shutil.rmtree(tmp, ignore_errors=True)
     solo = next((r["points_per_s"] for r in rows if r["sessions"] == 0), None)
     worst = max(rows, key=lambda r: r["sessions"])
     print(json.dumps({
-        "bench": "classroom_load --lesson", "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "bench": "classroom_load --lesson" + (" --class" if args.classroom else ""),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "class_run_rows": own_rows,  # the class's run: one row, computed once
+        **({"variants_live_max": live_max[0], "class_live_cap": CLASS_LIVE} if args.classroom else {}),
         "students": "Chromium at nice 19 (their own machines in a class); loads timed from a normal-priority one",
         "stitch_runs_in_store": stitch_runs,  # the fixture's one + the step's: every student shared the step's run
         "rows": rows, "solo_points_per_s": solo,
@@ -247,6 +287,8 @@ def lesson_main(args: argparse.Namespace) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lesson", action="store_true", help="students on one live lesson step (issue 30)")
+    ap.add_argument("--class", dest="classroom", action="store_true",
+                    help="--lesson in class mode: a teacher key, students' variants capped (issue 44)")
     ap.add_argument("--loads", type=int, default=8, help="--lesson: fresh loads timed per page and row")
     ap.add_argument("--sessions", default=None, help="default 0,1,5,10 (--lesson: 0,10,30)")
     ap.add_argument("--window", type=float, default=15.0)

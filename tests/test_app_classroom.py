@@ -121,3 +121,26 @@ def test_outside_class_mode_nothing_is_refused(app):
     assert not any("students see only" in w.value for w in at.warning) and len(at.sidebar) > 0
     at = _page(app, "views/lessons.py", lesson="two-seeds", step="1", view="presenter")
     assert any(b.label == "Compute all steps" for b in at.button)
+
+
+def test_the_app_command_prints_the_teachers_link_on_the_network_name(capsys, monkeypatch, tmp_path):
+    import socket
+
+    from stitchcore.cli.main import main
+
+    monkeypatch.delenv("STITCHLAB_TEACHER_KEY", raising=False)
+    assert main(["app", "--class", "--port", "8611", "--print-only", "--store", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    host = socket.gethostname()
+    assert f"Teacher, open once (keep it to yourself): http://{host}:8611/?key=" in err
+    assert f"Students: http://{host}:8611/lessons" in err and "localhost" not in err
+    assert "--server.address 0.0.0.0 --server.port 8611" in out  # a class listens on the network
+    assert main(["app", "--class", "--key", "k3y", "--base-url", "http://lab.school.lan:8611/", "--print-only",
+                 "--store", str(tmp_path)]) == 0  # fmt: skip
+    err = capsys.readouterr().err
+    assert "http://lab.school.lan:8611/?key=k3y" in err and "http://lab.school.lan:8611/lessons" in err
+    assert main(["app", "--print-only", "--store", str(tmp_path)]) == 0  # one person: this machine only
+    out, err = capsys.readouterr()
+    assert "--server.address localhost" in out and "key" not in err
+    assert main(["app", "--port", "0", "--print-only", "--store", str(tmp_path)]) == 2
+    assert "--port is 1 to 65535" in capsys.readouterr().err

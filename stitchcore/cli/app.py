@@ -46,7 +46,7 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     p.add_argument("--base-url", default=None,
                    help="the address students' links and QR codes use (default: this machine's network name)")
     p.add_argument("--viewer", action="store_true", help="viewer mode: results only, no new runs")
-    p.add_argument("--print-only", action="store_true", help=argparse.SUPPRESS)  # tests: the command, not the server
+    p.add_argument("--print-only", action="store_true", help="print the links and the server command; start nothing")
 
 
 def app_command(args: argparse.Namespace, store_root: Path | None = None) -> tuple[list[str], dict[str, str], list[str]]:
