@@ -17,6 +17,7 @@ ui.roles.take_teacher_key()  # class mode: ?key=KEY makes this session the teach
 student = ui.student_view()  # a lesson followed as a student: no sidebar, no other pages
 page = st.navigation(PAGES, position="hidden" if student else "sidebar")
 ui.follow_deep_link(page.url_path)
+ui.roles.remember_teacher()  # the teacher's browser keeps a cookie: a reload stays the teacher's
 if note := ui.roles.bad_key_note():
     st.warning(note, icon=":material/key_off:")
 if ui.roles.refuse_page(page.url_path):  # class mode: a student's session runs the lesson pages only

@@ -3,8 +3,9 @@
 Outside class mode every session may do everything (viewer mode aside), as before.  Class mode is on when the
 server has a teacher key: ``$STITCHLAB_TEACHER_KEY``, or one made at start by ``python -m stitchcore app
 --class``, ``$STITCHLAB_CLASS=1`` or ``streamlit run app.py -- --class`` (printed on the server's console, as
-Jupyter prints its token).  A browser session becomes the teacher's by opening any page once with ``?key=KEY``
-(the key leaves the address bar at once and is kept in that session only); every other session is a student's:
+Jupyter prints its token).  A browser becomes the teacher's by opening any page once with ``?key=KEY``: the key
+leaves the address bar at once, and the browser keeps a cookie derived from it (an HMAC of the key, for 12 hours),
+so a reload or a new tab stays the teacher's; every other browser session is a student's:
 
 - it reaches only the lesson pages' student views (app.py refuses every other page: :func:`refuse_page`);
 - :func:`allowed` is False for every action that writes (re-run, Stop, delete, import, lesson edits and
@@ -30,7 +31,7 @@ from stitchcore.errors import StitchError
 from stitchcore.jobs import JobRunner, JobSnapshot
 
 __all__ = ["CLASS_ENV", "KEY_ENV", "Refused", "StudentRunner", "allowed", "bad_key_note", "class_key", "class_mode",
-           "in_session", "is_teacher", "refuse", "refuse_page", "take_teacher_key"]
+           "in_session", "is_teacher", "refuse", "refuse_page", "remember_teacher", "take_teacher_key"]
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,9 @@ KEY_ENV = "STITCHLAB_TEACHER_KEY"  # the teacher's key; set: class mode
 CLASS_ENV = "STITCHLAB_CLASS"  # "1": class mode with a key made at start (printed on the server's console)
 _ROLE = "_stitchlab_teacher"  # session state: the sha256 of the key this session opened a page with
 _BAD_KEY = "_stitchlab_bad_key"  # session state: a wrong key was given (said once)
+_SET_COOKIE = "_stitchlab_set_cookie"  # session state: the teacher's cookie is still to be written
+COOKIE = "stitchlab_teacher"  # the teacher's browser: an HMAC of the key (never the key itself)
+COOKIE_SECONDS = 12 * 3600  # a school day
 _made_key: str | None = None  # the key made at start when class mode has none given (one per process)
 
 
@@ -74,6 +78,18 @@ def _digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+def _cookie_token(key: str) -> str:
+    """What the teacher's browser keeps: derived from the key, useless without it, never the key."""
+    return hmac.new(key.encode(), b"stitchlab teacher cookie", hashlib.sha256).hexdigest()
+
+
+def _cookie() -> str:
+    try:
+        return str(st.context.cookies.get(COOKIE) or "")
+    except Exception:  # noqa: BLE001 - no browser (a test's AppTest): no cookies
+        return ""
+
+
 def _session() -> Any:
     """This script run's session state, or None outside one (bare mode, a worker thread: no browser session)."""
     if get_script_run_ctx(suppress_warning=True) is None:
@@ -102,10 +118,24 @@ def take_teacher_key() -> None:
     state = st.session_state
     if hmac.compare_digest(given.encode(), key.encode()):
         state[_ROLE] = _digest(key)
+        state[_SET_COOKIE] = True
         state.pop(_BAD_KEY, None)
     else:
         state[_BAD_KEY] = True
         log.warning("a page was opened with a wrong teacher key")
+
+
+def remember_teacher() -> None:
+    """app.py, after the page's navigation: once a session has given the right key, write the teacher's cookie
+    into the browser (a zero-height component; its script sets the cookie of this origin)."""
+    state = _session()
+    key = class_key()
+    if state is None or key is None or not state.pop(_SET_COOKIE, False):
+        return
+    from streamlit.components.v1 import html
+
+    html(f"<script>window.parent.document.cookie = '{COOKIE}={_cookie_token(key)}; path=/; "
+         f"max-age={COOKIE_SECONDS}; SameSite=Strict';</script>", height=0)  # fmt: skip
 
 
 def bad_key_note() -> str | None:
@@ -123,7 +153,14 @@ def is_teacher() -> bool:
     if key is None:
         return True
     state = _session()
-    return state is not None and hmac.compare_digest(str(state.get(_ROLE, "")), _digest(key))
+    if state is None:
+        return False
+    if hmac.compare_digest(str(state.get(_ROLE, "")), _digest(key)):
+        return True
+    if hmac.compare_digest(_cookie().encode(), _cookie_token(key).encode()):  # the teacher's browser, reloaded or a new tab
+        state[_ROLE] = _digest(key)
+        return True
+    return False
 
 
 WORDS = {  # action -> how the refusal names it

@@ -28,6 +28,10 @@ KEY = "e2e-class-key-4f1c9a"
 LESSON = "two-seeds"
 LOCKED = "students see only the lesson's steps"
 TEACHERS = "is for the teacher. Nothing was changed."
+MINI = {"name": "mini", "title": "Two quick stitches", "summary": "", "models": {"A": {"seed": 0}, "B": {"seed": 1}},
+        "steps": [{"title": f"Closed form at {cut}", "text": "", "kind": "stitch",
+                   "spec": {"a": "@A", "b": "@B", "cut_a": cut, "cut_b": cut, "adapter": {"init": "lstsq"},
+                            "epochs": 0}} for cut in ("block1", "block2")]}  # fmt: skip  # not computed before class
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +47,7 @@ def class_store(trained_store, tmp_path_factory) -> Path:
     with Store(dst) as copy:
         run_lesson(get_lesson(LESSON), copy)
         (copy.root / "lessons").mkdir(exist_ok=True)
+        (copy.root / "lessons" / "mini.json").write_text(json.dumps(MINI))
         (copy.root / "lessons" / "ours.json").write_text((Path(__file__).parents[2] / "stitchcore" / "lessons"
                                                           / "shipped" / f"{LESSON}.json").read_text())  # fmt: skip
     return dst
@@ -206,6 +211,15 @@ def test_the_teacher_on_another_address_hands_out_that_address_and_sees_the_clas
         teacher.get_by_text("Students' runs").wait_for(timeout=15_000)
         teacher.get_by_text("Adapter training epochs = 2").first.wait_for(timeout=15_000)
         assert KEY not in _text(student)
+        # the teacher's browser stays the teacher's after a reload (its cookie), on another lesson: Compute all
+        # steps, and the presenter's page follows the jobs to the end without a reload
+        open_app(teacher, f"{class_url}/lessons?lesson=mini&step=1&view=presenter")
+        teacher.get_by_text("0 of 2 steps computed").wait_for()
+        teacher.get_by_role("button", name="Compute all steps").click()
+        teacher.get_by_text("2 of 2 steps computed").wait_for(timeout=120_000)
+        assert "key" not in teacher.url
+        open_app(student, f"{class_url}/lessons?lesson=mini&step=1&view=presenter")  # the student's browser: no
+        student.get_by_text(TEACHERS).wait_for()
     finally:
         teacher_ctx.close()
         student_ctx.close()
