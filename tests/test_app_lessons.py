@@ -61,7 +61,7 @@ def test_a_student_changes_an_open_control_and_sees_both_runs(app):
     assert ui.get_runner().wait(mine.run_id, timeout=180).state == "done"
     assert ui.get_runner().wait(step_run(mine.step).run_id, timeout=180).state == "done"
     at.run()
-    assert any(m.value == "##### Your run (epochs = 0)" for m in at.markdown)
+    assert any(m.value == "##### Your run (Adapter training epochs = 0)" for m in at.markdown)
     assert len(at.table) == 1  # the two runs' numbers in one table
     assert sum(m.label == "Stitched accuracy" for m in at.metric) == 2
 
@@ -123,7 +123,7 @@ def test_add_a_run_to_a_new_lesson_then_edit_save_and_export_it(app, trained_sto
     assert any("field 'open.epochs'" in e.value for e in edit.error)  # refused, naming the step and field
     assert get_lesson("my-lesson", store).step(1).control("epochs").high == 3  # the saved file is untouched
     html = lesson_report(get_lesson("my-lesson", store), store)
-    assert "<h2>Step 1. " in html and "<strong>Stitching penalty</strong>" in html and rec.id in html
+    assert "<h2>Step 1. " in html and "<strong>Stitching penalty (" in html and rec.id in html  # its number
 
 
 @pytest.mark.parametrize("name", ["two-seeds", "where-a-trait-lives", "similar-is-not-the-same", "heads-matter"])

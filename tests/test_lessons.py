@@ -20,6 +20,7 @@ from stitchcore.lessons import (
     missing_models,
     parse_lesson,
     read_lesson,
+    run_numbers,
     save_lesson,
     shipped_lessons,
     step_run,
@@ -152,13 +153,14 @@ def test_student_values_are_held_inside_what_the_step_opens():
                               "lesson": "demo", "step": "2"})  # fmt: skip
     assert v.changed == {"epochs": 5, "cut_a": "block1"}
     assert v.values == {"epochs": 5, "cut_a": "block1", "lr": 0.01, "adapter.init": "lstsq"}
-    assert v.notes == ("epochs 50 is outside 0 to 5: using 5", "lr 'abc' is not a number: using 0.01",
-                       "adapter.init 'magic' is not one this step offers (lstsq, random): using 'lstsq'",
+    assert v.notes == ("Adapter training epochs 50 is outside 0 to 5: using 5",  # each control by its label
+                       "Learning rate 'abc' is not a number: using 0.01",
+                       "Adapter start 'magic' is not one this step offers (lstsq, random): using 'lstsq'",
                        "seed is not open in this step: ignored")  # fmt: skip
     assert student_values(step, {"epochs": "-3.7"}).changed == {"epochs": 0}
     assert student_values(step, {"epochs": "2"}).changed == {}  # the lesson's own value: no variant
     assert student_values(step, {"lr": "1e9"}).changed == {"lr": 0.1}
-    assert student_values(step, {"lr": "nan"}).notes == ("lr 'nan' is not a number: using 0.01",)
+    assert student_values(step, {"lr": "nan"}).notes == ("Learning rate 'nan' is not a number: using 0.01",)
     spec = student_values(step, {"adapter.init": "random"}).spec(step)
     assert spec["adapter"]["init"] == "random" and step.spec["adapter"]["init"] == "lstsq"  # the step is untouched
 
@@ -238,6 +240,8 @@ def test_cli_lists_checks_and_runs_a_lesson(tmp_path, capsys, trained_store):
     assert json.loads(capsys.readouterr().out)["bytes"] == out.stat().st_size
     html = out.read_text()
     assert "<h2>Step 1. Two networks, two seeds</h2>" in html and "<h2>Step 2. Join A&#x27;s bottom" in html
+    stitch = Store(tmp_path / "store").lookup(ran["steps"][1]["run_id"])
+    assert f"<strong>Stitching penalty ({run_numbers(stitch)['penalty']})</strong>" in html  # the computed number
     assert "Not computed when this file was made, so not in it: step(s) 3." in html  # step 3 was not run
     assert main(["lessons", "report", "two-seeds", "--out", str(tmp_path), *store_arg]) == 2
     assert "is a folder" in capsys.readouterr().err

@@ -246,7 +246,7 @@ def _draw_run(snap: JobSnapshot, key: str, cards: Mapping[str, Card]) -> None:
     card = cards.get(snap.kind)
     if snap.state == "done" and snap.summary and card is not None:
         card(snap.summary, key)
-    if snap.metrics or not snap.is_final:
+    if not snap.is_final or plots.has_training_curve(snap.metrics):  # a finished 0-epoch run: no one-dot chart
         fig = live_figure(("curve", snap.id), snap.metrics,
                           lambda: plots.training_curves(snap.metrics, title="Training curve",
                                                         most=LIVE_CURVE_POINTS if live else CURVE_POINTS), live=live)

@@ -14,10 +14,11 @@ import streamlit as st
 
 import ui
 from stitchcore.errors import StitchError
+from stitchcore.experiments.field_words import field_words
 from stitchcore.lessons import (
     Lesson,
     LessonError,
-    add_step,
+    add_run,
     catalog,
     get_lesson,
     lesson_json,
@@ -28,10 +29,10 @@ from stitchcore.lessons import (
     parse_lesson,
     remove_step,
     save_lesson,
-    step_from_run,
 )
-from stitchcore.lessons.editing import choice_values, openable_fields
+from stitchcore.lessons.editing import choice_values, control_words, default_range, openable_fields
 from stitchcore.store.results import RunRecord
+from ui import roles
 
 __all__ = ["add_to_lesson", "editor"]
 
@@ -52,7 +53,7 @@ def add_to_lesson(rec: RunRecord, key: str) -> None:
             name = c[0].text_input("Name (its link and file name)", key=f"{key}-lesson-name",
                                    placeholder="e.g. my-first-lesson")  # fmt: skip
             title = c[1].text_input("Title", key=f"{key}-lesson-title", placeholder="What the class will see")
-        if st.button("Add as the last step", key=f"{key}-lesson-add", type="primary"):
+        if st.button("Add as the last step", key=f"{key}-lesson-add", type="primary") and not roles.refuse("edit"):
             try:
                 if target == NEW:
                     if not name or not title:
@@ -62,7 +63,7 @@ def add_to_lesson(rec: RunRecord, key: str) -> None:
                     draft = new_lesson(name.strip(), title.strip())
                 else:
                     draft = get_lesson(target, ui.get_store()).to_dict()
-                lesson = save_lesson(add_step(draft, step_from_run(rec)), ui.get_store())
+                lesson = save_lesson(add_run(draft, rec), ui.get_store())
             except StitchError as exc:
                 ui.show_error(exc)
                 return
@@ -76,10 +77,10 @@ def _draft_key(name: str) -> str:
     return f"lesson-draft-{name}"
 
 
-def _range_inputs(field: str, value: float, current: dict[str, Any], key: str) -> dict[str, Any]:
+def _range_inputs(kind: str, field: str, value: float, current: dict[str, Any], key: str) -> dict[str, Any]:
     integer = isinstance(value, int)
-    low = current.get("min", 0 if value >= 0 else value * 2)
-    high = current.get("max", max(value * 2, value + (1 if integer else 0.1)))
+    first = default_range(kind, field, value)  # never 0 to 0 for a step whose own value is 0
+    low, high = current.get("min", first[0]), current.get("max", first[1])
     c = st.columns(2)
     cast = int if integer else float
     low = c[0].number_input(f"{field}: lowest", value=cast(low), key=f"{key}-min")
@@ -93,23 +94,25 @@ def _controls_editor(step_raw: dict[str, Any], parsed, key: str) -> dict[str, An
     current = dict(step_raw.get("open") or {})
     picked = st.multiselect("Controls students may change", list(fields),
                             default=[f for f in current if f in fields], key=f"{key}-open",
+                            format_func=lambda f: f"{field_words(parsed.kind, f).label} ({f})",
                             help="Everything else stays as the lesson sets it; a link cannot change it")  # fmt: skip
     out = {}
     for field in picked:
         old = current.get(field) or {}
         with st.container(border=True):
             c = st.columns(2)
-            label = c[0].text_input(f"{field}: label", value=old.get("label", field), key=f"{key}-{field}-label")
-            help_ = c[1].text_input(f"{field}: one line under it", value=old.get("help", ""), key=f"{key}-{field}-help")
-            entry: dict[str, Any] = {"label": label} if label and label != field else {}
-            if help_:
-                entry["help"] = help_
+            words = field_words(parsed.kind, field)  # the field's own label and help, where the file gives none
+            label = c[0].text_input(f"{field}: label", value=old.get("label", words.label),
+                                    key=f"{key}-{field}-label")  # fmt: skip
+            help_ = c[1].text_input(f"{field}: one line under it", value=old.get("help", words.help),
+                                    key=f"{key}-{field}-help")  # fmt: skip
+            entry: dict[str, Any] = control_words(parsed.kind, field, old, label, help_)
             mode = fields[field]
             if mode == "range":  # a number: a range, or a few values to choose from (a seed, a width)
                 mode = st.radio(f"{field}: students pick", ("range", "choices"), horizontal=True,
                                 index=1 if "choices" in old else 0, key=f"{key}-{field}-mode")  # fmt: skip
             if mode == "range":
-                entry |= _range_inputs(field, parsed.spec[field], old, f"{key}-{field}")
+                entry |= _range_inputs(parsed.kind, field, parsed.spec[field], old, f"{key}-{field}")
             else:
                 shown = ", ".join(map(str, old.get("choices", [parsed.spec[field]])))
                 text = st.text_input(f"{field}: choices, separated by commas", value=shown, key=f"{key}-{field}-ch",
@@ -177,7 +180,8 @@ def editor(lesson: Lesson) -> None:
 
 def _editor_actions(lesson: Lesson, draft: dict[str, Any], key: str) -> None:
     c = st.columns(4)
-    if c[0].button("Save", type="primary", key="ed-save", icon=":material/save:", disabled=ui.viewer_mode()):
+    if (c[0].button("Save", type="primary", key="ed-save", icon=":material/save:", disabled=ui.viewer_mode())
+            and not ui.viewer_mode() and not roles.refuse("edit")):  # fmt: skip
         try:
             saved = save_lesson(draft, ui.get_store())
         except StitchError as exc:

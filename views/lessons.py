@@ -25,17 +25,18 @@ from stitchcore.lessons import (
     Step,
     StepRun,
     catalog,
+    compare_runs,
     get_lesson,
     lesson_json,
     lesson_progress,
     missing_models,
     read_lesson,
+    run_numbers,
     save_lesson,
     step_run,
 )
 from stitchcore.lessons.lesson import RESERVED, Control, get_field
 from stitchcore.measures.meaning import explain
-from stitchcore.report.summary import headline
 from ui import classroom, roles
 from ui.runs import BADGES
 from ui.serving import public_base_url, qr_png
@@ -258,25 +259,27 @@ def _variants_table(lesson: Lesson, step: Step) -> None:
     students = len(set().union(*(v.owners for v in tried)))
     st.markdown(f"**Students' runs**: {len(tried)} variant(s) from {students} student(s)")
     rows = [("The lesson's values", 0, step_run(step).run_id)]
-    rows += [(", ".join(f"{_label(step, f)} = {v}" for f, v in var.values.items()), len(var.owners), var.run_id)
-             for var in tried]  # fmt: skip
+    rows += [(_values_words(step, var.values), len(var.owners), var.run_id) for var in tried]
     table: dict[str, list[str]] = {"Values": [], "Students": [], "State": []}
     numbers: list[dict[str, str]] = []
+    own = store.lookup(rows[0][2])
     for values, count, run_id in rows:
         rec = store.lookup(run_id)
         table["Values"].append(values)
         table["Students"].append(str(count) if count else "")
-        state = rec.status if rec is not None else ("waiting for a turn" if classroom.waiting_words(run_id) else "not started")
+        waits = rec is None and classroom.waiting_words(run_id) is not None
+        state = rec.status if rec is not None else ("waiting for a turn" if waits else "not started")
         table["State"].append(STATE_WORDS.get(state, state))
-        numbers.append(dict(headline(rec)) if rec is not None and rec.status == "done" else {})
+        done = rec is not None and rec.status == "done" and own is not None and own.status == "done"
+        numbers.append({label: theirs for label, _, theirs in compare_runs(own, rec)} if done else {})
     for label in dict.fromkeys(k for n in numbers for k in n):
         table[label] = [n.get(label, "") for n in numbers]
     st.table(table)
 
 
-def _label(step: Step, field: str) -> str:
-    control = step.control(field)
-    return control.label if control is not None else field
+def _values_words(step: Step, values: dict[str, Any]) -> str:
+    """``Adapter training epochs = 0, Cut in A = block1``: each open control by its label."""
+    return ", ".join(f"{c.label if (c := step.control(f)) is not None else f} = {v}" for f, v in values.items())
 
 
 def _every_lesson() -> None:
@@ -286,23 +289,23 @@ def _every_lesson() -> None:
 
 
 def _step_text(step: Step) -> None:
-    """The step's Markdown, each ``{{name}}`` shown as that number's name, and what each means under it."""
-    st.markdown(step.markdown())
+    """The step's Markdown, each ``{{name}}`` shown as that number's name with the lesson's own run's value once
+    it is computed, and what each means under it."""
+    st.markdown(step.markdown(run_numbers(ui.get_store().lookup(step_run(step).run_id))))
     for name in step.meanings:
         st.caption(explain(name))
 
 
 def _compare(own: StepRun, mine: StepRun) -> None:
-    """The two runs' headline numbers in one table (the cards beside each other are narrow)."""
+    """The two runs' headline numbers with their intervals in one table, whole (a sweep: the penalty at each
+    cut); the cards beside each other are narrow."""
     store = ui.get_store()
     recs = [store.lookup(own.run_id), store.lookup(mine.run_id)]
     if any(r is None or r.status != "done" for r in recs):
         return
-    rows = {label: [value, ""] for label, value in headline(recs[0])}
-    for label, value in headline(recs[1]):
-        rows.setdefault(label, ["", ""])[1] = value
-    st.table({"": list(rows), "The lesson's run": [v[0] for v in rows.values()],
-              "Your run": [v[1] for v in rows.values()]})  # fmt: skip
+    rows = compare_runs(recs[0], recs[1])
+    st.table({"": [r[0] for r in rows], "The lesson's run": [r[1] for r in rows],
+              "Your run": [r[2] for r in rows]})  # fmt: skip
 
 
 def _go(lesson: Lesson, number: int, presenter: bool) -> None:
@@ -374,7 +377,7 @@ def _lesson(name: str) -> None:
             st.markdown("##### The lesson's run")
             _draw_run(own, lesson, f"own-{number}", auto=True)
         with right:
-            changed = ", ".join(f"{f} = {v}" for f, v in mine.changed.items())
+            changed = _values_words(step, mine.changed)
             st.markdown(f"##### Your run ({ui.md_text(changed)})")
             _draw_run(mine, lesson, f"mine-{number}", auto=True)
     else:

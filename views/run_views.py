@@ -102,7 +102,10 @@ def stitch_card(s: dict[str, Any], key: str) -> None:
             f"· penalty {format_pts(penalty_pts(sd['penalty_mean']))} ({interval_words(sd['penalty_ci'], 'penalty')})"
             " · 95% Student-t intervals of the mean over seeds"
         )
-    if s.get("n_val"):
+    if s.get("n_val") and "history" in s and not s["history"]:  # 0 epochs: the adapter's start, no curve
+        st.caption("0 training epochs: the adapter is its start (e.g. the least-squares fit), never trained, so "
+                   "there is no training curve")  # fmt: skip
+    elif s.get("n_val"):
         kept = f" · kept the adapter of epoch {s['kept_epoch']} (best validation accuracy)" if "kept_epoch" in s else ""
         st.caption(f"{s['n_val']} training images held out as validation: the curve below is on them, the "
                    f"numbers above on the {s.get('n_test', '?')} test images{kept}")

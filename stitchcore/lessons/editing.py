@@ -1,7 +1,9 @@
 """Editing a lesson as its file's dict: a step from a stored run, steps moved or removed, the controls a step may open.
 
 Every function returns a new dict (the one given is left as it was); :func:`~stitchcore.lessons.parse_lesson`
-checks the result when it is saved.
+checks the result when it is saved.  A run added to a lesson (:func:`add_run`) is titled so that steps of one
+kind differing in a field or two say which (``... (epochs 0)``, ``... (epochs 3)``); a number control first
+offers :func:`default_range`.
 
 >>> draft = new_lesson("my-lesson", "My lesson")
 >>> draft = add_step(draft, {"title": "One", "text": "", "kind": "zoo", "spec": {"seed": 0}})
@@ -13,15 +15,21 @@ checks the result when it is saved.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from stitchcore.errors import StitchError
-from stitchcore.experiments import spec_from_record
+from stitchcore.experiments import get_experiment, spec_from_record
+from stitchcore.experiments.field_words import field_words
 from stitchcore.lessons.lesson import FORMAT, MAX_STEPS, NAME, NAME_RULE, RESERVED, LessonError, Step
 from stitchcore.store.results import RunRecord
 
-__all__ = ["add_step", "choice_values", "move_step", "new_lesson", "openable_fields", "remove_step", "step_from_run"]
+__all__ = ["add_run", "add_step", "choice_values", "control_words", "default_range", "move_step", "new_lesson",
+           "openable_fields", "remove_step", "step_from_run"]
+
+MOST_DIFFERING = 2  # steps of one kind differing in more fields than this keep their titles (the teacher writes them)
 
 
 def new_lesson(name: str, title: str) -> dict[str, Any]:
@@ -39,6 +47,73 @@ def step_from_run(rec: RunRecord) -> dict[str, Any]:
     """
     return {"title": rec.label or f"A {rec.kind} run", "text": "", "kind": rec.kind,
             "spec": spec_from_record(rec).all_fields()}
+
+
+def add_run(data: dict[str, Any], rec: RunRecord, at: int | None = None) -> dict[str, Any]:
+    """``data`` with a step showing the stored run ``rec`` (:func:`step_from_run`) inserted before index ``at``
+    (default: last).  Where steps of its kind carry the same default title and their specs differ from its in
+    at most :data:`MOST_DIFFERING` fields, the title says those fields' values, the new step's and theirs
+    (a step whose title the teacher changed keeps it).
+
+    >>> from stitchcore.store.results import RunRecord
+    >>> def run(epochs): return RunRecord("0" * 16, "stitch", {"a": "zoo:x", "b": "zoo:y", "cut_a": "block2",
+    ...     "cut_b": "block2", "epochs": epochs}, "done", {}, None, 0.0, None, None, "A[block2] -> B[block2]")
+    >>> draft = add_run(add_run(new_lesson("demo", "Demo"), run(0)), run(3))
+    >>> [s["title"] for s in draft["steps"]]
+    ['A[block2] -> B[block2] (epochs 0)', 'A[block2] -> B[block2] (epochs 3)']
+    """
+    step = step_from_run(rec)
+    base = step["title"]
+    out = add_step(data, step, at)
+    index = len(out["steps"]) - 1 if at is None else at
+    siblings = [i for i, s in enumerate(out["steps"]) if i != index and s.get("kind") == step["kind"]
+                and isinstance(s.get("title"), str) and (s["title"] == base or s["title"].startswith(base + " ("))]
+    differing: list[str] = []
+    for i in siblings:
+        fields = _differing(step["spec"], out["steps"][i].get("spec") or {})
+        if 0 < len(fields) <= MOST_DIFFERING:
+            differing += [f for f in fields if f not in differing]
+    if not differing:
+        return out
+    out["steps"][index]["title"] = _titled(base, step["spec"], differing)
+    for i in siblings:
+        if out["steps"][i]["title"] == base:  # still the default title: say its values too
+            out["steps"][i]["title"] = _titled(base, out["steps"][i].get("spec") or {}, differing)
+    return out
+
+
+def _flat(spec: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A spec dict with its nested dicts' fields dotted (``adapter.init``)."""
+    out: dict[str, Any] = {}
+    for key, value in spec.items():
+        if isinstance(value, Mapping) and value:
+            out |= _flat(value, f"{prefix}{key}.")
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _differing(one: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
+    """The (dotted) fields whose values differ between two spec dicts, in ``one``'s order, then ``other``'s."""
+    a, b = _flat(one), _flat(other)
+    return [f for f in dict.fromkeys([*a, *b]) if a.get(f, _MISSING) != b.get(f, _MISSING)]
+
+
+_MISSING = object()
+
+
+def _shown(value: Any) -> str:
+    """A spec value in a title: text as it is, numbers plainly, anything else as JSON (``true``, ``[3, 8]``)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, float):
+        return f"{value:g}"
+    return json.dumps(value)
+
+
+def _titled(base: str, spec: Mapping[str, Any], fields: list[str]) -> str:
+    flat = _flat(spec)
+    return f"{base} ({', '.join(f'{f} {_shown(flat.get(f))}' for f in fields)})"
 
 
 def add_step(data: dict[str, Any], step: dict[str, Any], at: int | None = None) -> dict[str, Any]:
@@ -92,6 +167,63 @@ def openable_fields(step: Step) -> dict[str, str]:
             out[field] = "range"
         elif isinstance(value, (str, bool)):
             out[field] = "choices"
+    return out
+
+
+def _spec_default(kind: str, field: str) -> Any:
+    """Today's default of a top-level spec field (None for a required field, or a kind without a Spec class)."""
+    cls = getattr(get_experiment(kind).from_dict, "__self__", None)
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        return None
+    for f in dataclasses.fields(cls):
+        if f.name == field:
+            if f.default is not dataclasses.MISSING:
+                return f.default
+            if f.default_factory is not dataclasses.MISSING:
+                return f.default_factory()
+    return None
+
+
+def default_range(kind: str, field: str, value: float) -> tuple[float, float]:
+    """The range the editor first offers for a number ``field`` of a ``kind`` step whose own value is ``value``:
+
+    * above 0: 0 to twice the value (at least the value + 1 for a whole number, + 0.1 otherwise);
+    * below 0: twice the value to 0;
+    * 0 (a closed-form start's 0 epochs, seed 0): 0 to the field's default where that is above 0, at least 10
+      for a whole number; else 0 to 10 for a whole number, 0 to 1 otherwise.
+
+    >>> default_range("stitch", "epochs", 5), default_range("stitch", "epochs", 0)
+    ((0, 10), (0, 10))
+    >>> default_range("lmstitch", "steps", 0), default_range("stitch", "lr", 0.01)
+    ((0, 2000), (0, 0.11))
+    """
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    if value > 0:
+        return 0, max(value * 2, value + (1 if whole else 0.1))
+    if value < 0:
+        return value * 2, 0
+    default = _spec_default(kind, field)
+    if isinstance(default, (int, float)) and not isinstance(default, bool) and default > 0:
+        return 0, (max(int(default), 10) if whole else default)
+    return 0, (10 if whole else 1.0)
+
+
+def control_words(kind: str, field: str, old: Mapping[str, Any], label: str, help_: str) -> dict[str, str]:
+    """The ``label`` and ``help`` keys a control's entry keeps from what the editor shows (the file's own, else
+    the field's, :func:`~stitchcore.experiments.field_words.field_words`): each one the file gave, or that
+    differs from the field's; the field's own are left out, so a lesson the editor did not change saves as it was.
+
+    >>> control_words("stitch", "epochs", {}, "Adapter training epochs", "")
+    {}
+    >>> control_words("stitch", "epochs", {"label": "Epochs"}, "Epochs", "0: the fit alone")
+    {'label': 'Epochs', 'help': '0: the fit alone'}
+    """
+    words = field_words(kind, field)
+    out = {}
+    if label and ("label" in old or label != words.label):
+        out["label"] = label
+    if help_ and ("help" in old or help_ != words.help):
+        out["help"] = help_
     return out
 
 

@@ -1,4 +1,5 @@
-"""A lesson as one offline HTML file (the runs' report, each after its step's text): for students without a server.
+"""A lesson as one offline HTML file (the runs' report, each after its step's text, its ``{{name}}`` numbers
+filled in from the run): for students without a server.
 
 >>> from stitchcore.lessons import get_lesson
 >>> from stitchcore.store.results import Store
@@ -11,10 +12,12 @@ stitchcore.lessons.lesson.LessonError: no step of lesson 'two-seeds' is computed
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from stitchcore.lessons.lesson import Lesson, LessonError, Step
+from stitchcore.lessons.numbers import run_numbers
 from stitchcore.lessons.plan import step_run
 from stitchcore.measures.meaning import explain
 from stitchcore.report.html import Chapter, ReportInfo, report_html, write_report
@@ -23,9 +26,10 @@ from stitchcore.store.results import Store
 __all__ = ["lesson_report", "step_words", "write_lesson_report"]
 
 
-def step_words(step: Step) -> str:
-    """A step's Markdown with each ``{{name}}`` as that number's name, and what each means after it."""
-    return "\n\n".join([step.markdown(), *(f"*{explain(name)}*" for name in step.meanings)])
+def step_words(step: Step, numbers: Mapping[str, str] | None = None) -> str:
+    """A step's Markdown with each ``{{name}}`` as that number's name and, from ``numbers`` (its computed run's:
+    :func:`~stitchcore.lessons.numbers.run_numbers`), its value; what each means after it."""
+    return "\n\n".join([step.markdown(numbers), *(f"*{explain(name)}*" for name in step.meanings)])
 
 
 def lesson_report(lesson: Lesson, store: Store) -> str:
@@ -52,12 +56,13 @@ def _handout(lesson: Lesson, store: Store) -> tuple[list[str], dict[str, Any]]:
             missing.append(step.number)
             continue
         heading = f"Step {step.number}. {step.title}"
+        words = step_words(step, run_numbers(rec))
         if rec.id in run_ids:  # two steps showing one run: one section, both texts
             k = run_ids.index(rec.id)
-            chapters[k] = Chapter(f"{chapters[k].heading} / {heading}", f"{chapters[k].text}\n\n{step_words(step)}")
+            chapters[k] = Chapter(f"{chapters[k].heading} / {heading}", f"{chapters[k].text}\n\n{words}")
             continue
         run_ids.append(rec.id)
-        chapters.append(Chapter(heading, step_words(step)))
+        chapters.append(Chapter(heading, words))
     if not run_ids:
         raise LessonError(f"no step of lesson {lesson.name!r} is computed in this store yet: compute it first "
                           f"(the presenter's Compute all steps, or `python -m stitchcore lessons run {lesson.name}`)")

@@ -14,7 +14,10 @@ A lesson file is JSON (``json.loads``: nothing in it runs)::
      ]}
 
 A step's text may name a number's meaning, ``{{penalty}}`` (``measures.meaning``'s names): the page shows
-it as the number's name and says under the text what it means (direction, range, what chance is).
+it as the number's name with the computed run's value, ``**Stitching penalty (+1.1 pts [−0.2 to +2.7 pts])**``
+(:func:`~stitchcore.lessons.numbers.step_numbers`; the name alone before the step is computed), and says
+under the text what it means (direction, range, what chance is).  A control the file gives no ``label`` or
+``help`` takes its field's (:func:`~stitchcore.experiments.field_words.field_words`).
 
 Spec fields a step leaves out take today's defaults (``experiments.new_spec``), never a stored run's LEGACY
 ones.  Steps are numbered from 1, as in links (``lessons?lesson=NAME&step=K``).  Every error is a
@@ -38,11 +41,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from stitchcore.errors import StitchError
 from stitchcore.experiments import get_experiment, new_spec
+from stitchcore.experiments.field_words import field_words
 from stitchcore.experiments.trait_presets import get_preset, zoo_ref
 from stitchcore.experiments.zoo_recipe import ZooRecipe
 from stitchcore.measures.meaning import list_meanings, meaning
@@ -83,8 +88,8 @@ class Control:
     """A spec field students may change: to one of ``choices``, or within ``low .. high``."""
 
     field: str  # a spec field; dotted for a nested one ("adapter.init")
-    label: str  # the widget's label (default: the field)
-    help: str  # one line under the widget ("" = none)
+    label: str  # the widget's label (default: the field's, experiments.field_words: "Adapter training epochs")
+    help: str  # one line under the widget (default: the field's; "" = none)
     choices: tuple[Any, ...] | None = None  # the values allowed (None: a range)
     low: float | None = None  # a range's ends, inclusive
     high: float | None = None
@@ -115,10 +120,22 @@ class Step:
     def control(self, field: str) -> Control | None:
         return next((c for c in self.open if c.field == field), None)
 
-    def markdown(self) -> str:
-        """The step's text with each ``{{name}}`` shown as that number's name in bold (the page and the handout
-        say what it means under the text)."""
-        return MEANING.sub(lambda m: f"**{meaning(m.group(1)).title}**", self.text)
+    def markdown(self, numbers: Mapping[str, str] | None = None) -> str:
+        """The step's text with each ``{{name}}`` shown in bold as that number's name and, where ``numbers``
+        (:func:`~stitchcore.lessons.numbers.step_numbers` of the step's computed run) has it, its value: the
+        name alone before the run is computed.  The page and the handout say what it means under the text.
+
+        >>> step = parse_lesson({"name": "d", "title": "D", "steps": [{"title": "S", "kind": "zoo", "spec": {},
+        ...     "text": "The {{penalty}} here."}]}).step(1)
+        >>> step.markdown(), step.markdown({"penalty": "+1.1 pts"})
+        ('The **Stitching penalty** here.', 'The **Stitching penalty (+1.1 pts)** here.')
+        """
+        def shown(m: re.Match[str]) -> str:
+            name = m.group(1)
+            value = (numbers or {}).get(name)
+            return f"**{meaning(name).title}" + (f" ({value})**" if value else "**")
+
+        return MEANING.sub(shown, self.text)
 
 
 @dataclass(frozen=True)
@@ -267,7 +284,8 @@ def _control(kind: str, spec: dict[str, Any], field: str, raw: Any, where: _Wher
         current = get_field(spec, field)
     except KeyError:
         raise where.error(f"the {kind} spec has no field {field!r} (its fields: {', '.join(spec)})", name) from None
-    label, help_ = str(raw.get("label") or field), str(raw.get("help") or "")
+    words = field_words(kind, field)
+    label, help_ = str(raw.get("label") or words.label), str(raw.get("help") or words.help)
     has_range = "min" in raw or "max" in raw
     if ("choices" in raw) == has_range:
         raise where.error('give either "choices" or "min" and "max"', name)

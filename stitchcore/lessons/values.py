@@ -1,7 +1,8 @@
 """What a student asked for (a link's query values or the page's widgets), held inside what the step opens.
 
 A value outside an open range is clamped to its end, one that is not among the choices falls back to the
-lesson's own, a field the step does not open is ignored: each with a note the page shows.  Nothing the
+lesson's own, a field the step does not open is ignored: each with a note the page shows, naming an open
+control by its label (the one its widget shows).  Nothing the
 lesson hides can be changed, so a link can never launch a hidden setting.
 
 >>> from stitchcore.lessons.lesson import parse_lesson
@@ -9,8 +10,10 @@ lesson hides can be changed, so a link can never launch a hidden setting.
 ...     "kind": "stitch", "spec": {"a": "zoo:cnn-digits-s0", "b": "zoo:cnn-digits-s1", "cut_a": "block1",
 ...     "cut_b": "block1", "epochs": 2}, "open": {"epochs": {"min": 0, "max": 5}}}]}).step(1)
 >>> v = student_values(step, {"epochs": "50", "lr": "9"})
->>> v.changed, v.notes
-({'epochs': 5}, ('epochs 50 is outside 0 to 5: using 5', 'lr is not open in this step: ignored'))
+>>> v.changed
+{'epochs': 5}
+>>> v.notes
+('Adapter training epochs 50 is outside 0 to 5: using 5', 'lr is not open in this step: ignored')
 """
 
 from __future__ import annotations
@@ -57,16 +60,16 @@ def _held(control: Control, raw: Any, own: Any) -> tuple[Any, str | None]:
         for choice in control.choices:
             if raw == choice or str(raw) == str(choice):
                 return choice, None
-        return own, f"{control.field} {raw!r} is not one this step offers ({control.describe()}): using {own!r}"
+        return own, f"{control.label} {raw!r} is not one this step offers ({control.describe()}): using {own!r}"
     value = _parse_number(control, raw)
     if value is None:
-        return own, f"{control.field} {raw!r} is not a number: using {own:g}"
+        return own, f"{control.label} {raw!r} is not a number: using {own:g}"
     assert control.low is not None and control.high is not None  # a range control has both ends (parse_lesson)
     held = min(max(value, control.low), control.high)
     if control.integer:
         held = int(held)
     if held != value:
-        return held, f"{control.field} {value:g} is outside {control.describe()}: using {held:g}"
+        return held, f"{control.label} {value:g} is outside {control.describe()}: using {held:g}"
     return held, None
 
 

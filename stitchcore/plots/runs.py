@@ -48,7 +48,7 @@ from stitchcore.plots.penalty import PENALTY_AXIS, PENALTY_COLUMN, PTS, format_p
 
 __all__ = [
     "ACCURACY_COLOR", "LAYOUT_COLORS", "LOSS_COLOR", "ROLE_COLORS", "RUN_COLORS", "accuracy_bars",
-    "compare_curves", "cut_diagram", "penalty_vs_depth", "per_class_bars", "training_curves",
+    "compare_curves", "cut_diagram", "has_training_curve", "penalty_vs_depth", "per_class_bars", "training_curves",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -114,6 +114,17 @@ def thin(points: Sequence[tuple[int, float]], most: int | None) -> list[tuple[in
     stride = -(-len(points) // max(1, most - 1))  # ceil: the strided points plus the last stay within most
     kept = points[::stride]
     return kept if kept[-1] == points[-1] else [*kept, points[-1]]
+
+
+def has_training_curve(series: Series) -> bool:
+    """Whether :func:`training_curves` of a run's ``series`` has a curve to draw: a training loss, or a watched
+    accuracy at two steps or more.  A stitch of 0 epochs (its closed-form start kept, never trained) logs only
+    that start's validation accuracy at step 0: a finished one draws no chart (a running one shows "waiting").
+
+    >>> has_training_curve({"val_accuracy": [(0, 0.94)]}), has_training_curve({"loss": [(1, 2.3)]})
+    (False, True)
+    """
+    return bool(series.get("loss")) or any(len(series.get(k) or ()) > 1 for k in ("val_accuracy", "test_accuracy"))
 
 
 def training_curves(series: Series, *, title: str | None = None, most: int | None = None) -> go.Figure:

@@ -367,7 +367,7 @@ def _panel(panel: HeatPanel, **marks: Any) -> RunFigure:
 
 def _curve(record: RunRecord, store: Store, title: str) -> list[RunFigure]:
     series = store.series(record.id)
-    if not series:
+    if not plots_runs.has_training_curve(series):  # none logged, or a 0-epoch stitch's one starting point
         return []
     return [_plain("training-curve", plots_runs.training_curves(series, title=title, most=CURVE_POINTS))]
 

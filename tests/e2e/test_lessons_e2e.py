@@ -43,7 +43,7 @@ def test_a_student_follows_a_lesson_by_link_and_changes_an_open_control(app_url,
     page.get_by_role("option", name="block1").click()
     page.get_by_role("button", name="Run with these values").click()
     page.wait_for_url(lambda url: "cut_a=block1" in url and "step=2" in url)
-    page.get_by_text("Your run (cut_a = block1)").wait_for()
+    page.get_by_text("Your run (Cut in A = block1)").wait_for()
     page.get_by_text("The lesson's run", exact=True).first.wait_for()
     page.wait_for_function(  # both results drawn side by side: the lesson's and the student's
         "() => [...document.querySelectorAll('[data-testid=\"stMetricLabel\"]')]"
@@ -56,9 +56,9 @@ def test_a_student_follows_a_lesson_by_link_and_changes_an_open_control(app_url,
 
 def test_a_link_outside_the_open_ranges_is_clamped_with_a_note(app_url, page):
     open_app(page, f"{app_url}/lessons?lesson=two-seeds&step=2&epochs=99&lr=5")
-    page.get_by_text("epochs 99 is outside 0 to 10: using 10").wait_for()
+    page.get_by_text("Adapter training epochs 99 is outside 0 to 10: using 10").wait_for()  # the control by its label
     page.get_by_text("lr is not open in this step: ignored").wait_for()
-    page.get_by_text("Your run (epochs = 10)").wait_for()
+    page.get_by_text("Your run (Adapter training epochs = 10)").wait_for()
     assert page.get_by_text("lr =").count() == 0  # the hidden learning rate was never set
 
 
