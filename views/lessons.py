@@ -208,7 +208,7 @@ def _presenter_bar(lesson: Lesson, number: int) -> None:
     left.code(url, language=None)
     if url.startswith("http"):
         right.image(qr_png(url), caption="The students' link", width=160)
-    c = st.columns([1, 1, 3])
+    c = st.columns([3, 2, 4])
     c[0].download_button("Download the lesson file", lesson_json(lesson), file_name=f"{lesson.name}.json",
                          mime="application/json", key="lesson-download", icon=":material/download:")  # fmt: skip
     if c[1].button("Edit the lesson", key="lesson-edit", icon=":material/edit:", disabled=ui.viewer_mode()):
