@@ -8,10 +8,21 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-__all__ = ["BASE_URL_ENV", "LOOPBACK_NAMES", "public_base"]
+__all__ = ["BASE_URL_ENV", "LOOPBACK_NAMES", "local_only", "public_base"]
 
 BASE_URL_ENV = "STITCHLAB_BASE_URL"  # the base of the links handed out, when the network name is not the right one
 LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0", "::", ""}  # meaningless to another machine
+WILDCARD_BINDS = {"0.0.0.0", "::", ""}  # a server bound to every address (Streamlit's default when none is set)
+
+
+def local_only(bind: str | None) -> bool:
+    """Whether a server bound to ``bind`` listens on this machine only (no other machine can reach it).
+
+    >>> local_only("localhost"), local_only("127.0.0.2"), local_only("0.0.0.0"), local_only(None)
+    (True, True, False, False)
+    """
+    bind = (bind or "").strip("[]")
+    return bind in ("localhost", "::1") or bind.startswith("127.")
 
 
 def public_base(browser_url: str, *, configured: str | None = None, bind: str | None = None,
@@ -26,12 +37,14 @@ def public_base(browser_url: str, *, configured: str | None = None, bind: str | 
     'http://127.0.0.2:8611/stitch'
     >>> public_base("http://localhost:8611/", configured="https://class.example.org/stitch/")
     'https://class.example.org/stitch'
+    >>> public_base("http://localhost:8501/", bind="localhost", hostname="lab-pc")  # no other machine reaches it
+    'http://localhost:8501'
     """
     if configured:
         return configured.rstrip("/")
     parts = urlsplit(browser_url)
     host = parts.hostname or ""
-    if host in LOOPBACK_NAMES:
+    if host in LOOPBACK_NAMES and not local_only(bind):
         host = bind if bind and bind not in LOOPBACK_NAMES else (hostname or host)
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"  # an IPv6 address in a URL

@@ -159,7 +159,7 @@ def test_a_run_being_handed_over_counts_as_live(runner, monkeypatch):
     first = threading.Thread(target=quota.submit, args=("ann", _plan("h1")))
     first.start()
     assert checking.wait(TIMEOUT)
-    time.sleep(2.5)  # the line's own poll (every 2 s) runs meanwhile: it must not free ann's place
+    time.sleep(2.5)  # the line's own poll (every second) runs meanwhile: it must not free ann's place
     second = quota.submit("bob", _plan("h2"))
     assert second.waiting and quota.live() == 1
     go_on.set()

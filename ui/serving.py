@@ -14,9 +14,14 @@ import socket
 
 import streamlit as st
 
-from stitchcore.links import BASE_URL_ENV, public_base
+from stitchcore.links import BASE_URL_ENV, local_only, public_base
 
-__all__ = ["public_base_url", "qr_png"]
+__all__ = ["listens_locally", "public_base_url", "qr_png"]
+
+
+def listens_locally() -> bool:
+    """Whether this server is bound to this machine only (``localhost``), so no student's machine reaches it."""
+    return local_only(st.get_option("server.address")) and not os.environ.get(BASE_URL_ENV, "").strip()
 
 
 def public_base_url() -> str:

@@ -39,7 +39,7 @@ from stitchcore.lessons.lesson import RESERVED, Control, get_field
 from stitchcore.measures.meaning import explain
 from ui import classroom, roles
 from ui.runs import BADGES
-from ui.serving import public_base_url, qr_png
+from ui.serving import listens_locally, public_base_url, qr_png
 from views import lesson_edit, run_views
 
 STATE_BADGES = {None: ":material/radio_button_unchecked:", **BADGES}
@@ -206,6 +206,9 @@ def _presenter_bar(lesson: Lesson, number: int) -> None:
     url = _student_url(lesson, number)
     left.markdown("**Students' link** (only the step and what it opens):")
     left.code(url, language=None)
+    if listens_locally():
+        left.caption(":material/warning: This server listens on this machine only, so students' machines cannot open "
+                     "the link: for a class, start it with `python -m stitchcore app --class` (README, Teaching).")
     if url.startswith("http"):
         right.image(qr_png(url), caption="The students' link", width=160)
     c = st.columns([3, 2, 4])
