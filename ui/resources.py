@@ -21,7 +21,6 @@ from ui import roles
 
 __all__ = [
     "POLL_SECONDS",
-    "can_launch",
     "cuts_of",
     "dataset_for_display",
     "device_label",
@@ -135,12 +134,6 @@ def viewer_mode(*, of_server: bool = False) -> bool:
     if os.environ.get("STITCHLAB_VIEWER", "").lower() in ("1", "true", "yes"):
         return True
     return not of_server and student_view()
-
-
-def can_launch() -> bool:
-    """Whether this session may start runs from a page other than a lesson's: not in viewer mode, and (class
-    mode) only the teacher's session."""
-    return not viewer_mode() and roles.allowed("launch")
 
 
 def student_view() -> bool:

@@ -22,7 +22,7 @@ import logging
 import os
 import secrets
 import sys
-from typing import Any
+from typing import Any, ClassVar
 
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
@@ -210,7 +210,7 @@ class StudentRunner:
     go through the class's quota (``ui.classroom.launch_step``), which holds them to the lesson's steps.
     """
 
-    _REFUSED = {"cancel": "stopping a run", "set_options": "changing the settings",
+    _REFUSED: ClassVar[dict[str, str]] = {"cancel": "stopping a run", "set_options": "changing the settings",
                 "stop_local_ray": "stopping Ray", "shutdown": "stopping the job runner"}  # fmt: skip
 
     def __init__(self, runner: JobRunner) -> None:

@@ -214,7 +214,7 @@ class RunQuota:
                     return
             try:
                 self._drain()
-            except Exception:  # noqa: BLE001 - the line must outlive one bad turn (a store hiccup)
+            except Exception:  # the line must outlive one bad turn (a store hiccup)
                 log.exception("quota: handing waiting runs over failed; trying again")
 
     def _drain(self) -> None:
