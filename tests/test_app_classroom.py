@@ -144,3 +144,16 @@ def test_the_app_command_prints_the_teachers_link_on_the_network_name(capsys, mo
     assert "--server.address localhost" in out and "key" not in err
     assert main(["app", "--port", "0", "--print-only", "--store", str(tmp_path)]) == 2
     assert "--port is 1 to 65535" in capsys.readouterr().err
+
+
+def test_a_variant_found_in_the_store_is_listed_for_the_presenter(app):
+    step = get_lesson("two-seeds").step(2)
+    mine = step_run(step, {"epochs": "0"})
+    first = _page(app, "views/lessons.py", lesson="two-seeds", step="2", epochs="0")
+    assert not first.exception and ui.server_runner().wait(mine.run_id, timeout=180).state == "done"
+    later = _page(_fresh(), "views/lessons.py", lesson="two-seeds", step="2", epochs="0")  # stored: not launched
+    assert not later.exception
+    [variant] = classroom.variants("two-seeds", 2)
+    assert variant.run_id == mine.run_id and len(variant.owners) == 2  # both students, one run
+    teacher = _page(_fresh(), "views/lessons.py", lesson="two-seeds", step="2", view="presenter")
+    assert any("1 variant(s) from 2 student(s)" in m.value for m in teacher.markdown)

@@ -25,7 +25,8 @@ from stitchcore.lessons import StepRun
 from ui import roles
 from ui.resources import server_runner
 
-__all__ = ["CLASS_LIVE", "STUDENT_LIVE", "Variant", "class_quota", "launch_step", "owner_id", "variants"]
+__all__ = ["CLASS_LIVE", "STUDENT_LIVE", "Variant", "class_quota", "launch_step", "note_variant", "owner_id",
+           "variants", "waiting_words"]
 
 STUDENT_LIVE = 1  # one student's variant runs queued or running at once
 CLASS_LIVE = 3  # the whole class's (a 2-core server trains one at a time: more only lengthens its queue)
@@ -80,7 +81,12 @@ def _variant_log() -> _VariantLog:
     return _VariantLog()
 
 
-def _record(lesson: str, run: StepRun, owner: str) -> None:
+def note_variant(lesson: str, run: StepRun) -> None:
+    """Record that this session looks at ``run``, a variant of a step of ``lesson`` (launched here, or found in
+    the store or queued by another), for the presenter's list; nothing for the lesson's own run."""
+    if not run.changed:
+        return
+    owner = owner_id()
     log = _variant_log()
     with log.lock:
         seen = log.steps.setdefault((lesson, run.step.number), {})
@@ -106,10 +112,9 @@ def launch_step(run: StepRun, lesson: str) -> QuotaTicket:
     """
     runner = server_runner()
     if run.changed:
-        owner = owner_id()
-        _record(lesson, run, owner)
+        note_variant(lesson, run)
         if roles.class_mode() and not roles.is_teacher():
-            return class_quota().submit(owner, run.plan())
+            return class_quota().submit(owner_id(), run.plan())
     for kind, spec in run.plan():
         runner.submit(kind, spec)
     return QuotaTicket(run.run_id, waiting=False)

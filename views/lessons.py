@@ -373,6 +373,7 @@ def _lesson(name: str) -> None:
     for note in mine.notes:
         st.warning(f"From the link: {note}.")
     _controls(step, mine, f"lesson-{lesson.name}-{number}")
+    classroom.note_variant(lesson.name, mine)  # the presenter lists it, computed here or already stored
     if mine.changed:
         _compare(own, mine)
         left, right = st.columns(2)
