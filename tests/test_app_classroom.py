@@ -12,8 +12,8 @@ from streamlit.testing.v1 import AppTest
 
 import ui
 from stitchcore.lessons import get_lesson, step_run
-from ui import classroom, roles
 from tests.conftest import ROOT
+from ui import classroom, roles
 
 KEY = "test-teacher-key-0123"
 PAGES = ["views/home.py", "views/models.py", "views/stitch.py", "views/similarity.py", "views/traits.py",
