@@ -66,7 +66,7 @@ def test_the_presenter_sees_every_step_and_the_students_link(app_url, page):
     open_app(page, f"{app_url}/lessons?lesson=similar-is-not-the-same&step=1&view=presenter")
     page.get_by_role("button", name="Compute all steps").wait_for()
     page.get_by_text("Students' link").first.wait_for()
-    assert "/lessons?lesson=similar-is-not-the-same&step=1" in page.locator("code").first.inner_text()
+    assert "/lessons?lesson=similar-is-not-the-same&step=1" in page.locator('[data-testid="stCode"]').first.inner_text()
     assert page.locator('[data-testid="stSidebar"]').count() == 1  # the teacher keeps the app around the lesson
     page.get_by_role("button", name="3. Can one layer do the other's job?").click()
     page.wait_for_url(lambda url: "step=3" in url and "view=presenter" in url)
