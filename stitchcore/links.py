@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-__all__ = ["BASE_URL_ENV", "LOOPBACK_NAMES", "local_only", "public_base"]
+__all__ = ["BASE_URL_ENV", "CLASS_ENV", "KEY_ENV", "LOOPBACK_NAMES", "local_only", "public_base"]
 
+KEY_ENV = "STITCHLAB_TEACHER_KEY"  # the teacher's key: set, the app runs a class (ui.roles)
+CLASS_ENV = "STITCHLAB_CLASS"  # "1": class mode with a key the app makes at start
 BASE_URL_ENV = "STITCHLAB_BASE_URL"  # the base of the links handed out, when the network name is not the right one
 LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0", "::", ""}  # meaningless to another machine
 WILDCARD_BINDS = {"0.0.0.0", "::", ""}  # a server bound to every address (Streamlit's default when none is set)

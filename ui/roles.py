@@ -29,14 +29,13 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from stitchcore.errors import StitchError
 from stitchcore.jobs import JobRunner, JobSnapshot
+from stitchcore.links import CLASS_ENV, KEY_ENV
 
 __all__ = ["CLASS_ENV", "KEY_ENV", "Refused", "StudentRunner", "allowed", "bad_key_note", "class_key", "class_mode",
            "in_session", "is_teacher", "refuse", "refuse_page", "remember_teacher", "take_teacher_key"]
 
 log = logging.getLogger(__name__)
 
-KEY_ENV = "STITCHLAB_TEACHER_KEY"  # the teacher's key; set: class mode
-CLASS_ENV = "STITCHLAB_CLASS"  # "1": class mode with a key made at start (printed on the server's console)
 _ROLE = "_stitchlab_teacher"  # session state: the sha256 of the key this session opened a page with
 _BAD_KEY = "_stitchlab_bad_key"  # session state: a wrong key was given (said once)
 _SET_COOKIE = "_stitchlab_set_cookie"  # session state: the teacher's cookie is still to be written

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from stitchcore.cli._common import Command, ProgressBar
 from stitchcore.errors import StitchError
-from stitchcore.links import BASE_URL_ENV, public_base
+from stitchcore.links import BASE_URL_ENV, CLASS_ENV, KEY_ENV, public_base
 
 if TYPE_CHECKING:
     from stitchcore.store.results import Store
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 __all__ = ["COMMANDS", "add_verbs", "app_command"]
 
 APP = Path(__file__).resolve().parents[2] / "app.py"  # the router beside the package (a source checkout)
-KEY_ENV, CLASS_ENV = "STITCHLAB_TEACHER_KEY", "STITCHLAB_CLASS"  # read by the app's ui.roles
 
 
 def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
