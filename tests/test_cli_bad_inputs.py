@@ -176,7 +176,7 @@ CASES: list = [
     ("runs-cancel-no-id", ["runs", "cancel"], r"required: ID; see python -m stitchcore runs cancel --help"),
     ("runs-report-unknown", ["runs", "report", "deadbeef", "--out", "r.html"], r"unknown run id 'deadbeef'.*runs list"),
     ("runs-report-no-out", ["runs", "report", "FIRST_DONE"], r"required: --out"),
-    ("runs-report-out-folder", ["runs", "report", "FIRST_DONE", "--out", "."], r"is a folder: name the report file"),
+    ("runs-report-out-folder", ["runs", "report", "FIRST_DONE", "--out", "."], r"is a folder, not a file: name a new file"),
     ("zoo-threads-zero", [*ZOO, "--threads", "0"], r"argument --threads: must be at least 1, not 0"),
     ("zoo-threads-text", [*ZOO, "--threads", "two"], r"argument --threads: expected a whole number, not 'two'"),
     ("stitch-missing-b", ["stitch", "--a", A, "--cut-a", "fc1", "--cut-b", "fc1"], r"required: --b"),

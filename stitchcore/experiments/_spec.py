@@ -11,7 +11,10 @@ from typing import Any, ClassVar, Self, TypeVar
 
 from stitchcore.errors import StitchError
 
-__all__ = ["Spec", "check_at_least", "check_choice", "check_positive", "check_sample_caps", "field_label", "spec_from_dict"]
+__all__ = ["MAX_SEED", "Spec", "check_at_least", "check_at_most", "check_choice", "check_positive", "check_sample_caps",
+           "check_seed", "field_label", "spec_from_dict"]
+
+MAX_SEED = 2**31 - 1  # the largest seed a spec takes: numpy, torch and Python's random all accept it
 
 S = TypeVar("S")
 
@@ -63,6 +66,33 @@ def check_at_least(name: str, value: Any, least: float, hint: str = "") -> None:
     if not _number(name, value) >= least:
         why = f"{field_label(name)} must be at least {least} (got {value!r})"
         raise StitchError(why + (f"; {hint}" if hint else ""))
+
+
+def check_at_most(name: str, value: Any, most: float, hint: str = "") -> None:
+    """StitchError unless ``value`` is a finite number <= ``most``: every count and size has a stated upper
+    bound, checked before anything runs (a billion seeds would allocate before failing).
+
+    >>> check_at_most("seeds", 10**9, 10, "each seed trains the adapter again")
+    Traceback (most recent call last):
+    ...
+    stitchcore.errors.StitchError: seeds must be at most 10 (got 1000000000); each seed trains the adapter again
+    """
+    if not _number(name, value) <= most:
+        why = f"{field_label(name)} must be at most {most} (got {value!r})"
+        raise StitchError(why + (f"; {hint}" if hint else ""))
+
+
+def check_seed(name: str, value: Any) -> None:
+    """StitchError unless ``value`` is a whole number 0 .. :data:`MAX_SEED` (not a bool, not a float).
+
+    >>> check_seed("seed", 2**63)
+    Traceback (most recent call last):
+    ...
+    stitchcore.errors.StitchError: seed must be a whole number 0 .. 2147483647 (got 9223372036854775808)
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEED:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise StitchError(f"{field_label(name)} must be a whole number 0 .. {MAX_SEED} (got {shown})")
 
 
 def check_sample_caps(spec: Any, names: tuple[str, ...] = ("max_train", "max_test")) -> None:

@@ -35,6 +35,7 @@ from stitchcore.errors import StoreError
 from stitchcore.plots import lm as plots_lm
 from stitchcore.report.figures import RunFigure, compare_figures, run_figures
 from stitchcore.report.summary import facts, headline, run_label, summary_row
+from stitchcore.store.disk import out_file
 from stitchcore.store.bundle import resolve_runs
 from stitchcore.store.results import RunRecord, Store
 
@@ -246,9 +247,7 @@ def write_report(store: Store, run_ids: Sequence[str], out: str | Path, *, title
                  intro: str = "", chapters: Sequence[Chapter] | None = None) -> ReportInfo:
     """Write :func:`report_html` (with its ``title``, ``intro`` and ``chapters``) to ``out`` atomically (a
     temporary file renamed over it); a folder or an unwritable place is a ``StoreError``."""
-    path = Path(out).expanduser()
-    if path.is_dir():
-        raise StoreError(f"--out {path} is a folder: name the report file, e.g. {path / 'report.html'}")
+    path = out_file(out, "report.html")
     text, runs, count = _build(store, run_ids, None, title=title, intro=intro, chapters=chapters)
     tmp = path.with_name(f".tmp-{uuid.uuid4().hex}-{path.name}")
     try:

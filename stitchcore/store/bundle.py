@@ -10,6 +10,20 @@ Import refuses, with one line and nothing written: a member path that leaves the
 or special member, a size above the declared one or the caps (zip bombs), a sha256 mismatch, a
 missing or malformed manifest, an unknown schema, a damaged, non-zip or empty file.
 
+Every value a reader formats is checked by type and range before anything is written (a genuine export
+always passes; one bad value refuses the bundle whole): ``NaN``, ``Infinity`` and numbers beyond a float
+(``1e999``) are refused where the JSON is parsed (``runs export`` writes none: a missing number is ``null``);
+a row's id is 16 hex digits, its kind a short lowercase word, its status a finished one, its label and error
+bounded strings, its times finite and between :data:`EARLIEST` and now (plus :data:`CLOCK_SKEW`); a series'
+name is a bounded string, each step a whole number in ``0 <= step < 2**53``, each value a number or ``null``;
+a summary's headline numbers (:data:`HEADLINE_NUMBERS`) are finite numbers, its other numbers
+(:data:`NUMBERS`, :data:`NUMBER_TABLES`) numbers or ``null``, its words (:data:`WORDS`) bounded strings.
+
+>>> summary_problem({"accuracy": 0.91, "base": {"a": 0.95, "b": 0.93}, "ref": "zoo:x"}) is None
+True
+>>> summary_problem({"accuracy": "ninety"})
+"summary field 'accuracy' is 'ninety', not a finite number"
+
 >>> member_problem("runs/ab12/blobs/model.safetensors") is None
 True
 >>> member_problem("../../etc/passwd")
@@ -40,6 +54,7 @@ import stitchcore
 from stitchcore.errors import StoreError
 from stitchcore.store.canonical_json import canonical_json, plain_json
 from stitchcore.store.claims import contradiction
+from stitchcore.store.disk import out_file
 from stitchcore.store.results import STATUSES, RunRecord, Store, run_id_for
 
 __all__ = [
@@ -52,6 +67,7 @@ __all__ = [
     "member_problem",
     "read_manifest",
     "resolve_runs",
+    "summary_problem",
 ]
 
 log = logging.getLogger(__name__)
@@ -152,8 +168,9 @@ def resolve_runs(store: Store, wanted: Iterable[str], *, verb: str = "export") -
 
 
 def _series_json(store: Store, run_id: str) -> bytes:
-    """A run's curves as JSON bytes: ``{name: [[step, value or null], ...]}`` (null stands for NaN)."""
-    data = {k: [[s, None if math.isnan(v) else v] for s, v in pts] for k, pts in store.series(run_id).items()}
+    """A run's curves as JSON bytes: ``{name: [[step, value or null], ...]}`` (null stands for NaN, and for
+    an infinite value a diverged run logged: JSON has no infinity)."""
+    data = {k: [[s, v if math.isfinite(v) else None] for s, v in pts] for k, pts in store.series(run_id).items()}
     return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
 
 
@@ -201,9 +218,7 @@ def export_bundle(store: Store, run_ids: Iterable[str], out: str | Path, with_mo
                         "members": members})
     manifest = {"format": "stitchlab-bundle", "bundle_schema": BUNDLE_SCHEMA, "stitchlab": stitchcore.__version__,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs": entries}
-    out = Path(out).expanduser()
-    if out.is_dir():
-        raise StoreError(f"--out {out} is a folder: give a file name such as {out / 'bundle.zip'}")
+    out = out_file(out, "bundle.zip")
     tmp = out.with_name(f".tmp-{uuid.uuid4().hex}-{out.name}")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -301,6 +316,128 @@ def _read_member(zf: zipfile.ZipFile, path: Path, info: zipfile.ZipInfo, size: i
 
 
 CLOCK_SKEW = 600.0  # seconds a bundled run's times may lie ahead of this machine's clock (another machine's)
+EARLIEST = 946_684_800.0  # 2000-01-01 UTC: a run time before it is no time StitchLab wrote (and -inf breaks dates)
+MAX_STEP = 2**53  # a series step is a whole number 0 <= step < 2**53: exact as a float, within SQLite's INTEGER
+MAX_LABEL = 1_000  # characters of a row's label (lists and plots show it)
+MAX_ERROR = 10_000  # characters of a failed run's error message
+MAX_WORD = 4_096  # characters of a summary's word (ref, dataset, device ...) and of a series name
+_ID_RE = re.compile(r"[0-9a-f]{16}")  # a run id: run_id_for's 16 hex digits
+_KIND_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}")  # a run kind: an experiment's registered name
+
+# Summary fields at the top of a summary (and inside ``base``) that readers format as numbers without a guard
+# (``f"{s['accuracy']:.1%}"``): a finite number, never null, never text.
+HEADLINE_NUMBERS = frozenset({"accuracy", "start_accuracy", "loss", "loss_penalty", "perplexity"})
+# Numbers readers format where present: a finite number or null (a run without one stores null).
+NUMBERS = frozenset({"val_loss", "val_accuracy", "final_train_loss", "sparsity", "seconds", "params", "flops",
+                     "n", "n_train", "n_test", "n_val", "n_cells", "eval_tokens", "steps", "lstsq_residual",
+                     "kept_epoch", "accuracy_mean", "penalty_mean"})  # fmt: skip
+# Tables of numbers (a matrix's grids, per-class bars, intervals): a number, or lists / objects of numbers and
+# nulls at any depth (a skipped cell is null).  Every ``*_ci`` field is one too.
+NUMBER_TABLES = frozenset({"penalty", "per_class", "per_class_base", "values", "residual", "baseline", "base_ci",
+                           "across_seeds"})  # fmt: skip
+# Words readers print or call string methods on: a string of at most MAX_WORD characters (or null, but not for
+# penalty_base, which is upper-cased).
+WORDS = frozenset({"ref", "name", "arch", "dataset", "device", "mode", "measure", "metric", "input_kind",
+                   "backend", "penalty_base"})  # fmt: skip
+
+
+def _is_number(value: Any) -> bool:
+    """A finite float, or an int within 64 bits (not a bool: ``True`` formats as ``100.0%``; 2**1100 overflows
+    a float where a reader formats it).
+
+    >>> [_is_number(v) for v in (0.5, 3, True, 2**64, "1")]
+    [True, True, False, False, False]
+    """
+    if type(value) is float:
+        return math.isfinite(value)
+    return type(value) is int and -(2**63) <= value < 2**63
+
+
+def _show(value: Any) -> str:
+    return f"{value!r:.40}"
+
+
+def _table_problem(value: Any, where: str, depth: int = 0) -> str | None:
+    """Why ``value`` is not a number or a (nested) list / object of numbers and nulls, or None."""
+    if value is None or _is_number(value):
+        return None
+    if isinstance(value, (list, dict)) and depth < 8:
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        return next((p for k, v in items if (p := _table_problem(v, f"{where}[{k!r}]", depth + 1))), None)
+    return f"summary field {where} is {_show(value)}, not a number or null"
+
+
+def summary_problem(summary: Any, where: str = "") -> str | None:
+    """Why a bundled summary would break a reader (Results, a run view, ``runs report``, a handout), or None:
+    each field of :data:`HEADLINE_NUMBERS` a finite number, of :data:`NUMBERS` one or null, of
+    :data:`NUMBER_TABLES` (and every ``*_ci``) numbers and nulls, of :data:`WORDS` a bounded string; ``base``
+    null or an object of numbers and of objects held to these same rules.
+
+    >>> summary_problem({"stitched": "anything", "seeds": {"accuracy_mean": 0.9}}) is None
+    True
+    >>> summary_problem({"base": {"a": {"loss": None}}})
+    "summary field 'base'['a']['loss'] is None, not a finite number"
+    """
+    if not isinstance(summary, dict):
+        return f"summary{where} is {_show(summary)}, not an object"
+    for key, value in summary.items():
+        at = f"{where}[{key!r}]" if where else repr(key)
+        if key in HEADLINE_NUMBERS and not _is_number(value):
+            return f"summary field {at} is {_show(value)}, not a finite number"
+        if key in NUMBERS and value is not None and not _is_number(value):
+            return f"summary field {at} is {_show(value)}, not a finite number or null"
+        if (key in NUMBER_TABLES or str(key).endswith("_ci")) and (problem := _table_problem(value, at)):
+            return problem
+        if key in WORDS and not (isinstance(value, str) and len(value) <= MAX_WORD
+                                 or (value is None and key != "penalty_base")):
+            return f"summary field {at} is {_show(value)}, not a string of at most {MAX_WORD:,} characters"
+        if key == "seeds" and value is not None:  # across adapter seeds: means (NUMBERS) and lists of numbers
+            if not isinstance(value, dict):
+                return f"summary field {at} is {_show(value)}, not an object"
+            problem = summary_problem({k: v for k, v in value.items() if k in NUMBERS}, at) or next(
+                (p for k, v in value.items() if k not in NUMBERS and (p := _table_problem(v, f"{at}[{k!r}]"))), None)
+            if problem:
+                return problem
+        if key == "base" and value is not None and not where:  # each model's own numbers (a: 0.95, or a: {...})
+            if not isinstance(value, dict):
+                return f"summary field {at} is {_show(value)}, not an object"
+            for role, score in value.items():
+                problem = (summary_problem(score, f"{at}[{role!r}]") if isinstance(score, dict) else
+                           None if _is_number(score) else
+                           f"summary field {at}[{role!r}] is {_show(score)}, not a finite number")
+                if problem:
+                    return problem
+    return None
+
+
+def _time_problem(value: Any, name: str, optional: bool) -> str | None:
+    """Why a row time is unusable: not a finite number, before :data:`EARLIEST`, or in the future; or None."""
+    if value is None and optional:
+        return None
+    if not _is_number(value):
+        return f"its {name} time is {_show(value)}, not a finite number of seconds"
+    if value < EARLIEST:
+        return f"its {name} time {value!r:.30} lies before 2000"
+    if value > time.time() + CLOCK_SKEW:  # "newest" decides which run a name resolves to: the future would win
+        return f"its {name} time lies in the future"
+    return None
+
+
+def _row_problem(row: dict, rid: str) -> str | None:
+    """Why a bundled row cannot be stored and read back (type and range of every field), or None."""
+    if not isinstance(row.get("kind"), str) or not _KIND_RE.fullmatch(row["kind"]):
+        return f"its kind {_show(row.get('kind'))} is not a run kind (a short lowercase word)"
+    if row.get("status") not in _FINAL:
+        return f"its status {_show(row.get('status'))} is not one of {', '.join(_FINAL)}"
+    if not isinstance(row.get("label"), str) or len(row["label"]) > MAX_LABEL:
+        return f"its label {_show(row.get('label'))} is not a string of at most {MAX_LABEL:,} characters"
+    error = row.get("error")
+    if error is not None and (not isinstance(error, str) or len(error) > MAX_ERROR):
+        return f"its error {_show(error)} is not null or a string of at most {MAX_ERROR:,} characters"
+    for name, optional in (("created", False), ("started", True), ("finished", True)):
+        if problem := _time_problem(row.get(name), name, optional):
+            return problem
+    return summary_problem(row.get("summary"))
 
 
 def _need(cond: bool, path: Path, why: str) -> None:
@@ -309,7 +446,8 @@ def _need(cond: bool, path: Path, why: str) -> None:
 
 
 def _check_manifest(path: Path, manifest: Any) -> None:
-    """The manifest's shape: schema, runs, rows, specs and members (ids match their specs)."""
+    """The manifest's shape: schema, runs, rows (every field by type and range), specs and members (ids match
+    their specs)."""
     _need(isinstance(manifest, dict), path, "not a JSON object")
     _need(manifest.get("format") == "stitchlab-bundle", path, "no format 'stitchlab-bundle'")
     schema = manifest.get("bundle_schema")
@@ -323,13 +461,12 @@ def _check_manifest(path: Path, manifest: Any) -> None:
         _need(isinstance(run, dict) and isinstance(run.get("row"), dict) and isinstance(run.get("spec"), dict)
               and isinstance(run.get("members"), list), path, f"run {i}: needs row, spec and members")
         row, rid = run["row"], run.get("id")
-        _need(isinstance(rid, str) and rid == row.get("id") and rid not in seen, path, f"run {i}: bad or repeated id")
+        _need(isinstance(rid, str) and bool(_ID_RE.fullmatch(rid)) and rid == row.get("id") and rid not in seen,
+              path, f"run {i}: bad or repeated id {_show(rid)} (16 hex digits, once)")
         seen.add(rid)
-        _need(isinstance(row.get("kind"), str) and row.get("status") in _FINAL
-              and isinstance(row.get("summary"), dict) and isinstance(row.get("label"), str)
-              and isinstance(row.get("error"), (str, type(None))) and isinstance(row.get("created"), (int, float))
-              and all(isinstance(row.get(k), (int, float, type(None))) for k in ("started", "finished")),
-              path, f"run {rid}: bad row")
+        problem = _row_problem(row, rid)
+        if problem is not None:
+            raise _fail(path, f"run {rid}: {problem}")
         try:
             plain_json(row["summary"], "summary", lenient=True)
             same = run_id_for(row["kind"], run["spec"]) == rid
@@ -339,10 +476,6 @@ def _check_manifest(path: Path, manifest: Any) -> None:
         claim = contradiction(row["kind"], run["spec"], rid, row["summary"])  # e.g. a zoo run's name
         if claim is not None:  # it would answer to a name its spec does not give it: refused, not imported
             raise _fail(path, f"run {rid}: {claim}")
-        late = [k for k in ("created", "started", "finished")
-                if isinstance(row.get(k), (int, float)) and row[k] > time.time() + CLOCK_SKEW]  # fmt: skip
-        if late:  # "newest" decides which run a name resolves to: a run from the future would win every time
-            raise _fail(path, f"run {rid}: its {' and '.join(late)} time lies in the future")
         roles = []
         for m in run["members"]:
             _need(isinstance(m, dict) and isinstance(m.get("path"), str) and isinstance(m.get("sha256"), str)
@@ -359,6 +492,26 @@ def _check_manifest(path: Path, manifest: Any) -> None:
                       path, f"member {m['path']!r} of run {rid}")
             roles.append(m.get("role"))
         _need(roles.count("series") == 1, path, f"run {rid}: needs one series member")
+
+
+class _NotFinite(ValueError):
+    """A JSON number Python reads but a store cannot keep: NaN, Infinity, or one beyond a float (1e999)."""
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotFinite(f"the number {text:.30} is beyond a float")
+    return value
+
+
+def _no_constant(text: str) -> float:
+    raise _NotFinite(f"{text} is not a JSON number: a bundle holds finite numbers, and null for a missing one")
+
+
+def _loads(data: bytes) -> Any:
+    """JSON as ``runs export`` writes it: Python's extensions NaN / Infinity / -Infinity (and 1e999) refused."""
+    return json.loads(data, parse_float=_finite_float, parse_constant=_no_constant)
 
 
 def read_manifest(path: str | Path, limits: Limits = Limits()) -> dict[str, Any]:
@@ -378,30 +531,53 @@ def _manifest(zf: zipfile.ZipFile, path: Path, limits: Limits) -> dict[str, Any]
         raise _fail(path, f"{MANIFEST} is {info.file_size} bytes, over the cap of {limits.manifest_bytes}")
     _, data = _read_member(zf, path, info, info.file_size)
     try:
-        manifest = json.loads(data)
-        _check_manifest(path, manifest)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        manifest = _loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError, _NotFinite) as exc:
         raise _fail(path, f"malformed manifest ({exc})") from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise _fail(path, f"malformed manifest ({str(exc).splitlines()[0]})") from None
+    except RecursionError:
+        raise _fail(path, "malformed manifest (nested too deeply)") from None
+    try:
+        _check_manifest(path, manifest)
     except RecursionError:
         raise _fail(path, "malformed manifest (nested too deeply)") from None
     return manifest
 
 
 def _parse_series(path: Path, rid: str, data: bytes) -> dict[str, list[tuple[int, float]]]:
-    """``series.json`` -> ``{name: [(step, value)]}`` (null -> NaN); a malformed one is refused."""
+    """``series.json`` -> ``{name: [(step, value)]}`` (null -> NaN); refused unless every name is a string of
+    at most :data:`MAX_WORD` characters, every step a whole number in ``0 <= step < MAX_STEP`` and every value
+    a finite number or null."""
+    def bad(why: str) -> StoreError:
+        return _fail(path, f"series of run {rid} is malformed ({why})")
+
     try:
-        raw = json.loads(data)
-        _need(isinstance(raw, dict), path, f"series of run {rid} is not an object")
-        out = {}
-        for name, pts in raw.items():
-            out[name] = [(int(s), math.nan if v is None else float(v)) for s, v in pts]
-            _need(all(type(s) is int and (v is None or type(v) in (int, float)) for s, v in pts), path,
-                  f"series {name!r} of run {rid}")
-        return out
-    except (UnicodeDecodeError, json.JSONDecodeError, TypeError, ValueError) as exc:
-        raise _fail(path, f"series of run {rid} is malformed ({exc})") from None
+        raw = _loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError, _NotFinite) as exc:
+        raise bad(str(exc)) from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise bad(str(exc).splitlines()[0]) from None
     except RecursionError:
-        raise _fail(path, f"series of run {rid} is malformed (nested too deeply)") from None
+        raise bad("nested too deeply") from None
+    if not isinstance(raw, dict):
+        raise bad("not an object")
+    out = {}
+    for name, pts in raw.items():
+        if len(name) > MAX_WORD:
+            raise bad(f"a curve name of {len(name):,} characters, over {MAX_WORD:,}")
+        if not isinstance(pts, list):
+            raise bad(f"curve {name!r:.40} is {_show(pts)}, not a list of [step, value]")
+        for pt in pts:
+            if not (isinstance(pt, list) and len(pt) == 2):
+                raise bad(f"a point of {name!r:.40} is {_show(pt)}, not [step, value]")
+            step, value = pt
+            if type(step) is not int or not 0 <= step < MAX_STEP:
+                raise bad(f"a step of {name!r:.40} is {_show(step)}, not a whole number in 0..2**53-1")
+            if value is not None and not _is_number(value):
+                raise bad(f"a value of {name!r:.40} is {_show(value)}, not a finite number or null")
+        out[name] = [(s, math.nan if v is None else float(v)) for s, v in pts]
+    return out
 
 
 def _norm_series(series: dict[str, list[tuple[int, float]]]) -> dict[str, list[tuple[int, float | None]]]:
