@@ -13,12 +13,27 @@ stacked, so files of any size batch together and memory does not grow with the d
 
 Greyscale, palette and RGBA files are converted to RGB (the alpha channel is dropped); a file that cannot
 be read stops the run with a one-line :class:`~stitchcore.errors.DataError` naming it.
+
+Every image file is opened through :func:`open_image`, checked before a pixel is decoded: a regular file (a
+FIFO, a device node or a socket named ``x.png`` is never opened: it would block or never end), at most
+:data:`MAX_PIXELS` pixels as its header declares them (a 40000x40000 PNG of a few kB is a decompression bomb),
+and a truncated or garbage file is the same one line naming it.
+
+>>> open_image("/dev/null").__enter__()
+Traceback (most recent call last):
+...
+stitchcore.errors.DataError: /dev/null is a device, not an image file: remove it, or put a real image there
 """
 
 from __future__ import annotations
 
 import os
+import stat
+import struct
+import warnings
+import zlib
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,10 +42,13 @@ import torch
 
 from stitchcore.errors import DataError
 
-__all__ = ["ImageFiles", "data_workers", "hub_transform", "read_rgb"]
+__all__ = ["MAX_PIXELS", "ImageFiles", "data_workers", "hub_transform", "open_image", "read_rgb", "shown"]
 
 WORKERS_ENV = "STITCHLAB_DATA_WORKERS"  # DataLoader workers per batch stream (default: half the cores, 1..4)
 _IN_PROCESS = 64  # a stream of at most this many files is read in the calling process (no worker start-up)
+# Pixels an image file may declare (width x height): 64 megapixels, under PIL's own warning level
+# (Image.MAX_IMAGE_PIXELS, ~89 M), so an image it would warn about, or refuse as a bomb, is refused here in one line
+MAX_PIXELS = 64_000_000
 
 
 def data_workers() -> int:
@@ -44,17 +62,66 @@ def data_workers() -> int:
     return max(1, min(4, (os.cpu_count() or 2) // 2))
 
 
-def read_rgb(path: str) -> Any:
-    """The file as an RGB PIL image (greyscale, palette and RGBA converted; alpha dropped); DataError if it
-    cannot be read."""
+def shown(path: object) -> str:
+    r"""A path as one line: as it is, or as Python writes it when it holds a control character (a newline).
+
+    >>> shown("/data/a.png"), shown("/data/a\nb.png")
+    ('/data/a.png', "'/data/a\\nb.png'")
+    """
+    text = os.fspath(path) if isinstance(path, os.PathLike) else str(path)
+    return repr(text) if any(not ch.isprintable() for ch in text) else text
+
+
+def _file_kind(mode: int) -> str:
+    return ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a socket"
+            if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file")
+
+
+@contextmanager
+def open_image(path: str | os.PathLike, name: str = "") -> Iterator[Any]:
+    """The image file at ``path`` opened with PIL (header read, nothing decoded), for a ``with`` block; every
+    failure inside the block as well is a one-line :class:`DataError` naming the file (``name``: the dataset,
+    put first).  Refused before PIL reads a byte: anything but a regular file (a link is followed); refused
+    before a pixel is decoded: more than :data:`MAX_PIXELS` pixels."""
     from PIL import Image, UnidentifiedImageError
 
+    where = f"{name}: " if name else ""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError) as exc:  # missing, a link loop, no permission, a NUL in the name
+        why = getattr(exc, "strerror", None) or str(exc)
+        raise DataError(f"{where}cannot read image {shown(path)} ({why}); remove or replace it") from None
+    if not stat.S_ISREG(mode):
+        raise DataError(f"{where}{shown(path)} is {_file_kind(mode)}, not an image file: remove it, or put a real"
+                        " image there")  # fmt: skip
+    # PIL warns (stderr) of an image above its own level before the size can be read; this one is refused below
+    # in one line whenever PIL would warn (MAX_PIXELS is lower): its warning would only be a second message.
+    # Idempotent: filterwarnings drops an equal filter before it inserts one.
+    warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
+    too_big = (f"{where}{shown(path)} has more than {MAX_PIXELS:,} pixels (a decompression bomb, or a photo too "
+               "large to hold): shrink it or remove it from the folder")  # fmt: skip
     try:
         with Image.open(path) as im:
-            im.draft("RGB", (im.width, im.height))  # JPEG: no work beyond full size
-            return im.convert("RGB")
-    except (UnidentifiedImageError, OSError, ValueError) as exc:
-        raise DataError(f"cannot read image {path} ({exc}); remove or replace it") from None
+            if im.width * im.height > MAX_PIXELS:
+                raise DataError(f"{where}{shown(path)} is {im.width}x{im.height} = {im.width * im.height:,} pixels,"
+                                f" over the limit of {MAX_PIXELS:,}: shrink it or remove it from the folder")
+            yield im
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):  # PIL's own check, in Image.open
+        raise DataError(too_big) from None
+    except MemoryError:
+        raise DataError(too_big) from None
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError, IndexError, struct.error,
+            zlib.error) as exc:  # garbage, truncated, or a format's decoder giving up  # fmt: skip
+        why = " ".join(str(exc).split()) or type(exc).__name__
+        raise DataError(f"{where}cannot read image {shown(path)} ({why:.200}); remove or replace it") from None
+
+
+def read_rgb(path: str) -> Any:
+    """The file as an RGB PIL image (greyscale, palette and RGBA converted; alpha dropped); DataError if it
+    cannot be read (:func:`open_image`)."""
+    with open_image(path) as im:
+        im.draft("RGB", (im.width, im.height))  # JPEG: no work beyond full size
+        return im.convert("RGB")
 
 
 def resize_crop(image: Any, size: tuple[int, int]) -> Any:

@@ -29,7 +29,7 @@ from stitchcore.experiments._registry import RunContext
 from stitchcore.experiments.estimate import (
     Estimate, EstimateContext, calibrated, estimate_from, ms, per_step, timed, where,
 )  # fmt: skip
-from stitchcore.experiments.zoo_recipe import ZooRecipe
+from stitchcore.experiments.zoo_recipe import ZooRecipe, check_data_files
 from stitchcore.lm.evaluate import eval_windows, lm_loss, sample_text
 from stitchcore.lm.parts import TokenCodec
 from stitchcore.models.archs import create_arch
@@ -95,6 +95,7 @@ def train_lm_zoo(recipe: ZooRecipe, ctx: RunContext, name: str) -> dict:
         raise DataError(f"{recipe.arch!r} is a language model: train it on a text corpus ({', '.join(list_texts())} "
                         f"or file:PATH), not on {recipe.dataset!r}")
     text = load_text(recipe.dataset)
+    check_data_files(recipe)  # a file: corpus read is the one the recipe (and its name) says
     vocab = CharVocab.from_text(text)
     train_ids, val_ids = char_splits(text, vocab)
     kwargs = {"vocab_size": vocab.size, **recipe.arch_kwargs}

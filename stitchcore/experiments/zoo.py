@@ -3,7 +3,9 @@
 The checkpoint (safetensors with the architecture in its metadata) becomes an
 artifact of the run; the run's summary holds the ref (``zoo:cnn-digits-s0``),
 test accuracy, preprocessing and class names, so ``zoo:`` refs resolve through
-the store and a recipe is never trained twice.
+the store and a recipe is never trained twice.  A recipe on a folder of images is trained on the files its
+``data_id`` names, read as they are now (``load_dataset`` never serves an in-process copy of older ones), or
+refused.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from stitchcore.experiments.estimate import (
     where,
 )  # fmt: skip
 from stitchcore.experiments.lm_zoo import estimate_lm_zoo, train_lm_zoo, untrained_lm
-from stitchcore.experiments.zoo_recipe import ZooRecipe, checkpoint_artifact, zoo_name
+from stitchcore.experiments.zoo_recipe import ZooRecipe, check_data_files, checkpoint_artifact, zoo_name
 from stitchcore.models.archs import arch_defaults, arch_input_kind, create_arch
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.memory import check_fits, training_bytes
@@ -143,8 +145,8 @@ def _finetune_dataset(recipe: ZooRecipe, ds: ImageDataset) -> ImageDataset:
 
 
 def _finetune(model, layer, recipe: ZooRecipe, ds: ImageDataset, preprocess, evaluate, ctx: RunContext) -> list:
-    """Special layer: train only ``layer`` (all other weights frozen) on ``finetune_data`` (default: ``ds``)."""
-    ds = _finetune_dataset(recipe, ds)
+    """Special layer: train only ``layer`` (all other weights frozen) on ``ds`` (the recipe's
+    ``finetune_data``, else its dataset)."""
     frozen = [(p, p.requires_grad) for p in model.parameters()]
     for p in model.parameters():
         p.requires_grad_(False)
@@ -186,6 +188,7 @@ def check_zoo(recipe: ZooRecipe, store: Any = None) -> None:
             raise DataError(f"{recipe.arch!r} is a language model: train it on a text corpus"
                             f" ({', '.join(list_texts())} or file:PATH), not on {recipe.dataset!r}")  # fmt: skip
         untrained_model(recipe)  # the corpus and the arch's options
+        check_data_files(recipe)  # the text file is the one the recipe (and its name) says
         return
     model = untrained_model(recipe)  # unknown option, a dataset that is missing or does not fit the arch
     if recipe.fine_tunes_hub and recipe.image_size is not None:  # not every hub model takes another input size
@@ -208,6 +211,7 @@ def check_zoo(recipe: ZooRecipe, store: Any = None) -> None:
     _finetune_dataset(recipe, ds)
     if recipe.start is not None:  # a well-formed ref (a preset queues its start before it: loaded by the run)
         parse_ref(recipe.start)
+    check_data_files(recipe)  # the folder's files are the ones the recipe (and its name) says
 
 
 # ---------------------------------------------------------------------------- estimate
@@ -277,6 +281,8 @@ def train_zoo(recipe: ZooRecipe, ctx: RunContext) -> dict:
         train_ds = relabel(train_ds, *recipe.relabel)
     if recipe.drop_class is not None:
         train_ds = drop_class(train_ds, recipe.drop_class)
+    finetune_ds = _finetune_dataset(recipe, ds) if recipe.finetune_layer else ds
+    check_data_files(recipe)  # what was just read is what the recipe's name says (unchanged since made)
     torch.manual_seed(recipe.seed)
     if recipe.fine_tunes_hub:  # the hub model itself, its preprocessing, a copy made trainable
         hub = hub_start(recipe, recipe.start, ctx.store)
@@ -358,7 +364,7 @@ def train_zoo(recipe: ZooRecipe, ctx: RunContext) -> dict:
         check_cancel=ctx.check_cancel,
     )
     if special is not None:
-        history += _finetune(model, special, recipe, ds, preprocess, evaluate, ctx)
+        history += _finetune(model, special, recipe, finetune_ds, preprocess, evaluate, ctx)
     model.to("cpu").eval()
     final = evaluate_batches(lambda x: model(preprocess(x)), ds.batches("test", 512), ds.num_classes, torch.device("cpu"))
     save(None)

@@ -3,33 +3,47 @@
 Below both bodies of the ``zoo`` experiment (:mod:`~stitchcore.experiments.zoo` for image models,
 :mod:`~stitchcore.experiments.lm_zoo` for char-GPTs), so neither imports the other to know it.
 
+A recipe on files (``imagefolder:PATH``, a text ``file:PATH``) records their identity (``data_id``: the
+resolved path and a fingerprint, :mod:`stitchcore.data.fingerprint`), so its name says which files: two
+folders, or one folder before and after an edit, never share a name (nor a run, nor a stitch's cache).
+
 >>> r = ZooRecipe(seed=3)
 >>> r.short_name(), zoo_name(r, "abcdef123"), zoo_name(ZooRecipe(seed=3, epochs=5), "abcdef123")
 ('cnn-digits-s3', 'cnn-digits-s3', 'cnn-digits-s3-abcdef')
+>>> pets = ZooRecipe(dataset="imagefolder:/data/pets", data_id={"path": "/data/pets", "sha256": "0" * 64})
+>>> pets.short_name(), ZooRecipe.from_dict({"dataset": "imagefolder:/data/pets"}).short_name()
+('cnn-imagefolder-pets-f0a57e-s0', 'cnn-imagefolder-s0')
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from stitchcore.data.augment import AUGMENTS
-from stitchcore.errors import StitchError
+from stitchcore.data.fingerprint import data_identity, data_source, is_identity
+from stitchcore.errors import DataError, StitchError
 from stitchcore.experiments._spec import (
     Spec,
     check_at_least,
     check_choice,
     check_positive,
+    check_seed,
     field_label,
 )
 from stitchcore.models.archs import arch_input_kind
 from stitchcore.models.refs import parse_ref
 from stitchcore.stitching.train import OPTIMIZERS
 
-__all__ = ["HUB_STARTS", "ZooRecipe", "checkpoint_artifact", "starts_from_hub", "zoo_name"]
+__all__ = ["HUB_STARTS", "ZooRecipe", "check_data_files", "checkpoint_artifact", "starts_from_hub",
+           "zoo_name"]
 
 HUB_STARTS = ("timm", "torchvision")  # hub sources a recipe can fine-tune (start=), each a whole architecture
+MEASURE_FILES = "auto"  # data_id of a recipe being made: the files' identity is measured from disk
 
 
 def starts_from_hub(start: str | None) -> bool:
@@ -84,14 +98,24 @@ class ZooRecipe(Spec):
     # Training-time augmentation (stitchcore.data.augment): "none" | "crop-flip" (CIFAR's: pad and crop, flip) |
     # "resized-crop-flip" (ImageNet's: random resized crop, flip).  Digits: none (a flipped 2 is not a 2).
     augment: str = "none"
+    # The identity of the files the recipe trains on (imagefolder:/file: datasets, and a finetune_data on
+    # files): {"path": the resolved path, "sha256": a fingerprint of the files' names, sizes and times}, see
+    # stitchcore.data.fingerprint.  Measured from disk when a recipe is made ("auto"), kept as stored when
+    # one is read; None for built-in data, and for recipes stored before it (names and ids as they were).
+    data_id: dict[str, str] | str | None = MEASURE_FILES
 
     # recipes stored before start= trained from scratch; before keep_epochs= they kept no checkpoints; before
-    # augment= they saw their images as they are
-    LEGACY: ClassVar[dict[str, Any]] = {"start": None, "keep_epochs": (), "augment": "none"}
+    # augment= they saw their images as they are; before data_id= their files' identity was not recorded
+    LEGACY: ClassVar[dict[str, Any]] = {"start": None, "keep_epochs": (), "augment": "none", "data_id": None}
 
     def __post_init__(self) -> None:
+        for name in ("arch", "dataset"):  # a bundle's spec could carry a number here: refused now, not when named
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise StitchError(f"{name} must be a name such as {'cnn' if name == 'arch' else 'digits'} (got {value!r})")
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         check_at_least("seed", self.seed, 0)
+        check_seed("seed", self.seed)  # 2**70 would overflow torch's generator when the run starts
         check_at_least("epochs", self.epochs, 1, "e.g. 20")
         check_at_least("batch_size", self.batch_size, 1, "e.g. 64")
         if self.lr is not None:
@@ -134,6 +158,40 @@ class ZooRecipe(Spec):
             raise StitchError(f"unknown augment {self.augment!r}; use one of: {', '.join(AUGMENTS)}")
         if self.start is not None:
             self._check_start()
+        self._check_data_id()  # last: measuring walks the files, after every cheaper check has passed
+
+    def _check_data_id(self) -> None:
+        """``data_id`` measured (a recipe being made), or checked for its shape (one read from a store)."""
+        if self.data_id == MEASURE_FILES:
+            object.__setattr__(self, "data_id", data_identity(self.dataset, self.finetune_data))
+        elif self.data_id is not None:
+            if not is_identity(self.data_id):
+                shape = '{"path": ..., "sha256": 64 hex digits}'
+                raise StitchError(f"data_id must be the files' identity {shape} (got "
+                                  f"{str(self.data_id)[:60]!r}); leave it out: a new recipe measures it")
+            if not any(data_source(d) for d in (self.dataset, self.finetune_data) if d is not None):
+                raise StitchError(f"data_id is the identity of files, and {self.dataset!r} is not read from "
+                                  "files (imagefolder:PATH, file:PATH); leave it out")  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ZooRecipe:
+        """A stored recipe as it was stored: its ``data_id`` is read, never measured from this machine's disk
+        (a bundle's recipe is named by what it says, not by the files here)."""
+        if isinstance(d, Mapping) and d.get("data_id") == MEASURE_FILES:
+            raise StitchError(f"a stored recipe's data_id is the identity its files had, not "
+                              f"{MEASURE_FILES!r}; leave it out when writing a new recipe: it is measured "
+                              "then")  # fmt: skip
+        return super().from_dict(d)
+
+    @classmethod
+    def new(cls, d: Mapping[str, Any]) -> ZooRecipe:
+        """A recipe being made (a lesson's, a spec written by hand): its files' identity is measured now,
+        never taken as written (a recipe is named for the files it will train on).
+
+        >>> ZooRecipe.new({"seed": 2, "data_id": None}).data_id is None  # digits: no files of its own
+        True
+        """
+        return replace(super().new({**d, "data_id": None}), data_id=MEASURE_FILES)
 
     def _check_start(self) -> None:
         """A zoo:/file: start keeps ``arch``; a hub start sets it to the hub model's (``timm:NAME``)."""
@@ -175,8 +233,9 @@ class ZooRecipe(Spec):
         return d
 
     def is_plain(self) -> bool:
-        """True when only arch, dataset, seed and optimizer differ from the defaults."""
-        base = ZooRecipe(arch=self.arch, dataset=self.dataset, seed=self.seed, optimizer=self.optimizer)
+        """True when only arch, dataset (and its files' identity), seed and optimizer differ from defaults."""
+        base = ZooRecipe(arch=self.arch, dataset=self.dataset, seed=self.seed, optimizer=self.optimizer,
+                         data_id=self.data_id)
         return base == self
 
     def label(self) -> str:
@@ -214,11 +273,26 @@ class ZooRecipe(Spec):
             return False
 
     def short_name(self) -> str:
-        """Readable part of the zoo ref: ``cnn-digits-s0`` (``-adamw`` when not sgd)."""
+        """Readable part of the zoo ref: ``cnn-digits-s0`` (``-adamw`` when not sgd); a recipe on files also
+        names them: ``cnn-imagefolder-pets-3fa2c1-s0`` (the folder's or file's name, and a short hash of the
+        dataset as written and the files' identity)."""
         dataset = re.sub(r"[^a-z0-9]+", "", self.dataset.lower().split(":")[0])
         arch = re.sub(r"[^a-z0-9]+", "", self.arch.split(":")[-1].lower())  # timm:test_resnet -> testresnet
+        if isinstance(self.data_id, dict):  # None: built-in data, or a recipe stored before data_id
+            dataset += self._files_part(self.data_id)
         name = f"{arch}-{dataset}-s{self.seed}"
         return name + ("-adamw" if self.optimizer == "adamw" else "")
+
+    def _files_part(self, data_id: dict[str, str]) -> str:
+        """``-pets-3fa2c1``: the name of the folder (or the stem of the text file) the files lie in, and the
+        first 6 hex digits of a sha256 over the dataset as written (options, transforms) and ``data_id``."""
+        path = data_id["path"].rstrip("/")
+        leaf = path.rsplit("/", 1)[-1]
+        if (data_source(self.dataset) or ("", ""))[0] == "file":
+            leaf = leaf.rsplit(".", 1)[0] if "." in leaf.strip(".") else leaf  # input.txt -> input
+        word = re.sub(r"[^a-z0-9]+", "", leaf.lower())[:24]
+        what = json.dumps([self.dataset, self.finetune_data, data_id["path"], data_id["sha256"]])
+        return (f"-{word}" if word else "") + "-" + hashlib.sha256(what.encode()).hexdigest()[:6]
 
 
 def checkpoint_artifact(epoch: int | None) -> str:
@@ -234,3 +308,23 @@ def zoo_name(recipe: ZooRecipe, run_id: str) -> str:
     """``cnn-digits-s0`` for plain recipes; a run-id suffix keeps other recipes apart."""
     name = recipe.short_name()
     return name if recipe.is_plain() else f"{name}-{run_id[:6]}"
+
+
+def check_data_files(recipe: ZooRecipe) -> None:
+    """DataError unless the recipe's files are, now, the ones its ``data_id`` names (a recipe on files made
+    before data_id was recorded is refused too: made again, it is named for its files).
+
+    >>> check_data_files(ZooRecipe())  # digits: nothing on disk to compare
+    """
+    if not any(data_source(d) for d in (recipe.dataset, recipe.finetune_data) if d is not None):
+        return
+    if recipe.data_id is None:
+        raise DataError(f"this recipe on {recipe.dataset} does not record its files' identity (data_id; a "
+                        "recipe stored before it was kept); make the recipe again (the same zoo train "
+                        "command, or the app's form): it is named for the files as they are now")  # fmt: skip
+    then, now = recipe.data_id, data_identity(recipe.dataset, recipe.finetune_data)
+    if now != then and isinstance(then, dict) and now is not None:
+        raise DataError(f"the files of {recipe.dataset} are not the ones this recipe was made for (then "
+                        f"{then['path']} {then['sha256'][:6]}, now {now['path']} {now['sha256'][:6]}): make "
+                        "the recipe again to train on them as they are (a model of its own name); the "
+                        "earlier model keeps its name")  # fmt: skip

@@ -8,7 +8,10 @@ so a bundle reproduces on a machine that never trained them.
 
 Import refuses, with one line and nothing written: a member path that leaves the store, a symlink
 or special member, a size above the declared one or the caps (zip bombs), a sha256 mismatch, a
-missing or malformed manifest, an unknown schema, a damaged, non-zip or empty file.
+missing or malformed manifest, an unknown schema, a damaged, non-zip or empty file.  A run its kind names
+(a zoo model, ``zoo:cnn-digits-s0``) is refused when its spec cannot be read to name it (a seed of 2**70, a
+malformed ``data_id``), when its summary claims another name (:mod:`stitchcore.store.claims`), and when its
+name is already held by another run, in the store or in the bundle: a bundle never takes a name over.
 
 Every value a reader formats is checked by type and range before anything is written (a genuine export
 always passes; one bad value refuses the bundle whole): ``NaN``, ``Infinity`` and numbers beyond a float
@@ -53,7 +56,7 @@ from typing import Any, BinaryIO
 import stitchcore
 from stitchcore.errors import StoreError
 from stitchcore.store.canonical_json import canonical_json, plain_json
-from stitchcore.store.claims import contradiction
+from stitchcore.store.claims import contradiction, run_names, spec_name
 from stitchcore.store.disk import out_file
 from stitchcore.store.results import STATUSES, RunRecord, Store, run_id_for
 
@@ -141,10 +144,15 @@ def _zoo_names(value: Any) -> set[str]:
 
 
 def _zoo_runs(store: Store) -> dict[str, RunRecord]:
-    """Trained zoo models by NAME (as ``zoo:NAME`` resolves them: the newest with that name)."""
+    """Trained zoo models by NAME, as ``zoo:NAME`` resolves them: by the names :func:`run_names` gives (its
+    summary's where none comes from its spec: no namer registered), one made in this store before an
+    imported one, else the newest."""
     out: dict[str, RunRecord] = {}
-    for rec in store.list_runs(kind="zoo", status="done"):
-        out.setdefault(str(rec.summary.get("name", "")), rec)
+    runs = store.list_runs(kind="zoo", status="done")  # newest first; sorted() below keeps that order
+    for rec in sorted(runs, key=lambda r: r.imported is not None):
+        said = rec.summary.get("name")
+        for name in sorted(run_names(rec) or ({said} if isinstance(said, str) else set())):
+            out.setdefault(name, rec)
     return out
 
 
@@ -423,8 +431,8 @@ def _time_problem(value: Any, name: str, optional: bool) -> str | None:
     return None
 
 
-def _row_problem(row: dict, rid: str) -> str | None:
-    """Why a bundled row cannot be stored and read back (type and range of every field), or None."""
+def _row_problem(row: dict) -> str | None:
+    """Why a bundled row cannot be stored and read back (type and range of every field but its times), or None."""
     if not isinstance(row.get("kind"), str) or not _KIND_RE.fullmatch(row["kind"]):
         return f"its kind {_show(row.get('kind'))} is not a run kind (a short lowercase word)"
     if row.get("status") not in _FINAL:
@@ -434,9 +442,6 @@ def _row_problem(row: dict, rid: str) -> str | None:
     error = row.get("error")
     if error is not None and (not isinstance(error, str) or len(error) > MAX_ERROR):
         return f"its error {_show(error)} is not null or a string of at most {MAX_ERROR:,} characters"
-    for name, optional in (("created", False), ("started", True), ("finished", True)):
-        if problem := _time_problem(row.get(name), name, optional):
-            return problem
     return summary_problem(row.get("summary"))
 
 
@@ -464,7 +469,7 @@ def _check_manifest(path: Path, manifest: Any) -> None:
         _need(isinstance(rid, str) and bool(_ID_RE.fullmatch(rid)) and rid == row.get("id") and rid not in seen,
               path, f"run {i}: bad or repeated id {_show(rid)} (16 hex digits, once)")
         seen.add(rid)
-        problem = _row_problem(row, rid)
+        problem = _row_problem(row)
         if problem is not None:
             raise _fail(path, f"run {rid}: {problem}")
         try:
@@ -476,6 +481,9 @@ def _check_manifest(path: Path, manifest: Any) -> None:
         claim = contradiction(row["kind"], run["spec"], rid, row["summary"])  # e.g. a zoo run's name
         if claim is not None:  # it would answer to a name its spec does not give it: refused, not imported
             raise _fail(path, f"run {rid}: {claim}")
+        for name, optional in (("created", False), ("started", True), ("finished", True)):
+            if problem := _time_problem(row.get(name), name, optional):
+                raise _fail(path, f"run {rid}: {problem}")
         roles = []
         for m in run["members"]:
             _need(isinstance(m, dict) and isinstance(m.get("path"), str) and isinstance(m.get("sha256"), str)
@@ -650,10 +658,36 @@ def import_bundle(store: Store, path: str | Path, limits: Limits = Limits()) -> 
                 raise StoreError(f"run {run['id']} is already in {store.root} with different content:"
                                  " delete it there first (Results page), or import into another --store;"
                                  " nothing was imported")
+        _check_names(store, path, new)
         if new:
             _write(store, zf, path, new, series)
     log.info("imported %d run(s) from %s, skipped %d", len(new), path, len(skipped))
     return ImportReport(path, tuple(r["id"] for r in new), tuple(skipped))
+
+
+def _check_names(store: Store, path: Path, runs: list[dict]) -> None:
+    """StoreError unless each finished run in ``runs`` (the new ones) that its spec names (a zoo model's
+    ``zoo:cnn-digits-s0``) takes a name no other run holds: not one in ``store`` (:func:`run_names`), nor
+    another of ``runs``.  A bundle cannot take a name over: ``zoo:NAME`` keeps meaning the weights it meant."""
+    named: dict[tuple[str, str], str] = {}  # (kind, name) -> the bundled run that takes it
+    for run in runs:
+        kind = run["row"]["kind"]
+        name = spec_name(kind, run["spec"], run["id"]) if run["row"]["status"] == "done" else None
+        if name is None:
+            continue
+        other = named.setdefault((kind, name), run["id"])
+        if other != run["id"]:
+            raise _fail(path, f"runs {other} and {run['id']} both take the name {kind}:{name}; a name means one "
+                              "model: export the bundle again with only one of them")  # fmt: skip
+    for kind in sorted({k for k, _ in named}):
+        for rec in store.list_runs(kind=kind, status="done"):
+            for name in sorted(run_names(rec)):
+                rid = named.get((kind, name))
+                if rid is not None and rid != rec.id:
+                    raise StoreError(f"run {rid} of {path.name} is named {kind}:{name}, which run {rec.id} "
+                                     f"already holds in {store.root}; a bundle cannot take a name over: delete "
+                                     f"run {rec.id} there first (Results page), or import into another --store;"
+                                     " nothing was imported")  # fmt: skip
 
 
 def _write(store: Store, zf: zipfile.ZipFile, path: Path, runs: list[dict], series: dict[str, dict]) -> None:

@@ -4,6 +4,11 @@ Content-addressed and written atomically, so the same bytes always land on the s
 so give the same ``file:`` ref, see :func:`stitchcore.models.refs.upload_ref`).  Nothing is
 loaded here: reading a checkpoint is :mod:`stitchcore.models.sources.checkpoint`'s job.
 
+What already lies at that path is trusted only when it is a regular file holding those bytes (a link,
+a folder or other bytes planted under the name are replaced, or refused in one line); an ``uploads``
+entry that is not a folder, and a write that fails (a full disk, a read-only store), are one-line
+:class:`~stitchcore.errors.CheckpointError` s that name the fix.
+
 >>> _safe_name("../../My Model (v2).PT")
 'My_Model_v2.pt'
 """
@@ -13,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 import threading
 from pathlib import Path
 from typing import Any
@@ -49,14 +55,39 @@ def save_upload(store: Any, filename: str, data: bytes) -> Path:
     if not data:
         raise CheckpointError(f"{filename!r} is empty; upload the checkpoint again")
     folder = Path(store.root) / UPLOAD_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{hashlib.sha256(data).hexdigest()[:16]}-{_safe_name(filename)}"
-    if path.exists() and path.stat().st_size == len(data):
-        return path
-    tmp = folder / f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp"
+    digest = hashlib.sha256(data).hexdigest()
+    path = folder / f"{digest[:16]}-{_safe_name(filename)}"
     try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+        if (folder.exists() or folder.is_symlink()) and not folder.is_dir():  # a file, or a dangling link
+            raise CheckpointError(f"{folder} is not a folder (uploads are kept there): move it away and upload "
+                                  "again")  # fmt: skip
+        folder.mkdir(parents=True, exist_ok=True)
+        if _holds(path, data, digest):
+            return path
+        if path.is_dir() and not path.is_symlink():
+            raise CheckpointError(f"{path} is a folder where the upload belongs: move it away and upload again")
+        tmp = folder / f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp"
+        try:
+            tmp.write_bytes(data)
+            os.replace(tmp, path)  # a link planted at the name is replaced, never followed
+        finally:
+            tmp.unlink(missing_ok=True)
+    except OSError as exc:
+        raise CheckpointError(f"cannot save the upload in {folder} ({exc.strerror or exc}): free some space or "
+                              "use a store you can write to, then upload again") from None  # fmt: skip
     return path
+
+
+def _holds(path: Path, data: bytes, digest: str) -> bool:
+    """Whether ``path`` is a regular file (not a link) holding exactly ``data`` (sha256 ``digest``)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
+        return False
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest() == digest

@@ -10,6 +10,7 @@ after epoch K of the same training run (a recipe with ``keep_epochs``; 0 = its i
 from __future__ import annotations
 
 import difflib
+import re
 
 from torch import nn
 
@@ -21,10 +22,12 @@ from stitchcore.models.preprocess import Preprocess
 from stitchcore.models.refs import ModelRef
 from stitchcore.models.sources._registry import ARCH_BUILDERS, register_source
 from stitchcore.models.sources.checkpoint import load_into, read_checkpoint
-from stitchcore.store.claims import spec_name
+from stitchcore.store.claims import run_names
 from stitchcore.store.results import RunRecord, Store
 
 __all__ = ["find_zoo_run", "list_zoo_models", "load_zoo_model", "zoo_epoch", "zoo_names", "zoo_options"]
+
+_FILE_DATA = ("imagefolder", "file")  # datasets read from files: a recipe on them is named for its files too
 
 
 def list_zoo_models(store: Store) -> list[RunRecord]:
@@ -35,37 +38,48 @@ def list_zoo_models(store: Store) -> list[RunRecord]:
 def zoo_names(rec: RunRecord) -> set[str]:
     """The names a stored zoo run answers to: the one its spec gives it (``store.claims.spec_name``: the zoo
     experiment registers how); a run made in this store also the one its summary records, an imported one
-    never (a bundle's summary could claim any name: ``zoo:cnn-digits-s0`` for other weights).  Without the
-    zoo experiment imported (no namer), the summary's, as before."""
-    said = rec.summary.get("name")
-    derived = spec_name("zoo", rec.spec, rec.id)
-    if derived is None:
-        return {said} if isinstance(said, str) else set()
-    return {derived} | ({said} if isinstance(said, str) and not rec.imported else set())
+    never (a bundle's summary could claim any name: ``zoo:cnn-digits-s0`` for other weights), not even when
+    no name comes from its spec (a spec this version refuses, a seed of 2**70: it answers to none).  A run
+    made here without the zoo experiment imported (no namer): the summary's, as before."""
+    return run_names(rec)  # zoo runs are of kind "zoo": the rule is the store's, written once
 
 
 def find_zoo_run(store: Store, name: str) -> RunRecord:
-    """The stored run of ``zoo:<name>`` (newest first, by :func:`zoo_names`); RefError with the command to
-    train it otherwise."""
+    """The stored run of ``zoo:<name>`` (by :func:`zoo_names`): the newest made in this store, else the newest
+    imported (a bundle's run, however recent, never takes a name over from one made here: two runs share a
+    name only through names stored before they said which files, or a forged spec); RefError with the command
+    to train it otherwise."""
     runs = list_zoo_models(store)
-    for rec in runs:
-        if name in zoo_names(rec):
-            return rec
+    named = [rec for rec in runs if name in zoo_names(rec)]
+    if named:
+        return next((rec for rec in named if not rec.imported), named[0])
     hint = _train_hint(name)
     close = difflib.get_close_matches(name, sorted({n for r in runs for n in zoo_names(r)}), n=3)
     also = f" Trained models close to it: {', '.join('zoo:' + c for c in close)}." if close else ""
     raise RefError(f"zoo:{name} is not in the store at {store.root}; {hint}.{also}")
 
 
+# a plain recipe's name (stitchcore.experiments.zoo_recipe.ZooRecipe.short_name): arch-data[-files-hash6]-sN
+_NAME = re.compile(r"([a-z0-9]+)-([a-z0-9]+)-(?:([a-z0-9]+-)?[0-9a-f]{6}-)?s(\d+)(-adamw)?")
+
+
 def _train_hint(name: str) -> str:
-    parts = name.split("-")
-    if len(parts) >= 3 and parts[2].startswith("s") and parts[2][1:].isdigit():
-        opt = " --optimizer adamw" if parts[3:4] == ["adamw"] else ""
-        return (
-            f"train it first: python -m stitchcore zoo train --arch {parts[0]} --dataset {parts[1]}"
-            f" --seed {parts[2][1:]}{opt}"
-        )
-    return "list trained models with: python -m stitchcore zoo list"
+    """The command that trains ``name`` (a plain recipe's), else where to list the trained ones.
+
+    >>> _train_hint("cnn-digits-s9")
+    'train it first: python -m stitchcore zoo train --arch cnn --dataset digits --seed 9'
+    >>> _train_hint("cnn-imagefolder-pets-3fa2c1-s0")  # doctest: +ELLIPSIS
+    'train it first: ... --dataset imagefolder:PATH --seed 0 (a model of files is named for them as ...'
+    """
+    m = _NAME.fullmatch(name)
+    if m is None:
+        return "list trained models with: python -m stitchcore zoo list"
+    arch, data, seed, opt = m[1], m[2], m[4], " --optimizer adamw" if m[5] else ""
+    command = f"train it first: python -m stitchcore zoo train --arch {arch} --dataset {data}"
+    if m[3] is None and data not in _FILE_DATA:
+        return f"{command} --seed {seed}{opt}"
+    return (f"{command}:PATH --seed {seed}{opt} (a model of files is named for them as they were: list "
+            "trained models with python -m stitchcore zoo list)")  # fmt: skip
 
 
 _OPTIONS = ("init", "seed", "epoch")  # what a zoo: ref's query may hold

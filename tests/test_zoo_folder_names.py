@@ -1,0 +1,343 @@
+"""A zoo model trained on files is named for them (issue 45, item 1): two image folders, two text files,
+or one folder before and after an edit never share a name, a run or a stitch's cache entry; stored runs keep
+their ids and names; a recipe whose files are not (or no longer) the ones it names is refused in one line.
+
+Tiny synthetic folders (2 classes, 3 train and 2 test 8x8 PNGs each): a plain CNN recipe (20 epochs of one
+step) trains in well under a second.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+import stitchcore.experiments  # noqa: F401  (registers the zoo namer)
+from stitchcore.cli.main import main
+from stitchcore.data import images
+from stitchcore.data.fingerprint import data_identity, fingerprint
+from stitchcore.data.images import load_dataset
+from stitchcore.errors import DataError, StitchError
+from stitchcore.experiments import run_experiment
+from stitchcore.experiments.zoo import ZooRecipe, zoo_name
+from stitchcore.models.sources import load_model
+from stitchcore.models.sources.zoo import find_zoo_run, zoo_names
+from stitchcore.store.bundle import resolve_runs
+from stitchcore.store.claims import spec_name
+from stitchcore.store.results import Store, run_id_for
+from tests.conftest import copy_store
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "store_v1"
+
+
+def write_folder(root: Path, colors: dict[str, tuple[int, int, int]]) -> Path:
+    """``root/{train,test}/<class>/<j>.png``: 3 train and 2 test 8x8 images per class, each its own shade."""
+    for split, n in (("train", 3), ("test", 2)):
+        for cls, rgb in colors.items():
+            (root / split / cls).mkdir(parents=True, exist_ok=True)
+            for j in range(n):
+                shade = tuple((v + 25 * j) % 256 for v in rgb)
+                Image.new("RGB", (8, 8), shade).save(root / split / cls / f"{j}.png")
+    return root
+
+
+def rows(store: Store) -> str:
+    """A hash of the store's rows and of the files beside them (the database's own files aside)."""
+    runs = sorted((r.id, r.status, json.dumps(r.summary, sort_keys=True), r.error)
+                  for r in store.list_runs(limit=10_000))  # fmt: skip
+    files = sorted((str(p.relative_to(store.root)), p.stat().st_size) for p in store.root.rglob("*")
+                   if p.is_file() and ".sqlite" not in p.name)  # fmt: skip
+    return hashlib.sha256(json.dumps([runs, files]).encode()).hexdigest()
+
+
+def cli(argv: list[str], store: Store, capsys) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main([*argv, "--store", str(store.root)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def train(dataset: str, store: Store, capsys, *extra: str) -> dict:
+    code, out, err = cli(["zoo", "train", "--dataset", dataset, "--json", "--quiet", *extra], store, capsys)
+    assert code in (0, None), err
+    return json.loads(out)
+
+
+@pytest.fixture()
+def folders(tmp_path) -> dict[str, Path]:
+    (tmp_path / "poems.txt").write_text("roses are red\n" * 20)
+    return {"a": write_folder(tmp_path / "pets", {"cat": (200, 10, 10), "dog": (10, 200, 10)}),
+            "b": write_folder(tmp_path / "cars", {"red": (10, 10, 200), "van": (200, 200, 10)}),
+            "text": tmp_path / "poems.txt"}
+
+
+# ---------------------------------------------------------------------------- names
+
+
+def test_two_folders_never_share_a_name_and_a_stitch_on_a_is_no_cache_hit_for_b(folders, tmp_path, capsys):
+    """Before: both plain recipes were ``cnn-imagefolder-s0``, and the stitch on A came back ``cached: true``
+    for B's weights."""
+    with Store(tmp_path / "store") as store:
+        a = train(f"imagefolder:{folders['a']}?size=8", store, capsys)
+        cuts = ["--cut-a", "fc1", "--cut-b", "fc1", "--epochs", "1", "--json", "--quiet"]
+        code, out, err = cli(["stitch", "--a", a["ref"], "--b", a["ref"], *cuts], store, capsys)
+        assert code in (0, None), err
+        b = train(f"imagefolder:{folders['b']}?size=8", store, capsys)
+        assert a["cached"] is False and b["cached"] is False and a["run_id"] != b["run_id"]
+        assert re.fullmatch(r"cnn-imagefolder-pets-[0-9a-f]{6}-s0", a["name"]), a["name"]
+        assert re.fullmatch(r"cnn-imagefolder-cars-[0-9a-f]{6}-s0", b["name"]), b["name"]
+        code, out, err = cli(["stitch", "--a", b["ref"], "--b", b["ref"], *cuts], store, capsys)
+        assert code in (0, None) and json.loads(out)["cached"] is False, err
+        for made in (a, b):  # each name opens its own run
+            assert load_model(made["ref"], store=store).meta["run_id"] == made["run_id"]
+            assert find_zoo_run(store, made["name"]).summary["classes"] == made["classes"]
+
+
+def test_a_changed_folder_gives_a_new_name_and_run_and_the_old_name_still_opens(folders, tmp_path, capsys):
+    """The same path with other files is other data: a new recipe (named for them), trained on them as they
+    are now (not on the copy this process loaded before), while the earlier model still opens by its name."""
+    dataset = f"imagefolder:{folders['a']}?size=8"
+    with Store(tmp_path / "store") as store:
+        first = train(dataset, store, capsys)
+        write_folder(folders["a"], {"fox": (10, 10, 10)})  # a third class
+        second = train(dataset, store, capsys)
+        assert second["cached"] is False and second["name"] != first["name"]
+        assert second["name"].startswith("cnn-imagefolder-pets-")
+        assert second["classes"] == ["cat", "dog", "fox"]  # read again, not the 2-class copy loaded before
+        old = load_model(first["ref"], store=store)
+        assert old.num_classes == 2 and old.meta["run_id"] == first["run_id"]
+        assert train(dataset, store, capsys)["cached"] is True  # unchanged since: the same recipe and run
+
+
+def test_a_size_preserving_edit_and_the_options_change_the_name(folders):
+    """mtime is in the fingerprint: rewriting a file with the same size is still other data; the dataset's
+    options (another size) are part of the name too."""
+    dataset = f"imagefolder:{folders['a']}"
+    before = ZooRecipe(dataset=dataset)
+    png = folders["a"] / "train" / "cat" / "0.png"
+    data, stat = png.read_bytes(), png.stat()
+    png.write_bytes(data)  # the same bytes, a later time
+    os.utime(png, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    after = ZooRecipe(dataset=dataset)
+    assert before.short_name() != after.short_name() and before.data_id["path"] == str(folders["a"].resolve())
+    for other in (f"{dataset}?size=16", f"{dataset}|drop1"):
+        assert ZooRecipe(dataset=other, data_id=after.data_id).short_name() != after.short_name()
+
+
+def test_two_text_files_never_share_a_name(tmp_path):
+    """``zoo train --arch gpt --dataset file:PATH``: before, every text file gave ``gpt-file-s0-adamw``."""
+    one, two = tmp_path / "poems.txt", tmp_path / "laws.txt"
+    one.write_text("roses are red\n" * 20)
+    two.write_text("thou shalt not\n" * 20)
+    names = {ZooRecipe(arch="gpt", dataset=f"file:{p}", optimizer="adamw").short_name() for p in (one, two)}
+    assert len(names) == 2
+    assert all(re.fullmatch(r"gpt-file-(poems|laws)-[0-9a-f]{6}-s0-adamw", n) for n in names), names
+    before = ZooRecipe(arch="gpt", dataset=f"file:{one}", optimizer="adamw")
+    one.write_text("violets are blue\n" * 20)
+    assert ZooRecipe(arch="gpt", dataset=f"file:{one}", optimizer="adamw").short_name() != before.short_name()
+
+
+def test_a_char_gpt_on_a_text_file_trains_under_its_files_name(tmp_path, capsys):
+    text = tmp_path / "tiny.txt"
+    text.write_text("abcabcabd " * 60)
+    with Store(tmp_path / "store") as store:
+        out = train(f"file:{text}", store, capsys, "--arch", "gpt", "--epochs", "1", "--batch-size", "4",
+                    "--arch-kwargs", '{"n_layer": 1, "n_head": 1, "n_embd": 8, "block_size": 8}')  # fmt: skip
+        assert out["cached"] is False and out["name"].startswith("gpt-file-tiny-")
+        assert find_zoo_run(store, out["name"]).id == out["run_id"]
+
+
+def test_fingerprint_reads_no_image_and_survives_links_loops_and_odd_files(folders, tmp_path):
+    root = folders["a"]
+    (root / "train" / "cat" / "loop").symlink_to(root / "train")  # a link back up the tree
+    (root / "train" / "dog" / "gone.png").symlink_to(tmp_path / "nowhere.png")  # a dangling link
+    os.mkfifo(root / "train" / "dog" / "pipe.png")  # opened, it would block: only its name is read
+    (root / "train" / "cat" / "0.png").chmod(0)  # unreadable: stat still works
+    first = fingerprint("imagefolder", root)
+    assert first == fingerprint("imagefolder", root) and len(first) == 64
+    assert data_identity(f"imagefolder:{root}|drop1", f"imagefolder:{root}?size=8") == {
+        "path": str(root.resolve()), "sha256": first}  # fmt: skip
+    (root / "train" / "dog" / "pipe.png").unlink()
+    assert fingerprint("imagefolder", root) != first
+
+
+# ---------------------------------------------------------------------------- one cache, current files
+
+
+def test_a_loaded_folder_is_never_served_stale_and_an_unchanged_one_is_not_read_again(folders, monkeypatch):
+    """load_dataset (what a stitch, a matrix and the app read through) keyed its in-process copy by the name
+    alone: files added, removed or edited after a first load were never seen by the process.  Now the copy
+    is kept with the folder's fingerprint (stat only): changed files are read again, unchanged ones never."""
+    opened = []
+    real_open = images.open_image
+    monkeypatch.setattr(images, "open_image", lambda p, name: opened.append(p) or real_open(p, name))
+    name = f"imagefolder:{folders['a']}?size=8"
+    first = load_dataset(name)
+    assert first.classes == ("cat", "dog") and len(opened) == 10
+    assert load_dataset(f"{name}|drop1") is not first and len(opened) == 10  # unchanged: the copy, no file read
+    write_folder(folders["a"], {"fox": (10, 10, 10)})  # a class added
+    assert load_dataset(name).classes == ("cat", "dog", "fox") and len(opened) == 25
+    png = folders["a"] / "train" / "cat" / "0.png"
+    Image.new("RGB", (8, 8), (0, 0, 255)).save(png)  # the same size on disk, other pixels, a later time
+    os.utime(png, ns=(png.stat().st_atime_ns, png.stat().st_mtime_ns + 10**9))
+    assert load_dataset(name).x_train[0, :, 0, 0].tolist() == [0, 0, 255]
+    (folders["a"] / "test" / "fox" / "1.png").unlink()  # a file removed
+    assert len(load_dataset(name).labels("test")) == 5
+
+
+def test_files_changed_while_a_folder_is_read_are_refused_and_not_kept(folders, monkeypatch):
+    name = f"imagefolder:{folders['a']}?size=8"
+    real_load = images._load_imagefolder
+
+    def load_while_written(*args, **kwargs):
+        ds = real_load(*args, **kwargs)
+        write_folder(folders["a"], {"fox": (10, 10, 10)})  # a writer adds a class meanwhile
+        return ds
+
+    monkeypatch.setattr(images, "_load_imagefolder", load_while_written)
+    with pytest.raises(DataError, match=r"its files changed while they were read; wait until nothing writes to"):
+        load_dataset(name)
+    monkeypatch.setattr(images, "_load_imagefolder", real_load)
+    assert load_dataset(name).classes == ("cat", "dog", "fox")  # nothing half-read was kept
+
+
+# ---------------------------------------------------------------------------- stored runs keep their reading
+
+
+def test_stored_runs_keep_their_ids_and_names(tmp_path):
+    copy_store(FIXTURE, tmp_path / "store")
+    with Store(tmp_path / "store") as store:
+        zoo = store.list_runs(kind="zoo")
+        assert len(zoo) == 4
+        for rec in zoo:
+            recipe = ZooRecipe.from_dict(rec.spec)
+            assert recipe.data_id is None and recipe.to_dict() == rec.spec
+            assert run_id_for("zoo", recipe.to_dict()) == rec.id
+            assert zoo_names(rec) == {rec.summary["name"]} == {zoo_name(recipe, rec.id)}
+    legacy = {**ZooRecipe().to_dict(), "dataset": "imagefolder:/data/pets?size=8"}  # as stored before data_id
+    recipe = ZooRecipe.from_dict(legacy)
+    assert recipe.to_dict() == legacy and "data_id" not in legacy
+    assert spec_name("zoo", legacy, run_id_for("zoo", legacy)) == "cnn-imagefolder-s0"
+
+
+def test_a_recipe_on_files_made_anew_measures_them_and_a_stored_one_never_does(folders):
+    claimed = {"path": "/x", "sha256": "0" * 64}
+    spec = ZooRecipe.new({"dataset": f"imagefolder:{folders['a']}", "data_id": claimed})
+    assert spec.data_id == data_identity(f"imagefolder:{folders['a']}")  # measured, not taken as written
+    stored = ZooRecipe.from_dict(spec.to_dict())
+    assert stored == spec and stored.to_dict()["data_id"] == spec.data_id
+    write_folder(folders["a"], {"fox": (1, 2, 3)})
+    assert ZooRecipe.from_dict(spec.to_dict()).short_name() == spec.short_name()  # read as stored
+
+
+# ---------------------------------------------------------------------------- a bundle cannot take a name
+
+
+def test_an_imported_run_whose_spec_cannot_be_read_answers_to_no_name(trained_store, tmp_path):
+    """Its summary's name was honoured when no name came from its spec (a seed of -1 or 2**70, a data_id of
+    the wrong shape): a run imported later, newer, took ``cnn-digits-s0`` over."""
+    src, _refs = trained_store
+    local = find_zoo_run(src, "cnn-digits-s0")
+    copy_store(src.root, tmp_path / "t")
+    with Store(tmp_path / "t") as target:
+        unreadable = ({"seed": -1}, {"seed": 2**70}, {"data_id": {"path": "/x", "sha256": "0" * 64}})
+        for i, bad in enumerate(unreadable):
+            spec = {**local.spec, **bad}
+            forged = replace(local, id=run_id_for("zoo", spec), spec=spec, created=local.created + 100 + i)
+            target.import_runs([(forged, {}, {})], source="forged.zip")
+            assert target.lookup(forged.id).imported and zoo_names(target.lookup(forged.id)) == set()
+        assert find_zoo_run(target, "cnn-digits-s0").id == local.id
+
+
+def test_a_newer_import_never_takes_a_name_from_a_run_made_here(tmp_path):
+    """Two folders' runs stored before data_id share ``cnn-imagefolder-s0``: a bundle's, imported later and
+    dated after the local one, took the name over (newest first)."""
+    specs = [{**ZooRecipe().to_dict(), "dataset": f"imagefolder:/data/{d}?size=8"} for d in ("pets", "cars")]
+    ids = [run_id_for("zoo", spec) for spec in specs]
+    with Store(tmp_path / "store") as store:
+        store.begin(ids[0], "zoo", specs[0], "train cnn on pets")
+        store.finish(ids[0], {"name": "cnn-imagefolder-s0", "ref": "zoo:cnn-imagefolder-s0"})
+        local = store.lookup(ids[0])
+        bundled = replace(local, id=ids[1], spec=specs[1], created=local.created + 60)
+        store.import_runs([(bundled, {}, {})], source="cars.zip")
+        assert zoo_names(store.lookup(ids[1])) == {"cnn-imagefolder-s0"}  # its spec does give it that name
+        assert find_zoo_run(store, "cnn-imagefolder-s0").id == ids[0]
+        # `runs export zoo:NAME` (and --with-models) bundles the model the name opens, not the newest import
+        assert [r.id for r in resolve_runs(store, ["zoo:cnn-imagefolder-s0"])] == [ids[0]]
+
+
+# ---------------------------------------------------------------------------- refused in one line
+
+HUGE = [str(2**70), "9223372036854775808", str(2**31)]  # past MAX_SEED; 2**63 overflowed torch's int64
+ZOO = ["zoo", "train"]
+
+
+def bad_recipes(folders: dict[str, Path]) -> list:
+    """(id, what: CLI argv | a stored spec's fields for ZooRecipe.from_dict | ("run", fields): that stored
+    recipe run again, the one line's regex)."""
+    a, text = f"imagefolder:{folders['a']}", f"file:{folders.get('text')}"
+    sha = {"path": str(folders["a"]), "sha256": "0" * 64}
+    return [
+        *[(f"cli-seed-{s[:6]}", [*ZOO, "--seed", s], r"seed must be a whole number 0 \.\. 2147483647")
+          for s in HUGE],
+        ("cli-folder-nul", [*ZOO, "--dataset", "imagefolder:/tmp/a\x00b"],
+         r"path '/tmp/a\\x00b' is not usable .*give the path of a folder of images"),
+        ("cli-text-nul", [*ZOO, "--arch", "gpt", "--dataset", "file:/tmp/a\x00b.txt"],
+         r"is not usable .*give the path of a text file"),
+        ("spec-seed-huge", {"seed": 2**70}, r"seed must be a whole number"),
+        ("spec-seed-float", {"seed": 1.5}, r"seed must be a whole number"),
+        ("spec-seed-text", {"seed": "3"}, r"seed must be a finite number"),
+        ("spec-seed-bool", {"seed": True}, r"seed must be a finite number \(got True\)"),
+        ("spec-data-id-auto", {"dataset": a, "data_id": "auto"}, r"data_id is the identity its files had"),
+        ("spec-data-id-list", {"dataset": a, "data_id": ["/x"]}, r"data_id must be the files' identity"),
+        ("spec-data-id-no-sha", {"dataset": a, "data_id": {"path": "/x"}}, r"data_id must be the files'"),
+        ("spec-data-id-bad-sha", {"dataset": a, "data_id": {**sha, "sha256": "g" * 64}}, r"64 hex digits"),
+        ("spec-data-id-path-int", {"dataset": a, "data_id": {**sha, "path": 5}}, r"data_id must be the"),
+        ("spec-data-id-extra", {"dataset": a, "data_id": {**sha, "x": 1}}, r"data_id must be the files'"),
+        ("spec-data-id-short-sha", {"dataset": a, "data_id": {**sha, "sha256": "0" * 63}}, r"64 hex digits"),
+        ("spec-data-id-upper-sha", {"dataset": a, "data_id": {**sha, "sha256": "A" * 64}}, r"64 hex digits"),
+        ("spec-data-id-empty-path", {"dataset": a, "data_id": {**sha, "path": ""}}, r"data_id must be the"),
+        ("spec-data-id-on-digits", {"data_id": sha}, r"'digits' is not read from files .*leave it out"),
+        ("run-legacy-folder-recipe", ("run", {"dataset": a}),
+         r"does not record its files' identity .*make the recipe again"),
+        ("run-folder-changed", ("run", {"dataset": a, "data_id": sha}),
+         r"not the ones this recipe was made for \(then .* 000000, now .*\): make the recipe again"),
+        ("run-legacy-text-recipe", ("run", {"arch": "gpt", "dataset": text}),
+         r"does not record its files' identity"),
+        ("run-text-changed", ("run", {"arch": "gpt", "dataset": text, "data_id": sha}),
+         r"the files of file:.*poems\.txt are not the ones this recipe was made for"),
+    ]
+
+
+BAD = [c[0] for c in bad_recipes({"a": Path("/x")})]
+
+
+@pytest.mark.parametrize("name", BAD)
+def test_a_bad_recipe_is_one_line_naming_the_fix_and_stores_nothing(folders, tmp_path, capsys, name):
+    _, what, fix = next(c for c in bad_recipes(folders) if c[0] == name)
+    with Store(tmp_path / "store") as store:
+        before = rows(store)
+        if isinstance(what, list):
+            code, out, err = cli(what, store, capsys)
+            lines = [line for line in err.splitlines() if line.strip()]
+            assert code == 2 and out == "" and len(lines) == 1 and "Traceback" not in err, err
+            assert lines[0].startswith("error: ") and re.search(fix, lines[0]), lines[0]
+        elif isinstance(what, tuple):  # a stored recipe run again: refused before its row is written
+            with pytest.raises(DataError, match=fix) as caught:
+                run_experiment("zoo", ZooRecipe.from_dict({**ZooRecipe().to_dict(), **what[1]}), store)
+            assert "\n" not in str(caught.value)
+        else:
+            with pytest.raises(StitchError, match=fix) as caught:
+                ZooRecipe.from_dict({**ZooRecipe().to_dict(), **what})
+            assert "\n" not in str(caught.value)
+        assert rows(store) == before
+
+
+def test_the_table_is_large():
+    assert len(BAD) == len(set(BAD)) >= 23
