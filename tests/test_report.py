@@ -187,3 +187,21 @@ def test_cli_runs_report(store, tmp_path):
                          capture_output=True, text=True, cwd=REPO, timeout=120, check=False)  # fmt: skip
     assert bad.returncode != 0 and "unknown run id 'nope'" in bad.stderr and "Traceback" not in bad.stderr
     assert not (tmp_path / "x.html").exists()
+
+
+def test_a_label_with_html_is_drawn_as_text_in_the_report_s_figures():
+    """A bundle's run label reading ``<a href=...>`` reaches a figure's ticks or legend: the offline report holds
+    it to plotly's harmless tags (``&lt;a``), as the app's pages do, so it is never a link in the file."""
+    import plotly.graph_objects as go
+
+    from stitchcore.report.figures import RunFigure
+    from stitchcore.report.html import _Figures
+
+    evil = "<a href='http://evil.example/phish'>run</a><img src='http://evil.example/b.png'>"
+    fig = go.Figure(go.Bar(x=[evil], y=[1], name=evil), layout_title_text="accuracy<br><b>ok</b>")
+    out = _Figures().render(RunFigure("accuracy", "accuracy", fig, "x,y\n"), "stem")
+    drawn = json.loads(re.search(r"<script type='application/json' id='fig1-json'>(.*?)</script>", out).group(1))
+    texts = json.dumps(drawn)  # what plotly.js reads once the browser parses the JSON
+    assert "<a " not in texts and "<img" not in texts, texts
+    assert drawn["data"][0]["x"] == ["&lt;a href='http://evil.example/phish'>run&lt;/a>&lt;img src='http://evil.example/b.png'>"]
+    assert drawn["layout"]["title"]["text"] == "accuracy<br><b>ok</b>"  # the house tags stay

@@ -7,7 +7,9 @@
 - :mod:`ui.runs`: the sidebar job monitor, run links, the live run view and header, progress with Stop
 - :mod:`ui.figures`: charts with the house toolbar and CSV, live figures shared across sessions
 - :mod:`ui.downloads`: a run's CSV, JSON, bundle and report downloads
-- :mod:`ui.errors`: one red line per error (``show_error``), Markdown escaping
+- :mod:`ui.errors`: one red line per error (``show_error``)
+- :mod:`ui.text`: text from a link, a bundle, a file name or an error shown as text (``plain``, ``code_span``),
+  never as Markdown or HTML; figures' markup held to the house tags (``ui.figures.shown_figure``)
 - :mod:`ui.nav`: the one table of pages and the page for each run kind
 - :mod:`ui.roles`: class mode's teacher and students, asked by every path that writes
 - :mod:`ui.classroom`: a lesson step's runs for a class (students' variants held to caps, the presenter's list)
@@ -20,9 +22,9 @@ in a test, patch the submodule that uses it (``ui.estimates.estimate_seconds``),
 
 from ui import roles
 from ui.downloads import bundle_bytes, made_download, run_downloads
-from ui.errors import md_text, show_error
+from ui.errors import show_error
 from ui.estimates import show_estimate, show_plan_estimate
-from ui.figures import CHART_CONFIG, chart, live_figure
+from ui.figures import CHART_CONFIG, chart, live_figure, shown_figure
 from ui.forms import CUSTOM_REF, dataset_fit, launch_button, pick_dataset, pick_model
 from ui.nav import PAGE_FOR_KIND, PAGE_TITLES, follow_deep_link, page_file
 from ui.resources import (
@@ -51,6 +53,7 @@ from ui.runs import (
     run_view,
     watch_kind,
 )
+from ui.text import code_span, plain, quote
 
 __all__ = [
     "CHART_CONFIG",
@@ -61,6 +64,7 @@ __all__ = [
     "Card",
     "bundle_bytes",
     "chart",
+    "code_span",
     "cuts_of",
     "dataset_fit",
     "device_label",
@@ -74,13 +78,14 @@ __all__ = [
     "live_while_running",
     "load_for_display",
     "made_download",
-    "md_text",
     "page_file",
     "page_setup",
     "pick_dataset",
     "pick_model",
+    "plain",
     "progress_text",
     "progress_with_stop",
+    "quote",
     "rerun_when_jobs_finish",
     "roles",
     "run_downloads",
@@ -91,6 +96,7 @@ __all__ = [
     "show_error",
     "show_estimate",
     "show_plan_estimate",
+    "shown_figure",
     "student_view",
     "viewer_mode",
     "viewer_ref",

@@ -40,7 +40,7 @@ def _class_live() -> int:
     raw = os.environ.get(LIVE_ENV, "").strip()
     if not raw:
         return CLASS_LIVE
-    if not raw.isdigit() or not 1 <= int(raw) <= 64:
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 2 or not 1 <= int(raw) <= 64:
         raise StitchError(f"${LIVE_ENV} is a whole number from 1 to 64, not {raw!r}")
     return int(raw)
 

@@ -19,6 +19,7 @@ from stitchcore.store.bundle import export_bundle
 from stitchcore.store.results import Store
 from ui.errors import show_error
 from ui.resources import get_store
+from ui.text import plain
 
 __all__ = ["bundle_bytes", "made_download", "run_downloads"]
 
@@ -47,7 +48,7 @@ def made_download(where: Any, label: str, make: Callable[[], bytes], *, file_nam
     slot = where.empty()
     if key not in st.session_state and slot.button(label, key=f"{key}-make", icon=icon, help=help,
                                                    disabled=disabled):  # fmt: skip
-        with st.spinner(f"Making {file_name} …"):
+        with st.spinner(f"Making {plain(file_name)} …"):
             try:
                 st.session_state[key] = make()
             except Exception as exc:  # e.g. a run deleted meanwhile: one red line, the page goes on
@@ -58,7 +59,7 @@ def made_download(where: Any, label: str, make: Callable[[], bytes], *, file_nam
         size = f"{len(data) / 1e3:,.1f} kB" if len(data) < 1e6 else f"{len(data) / 1e6:,.1f} MB"
         slot.download_button(f"Save {label.removeprefix('Download ')} · {size}", data, file_name=file_name,
                              mime=mime, key=f"{key}-save", icon=":material/download:", type="primary",
-                             on_click="ignore", help=f"{file_name}: {help}")  # fmt: skip
+                             on_click="ignore", help=f"{plain(file_name)}: {help}")  # fmt: skip
 
 
 def run_downloads(snap: JobSnapshot, key: str) -> None:

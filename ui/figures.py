@@ -1,5 +1,6 @@
 """Charts: the house toolbar (:data:`CHART_CONFIG`), a figure with its numbers as a CSV download
-(:func:`chart`), and live figures shared by every session that draws them (:func:`live_figure`)."""
+(:func:`chart`), live figures shared by every session that draws them (:func:`live_figure`), and a figure's
+text held to plotly's harmless tags (:func:`shown_figure`: a bundle's cut name ``<a href=...>`` is no link)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,14 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+import plotly.graph_objects as go
+
+from stitchcore.plots.safe_text import safe_figure
 from stitchcore.report.figures import figure_csv
 from ui.resources import POLL_SECONDS
+from ui.text import plain, strip_tags
 
-__all__ = ["CHART_CONFIG", "LIVE_CURVE_POINTS", "FIGURES_KEPT", "points_key", "live_figure", "chart"]
+__all__ = ["CHART_CONFIG", "FIGURES_KEPT", "LIVE_CURVE_POINTS", "chart", "live_figure", "points_key", "shown_figure"]
 
 LIVE_CURVE_POINTS = 400  # a live curve, redrawn each poll in every watching browser, draws at most this many points
 # Every chart's toolbar: the camera saves a PNG at 3x the drawn size (print-ready); no plotly logo or cloud upload.
@@ -56,12 +61,23 @@ def live_figure(key: tuple, metrics: dict[str, list[tuple[int, float]]], build: 
     return figure
 
 
+def shown_figure(fig: go.Figure) -> go.Figure:
+    """``fig`` as a page draws it: every text in it through :func:`stitchcore.plots.safe_text.plotly_text`,
+    which keeps the house tags (``<br>``, ``<b>``, a styled span) and writes any other ``<`` as ``&lt;``, so a
+    bundle's label ``<a href="http://host">`` shows as text, not a link (the offline report does the same).
+
+    >>> shown_figure(go.Figure(go.Bar(x=["<a href='http://x'>y</a>"], y=[1]))).data[0].x
+    ("&lt;a href='http://x'>y&lt;/a>",)
+    """
+    return safe_figure(fig)
+
+
 def chart(where: Any, fig: Any, *, key: str, file_name: str | None = None) -> None:
-    """A plotly figure with the house toolbar (:data:`CHART_CONFIG`) and, given ``file_name``, a download of
-    its numbers as CSV under it (``figure_csv``, made as it is drawn: see
-    :func:`ui.downloads.made_download` for why)."""
-    where.plotly_chart(fig, key=key, config=CHART_CONFIG)
+    """A plotly figure with the house toolbar (:data:`CHART_CONFIG`), its text held to plotly's harmless tags
+    (:func:`shown_figure`), and, given ``file_name``, a download of its numbers as CSV under it (``figure_csv``,
+    made as it is drawn: see :func:`ui.downloads.made_download` for why)."""
+    where.plotly_chart(shown_figure(fig), key=key, config=CHART_CONFIG)
     if file_name:
-        title = fig.layout.title.text or "figure"
-        where.download_button(f"CSV: {title}", figure_csv(fig), file_name=file_name, mime="text/csv",
+        title = strip_tags(fig.layout.title.text or "") or "figure"
+        where.download_button(f"CSV: {plain(title)}", figure_csv(fig), file_name=file_name, mime="text/csv",
                               icon=":material/download:", key=f"{key}-csvdl", on_click="ignore")  # fmt: skip

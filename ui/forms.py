@@ -13,6 +13,7 @@ from stitchcore.models.refs import parse_ref
 from ui import roles
 from ui.errors import show_error
 from ui.resources import dataset_for_display, viewer_mode
+from ui.text import plain
 
 __all__ = ["CUSTOM_REF", "IMAGEFOLDER", "dataset_fit", "launch_button", "pick_dataset", "pick_model"]
 
@@ -103,10 +104,10 @@ def dataset_fit(prefix: str, dataset: str | None, models: dict[str, LoadedModel]
     if dataset is None:
         return "choose a dataset: neither model says which data it was trained on"
     try:
-        with st.spinner(f"Loading {dataset} …"):
+        with st.spinner(f"Loading {plain(dataset, 200)} …"):
             ds = dataset_for_display(dataset)
-    except StitchError as exc:
-        show_error(exc)
+    except Exception as exc:  # noqa: BLE001 - a StitchError is said; anything else (a MemoryError for an image
+        show_error(exc, f"loading {dataset}")  # folder's ?size=1000000000) too, its traceback in the server log
         return f"dataset {dataset} cannot be loaded"
     reason = None
     for role, model in models.items():
@@ -116,17 +117,17 @@ def dataset_fit(prefix: str, dataset: str | None, models: dict[str, LoadedModel]
         reason = reason or why
         fix = head_fix(model, ds.num_classes)
         if fix:
-            st.warning(f"{why}. Its head is random anyway: give it {ds.num_classes} outputs.",
+            st.warning(f"{plain(why)}. Its head is random anyway: give it {ds.num_classes} outputs.",
                        icon=":material/warning:")
-            st.button(f"Use {fix}", key=f"{prefix}fix_{role}", on_click=_use_ref, args=(prefix, role, fix))
+            st.button(f"Use {plain(fix)}", key=f"{prefix}fix_{role}", on_click=_use_ref, args=(prefix, role, fix))
         else:
-            st.warning(f"{why}. Choose the dataset it was trained on, or a model trained on {ds.name}.",
-                       icon=":material/warning:")
+            st.warning(f"{plain(why)}. Choose the dataset it was trained on, or a model trained on "
+                       f"{plain(ds.name)}.", icon=":material/warning:")
     c, h, w = ds.image_shape
     size = (f"files read per batch at full resolution (each model's own transform; {h}x{w} for a model without one)"
             if ds.streamed else f"images of {c}x{h}x{w}")  # fmt: skip
-    st.caption(f"Data: {ds.name} · {ds.num_classes} classes · {len(ds.y_train):,} train / {len(ds.y_test):,} test "
-               f"{size}")
+    st.caption(f"Data: {plain(ds.name)} · {ds.num_classes} classes · {len(ds.y_train):,} train / "
+               f"{len(ds.y_test):,} test {size}")
     return reason
 
 
@@ -137,8 +138,9 @@ def launch_button(label: str, reason: str | None, *, key: str) -> bool:
         reason = "this server is in viewer mode (STITCHLAB_VIEWER=1): results only"
     elif not roles.allowed("launch"):
         reason = "this server runs a class, and starting runs here is for the teacher"
+    said = plain(reason, 300) if reason else None  # a reason may name a link's dataset or a bundle's model
     clicked = st.button(label, type="primary", key=key, disabled=reason is not None,
-                        help=f"Disabled: {reason}" if reason else None)
-    if reason:
-        st.caption(f":material/block: {label} is disabled: {reason}.")
+                        help=f"Disabled: {said}" if said else None)
+    if said:
+        st.caption(f":material/block: {label} is disabled: {said}.")
     return clicked and not roles.refuse("launch")

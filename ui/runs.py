@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import urlencode
 
 import streamlit as st
 import torch
@@ -23,10 +24,11 @@ from stitchcore.plots import runs as plots
 from stitchcore.report.figures import CURVE_POINTS  # a finished run's curve: as in its report
 from ui import roles
 from ui.downloads import run_downloads
-from ui.errors import md_text, show_error
-from ui.figures import CHART_CONFIG, LIVE_CURVE_POINTS, live_figure
+from ui.errors import show_error
+from ui.figures import CHART_CONFIG, LIVE_CURVE_POINTS, live_figure, shown_figure
 from ui.nav import PAGE_FOR_KIND
 from ui.resources import POLL_SECONDS, device_label, get_runner, get_store, viewer_mode
+from ui.text import code_span, plain, quote
 
 __all__ = ["BADGES", "Card", "job_monitor", "live_while_running", "progress_text", "progress_with_stop",
            "rerun_when_jobs_finish", "run_header", "run_link", "run_view", "watch_kind"]
@@ -69,8 +71,9 @@ def rerun_when_jobs_finish(kinds: tuple[str, ...] = ("zoo", "lm_zoo")) -> None:
 
 
 def run_link(snap: JobSnapshot) -> str:
-    """Relative URL of the page that shows this run (a permalink)."""
-    return f"{PAGE_FOR_KIND.get(snap.kind, 'results')}?run={snap.id}"
+    """Relative URL of the page that shows this run (a permalink; the id URL-quoted, so a bundle's odd id stays
+    inside a Markdown link's target)."""
+    return f"{PAGE_FOR_KIND.get(snap.kind, 'results')}?{urlencode({'run': snap.id})}"
 
 
 @st.fragment(run_every=2.0)
@@ -83,14 +86,14 @@ def job_monitor() -> None:
     except Exception as exc:  # noqa: BLE001 - a bug finding the device must not take the sidebar down
         show_error(exc, "finding the device")
         device = "unknown"
-    st.caption(f"Device: {device} · torch {torch.__version__.split('+')[0]}")
+    st.caption(f"Device: {plain(device)} · torch {torch.__version__.split('+')[0]}")
     if not active:
         st.caption("No jobs running.")
         return
     st.markdown(f"**Jobs ({len(active)})**")
     for snap in active[:8]:
         label = snap.label if len(snap.label) <= 72 else snap.label[:71] + "…"
-        st.markdown(f"[{md_text(label)}]({run_link(snap)})")
+        st.markdown(f"[{plain(label)}]({run_link(snap)})")
         st.progress(snap.progress, text=progress_text(snap, snap.state))
 
 
@@ -127,7 +130,7 @@ def run_view(run_id: str, *, key: str = "run", cards: Mapping[str, Card] | None 
     runner = get_runner()
     snap = runner.get(run_id)
     if snap is None:
-        st.error(f"No run {run_id!r} in the store at {get_store().root}. It may have been deleted.")
+        st.error(f"No run {quote(run_id)} in the store at {plain(get_store().root)}. It may have been deleted.")
         return None
 
     @live_while_running(run_id)
@@ -145,7 +148,7 @@ def progress_text(snap: JobSnapshot, what: str | None = None) -> str:
     eta = snap.eta_seconds()
     if eta is not None:
         parts.append(f"about {format_duration(eta)} left")
-    return " · ".join(md_text(p) for p in parts)
+    return " · ".join(plain(p) for p in parts)
 
 
 def progress_with_stop(snap: JobSnapshot, key: str, also_cancel: tuple[str | None, ...] = ()) -> None:
@@ -168,26 +171,26 @@ def run_header(snap: JobSnapshot, key: str, *, title: str | None = None, kept: s
     """The head of every run's view: state badge and label (or ``title``), ``run `ID` · kind · state``,
     progress with Stop while it runs, the error of a failed run, a note on a cancelled one (``kept``:
     what of it is still shown)."""
-    st.markdown(f"#### {BADGES.get(snap.state, '')} {md_text(title or snap.label)}")
+    st.markdown(f"#### {BADGES.get(snap.state, '')} {plain(title or snap.label)}")
     origin = snap.origin_words()  # a stored result or an imported run: from where, run when
-    st.caption(f"run `{snap.id}` · {snap.kind} · {snap.state}" + (f" · {origin}" if origin else "")
-               + caption_extra)
+    st.caption(f"run {code_span(snap.id)} · {plain(snap.kind)} · {plain(snap.state)}"
+               + (f" · {plain(origin)}" if origin else "") + caption_extra)
     if not snap.is_final:
         progress_with_stop(snap, f"{key}-stop-{snap.id}", also_cancel=also_cancel)
         if snap.state == "queued":
             _waiting_for(snap)
     elif snap.state == "failed":
-        st.error(f"This run failed: {snap.error}")
+        st.error(f"This run failed: {plain(snap.error)}")
     elif snap.state in ("cancelled", "interrupted"):
-        st.warning(f"This run was {snap.state} ({snap.error or 'no reason given'}). {kept}".strip())
+        st.warning(f"This run was {plain(snap.state)} ({plain(snap.error or 'no reason given')}). {kept}".strip())
     where = ran_where(snap.summary)
     if where:
-        st.caption(where[0].upper() + where[1:])
+        st.caption(plain(where[0].upper() + where[1:]))
     failed = (snap.summary or {}).get("failed") or {}
     if failed:
         first, why = next(iter(failed.items()))
-        st.warning(f"{len(failed)} part(s) of this run failed on the cluster, e.g. {md_text(first)}: "
-                   f"{md_text(why.rstrip('.'))}. The rest completed and is shown below.")
+        st.warning(f"{len(failed)} part(s) of this run failed on the cluster, e.g. {plain(first)}: "
+                   f"{plain(str(why).rstrip('.'))}. The rest completed and is shown below.")
         if not viewer_mode() and snap.spec is not None and st.button(
                 "Retry the failed parts", key=f"{key}-retry-{snap.id}",
                 help="Runs it again; the finished parts are kept, only the failed ones are computed",
@@ -217,7 +220,7 @@ def _waiting_for(snap: JobSnapshot) -> None:
             st.markdown(f"**Queued behind {len(ahead)} job(s)**{starts}")
         for other in ahead:
             role = " · a model this run uses" if other.id in snap.waits_for else ""
-            st.markdown(f"[{md_text(other.label)}]({run_link(other)}){role}")
+            st.markdown(f"[{plain(other.label)}]({run_link(other)}){role}")
             st.progress(other.progress, text=progress_text(other, other.state if other.state == "queued" else None))
 
 
@@ -245,11 +248,15 @@ def _draw_run(snap: JobSnapshot, key: str, cards: Mapping[str, Card]) -> None:
     run_header(snap, key, kept="Its curve so far is kept below.")
     card = cards.get(snap.kind)
     if snap.state == "done" and snap.summary and card is not None:
-        card(snap.summary, key)
+        try:
+            card(snap.summary, key)
+        except Exception as exc:  # noqa: BLE001 - a summary no card expected (an old or foreign store's row)
+            show_error(exc, "drawing the run's result")
     if not snap.is_final or plots.has_training_curve(snap.metrics):  # a finished 0-epoch run: no one-dot chart
         fig = live_figure(("curve", snap.id), snap.metrics,
-                          lambda: plots.training_curves(snap.metrics, title="Training curve",
-                                                        most=LIVE_CURVE_POINTS if live else CURVE_POINTS), live=live)
+                          lambda: shown_figure(plots.training_curves(snap.metrics, title="Training curve",
+                                                                     most=LIVE_CURVE_POINTS if live else CURVE_POINTS)),
+                          live=live)  # a bundle's series names are text
         st.plotly_chart(fig, key=f"{key}-curve-{snap.id}", config=CHART_CONFIG)  # its CSV: "Metrics CSV" below
     if snap.is_final:
         run_downloads(snap, key)

@@ -52,7 +52,10 @@ def _prefill(run_id: str) -> None:
     rec = ui.get_store().lookup(run_id)
     if rec is None or rec.kind != "assemble":
         return
-    spec = spec_from_record(rec)
+    try:
+        spec = spec_from_record(rec)
+    except StitchError:  # a record this version cannot read: the run's view below says why
+        return
     st.session_state.update(asm_pick_a=spec.a, asm_ref_a=spec.a, asm_pick_b=spec.b, asm_ref_b=spec.b,
                             asm_kinds=list(spec.kinds), asm_norms=list(spec.norms), asm_resamples=list(spec.resamples),
                             asm_cls=spec.cls_token, asm_rescale=spec.rescale, asm_epochs=spec.epochs, asm_finetune=spec.finetune_baseline,
@@ -179,7 +182,7 @@ def _train_first(ref_a: str, ref_b: str, data: str | None) -> None:
                        "training images (no training, nothing scored) and ranks the pairs by the fits' held-out "
                        "R² (on the Similarity page, also by CKA).")  # fmt: skip
             if job is not None and not job.is_final:
-                st.caption(f"Ranking: {job.state} {job.message}")
+                st.caption(ui.plain(f"Ranking: {job.state} {job.message}"))
             elif st.button("Rank every cut pair (proxy matrix)", key="asm_rank"):
                 try:
                     job = ui.get_runner().submit("matrix", proxy)
@@ -191,7 +194,8 @@ def _train_first(ref_a: str, ref_b: str, data: str | None) -> None:
             return
         top = recommend(rec.summary, by=ranking_choices(rec.summary)[0], top=TOP)
         for k, cell in enumerate(top, start=1):
-            st.markdown(f"{k}. `{cell['sender']}` → `{cell['receiver']}`: {cell_words(cell)}")
+            st.markdown(f"{k}. {ui.code_span(cell['sender'])} → {ui.code_span(cell['receiver'])}: "
+                        f"{ui.plain(cell_words(cell))}")
         c = st.columns([2, 3])
         c[0].button("Use these cuts", key="asm_use_ranked", on_click=_use_ranked, args=(top,),
                     help="the pickers above take the cuts of these pairs (every pair of them is then assembled)")
@@ -238,9 +242,9 @@ if st.query_params.get("run"):
     st.divider()
     rec = ui.get_store().lookup(st.query_params["run"])
     if rec is None:
-        st.error(f"No run {st.query_params['run']!r} in the store.")
+        st.error(f"No run {ui.quote(st.query_params['run'])} in the store.")
     elif rec.kind != "assemble":
-        st.info(f"Run `{rec.id}` is a {rec.kind} run, not an assembly.")
+        st.info(f"Run {ui.code_span(rec.id)} is a {ui.plain(rec.kind)} run, not an assembly.")
         st.page_link(ui.page_file("results"), label="Open it on Results", query_params={"run": rec.id})
     else:
         st.caption(explain("accuracy"))  # the number every point, bar and heat-map cell below shows

@@ -68,6 +68,6 @@ for rec in runs:
     name = rec.summary.get("ref") if rec.kind == "zoo" and rec.summary else None  # a trained model: its ref
     text = f"{name or rec.label or rec.kind}" + (f" — {metric:.1%}" if isinstance(metric, float) else "")
     page = ui.page_file("stitch") if rec.kind == "stitch" else ui.page_file("results")
-    st.page_link(page, label=ui.md_text(f"{rec.status} · {text}"), query_params={"run": rec.id})
+    st.page_link(page, label=ui.plain(f"{rec.status} · {text}"), query_params={"run": rec.id})
 
 ui.rerun_when_jobs_finish(("zoo", "stitch"))  # Recent runs lists what finished

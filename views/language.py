@@ -7,6 +7,8 @@ reruns when one finishes, so the pickers list it without a reload.
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 import streamlit as st
 
 import ui
@@ -39,7 +41,10 @@ def _prefill(run_id: str) -> None:
     rec = ui.get_store().lookup(run_id)
     if rec is None or rec.kind not in KINDS.values():
         return
-    spec = spec_from_record(rec)
+    try:
+        spec = spec_from_record(rec)
+    except StitchError:  # a record this version cannot read: the run's view below says why
+        return
     st.session_state.update(lm_kind=next(k for k, v in KINDS.items() if v == rec.kind), lm_pick_a=spec.a,
                             lm_ref_a=spec.a, lm_pick_b=spec.b, lm_ref_b=spec.b, lm_windows=spec.eval_windows,
                             lm_samples=spec.sample_tokens)
@@ -90,7 +95,7 @@ def _train_form() -> None:
         except StitchError as exc:
             ui.show_error(exc)
         else:
-            st.success(f"Training queued: {ui.md_text(job.label)} ([follow it](models?run={job.id})). "
+            st.success(f"Training queued: {ui.plain(job.label)} ([follow it](models?{urlencode({'run': job.id})})). "
                        "It shows up in the model lists when done.")
     _training_now()
 
@@ -108,7 +113,7 @@ def _training_now() -> None:
             snap = runner.get(job_id)
             if snap is None or snap.is_final:
                 continue
-            st.markdown(f"[{ui.md_text(snap.label)}]({ui.run_link(snap)})")
+            st.markdown(f"[{ui.plain(snap.label)}]({ui.run_link(snap)})")
             st.progress(snap.progress, text=ui.progress_text(snap))
 
     live()
@@ -197,9 +202,9 @@ def _form(ref_a: str, ref_b: str, sa: dict, sb: dict):
 def _results(run_id: str) -> None:
     rec = ui.get_store().lookup(run_id)
     if rec is None:
-        st.error(f"No run {run_id!r} in the store at {ui.get_store().root}.")
+        st.error(f"No run {ui.quote(run_id)} in the store at {ui.plain(ui.get_store().root)}.")
     elif rec.kind not in KINDS.values():
-        st.info(f"Run `{run_id}` is a {rec.kind} run, not a language-model run.")
+        st.info(f"Run {ui.code_span(run_id)} is a {ui.plain(rec.kind)} run, not a language-model run.")
         st.page_link(ui.page_file("results"), label="Open it on Results", query_params={"run": run_id})
     else:
         run_views.lm_view(rec, key="lm")
@@ -240,8 +245,8 @@ shapes = {role: _shape(ref) for role, ref in (("a", ref_a), ("b", ref_b)) if ref
 with right:
     for role, sh in shapes.items():
         if sh:
-            st.caption(f"{role.upper()}: {sh['n_layer']} blocks, width {sh['width']}, context {sh['context']} "
-                       f"({sh['family']})")
+            st.caption(ui.plain(f"{role.upper()}: {sh['n_layer']} blocks, width {sh['width']}, context "
+                                f"{sh['context']} ({sh['family']})"))
     c = st.columns(2)
     c[0].number_input("Validation windows", 1, 4096, key="lm_windows", persist_state="session")
     c[1].number_input("Sample tokens", 0, 1000, key="lm_samples", persist_state="session")

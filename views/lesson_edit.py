@@ -68,7 +68,7 @@ def add_to_lesson(rec: RunRecord, key: str) -> None:
                 ui.show_error(exc)
                 return
             st.session_state.pop(_draft_key(lesson.name), None)  # the editor starts from what was saved
-            st.success(f"Added as step {len(lesson.steps)} of {lesson.title!r}.")
+            st.success(f"Added as step {len(lesson.steps)} of {ui.quote(lesson.title)}.")
             st.page_link(ui.page_file("lessons"), label="Write its text and open controls in the editor",
                          icon=":material/edit:", query_params={"lesson": lesson.name, "view": "edit"})  # fmt: skip
 
@@ -153,7 +153,8 @@ def editor(lesson: Lesson) -> None:
         ui.show_error(exc)  # names the step and the field; Save refuses until it is mended
     for i, step in enumerate(draft["steps"]):
         parsed = whole[i] if whole is not None else _alone(draft, step)
-        with st.expander(f"Step {i + 1}: {step.get('title', '')} ({step.get('kind') or step.get('preset')})",
+        with st.expander(f"Step {i + 1}: {ui.plain(step.get('title', ''))} "
+                         f"({ui.plain(step.get('kind') or step.get('preset'))})",
                          expanded=i == 0):  # fmt: skip
             step["title"] = st.text_input("Step title", value=step.get("title", ""), key=f"{k}-{i}-title")
             step["text"] = st.text_area("Text (Markdown; {{penalty}} names a number and says what it means)",
@@ -188,7 +189,7 @@ def _editor_actions(lesson: Lesson, draft: dict[str, Any], key: str) -> None:
             ui.show_error(exc)
         else:
             st.session_state[key] = saved.to_dict()
-            st.success(f"Saved {saved.name!r} ({len(saved.steps)} steps) into the store."
+            st.success(f"Saved {ui.quote(saved.name)} ({len(saved.steps)} steps) into the store."
                        + ("" if len(saved.steps) >= 3 else " A lesson usually has 3 to 10 steps."))  # fmt: skip
     if c[1].button("Preview as a student", key="ed-preview", icon=":material/visibility:",
                    help="Opens the saved lesson's first step as students see it (save first)"):  # fmt: skip

@@ -82,14 +82,14 @@ def _catalog() -> None:
     store = ui.get_store()
     lessons, problems = catalog(store)
     for problem in problems:
-        st.error(f"A lesson file in the store does not read: {problem}")
+        st.error(f"A lesson file in the store does not read: {ui.plain(problem)}")
     for lesson in lessons:
         states = lesson_progress(lesson, store)
         done = sum(s == "done" for s in states)
         with st.container(border=True):
-            st.markdown(f"#### {ui.md_text(lesson.title)}")
-            st.markdown(lesson.summary)
-            st.caption(f"`{lesson.name}` · {len(lesson.steps)} steps · {done} of {len(states)} computed")
+            st.markdown(f"#### {ui.plain(lesson.title)}")
+            st.markdown(lesson.summary)  # the teacher's Markdown, on purpose
+            st.caption(f"{ui.code_span(lesson.name)} · {len(lesson.steps)} steps · {done} of {len(states)} computed")
             left, right, _ = st.columns([1, 1, 3])
             if roles.allowed("presenter") and left.button("Present", icon=":material/co_present:",
                                                           key=f"present-{lesson.name}", type="primary"):  # fmt: skip
@@ -105,7 +105,8 @@ def _catalog() -> None:
                 except LessonError as exc:
                     ui.show_error(exc)
                 else:
-                    st.success(f"Saved lesson {lesson.name!r} into the store: it is listed above after a reload.")
+                    st.success(f"Saved lesson {ui.quote(lesson.name)} into the store: it is listed above after a "
+                               "reload.")
 
 
 # -------------------------------------------------------------------------------------------------- a step
@@ -113,7 +114,7 @@ def _catalog() -> None:
 
 def _control_widget(control: Control, value: Any, key: str) -> Any:
     """One open control's widget, set to ``value``; returns what the user picked."""
-    label, help_ = control.label, control.help or None
+    label, help_ = ui.plain(control.label), control.help or None  # help: the teacher's Markdown
     if control.choices is not None:
         options = list(control.choices)
         return st.selectbox(label, options, index=options.index(value), help=help_, key=key,
@@ -130,7 +131,7 @@ def _controls(step: Step, run: StepRun, key: str) -> None:
         return
     shown = "-".join(f"{f}={v}" for f, v in sorted(run.changed.items()))  # widgets start again from a new link
     with st.form(f"{key}-form", border=True):
-        st.markdown("**Try it yourself** " + ", ".join(f"({c.label}: {c.describe()})" for c in step.open))
+        st.markdown("**Try it yourself** " + ", ".join(ui.plain(f"({c.label}: {c.describe()})") for c in step.open))
         picked = {c.field: _control_widget(c, run.changed.get(c.field, _own(step, c)), f"{key}-{c.field}-{shown}")
                   for c in step.open}  # fmt: skip
         cols = st.columns([1, 1, 3])
@@ -176,7 +177,7 @@ def _draw_run(run: StepRun, lesson: Lesson, key: str, *, auto: bool) -> None:
     if rec is None:
         if ui.viewer_mode(of_server=True):
             st.info("This step has not been computed on this server, which shows results only. The teacher "
-                    f"computes the lesson first: `python -m stitchcore lessons run {lesson.name}`.")  # fmt: skip
+                    f"computes the lesson first: {ui.code_span(f'python -m stitchcore lessons run {lesson.name}')}.")
             return
         if not auto or not _launch(run, lesson):
             return
@@ -230,7 +231,7 @@ def _presenter_live(lesson: Lesson, number: int) -> None:
         states = lesson_progress(lesson, store)
         cols = st.columns(len(lesson.steps))
         for col, step, state in zip(cols, lesson.steps, states, strict=True):
-            if col.button(f"{step.number}. {step.title}", icon=STATE_BADGES.get(state),
+            if col.button(f"{step.number}. {ui.plain(step.title)}", icon=STATE_BADGES.get(state),
                           key=f"lesson-goto-{step.number}", help=STATE_WORDS.get(state, state),
                           disabled=step.number == number, use_container_width=True):  # fmt: skip
                 _go(lesson, step.number, presenter=True)
@@ -268,13 +269,14 @@ def _variants_table(lesson: Lesson, step: Step) -> None:
     own = store.lookup(rows[0][2])
     for values, count, run_id in rows:
         rec = store.lookup(run_id)
-        table["Values"].append(values)
+        table["Values"].append(ui.plain(values))  # st.table reads Markdown
         table["Students"].append(str(count) if count else "")
         waits = rec is None and classroom.waiting_words(run_id) is not None
         state = rec.status if rec is not None else ("waiting for a turn" if waits else "not started")
         table["State"].append(STATE_WORDS.get(state, state))
         done = rec is not None and rec.status == "done" and own is not None and own.status == "done"
-        numbers.append({label: theirs for label, _, theirs in compare_runs(own, rec)} if done else {})
+        numbers.append({ui.plain(label): ui.plain(theirs) for label, _, theirs in compare_runs(own, rec)}
+                       if done else {})  # fmt: skip
     for label in dict.fromkeys(k for n in numbers for k in n):
         table[label] = [n.get(label, "") for n in numbers]
     st.table(table)
@@ -307,8 +309,8 @@ def _compare(own: StepRun, mine: StepRun) -> None:
     if any(r is None or r.status != "done" for r in recs):
         return
     rows = compare_runs(recs[0], recs[1])
-    st.table({"": [r[0] for r in rows], "The lesson's run": [r[1] for r in rows],
-              "Your run": [r[2] for r in rows]})  # fmt: skip
+    st.table({"": [ui.plain(r[0]) for r in rows], "The lesson's run": [ui.plain(r[1]) for r in rows],  # Markdown:
+              "Your run": [ui.plain(r[2]) for r in rows]})  # a sweep's cut names are text  # fmt: skip
 
 
 def _go(lesson: Lesson, number: int, presenter: bool) -> None:
@@ -328,6 +330,17 @@ def _step_nav(lesson: Lesson, number: int, presenter: bool, where: str) -> None:
         _go(lesson, number + 1, presenter)
 
 
+def _step_number(raw: str, steps: int) -> int | None:
+    """The step a link's ``step=`` names, or None when it names none of 1 .. ``steps`` (``²``, a 5,000-digit
+    number, ``-1``).
+
+    (``_step_number("2", 3)`` is 2; ``"²"``, ``"0"`` and ``"9" * 5000`` are None: tests/test_app_bad_urls.py.)
+    """
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > len(str(steps)):
+        return None
+    return int(raw) if 1 <= int(raw) <= steps else None
+
+
 def _lesson(name: str) -> None:
     params = st.query_params.to_dict()
     view = params.get("view")
@@ -342,12 +355,12 @@ def _lesson(name: str) -> None:
         _every_lesson()
         return
     raw_step = params.get("step", "1")
-    number = int(raw_step) if raw_step.isdigit() else 1
-    if not 1 <= number <= len(lesson.steps):
-        st.warning(f"This lesson has steps 1 to {len(lesson.steps)}, not {raw_step!r}: showing step 1.")
+    number = _step_number(raw_step, len(lesson.steps))
+    if number is None:
+        st.warning(f"This lesson has steps 1 to {len(lesson.steps)}, not {ui.quote(raw_step)}: showing step 1.")
         number = 1
     step = lesson.step(number)
-    st.title(lesson.title)
+    st.title(ui.plain(lesson.title))
     if view == "edit":
         _every_lesson()
         lesson_edit.editor(lesson)
@@ -357,11 +370,11 @@ def _lesson(name: str) -> None:
         _presenter_bar(lesson, number)
     if problems := missing_models(lesson, store):
         for problem in problems:
-            st.error(problem)
+            st.error(ui.plain(problem))
     if number == 1:
-        st.markdown(lesson.summary)
+        st.markdown(lesson.summary)  # the teacher's Markdown, on purpose
     _step_nav(lesson, number, presenter, "top")
-    st.subheader(f"{number}. {step.title}")
+    st.subheader(f"{number}. {ui.plain(step.title)}")
     _step_text(step)
     given = {k: v for k, v in params.items() if k not in RESERVED}
     try:
@@ -371,7 +384,7 @@ def _lesson(name: str) -> None:
         ui.show_error(exc)
         return
     for note in mine.notes:
-        st.warning(f"From the link: {note}.")
+        st.warning(f"From the link: {ui.plain(note, ui.errors.MOST_CHARS)}.")
     _controls(step, mine, f"lesson-{lesson.name}-{number}")
     classroom.note_variant(lesson.name, mine)  # the presenter lists it, computed here or already stored
     if mine.changed:
@@ -382,7 +395,7 @@ def _lesson(name: str) -> None:
             _draw_run(own, lesson, f"own-{number}", auto=True)
         with right:
             changed = _values_words(step, mine.changed)
-            st.markdown(f"##### Your run ({ui.md_text(changed)})")
+            st.markdown(f"##### Your run ({ui.plain(changed)})")
             _draw_run(mine, lesson, f"mine-{number}", auto=True)
     else:
         _draw_run(own, lesson, f"own-{number}", auto=True)

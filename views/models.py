@@ -172,7 +172,7 @@ def show_run(run_id: str) -> None:
     """The live view of a zoo run (``?run=``); a recipe trained before shows at once."""
     first = ui.get_runner().get(run_id)
     if first is not None and first.kind == "zoo" and first.cached and first.summary:
-        st.success(f"Already trained — from the store: `{first.summary['ref']}`")
+        st.success(f"Already trained — from the store: {ui.code_span(first.summary['ref'])}")
     snap = ui.run_view(run_id, key="zoo", cards=run_views.CARDS)
     if snap is None:
         return
@@ -183,7 +183,7 @@ def show_run(run_id: str) -> None:
             query_params={"run": run_id},
         )
     ref = (snap.summary or {}).get("ref") if snap.kind == "zoo" else None
-    if ref and snap.state == "done" and st.button(f"Inspect {ref}", key="zoo-inspect"):
+    if ref and snap.state == "done" and st.button(f"Inspect {ui.plain(ref)}", key="zoo-inspect"):
         st.session_state["ref_text"] = ref
         st.query_params["ref"] = ref
 
@@ -270,13 +270,13 @@ def upload_inputs(path: Path, arch: str, options: str, base: str, loaded: Loaded
             state["upload_size"] = format_size(defaults.input_shape[1:])
             state["upload_note"] = defaults.meta.get("defaults") or ""
     if state.get("upload_warning"):
-        st.warning(state["upload_warning"])
+        st.warning(ui.plain(state["upload_warning"]))
     mean = c[1].text_input("Mean", key="upload_mean", help="per channel (0.485,0.456,0.406) or one for all")
     std = c[2].text_input("Std", key="upload_std", help="per channel or one for all; positive")
     size = c[3].text_input("Size", key="upload_size", help="the input side (or H,W) images are resized to")
     if state.get("upload_note"):
         arch_name = arch or loaded.meta.get("arch")
-        st.caption(f"Pre-filled with the defaults of `{arch_name}`: {state['upload_note']}.")
+        st.caption(f"Pre-filled with the defaults of {ui.code_span(arch_name)}: {ui.plain(state['upload_note'])}.")
     try:
         ref = upload_ref(path, arch, options, dataset=dataset or None, mean=mean, std=std, size=size)
     except Exception as exc:  # noqa: BLE001 - show_error logs the traceback of non-StitchErrors
@@ -360,7 +360,7 @@ def base_accuracy(ref: str, loaded: LoadedModel, info: dict) -> tuple[str, str]:
         return "—", f"the model has {loaded.num_classes} outputs but {dataset} has {ds.num_classes} classes"
     scored = st.session_state.setdefault("scored_refs", set())
     if info["params"] > SCORE_PARAMS and ref not in scored:
-        if not st.button(f"Score on {dataset}", key="score", help="a large model: scoring takes a while"):
+        if not st.button(f"Score on {ui.plain(dataset)}", key="score", help="a large model: scoring takes a while"):
             return "not scored", f"{len(ds.labels('test')):,} test images of {dataset}"
         scored.add(ref)
     acc = test_accuracy(ref, dataset)
@@ -375,7 +375,7 @@ def inspect(text: str) -> None:
         ref = str(parse_ref(text))
         if ui.viewer_mode():  # a viewer opens what the store holds, never a server path or a hub model
             check_store_ref(ref, ui.get_store().root)
-        with st.spinner(f"Loading {ref} …"):
+        with st.spinner(f"Loading {ui.plain(ref)} …"):
             loaded = ui.load_for_display(ref)
             cuts = ui.cuts_of(ref)
     except Exception as exc:  # noqa: BLE001 - show_error logs the traceback of non-StitchErrors
@@ -383,29 +383,29 @@ def inspect(text: str) -> None:
         return
     st.query_params["ref"] = ref  # the link reproduces this view
     info = describe_model(loaded)
-    st.markdown(f"#### `{ref}`")
+    st.markdown(f"#### {ui.code_span(ref)}")
     c = st.columns(4)
     c[0].metric("Parameters", f"{info['params']:,}")
     c[1].metric("Input shape", " × ".join(str(d) for d in info["input_shape"]))
     c[2].metric("Classes", info["num_classes"] if info["num_classes"] is not None else "—")
     with c[3]:
         value, why = base_accuracy(ref, loaded, info)
-        st.metric("Base accuracy", value, help=why)
+        st.metric("Base accuracy", value, help=ui.plain(why))
     names = info["class_names"]
     shown = ", ".join(names[:12]) + (f", … ({len(names)} in all)" if len(names) > 12 else "")
     weights = f"{info['init']} · " if info["init"] else ""
-    st.markdown(
-        f"**Architecture** `{info['arch']}` · **Input** {info['input_kind']} · "
-        f"**Dataset** {info['dataset'] or 'unknown'} · **Cut points** {len(cuts)}  \n"
-        f"**Preprocessing** {info['preprocessing']}  \n"
-        f"**Weights** {weights}fingerprint `{ui.fingerprint_of(ref)}`"
-        + (f"  \n**Class names** {shown}" if shown else "")
+    st.markdown(  # a file's or a hub config's names (class names, its dataset) are text
+        f"**Architecture** {ui.code_span(info['arch'])} · **Input** {ui.plain(info['input_kind'])} · "
+        f"**Dataset** {ui.plain(info['dataset'] or 'unknown')} · **Cut points** {len(cuts)}  \n"
+        f"**Preprocessing** {ui.plain(info['preprocessing'])}  \n"
+        f"**Weights** {ui.plain(weights)}fingerprint {ui.code_span(ui.fingerprint_of(ref))}"
+        + (f"  \n**Class names** {ui.plain(shown)}" if shown else "")
     )
     st.caption("The fingerprint hashes every weight (sha256 of the parameters and buffers): the same"
                " fingerprint means the same weights, on any machine. Random weights are drawn from the ref's"
                " seed= (default 0).")
     if info["defaults"]:
-        st.caption(f"Defaults this ref took: {info['defaults']}.")
+        st.caption(f"Defaults this ref took: {ui.plain(info['defaults'])}.")
     rows = [
         {
             "name": c.name,

@@ -124,7 +124,8 @@ def import_panel() -> None:
     """The "Import bundle" expander: a zip from "Download bundle" or ``runs export``; not in viewer mode."""
     flash = st.session_state.pop("results-import-flash", None)
     if flash:
-        (st.success if flash[0] == "ok" else st.error)(flash[1], icon=":material/upload:")
+        say = st.success if flash[0] == "ok" else st.error
+        say(ui.plain(flash[1], ui.errors.MOST_CHARS), icon=":material/upload:")  # a bundle's ids and file name
     with st.expander("Import bundle", icon=":material/upload:"):
         viewer = ui.viewer_mode()
         if viewer:
@@ -145,21 +146,21 @@ flash = st.session_state.pop("results-flash", None)
 if flash:
     done, failed = flash
     if done:
-        st.success(f"Deleted {_n(len(done))}: {', '.join(done)}", icon=":material/delete:")
+        st.success(f"Deleted {_n(len(done))}: {ui.plain(', '.join(done))}", icon=":material/delete:")
     for line in failed:
-        st.error(f"Could not delete {line}", icon=":material/error:")
+        st.error(f"Could not delete {ui.plain(line)}", icon=":material/error:")
 import_panel()
 
 records = store.list_runs()
 if store.stale:  # a read-only store whose writer's latest commits cannot be read here
-    st.warning(store.stale, icon=":material/sync_problem:")
+    st.warning(ui.plain(store.stale), icon=":material/sync_problem:")
 by_id = {rec.id: rec for rec in records}
 linked = st.query_params.get("run")
 
 if not records:
     st.info("No runs in the store yet. Run the classroom demo to train two small models and stitch them.")
     st.page_link(ui.page_file("home"), label="Go to Home and run the classroom demo", icon=":material/home:")
-    st.caption(f"Store: `{store.root}`")
+    st.caption(f"Store: {ui.code_span(store.root)}")
     if linked:
         ui.run_view(linked, key="results", cards=run_views.CARDS)
     st.stop()
@@ -189,7 +190,7 @@ shown = shown.reset_index(drop=True)
 active = int(table["status"].isin(ACTIVE).sum())
 head, refresh = st.columns([5, 1], vertical_alignment="center")
 head.caption(
-    f"{len(shown)} of {_n(len(table))} · store `{store.root}`"
+    f"{len(shown)} of {_n(len(table))} · store {ui.code_span(store.root)}"
     + (f" · {active} still running or queued" if active else "")
     + " · select rows to open (one) or compare (several)"
 )
@@ -232,7 +233,7 @@ if selected:
         if ui.viewer_mode():
             st.caption("Viewer mode: runs can't be deleted.")
         elif deletable:
-            listing = (f"- `{run_label(by_id[rid])}` · `{rid}`" for rid in deletable)  # code spans keep [cut]
+            listing = (f"- {ui.code_span(run_label(by_id[rid]))} · {ui.code_span(rid)}" for rid in deletable)
             st.markdown("\n".join(listing))
             sure = st.checkbox(
                 f"Yes, delete {_n(len(deletable))} with their curves and weights (cannot be undone)",
@@ -261,7 +262,7 @@ if open_id:
     st.divider()
     open_rec = by_id.get(open_id)
     top, page_col, close = st.columns([4, 2, 1], vertical_alignment="center")
-    top.caption(f"Permalink: `results?run={open_id}`")
+    top.caption(f"Permalink: {ui.code_span(f'results?run={open_id}', ui.text.LINK_CHARS)}")
     if open_rec is not None:
         run_views.open_on_page(open_rec, page_col)  # e.g. "Open on the Similarity page" -> similarity?run=ID
     if not selected:  # opened from the URL: closing drops ?run= (a table selection closes by deselecting)

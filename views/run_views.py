@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlencode
 
 import streamlit as st
 
@@ -57,6 +58,7 @@ from stitchcore.report.figures import (
 from stitchcore.stitching.adapters import NO_DOWNSAMPLE
 from stitchcore.store.results import RunRecord
 from stitchcore.timewords import duration_words
+from ui.text import strip_tags
 
 __all__ = [
     "CARDS",
@@ -83,25 +85,25 @@ def stitch_card(s: dict[str, Any], key: str) -> None:
     c[0].metric("Stitched accuracy", f"{s['accuracy']:.1%}", help=explain("accuracy"))
     c[1].metric("Model A", f"{s['base']['a']:.1%}", help="A's own test accuracy. " + explain("accuracy"))
     c[2].metric("Model B", f"{s['base']['b']:.1%}", help="B's own test accuracy. " + explain("accuracy"))
-    c[3].metric(f"Penalty ({base_role} − stitched)", format_pts(penalty_pts(s["penalty"])),
+    c[3].metric(f"Penalty ({ui.plain(base_role)} − stitched)", format_pts(penalty_pts(s["penalty"])),
                 help=explain("penalty"))
     c[4].metric("Time", duration_words(s.get("seconds")))
     if s.get("accuracy_ci"):  # runs stored before intervals have none
         base_ci = s.get("base_ci", {})
-        st.caption(
+        st.caption(ui.plain(
             f"95% intervals over the {s.get('n_test', '?')} test images (bootstrap): stitched "
             f"{interval_words(s['accuracy_ci'], 'accuracy')} · A {interval_words(base_ci.get('a'), 'accuracy')} · "
             f"B {interval_words(base_ci.get('b'), 'accuracy')} · penalty {interval_words(s.get('penalty_ci'), 'penalty')}"
             f" (paired: {base_role} and the stitched model scored on the same images)"
-        )
+        ))
     if s.get("seeds"):  # the spread over adapter trainings: training noise on top of the test images'
         sd = s["seeds"]
-        st.caption(
+        st.caption(ui.plain(
             f"Across {len(sd['seed'])} seeds ({', '.join(map(str, sd['seed']))}; the numbers above are seed "
             f"{sd['seed'][0]}'s): stitched {sd['accuracy_mean']:.1%} ({interval_words(sd['accuracy_ci'], 'accuracy')}) "
             f"· penalty {format_pts(penalty_pts(sd['penalty_mean']))} ({interval_words(sd['penalty_ci'], 'penalty')})"
             " · 95% Student-t intervals of the mean over seeds"
-        )
+        ))
     if s.get("n_val") and "history" in s and not s["history"]:  # 0 epochs: the adapter's start, no curve
         st.caption("0 training epochs: the adapter is its start (e.g. the least-squares fit), never trained, so "
                    "there is no training curve")  # fmt: skip
@@ -110,12 +112,12 @@ def stitch_card(s: dict[str, Any], key: str) -> None:
         st.caption(f"{s['n_val']} training images held out as validation: the curve below is on them, the "
                    f"numbers above on the {s.get('n_test', '?')} test images{kept}")
     resid = s.get("lstsq_residual")
-    st.caption(
+    st.caption(ui.plain(
         f"Adapter: {s['params']:,} parameters · {s['flops']:,} FLOPs per example"
         + (f" · lstsq residual {resid:.3f}" if resid is not None else "")
         + f" · A[{s['cut_a']['name']}] {tuple(s['cut_a']['shape'])} → B[{s['cut_b']['name']}]"
         f" {tuple(s['cut_b']['shape'])} · {s.get('n_train', '?')} train / {s.get('n_test', '?')} test images"
-    )
+    ))  # a bundle's cut names are text
     left, right = st.columns(2)
     ui.chart(left, plots.accuracy_bars(s), key=f"{key}-acc", file_name="accuracy.csv")
     ui.chart(right, plots.per_class_bars(s), key=f"{key}-pc", file_name="per-class.csv")
@@ -123,7 +125,7 @@ def stitch_card(s: dict[str, Any], key: str) -> None:
 
 def zoo_card(s: dict[str, Any], key: str) -> None:
     """A done zoo run's model: its ref, test accuracy, parameters and sparsity."""
-    st.markdown(f"Model **`{s['ref']}`** ({s['arch']} on {s['dataset']})")
+    st.markdown(f"Model **{ui.code_span(s['ref'])}** ({ui.plain(s['arch'])} on {ui.plain(s['dataset'])})")
     c = st.columns(3)
     c[0].metric("Test accuracy", f"{s['accuracy']:.1%}", help=explain("accuracy"))
     c[1].metric("Parameters", f"{s['params']:,}")
@@ -146,7 +148,7 @@ def card_view(rec: RunRecord, *, key: str) -> None:
 def _draw(panel: HeatPanel, where: Any, *, key: str, run_id: str, skipped: dict | None = None,
           pending: str | None = None, select: bool = False) -> Any:  # fmt: skip
     """One panel in ``where``: the heat map, then its numbers as a CSV download; returns the chart's event."""
-    fig = panel_figure(panel, skipped=skipped, pending=pending)
+    fig = ui.shown_figure(panel_figure(panel, skipped=skipped, pending=pending))  # a bundle's cut names are text
     chart_key = f"{key}-heat-{panel.csv_name}-{run_id}"
     if select:
         event = where.plotly_chart(fig, key=chart_key, on_select="rerun", selection_mode="points",
@@ -154,7 +156,8 @@ def _draw(panel: HeatPanel, where: Any, *, key: str, run_id: str, skipped: dict 
     else:
         event = where.plotly_chart(fig, key=chart_key, config=ui.CHART_CONFIG)
     where.download_button(
-        f"CSV: {panel.title}", panel.csv(), file_name=f"{run_id}-{panel.csv_name}.csv", mime="text/csv",
+        f"CSV: {ui.plain(strip_tags(panel.title))}", panel.csv(), file_name=f"{run_id}-{panel.csv_name}.csv",
+        mime="text/csv",
         icon=":material/download:", key=f"{key}-csv-{panel.csv_name}-{run_id}", on_click="ignore",
     )  # fmt: skip
     return event
@@ -187,15 +190,15 @@ def similarity_view(rec: RunRecord, *, key: str) -> None:
                               "map is (value − null mean) / spread.")
         ci_words = " Hover a cell for its 95% interval over the images." if s.get("values_ci") else ""
         m = s.get("measure", "cka-linear")
-        st.caption(f"{explain(m) if m in list_meanings() else panels[0].title + ': ' + measure_words(m)}. "
-                   f"{s.get('n', '?')} images; the baseline pairs each image of A with another of B."
-                   f"{null_words}{ci_words}")
+        st.caption(ui.plain(f"{explain(m) if m in list_meanings() else panels[0].title + ': ' + measure_words(m)}. "
+                            f"{s.get('n', '?')} images; the baseline pairs each image of A with another of B."
+                            f"{null_words}{ci_words}"))  # a bundle's measure name is text
         twin = s.get("random_null") or {}
         if twin.get("values"):
-            st.caption(f"Untrained B (`{twin['ref']}`): the same measure against B's architecture with random "
-                       f"weights. {random_null_words(s)}")
+            st.caption(f"Untrained B ({ui.code_span(twin['ref'])}): the same measure against B's architecture with "
+                       f"random weights. {ui.plain(random_null_words(s))}")
         elif twin.get("skipped"):
-            st.caption(f"No untrained-B null: {twin['skipped']}")
+            st.caption(f"No untrained-B null: {ui.plain(twin['skipped'])}")
 
     live()
     _downloads(rec, key)
@@ -215,7 +218,8 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
     spec = spec_from_record(rec)
     linked = ui.get_store().lookup(cka_id) if cka_id is not None else None
     if cka_id is not None and (linked is None or linked.kind != "similarity"):  # a link's cka= names no such run
-        st.warning(f"The link's similarity run `{cka_id}` is not a similarity run in this store: showing the one "
+        st.warning(f"The link's similarity run {ui.code_span(cka_id, 80)} is not a similarity run in this store: "
+                   "showing the one "
                    "launched beside this matrix, if any.", icon=":material/warning:")  # fmt: skip
         cka_id = None
     beside = similarity_beside(ui.get_store(), spec, rec.created) if cka_id is None else linked
@@ -242,7 +246,7 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
                                "come from each cell's least-squares fit, before any training (every pixel of B's "
                                "grid a sample; R² on the fifth of the training images the fit did not see)")  # fmt: skip
         across = bool(state.across_seeds) and st.toggle(
-            f"Mean over the {state.across_seeds['n']} adapter seeds", value=True, key=f"{key}_across",
+            f"Mean over the {ui.plain(state.across_seeds['n'])} adapter seeds", value=True, key=f"{key}_across",
             help="on: each cell is the mean over its adapters trained from every seed, its interval the 95% "
                  "t-interval across them (what training adds); off: the first seed's adapter, its interval over "
                  "the test images (the stitch a cell click opens)") if state.across_seeds else False  # fmt: skip
@@ -251,7 +255,7 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
         if cka_now is not None and cka_now.summary:
             top += cka_panels(cka_now.summary)
         elif cka_now is not None:
-            st.caption(f"{measure_name}: {cka_now.state} {cka_now.message}")
+            st.caption(ui.plain(f"{measure_name}: {cka_now.state} {cka_now.message}"))
         done = now.state == "done"
         if done and not ui.student_view():
             st.caption("Click a cell of the stitching panel to open that pair on the Stitch page.")
@@ -274,7 +278,8 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
             if table.note:
                 rings = (f" {len(table.overlap)} cell(s) ringed: their 95% intervals overlap this control's."
                          if table.overlap else "")
-                (st.caption if table.can_differ else st.warning)(f"**Control: {table.name}.** {table.note}{rings}")
+                (st.caption if table.can_differ else st.warning)(
+                    f"**Control: {ui.plain(table.name)}.** {ui.plain(table.note)}{rings}")
             pair = control_panels(table, senders, receivers)
             cols = st.columns(2) if pair else []
             for col, panel in zip(cols[-len(pair):], pair, strict=True):  # a lone debiased panel sits right
@@ -282,7 +287,7 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
         if state.skipped_listed:
             with st.expander(f"{len(state.skipped_listed)} pair(s) skipped"):
                 for pair_name, why in state.skipped_listed.items():
-                    st.markdown(f"- `{pair_name}`: {why}")
+                    st.markdown(f"- {ui.code_span(pair_name)}: {ui.plain(why)}")
         if done and not ui.student_view():  # links to other pages: not in a lesson's student view
             _train_first(now.summary or {}, spec, key)
             _open_in_stitch(spec, senders, receivers, key)
@@ -337,7 +342,8 @@ def _train_first(summary: dict, spec: MatrixSpec, key: str) -> None:
                        "measures how well each predicts a trained matrix.")  # fmt: skip
     for k, cell in enumerate(recommend(summary, by=by, top=TOP), start=1):
         c = st.columns([4, 3])
-        c[0].markdown(f"{k}. `{cell['sender']}` → `{cell['receiver']}`: {cell_words(cell)}")
+        c[0].markdown(f"{k}. {ui.code_span(cell['sender'])} → {ui.code_span(cell['receiver'])}: "
+                      f"{ui.plain(cell_words(cell))}")
         c[1].page_link(ui.page_file("stitch"), label="Train it on the Stitch page", icon=":material/cable:",
                        query_params=_stitch_params(spec, cell["sender"], cell["receiver"]))
 
@@ -383,7 +389,7 @@ def assemble_view(rec: RunRecord, *, key: str) -> None:
             return
         base = s["base"] if s else None
         front = pareto_front([*cells, *((base or {}).values())])
-        fig = plots_assemble.accuracy_vs_flops(cells, base, front)
+        fig = ui.shown_figure(plots_assemble.accuracy_vs_flops(cells, base, front))
         opens = not ui.student_view()  # a click opens the Stitch page: not from a lesson's student view
         event = st.plotly_chart(fig, key=f"{key}-pareto-{run_id}", on_select="rerun" if opens else "ignore",
                                 selection_mode="points", config=ui.CHART_CONFIG)  # fmt: skip
@@ -398,7 +404,7 @@ def assemble_view(rec: RunRecord, *, key: str) -> None:
                       "; dotted = the Pareto front (no network is both more accurate and cheaper). ")  # fmt: skip
         chained = getattr(spec, "rescale", "oneshot") == "chained"
         st.caption("Each point is one assembled network: A up to the sender cut, an adapter, B from the receiver "
-                   f"cut. Colour = adapter kind, shape = rescaling; stars = A and B alone{front_text}"
+                   f"cut. Colour = adapter kind, shape = rescaling; stars = A and B alone{ui.plain(front_text)}"
                    "FLOPs count 2 per multiply-add (MACs, the paper's unit, are half; in the hover). "
                    + ("Gaps of more than 2x are bridged by one adapter per 2x step. " if chained else
                       "Gaps are bridged by one adapter resizing by the whole ratio (the reading before issue 25). ")
@@ -424,13 +430,15 @@ def assemble_view(rec: RunRecord, *, key: str) -> None:
         if skipped:
             with st.expander(f"{len(skipped)} cell(s) skipped"):
                 for c in skipped:
-                    st.markdown(f"- `{c['sender']} → {c['receiver']}` ({c['recipe']}): {c['skipped_reason']}")
+                    pair = f"{c['sender']} → {c['receiver']}"
+                    st.markdown(f"- {ui.code_span(pair)} ({ui.plain(c['recipe'])}): "
+                                f"{ui.plain(c['skipped_reason'])}")
         if s:
             a, b = s["base"]["a"], s["base"]["b"]
-            st.caption(f"A alone {a['accuracy']:.3f} at {a['flops'] / 2e6:.2f}M MACs ({a['flops'] / 1e6:.2f}M FLOPs); "
-                       f"B alone {b['accuracy']:.3f} at {b['flops'] / 2e6:.2f}M MACs ({b['flops'] / 1e6:.2f}M FLOPs). "
-                       "Evaluated on {s['dataset']} ({s['n_test']} test images; "
-                       f"adapters trained on {s['n_train']}).")  # fmt: skip
+            st.caption(ui.plain(
+                f"A alone {a['accuracy']:.3f} at {a['flops'] / 2e6:.2f}M MACs ({a['flops'] / 1e6:.2f}M FLOPs); "
+                f"B alone {b['accuracy']:.3f} at {b['flops'] / 2e6:.2f}M MACs ({b['flops'] / 1e6:.2f}M FLOPs). "
+                f"Evaluated on {s['dataset']} ({s['n_test']} test images; adapters trained on {s['n_train']})."))
 
     live()
     _downloads(rec, key)
@@ -450,7 +458,7 @@ def sweep_view(rec: RunRecord, *, key: str, title: str | None = None) -> None:
     def live() -> None:
         now = runner.get(run_id) or snap
         ui.run_header(now, key, title=title, kept="Finished positions are shown below.",
-                      caption_extra=f" · [permalink](traits?run={run_id})" if title else "")
+                      caption_extra=f" · [permalink](traits?{urlencode({'run': run_id})})" if title else "")
         s = now.summary if now.state == "done" else None
         data = s or partial_positions(ui.get_store(), run_id)  # the positions finished so far
         metrics = data.get("metrics")
@@ -468,7 +476,7 @@ def sweep_view(rec: RunRecord, *, key: str, title: str | None = None) -> None:
                        "metric rests on that class's own images, so its bars are wider than overall accuracy's). "
                        "A's and B's intervals show on hover over their lines, and each class's on the per-class "
                        "heat map.")
-        st.caption("  \n".join(explain(k) for k in dict.fromkeys(k.partition(":")[0] for k in metrics)))
+        st.caption("  \n".join(ui.plain(explain(k)) for k in dict.fromkeys(k.partition(":")[0] for k in metrics)))
         if data.get("simplicity"):
             ui.chart(st, plots_traits.simplicity_curves(data, data["reference"], all_positions=every),
                      key=f"{key}-simp-{run_id}", file_name=csv("simplicity"))  # fmt: skip
@@ -491,19 +499,19 @@ def sweep_view(rec: RunRecord, *, key: str, title: str | None = None) -> None:
                  key=f"{key}-heat-{run_id}", file_name=csv("per-class"))  # fmt: skip
         if s:
             if s.get("control_note"):
-                st.caption(s["control_note"])
+                st.caption(ui.plain(s["control_note"]))
             if s.get("simplicity_definition"):
                 d = s["simplicity_definition"]
-                st.caption(f"Sharpness: {d['sharpness']} (eps = {d['eps']}, {d['draws']} draws). Gradient norm: "
-                           f"{d['grad_norm']}. gzip: {d['gzip_bits']}. Measured on {d['weights']}.")  # fmt: skip
+                st.caption(ui.plain(f"Sharpness: {d['sharpness']} (eps = {d['eps']}, {d['draws']} draws). Gradient "
+                                    f"norm: {d['grad_norm']}. gzip: {d['gzip_bits']}. Measured on {d['weights']}."))
                 if "sharpness_abs" in d:
-                    st.caption(f"The report's definitions: gradient norm per batch: {d['grad_norm_batch']}. "
-                               f"Sharpness: {d['sharpness_abs']}. gzip: {d['gzip_bits_all']}.")  # fmt: skip
+                    st.caption(ui.plain(f"The report's definitions: gradient norm per batch: {d['grad_norm_batch']}. "
+                                        f"Sharpness: {d['sharpness_abs']}. gzip: {d['gzip_bits_all']}."))
             if s.get("control_refs"):
                 st.caption("Random-init control pairs (A's twin, B's twin; each from its own seed): "
-                           + "; ".join(f"{a} , {b}" for a, b in s["control_refs"]))  # fmt: skip
-            st.caption(f"Evaluated on {s['dataset']} ({s['n_test']} test images); adapter data {s['train_data']} "
-                       f"({s['n_train']} images).")  # fmt: skip
+                           + ui.plain("; ".join(f"{a} , {b}" for a, b in s["control_refs"])))
+            st.caption(ui.plain(f"Evaluated on {s['dataset']} ({s['n_test']} test images); adapter data "
+                                f"{s['train_data']} ({s['n_train']} images)."))
 
     live()
     _downloads(rec, key)
@@ -569,7 +577,8 @@ def _lm_cards(s: dict, kind: str) -> None:
     if kind != "lmdepth":
         c[2].metric(f"Loss {joined}", f"{s['loss']:.3f}", help=loss_help(s))
         pen = interval_words(s.get("loss_penalty_ci"), "loss_penalty")
-        c[3].metric(f"Loss penalty (base {s['penalty_base'].upper()})", format_pct(loss_penalty_pct(s["loss_penalty"])),
+        base_role = ui.plain(str(s["penalty_base"]).upper())
+        c[3].metric(f"Loss penalty (base {base_role})", format_pct(loss_penalty_pct(s["loss_penalty"])),
                     help=explain("loss_penalty") + (f" · 95% interval [{pen}] (paired: the base and the {joined} "
                                                     "model on the same windows)" if pen else ""))
         c[4].metric("Perplexity", f"{s['perplexity']:.2f}")
@@ -578,10 +587,10 @@ def _lm_cards(s: dict, kind: str) -> None:
         c[2].metric("Points", len(s["points"]))
         c[3].metric("Time", duration_words(s.get("seconds")))
         for what, why in (s.get("skipped") or {}).items():
-            st.caption(f"{what}: skipped, {why}")
-        st.caption(_lm_training_words(s))
+            st.caption(ui.plain(f"{what}: skipped, {why}"))
+        st.caption(ui.plain(_lm_training_words(s)))
     if kind == "lmstitch":
-        st.caption(_lm_training_words(s))
+        st.caption(ui.plain(_lm_training_words(s)))
     if base["a"].get("loss_ci"):  # runs stored before intervals have none
         n = s["eval_tokens"] // s["block_size"]  # windows
         if kind == "lmdepth":
@@ -594,8 +603,8 @@ def _lm_cards(s: dict, kind: str) -> None:
                 f"[{interval_words(s.get('loss_ci'), 'loss')}] · loss penalty "
                 f"[{interval_words(s.get('loss_penalty_ci'), 'loss_penalty')}] (paired: the base and the {joined} "
                 "model scored on the same windows)")
-    st.caption(f"{s['eval_tokens']:,} validation tokens of {s['text']} ({s['vocab']}) · context {s['block_size']} · "
-               "loss in nats per token")
+    st.caption(ui.plain(f"{s['eval_tokens']:,} validation tokens of {s['text']} ({s['vocab']}) · context "
+                        f"{s['block_size']} · loss in nats per token"))
 
 
 def _lm_training_words(s: dict) -> str:
@@ -631,7 +640,7 @@ def _lm_samples(s: dict) -> None:
     for row in range(0, len(items), 3):
         cols = st.columns(3)
         for col, (name, text) in zip(cols, items[row:row + 3], strict=False):
-            col.caption({"a": "Model A", "b": "Model B"}.get(name, name))
+            col.caption(ui.plain({"a": "Model A", "b": "Model B"}.get(name, name)))
             col.code(text, language=None, wrap_lines=True)
 
 
@@ -682,3 +691,5 @@ def run_panel(rec: RunRecord, *, key: str) -> None:
         view(rec, key=key)
     except StitchError as exc:  # e.g. a record whose spec this version cannot read
         ui.show_error(exc)
+    except Exception as exc:  # noqa: BLE001 - a record no reader expected: one red line, the traceback in the log
+        ui.show_error(exc, f"drawing run {rec.id}")

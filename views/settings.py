@@ -25,8 +25,8 @@ def now_words(options: RunOptions) -> str:
     if options.backend == "local":
         return f"Now: **{NAMES['local']}**"
     gpus = f" and {options.gpus_per_task:g} GPU" if options.gpus_per_task else ""
-    return (f"Now: **{NAMES['ray']}** — {options.describe()}, {options.task_threads} CPU thread(s){gpus} per task,"
-            f" {options.max_retries} retries")
+    return (f"Now: **{NAMES['ray']}** — {ui.plain(options.describe())}, {options.task_threads} CPU thread(s){gpus} "
+            f"per task, {options.max_retries} retries")
 
 st.subheader("Where jobs run")
 st.markdown(
@@ -66,7 +66,7 @@ if (save or test) and not roles.refuse("settings"):
         options = RunOptions(backend, address if backend == "ray" else None, int(threads), float(gpus), int(retries))
         info = None
         if backend == "ray" and (test or options.address):  # an address that does not answer is never saved
-            with st.spinner(f"Connecting to {options.describe()} (a few seconds)…"):
+            with st.spinner(f"Connecting to {ui.plain(options.describe())} (a few seconds)…"):
                 info = probe_cluster(options.address)
             if options.gpus_per_task > info["gpus"]:
                 raise StitchError(f"the cluster has {info['gpus']:g} GPU(s); tasks asking {options.gpus_per_task:g}"
@@ -75,9 +75,10 @@ if (save or test) and not roles.refuse("settings"):
         ui.show_error(exc)
     else:
         if info is not None:
-            st.success(f"Reached {options.describe()}: {len(info['nodes'])} node(s), {info['cpus']:g} CPUs,"
+            st.success(f"Reached {ui.plain(options.describe())}: {len(info['nodes'])} node(s), {info['cpus']:g} CPUs,"
                        f" {info['gpus']:g} GPUs.")
-            st.markdown("\n".join(f"- `{n['node'][:12]}` on **{n['host']}**: {n['cpus']:g} CPUs, {n['gpus']:g} GPUs"
+            st.markdown("\n".join(f"- {ui.code_span(n['node'][:12])} on **{ui.plain(n['host'])}**: {n['cpus']:g} CPUs, "
+                                  f"{n['gpus']:g} GPUs"
                                   + ("" if n["alive"] else " (not alive)") for n in info["nodes"]))
         elif test:
             st.success("This server runs the jobs itself; there is nothing to connect to.")
@@ -111,7 +112,7 @@ def ray_left_up() -> None:
         if st.session_state.pop("_settings_ray_stopping", None) is not None:
             st.success("The Ray started on this server is stopped (its memory is free again).")
         return
-    jobs = "; ".join(j.label for j in state.busy)
+    jobs = ui.plain("; ".join(j.label for j in state.busy))
     st.warning("A Ray started on this server is still up (its processes hold about 2 GB) although the setting no "
                "longer uses it: " + (f"{len(state.busy)} job(s) still run on it ({jobs}). It stops when they end."
                                      if state.busy else "it stops when the job running now ends."))  # fmt: skip

@@ -61,13 +61,13 @@ def _show_run(run_id: str, cka_id: str | None) -> None:
     """``?run=``: a matrix (with the CKA run of ``&cka=`` beside it), or a similarity run alone."""
     rec = ui.get_store().lookup(run_id)
     if rec is None:
-        st.error(f"No matrix run {run_id!r} in the store.")
+        st.error(f"No matrix run {ui.quote(run_id)} in the store.")
     elif rec.kind == "matrix":
         run_views.matrix_view(rec, key="sim", cka_id=cka_id)
     elif rec.kind == "similarity":
         run_views.similarity_view(rec, key="sim")
     else:
-        st.info(f"Run `{run_id}` is a {rec.kind} run, not a matrix.")
+        st.info(f"Run {ui.code_span(run_id)} is a {ui.plain(rec.kind)} run, not a matrix.")
         st.page_link(ui.page_file("results"), label="Open it on Results", query_params={"run": run_id})
 
 
@@ -79,7 +79,10 @@ def _prefill(run_id: str) -> None:
     rec = ui.get_store().lookup(run_id)
     if rec is None or rec.kind not in ("matrix", "similarity"):
         return
-    spec = spec_from_record(rec)
+    try:
+        spec = spec_from_record(rec)
+    except StitchError:  # a record this version cannot read: the run's view below says why
+        return
     chosen = spec.senders is not None or spec.receivers is not None
     st.session_state.update(sim_pick_a=spec.a, sim_ref_a=spec.a, sim_pick_b=spec.b, sim_ref_b=spec.b,
                             sim_cutset="choose" if chosen else "all", sim_dataset=spec.dataset)  # fmt: skip
@@ -96,7 +99,10 @@ def _prefill(run_id: str) -> None:
                             sim_max_train=spec.max_train or 0, sim_cka=cka is not None, sim_recipe="custom",
                             **_adapter_state(spec.adapter, spec.objective))  # fmt: skip
     if cka is not None and cka.kind == "similarity":
-        st.session_state["sim_measure"] = spec_from_record(cka).measure
+        try:
+            st.session_state["sim_measure"] = spec_from_record(cka).measure
+        except StitchError:  # a record this version cannot read: its own view says why
+            pass
 
 
 def _adapter_state(adapter: AdapterSpec, objective: str) -> dict[str, str]:

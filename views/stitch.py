@@ -8,6 +8,7 @@ on a ResNet): the picker selects the canonical cut (``layer2.1``) and says "laye
 from __future__ import annotations
 
 import math
+import re
 from difflib import get_close_matches
 
 import streamlit as st
@@ -22,6 +23,7 @@ from stitchcore.models.sources.zoo import list_zoo_models
 from stitchcore.stitching.adapters import INITS, NORMS, RESAMPLES, AdapterSpec, compatibility, list_adapters
 from stitchcore.stitching.precision import PRECISIONS
 from stitchcore.stitching.train import OPTIMIZERS, parse_objective
+from ui.text import LINK_CHARS, one_line, quoted
 from views import run_views
 
 OBJECTIVES = ("task", "match", "kd", "task+0.5*kd")
@@ -40,6 +42,9 @@ FORM_PARAMS = {  # URL query key -> (session key, type): a copied link reproduce
 }
 
 
+# What a link's number may look like before int() / float() reads it (ASCII digits, not "²"; not 5,000 digits)
+_NUMBER = re.compile(r"[-+]?(\d{1,12}(\.\d{0,12})?|\.\d{1,12})(e[-+]?\d{1,3})?|[-+]?(inf|nan)",
+                     re.IGNORECASE | re.ASCII)
 NUMBER_RANGES = {  # form key -> (least, most) the widget takes; a URL value outside is clamped, with a warning
     "lr": (1e-5, 1.0), "epochs": (0, 500), "batch_size": (4, 4096), "seed": (0, 10**6),
     "max_train": (0, 10**7), "max_test": (0, 10**7), "val_fraction": (0.0, 0.45), "split_seed": (0, 10**6),
@@ -64,25 +69,28 @@ def _url_value(key: str, raw: str) -> tuple[object | None, str | None]:
     Out-of-range numbers are clamped, unknown choices fall back to the default; None: leave the field.
     """
     state_key, cast = FORM_PARAMS[key]
+    shown, bare = quoted(raw), one_line(raw, LINK_CHARS)  # a 10 KB value is said by its start and length
+    if cast is not str and not _NUMBER.fullmatch(raw):  # int("²") and int() of 5,000 digits raise, "1_0" is 10
+        return None, f"{key}={shown} is not a number; the form keeps its own"
     try:
         value = cast(raw)
     except ValueError:
-        return None, f"{key}={raw!r} is not a {'number' if cast is not str else 'value'}; the form keeps its own"
+        return None, f"{key}={shown} is not a {'number' if cast is not str else 'value'}; the form keeps its own"
     if key in NUMBER_RANGES:
         lo, hi = NUMBER_RANGES[key]
         if not math.isfinite(value):
-            return FORM_DEFAULTS[key], f"{key}={raw} is not a finite number; the form uses {FORM_DEFAULTS[key]}"
+            return FORM_DEFAULTS[key], f"{key}={bare} is not a finite number; the form uses {FORM_DEFAULTS[key]}"
         if not lo <= value <= hi:
             used = min(max(value, lo), hi)
-            return used, f"{key}={raw} is outside {lo:g}..{hi:g}; the form uses {used:g}"
+            return used, f"{key}={bare} is outside {lo:g}..{hi:g}; the form uses {used:g}"
     if key in CHOICES and value not in CHOICES[key]:
         default = FORM_DEFAULTS[state_key]
-        return default, f"{key}={raw!r} is not one of {', '.join(CHOICES[key])}; the form uses {default}"
+        return default, f"{key}={shown} is not one of {', '.join(CHOICES[key])}; the form uses {default}"
     if key == "objective":
         try:
             parse_objective(value)
         except StitchError as exc:
-            return FORM_DEFAULTS["objective"], f"objective={raw!r}: {exc}; the form uses task"
+            return FORM_DEFAULTS["objective"], f"objective={shown}: {one_line(exc, 200)}; the form uses task"
     return value, None
 
 
@@ -114,7 +122,10 @@ def _prefill(params: dict[str, str]) -> None:
         rec = ui.get_store().lookup(params["run"])
         if rec is None or rec.kind != "stitch":
             return
-        params = _spec_params(spec_from_record(rec))
+        try:
+            params = _spec_params(spec_from_record(rec))
+        except StitchError:  # a record this version cannot read: the run's view below says why
+            return
     if "dataset" not in params:
         st.session_state.pop("dataset", None)  # the run's own default: B's training set
     notes = []
@@ -154,12 +165,12 @@ def _cut_choice(label: str, names: list[str], key: str, default: str | None, cut
     picked = st.selectbox(label, names, key=key, format_func=label_of, persist_state="session")
     alias, canonical = st.session_state.get(f"_alias_{key}", (None, None))
     if alias and picked == canonical:
-        st.caption(f"Cut {alias_note(alias, canonical)}: the same tensor, stored under its canonical name.")
+        st.caption(f"Cut {ui.plain(alias_note(alias, canonical))}: the same tensor, stored under its canonical name.")
     unknown, shown, close = st.session_state.get(f"_unknown_{key}", (None, None, []))
     if unknown and picked == shown:
         near = f" (close: {', '.join(close)})" if close else ""
-        st.warning(f"The link asked for cut {unknown!r}, which this model does not have{near}; showing {shown}.",
-                   icon=":material/warning:")
+        st.warning(ui.plain(f"The link asked for cut {quoted(unknown)}, which this model does not have{near}; "
+                            f"showing {shown}."), icon=":material/warning:")
     return picked
 
 
@@ -196,7 +207,7 @@ for _key, _value in FORM_DEFAULTS.items():
 url_notes = st.session_state.get("_url_notes") or []
 if url_notes:
     st.warning("This link asked for values the form cannot use as given:\n\n"
-               + "\n".join(f"- {ui.md_text(n)}" for n in url_notes), icon=":material/warning:")
+               + "\n".join(f"- {ui.plain(n)}" for n in url_notes), icon=":material/warning:")
 
 zoo = sorted(r.summary["ref"] for r in list_zoo_models(ui.get_store()))
 if not zoo:
@@ -213,13 +224,13 @@ for role, ref in (("a", ref_a), ("b", ref_b)):
     if ref is None:
         continue
     try:
-        with st.spinner(f"Loading {ref} …"):
+        with st.spinner(f"Loading {ui.plain(ref)} …"):
             loaded[role] = (ui.load_for_display(ref), ui.cuts_of(ref))
     except Exception as exc:  # an unexpected loader failure must not kill the page
         training = [j for j in ui.get_runner().list(active_only=True) if j.kind == "zoo"]
         if isinstance(exc, StitchError) and ref.startswith("zoo:") and training:
-            st.info(f"Model {role.upper()} ({ref}) is not trained yet; {len(training)} zoo job(s) are running. "
-                    "The form fills in when they finish.")
+            st.info(f"Model {role.upper()} ({ui.plain(ref)}) is not trained yet; {len(training)} zoo job(s) are "
+                    "running. The form fills in when they finish.")
             still_training = True
         else:
             ui.show_error(exc, f"loading {ref}")
@@ -282,15 +293,15 @@ if len(loaded) == 2:
         if ok:
             cut_b = _cut_choice("Receiver cut (B)", ok, "cut_b", cut_a, cuts_b)
             receiver = next(c for c in cuts_b if c.name == cut_b)
-            st.caption(f"A[{sender.name}] {sender.layout} {tuple(sender.shape)} → "
-                       f"B[{receiver.name}] {receiver.layout} {tuple(receiver.shape)}")
+            st.caption(ui.plain(f"A[{sender.name}] {sender.layout} {tuple(sender.shape)} → "
+                                f"B[{receiver.name}] {receiver.layout} {tuple(receiver.shape)}"))
         elif adapter:
-            st.warning(_no_receiver_advice(sender, cuts_a, cuts_b, adapter))
+            st.warning(ui.plain(_no_receiver_advice(sender, cuts_a, cuts_b, adapter)))
         if len(ok) < len(reasons):
             with st.expander(f"{len(reasons) - len(ok)} receiver cut(s) not offered"):
                 for name, why in reasons.items():
                     if why is not None:
-                        st.markdown(f"- `{name}`: {why}")
+                        st.markdown(f"- {ui.code_span(name)}: {ui.plain(why)}")
         head_cut = None
         if head == "a" and ok:
             later = [c.name for c in cuts_b if c.depth > receiver.depth and c.name in {x.name for x in cuts_a}]
@@ -306,7 +317,7 @@ if len(loaded) == 2:
     def _pre(m) -> str:
         return m.preprocess.describe() if m.preprocess else "none"
 
-    st.caption(f"A's input transform: {_pre(model_a)} · B's: {_pre(model_b)}")
+    st.caption(ui.plain(f"A's input transform: {_pre(model_a)} · B's: {_pre(model_b)}"))
     if not (adapter and ok):
         why_not = why_not or f"no cut of B can receive A[{cut_a}]"
     elif head == "a" and not head_cut:
@@ -335,7 +346,7 @@ with launch:
         st.caption(f":material/warning: Launch runs the form as shown: {len(url_notes)} value(s) of the link were "
                    "changed (see the warning above).")
     if spec is not None:  # what Launch runs, read back from the spec (not from the widgets)
-        st.caption(ui.md_text(f"Launch runs A[{spec.cut_a}] → B[{spec.cut_b}] with a {spec.settings()}."))
+        st.caption(ui.plain(f"Launch runs A[{spec.cut_a}] → B[{spec.cut_b}] with a {spec.settings()}."))
     ui.show_estimate("stitch", spec, form_keys={"epochs": "epochs", "max_train": "max_train", "max_test": "max_test"})
     clicked = ui.launch_button("Launch", why_not, key="launch")
 if clicked and spec is not None:
@@ -358,7 +369,8 @@ if url_run:
     st.divider()
     if current is not None and current.kind not in run_views.CARDS:  # e.g. stitch?run=<a matrix's id>
         page = ui.PAGE_FOR_KIND.get(current.kind, "results")
-        st.info(f"Run `{url_run}` is a {current.kind} run, not a stitch: it opens on its own page.")
+        st.info(f"Run {ui.code_span(url_run)} is a {ui.plain(current.kind)} run, not a stitch: it opens on its own "
+                "page.")
         st.page_link(ui.page_file(page), label=f"Open it on the {ui.PAGE_TITLES[page]} page",
                      query_params={"run": url_run}, icon=":material/open_in_new:")
     else:

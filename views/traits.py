@@ -77,11 +77,12 @@ PROTOCOL_LABELS = {"task": "task-trained stitch (the report's protocol)",
 _query_protocol = st.query_params.get("protocol")
 protocol = _query_protocol if _query_protocol in PROTOCOL_LABELS else "task"
 _query_seeds = st.query_params.get("seeds", "1")
-_seeds_ok = _query_seeds.isdigit() and 1 <= int(_query_seeds) <= MAX_SEEDS
+_seeds_ok = (_query_seeds.isascii() and _query_seeds.isdigit() and len(_query_seeds) <= 3  # not "²", not 5,000 digits
+             and 1 <= int(_query_seeds) <= MAX_SEEDS)
 if "tr_model_seeds" not in st.session_state:  # a link's seeds, once; then the widget's own
     st.session_state["tr_model_seeds"] = int(_query_seeds) if _seeds_ok else 1
 if not _seeds_ok:
-    st.warning(f"This link asked for seeds={_query_seeds}: model seeds are 1 to {MAX_SEEDS}; showing "
+    st.warning(f"This link asked for seeds={ui.quote(_query_seeds)}: model seeds are 1 to {MAX_SEEDS}; showing "
                f"{st.session_state['tr_model_seeds']}.", icon=":material/warning:")  # fmt: skip
 n_seeds = int(st.columns([1, 3])[0].number_input(
     "Model seeds", 1, MAX_SEEDS, key="tr_model_seeds",
@@ -128,7 +129,10 @@ def _prefill(run_id: str) -> None:
     rec = ui.get_store().lookup(run_id)
     if rec is None or rec.kind != "sweep":
         return
-    spec = spec_from_record(rec)
+    try:
+        spec = spec_from_record(rec)
+    except StitchError:  # a record this version cannot read: the run's view below says why
+        return
     st.session_state.update(tr_pick_a=spec.a, tr_ref_a=spec.a, tr_pick_b=spec.b, tr_ref_b=spec.b, tr_dataset=spec.dataset,
                             tr_metrics=", ".join(spec.metrics), tr_train_data=spec.train_data or "",
                             tr_control=spec.control, tr_simplicity=spec.simplicity)  # fmt: skip
@@ -206,7 +210,7 @@ with st.expander("Your own sweep", expanded=not st.query_params.to_dict()):
         try:
             ra = trait_recipe(kind_a, arch=arch, seed=1, x=int(x), y=int(y), layer=layer)
             rb = trait_recipe(kind_b, arch=arch, seed=0, x=int(x), y=int(y), layer=layer)
-            st.caption(f"A: {ra.label()}  \nB: {rb.label()}")
+            st.caption(f"A: {ui.plain(ra.label())}  \nB: {ui.plain(rb.label())}")
         except StitchError as exc:
             ui.show_error(exc)
             ra = rb = None
@@ -229,9 +233,9 @@ ui.rerun_when_jobs_finish()  # a model trained meanwhile shows up in the pickers
 def _sweep_panel(run_id: str, title: str | None = None) -> None:
     rec = ui.get_store().lookup(run_id)
     if rec is None:
-        st.info(f"{title or 'This sweep'} has not been run yet (run `{run_id}`).")
+        st.info(f"{title or 'This sweep'} has not been run yet (run {ui.code_span(run_id, ui.text.LINK_CHARS)}).")
     elif rec.kind != "sweep":
-        st.info(f"Run `{run_id}` is a {rec.kind} run, not a sweep.")
+        st.info(f"Run {ui.code_span(run_id)} is a {ui.plain(rec.kind)} run, not a sweep.")
         st.page_link(ui.page_file("results"), label="Open it on Results", query_params={"run": run_id})
     else:
         run_views.sweep_view(rec, key="tr", title=title)

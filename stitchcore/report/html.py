@@ -33,10 +33,11 @@ from plotly.offline import get_plotlyjs
 import stitchcore
 from stitchcore.errors import StoreError
 from stitchcore.plots import lm as plots_lm
+from stitchcore.plots.safe_text import safe_figure
 from stitchcore.report.figures import RunFigure, compare_figures, run_figures
 from stitchcore.report.summary import facts, headline, run_label, summary_row
-from stitchcore.store.disk import out_file
 from stitchcore.store.bundle import resolve_runs
+from stitchcore.store.disk import out_file
 from stitchcore.store.results import RunRecord, Store
 
 __all__ = ["Chapter", "ReportInfo", "markdown_html", "report_html", "write_report"]
@@ -104,7 +105,7 @@ class _Figures:
         self.count += 1
         div = f"fig{self.count}"
         file = _slug(f"{stem}-{fig.name}")
-        data = fig.figure.to_json().replace("</", "<\\/")  # JSON inside <script>: no closing tag can appear
+        data = safe_figure(fig.figure).to_json().replace("</", "<\\/")  # inside <script>: no closing tag
         csv = "data:text/csv;charset=utf-8," + urllib.parse.quote(fig.csv)
         caption = f"<div class='under'>{_e(fig.caption)}</div>" if fig.caption else ""
         return (f"<div class='fig'><div class='plot' id='{div}' data-file='{_e(file)}'></div>"
@@ -168,7 +169,7 @@ def markdown_html(text: str) -> str:
 
 
 def _run_section(rec: RunRecord, store: Store, figures: _Figures) -> str:
-    when = dt.datetime.fromtimestamp(rec.finished or rec.created, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    when = dt.datetime.fromtimestamp(rec.finished or rec.created, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     parts = [f"<h2 id='run-{rec.id}'>{_e(run_label(rec))}</h2>",
              f"<div class='meta'>{_e(rec.kind)} run <code>{rec.id}</code> · {_e(rec.status)} · {when}</div>"]
     if rec.error:
@@ -216,7 +217,7 @@ def _build(store: Store, run_ids: Sequence[str], created: dt.datetime | None, *,
     records = resolve_runs(store, run_ids, verb="report")
     if chapters is not None and len(chapters) != len(records):
         raise ValueError(f"{len(chapters)} chapters for {len(records)} runs: give one per run")
-    created = created or dt.datetime.now(dt.timezone.utc)
+    created = created or dt.datetime.now(dt.UTC)
     figures = _Figures()
     title = title or (run_label(records[0]) if len(records) == 1 else f"{len(records)} StitchLab runs")
     body = [markdown_html(intro)] if intro else []
