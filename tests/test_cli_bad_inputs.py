@@ -7,6 +7,7 @@ Nothing here trains: every case is refused before a run starts, so the file take
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -84,23 +85,23 @@ CASES: list = [
     ("stitch-lr-zero", [*STITCH, "--lr", "0"], r"lr must be > 0 \(got 0\.0\)"),
     ("stitch-lr-nan", [*STITCH, "--lr", "nan"], r"lr must be a finite number \(got nan\)"),
     ("stitch-lr-inf", [*STITCH, "--lr", "inf"], r"lr must be a finite number \(got inf\)"),
-    ("stitch-lr-text", [*STITCH, "--lr", "fast"], r"argument --lr: invalid float value.*--help"),
+    ("stitch-lr-text", [*STITCH, "--lr", "fast"], r"argument --lr: expected a number such as 0\.01 or 1e-3, not 'fast'; see .*--help"),
     ("stitch-wd-negative", [*STITCH, "--weight-decay", "-1"], r"--weight-decay\) must be at least 0 \(got -1\.0\)"),
     ("stitch-epochs-negative", [*STITCH, "--epochs", "-1"], r"epochs must be at least 0 \(got -1\)"),
-    ("stitch-epochs-text", [*STITCH, "--epochs", "abc"], r"argument --epochs: invalid int value: 'abc'"),
+    ("stitch-epochs-text", [*STITCH, "--epochs", "abc"], r"argument --epochs: expected a whole number, not 'abc'"),
     ("stitch-batch-zero", [*STITCH, "--batch-size", "0"], r"--batch-size\) must be at least 1 \(got 0\)"),
     ("stitch-max-train-zero", [*STITCH, "--max-train", "0"], r"--max-train\) must be at least 2 images \(got 0\)"),
     ("stitch-max-test-zero", [*STITCH, "--max-test", "0"], r"--max-test\) must be at least 2 images \(got 0\)"),
-    ("stitch-seed-negative", [*STITCH, "--seed", "-1"], r"seed must be at least 0 \(got -1\)"),
+    ("stitch-seed-negative", [*STITCH, "--seed", "-1"], r"seed must be a whole number 0 \.\. 2147483647 \(got -1\)"),
     ("stitch-rank-zero", [*STITCH, "--adapter", "lowrank", "--rank", "0"], r"rank must be a positive int"),
     ("matrix-max-train-zero", [*MATRIX, "--max-train", "0"], r"--max-train\) must be at least 2 images"),
     ("matrix-max-test-zero", [*MATRIX, "--max-test", "1"], r"--max-test\) must be at least 2 images \(got 1\)"),
-    ("matrix-epochs-negative", [*MATRIX, "--mode", "trained", "--epochs", "-1"], r"epochs must be >= 0"),
+    ("matrix-epochs-negative", [*MATRIX, "--mode", "trained", "--epochs", "-1"], r"epochs must be at least 0 \(got -1\)"),
     ("similarity-max-samples-zero", [*SIMILARITY, "--max-samples", "0"],
      r"--max-samples\) must be at least 4 \(got 0\).*leave it out"),
     ("similarity-batch-small", [*SIMILARITY, "--batch-size", "2"], r"--batch-size\) must be at least 4"),
     ("sweep-max-train-zero", [*SWEEP, "--max-train", "0"], r"--max-train\) must be at least 2 images"),
-    ("sweep-epochs-negative", [*SWEEP, "--epochs", "-1"], r"epochs must be >= 0"),
+    ("sweep-epochs-negative", [*SWEEP, "--epochs", "-1"], r"epochs must be at least 0 \(got -1\)"),
     ("sweep-lr-negative", [*SWEEP, "--lr", "-1"], r"lr must be > 0"),
     ("zoo-lr-negative", [*ZOO, "--lr", "-1"], r"lr must be > 0 \(got -1\.0\); typical values 1e-3 \.\. 1e-1"),
     ("zoo-lr-zero", [*ZOO, "--lr", "0"], r"lr must be > 0 \(got 0\.0\)"),
@@ -170,7 +171,7 @@ CASES: list = [
     # -- runs and missing arguments
     ("runs-show-unknown", ["runs", "show", "deadbeef"], r"no run 'deadbeef'.*runs list"),
     ("runs-show-no-id", ["runs", "show"], r"required: run_id; see python -m stitchcore runs show --help"),
-    ("runs-limit-text", ["runs", "list", "--limit", "abc"], r"argument --limit: invalid int value"),
+    ("runs-limit-text", ["runs", "list", "--limit", "abc"], r"argument --limit: expected a whole number, not 'abc'"),
     ("runs-cancel-unknown", ["runs", "cancel", "deadbeef"], r"no run 'deadbeef'.*runs list"),
     ("runs-cancel-finished", ["runs", "cancel", "FIRST_DONE"], r"is done, not queued or running: nothing to cancel"),
     ("runs-cancel-no-id", ["runs", "cancel"], r"required: ID; see python -m stitchcore runs cancel --help"),
@@ -186,6 +187,123 @@ CASES: list = [
      r"sample_tokens must be 0 \(no samples\) or more, not -1"),
     ("lmstitch-mlp-hidden-zero", ["merge", "--a", A, "--b", B, "--mode", "stitch", "--adapter", "mlp", "--hidden", "0"],
      r"--hidden must be at least 1 for the mlp adapter"),
+    # -- issue 45: numbers as text.  ASCII digits only: int() takes "٣" (an Arabic-Indic 3), not "²", though
+    # both are isdigit(); float() takes "٣" and "1_0" too
+    ("num-superscript-epochs", [*STITCH, "--epochs", "²"], r"argument --epochs: expected a whole number, not '²'"),
+    ("num-arabic-seed", [*STITCH, "--seed", "٣"], r"argument --seed: expected a whole number, not '٣'"),
+    ("num-arabic-lr", [*STITCH, "--lr", "٣"], r"argument --lr: expected a number such as 0\.01 or 1e-3, not '٣'"),
+    ("num-underscore-lr", [*SWEEP, "--lr", "1_0"], r"argument --lr: expected a number .*not '1_0'"),
+    ("num-arabic-zoo-seed", [*ZOO, "--seed", "٣"], r"argument --seed: expected a whole number, not '٣'"),
+    ("num-superscript-limit", ["runs", "list", "--limit", "²"], r"argument --limit: expected a whole number, not '²'"),
+    ("num-arabic-port", ["app", "--print-only", "--port", "٣"], r"argument --port: expected a whole number, not '٣'"),
+    ("num-arabic-threads", [*STITCH, "--threads", "٣"], r"argument --threads: expected a whole number, not '٣'"),
+    ("num-arabic-gpus", [*MATRIX, "--gpus-per-task", "٣"], r"argument --gpus-per-task: expected a number"),
+    ("num-superscript-split", ["merge", "--a", A, "--b", B, "--split", "h.²"],
+     r"no residual cut 'h\.²': write a position in ASCII digits"),
+    ("num-5000-digits", [*STITCH, "--seed", "9" * 5000], r"argument --seed: '9{37}\.\.\.' has more than 40 digits"),
+    ("num-empty-rank", [*STITCH, "--adapter", "lowrank", "--rank", ""], r"argument --rank: expected a whole number, not ''"),
+    ("num-timeout-nan", ["runs", "cancel", "FIRST_DONE", "--timeout", "nan"], r"argument --timeout: must be 0 to 86400 seconds, not nan"),
+    ("num-timeout-inf", ["runs", "cancel", "FIRST_DONE", "--timeout", "1e400"], r"--timeout: must be 0 to 86400 seconds, not inf"),
+    ("num-timeout-negative", ["runs", "cancel", "FIRST_DONE", "--timeout", "-1"], r"--timeout: must be 0 to 86400"),
+    # -- issue 45: every count and size has an upper bound, checked before anything runs (in the spec: the app,
+    # lessons and the API refuse the same)
+    ("big-stitch-seeds", [*STITCH, "--seeds", "1000000000"], r"seeds must be at most 100 \(got 1000000000\); each seed trains the adapter again"),
+    ("big-stitch-seed-2**63", [*STITCH, "--seed", "9223372036854775808"],
+     r"seed must be a whole number 0 \.\. 2147483647 \(got 9223372036854775808\)"),
+    ("big-stitch-split-seed", [*STITCH, "--split-seed", str(2**70)], r"split_seed \(--split-seed\) must be a whole number"),
+    ("big-stitch-epochs", [*STITCH, "--epochs", str(2**70)], r"epochs must be at most 10000 \(got 1180591620717411303424\)"),
+    ("big-stitch-batch", [*STITCH, "--batch-size", "9" * 30], r"batch_size \(--batch-size\) must be at most 65536"),
+    ("big-stitch-max-train", [*STITCH, "--max-train", "9" * 30], r"max_train \(--max-train\) must be at most 1000000000 .*leave it out to use every image"),
+    ("big-stitch-lr", [*STITCH, "--lr", "9" * 30], r"lr must be at most 10\.0 \(got 1e\+30\)"),
+    ("big-stitch-weight-decay", [*STITCH, "--weight-decay", "1e9"], r"weight_decay \(--weight-decay\) must be at most 10"),
+    ("big-stitch-rank", [*STITCH, "--adapter", "lowrank", "--rank", str(2**70)], r"rank must be at most 65536"),
+    ("big-runs-limit", ["runs", "list", "--limit", "9" * 30], r"argument --limit: must be at most 1000000000, not 9{30}"),
+    ("big-runs-limit-zero", ["runs", "list", "--limit", "0"], r"argument --limit: must be at least 1, not 0"),
+    ("big-runs-limit-negative", ["runs", "list", "--limit", "-1"], r"argument --limit: must be at least 1, not -1"),
+    ("big-threads", ["runs", "list", "--threads", "1000000000"], r"argument --threads: must be at most 1024"),
+    ("big-threads-2**70", [*STITCH, "--threads", str(2**70)], r"argument --threads: must be at most 1024"),
+    ("big-task-threads", [*MATRIX, "--task-threads", "9" * 30], r"argument --task-threads: must be at most 1024"),
+    ("big-max-retries", [*MATRIX, "--max-retries", "1000000000"], r"argument --max-retries: must be at most 100"),
+    ("big-max-retries-negative", [*MATRIX, "--max-retries", "-1"], r"argument --max-retries: must be at least 0"),
+    ("big-matrix-seed", [*MATRIX, "--seed", str(2**70)], r"seed must be a whole number 0 \.\. 2147483647"),
+    ("big-matrix-seed-negative", [*MATRIX, "--seed", "-1"], r"seed must be a whole number 0 \.\. 2147483647 \(got -1\)"),
+    ("big-matrix-epochs", [*MATRIX, "--mode", "trained", "--epochs", "1000000000"], r"epochs must be at most 10000"),
+    ("big-similarity-samples", [*SIMILARITY, "--max-samples", str(2**70)], r"max_samples \(--max-samples\) must be at most"),
+    ("big-similarity-batch", [*SIMILARITY, "--batch-size", "1000000000"], r"batch_size \(--batch-size\) must be at most"),
+    ("big-sweep-control-seeds", [*SWEEP, "--control-seeds", "1000000000"], r"control_seeds \(--control-seeds\) must be at most 10000"),
+    ("big-sweep-draws", [*SWEEP, "--draws", "9" * 30], r"sharpness_draws \(--sharpness-draws\) must be at most 10000"),
+    ("big-sweep-eps", [*SWEEP, "--eps", "1e9"], r"sharpness_eps \(--sharpness-eps\) must be at most 10"),
+    ("big-sweep-seed-negative", [*SWEEP, "--seed", "-1"], r"seed must be a whole number 0 \.\. 2147483647 \(got -1\)"),
+    ("big-sweep-model-seeds", ["sweep", "--preset", "connectivity", "--model-seeds", "9" * 30],
+     r"model seeds must be 1 to 5"),
+    ("big-assemble-epochs", ["assemble", "--a", A, "--b", B, "--epochs", "1000000000"], r"epochs must be at most 10000"),
+    ("big-assemble-seed", ["assemble", "--a", A, "--b", B, "--seed", str(2**70)], r"seed must be a whole number"),
+    ("big-merge-steps", ["merge", "--a", A, "--b", B, "--steps", str(2**70)], r"steps must be at most 10000000"),
+    ("big-merge-windows", ["merge", "--a", A, "--b", B, "--eval-windows", "1000000000"],
+     r"eval_windows \(--eval-windows\) must be at most 10000"),
+    ("big-merge-tokens", ["merge", "--a", A, "--b", B, "--sample-tokens", "9" * 30], r"sample_tokens \(--sample-tokens\) must be at most 100000"),
+    ("big-merge-seed-negative", ["merge", "--a", A, "--b", B, "--seed", "-1"], r"seed must be a whole number 0 \.\. "),
+    ("big-merge-tol", ["merge", "--a", A, "--b", B, "--tol", "1e9"], r"tol must be at most 1 "),
+    ("big-merge-patience", ["merge", "--a", A, "--b", B, "--patience", "1000000000"], r"patience must be at most 10000"),
+    ("big-merge-hidden", ["merge", "--a", A, "--b", B, "--adapter", "mlp", "--hidden", str(2**70)],
+     r"mlp_hidden \(--mlp-hidden\) must be at most 65536"),
+    ("big-app-port", ["app", "--print-only", "--port", "70000"], r"--port is 1 to 65535, not 70000"),
+    # -- issue 45: an empty value is refused, not read as the default
+    ("empty-dataset", [*STITCH, "--dataset", ""], r"argument --dataset: is empty: give a value, or leave the flag out"),
+    ("empty-head-cut", [*STITCH, "--head-cut", ""], r"argument --head-cut: is empty"),
+    ("empty-device", [*STITCH, "--device", ""], r"argument --device: unknown device ''; use auto, cpu, cuda"),
+    ("empty-address", [*MATRIX, "--address", ""], r"argument --address: is empty"),
+    ("empty-zoo-start", [*ZOO, "--start", ""], r"argument --start: empty model ref"),
+    ("empty-assemble-senders", ["assemble", "--a", A, "--b", B, "--senders", ""], r"--senders names nothing"),
+    ("empty-assemble-adapters", ["assemble", "--a", A, "--b", B, "--adapters", ""], r"--adapters names nothing"),
+    ("empty-assemble-norm", ["assemble", "--a", A, "--b", B, "--norm", " , "], r"--norm names nothing"),
+    ("empty-sweep-positions", [*SWEEP, "--positions", ""], r"--positions names nothing"),
+    ("empty-sweep-metrics", [*SWEEP, "--metrics", ","], r"--metrics names nothing"),
+    ("empty-sweep-preset", ["sweep", "--preset", ""], r"argument --preset: is empty"),
+    ("empty-merge-text", ["merge", "--a", A, "--b", B, "--text", ""], r"argument --text: is empty"),
+    ("empty-report-out", ["runs", "report", "FIRST_DONE", "--out", ""], r"argument --out: is empty: name the file"),
+    ("empty-app-key", ["app", "--print-only", "--class", "--key", ""], r"argument --key: use 1 to 200 letters"),
+    ("empty-app-base-url", ["app", "--print-only", "--base-url", ""], r"argument --base-url: is empty"),
+    # -- issue 45: a flag the run would ignore is refused, not silently dropped
+    ("unused-merge-end", ["merge", "--a", A, "--b", B, "--end", "3"], r"--end means nothing here: it is used with --split"),
+    ("unused-merge-hidden", ["merge", "--a", A, "--b", B, "--hidden", "-1"], r"--hidden is the width of the mlp adapter's branch: use it with --adapter mlp"),
+    ("unused-merge-cut-b", ["merge", "--a", A, "--b", B, "--split", "1", "--cut-b", "2"], r"--cut-b means nothing here: it is used with --mode stitch"),
+    ("unused-merge-heatmap", ["merge", "--a", A, "--b", B, "--split", "1", "--heatmap"], r"--heatmap means nothing here"),
+    ("unused-sweep-model-seeds", [*SWEEP, "--model-seeds", "-1"], r"--model-seeds trains a preset's models .*--preset"),
+    # -- issue 45: what is echoed back is one line with every control character escaped (item 7)
+    ("esc-ref", [*STITCH[:1], "--a", "zoo:\x1b[2Jx", *STITCH[3:]], r"zoo:\\x1b\[2Jx"),
+    ("esc-cut-newline", [*STITCH[:5], "--cut-a", "blok\nfake line", "--cut-b", "block2"], r"no cut 'blok\\nfake line'"),
+    ("esc-run-id", ["runs", "show", "x\x1b]0;pwned\x07"], r"no run 'x\\x1b\]0;pwned\\x07'"),
+    ("esc-kind", ["runs", "list", "--kind", "\x1b[31mred"], r"unknown kind '\\x1b\[31mred'"),
+    ("esc-device-bidi", [*STITCH, "--device", "cpu\u202e"], r"unknown device 'cpu\\u202e'"),
+    ("esc-out-name", ["runs", "report", "FIRST_DONE", "--out", "r\x1b[2J.html"], r"has control characters: name a plain"),
+    ("esc-preset", ["sweep", "--preset", "x\r\x1b[2K"], r"unknown preset 'x\\r\\x1b\[2K'"),
+    ("esc-app-address", ["app", "--print-only", "--address", "\x1b[31mX\nY"], r"argument --address: expected a host name"),
+    ("esc-app-key", ["app", "--print-only", "--class", "--key", "a b"], r"argument --key: use 1 to 200 letters"),
+    ("esc-app-base-url", ["app", "--print-only", "--base-url", "http://x\x1b[2J"], r"--base-url starts with http:// or https:// and holds no spaces"),
+    # -- issue 45: FIFOs, device nodes and links where a file is read or written (<fifo>, <link> ...: the `paths`
+    # fixture); never opened, so never read forever, and /dev/null is still a device afterwards
+    ("path-report-out-fifo", ["runs", "report", "FIRST_DONE", "--out", "<fifo>"], r"--out .*fifo is a FIFO, not a file"),
+    ("path-report-out-link", ["runs", "report", "FIRST_DONE", "--out", "<link>"], r"--out .*link\.html is a link, not a file"),
+    ("path-report-out-devnull", ["runs", "report", "FIRST_DONE", "--out", "/dev/null"], r"--out /dev/null is a device"),
+    ("path-export-out-fifo", ["runs", "export", "FIRST_DONE", "--out", "<fifo>"], r"--out .*fifo is a FIFO, not a file"),
+    ("path-export-out-link", ["runs", "export", "FIRST_DONE", "--out", "<link>"], r"is a link, not a file"),
+    ("path-export-out-devnull", ["runs", "export", "FIRST_DONE", "--out", "/dev/null"], r"--out /dev/null is a device"),
+    ("path-lessons-report-fifo", ["lessons", "report", "<lesson>", "--out", "<fifo>"], r"--out .*fifo is a FIFO"),
+    ("path-lessons-report-link", ["lessons", "report", "<lesson>", "--out", "<link>"], r"is a link, not a file"),
+    ("path-lessons-report-devnull", ["lessons", "report", "<lesson>", "--out", "/dev/null"], r"--out /dev/null is a device"),
+    ("path-import-fifo", ["runs", "import", "<fifo>"], r"bundle .*fifo is a FIFO, not a file: give the path of a \.zip"),
+    ("path-import-dev-zero", ["runs", "import", "/dev/zero"], r"bundle /dev/zero is a device, not a file"),
+    ("path-import-link-to-fifo", ["runs", "import", "<fifo-link>"], r"bundle .* is a FIFO, not a file"),
+    ("path-import-folder", ["runs", "import", "<dir>"], r"bundle .* is a folder, not a file"),
+    ("path-checkpoint-fifo", ["cuts", "file:<fifo>.pt?arch=zoo:cnn"], r"checkpoint .*fifo\.pt is a FIFO, not a file"),
+    ("path-checkpoint-dev-zero-link", ["cuts", "file:<zero-link>"], r"checkpoint .*zero\.pt is a device, not a file"),
+    ("path-checkpoint-dev-zero", [*STITCH[:1], "--a", "file:/dev/zero", *STITCH[3:]], r"checkpoint /dev/zero is a device"),
+    ("path-start-fifo", [*ZOO, "--start", "file:<fifo>.pt"], r"argument --start: checkpoint .* is a FIFO"),
+    ("path-text-fifo", ["merge", "--a", A, "--b", B, "--text", "file:<fifo>"], r"argument --text: text file .* is a FIFO"),
+    ("path-text-dev-zero", ["merge", "--a", A, "--b", B, "--text", "file:/dev/zero"], r"text file /dev/zero is a device"),
+    ("path-corpus-fifo", [*ZOO, "--arch", "gpt", "--dataset", "file:<fifo>"], r"argument --dataset: text file .* is a FIFO"),
+    ("json-nested-deep", [*ZOO, "--arch-kwargs", "[" * 100_000], r"argument --arch-kwargs: not JSON \(nested too deep\)"),
 ]
 # fmt: on
 
@@ -213,6 +331,26 @@ def folders(tmp_path_factory) -> dict[str, str]:
     return {"one": str(base / "one"), "empty": str(base / "empty"), "missing": str(base / "missing")}
 
 
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory, trained_store) -> dict[str, str]:
+    """What may not be read or written as a file: a FIFO (a read waits forever), links (to a FIFO, to /dev/zero,
+    and one planted where --out points), a folder; and a lesson file whose one step the store has computed."""
+    base = tmp_path_factory.mktemp("paths")
+    os.mkfifo(base / "fifo")
+    os.mkfifo(base / "fifo.pt")
+    (base / "target.html").write_text("the link's target, unchanged")
+    os.symlink(base / "target.html", base / "link.html")
+    os.symlink(base / "fifo", base / "fifo-link.zip")
+    os.symlink("/dev/zero", base / "zero.pt")
+    (base / "folder.zip").mkdir()
+    lesson = {"name": "out-paths", "title": "Out paths", "summary": "", "models": {},
+              "steps": [{"title": "Train A", "text": "", "kind": "zoo", "spec": {"seed": 0}}]}
+    (base / "out-paths.json").write_text(json.dumps(lesson))
+    return {"<fifo-link>": str(base / "fifo-link.zip"), "<zero-link>": str(base / "zero.pt"),
+            "<fifo>": str(base / "fifo"), "<link>": str(base / "link.html"), "<dir>": str(base / "folder.zip"),
+            "<lesson>": str(base / "out-paths.json")}  # fmt: skip
+
+
 def rows(store: Store) -> list[tuple[str, str]]:
     return sorted((r.id, r.status) for r in store.list_runs(limit=10_000))
 
@@ -233,6 +371,7 @@ def assert_refused(code: int, out: str, err: str, fix: str) -> None:
     assert code == 2, (code, err)
     assert "Traceback" not in err and out == "", err
     assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert lines[0].isprintable(), f"{lines[0]!r} holds a control character"  # ESC, \r, U+202E ... escaped
     assert re.search(fix, lines[0]), f"{lines[0]!r} does not say {fix!r}"
 
 
@@ -241,20 +380,25 @@ NAMES = [p.values[0] for p in PARAMS]
 
 
 @pytest.mark.parametrize(("name", "argv", "fix"), PARAMS, ids=NAMES)
-def test_a_bad_input_is_one_line_naming_the_fix_and_stores_nothing(store, folders, capsys, monkeypatch, name,
+def test_a_bad_input_is_one_line_naming_the_fix_and_stores_nothing(store, folders, paths, capsys, monkeypatch, name,
                                                                     argv, fix):  # fmt: skip
     monkeypatch.setenv("STITCHLAB_DATA", folders["missing"])  # no dataset files (mnist) here
     argv = [a.format(**folders) if "{" in a and "imagefolder:" in a else a for a in argv]
+    for token, path in paths.items():
+        argv = [a.replace(token, path) for a in argv]
     argv = [store.list_runs(status="done")[0].id if a == "FIRST_DONE" else a for a in argv]
     before = rows(store)
     code, out, err = run_cli(argv, store, capsys)
     assert_refused(code, out, err, fix)
     assert rows(store) == before, "a refused input must not add or change a row"
+    assert Path("/dev/null").is_char_device() and Path(paths["<fifo>"]).is_fifo() and Path(paths["<link>"]).is_symlink()
+    assert Path(paths["<link>"]).read_text() == "the link's target, unchanged"
 
 
 def test_the_table_is_large_and_covers_every_group():
     assert len(NAMES) == len(set(NAMES)) and len(NAMES) >= 40
-    for group in ("ref-", "cut-", "stitch-lr", "zoo-", "choice-", "device-", "folder-", "json-", "runs-"):
+    for group in ("ref-", "cut-", "stitch-lr", "zoo-", "choice-", "device-", "folder-", "json-", "runs-", "num-",
+                  "big-", "empty-", "unused-", "esc-", "path-"):  # fmt: skip
         assert any(n.startswith(group) for n in NAMES), group
 
 

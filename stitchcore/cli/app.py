@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import secrets
 import socket
 import subprocess
@@ -20,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stitchcore.cli._common import Command, ProgressBar
+from stitchcore.cli._common import Command, ProgressBar, given, safe, whole
 from stitchcore.errors import StitchError
 from stitchcore.links import BASE_URL_ENV, CLASS_ENV, KEY_ENV, public_base
 
@@ -38,14 +39,50 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     p.add_argument("--class", dest="classroom", action="store_true",
                    help="class mode: a teacher key, students see only the lessons' student views (serves on "
                         "every address unless --address)")  # fmt: skip
-    p.add_argument("--key", default=None, help="the teacher key (default: $STITCHLAB_TEACHER_KEY, else one is made)")
-    p.add_argument("--address", default=None,
+    p.add_argument("--key", type=_key, default=None,
+                   help="the teacher key, letters, digits and - _ . ~ (default: $STITCHLAB_TEACHER_KEY, else one is "
+                        "made)")  # fmt: skip
+    p.add_argument("--address", type=_host, default=None,
                    help="the address to serve on (default: localhost; with --class 0.0.0.0, every address)")
-    p.add_argument("--port", type=int, default=8501, help="the port (default 8501)")
-    p.add_argument("--base-url", default=None,
+    p.add_argument("--port", type=whole, default=8501, help="the port (default 8501)")
+    p.add_argument("--base-url", type=given, default=None,
                    help="the address students' links and QR codes use (default: this machine's network name)")
     p.add_argument("--viewer", action="store_true", help="viewer mode: results only, no new runs")
     p.add_argument("--print-only", action="store_true", help="print the links and the server command; start nothing")
+
+
+_KEY = re.compile(r"[A-Za-z0-9._~-]{1,200}")  # a key travels in links (?key=KEY): URL-safe, unescaped
+_HOST = re.compile(r"[A-Za-z0-9:\[][A-Za-z0-9.:_\[\]-]{0,252}")  # a host name, an IPv4 or an IPv6 address
+
+
+def _key(text: str) -> str:
+    """``--key``: URL-safe characters only (it is put in the teacher's link as it is).
+
+    >>> _key("k3y-2024")
+    'k3y-2024'
+    >>> _key("a b")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: use 1 to 200 letters, digits and - _ . ~ (it goes into a link), not 'a b'
+    """
+    if not _KEY.fullmatch(text):
+        shown = safe(text if len(text) <= 40 else text[:37] + "...")
+        raise argparse.ArgumentTypeError(f"use 1 to 200 letters, digits and - _ . ~ (it goes into a link), not '{shown}'")
+    return text
+
+
+def _host(text: str) -> str:
+    """``--address``: a host name or an IP address to serve on.
+
+    >>> _host("0.0.0.0"), _host("::1")
+    ('0.0.0.0', '::1')
+    >>> _host("/dev/zero")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: expected a host name or an IP address (e.g. localhost, 0.0.0.0), not '/dev/zero'
+    """
+    if not _HOST.fullmatch(text):
+        shown = safe(text if len(text) <= 40 else text[:37] + "...")
+        raise argparse.ArgumentTypeError(f"expected a host name or an IP address (e.g. localhost, 0.0.0.0), not '{shown}'")
+    return text
 
 
 def app_command(args: argparse.Namespace, store_root: Path | None = None) -> tuple[list[str], dict[str, str], list[str]]:
@@ -69,8 +106,9 @@ def app_command(args: argparse.Namespace, store_root: Path | None = None) -> tup
     if args.viewer:
         env["STITCHLAB_VIEWER"] = "1"
     if args.base_url:
-        if not args.base_url.startswith(("http://", "https://")):
-            raise StitchError(f"--base-url starts with http:// or https://, not {args.base_url!r}")
+        if not args.base_url.startswith(("http://", "https://")) or safe(args.base_url) != args.base_url or " " in args.base_url:
+            raise StitchError(f"--base-url starts with http:// or https:// and holds no spaces or control characters, "
+                              f"not '{safe(args.base_url)}'")
         env[BASE_URL_ENV] = args.base_url
     base = public_base(f"http://{address}:{args.port}/", configured=args.base_url, bind=address,
                        hostname=socket.gethostname() if args.classroom else "localhost")  # fmt: skip

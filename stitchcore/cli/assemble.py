@@ -13,8 +13,22 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from stitchcore.cli._common import Command, ProgressBar, backend_parser, emit, names, outcome, run, took
+from stitchcore.cli._common import (
+    Command,
+    ProgressBar,
+    backend_parser,
+    data_name,
+    emit,
+    model_ref,
+    names,
+    number,
+    outcome,
+    run,
+    took,
+    whole,
+)
 from stitchcore.cli.stitch import resolve_cuts
+from stitchcore.errors import StitchError
 
 if TYPE_CHECKING:
     from stitchcore.store.results import Store
@@ -29,8 +43,8 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     d = AssembleSpec(a="zoo:x", b="zoo:x")
     p = verbs.add_parser("assemble", parents=[common, backend_parser()],
                          help="A's bottom into B's top at every cut pair and adapter recipe: accuracy vs FLOPs")
-    p.add_argument("--a", required=True, help="ModelRef of A (its layers up to the sender cut)")
-    p.add_argument("--b", required=True, help="ModelRef of B (its layers after the receiver cut, and its head)")
+    p.add_argument("--a", type=model_ref, required=True, help="ModelRef of A (its layers up to the sender cut)")
+    p.add_argument("--b", type=model_ref, required=True, help="ModelRef of B (its layers after the receiver cut, and its head)")
     p.add_argument("--senders", default=None, help="comma-separated cuts of A (default: 3 map or token cuts over depth)")
     p.add_argument("--receivers", default=None, help="comma-separated cuts of B (default: 3 over depth)")
     p.add_argument("--adapters", default=",".join(d.kinds), help="adapter kinds (default: %(default)s)")
@@ -46,12 +60,12 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     p.add_argument("--finetune-baseline", action="store_true",
                    help="also fine-tune each assembled network end to end (prefix, adapter and suffix, AdamW 5e-4); "
                         "not the paper's baseline, which deletes B's blocks and tunes at the best of 3 lrs")
-    p.add_argument("--epochs", type=int, default=d.epochs)
-    p.add_argument("--lr", type=float, default=d.lr, help="AdamW, cosine to 0 (default: %(default)s)")
-    p.add_argument("--dataset", default=None, help="default: the dataset B was trained on")
-    p.add_argument("--max-train", type=int, default=None)
-    p.add_argument("--max-test", type=int, default=None)
-    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--epochs", type=whole, default=d.epochs)
+    p.add_argument("--lr", type=number, default=d.lr, help="AdamW, cosine to 0 (default: %(default)s)")
+    p.add_argument("--dataset", type=data_name, default=None, help="default: the dataset B was trained on")
+    p.add_argument("--max-train", type=whole, default=None)
+    p.add_argument("--max-test", type=whole, default=None)
+    p.add_argument("--seed", type=whole, default=d.seed)
     p.add_argument("--rerun", action="store_true", help="run again even if the store has it")
 
 
@@ -103,6 +117,11 @@ def _cmd_assemble(args: argparse.Namespace, store: Store, bar: ProgressBar) -> N
     """Assemble every (sender, receiver, recipe) network; print the cells, A and B, and the front."""
     from stitchcore.experiments.assemble import AssembleSpec
 
+    for flag, value in (("--senders", args.senders), ("--receivers", args.receivers), ("--adapters", args.adapters),
+                        ("--norm", args.norm), ("--resample", args.resample)):  # fmt: skip
+        if value is not None and not names(value):  # "" would quietly be the default (or a traceback)
+            raise StitchError(f"{flag} names nothing: give comma-separated values (see --help), or leave {flag} out "
+                              "for the default")  # fmt: skip
     senders, alias_a = resolve_cuts(args.a, names(args.senders), store)
     receivers, alias_b = resolve_cuts(args.b, names(args.receivers), store)
     spec = AssembleSpec(

@@ -13,7 +13,21 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from stitchcore.cli._common import Command, ProgressBar, backend_parser, emit, outcome, run, took
+from stitchcore.cli._common import (
+    Command,
+    ProgressBar,
+    backend_parser,
+    data_name,
+    emit,
+    given,
+    model_ref,
+    number,
+    outcome,
+    run,
+    safe,
+    took,
+    whole,
+)
 from stitchcore.errors import StitchError
 
 if TYPE_CHECKING:
@@ -21,6 +35,8 @@ if TYPE_CHECKING:
     from stitchcore.store.results import Store
 
 __all__ = ["COMMANDS", "add_verbs", "is_lm_ref", "lm_aware_stitch"]
+
+MLP_HIDDEN = 128  # --adapter mlp: the hidden width of its GELU branch unless --hidden says
 
 
 def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -30,32 +46,33 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     d = DepthSpec(a="-", b="-")
     mg = verbs.add_parser("merge", parents=[common, backend_parser()],
                           help="LM merge (block substitution) or stitch, one split or all (--backend: over depth)")
-    mg.add_argument("--a", required=True, help="ModelRef of A (zoo gpt or hf: GPT-2 family)")
-    mg.add_argument("--b", required=True, help="ModelRef of B (same vocabulary as A)")
+    mg.add_argument("--a", type=model_ref, required=True, help="ModelRef of A (zoo gpt or hf: GPT-2 family)")
+    mg.add_argument("--b", type=model_ref, required=True, help="ModelRef of B (same vocabulary as A)")
     mg.add_argument("--mode", choices=("merge", "stitch", "both"), default=None,
                     help="merge: B's blocks in place of A's; stitch: adapter between A and B (default: merge with "
                          "--split, both over depth)")
     mg.add_argument("--head", choices=("a", "b", "both"), default=None,
                     help="a: keep A's head (wte, wpe, ln_f); b: B's (default: a for merge, b for stitch with "
                          "--split; both over depth)")
-    mg.add_argument("--split", default=None, help="residual position i (or a cut name, e.g. h.1); "
+    mg.add_argument("--split", type=given, default=None, help="residual position i (or a cut name, e.g. h.1); "
                                                   "merge: B's blocks from i; stitch: A's stream at i. Leave out "
                                                   "for every depth")
-    mg.add_argument("--end", type=int, default=None, help="merge: one past the last substituted block "
+    mg.add_argument("--end", type=whole, default=None, help="merge: one past the last substituted block "
                                                           "(half-open; default: the last block)")
     mg.add_argument("--embed", choices=("tied", "a", "b"), default=None,
                     help="merge: whose wte/wpe read the input; tied = the head's model's (GPT heads are tied to wte). "
                          "Default: a with --split, tied over depth (a: the reading of sweeps stored before the choice)")
-    mg.add_argument("--cut-b", default=None, help="stitch: B's position j (default: the same as --split)")
-    mg.add_argument("--head-at", default=None, help="stitch with --head a: where B hands back to A's blocks "
+    mg.add_argument("--cut-b", type=given, default=None, help="stitch: B's position j (default: the same as --split)")
+    mg.add_argument("--head-at", type=given, default=None, help="stitch with --head a: where B hands back to A's blocks "
                                                     "(default: after B's last block)")
     mg.add_argument("--heatmap", action="store_true", help="over depth: also stitch every (i, j) pair (head b)")
-    mg.add_argument("--adapter", default=LM_ADAPTER.kind, help="linear | lowrank | mlp (linear + GELU MLP branch)")
-    mg.add_argument("--hidden", type=int, default=128, help="hidden width of the mlp adapter's branch")
-    mg.add_argument("--init", default=LM_ADAPTER.init, help="lstsq | random | identity | procrustes")
-    mg.add_argument("--rank", type=int, default=None, help="rank of a lowrank adapter")
-    mg.add_argument("--objective", default=d.objective, help="task | match | kd | task+0.5*match")
-    mg.add_argument("--steps", type=int, default=d.steps,
+    mg.add_argument("--adapter", type=given, default=LM_ADAPTER.kind, help="linear | lowrank | mlp (linear + GELU MLP branch)")
+    mg.add_argument("--hidden", type=whole, default=None,
+                    help=f"hidden width of the mlp adapter's branch (default {MLP_HIDDEN})")
+    mg.add_argument("--init", type=given, default=LM_ADAPTER.init, help="lstsq | random | identity | procrustes")
+    mg.add_argument("--rank", type=whole, default=None, help="rank of a lowrank adapter")
+    mg.add_argument("--objective", type=given, default=d.objective, help="task | match | kd | task+0.5*match")
+    mg.add_argument("--steps", type=whole, default=d.steps,
                     help="adapter training steps per stitch (--until converged: the cap)")
     mg.add_argument("--until", choices=("converged", "steps"), default=d.until,
                     help="converged: stop when the loss on held-out TRAIN text (its last 10%%) stops improving by "
@@ -64,15 +81,15 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     mg.add_argument("--start", choices=("best", "init"), default=d.start,
                     help="best: the better of --init and the identity (equal widths) on the held-out train text; "
                          "init: --init only (the reading of runs stored before)")
-    mg.add_argument("--check-every", type=int, default=d.check_every)
-    mg.add_argument("--patience", type=int, default=d.patience)
-    mg.add_argument("--tol", type=float, default=d.tol)
-    mg.add_argument("--batch-size", type=int, default=d.batch_size)
-    mg.add_argument("--lr", type=float, default=d.lr)
-    mg.add_argument("--text", default=None, help="corpus: pydoc | tinyshakespeare | file:PATH (default: A's)")
-    mg.add_argument("--eval-windows", type=int, default=d.eval_windows)
-    mg.add_argument("--sample-tokens", type=int, default=d.sample_tokens)
-    mg.add_argument("--seed", type=int, default=d.seed)
+    mg.add_argument("--check-every", type=whole, default=d.check_every)
+    mg.add_argument("--patience", type=whole, default=d.patience)
+    mg.add_argument("--tol", type=number, default=d.tol)
+    mg.add_argument("--batch-size", type=whole, default=d.batch_size)
+    mg.add_argument("--lr", type=number, default=d.lr)
+    mg.add_argument("--text", type=data_name, default=None, help="corpus: pydoc | tinyshakespeare | file:PATH (default: A's)")
+    mg.add_argument("--eval-windows", type=whole, default=d.eval_windows)
+    mg.add_argument("--sample-tokens", type=whole, default=d.sample_tokens)
+    mg.add_argument("--seed", type=whole, default=d.seed)
     mg.add_argument("--rerun", action="store_true", help="run again even if the store has it")
     mg.add_argument("--dry-run", action="store_true", help="with --split: print the joined model's parts and exit")
 
@@ -91,10 +108,33 @@ def _position(text: str | None) -> int | str | None:
 
     >>> _position("2"), _position("h.1"), _position(None)
     (2, 'h.1', None)
+    >>> _position("h.²")  # "²".isdigit() is True, but int() refuses it: ASCII only
+    Traceback (most recent call last):
+    ...
+    stitchcore.errors.StitchError: no residual cut 'h.²': write a position in ASCII digits (e.g. 2) or a cut name such as h.1
     """
     if text is None:
         return None
+    if not text.isascii():
+        raise StitchError(f"no residual cut '{safe(text)}': write a position in ASCII digits (e.g. 2) or a cut name "
+                          "such as h.1")  # fmt: skip
     return int(text) if text.strip().isdigit() else text
+
+
+def _unused_flags(args: argparse.Namespace, split: int | str | None) -> None:
+    """Refuse a flag the run would ignore: ``--end`` without ``--split``, ``--cut-b`` on a merge ... (it would
+    run, quietly, something other than what was asked)."""
+    stitch = args.mode == "stitch"
+    ignored = ([("--end", "with --split and --mode merge"), ("--cut-b", "with --split and --mode stitch"),
+                ("--head-at", "with --split, --mode stitch and --head a")] if split is None else
+               [("--heatmap", "over depth: leave out --split")] + ([("--end", "with --mode merge"),
+                ("--embed", "with --mode merge or over depth")] if stitch else
+               [("--cut-b", "with --mode stitch"), ("--head-at", "with --mode stitch and --head a")]))  # fmt: skip
+    if split is not None and stitch and args.head != "a":
+        ignored.append(("--head-at", "with --head a (where B hands back to A's head)"))
+    for flag, where in ignored:
+        if getattr(args, flag[2:].replace("-", "_"), None) not in (None, False):
+            raise StitchError(f"{flag} means nothing here: it is used {where}; leave it out")
 
 
 def _resolve(text: int | str | None, ref: str, store: Store) -> int | None:
@@ -114,14 +154,20 @@ def _specs(args: argparse.Namespace, store: Store) -> tuple[str, Any]:
     evals = {"text": args.text, "eval_windows": args.eval_windows, "sample_tokens": args.sample_tokens,
              "seed": args.seed}
     d = DepthSpec(a="-", b="-")
-    if args.adapter == "mlp" and getattr(args, "hidden", 128) < 1:  # 0 would quietly be the linear adapter
-        raise StitchError(f"--hidden must be at least 1 for the mlp adapter (got {args.hidden}); for no MLP branch "
+    hidden = getattr(args, "hidden", None)
+    if hidden is not None and args.adapter != "mlp":
+        raise StitchError(f"--hidden is the width of the mlp adapter's branch: use it with --adapter mlp, or leave "
+                          f"it out (got --adapter {args.adapter})")  # fmt: skip
+    hidden = MLP_HIDDEN if hidden is None else hidden
+    if args.adapter == "mlp" and hidden < 1:  # 0 would quietly be the linear adapter
+        raise StitchError(f"--hidden must be at least 1 for the mlp adapter (got {hidden}); for no MLP branch "
                           "use --adapter linear")  # fmt: skip
     train = {"adapter": _adapter(args), "objective": args.objective, "steps": args.steps, "batch_size": args.batch_size,
-             "lr": args.lr, "mlp_hidden": getattr(args, "hidden", 128) if args.adapter == "mlp" else 0,
+             "lr": args.lr, "mlp_hidden": hidden if args.adapter == "mlp" else 0,
              **{k: getattr(args, k, getattr(d, k)) for k in ("until", "start", "check_every", "patience", "tol")}}
     split = _position(args.split)
     embed = getattr(args, "embed", None)
+    _unused_flags(args, split)
     if split is None:
         modes = ("merge", "stitch") if args.mode in (None, "both") else (args.mode,)
         heads = ("a", "b") if args.head in (None, "both") else (args.head,)
@@ -247,8 +293,10 @@ def lm_aware_stitch(image_stitch: Command) -> Command:
     def command(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
         if not (is_lm_ref(args.a, store) or is_lm_ref(args.b, store)):
             return image_stitch(args, store, bar)
+        if args.head_cut is not None and args.head != "a":  # as the image stitch: head_cut needs head='a'
+            raise StitchError("--head-cut needs --head a (where B's blocks hand back to A's head)")
         ns = argparse.Namespace(**vars(args))
-        ns.split, ns.cut_b, ns.mode, ns.end, ns.embed, ns.heatmap = args.cut_a, args.cut_b, "stitch", None, "a", False
+        ns.split, ns.cut_b, ns.mode, ns.end, ns.embed, ns.heatmap = args.cut_a, args.cut_b, "stitch", None, None, False
         ns.text, ns.eval_windows, ns.sample_tokens = args.dataset, 128, 160
         ns.steps = args.epochs * 20 if args.epochs else 0  # an LM "epoch" here is 20 adapter steps
         ns.head_at = args.head_cut

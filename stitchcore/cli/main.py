@@ -17,7 +17,7 @@ import sys
 import threading
 
 from stitchcore.cli import app, assemble, lessons, lm, matrix, models, runs, stitch, sweep
-from stitchcore.cli._common import CTRL_C, Command, OneLineParser, ProgressBar, common_parser
+from stitchcore.cli._common import CTRL_C, Command, OneLineParser, ProgressBar, common_parser, safe
 from stitchcore.errors import Cancelled, RunBusy, StitchError
 
 __all__ = ["COMMANDS", "build_parser", "main"]
@@ -79,21 +79,21 @@ def _main(args: argparse.Namespace) -> int:
             store.mark_interrupted()  # runs left by dead processes; live ones are left alone
         code = COMMANDS[(args.verb, sub)](args, store, bar)  # None: success; a verb may return 1 (runs check)
         if store.stale:  # read-only, and a live writer's latest commits could not be read
-            print(f"note: {store.stale}", file=sys.stderr)
+            print(f"note: {safe(str(store.stale))}", file=sys.stderr)
     except Cancelled as exc:  # `runs cancel` from another process, the app's Stop, or a Ctrl-C seen by a run
         bar.close()
         if CTRL_C.by_ctrl_c:
             print(_CTRL_C_LINE, file=sys.stderr)
         else:
-            print(f"cancelled: {exc}", file=sys.stderr)
+            print(f"cancelled: {safe(str(exc))}", file=sys.stderr)
         return 130
     except RunBusy as exc:
         bar.close()
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {safe(str(exc))}", file=sys.stderr)
         return 3
-    except StitchError as exc:
+    except StitchError as exc:  # one line whatever it echoes: a typed ref or a stored label may hold ESC or \n
         bar.close()
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {safe(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         bar.close()

@@ -18,7 +18,20 @@ import argparse
 import textwrap
 from typing import TYPE_CHECKING, Any
 
-from stitchcore.cli._common import Command, ProgressBar, backend_parser, emit, names, outcome, run, took
+from stitchcore.cli._common import (
+    Command,
+    ProgressBar,
+    backend_parser,
+    data_name,
+    emit,
+    given,
+    model_ref,
+    names,
+    outcome,
+    run,
+    took,
+    whole,
+)
 from stitchcore.cli.stitch import resolve_cuts
 from stitchcore.errors import StitchError
 
@@ -31,11 +44,11 @@ __all__ = ["COMMANDS", "add_verbs", "grid_text", "matrix_fields"]
 def _pair_parser() -> argparse.ArgumentParser:
     """The parent parser of both verbs: every cut of A against every cut of B."""
     pair = argparse.ArgumentParser(add_help=False)
-    pair.add_argument("--a", required=True, help="ModelRef of model A (rows: sender cuts)")
-    pair.add_argument("--b", required=True, help="ModelRef of model B (columns: receiver cuts)")
+    pair.add_argument("--a", type=model_ref, required=True, help="ModelRef of model A (rows: sender cuts)")
+    pair.add_argument("--b", type=model_ref, required=True, help="ModelRef of model B (columns: receiver cuts)")
     pair.add_argument("--senders", default=None, help="comma-separated cut names (or aliases) of A (default: all)")
     pair.add_argument("--receivers", default=None, help="comma-separated cut names (or aliases) of B (default: all)")
-    pair.add_argument("--dataset", default=None, help="default: the dataset B was trained on")
+    pair.add_argument("--dataset", type=data_name, default=None, help="default: the dataset B was trained on")
     pair.add_argument("--rerun", action="store_true", help="run again even if the store has it")
     return pair
 
@@ -51,23 +64,23 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     mx.add_argument("--recommend", default=None, metavar="BY", choices=("r2", "cka", "accuracy"),
                     help="also list the cut pairs to train first, ranked without training by the fits' held-out R²"
                          " (r2), their CKA (cka) or the closed-form accuracy (accuracy)")
-    mx.add_argument("--adapter", default=None, help="linear (default) | linear_relu | conv3x3_relu | bottleneck |"
+    mx.add_argument("--adapter", type=given, default=None, help="linear (default) | linear_relu | conv3x3_relu | bottleneck |"
                                                     " lowrank; as for stitch")  # fmt: skip
-    mx.add_argument("--norm", default=None, help="none | bn_before | bn_after | both (default)")
-    mx.add_argument("--resample", default=None,
+    mx.add_argument("--norm", type=given, default=None, help="none | bn_before | bn_after | both (default)")
+    mx.add_argument("--resample", type=given, default=None,
                     help="none | bilinear (default) | nearest | strided (strided conv down, nearest + 1x1 up)")
-    mx.add_argument("--init", default=None,
+    mx.add_argument("--init", type=given, default=None,
                     help="lstsq (default) | procrustes | random | identity (random / identity: trained mode)")
-    mx.add_argument("--rank", type=int, default=None, help="rank of a lowrank adapter")
-    mx.add_argument("--objective", default=None,
+    mx.add_argument("--rank", type=whole, default=None, help="rank of a lowrank adapter")
+    mx.add_argument("--objective", type=given, default=None,
                     help="trained mode: task (default) | match (copy task: MSE to B's activation) | task+0.5*match")
-    mx.add_argument("--epochs", type=int, default=None, help="trained mode, and task-trained controls (default 3)")
+    mx.add_argument("--epochs", type=whole, default=None, help="trained mode, and task-trained controls (default 3)")
     mx.add_argument("--controls", action="store_true",
                     help="also random sender / receiver / both (zoo refs); their adapters are task-trained")
-    mx.add_argument("--max-train", type=int, default=None)
-    mx.add_argument("--max-test", type=int, default=None)
-    mx.add_argument("--seed", type=int, default=0)
-    mx.add_argument("--seeds", type=int, default=1, metavar="N",
+    mx.add_argument("--max-train", type=whole, default=None)
+    mx.add_argument("--max-test", type=whole, default=None)
+    mx.add_argument("--seed", type=whole, default=0)
+    mx.add_argument("--seeds", type=whole, default=1, metavar="N",
                     help="trained mode: train each cell's adapter from N seeds (seed, seed+1, ...); each cell then "
                          "also has its mean and a 95%% t-interval across them")  # fmt: skip
     mx.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
@@ -75,11 +88,11 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
 
     sm = verbs.add_parser("similarity", parents=[common, pair], formatter_class=_RegistryHelp,
                           help="CKA, Procrustes, RSA, SVCCA ... of every cut pair")
-    measure = sm.add_argument("--measure", default="cka-linear", metavar="NAME",
+    measure = sm.add_argument("--measure", type=given, default="cka-linear", metavar="NAME",
                               help="similarity measure (default: %(default)s), one of")
     measure.names_of = _measure_names  # listed when --help is printed; an unknown name is refused by the spec
-    sm.add_argument("--max-samples", type=int, default=None)
-    sm.add_argument("--batch-size", type=int, default=256)
+    sm.add_argument("--max-samples", type=whole, default=None)
+    sm.add_argument("--batch-size", type=whole, default=256)
 
 
 _PRESETS = ("hernandez", "closed-form")  # stitchcore.experiments.matrix.MATRIX_PRESETS (a test holds them equal)
@@ -124,8 +137,8 @@ def _cut_lists(args: argparse.Namespace, store: Store) -> tuple[tuple[str, ...] 
                                                                  dict[str, str]]:
     """``--senders`` / ``--receivers`` as canonical cut names, and {alias: canonical} for the JSON; a flag given
     with no name (``--senders ""``) is refused, not read as every cut."""
-    for flag, given in (("--senders", args.senders), ("--receivers", args.receivers)):
-        if given is not None and not names(given):
+    for flag, value in (("--senders", args.senders), ("--receivers", args.receivers)):
+        if value is not None and not names(value):
             raise StitchError(f"{flag} names no cut: give comma-separated cut names (e.g. block1,fc1; see "
                               f"`python -m stitchcore cuts REF`), or leave {flag} out for every cut")  # fmt: skip
     senders, alias_a = resolve_cuts(args.a, names(args.senders), store)

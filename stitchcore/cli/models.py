@@ -10,7 +10,22 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from stitchcore.cli._common import Command, ProgressBar, emit, json_obj, outcome, pair, run, took
+from stitchcore.cli._common import (
+    Command,
+    ProgressBar,
+    data_name,
+    emit,
+    given,
+    json_obj,
+    model_ref,
+    number,
+    outcome,
+    pair,
+    run,
+    safe,
+    took,
+    whole,
+)
 
 if TYPE_CHECKING:
     from stitchcore.store.results import Store
@@ -24,33 +39,33 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
         dest="zoo_verb", required=True, metavar="train|list"
     )
     zt = zoo.add_parser("train", parents=[common], help="train a zoo recipe (cached: never trained twice)")
-    zt.add_argument("--arch", default="cnn", help="mlp | cnn | resnet | vit | swin | gpt (stitchcore.models.archs)")
-    zt.add_argument("--dataset", default="digits", help="digits | mnist | fashion-mnist | cifar10 | cifar100 | imagefolder:PATH")
-    zt.add_argument("--seed", type=int, default=0)
+    zt.add_argument("--arch", type=given, default="cnn", help="mlp | cnn | resnet | vit | swin | gpt (stitchcore.models.archs)")
+    zt.add_argument("--dataset", type=data_name, default="digits", help="digits | mnist | fashion-mnist | cifar10 | cifar100 | imagefolder:PATH")
+    zt.add_argument("--seed", type=whole, default=0)
     zt.add_argument("--optimizer", choices=("sgd", "adamw"), default=None, help="default sgd (vit, swin: adamw)")
-    zt.add_argument("--epochs", type=int, default=None, help="default 20 (vit, swin: 40)")
-    zt.add_argument("--lr", type=float, default=None, help="default 0.05 (sgd) / 2e-3 (adamw)")
-    zt.add_argument("--batch-size", type=int, default=None)
-    zt.add_argument("--weight-decay", type=float, default=None)
-    zt.add_argument("--image-size", type=int, default=None, help="resize inputs (e.g. 16 or 32 for digits)")
+    zt.add_argument("--epochs", type=whole, default=None, help="default 20 (vit, swin: 40)")
+    zt.add_argument("--lr", type=number, default=None, help="default 0.05 (sgd) / 2e-3 (adamw)")
+    zt.add_argument("--batch-size", type=whole, default=None)
+    zt.add_argument("--weight-decay", type=number, default=None)
+    zt.add_argument("--image-size", type=whole, default=None, help="resize inputs (e.g. 16 or 32 for digits)")
     zt.add_argument("--arch-kwargs", type=json_obj, default=None, help='JSON, e.g. \'{"blocks": [1,1,1,1]}\'')
     zt.add_argument("--relabel", type=pair, default=None, metavar="X:Y", help="train with class X labelled Y")
-    zt.add_argument("--drop-class", type=int, default=None, metavar="X", help="never show class X in training")
-    zt.add_argument("--l1", type=float, default=0.0)
-    zt.add_argument("--l2", type=float, default=0.0)
-    zt.add_argument("--prune-every", type=int, default=0, metavar="EPOCHS")
-    zt.add_argument("--prune-fraction", type=float, default=0.0)
+    zt.add_argument("--drop-class", type=whole, default=None, metavar="X", help="never show class X in training")
+    zt.add_argument("--l1", type=number, default=0.0)
+    zt.add_argument("--l2", type=number, default=0.0)
+    zt.add_argument("--prune-every", type=whole, default=0, metavar="EPOCHS")
+    zt.add_argument("--prune-fraction", type=number, default=0.0)
     zt.add_argument("--augment", default=None, choices=("none", "crop-flip", "resized-crop-flip"),
                     help="training augmentation: crop-flip (CIFAR's pad-and-crop + flip), resized-crop-flip "
                          "(ImageNet's); default none")
-    zt.add_argument("--start", default=None, metavar="REF",
+    zt.add_argument("--start", type=model_ref, default=None, metavar="REF",
                     help="fine-tune from this model instead of a fresh init: zoo:NAME, file:PATH of a zoo arch, or "
                          "timm:NAME / torchvision:NAME (with num_classes= the dataset's; its arch replaces --arch)")
     zt.add_argument("--rerun", action="store_true", help="train again even if the store has it")
     zoo.add_parser("list", parents=[common], help="list trained zoo models")
 
     cuts = verbs.add_parser("cuts", parents=[common], help="list the cut points of a model")
-    cuts.add_argument("ref", help="a ModelRef, e.g. zoo:cnn-digits-s0 or timm:resnet18?pretrained=false")
+    cuts.add_argument("ref", type=model_ref, help="a ModelRef, e.g. zoo:cnn-digits-s0 or timm:resnet18?pretrained=false")
 
 
 def _cmd_zoo_train(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
@@ -80,7 +95,7 @@ def _cmd_zoo_list(args: argparse.Namespace, store: Store, bar: ProgressBar) -> N
         {"ref": r.summary["ref"], "recipe": r.spec, "accuracy": r.summary.get("accuracy"), "run_id": r.id}
         for r in list_zoo_models(store)
     ]
-    lines = [f"{m['ref']:40s} accuracy {m['accuracy']:.4f}" for m in models] or ["(no zoo models trained yet)"]
+    lines = [f"{safe(str(m['ref'])):40s} accuracy {m['accuracy']:.4f}" for m in models] or ["(no zoo models trained yet)"]
     emit(args, {"models": models}, "\n".join(lines))
 
 

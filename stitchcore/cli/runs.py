@@ -16,9 +16,9 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
-from stitchcore.cli._common import Command, ProgressBar, emit
+from stitchcore.cli._common import Command, ProgressBar, bounded, emit, in_file, number, out_path, safe
 from stitchcore.errors import StitchError
-from stitchcore.store.results import STATUSES
+from stitchcore.store.results import MAX_LIST, STATUSES
 
 if TYPE_CHECKING:
     from stitchcore.store.results import RunRecord, Store
@@ -32,17 +32,18 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     rl = runs.add_parser("list", parents=[common], help="list runs, newest first")
     rl.add_argument("--kind", default=None, type=_kind)
     rl.add_argument("--status", default=None, choices=STATUSES)
-    rl.add_argument("--limit", type=int, default=50)
+    rl.add_argument("--limit", type=bounded(1, MAX_LIST), default=50, metavar="N", help="at most N runs (default 50)")
     rs = runs.add_parser("show", parents=[common], help="show one run with its curves and artifacts")
     rs.add_argument("run_id")
     runs.add_parser("check", parents=[common], help="check the store: database pages, rows, and every blob's sha256")
     rc = runs.add_parser("cancel", parents=[common], help="stop queued or running runs, in whichever process runs them")
     rc.add_argument("run_ids", nargs="+", metavar="ID")
-    rc.add_argument("--timeout", type=float, default=60.0, metavar="S",
-                    help="seconds to wait for the owner to stop (default 60; 0 or --no-wait: ask and return)")
+    rc.add_argument("--timeout", type=_timeout, default=60.0, metavar="S",
+                    help="seconds to wait for the owner to stop (default 60, at most a day; 0 or --no-wait: ask and "
+                         "return)")
     re_ = runs.add_parser("export", parents=[common], help="write runs (with their curves and blobs) as a bundle zip")
     re_.add_argument("run_ids", nargs="+", metavar="ID", help="run ids, or zoo:NAME for a trained zoo model")
-    re_.add_argument("--out", required=True, metavar="FILE.zip", help="the bundle to write")
+    re_.add_argument("--out", type=out_path, required=True, metavar="FILE.zip", help="the bundle to write")
     re_.add_argument("--with-models", action="store_true",
                      help="add the zoo models (checkpoints) the runs use, so they reproduce elsewhere")
     ri = runs.add_parser("import", parents=[common], help="check a bundle zip whole, then add its runs to the store")
@@ -50,7 +51,22 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     rr = runs.add_parser("report", parents=[common],
                          help="write runs as one HTML file that opens offline: facts, numbers, interactive figures")
     rr.add_argument("run_ids", nargs="+", metavar="ID", help="run ids, or zoo:NAME for a trained zoo model")
-    rr.add_argument("--out", required=True, metavar="FILE.html", help="the report to write")
+    rr.add_argument("--out", type=out_path, required=True, metavar="FILE.html", help="the report to write")
+
+
+def _timeout(text: str) -> float:
+    """``--timeout``: seconds, 0 .. 86400 (a day), finite.
+
+    >>> _timeout("2.5")
+    2.5
+    >>> _timeout("nan")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: must be 0 to 86400 seconds, not nan
+    """
+    value = number(text)
+    if not 0 <= value <= 86400:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"must be 0 to 86400 seconds, not {value:g}")
+    return value
 
 
 def _kind(text: str) -> str:
@@ -58,7 +74,7 @@ def _kind(text: str) -> str:
     from stitchcore.experiments import list_experiments
 
     if text not in list_experiments():
-        raise argparse.ArgumentTypeError(f"unknown kind {text!r}; use one of: {', '.join(list_experiments())}")
+        raise argparse.ArgumentTypeError(f"unknown kind '{safe(text)}'; use one of: {', '.join(list_experiments())}")
     return text
 
 
@@ -72,7 +88,8 @@ def _record_row(r: RunRecord) -> dict[str, Any]:
 def _cmd_runs_list(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
     """Runs, newest first, filtered by --kind / --status."""
     rows = [_record_row(r) for r in store.list_runs(kind=args.kind, status=args.status, limit=args.limit)]
-    lines = [f"{r['id']}  {r['kind']:7s} {r['status']:11s} {r['label']}" for r in rows] or ["(no runs)"]
+    lines = [f"{safe(r['id'])}  {safe(r['kind']):7s} {safe(r['status']):11s} {safe(str(r['label']))}"
+             for r in rows] or ["(no runs)"]  # a label (a bundle's) may hold ESC codes or newlines: shown escaped
     emit(args, {"runs": rows}, "\n".join(lines))
 
 
@@ -138,7 +155,8 @@ def _cmd_runs_import(args: argparse.Namespace, store: Store, bar: ProgressBar) -
     import stitchcore.experiments  # noqa: F401 - registers the zoo's namer (store.claims) before the check
     from stitchcore.store.bundle import import_bundle
 
-    rep = import_bundle(store, args.file)
+    path = in_file(args.file, "bundle", "give the path of a .zip made by `runs export`")  # never read a FIFO
+    rep = import_bundle(store, path)
     obj = {"path": str(rep.path), "imported": list(rep.imported), "skipped": list(rep.skipped)}
     emit(args, obj, f"imported {len(rep.imported)} runs, skipped {len(rep.skipped)} already in {store.root}")
 

@@ -14,7 +14,20 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from stitchcore.cli._common import Command, ProgressBar, emit, outcome, run, took
+from stitchcore.cli._common import (
+    Command,
+    ProgressBar,
+    data_name,
+    emit,
+    given,
+    model_ref,
+    number,
+    outcome,
+    run,
+    safe,
+    took,
+    whole,
+)
 
 if TYPE_CHECKING:
     from stitchcore.store.results import Store
@@ -40,7 +53,7 @@ def resolve_cuts(ref: str, names: tuple[str, ...] | None, store: Store) -> tuple
     canonical = tuple(resolve_cut_name(m, n) for n in names)
     aliases = {n: c for n, c in zip(names, canonical, strict=True) if n != c}
     for n, c in aliases.items():
-        print(f"note: cut {alias_note(n, c)} in {m.ref}", file=sys.stderr)
+        print(f"note: cut {safe(alias_note(n, c))} in {safe(str(m.ref))}", file=sys.stderr)
     return canonical, aliases
 
 
@@ -57,37 +70,37 @@ def _spec_default(name: str) -> Any:
 def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """Add ``stitch`` to the CLI's sub-parsers."""
     st = verbs.add_parser("stitch", parents=[common], help="stitch A's bottom to B's top and train the adapter")
-    st.add_argument("--a", required=True, help="ModelRef of the bottom model A")
-    st.add_argument("--b", required=True, help="ModelRef of the top model B")
-    st.add_argument("--cut-a", required=True, help="sender cut name in A")
-    st.add_argument("--cut-b", required=True, help="receiver cut name in B")
-    st.add_argument("--adapter", default="linear", help="identity|linear|linear_relu|conv3x3_relu|bottleneck|lowrank")
-    st.add_argument("--norm", default="both", help="none|bn_before|bn_after|both")
-    st.add_argument("--resample", default="bilinear", help="none|bilinear|nearest|strided")
-    st.add_argument("--init", default=_spec_default("adapter").init,
+    st.add_argument("--a", type=model_ref, required=True, help="ModelRef of the bottom model A")
+    st.add_argument("--b", type=model_ref, required=True, help="ModelRef of the top model B")
+    st.add_argument("--cut-a", type=given, required=True, help="sender cut name in A")
+    st.add_argument("--cut-b", type=given, required=True, help="receiver cut name in B")
+    st.add_argument("--adapter", type=given, default="linear", help="identity|linear|linear_relu|conv3x3_relu|bottleneck|lowrank")
+    st.add_argument("--norm", type=given, default="both", help="none|bn_before|bn_after|both")
+    st.add_argument("--resample", type=given, default="bilinear", help="none|bilinear|nearest|strided")
+    st.add_argument("--init", type=given, default=_spec_default("adapter").init,
                     help="lstsq (default: least-squares start, as on the page) | random | identity | procrustes")
-    st.add_argument("--rank", type=int, default=None, help="rank of a lowrank adapter")
-    st.add_argument("--objective", default="task", help="task|match|kd or a sum like task+0.5*kd")
+    st.add_argument("--rank", type=whole, default=None, help="rank of a lowrank adapter")
+    st.add_argument("--objective", type=given, default="task", help="task|match|kd or a sum like task+0.5*kd")
     st.add_argument("--optimizer", choices=("adamw", "sgd"), default="adamw")
-    st.add_argument("--lr", type=float, default=_spec_default("lr"))
-    st.add_argument("--weight-decay", type=float, default=_spec_default("weight_decay"))
-    st.add_argument("--epochs", type=int, default=_spec_default("epochs"))
-    st.add_argument("--batch-size", type=int, default=_spec_default("batch_size"))
-    st.add_argument("--seed", type=int, default=_spec_default("seed"))
-    st.add_argument("--dataset", default=None, help="default: the dataset B was trained on")
+    st.add_argument("--lr", type=number, default=_spec_default("lr"))
+    st.add_argument("--weight-decay", type=number, default=_spec_default("weight_decay"))
+    st.add_argument("--epochs", type=whole, default=_spec_default("epochs"))
+    st.add_argument("--batch-size", type=whole, default=_spec_default("batch_size"))
+    st.add_argument("--seed", type=whole, default=_spec_default("seed"))
+    st.add_argument("--dataset", type=data_name, default=None, help="default: the dataset B was trained on")
     st.add_argument("--head", choices=("b", "a"), default="b", help="a: keep A's head after B's middle (needs --head-cut)")
-    st.add_argument("--head-cut", default=None, help="with --head a: the cut where A's head takes over")
-    st.add_argument("--max-train", type=int, default=None)
-    st.add_argument("--max-test", type=int, default=None)
+    st.add_argument("--head-cut", type=given, default=None, help="with --head a: the cut where A's head takes over")
+    st.add_argument("--max-train", type=whole, default=None)
+    st.add_argument("--max-test", type=whole, default=None)
     st.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
                     help="bf16: autocast over the frozen models and the adapter (fast on GPUs and AMX CPUs)")
-    st.add_argument("--val-fraction", type=float, default=_spec_default("val_fraction"),
+    st.add_argument("--val-fraction", type=number, default=_spec_default("val_fraction"),
                     help="train images held out as validation: the per-epoch curve and --keep best (0: none)")
-    st.add_argument("--split-seed", type=int, default=_spec_default("split_seed"),
+    st.add_argument("--split-seed", type=whole, default=_spec_default("split_seed"),
                     help="which train images are held out (fixed while --seed varies the adapter)")
     st.add_argument("--keep", choices=("last", "best"), default=_spec_default("keep"),
                     help="best: the adapter of the epoch with the best validation accuracy (early stopping)")
-    st.add_argument("--seeds", type=int, default=_spec_default("seeds"),
+    st.add_argument("--seeds", type=whole, default=_spec_default("seeds"),
                     help="train n adapters (seed, seed+1, ...): mean and 95%% interval across them")
     st.add_argument("--rerun", action="store_true", help="run again even if the store has it")
 

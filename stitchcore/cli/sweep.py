@@ -17,13 +17,18 @@ from stitchcore.cli._common import (
     ProgressBar,
     backend_parser,
     check_device,
+    data_name,
     emit,
+    given,
+    model_ref,
     names,
+    number,
     outcome,
     run,
     run_options,
     set_threads,
     took,
+    whole,
 )
 from stitchcore.errors import StitchError
 
@@ -40,30 +45,30 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
 
     d = SweepSpec(a="zoo:x", b="zoo:x")
     sw = verbs.add_parser("sweep", parents=[common, backend_parser()], help="cut at every depth: trait metrics + simplicity")
-    sw.add_argument("--a", help="ModelRef of the bottom model A (layers up to the cut)")
-    sw.add_argument("--b", help="ModelRef of the top model B (layers after the cut; A's architecture, any width)")
-    sw.add_argument("--preset", help="run a ready-made experiment (see --list-presets) instead of --a/--b")
+    sw.add_argument("--a", type=model_ref, help="ModelRef of the bottom model A (layers up to the cut)")
+    sw.add_argument("--b", type=model_ref, help="ModelRef of the top model B (layers after the cut; A's architecture, any width)")
+    sw.add_argument("--preset", type=given, help="run a ready-made experiment (see --list-presets) instead of --a/--b")
     sw.add_argument("--list-presets", action="store_true", help="list the presets and exit")
-    sw.add_argument("--model-seeds", type=int, default=1, metavar="N",
+    sw.add_argument("--model-seeds", type=whole, default=None, metavar="N",
                     help="--preset: train its models and adapters from N seeds (seed 0 is the preset itself) and "
                          "give each cut's mean and 95%% interval across them")  # fmt: skip
     sw.add_argument("--positions", default=None, help="comma-separated cut names (default: every cut)")
     sw.add_argument("--metrics", default="accuracy",
                     help="comma-separated: accuracy, class_acc:3, confusion:3->8, blackout:left, decor:right")
-    sw.add_argument("--dataset", default=None, help="evaluation data (default: B's dataset)")
-    sw.add_argument("--train-data", default=None, help="adapter training data, e.g. digits|drop3 (default: --dataset)")
-    sw.add_argument("--adapter", default="linear", help="linear|linear_relu|identity|... (see stitch --adapter)")
-    sw.add_argument("--init", default="random", help="random|lstsq|procrustes|identity")
-    sw.add_argument("--epochs", type=int, default=d.epochs, help="adapter epochs per position (0: fit only)")
-    sw.add_argument("--lr", type=float, default=d.lr)
-    sw.add_argument("--seed", type=int, default=d.seed)
+    sw.add_argument("--dataset", type=data_name, default=None, help="evaluation data (default: B's dataset)")
+    sw.add_argument("--train-data", type=data_name, default=None, help="adapter training data, e.g. digits|drop3 (default: --dataset)")
+    sw.add_argument("--adapter", type=given, default="linear", help="linear|linear_relu|identity|... (see stitch --adapter)")
+    sw.add_argument("--init", type=given, default="random", help="random|lstsq|procrustes|identity")
+    sw.add_argument("--epochs", type=whole, default=d.epochs, help="adapter epochs per position (0: fit only)")
+    sw.add_argument("--lr", type=number, default=d.lr)
+    sw.add_argument("--seed", type=whole, default=d.seed)
     sw.add_argument("--no-control", action="store_true", help="skip the random-init control")
-    sw.add_argument("--control-seeds", type=int, default=d.control_seeds)
+    sw.add_argument("--control-seeds", type=whole, default=d.control_seeds)
     sw.add_argument("--no-simplicity", action="store_true", help="skip gradient norm, sharpness, gzip size")
-    sw.add_argument("--eps", type=float, default=d.sharpness_eps, help="sharpness: relative perturbation size")
-    sw.add_argument("--draws", type=int, default=d.sharpness_draws, help="sharpness: perturbations averaged")
-    sw.add_argument("--max-train", type=int, default=None)
-    sw.add_argument("--max-test", type=int, default=None)
+    sw.add_argument("--eps", type=number, default=d.sharpness_eps, help="sharpness: relative perturbation size")
+    sw.add_argument("--draws", type=whole, default=d.sharpness_draws, help="sharpness: perturbations averaged")
+    sw.add_argument("--max-train", type=whole, default=None)
+    sw.add_argument("--max-test", type=whole, default=None)
     sw.add_argument("--rerun", action="store_true", help="run the sweep(s) again even if the store has them")
 
 
@@ -123,6 +128,12 @@ def _cmd_sweep(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None
         return
     if not (args.a and args.b):
         raise StitchError("sweep needs --a REF and --b REF (same architecture), or --preset NAME")
+    if args.model_seeds is not None:  # it would be ignored: one sweep of --a/--b has no models to train
+        raise StitchError("--model-seeds trains a preset's models from several seeds: use it with --preset NAME")
+    for flag, value in (("--positions", args.positions), ("--metrics", args.metrics)):
+        if value is not None and not names(value):  # "" would quietly be every cut / accuracy
+            raise StitchError(f"{flag} names nothing: give comma-separated names (see --help), or leave {flag} out "
+                              "for the default")  # fmt: skip
     from stitchcore.experiments.sweep import SweepSpec
     from stitchcore.stitching.adapters import AdapterSpec
 
@@ -142,7 +153,7 @@ def _run_presets(args: argparse.Namespace, store: Store, bar: ProgressBar) -> No
     seeds) each sweep's cuts across the seeds."""
     from stitchcore.experiments.preset_seeds import across_model_seeds, model_seeds, seeded_preset
 
-    seeds = model_seeds(args.model_seeds)
+    seeds = model_seeds(1 if args.model_seeds is None else args.model_seeds)
     runs = [_run_preset(args, store, bar, seeded_preset(args.preset, k)) for k in range(len(seeds))]
     bar.close()
     if len(seeds) == 1:

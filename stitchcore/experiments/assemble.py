@@ -46,6 +46,15 @@ from stitchcore.backends import Unit, UnitContext
 from stitchcore.cuts import Cut, coarse_cuts, get_cut, list_cuts, split
 from stitchcore.data.images import ImageDataset
 from stitchcore.errors import StitchError
+from stitchcore.experiments._bounds import (
+    MAX_BATCH,
+    MAX_EPOCHS,
+    MAX_LR,
+    MAX_WEIGHT_DECAY,
+    check_count,
+    check_image_caps,
+    check_rate,
+)
 from stitchcore.experiments._cells import CellBook
 from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments._spec import (
@@ -53,7 +62,7 @@ from stitchcore.experiments._spec import (
     check_at_least,
     check_choice,
     check_positive,
-    check_sample_caps,
+    check_seed,
 )
 from stitchcore.experiments.dataset_check import check_head_classes, load_pair, pair_dataset
 from stitchcore.experiments.estimate import (
@@ -159,13 +168,16 @@ class AssembleSpec(Spec):
         check_choice("rescale", self.rescale, RESCALES)
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         check_positive("lr", self.lr, "the seed's value is 2e-3")
+        check_rate("lr", self.lr, MAX_LR, "the seed's value is 2e-3")
         check_positive("finetune_lr", self.finetune_lr, "e.g. 5e-4")
+        check_rate("finetune_lr", self.finetune_lr, MAX_LR, "e.g. 5e-4")
         check_at_least("weight_decay", self.weight_decay, 0, "0 turns it off")
-        check_at_least("epochs", self.epochs, 1, "e.g. 10")
-        check_at_least("finetune_epochs", self.finetune_epochs, 1, "e.g. 5")
-        check_at_least("batch_size", self.batch_size, 1, "e.g. 64")
-        check_at_least("seed", self.seed, 0)
-        check_sample_caps(self)
+        check_rate("weight_decay", self.weight_decay, MAX_WEIGHT_DECAY, "typical values 0 .. 0.1 (default 0.05)")
+        check_count("epochs", self.epochs, 1, MAX_EPOCHS, "e.g. 10", "each epoch trains every cell's adapter again")
+        check_count("finetune_epochs", self.finetune_epochs, 1, MAX_EPOCHS, "e.g. 5")
+        check_count("batch_size", self.batch_size, 1, MAX_BATCH, "e.g. 64")
+        check_seed("seed", self.seed)
+        check_image_caps(self)
 
     def to_dict(self) -> dict[str, Any]:
         d = super().to_dict()

@@ -36,7 +36,7 @@ MAX_SEEDS = 5  # each seed trains the preset's models again: minutes apiece on a
 
 def model_seeds(n: int) -> list[int]:
     """The preset seeds of ``n`` model seeds: 0, SEED_STEP, 2 * SEED_STEP, ..."""
-    if not 1 <= n <= MAX_SEEDS:
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_SEEDS:
         raise StitchError(f"model seeds must be 1 to {MAX_SEEDS}, got {n}: each seed trains the preset's models again")
     return [k * SEED_STEP for k in range(n)]
 

@@ -23,7 +23,8 @@ from stitchcore.cuts import Cut, get_cut, list_cuts
 from stitchcore.data.images import SPLITS, ImageDataset
 from stitchcore.errors import RefError, StitchError
 from stitchcore.experiments._registry import RunContext, register_experiment
-from stitchcore.experiments._spec import Spec, check_at_least, check_choice
+from stitchcore.experiments._bounds import MAX_BATCH, MAX_DRAWS, check_count, check_image_caps
+from stitchcore.experiments._spec import Spec, check_at_least, check_choice, check_seed
 from stitchcore.experiments.dataset_check import pair_dataset
 from stitchcore.experiments.estimate import (
     Estimate, EstimateContext, calibrated, estimate_from, full_forward, ms, timed, where,
@@ -72,12 +73,14 @@ class SimilaritySpec(Spec):
             raise StitchError(f"unknown measure {self.measure!r}; use one of {', '.join(list_measures())}")
         check_choice("token_mode", self.token_mode, TOKEN_MODES)
         check_choice("split", self.split, SPLITS)
-        check_at_least("batch_size", self.batch_size, 4, "debiased CKA needs batches of at least 4 examples")
+        check_count("batch_size", self.batch_size, 4, MAX_BATCH, "debiased CKA needs batches of at least 4 examples")
         if self.max_samples is not None:
             check_at_least("max_samples", self.max_samples, 4, "debiased CKA needs at least 4 images;"
                            " leave it out to use the whole split")
-        check_at_least("seed", self.seed, 0)
-        check_at_least("null_permutations", self.null_permutations, 0, "e.g. 20 (0: no null)")
+            check_image_caps(self, ("max_samples",), least=4)
+        check_seed("seed", self.seed)
+        check_count("null_permutations", self.null_permutations, 0, MAX_DRAWS, "e.g. 20 (0: no null)",
+                    "each permutation measures every cut pair again")
         object.__setattr__(self, "random_null", bool(self.random_null))
 
     def label(self) -> str:

@@ -19,13 +19,25 @@ from safetensors.torch import save
 
 from stitchcore.cuts import Cut, get_cut, split, split_segment
 from stitchcore.errors import AdapterError, StitchError
+from stitchcore.experiments._bounds import (
+    MAX_ADAPTER_SEEDS,
+    MAX_BATCH,
+    MAX_EPOCHS,
+    MAX_LR,
+    MAX_WEIGHT_DECAY,
+    check_adapter_rank,
+    check_count,
+    check_image_caps,
+    check_rate,
+)
 from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments._spec import (
     Spec,
     check_at_least,
+    check_at_most,
     check_choice,
     check_positive,
-    check_sample_caps,
+    check_seed,
 )
 from stitchcore.experiments.dataset_check import check_head_classes, load_pair, pair_dataset
 from stitchcore.experiments.estimate import (
@@ -110,25 +122,31 @@ class StitchSpec(Spec):
         check_choice("precision", self.precision, PRECISIONS)
         parse_objective(self.objective)
         check_positive("lr", self.lr, "typical values 1e-3 .. 1e-1 (default 1e-2)")
+        check_rate("lr", self.lr, MAX_LR, "typical values 1e-3 .. 1e-1 (default 1e-2)")
         check_at_least("weight_decay", self.weight_decay, 0, "typical values 0 .. 0.1 (default 0.05)")
+        check_rate("weight_decay", self.weight_decay, MAX_WEIGHT_DECAY, "typical values 0 .. 0.1 (default 0.05)")
         check_positive("kd_temperature", self.kd_temperature, "e.g. 2")
-        check_at_least("epochs", self.epochs, 0, "0 keeps the adapter's start (e.g. the least-squares fit)")
-        check_at_least("batch_size", self.batch_size, 1, "e.g. 64")
-        check_at_least("seed", self.seed, 0)
-        check_sample_caps(self)
-        if not 0 <= self.val_fraction < 0.5:
-            raise StitchError(f"val_fraction must lie in [0, 0.5), got {self.val_fraction:g}: e.g. 0.1 (0: no "
+        check_at_most("kd_temperature", self.kd_temperature, 1000, "e.g. 2")
+        check_count("epochs", self.epochs, 0, MAX_EPOCHS, "0 keeps the adapter's start (e.g. the least-squares fit)",
+                    "each epoch passes over the training images")
+        check_count("batch_size", self.batch_size, 1, MAX_BATCH, "e.g. 64")
+        check_seed("seed", self.seed)
+        check_image_caps(self)
+        if not isinstance(self.val_fraction, (int, float)) or not 0 <= self.val_fraction < 0.5:
+            raise StitchError(f"val_fraction must lie in [0, 0.5), got {self.val_fraction!r}: e.g. 0.1 (0: no "
                               "validation split)")
-        check_at_least("split_seed", self.split_seed, 0)
+        check_seed("split_seed", self.split_seed)
         check_choice("keep", self.keep, KEEPS)
         if self.keep == "best" and not self.val_fraction:
             raise StitchError("keep='best' picks the epoch on the validation split: set val_fraction, e.g. 0.1")
-        check_at_least("seeds", self.seeds, 1, "e.g. 5 adapters for the spread over seeds")
+        check_count("seeds", self.seeds, 1, MAX_ADAPTER_SEEDS, "e.g. 5 adapters for the spread over seeds",
+                    "each seed trains the adapter again")
         check_choice("head", self.head, ("a", "b"))
         if (self.head == "a") != (self.head_cut is not None):
             raise StitchError("head='a' needs head_cut (where A's head takes over), and head_cut needs head='a'")
         if isinstance(self.adapter, dict):
             object.__setattr__(self, "adapter", AdapterSpec.from_dict(self.adapter))
+        check_adapter_rank(self.adapter)
 
     def settings(self) -> str:
         """Everything but the models and cuts, in one line: what Launch runs.

@@ -44,13 +44,25 @@ from stitchcore.backends import Unit, UnitContext, cells_per_node
 from stitchcore.cuts import Cut, get_cut, list_cuts, split
 from stitchcore.data.images import ImageDataset, load_dataset
 from stitchcore.errors import AdapterError, CutError, StitchError
+from stitchcore.experiments._bounds import (
+    MAX_BATCH,
+    MAX_DRAWS,
+    MAX_EPOCHS,
+    MAX_LR,
+    MAX_WEIGHT_DECAY,
+    check_adapter_rank,
+    check_count,
+    check_image_caps,
+    check_rate,
+)
 from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments._spec import (
     Spec,
     check_at_least,
+    check_at_most,
     check_choice,
     check_positive,
-    check_sample_caps,
+    check_seed,
 )
 from stitchcore.experiments.dataset_check import check_head_classes, head_mismatch, load_pair, pair_dataset
 from stitchcore.experiments.estimate import (
@@ -160,13 +172,21 @@ class SweepSpec(Spec):
                            ("simplicity_report", self.simplicity)):  # fmt: skip
             if not used:  # a rule that changes nothing keeps its legacy value: the run id does not move
                 object.__setattr__(self, name, self.LEGACY[name])
-        if self.epochs < 0 or self.batch_size < 1 or self.control_seeds < 1 or self.sharpness_draws < 1:
-            raise StitchError("epochs must be >= 0; batch size, control seeds and sharpness draws >= 1")
-        if self.sharpness_eps < 0:
-            raise StitchError(f"sharpness_eps is a relative size >= 0 (e.g. 0.05), got {self.sharpness_eps}")
+        check_count("epochs", self.epochs, 0, MAX_EPOCHS, "0 keeps the fitted start",
+                    "each epoch passes over the training images, at every position")
+        check_count("batch_size", self.batch_size, 1, MAX_BATCH, "e.g. 64")
+        check_count("control_seeds", self.control_seeds, 1, MAX_DRAWS, "e.g. 2",
+                    "each trains a random pair's adapter at every position")
+        check_count("sharpness_draws", self.sharpness_draws, 1, MAX_DRAWS, "e.g. 5")
+        check_at_least("sharpness_eps", self.sharpness_eps, 0, "a relative size, e.g. 0.05")
+        check_at_most("sharpness_eps", self.sharpness_eps, 10, "a relative size, e.g. 0.05")
         check_positive("lr", self.lr, "typical values 1e-3 .. 1e-1 (default 1e-2)")
+        check_rate("lr", self.lr, MAX_LR, "typical values 1e-3 .. 1e-1 (default 1e-2)")
         check_at_least("weight_decay", self.weight_decay, 0, "0 turns it off")
-        check_sample_caps(self)
+        check_rate("weight_decay", self.weight_decay, MAX_WEIGHT_DECAY, "typical values 0 .. 0.1 (default 0.05)")
+        check_seed("seed", self.seed)
+        check_image_caps(self)
+        check_adapter_rank(self.adapter)
 
     def label(self) -> str:
         where = f"{len(self.positions)} cuts" if self.positions else "all cuts"

@@ -47,7 +47,7 @@ from stitchcore.store._schema import MIGRATIONS, STATUSES, migrate  # noqa: F401
 from stitchcore.store.canonical_json import canonical_json, plain_json
 from stitchcore.store.disk import full_disk_message
 
-__all__ = ["SCHEMA_VERSION", "STATUSES", "RunRecord", "Store", "resolve_store_dir", "run_id_for"]
+__all__ = ["MAX_LIST", "SCHEMA_VERSION", "STATUSES", "RunRecord", "Store", "resolve_store_dir", "run_id_for"]
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,7 @@ SCHEMA_VERSION: int = 1
 
 DB_NAME = "stitchlab.sqlite"
 ENV_VAR = "STITCHLAB_STORE"
+MAX_LIST = 1_000_000_000  # the most runs list_runs is asked for (limit): above any store, within SQLite's int64
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # run ids and artifact names: one path part
 
 
@@ -447,7 +448,18 @@ class Store:
     def list_runs(
         self, kind: str | None = None, status: str | Iterable[str] | None = None, limit: int | None = None
     ) -> list[RunRecord]:
-        """Runs, newest first, optionally filtered by kind and status (one or several)."""
+        """Runs, newest first, optionally filtered by kind and status (one or several); at most ``limit``
+        (None: all), a whole number 0 .. :data:`MAX_LIST` (SQLite's LIMIT is a 64-bit integer, and -1 there
+        means no limit at all).
+
+        >>> Store.list_runs(None, limit=10**30)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        stitchcore.errors.StoreError: limit must be a whole number 0 .. 1000000000 (got 1000...); leave it out for every run
+        """
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_LIST):
+            shown = repr(limit) if len(repr(limit)) <= 24 else repr(limit)[:21] + "..."
+            raise StoreError(f"limit must be a whole number 0 .. {MAX_LIST} (got {shown}); leave it out for every run")
         wanted = [] if status is None else [status] if isinstance(status, str) else list(status)
         sql = f"SELECT {self._run_cols} FROM runs WHERE (? IS NULL OR kind = ?)"
         sql += f" AND status IN ({', '.join('?' * len(wanted))})" if status is not None else ""

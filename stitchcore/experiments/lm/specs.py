@@ -14,7 +14,26 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from stitchcore.errors import StitchError
-from stitchcore.experiments._spec import Spec, check_at_least, check_choice, check_positive
+from stitchcore.experiments._bounds import (
+    MAX_BATCH,
+    MAX_DRAWS,
+    MAX_LR,
+    MAX_STEPS,
+    MAX_TOKENS,
+    MAX_WEIGHT_DECAY,
+    MAX_WIDTH,
+    check_adapter_rank,
+    check_count,
+    check_rate,
+)
+from stitchcore.experiments._spec import (
+    Spec,
+    check_at_least,
+    check_at_most,
+    check_choice,
+    check_positive,
+    check_seed,
+)
 from stitchcore.stitching.adapters import AdapterSpec
 from stitchcore.stitching.train import parse_objective
 
@@ -34,10 +53,27 @@ STARTS = ("best", "init")
 # Whose embeddings (wte, wpe) read the input of a depth sweep's merges.  "tied" (default): those of the model
 # whose head is used, since GPT heads are tied to wte; "a": always A's (the old reading, dicts without the key).
 EMBEDS = ("tied", "a", "b")
+MAX_POSITION = 100_000  # a residual position counts blocks: far above any model's depth (checked when loaded)
 _LEGACY_TRAIN = {"until": "steps", "start": "init"}  # what a stored dict without these keys meant
 # Per-token linear map, least-squares start, no BatchNorm (train-mode BN would mix a batch's
 # tokens, future positions included).
 LM_ADAPTER = AdapterSpec(kind="linear", norm="none", resample="none", init="lstsq")
+
+
+def _check_positions(**positions: int | None) -> None:
+    """Residual positions (None: the default) are whole numbers 0 .. :data:`MAX_POSITION`; whether the models
+    are that deep is checked when they are loaded.
+
+    >>> _check_positions(start=2, end=None)
+    >>> _check_positions(cut_a=-1)
+    Traceback (most recent call last):
+    ...
+    stitchcore.errors.StitchError: cut_a (--cut-a) must be at least 0 (got -1); a position counts blocks, 0 = after the embeddings
+    """
+    for name, value in positions.items():
+        if value is not None:
+            check_count(name, value, 0, MAX_POSITION, "a position counts blocks, 0 = after the embeddings",
+                        "no model is that deep")
 
 
 def _adapter(value: AdapterSpec | dict) -> AdapterSpec:
@@ -54,10 +90,12 @@ class _Eval(Spec):
     seed: int = 0  # sampling and adapter-training seed
 
     def _check_eval(self) -> None:
-        if self.eval_windows < 1:
-            raise StitchError("eval_windows must be at least 1")
-        if self.sample_tokens < 0:
+        check_count("eval_windows", self.eval_windows, 1, MAX_DRAWS, "e.g. 128",
+                    "each window is scored for A, B and the joined model")
+        if isinstance(self.sample_tokens, (int, float)) and self.sample_tokens < 0:
             raise StitchError(f"sample_tokens must be 0 (no samples) or more, not {self.sample_tokens}")
+        check_count("sample_tokens", self.sample_tokens, 0, MAX_TOKENS, "0: no samples")
+        check_seed("seed", self.seed)
 
 
 @dataclass(frozen=True)
@@ -76,7 +114,8 @@ class MergeSpec(_Eval):
             raise StitchError("a merge needs two model refs, a and b")
         check_choice("head", self.head, ("a", "b"))
         check_choice("embed", self.embed, ("a", "b"))
-        if self.start < 0 or (self.end is not None and self.end < self.start):
+        _check_positions(start=self.start, end=self.end)
+        if self.end is not None and self.end < self.start:
             raise StitchError(f"block range [{self.start}, {self.end}) is empty or negative; need 0 <= start <= end")
         self._check_eval()
 
@@ -107,16 +146,21 @@ class _Train:
         object.__setattr__(self, "adapter", _adapter(self.adapter))
         check_choice("until", self.until, UNTILS)
         check_choice("start", self.start, STARTS)
-        if self.check_every < 1 or self.patience < 1:
-            raise StitchError("check_every and patience must be at least 1")
+        check_count("check_every", self.check_every, 1, MAX_STEPS, "e.g. 50")
+        check_count("patience", self.patience, 1, MAX_DRAWS, "e.g. 4")
         check_at_least("tol", self.tol, 0, "e.g. 1e-3 (a 0.1% better held-out loss)")
+        check_at_most("tol", self.tol, 1, "a relative improvement, e.g. 1e-3 (a 0.1% better held-out loss)")
         parse_objective(self.objective)
         if self.adapter.kind == "identity":
             raise StitchError("an identity adapter is a merge; use mode merge")
-        if self.steps < 0 or self.batch_size < 1 or self.mlp_hidden < 0:
-            raise StitchError("steps and mlp_hidden must be >= 0 and batch_size >= 1")
+        check_adapter_rank(self.adapter)
+        check_count("steps", self.steps, 0, MAX_STEPS, "0 keeps the start adapter", "each step trains on a batch")
+        check_count("batch_size", self.batch_size, 1, MAX_BATCH, "e.g. 32")
+        check_count("mlp_hidden", self.mlp_hidden, 0, MAX_WIDTH, "0: no MLP branch")
         check_positive("lr", self.lr, "typical values 1e-4 .. 1e-2 (default 1e-3)")
+        check_rate("lr", self.lr, MAX_LR, "typical values 1e-4 .. 1e-2 (default 1e-3)")
         check_at_least("weight_decay", self.weight_decay, 0, "0 turns it off")
+        check_rate("weight_decay", self.weight_decay, MAX_WEIGHT_DECAY, "0 turns it off")
 
     @property
     def converges(self) -> bool:
@@ -166,6 +210,7 @@ class LMStitchSpec(_Train, _Eval):
         check_choice("head", self.head, ("a", "b"))
         if self.head == "b" and self.head_at is not None:
             raise StitchError("head_at is for head 'a' (where A's head takes over); leave it out with head 'b'")
+        _check_positions(cut_a=self.cut_a, cut_b=self.cut_b, head_at=self.head_at)
         self._check_train()
 
     def to_dict(self) -> dict:
@@ -206,6 +251,7 @@ class DepthSpec(_Train, _Eval):
             for v in values:
                 check_choice(name, v, choices)
         if self.splits is not None:
+            _check_positions(**{f"splits[{k}]": v for k, v in enumerate(self.splits)})
             object.__setattr__(self, "splits", tuple(int(s) for s in self.splits))
         check_choice("embed", self.embed, EMBEDS)
         self._check_train()

@@ -9,12 +9,23 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from stitchcore.errors import StitchError
+from stitchcore.experiments._bounds import (
+    MAX_BATCH,
+    MAX_EPOCHS,
+    MAX_LR,
+    MAX_WEIGHT_DECAY,
+    check_adapter_rank,
+    check_count,
+    check_image_caps,
+    check_rate,
+)
 from stitchcore.experiments._spec import (
+    MAX_SEED,
     Spec,
     check_at_least,
     check_choice,
     check_positive,
-    check_sample_caps,
+    check_seed,
 )
 from stitchcore.models.refs import TWIN_SEEDS, parse_ref
 from stitchcore.stitching.adapters import AdapterSpec
@@ -146,6 +157,9 @@ class MatrixSpec(Spec):
         if self.mode != "trained" and weights != {"task": 1.0}:
             raise StitchError(f"objective {self.objective!r} trains the adapters; {self.mode} mode only fits them"
                               " by least squares: use mode='trained'")  # fmt: skip
+        check_count("epochs", self.epochs, 0, MAX_EPOCHS, "0 keeps the fitted start",
+                    "each epoch passes over the training images, in every cell")
+        check_count("batch_size", self.batch_size, 1, MAX_BATCH, "e.g. 64")
         check_choice("control_training", self.control_training, CONTROL_TRAININGS)
         if not self.controls or (self.mode == "trained" and weights == {"task": 1.0}):
             object.__setattr__(self, "control_training", "as-matrix")  # the same computation either way
@@ -156,13 +170,18 @@ class MatrixSpec(Spec):
         if not self.controls:  # no twins drawn: the rule means nothing, so the run id does not move
             object.__setattr__(self, "twin_seeds", self.LEGACY["twin_seeds"])
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
-        if self.epochs < 0 or self.batch_size < 1:
-            raise StitchError("epochs must be >= 0 and batch size >= 1")
         check_positive("lr", self.lr, "typical values 1e-3 .. 1e-1 (default 1e-2)")
+        check_rate("lr", self.lr, MAX_LR, "typical values 1e-3 .. 1e-1 (default 1e-2)")
         check_at_least("weight_decay", self.weight_decay, 0, "0 turns it off")
-        check_sample_caps(self)
-        if not isinstance(self.seeds, int) or not 1 <= self.seeds <= MAX_SEEDS:
+        check_rate("weight_decay", self.weight_decay, MAX_WEIGHT_DECAY, "typical values 0 .. 0.1 (default 0.05)")
+        check_seed("seed", self.seed)
+        check_image_caps(self)
+        check_adapter_rank(self.adapter)
+        if isinstance(self.seeds, bool) or not isinstance(self.seeds, int) or not 1 <= self.seeds <= MAX_SEEDS:
             raise StitchError(f"seeds is 1 to {MAX_SEEDS} adapter trainings per cell (got {self.seeds!r})")
+        if self.seed + self.seeds - 1 > MAX_SEED:  # the cells' adapters train from seed, seed+1, ... (one spec each)
+            raise StitchError(f"seed + seeds - 1 must be at most {MAX_SEED} (got {self.seed} + {self.seeds} - 1): "
+                              "lower the seed")  # fmt: skip
         if self.seeds > 1 and self.mode != "trained":
             raise StitchError("seeds > 1 trains each cell's adapter from several seeds; a closed-form fit is the same"
                               " from every seed: use mode='trained'")  # fmt: skip
