@@ -20,7 +20,8 @@ from typing import Any
 from stitchcore.errors import StitchError
 from stitchcore.experiments._spec import check_at_least, check_at_most, check_sample_caps, field_label
 
-__all__ = ["MAX_ADAPTER_SEEDS", "MAX_BATCH", "MAX_DRAWS", "MAX_EPOCHS", "MAX_IMAGES", "MAX_LR", "MAX_STEPS",
+__all__ = ["MAX_ADAPTER_SEEDS", "MAX_BATCH", "MAX_DRAWS", "MAX_EPOCHS", "MAX_IMAGES", "MAX_IMAGE_SIZE", "MAX_LR",
+           "MAX_PENALTY", "MAX_STEPS",
            "MAX_TOKENS", "MAX_WEIGHT_DECAY", "MAX_WIDTH", "check_adapter_rank", "check_count", "check_image_caps",
            "check_rate"]
 
@@ -34,6 +35,8 @@ MAX_TOKENS = 100_000  # tokens generated per model for the samples
 MAX_WIDTH = 65_536  # an adapter's rank or hidden width
 MAX_LR = 10.0  # a learning rate above this diverges at the first step
 MAX_WEIGHT_DECAY = 10.0  # AdamW multiplies it by the lr; far above it the weights are zeroed every step
+MAX_IMAGE_SIZE = 8192  # a zoo model's input side in pixels (the memory check counts what fits below it)
+MAX_PENALTY = 100.0  # an L1/L2 weight penalty's coefficient (typical 1e-5 .. 1e-2)
 
 
 def check_count(name: str, value: Any, least: int, most: int, hint: str = "", most_hint: str = "") -> None:

@@ -27,6 +27,16 @@ from typing import Any, ClassVar
 from stitchcore.data.augment import AUGMENTS
 from stitchcore.data.fingerprint import data_identity, data_source, is_identity
 from stitchcore.errors import DataError, StitchError
+from stitchcore.experiments._bounds import (
+    MAX_BATCH,
+    MAX_EPOCHS,
+    MAX_IMAGE_SIZE,
+    MAX_LR,
+    MAX_PENALTY,
+    MAX_WEIGHT_DECAY,
+    check_count,
+    check_rate,
+)
 from stitchcore.experiments._spec import (
     Spec,
     check_at_least,
@@ -116,20 +126,23 @@ class ZooRecipe(Spec):
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         check_at_least("seed", self.seed, 0)
         check_seed("seed", self.seed)  # 2**70 would overflow torch's generator when the run starts
-        check_at_least("epochs", self.epochs, 1, "e.g. 20")
-        check_at_least("batch_size", self.batch_size, 1, "e.g. 64")
+        check_count("epochs", self.epochs, 1, MAX_EPOCHS, "e.g. 20", "each epoch passes over the training images")
+        check_count("batch_size", self.batch_size, 1, MAX_BATCH, "e.g. 64")
         if self.lr is not None:
             check_positive("lr", self.lr, "typical values 1e-3 .. 1e-1; leave it out for the default")
+            check_rate("lr", self.lr, MAX_LR, "typical values 1e-3 .. 1e-1")
         if self.weight_decay is not None:
             check_at_least("weight_decay", self.weight_decay, 0, "typical values 0 .. 0.1")
+            check_rate("weight_decay", self.weight_decay, MAX_WEIGHT_DECAY, "typical values 0 .. 0.1")
         check_at_least("momentum", self.momentum, 0, "e.g. 0.9")
         if self.momentum >= 1.0:
             raise StitchError(f"momentum must be below 1 (got {self.momentum!r}); e.g. 0.9")
         if self.image_size is not None:
-            check_at_least("image_size", self.image_size, 1, "leave it out for the dataset's native size")
+            check_count("image_size", self.image_size, 1, MAX_IMAGE_SIZE, "leave it out for the dataset's native size")
         for name in ("l1", "l2"):
             check_at_least(name, getattr(self, name), 0, "0 turns the penalty off")
-        check_at_least("prune_every", self.prune_every, 0, "0 never prunes")
+            check_rate(name, getattr(self, name), MAX_PENALTY, "typical values 1e-5 .. 1e-2")
+        check_count("prune_every", self.prune_every, 0, MAX_EPOCHS, "0 never prunes")
         check_at_least("prune_fraction", self.prune_fraction, 0)
         if self.prune_fraction >= 1.0:
             raise StitchError(f"{field_label('prune_fraction')} must be below 1 (got {self.prune_fraction})")
@@ -140,15 +153,17 @@ class ZooRecipe(Spec):
         if not isinstance(self.arch_kwargs, dict):
             raise StitchError(f"{field_label('arch_kwargs')} must be a JSON object, e.g. {{\"width\": 32}}")
         if self.relabel is not None:
-            if len(self.relabel) != 2:
-                raise StitchError(f"relabel takes two classes X:Y, got {self.relabel!r}")
+            if (not isinstance(self.relabel, (list, tuple)) or len(self.relabel) != 2
+                    or any(isinstance(v, bool) or not isinstance(v, int) for v in self.relabel)):
+                raise StitchError(f"relabel takes two classes X:Y, got {str(self.relabel)[:60]!r}")
             object.__setattr__(self, "relabel", tuple(int(v) for v in self.relabel))
         if self.finetune_layer is None and (self.finetune_data is not None or self.finetune_lr is not None):
             raise StitchError("finetune_data and finetune_lr need a finetune_layer (the one layer trained)")
-        if self.finetune_layer is not None and self.finetune_epochs < 1:
-            raise StitchError("finetune_epochs must be at least 1 when a finetune_layer is set")
+        if self.finetune_layer is not None:
+            check_count("finetune_epochs", self.finetune_epochs, 1, MAX_EPOCHS, "a finetune_layer trains >= 1 epoch")
         if self.finetune_lr is not None:
             check_positive("finetune_lr", self.finetune_lr, "leave it out for the recipe's lr")
+            check_rate("finetune_lr", self.finetune_lr, MAX_LR)
         epochs = (self.keep_epochs,) if isinstance(self.keep_epochs, int) else tuple(self.keep_epochs)
         if any(isinstance(e, bool) or not isinstance(e, int) or not 0 <= e < self.epochs for e in epochs):
             raise StitchError(f"keep_epochs lists epochs 0..{self.epochs - 1} (0 = the initial weights; the last "

@@ -86,10 +86,12 @@ def training_bytes(build: Callable[[], nn.Module], input_shape: tuple[int, ...],
 
 def check_buildable(what: str, build: Callable[[], nn.Module], fix: str = "") -> None:
     """StitchError before ``build()`` allocates weights this machine cannot hold (counted on the meta device):
-    a checkpoint header or a stored summary asking for a layer of hundreds of GB is refused in one line."""
+    a checkpoint header, a stored summary or a model folder's config asking for a layer of hundreds of GB is
+    refused in one line.  Buffers count too (a causal mask of a huge context is one)."""
     model = _on_meta(build)
     if model is not None:
-        check_fits(what, sum(p.numel() * p.element_size() for p in model.parameters()), "cpu", fix)
+        tensors = [*model.parameters(), *model.buffers()]
+        check_fits(what, sum(t.numel() * t.element_size() for t in tensors), "cpu", fix)
 
 
 def available_bytes(device: torch.device | str = "cpu") -> int:

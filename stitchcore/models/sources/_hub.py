@@ -1,19 +1,29 @@
-"""Helpers shared by the hub sources (timm, torchvision, hf): query booleans, seeds, a fast offline probe."""
+"""Helpers shared by the hub sources (timm, torchvision, hf): query booleans, seeds, a fast offline probe, and the
+reading of a model folder's JSON config (bounded: its size, its nesting, its numbers)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
+import stat
 import threading
 import time
+from pathlib import Path
+from typing import Any
 
-from stitchcore.errors import RefError
+from stitchcore.errors import RefError, SourceError
 from stitchcore.models.refs import ModelRef
 
-__all__ = ["host_reachable", "parse_bool", "refuse_seed"]
+__all__ = ["MAX_CONFIG_BYTES", "MAX_JSON_BYTES", "check_folder_files", "host_reachable", "parse_bool",
+           "read_json_config", "refuse_seed"]  # fmt: skip
 
 logger = logging.getLogger(__name__)
+
+MAX_CONFIG_BYTES = 16 << 20  # a model folder's config.json: real ones stay under ~2 MB (a 21k-class label map)
+MAX_JSON_BYTES = 128 << 20  # the folder's other JSON files (a 256k-token tokenizer.json is ~35 MB)
+_JSON_KINDS = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 
 
 def parse_bool(ref: ModelRef, key: str, default: bool) -> bool:
@@ -80,3 +90,66 @@ def host_reachable(host: str, port: int = 443) -> bool:
     with _reach_lock:
         _reach_cache[host] = (now, ok)
     return ok
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is no JSON number")
+
+
+def read_json_config(path: str | os.PathLike, what: str, most: int = MAX_CONFIG_BYTES,
+                     fix: str = "give the config.json that save_pretrained() writes") -> dict[str, Any]:
+    """The JSON object in ``path`` (a model folder's config), read before any library sees it: a file over
+    ``most`` bytes, no regular file, not UTF-8, not JSON (NaN and Infinity included), nested past Python's
+    recursion limit, or not an object is refused in one line that starts with ``what`` and names the fix.
+
+    >>> read_json_config("/no/such/config.json", "refused hf:/no/such")
+    Traceback (most recent call last):
+    ...
+    stitchcore.errors.SourceError: refused hf:/no/such: /no/such/config.json is no regular file; give the \
+config.json that save_pretrained() writes
+    """
+    path = Path(path)
+    if not path.is_file():  # missing, a folder, a FIFO or a device (reading those blocks or never ends)
+        raise SourceError(f"{what}: {path} is no regular file; {fix}")
+    size = path.stat().st_size
+    if size > most:
+        raise SourceError(f"{what}: {path.name} is {size:,} bytes, more than the {most:,} any real model's config "
+                          f"needs; {fix}")  # fmt: skip
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read(most + 1).decode("utf-8")
+        config = json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise SourceError(f"{what}: {path.name} is nested too deeply to be a model config; {fix}") from None
+    except (OSError, UnicodeDecodeError, ValueError) as e:  # JSONDecodeError is a ValueError
+        reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:120]
+        raise SourceError(f"{what}: {path.name} is not valid JSON ({reason}); {fix}") from e
+    if not isinstance(config, dict):
+        kind = _JSON_KINDS.get(type(config), type(config).__name__)
+        raise SourceError(f"{what}: {path.name} holds a JSON {kind}, not an object; {fix}")
+    return config
+
+
+def check_folder_files(folder: str | os.PathLike, what: str, fix: str) -> None:
+    """A model folder's entries checked before any library opens one: each (links followed) a regular file or a
+    folder, never a FIFO or a device (opening one blocks, or reads for ever), and no JSON file over
+    ``MAX_JSON_BYTES`` (a tokenizer.json of gigabytes); SourceError in one line starting with ``what``.
+
+    >>> check_folder_files("/dev", "refused hf:/dev", "give a folder save_pretrained() wrote")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    stitchcore.errors.SourceError: refused hf:/dev: its ... is no regular file ...
+    """
+    for path in sorted(Path(folder).iterdir()):
+        try:
+            info = path.stat()
+        except OSError:  # a dangling link: the library says what is missing, if it needs it
+            continue
+        if stat.S_ISDIR(info.st_mode):
+            continue
+        if not stat.S_ISREG(info.st_mode):
+            raise SourceError(f"{what}: its {path.name} is no regular file (a FIFO, socket or device); delete it, "
+                              f"or {fix}")  # fmt: skip
+        if path.suffix == ".json" and path.name != "config.json" and info.st_size > MAX_JSON_BYTES:
+            raise SourceError(f"{what}: its {path.name} is {info.st_size:,} bytes, more than the {MAX_JSON_BYTES:,} "
+                              f"any real model's needs; delete it, or {fix}")  # fmt: skip

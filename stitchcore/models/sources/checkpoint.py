@@ -3,6 +3,8 @@
 Loading never runs pickled code: ``.pt/.pth/.bin/.ckpt`` go through
 ``torch.load(weights_only=True)``, ``.safetensors`` through safetensors.  Files written by
 :func:`save_checkpoint` carry ``{"arch", "arch_kwargs", "meta"}`` in their safetensors header.
+The same reader serves the files a hub downloaded (:func:`read_hub_weights`): a cache file is as
+untrusted as any other, whoever wrote it.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ import os
 import re
 import threading
 import warnings
-from pathlib import Path
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -25,6 +27,7 @@ from stitchcore.errors import CheckpointError
 __all__ = [
     "save_checkpoint",
     "read_checkpoint",
+    "read_hub_weights",
     "load_into",
     "classifier_rows",
     "head_names",
@@ -49,11 +52,14 @@ def _check_path(path: Path) -> None:
         raise CheckpointError(
             f"{path} is a directory, not a checkpoint; for a Hugging Face model directory use hf:{path}"
         )
+    if not path.is_file():  # a FIFO or a device (a link to /dev/zero): reading it blocks or never ends
+        raise CheckpointError(f"{path} is no regular file (a FIFO, socket or device); give a checkpoint file")
     if path.suffix.lower() not in TORCH_EXTS + (".safetensors",):
         raise CheckpointError(f"{path} has an unknown extension; use a .pt, .pth or .safetensors checkpoint")
 
 
-def _read_safetensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+def _read_safetensors(path: Path, fix: str | None = None) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """Tensors and header of a safetensors file; ``fix`` (when given) replaces the message's own fix."""
     from safetensors import safe_open
 
     try:
@@ -63,12 +69,14 @@ def _read_safetensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, st
     except Exception as e:  # SafetensorError, OSError: truncated or not safetensors at all
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise CheckpointError(
-            f"{path} is truncated or not a safetensors file ({reason}); re-save or re-download it"
+            f"{path} is truncated or not a safetensors file ({reason}); {fix or 're-save or re-download it'}"
         ) from e
     return tensors, header
 
 
-def _read_torch(path: Path) -> Any:
+def _read_torch(path: Path, fix: str | None = None) -> Any:
+    """What ``torch.load(weights_only=True)`` reads from ``path``: never a pickled callable run, never a retry
+    without weights_only.  ``fix`` (when given) replaces the messages' own fixes."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # pickle-protocol chatter from the weights-only unpickler
@@ -82,21 +90,22 @@ def _read_torch(path: Path) -> Any:
             named = f" (it names {found.group(1) or found.group(2)})" if found else ""
             raise CheckpointError(
                 f"{path} holds pickled Python objects, not only tensors{named}, and is refused for safety; "
-                "re-save it with torch.save(model.state_dict(), path) or as .safetensors"
+                f"{fix or 're-save it with torch.save(model.state_dict(), path) or as .safetensors'}"
             ) from e
         # torch's weights-only errors wrap the real cause ("Unsupported operand 149") in a long preamble
         cause = re.search(r"WeightsUnpickler error:\s*(.+)", text)
         reason = (cause.group(1) if cause else text.splitlines()[0] if text else type(e).__name__)[:120]
         raise CheckpointError(
-            f"{path} is truncated or not a PyTorch checkpoint ({reason}); re-save or re-download it"
+            f"{path} is truncated or not a PyTorch checkpoint ({reason}); {fix or 're-save or re-download it'}"
         ) from e
 
 
-def _unwrap(obj: Any, path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+def _unwrap(obj: Any, path: Path, fix: str | None = None) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """A state dict out of what torch.load returned, plus any arch info stored beside it."""
     if not isinstance(obj, dict):
         raise CheckpointError(
             f"{path} is not a checkpoint: it holds a {type(obj).__name__}, expected a state dict"
+            + (f"; {fix}" if fix else "")
         )
     info: dict[str, Any] = {}
     if isinstance(obj.get("arch"), str):
@@ -110,7 +119,7 @@ def _unwrap(obj: Any, path: Path) -> tuple[dict[str, torch.Tensor], dict[str, An
     if not obj or bad:
         what = f"key {bad[0]!r} holds a {type(obj[bad[0]]).__name__}" if bad else "it is empty"
         raise CheckpointError(
-            f"{path} is not a state dict ({what}); save one with torch.save(model.state_dict(), path)"
+            f"{path} is not a state dict ({what}); {fix or 'save one with torch.save(model.state_dict(), path)'}"
         )
     return dict(obj), info
 
@@ -151,6 +160,31 @@ def read_checkpoint(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], d
     if "arch" in info and ":" not in info["arch"]:
         info["arch"] = f"zoo:{info['arch']}"  # stitchcore headers store the bare zoo name
     return _strip_prefixes(sd), info
+
+
+def read_hub_weights(path: str | os.PathLike, model: str) -> dict[str, torch.Tensor]:
+    """The state dict in a file a hub downloaded for ``model`` (its cache file), read as :func:`read_checkpoint`
+    reads: ``.safetensors`` through safetensors, anything else through ``torch.load(weights_only=True)``.
+
+    A cache file is as untrusted as an upload (anyone who can write the cache folder chose it): one that holds
+    pickled code, is truncated, is no regular file or holds no state dict is refused in one line naming it and
+    the fix: delete it so it downloads again, or give the weights with ``@file=``.
+
+    >>> read_hub_weights("/no/such/resnet18-f37072fd.pth", "torchvision:resnet18")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    stitchcore.errors.CheckpointError: /no/such/resnet18-f37072fd.pth is no regular file; delete that file ...
+    """
+    path = Path(path)
+    fix = f"delete that file so they download again, or use {model}@file=/path/to/weights.safetensors"
+    if not path.is_file():  # gone meanwhile, or a FIFO / device planted in the cache (reading it would block)
+        raise CheckpointError(f"{path} is no regular file; {fix}")
+    if path.suffix.lower() == ".safetensors":
+        sd, _ = _read_safetensors(path, fix)
+    else:
+        sd, _ = _unwrap(_read_torch(path, fix), path, fix)
+    if not sd:
+        raise CheckpointError(f"{path} holds no tensors; {fix}")
+    return _strip_prefixes(sd)
 
 
 def classifier_rows(sd: dict[str, torch.Tensor], heads: Iterable[str]) -> int | None:

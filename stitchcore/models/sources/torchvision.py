@@ -14,6 +14,10 @@ needed); otherwise the ImageNet defaults at 224x224.
 
 Random init is built under its own RNG seeded ``seed`` (default 0, left out of the canonical ref), so
 a ref names one set of weights everywhere; ``seed=`` with pretrained weights or ``@file=`` is refused.
+
+Pretrained weights are read by :func:`~stitchcore.models.sources.checkpoint.read_hub_weights` from the torch hub
+cache (downloaded there first when missing), never by torch hub's own loader, which unpickles with
+``weights_only=False``: a pickle planted in the cache is refused in one line, and nothing of it runs.
 """
 
 from __future__ import annotations
@@ -21,19 +25,26 @@ from __future__ import annotations
 import difflib
 import logging
 import os
+import threading
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
 
 from torch import nn
 
-from stitchcore.errors import RefError, SourceError
+from stitchcore.errors import CheckpointError, RefError, SourceError
 from stitchcore.models.loaded import IMAGENET_MEAN, IMAGENET_STD, LoadedModel, hub_image_model, seeded_init
 from stitchcore.models.preprocess import Preprocess
 from stitchcore.models.refs import ModelRef, parse_seed, random_twin
 from stitchcore.models.sources._hub import host_reachable, refuse_seed
 from stitchcore.models.sources._registry import register_arch_builder, register_source
-from stitchcore.models.sources.checkpoint import classifier_rows, head_names, load_into, read_checkpoint
+from stitchcore.models.sources.checkpoint import (
+    classifier_rows,
+    head_names,
+    load_into,
+    read_checkpoint,
+    read_hub_weights,
+)
 
 __all__ = ["build_for_file", "load_torchvision", "torchvision_preprocess"]
 
@@ -174,10 +185,72 @@ def _offline_message(name: str, reason: str = "") -> str:
     )
 
 
+def _cached_path(url: str) -> str:
+    """Where torch hub keeps the file of ``url``: ``$TORCH_HOME/hub/checkpoints/<its name>``."""
+    import torch.hub
+
+    return os.path.join(torch.hub.get_dir(), "checkpoints", os.path.basename(urlparse(url).path))
+
+
+def _pretrained_state_dict(name: str, weights: Any) -> dict[str, Any]:
+    """The state dict of ``weights`` from the torch hub cache, downloaded there first when missing (checked
+    against the hash in its name), read without running anything pickled in it."""
+    import torch.hub
+
+    cached = _cached_path(weights.url)
+    if not os.path.exists(cached):
+        if not host_reachable(urlparse(weights.url).hostname or ""):
+            raise SourceError(_offline_message(name))
+        named = torch.hub.HASH_REGEX.search(os.path.basename(cached))
+        try:
+            os.makedirs(os.path.dirname(cached), exist_ok=True)
+            torch.hub.download_url_to_file(weights.url, cached, named.group(1) if named else None, progress=False)
+        except (OSError, RuntimeError, ValueError) as e:  # URLError is an OSError; a wrong hash a RuntimeError
+            reason = (str(e).splitlines() or [type(e).__name__])[0][:160]
+            raise SourceError(_offline_message(name, reason)) from e
+    return read_hub_weights(cached, f"torchvision:{name}")
+
+
+_LOADER_LOCK = threading.Lock()  # torchvision's weight loader is swapped while one pretrained model is built
+
+
+def _build_pretrained(name: str, weights: Any, sd: dict[str, Any]) -> nn.Module:
+    """``get_model(name, weights=weights)`` with ``sd`` as the weights' state dict.
+
+    The builders know what the weights need (head size, aux heads, renamed keys) and fetch them through
+    ``torchvision.models._api.load_state_dict_from_url`` (torch hub's, which unpickles with
+    ``weights_only=False``); while this model is built that name hands out ``sd``, already read safely.
+    """
+    import torchvision
+    import torchvision.models as tvm
+    from torchvision.models import _api
+
+    def already_read(url: str, *_args: Any, **_kwargs: Any) -> dict[str, Any]:
+        if url != weights.url:
+            raise SourceError(f"torchvision:{name} asked for a second weights file ({url}); "
+                              f"use torchvision:{name}@file=/path/to/weights.pth")  # fmt: skip
+        return sd
+
+    if not callable(getattr(_api, "load_state_dict_from_url", None)):  # a torchvision that loads another way
+        raise SourceError(f"torchvision {torchvision.__version__} loads pretrained weights in a way StitchLab "
+                          f"cannot check; use torchvision:{name}@file=/path/to/weights.pth")  # fmt: skip
+    with _LOADER_LOCK:
+        hub_loader = _api.load_state_dict_from_url
+        _api.load_state_dict_from_url = already_read
+        try:
+            return tvm.get_model(name, weights=weights)
+        except (KeyError, RuntimeError, ValueError) as e:  # the cached file's tensors do not fit the model
+            reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
+            raise CheckpointError(f"the downloaded weights {_cached_path(weights.url)} do not fit "
+                                  f"torchvision:{name} ({reason}); delete that file so they download again, "
+                                  f"or use torchvision:{name}@file=/path/to/weights.pth") from e  # fmt: skip
+        finally:
+            _api.load_state_dict_from_url = hub_loader
+
+
 @register_source("torchvision")
 def load_torchvision(ref: ModelRef, store: Any = None) -> LoadedModel:
     """Load ``torchvision:NAME[@file=PATH][?weights=DEFAULT|NAME|none&num_classes=N&seed=S]``."""
-    import torch.hub
     import torchvision.models as tvm
 
     for key, _ in ref.params:
@@ -204,13 +277,6 @@ def load_torchvision(ref: ModelRef, store: Any = None) -> LoadedModel:
             f"num_classes={num_classes} needs random init: "
             f"torchvision:{ref.name}?weights=none&num_classes={num_classes}"
         )
-    cached = os.path.join(torch.hub.get_dir(), "checkpoints", os.path.basename(urlparse(weights.url).path))
-    if not os.path.exists(cached) and not host_reachable(urlparse(weights.url).hostname or ""):
-        raise SourceError(_offline_message(ref.name))
-    try:
-        model = tvm.get_model(ref.name, weights=weights)
-    except (OSError, RuntimeError, ValueError) as e:  # URLError is an OSError
-        reason = (str(e).splitlines() or [type(e).__name__])[0][:160]
-        raise SourceError(_offline_message(ref.name, reason)) from e
+    model = _build_pretrained(ref.name, weights, _pretrained_state_dict(ref.name, weights))
     classes = len(weights.meta.get("categories", ())) or None
     return _finisher(ref.name, str(ref), weights, f"pretrained:{weights.name}", classes)(model)
