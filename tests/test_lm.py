@@ -124,7 +124,7 @@ def test_width_and_vocab_errors(lm_store, tmp_path):
 
     from tests.lm_helpers import tiny_recipe
 
-    ref = run_experiment("zoo", replace(tiny_recipe(0), dataset=f"file:{other}"), store).record.summary["ref"]
+    ref = run_experiment("zoo", replace(tiny_recipe(0), dataset=f"file:{other}", data_id="auto"), store).record.summary["ref"]
     with pytest.raises(DataError, match="different vocabularies"):
         run_experiment("merge", MergeSpec(a=a, b=ref, start=1, **QUICK), store)
 

@@ -98,6 +98,8 @@ _BY_KIND: dict[str, dict[str, FieldWords]] = {
         "finetune_lr": _W("Fine-tuning learning rate", "empty: the recipe's learning rate"),
         "start": _W("Start from", "a trained model whose weights it starts from; empty: random weights"),
         "keep_epochs": _W("Kept checkpoints", "the epochs whose weights are kept too (0: the starting weights)"),
+        "data_id": _W("The files' identity", "an image folder's or text file's path and a fingerprint of its files, "
+                      "measured when the recipe is made: other files give another model"),
         "augment": _W("Augmentation", "none, crop-flip or resized-crop-flip (a flipped digit is another digit)"),
     },
     "stitch": {
