@@ -82,3 +82,14 @@ def test_the_store_refuses_a_list_limit_sqlite_cannot_hold(tmp_path):
             with pytest.raises(StoreError, match=r"^limit must be a whole number 0 \.\. 1000000000"):
                 store.list_runs(limit=limit)
         assert store.list_runs(limit=0) == [] and store.list_runs(limit=10**9) == []
+
+
+@pytest.mark.parametrize("text", ["²", "h.²", "9" * 5000, "h." + "9" * 50, "٣"])
+def test_a_residual_position_from_a_link_or_lesson_is_a_cut_error(text):
+    """The Language page and lessons pass a link's position straight to parse_position: ``"²".isdigit()`` is
+    True, so int() raised ValueError there before; now one CutError line naming the positions."""
+    from stitchcore.errors import CutError
+    from stitchcore.lm.parts import parse_position
+
+    with pytest.raises(CutError, match=r"no residual cut .*use drop, h\.0 \.\. h\.3 or a position 0\.\.4"):
+        parse_position(text, 4)

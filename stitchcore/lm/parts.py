@@ -256,17 +256,28 @@ def cut_name(family: str, k: int) -> str:
 
 
 def parse_position(text: str | int, n_layer: int) -> int:
-    """A residual position from an int or a cut name (``drop``, ``h.K``, ``transformer.h.K`` ...)."""
-    if isinstance(text, int) or (isinstance(text, str) and text.strip().lstrip("-").isdigit()):
+    """A residual position from an int or a cut name (``drop``, ``h.K``, ``transformer.h.K`` ...); ASCII digits
+    only, at most 9 of them (``²`` or a 5,000-digit number is a CutError, not a ValueError).
+
+    >>> parse_position("h.1", 4), parse_position(3, 4), parse_position("drop", 4)
+    (2, 3, 0)
+    """
+    def digits(t: str) -> bool:
+        return t.isascii() and t.isdigit() and len(t) <= 9
+
+    if isinstance(text, bool):
+        text = str(text)
+    if isinstance(text, int) or (isinstance(text, str) and digits(text.strip().removeprefix("-"))):
         k = int(text)
     else:
         tail = str(text).split("transformer.")[-1]
         if tail == "drop":
             k = 0
-        elif tail.startswith("h.") and tail[2:].isdigit():
+        elif tail.startswith("h.") and digits(tail[2:]):
             k = int(tail[2:]) + 1
         else:
-            raise CutError(f"no residual cut {text!r}; use drop, h.0 .. h.{n_layer - 1} or a position 0..{n_layer}")
+            shown = repr(text) if len(repr(text)) <= 40 else repr(text)[:37] + "..."
+            raise CutError(f"no residual cut {shown}; use drop, h.0 .. h.{n_layer - 1} or a position 0..{n_layer}")
     if not 0 <= k <= n_layer:
         raise CutError(f"position {k} is outside 0..{n_layer} (the model has {n_layer} blocks)")
     return k
