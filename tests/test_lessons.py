@@ -94,7 +94,7 @@ def test_a_good_lesson_parses_with_models_resolved_and_todays_defaults():
     ("steps/1/spec/a", "@C", "step 2 ('Stitch'), field 'spec.a': '@C' names no model of the lesson (its models: @A, @B)"),
     ("steps/1/open/epochs", {"min": 3, "max": 5}, "field 'open.epochs': the step's own value 2 is outside 3 to 5"),
     ("steps/1/open/epochs", {"min": 0.5, "max": 5}, "field 'open.epochs': epochs takes whole numbers"),
-    ("steps/1/open/epochs", {"min": 5, "max": 0}, "field 'open.epochs': min and max are numbers with min <= max"),
+    ("steps/1/open/epochs", {"min": 5, "max": 0}, "field 'open.epochs': min and max are numbers with min < max"),
     ("steps/1/open/epochs", {"choices": [2]}, "field 'open.epochs': choices is a list of at least two values"),
     ("steps/1/open/epochs", {"min": 0, "max": 5, "choices": [1, 2]}, "give either \"choices\" or \"min\" and \"max\""),
     ("steps/1/open/adapter.init", {"choices": ["lstsq", "magic"]}, "field 'open.adapter.init': unknown adapter init 'magic'"),
@@ -115,12 +115,88 @@ def test_a_good_lesson_parses_with_models_resolved_and_todays_defaults():
     ("title", None, "lesson 'demo', field 'title': missing"),
     ("steps", [], "lesson 'demo', field 'steps': missing; give a list of 1 to 10 steps"),
     ("colour", "red", "lesson 'demo': unknown key(s) ['colour']"),
+    # -- issue 45: every field with a wrong type, a non-finite or huge number, a huge string, an unknown key
+    ("steps/1/spec/adapter", [1], "field 'spec.adapter': adapter takes a JSON object of its fields, not [1]"),
+    ("steps/1/spec/adapter", "linear", "field 'spec.adapter': adapter takes a JSON object of its fields"),
+    ("steps/1/spec/adapter", {"kind": "linear", "init": 3}, "field 'spec.adapter.init': adapter.init takes text, not 3"),
+    ("steps/1/spec/a", 5, "field 'spec.a': a takes text, not 5"),
+    ("steps/1/spec/a", ["@A"], "field 'spec.a': a takes text, not ['zoo:cnn-digits-s0']"),
+    ("steps/1/spec/seed", 2**40, "seed must be a whole number 0 .. 2147483647 (got 1099511627776)"),
+    ("steps/1/spec/seed", 2**70, "field 'spec.seed': 1180591620717411303424 is too large; a lesson's whole numbers"),
+    ("steps/1/spec/lr", float("nan"), "field 'spec.lr': nan is not a number a lesson can hold; write a finite number"),
+    ("steps/1/spec/lr", float("-inf"), "field 'spec.lr': -inf is not a number a lesson can hold"),
+    ("steps/1/spec/cut_a", json.loads("[" * 20 + "]" * 20), "nests lists and objects more than 16 deep"),
+    ("steps/1/spec/" + "k" * 200, 1, "is a key of 200 characters; keys are field names, at most 100"),
+    ("steps/1/spec", [1], "step 2 ('Stitch'), field 'spec': a list; give the stitch spec's fields as a JSON object"),
+    ("steps/1/kind", ["stitch"], "field 'kind': ['stitch'] is not a run kind; name a run kind"),
+    ("steps/1/kind", "k" * 10_000, "field 'kind': unknown experiment kind 'kkkk"),
+    ("steps/1/title", ["Stitch"], "step 2, field 'title': must be a string, not list"),
+    ("steps/1/title", "x" * 201, "field 'title': is 201 characters; at most 200: shorten it"),
+    ("steps/1/title", "Stitch\x1b[2J", "field 'title': holds the control character '\\x1b'; write plain text"),
+    ("steps/1/title", "Stitch\nor not", "field 'title': holds a line break; write plain text"),
+    ("steps/1/text", {"md": "x"}, "field 'text': must be a string, not dict"),
+    ("steps/1/text", "a\x00b", "field 'text': holds the control character '\\x00'; write text"),
+    ("steps/1/beside", "3", "field 'beside': names another step of this lesson"),
+    ("steps/1", [1], "step 2: a step is a JSON object with title, text, kind and spec"),
+    ("steps/1/open", [1], "field 'open': must map a spec field to {\"choices\": [...]}"),
+    ("steps/1/open/epochs", {"min": 2, "max": 2}, "field 'open.epochs': min and max are numbers with min < max (got 2, 2)"),
+    ("steps/1/open/epochs", {"min": 0, "max": 1e30}, "min and max lie within -9,007,199,254,740,991 and 9,007,"),
+    ("steps/1/open/lr", {"min": 0.001, "max": 1e16}, "field 'open.lr': min and max lie within"),
+    ("steps/1/open/epochs", {"min": 0, "max": float("inf")}, "field 'open.epochs.max': inf is not a number"),
+    ("steps/1/open/epochs", {"min": "0", "max": 5}, "min and max are numbers with min < max (got '0', 5)"),
+    ("steps/1/open/epochs", {"min": False, "max": 5}, "min and max are numbers with min < max (got False, 5)"),
+    ("steps/1/open/epochs", {"min": 0, "max": 5, "label": [1]}, "field 'open.epochs.label': must be a string"),
+    ("steps/1/open/epochs", {"min": 0, "max": 5, "label": "L" * 1000}, "field 'open.epochs.label': is 1,000 characters"),
+    ("steps/1/open/epochs", {"min": 0, "max": 5, "help": "h" * 5000}, "field 'open.epochs.help': is 5,000 characters; at most 500"),
+    ("steps/1/open/epochs", {"min": 0, "max": 5, "help": "a\nb"}, "field 'open.epochs.help': holds a line break"),
+    ("steps/1/open/cut_a", {"choices": ["block2", [1]]}, "each choice is one value (text, a number, true, false or null), not [1]"),
+    ("steps/1/open/cut_a", {"choices": ["block2", "block2"]}, "the choice 'block2' is given twice"),
+    ("steps/0/open/seed", {"choices": [0, "0", 1]}, "field 'open.seed': the choice 0 is given twice (or as another value that reads the same in a link)"),
+    ("steps/0/open/seed", {"choices": list(range(51))}, "field 'open.seed': choices offers at most 50 values (got 51)"),
+    ("steps/1/open/adapter", {"choices": ["x", "y"]}, "field 'open.adapter.init': opens 'adapter' and a field inside it"),
+    ("models/A/seed", 2**70, "field 'models.A.seed': 1180591620717411303424 is too large"),
+    ("models/A/seed", 2**40, "field 'models.A': seed must be a whole number 0 .. 2147483647 (got 1099511627776)"),
+    ("models", [1], "field 'models': must map a name to a zoo recipe"),
+    ("models", {f"M{i}": {"seed": i} for i in range(21)}, "field 'models': a lesson trains at most 20 models (got 21)"),
+    ("format", True, "field 'format': this StitchLab reads lesson format 1, not True"),
+    ("format", "1", "field 'format': this StitchLab reads lesson format 1, not '1'"),
+    ("name", 5, "lesson '?', field 'name': a lesson's name is lower-case letters"),
+    ("name", "a" * 100_000, "field 'name': a lesson's name is lower-case letters"),
+    ("title", "x" * 100_000, "lesson 'demo', field 'title': is 100,000 characters; at most 200"),
+    ("title", "Demo\u202egnp.exe", "field 'title': holds the control character '\\u202e'"),
+    ("summary", ["x"], "field 'summary': must be a string, not list"),
+    ("summary", "a\x1bb", "field 'summary': holds the control character '\\x1b'; write text"),
+    ("summary", "\ud800", "field 'summary': holds '\\ud800', half of a character (a lone surrogate)"),
+    ("steps", {"1": {}}, "field 'steps': must be a list, not an object; give a list of 1 to 10 steps"),
+    ("steps", [{}] * 100_000, "field 'steps': a lesson has at most 10 steps (got 100000); split it in two"),
+    ("k" * 1000, 1, "lesson 'demo', field 'kkkkkkkkkkkkkkkkkkkk...': is a key of 1,000 characters"),
+    ("colour" + "s" * 90, "red", "lesson 'demo': unknown key(s) ['colourssssss"),
+    ("colour" + "s" * 90, "red", "...]; known: ['format', 'models', 'name', 'steps', 'summary', 'title']"),
 ])  # fmt: skip
 def test_a_bad_lesson_is_refused_naming_the_step_and_the_field(path, value, says):
     with pytest.raises(LessonError) as exc:
         parse_lesson(_with(path, value))
     assert says in str(exc.value)
     assert isinstance(exc.value, StitchError)  # the CLI prints it on one line and exits 2
+    assert "\n" not in str(exc.value) and len(str(exc.value)) <= 600  # one line, never a whole huge value
+
+
+@pytest.mark.parametrize(("path", "says"), [
+    ("steps/1/spec/epochs", r"step 2 \('Stitch'\), field 'spec(\.epochs)?': epochs (takes|must be) a whole number"),
+    ("steps/1/open/epochs", r"step 2 \('Stitch'\), field 'open\.epochs': epochs (takes|must be) a whole number"),
+    ("models/A/epochs", r"lesson 'demo', field 'models\.A': epochs (takes|must be) a whole number"),
+])  # fmt: skip
+def test_a_whole_number_field_refuses_a_fraction(path, says):
+    """``"epochs": 2.5`` (a TypeError when it ran): refused by the spec's own check or by the lesson's types."""
+    value = {"choices": [2, 2.5]} if path.endswith("open/epochs") else 2.5
+    with pytest.raises(LessonError, match=says):
+        parse_lesson(_with(path, value))
+
+
+def test_what_is_not_a_lesson_object_is_one_line():
+    for value, says in (([1, 2], "not a list"), ("lesson", "not text"), (None, "not null"), (3, "not a number")):
+        with pytest.raises(LessonError, match=f"a lesson file holds one JSON object .*, {says}$"):
+            parse_lesson(value)
 
 
 def test_presets_and_limits():
@@ -142,6 +218,11 @@ def test_presets_and_limits():
                 preset = get_preset(s.source["preset"])
                 assert step_run(s).run_id == run_id_for("sweep", preset.sweeps[s.source.get("sweep", 1) - 1].to_dict())
     assert [r.relabel for r in step.models] == [(3, 8), None]  # the preset's recipes come with it
+    for raw, says in (({"preset": ["inheritance"]}, r"field 'preset': names a Traits preset, e\.g\. \"inheritance\""),
+                      ({"preset": "inheritance", "sweep": True}, r"field 'sweep': preset 'inheritance' has sweeps 1"),
+                      ({"preset": "inheritance", "spec": [1]}, r"field 'spec': the fields of the preset's sweep")):
+        with pytest.raises(LessonError, match=says):  # a TypeError ([1] is not a mapping) before
+            parse_lesson({**GOOD, "steps": [{"title": "T", "text": "", **raw}]})
     for bad in ("[1, 2]", "not json", b"\xff\xfe"):
         with pytest.raises(LessonError, match="a lesson file holds one JSON object|is not JSON"):
             read_lesson(bad)

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from stitchcore.lessons import Lesson, Step
     from stitchcore.store.results import Store
 
-__all__ = ["COMMANDS", "add_verbs"]
+__all__ = ["COMMANDS", "add_verbs", "step_numbers"]
 
 
 def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -38,17 +39,39 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
 
 
 def _lesson(text: str, store: Store) -> Lesson:
-    """A lesson by name, or read from a ``.json`` file."""
-    from stitchcore.lessons import get_lesson, read_lesson
+    """A lesson by name, or read from a file (a ``.json`` name, a path, or a file that is there); a device, a FIFO
+    or a folder given as the file is one line, never read."""
+    from stitchcore.lessons import get_lesson, read_lesson_file
 
-    path = Path(text)
-    if text.endswith(".json") or path.is_file():
-        if not path.is_file():
-            from stitchcore.errors import StitchError
-
-            raise StitchError(f"no lesson file {text}; give a lesson's name (lessons list) or a .json file")
-        return read_lesson(path.read_bytes(), where=str(path))
+    if text.endswith(".json") or "/" in text or os.path.lexists(text) and not os.path.isdir(text):
+        return read_lesson_file(Path(text))
     return get_lesson(text, store)
+
+
+def step_numbers(text: str, count: int) -> list[int]:
+    """``--steps``: comma-separated step numbers of a lesson of ``count`` steps, each once, in ASCII digits.
+
+    >>> step_numbers("1,3", 3)
+    [1, 3]
+    >>> step_numbers("1,,2", 3)
+    Traceback (most recent call last):
+    ...
+    stitchcore.errors.StitchError: --steps takes step numbers 1 to 3 separated by commas, e.g. --steps 1,2 (got '1,,2')
+    """
+    from stitchcore.errors import StitchError
+
+    shown = repr(text) if len(text) <= 40 else repr(text[:37]) + "..."
+    parts = text.split(",")
+    if not all(p.strip().isascii() and p.strip().isdigit() for p in parts):
+        raise StitchError(f"--steps takes step numbers 1 to {count} separated by commas, e.g. --steps 1,2 "
+                          f"(got {shown})")  # fmt: skip
+    numbers = [int(p) for p in parts]
+    if bad := [n for n in numbers if not 1 <= n <= count]:
+        said = str(bad[0]) if len(str(bad[0])) <= 20 else str(bad[0])[:17] + "..."
+        raise StitchError(f"--steps: this lesson has steps 1 to {count}, not {said}")
+    if len(set(numbers)) < len(numbers):
+        raise StitchError(f"--steps names a step twice (got {shown}); give each once")
+    return numbers
 
 
 def _cmd_list(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
@@ -84,7 +107,7 @@ def _cmd_run(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
     check_device(args)
     set_threads(args)
     lesson = _lesson(args.lesson, store)
-    steps = [int(s) for s in args.steps.split(",")] if args.steps else None
+    steps = step_numbers(args.steps, len(lesson.steps)) if args.steps is not None else None
     def said(step: Step) -> None:
         bar.close()
         if not args.quiet:

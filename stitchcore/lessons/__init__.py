@@ -22,6 +22,7 @@ from stitchcore.lessons.library import (
     get_lesson,
     lesson_json,
     read_lesson,
+    read_lesson_file,
     save_lesson,
     shipped_lessons,
 )
@@ -31,5 +32,6 @@ from stitchcore.lessons.values import StudentValues, student_values
 
 __all__ = ["Control", "Lesson", "LessonError", "Step", "StepRun", "StudentValues", "add_run", "add_step", "catalog",
            "compare_runs", "get_lesson", "lesson_json", "lesson_progress", "lesson_report", "missing_models",
-           "move_step", "new_lesson", "parse_lesson", "read_lesson", "remove_step", "run_lesson", "run_numbers",
-           "save_lesson", "shipped_lessons", "step_from_run", "step_numbers", "step_run", "student_values"]
+           "move_step", "new_lesson", "parse_lesson", "read_lesson", "read_lesson_file", "remove_step", "run_lesson",
+           "run_numbers", "save_lesson", "shipped_lessons", "step_from_run", "step_numbers", "step_run",
+           "student_values"]

@@ -23,7 +23,16 @@ from typing import Any
 from stitchcore.errors import StitchError
 from stitchcore.experiments import get_experiment, spec_from_record
 from stitchcore.experiments.field_words import field_words
-from stitchcore.lessons.lesson import FORMAT, MAX_STEPS, NAME, NAME_RULE, RESERVED, LessonError, Step
+from stitchcore.lessons.lesson import (
+    FORMAT,
+    MAX_STEPS,
+    MAX_TITLE,
+    NAME,
+    NAME_RULE,
+    RESERVED,
+    LessonError,
+    Step,
+)
 from stitchcore.store.results import RunRecord
 
 __all__ = ["add_run", "add_step", "choice_values", "control_words", "default_range", "move_step", "new_lesson",
@@ -43,10 +52,21 @@ def step_from_run(rec: RunRecord) -> dict[str, Any]:
     """A step that shows the stored run ``rec``: its kind and every field of its spec written out (a stored dict
     leaves out fields at their LEGACY values, which a lesson would read as today's defaults: another run).
 
-    The step's run id is ``rec.id``; its text is left for the teacher to write.
+    The step's run id is ``rec.id``; its text is left for the teacher to write.  Its title is the run's label,
+    on one line and cut to :data:`~stitchcore.lessons.lesson.MAX_TITLE` characters (a lesson's titles are short).
     """
-    return {"title": rec.label or f"A {rec.kind} run", "text": "", "kind": rec.kind,
+    return {"title": _short(rec.label or f"A {rec.kind} run"), "text": "", "kind": rec.kind,
             "spec": spec_from_record(rec).all_fields()}
+
+
+def _short(title: str) -> str:
+    """``title`` on one line (control characters as spaces) and at most :data:`MAX_TITLE` characters.
+
+    >>> _short("a\\nb"), len(_short("x" * 1000))
+    ('a b', 200)
+    """
+    title = "".join(" " if ord(ch) < 32 or 127 <= ord(ch) < 160 else ch for ch in title)
+    return title if len(title) <= MAX_TITLE else title[: MAX_TITLE - 3] + "..."
 
 
 def add_run(data: dict[str, Any], rec: RunRecord, at: int | None = None) -> dict[str, Any]:
@@ -113,7 +133,10 @@ def _shown(value: Any) -> str:
 
 def _titled(base: str, spec: Mapping[str, Any], fields: list[str]) -> str:
     flat = _flat(spec)
-    return f"{base} ({', '.join(f'{f} {_shown(flat.get(f))}' for f in fields)})"
+    said = _short(f" ({', '.join(f'{f} {_shown(flat.get(f))}' for f in fields)})")
+    if len(base) + len(said) > MAX_TITLE and len(said) <= MAX_TITLE // 2:  # the values kept: they tell steps apart
+        base = base[: MAX_TITLE - len(said) - 3] + "..."
+    return _short(base + said)
 
 
 def add_step(data: dict[str, Any], step: dict[str, Any], at: int | None = None) -> dict[str, Any]:
@@ -239,7 +262,7 @@ def choice_values(text: str) -> list[Any]:
             continue
         try:
             value = json.loads(part)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON (or a number past Python's digits, brackets past reason)
             value = part
         out.append(value if isinstance(value, (int, float, str, bool)) or value is None else part)
     if not out:

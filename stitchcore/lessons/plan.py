@@ -24,7 +24,7 @@ from stitchcore.errors import Cancelled, RunBusy, StitchError
 from stitchcore.experiments import RunOutcome, get_experiment, run_experiment
 from stitchcore.experiments.trait_presets import zoo_ref
 from stitchcore.experiments.zoo_recipe import ZooRecipe
-from stitchcore.lessons.lesson import Lesson, LessonError, Step
+from stitchcore.lessons.lesson import Lesson, LessonError, Step, one_line
 from stitchcore.lessons.values import student_values
 from stitchcore.models.refs import parse_ref
 from stitchcore.models.sources.zoo import find_zoo_run
@@ -86,13 +86,14 @@ def missing_models(lesson: Lesson, store: Store) -> list[str]:
     problems = []
     for step in lesson.steps:
         for field, ref in _model_fields(step.spec):
-            name = parse_ref(ref).name
-            if f"zoo:{name}" in made:
-                continue
             try:
+                name = parse_ref(ref).name
+                if f"zoo:{name}" in made:
+                    continue
                 find_zoo_run(store, name)
             except StitchError as exc:
-                problems.append(f"lesson {lesson.name!r}, step {step.number} ({step.title!r}), field {field!r}: {exc}")
+                problems.append(one_line(f"lesson {lesson.name!r}, step {step.number} ({step.title!r}), field "
+                                         f"{field!r}: {exc}"))  # fmt: skip
     return problems
 
 
@@ -111,10 +112,15 @@ def run_lesson(lesson: Lesson, store: Store, *, steps: list[int] | None = None,
     runs come back at once); returns each step's outcome.  ``on_step(step)`` is called as each begins;
     ``run_kw`` go to every ``run_experiment`` (progress, device, cancel ...).  The CLI's ``lessons run``
     (a teacher computing a lesson before class) and the tests use it."""
+    numbers = list(steps) if steps else list(range(1, len(lesson.steps) + 1))
+    for number in numbers:  # every number checked before anything runs
+        if isinstance(number, bool) or not isinstance(number, int):
+            raise LessonError(f"lesson {lesson.name!r}: steps are numbered 1 to {len(lesson.steps)}, not {number!r}")
+        lesson.step(number)
     if problems := missing_models(lesson, store):
         raise LessonError(problems[0])
     outcomes = []
-    for number in steps or range(1, len(lesson.steps) + 1):
+    for number in numbers:
         run = step_run(lesson.step(number))
         if on_step is not None:
             on_step(run.step)

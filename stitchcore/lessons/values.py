@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from stitchcore.lessons.checks import shown
 from stitchcore.lessons.lesson import RESERVED, Control, Step, get_field, set_field
 
 __all__ = ["StudentValues", "student_values"]
@@ -60,10 +61,10 @@ def _held(control: Control, raw: Any, own: Any) -> tuple[Any, str | None]:
         for choice in control.choices:
             if raw == choice or str(raw) == str(choice):
                 return choice, None
-        return own, f"{control.label} {raw!r} is not one this step offers ({control.describe()}): using {own!r}"
+        return own, f"{control.label} {shown(raw)} is not one this step offers ({control.describe()}): using {own!r}"
     value = _parse_number(control, raw)
     if value is None:
-        return own, f"{control.label} {raw!r} is not a number: using {own:g}"
+        return own, f"{control.label} {shown(raw)} is not a number: using {own:g}"
     assert control.low is not None and control.high is not None  # a range control has both ends (parse_lesson)
     held = min(max(value, control.low), control.high)
     if control.integer:
@@ -89,5 +90,5 @@ def student_values(step: Step, given: Mapping[str, Any]) -> StudentValues:
             changed[control.field] = value
     for field in given:
         if field not in values and field not in RESERVED:
-            notes.append(f"{field} is not open in this step: ignored")
+            notes.append(f"{field if len(field) <= 40 else field[:37] + '...'} is not open in this step: ignored")
     return StudentValues(values, changed, tuple(notes))
