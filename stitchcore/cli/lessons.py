@@ -14,7 +14,17 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stitchcore.cli._common import CTRL_C, Command, ProgressBar, check_device, emit, set_threads, took
+from stitchcore.cli._common import (
+    CTRL_C,
+    Command,
+    ProgressBar,
+    check_device,
+    emit,
+    out_path,
+    safe,
+    set_threads,
+    took,
+)
 
 if TYPE_CHECKING:
     from stitchcore.lessons import Lesson, Step
@@ -35,7 +45,7 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     lr.add_argument("--steps", default=None, help="comma-separated step numbers (default: every step)")
     lp = sub.add_parser("report", parents=[common], help="write a lesson and its computed steps as one offline HTML file")
     lp.add_argument("lesson", help="a lesson's name, or a lesson file (.json)")
-    lp.add_argument("--out", required=True, metavar="FILE.html", help="the file to write")
+    lp.add_argument("--out", required=True, type=out_path, metavar="FILE.html", help="the file to write")
 
 
 def _lesson(text: str, store: Store) -> Lesson:
@@ -80,8 +90,8 @@ def _cmd_list(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
     lessons, problems = catalog(store)
     rows = [{"name": lesson.name, "title": lesson.title, "steps": len(lesson.steps),
              "computed": sum(s == "done" for s in lesson_progress(lesson, store))} for lesson in lessons]  # fmt: skip
-    lines = [f"{r['name']:28s} {r['computed']}/{r['steps']} computed  {r['title']}" for r in rows]
-    lines += [f"unreadable: {p}" for p in problems]
+    lines = [f"{safe(r['name']):28s} {r['computed']}/{r['steps']} computed  {safe(r['title'])}" for r in rows]
+    lines += [f"unreadable: {safe(p)}" for p in problems]
     emit(args, {"lessons": rows, "problems": problems}, "\n".join(lines) or "(no lessons)")
 
 
@@ -124,7 +134,9 @@ def _cmd_run(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
 
 def _cmd_report(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
     from stitchcore.lessons.export import write_lesson_report
+    from stitchcore.store.disk import out_file
 
+    out_file(args.out)  # a bad --out is named even when no step is computed yet
     lesson = _lesson(args.lesson, store)
     info = write_lesson_report(lesson, store, args.out)
     emit(args, {"lesson": lesson.name, "out": str(info.path), "bytes": info.bytes},

@@ -63,7 +63,8 @@ _ALIASES = {
 }
 
 _KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
-_SEED_RE = re.compile(r"^[0-9]+$")
+_SEED_RE = re.compile(r"^[0-9]{1,10}$")  # ASCII digits; 2**31 - 1 has 10 (a 5,000-digit int() raises)
+MAX_REF_SEED = 2**31 - 1  # as experiments._spec.MAX_SEED: numpy, torch and random all take it
 # Schemes whose seed= defaults to 0 and is then left out of the canonical ref. Not zoo:, whose stored
 # specs already spell ?init=random&seed=0 out (its run ids must not move).
 _SEED_DEFAULT_DROPPED = ("timm", "torchvision", "hf")
@@ -157,8 +158,9 @@ def parse_seed(ref: ModelRef) -> int:
     value = ref.param("seed")
     if value is None:
         return 0
-    if not _SEED_RE.match(value):
-        raise RefError(f"bad seed {value!r} in {ref}; write seed=N, N a whole number like 0 or 1")
+    if not _SEED_RE.match(value) or int(value) > MAX_REF_SEED:
+        shown = repr(value) if len(value) <= 24 else repr(value[:21]) + "..."
+        raise RefError(f"bad seed {shown} in {ref.scheme}:{ref.name}; write seed=N, N a whole number 0 .. {MAX_REF_SEED}")
     return int(value)
 
 

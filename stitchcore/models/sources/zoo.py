@@ -19,7 +19,7 @@ from stitchcore.models.archs import create_arch
 from stitchcore.models.loaded import LoadedModel, seeded_init
 from stitchcore.models.memory import check_buildable
 from stitchcore.models.preprocess import Preprocess
-from stitchcore.models.refs import ModelRef
+from stitchcore.models.refs import ModelRef, parse_seed
 from stitchcore.models.sources._registry import ARCH_BUILDERS, register_source
 from stitchcore.models.sources.checkpoint import load_into, read_checkpoint
 from stitchcore.store.claims import run_names
@@ -107,10 +107,7 @@ def zoo_options(ref: ModelRef) -> tuple[str, int | None]:
         return init, (0 if init == "random" else None)
     if init != "random":
         raise RefError(f"seed= in {ref} is for random weights; add init=random (zoo:NAME?init=random&seed=N)")
-    try:
-        return init, int(seed)
-    except ValueError:
-        raise RefError(f"bad seed {seed!r} in {ref}; write seed=N, N a whole number like 0 or 1") from None
+    return init, parse_seed(ref)  # ASCII digits, 0 .. 2**31 - 1, said in one line
 
 
 def zoo_epoch(ref: ModelRef) -> int | None:
@@ -125,8 +122,9 @@ def zoo_epoch(ref: ModelRef) -> int | None:
         return None
     if ref.param("init") is not None:
         raise RefError(f"{ref}: epoch= names a checkpoint of the trained run; leave out init= and seed=")
-    if not epoch.isdigit():
-        raise RefError(f"bad epoch {epoch!r} in {ref}; write epoch=K, K a whole number like 0 or 5")
+    if not (epoch.isascii() and epoch.isdigit() and len(epoch) <= 5):  # not "²", not 5,000 digits
+        shown = repr(epoch) if len(epoch) <= 24 else repr(epoch[:21]) + "..."
+        raise RefError(f"bad epoch {shown} in {ref.scheme}:{ref.name}; write epoch=K, K a whole number like 0 or 5")
     return int(epoch)
 
 
