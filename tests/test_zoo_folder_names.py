@@ -341,3 +341,19 @@ def test_a_bad_recipe_is_one_line_naming_the_fix_and_stores_nothing(folders, tmp
 
 def test_the_table_is_large():
     assert len(BAD) == len(set(BAD)) >= 23
+
+
+def test_a_lesson_step_whose_student_picks_another_folder_is_named_for_that_folder(folders):
+    """A zoo step opening ``dataset``: the student's folder is measured (its own data_id and name), not refused
+    for the lesson's folder's identity and never trained under the lesson folder's name."""
+    from stitchcore.lessons import parse_lesson, step_run
+
+    a, b = f"imagefolder:{folders['a']}", f"imagefolder:{folders['b']}"
+    lesson = parse_lesson({"format": 1, "name": "folders", "title": "Folders", "summary": "",
+                           "steps": [{"title": "Train", "text": "", "kind": "zoo",
+                                      "spec": {"dataset": a, "epochs": 1, "image_size": 8},
+                                      "open": {"dataset": {"choices": [a, b]}}}]})  # fmt: skip
+    own, picked = step_run(lesson.steps[0]), step_run(lesson.steps[0], {"dataset": b})
+    assert own.spec.data_id["path"] == str(folders["a"].resolve())
+    assert picked.spec.data_id["path"] == str(folders["b"].resolve()) and picked.spec.dataset == b
+    assert picked.run_id != own.run_id and picked.spec.short_name() != own.spec.short_name()

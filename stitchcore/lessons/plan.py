@@ -62,8 +62,12 @@ def step_run(step: Step, given: Mapping[str, Any] | None = None) -> StepRun:
     """The run of ``step`` with a student's ``given`` values (held inside the open ranges; see
     :func:`~stitchcore.lessons.values.student_values`); None or {} gives the lesson's own run."""
     values = student_values(step, given or {})
+    remeasure = step.kind == "zoo" and {"dataset", "finetune_data"} & set(values.changed)
     try:
-        spec = get_experiment(step.kind).from_dict(values.spec(step))
+        if remeasure:  # a student's other data: a recipe made now, named for those files (their data_id)
+            spec = ZooRecipe.new({k: v for k, v in values.spec(step).items() if k != "data_id"})
+        else:
+            spec = get_experiment(step.kind).from_dict(values.spec(step))
     except StitchError as exc:  # parse_lesson built every allowed value once; a combination may still refuse
         raise LessonError(f"step {step.number} ({step.title!r}): these values do not run together: {exc}") from exc
     return StepRun(step, step.kind, spec, step.models, values.notes, values.changed)
