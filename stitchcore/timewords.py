@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import time
 
-__all__ = ["date_words", "duration_words"]
+__all__ = ["date_words", "duration_words", "usable_time"]
+
+LATEST_TIME = 32503680000.0  # 3000-01-01: a stored time past it (or not a finite number) is no date
 
 
 def duration_words(seconds: float | None) -> str:
@@ -34,8 +36,22 @@ def duration_words(seconds: float | None) -> str:
     return f"{minutes // 60} h {minutes % 60:02d} min"
 
 
+def usable_time(timestamp: object) -> float | None:
+    """A stored ``time.time()`` value a clock can show, else None: a row imported before bundles were checked
+    may hold ``-Infinity``, NaN or 2**77, which ``time.localtime`` and ``datetime`` refuse with a traceback.
+
+    >>> usable_time(1.7e9), usable_time(float("-inf")), usable_time(float("nan")), usable_time(2**77), usable_time("x")
+    (1700000000.0, None, None, None, None)
+    """
+    if isinstance(timestamp, bool) or not isinstance(timestamp, (int, float)):
+        return None
+    return float(timestamp) if 0 <= timestamp <= LATEST_TIME else None  # NaN fails both comparisons
+
+
 def date_words(timestamp: float | None) -> str:
-    """A ``time.time()`` value as day, month, year and minute in this machine's time zone."""
+    """A ``time.time()`` value as day, month, year and minute in this machine's time zone ("an unknown date"
+    for one :func:`usable_time` refuses)."""
+    timestamp = usable_time(timestamp)
     if timestamp is None:
         return "an unknown date"
     return time.strftime("%d %b %Y, %H:%M", time.localtime(timestamp)).lstrip("0")

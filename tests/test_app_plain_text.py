@@ -111,3 +111,21 @@ def test_plain_leaves_nothing_markdown_reads(raw):
     unescaped = shown.replace("\u2060", "")
     for ch in "[]!*_`#<>|~$":  # every Markdown character is escaped
         assert unescaped.count(ch) == unescaped.count("\\" + ch), (ch, shown)
+
+
+def test_a_row_imported_with_an_impossible_time_opens_and_reports(hostile, tmp_path):
+    """Rows imported before bundles were checked may hold ``created: -Infinity`` or 2**77: Results (the table and
+    the open run) and ``runs report`` said OverflowError for every run; now the time is "unknown"."""
+    import sqlite3
+
+    from stitchcore.report.html import write_report
+
+    root = Path(os.environ["STITCHLAB_STORE"])
+    with sqlite3.connect(next(root.glob("*.sqlite"))) as db:
+        db.execute("UPDATE runs SET created = ?, finished = ? WHERE id = ?", (float("-inf"), 2.0**77, ZOO))
+    at = _open(hostile, "results", run=ZOO)
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    with Store(root) as store:
+        info = write_report(store, [ZOO], tmp_path / "r.html")
+    assert "unknown date" in info.path.read_text()

@@ -24,7 +24,7 @@ from stitchcore.report.html import report_html
 from stitchcore.report.summary import TABLE_NUMBERS, run_label, summary_row, table_numbers
 from stitchcore.store.bundle import import_bundle
 from stitchcore.store.results import RunRecord
-from stitchcore.timewords import duration_words
+from stitchcore.timewords import duration_words, usable_time
 from ui import roles
 from views import lesson_edit, run_views
 
@@ -36,6 +36,7 @@ EMPTY = "—"  # what a table shows where a run has no value (a failed run's acc
 
 
 def _when(ts: float | None) -> dt.datetime | None:
+    ts = usable_time(ts)  # a row imported before bundles were checked may hold -Infinity
     return dt.datetime.fromtimestamp(ts).astimezone() if ts else None  # the server's local time zone
 
 

@@ -39,6 +39,7 @@ from stitchcore.report.summary import facts, headline, run_label, summary_row
 from stitchcore.store.bundle import resolve_runs
 from stitchcore.store.disk import out_file
 from stitchcore.store.results import RunRecord, Store
+from stitchcore.timewords import usable_time
 
 __all__ = ["Chapter", "ReportInfo", "markdown_html", "report_html", "write_report"]
 
@@ -169,7 +170,8 @@ def markdown_html(text: str) -> str:
 
 
 def _run_section(rec: RunRecord, store: Store, figures: _Figures) -> str:
-    when = dt.datetime.fromtimestamp(rec.finished or rec.created, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    stamp = usable_time(rec.finished) or usable_time(rec.created)  # an old import may hold -Infinity
+    when = dt.datetime.fromtimestamp(stamp, dt.UTC).strftime("%Y-%m-%d %H:%M UTC") if stamp else "unknown date"
     parts = [f"<h2 id='run-{rec.id}'>{_e(run_label(rec))}</h2>",
              f"<div class='meta'>{_e(rec.kind)} run <code>{rec.id}</code> · {_e(rec.status)} · {when}</div>"]
     if rec.error:
