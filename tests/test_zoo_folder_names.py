@@ -14,6 +14,7 @@ import os
 import re
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PIL import Image
@@ -24,7 +25,12 @@ from stitchcore.data import images
 from stitchcore.data.fingerprint import data_identity, fingerprint
 from stitchcore.data.images import load_dataset
 from stitchcore.errors import DataError, StitchError
-from stitchcore.experiments import run_experiment
+from stitchcore.experiments import get_experiment, run_experiment, spec_from_record
+from stitchcore.experiments.assemble import AssembleSpec
+from stitchcore.experiments.matrix import MatrixSpec
+from stitchcore.experiments.similarity import SimilaritySpec
+from stitchcore.experiments.stitch import StitchSpec
+from stitchcore.experiments.sweep import SweepSpec
 from stitchcore.experiments.zoo import ZooRecipe, zoo_name
 from stitchcore.models.sources import load_model
 from stitchcore.models.sources.zoo import find_zoo_run, zoo_names
@@ -34,6 +40,8 @@ from stitchcore.store.results import Store, run_id_for
 from tests.conftest import copy_store
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "store_v1"
+SPEC_CLASSES: dict[str, Any] = {"stitch": StitchSpec, "matrix": MatrixSpec, "similarity": SimilaritySpec,
+                                "sweep": SweepSpec, "assemble": AssembleSpec}  # fmt: skip
 
 
 def write_folder(root: Path, colors: dict[str, tuple[int, int, int]]) -> Path:
@@ -357,3 +365,152 @@ def test_a_lesson_step_whose_student_picks_another_folder_is_named_for_that_fold
     assert own.spec.data_id["path"] == str(folders["a"].resolve())
     assert picked.spec.data_id["path"] == str(folders["b"].resolve()) and picked.spec.dataset == b
     assert picked.run_id != own.run_id and picked.spec.short_name() != own.spec.short_name()
+    stitch = parse_lesson({"format": 1, "name": "folders", "title": "Folders", "summary": "",
+                           "steps": [{"title": "Stitch", "text": "", "kind": "stitch",
+                                      "spec": {"a": "zoo:cnn-digits-s0", "b": "zoo:cnn-digits-s1", "cut_a": "block2",
+                                               "cut_b": "block2", "dataset": a},
+                                      "open": {"dataset": {"choices": [a, b]}}}]}).steps[0]  # fmt: skip
+    mine = step_run(stitch, {"dataset": b}).spec
+    assert mine.data_id["path"] == str(folders["b"].resolve()) and step_run(stitch).spec.data_id["path"] == str(
+        folders["a"].resolve())
+
+
+# ---------------------------------------------------------------------------- every kind on a folder (data_id)
+# The same flaw for every kind whose spec names a dataset: a stitch, matrix, similarity, sweep or assemble on
+# ``imagefolder:PATH`` kept its run id when the folder's files changed, so the store answered ``cached: true``
+# with numbers measured on other images.
+
+KINDS = ("stitch", "matrix", "similarity", "sweep", "assemble")
+
+
+def made(kind: str, **fields) -> Any:
+    """A ``kind`` spec being made (its constructor: the files measured), on two made-up zoo refs."""
+    cuts = {"cut_a": "fc1", "cut_b": "fc1"} if kind == "stitch" else {}
+    return SPEC_CLASSES[kind](a="zoo:cnn-digits-s0", b="zoo:cnn-digits-s1", **cuts, **fields)
+
+
+def touch(folder: Path) -> None:
+    """Rewrite one image with the same bytes (the same size), a second later: other files by their identity."""
+    png = folder / "train" / "cat" / "0.png"
+    data, st = png.read_bytes(), png.stat()
+    png.write_bytes(data)
+    os.utime(png, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+
+
+def test_a_stitch_on_a_changed_folder_is_a_new_run_and_the_old_run_still_opens(folders, tmp_path, capsys):
+    """Before: the same stitch command after a class image was added came back ``cached: true`` (the run id
+    named only ``imagefolder:PATH``), its numbers measured on the folder as it was."""
+    dataset = f"imagefolder:{folders['a']}?size=8"
+    with Store(tmp_path / "store") as store:
+        model = train(dataset, store, capsys)
+        argv = ["stitch", "--a", model["ref"], "--b", model["ref"], "--cut-a", "fc1", "--cut-b", "fc1",
+                "--dataset", dataset, "--epochs", "1", "--json", "--quiet"]  # fmt: skip
+        code, out, err = cli(argv, store, capsys)
+        assert code in (0, None), err
+        first = json.loads(out)
+        Image.new("RGB", (8, 8), (90, 0, 0)).save(folders["a"] / "train" / "cat" / "9.png")  # one more cat
+        code, out, err = cli(argv, store, capsys)
+        assert code in (0, None), err
+        second = json.loads(out)
+        assert second["cached"] is False and second["run_id"] != first["run_id"]
+        touch(folders["a"])  # a size-preserving edit: other files again
+        code, out, err = cli(argv, store, capsys)
+        third = json.loads(out)
+        assert third["cached"] is False and third["run_id"] not in (first["run_id"], second["run_id"]), err
+        code, out, err = cli(argv, store, capsys)
+        assert json.loads(out)["cached"] is True and json.loads(out)["run_id"] == third["run_id"]  # unchanged
+        old = store.lookup(first["run_id"])  # the earlier run opens, read as stored (never measured again)
+        spec = spec_from_record(old)
+        assert old.status == "done" and run_id_for("stitch", spec.to_dict()) == first["run_id"]
+        assert spec.data_id == old.spec["data_id"] != data_identity(dataset)
+        assert spec.data_id["path"] == str(folders["a"].resolve())
+        code, out, err = cli(["runs", "show", first["run_id"]], store, capsys)
+        assert code in (0, None) and first["run_id"] in out, err
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_kind_on_a_folder_measures_it_and_on_digits_keeps_its_run_id(folders, kind):
+    """A spec on built-in data has no data_id and the dict (run id) it always had; one on a folder measures
+    it, so another folder, or the same one edited, is another run id; a stored one is read as stored."""
+    digits = made(kind, dataset="digits")
+    legacy = {k: v for k, v in digits.all_fields().items() if k != "data_id"}
+    assert digits.data_id is None and digits.to_dict() == SPEC_CLASSES[kind].from_dict(legacy).to_dict()
+    assert "data_id" not in digits.to_dict() and "data_id" not in made(kind).to_dict()  # dataset=None too
+    assert SPEC_CLASSES[kind].new({"a": digits.a, "b": digits.b, **({"cut_a": "fc1", "cut_b": "fc1"}
+                                  if kind == "stitch" else {})}).data_id is None  # fmt: skip
+    a = f"imagefolder:{folders['a']}"
+    before = made(kind, dataset=a)
+    assert before.data_id == data_identity(a) and before.to_dict()["data_id"] == before.data_id
+    assert made(kind, dataset=f"imagefolder:{folders['b']}").to_dict() != before.to_dict()
+    touch(folders["a"])
+    after = made(kind, dataset=a)
+    assert run_id_for(kind, after.to_dict()) != run_id_for(kind, before.to_dict())
+    stored = SPEC_CLASSES[kind].from_dict(before.to_dict())  # read as stored: the identity it was made with
+    assert stored == before and run_id_for(kind, stored.to_dict()) == run_id_for(kind, before.to_dict())
+    news = SPEC_CLASSES[kind].new({**before.all_fields(), "data_id": {"path": "/x", "sha256": "0" * 64}})
+    assert news.data_id == after.data_id  # a spec written by hand: measured, never taken as written
+
+
+def test_a_sweep_trained_on_a_folder_names_its_training_files_too(folders):
+    """``train_data`` on a folder (the evaluation data built in) is read from disk as well."""
+    spec = made("sweep", dataset="digits", train_data=f"imagefolder:{folders['a']}")
+    assert spec.data_id == data_identity(f"imagefolder:{folders['a']}")
+    touch(folders["a"])
+    assert made("sweep", dataset="digits", train_data=f"imagefolder:{folders['a']}").to_dict() != spec.to_dict()
+
+
+def test_stored_specs_of_every_kind_keep_their_ids(tmp_path):
+    """The fixture store's runs of every kind read back to the dicts (run ids) they were stored under."""
+    copy_store(FIXTURE, tmp_path / "store")
+    with Store(tmp_path / "store") as store:
+        seen = set()
+        for rec in store.list_runs(limit=10_000):
+            if rec.kind in KINDS:
+                spec = spec_from_record(rec)
+                assert spec.data_id is None and run_id_for(rec.kind, spec.to_dict()) == rec.id
+                seen.add(rec.kind)
+    assert seen, "the fixture store holds runs of these kinds"
+
+
+def bad_specs(folders: dict[str, Path]) -> list:
+    """(id, kind, stored fields | ("run", stored fields), the one line's regex) for every kind on files."""
+    a = f"imagefolder:{folders['a']}"
+    sha = {"path": str(folders["a"]), "sha256": "0" * 64}
+    rows = []
+    for kind in KINDS:
+        rows += [
+            (f"{kind}-data-id-auto", kind, {"dataset": a, "data_id": "auto"}, r"data_id is the identity its files had"),
+            (f"{kind}-data-id-list", kind, {"dataset": a, "data_id": ["/x"]}, r"data_id must be the files' identity"),
+            (f"{kind}-data-id-bad-sha", kind, {"dataset": a, "data_id": {**sha, "sha256": "g" * 64}}, r"64 hex"),
+            (f"{kind}-data-id-on-digits", kind, {"dataset": "digits", "data_id": sha},
+             r"'digits' is not read from files .*leave it out"),
+            (f"{kind}-run-legacy-folder", kind, ("run", {"dataset": a}),
+             r"does not record its files' identity .*run the same command \(or the app's page\) again"),
+            (f"{kind}-run-folder-changed", kind, ("run", {"dataset": a, "data_id": sha}),
+             (rf"the files of {re.escape(a)} are not the ones this run was made for \(then .* 000000, now .*\): "
+              r"run the same command")),
+        ]  # fmt: skip
+    return rows
+
+
+BAD_SPECS = [c[0] for c in bad_specs({"a": Path("/x")})]
+assert len(BAD_SPECS) == len(set(BAD_SPECS)) == 30  # 6 rows for each of the 5 kinds
+
+
+@pytest.mark.parametrize("name", BAD_SPECS)
+def test_a_bad_stored_spec_on_files_is_one_line_naming_the_fix_and_stores_nothing(folders, tmp_path, name):
+    """A stored spec is read as it says (never measured here); one whose files are not (or no longer) the ones
+    it names is refused before its row is written: made again, it is another run named for them."""
+    _, kind, what, fix = next(c for c in bad_specs(folders) if c[0] == name)
+    base = made(kind, dataset="digits").to_dict()
+    with Store(tmp_path / "store") as store:
+        before = rows(store)
+        if isinstance(what, tuple):
+            spec = get_experiment(kind).from_dict({**base, **what[1]})
+            with pytest.raises(DataError, match=fix) as caught:
+                run_experiment(kind, spec, store)
+        else:
+            with pytest.raises(StitchError, match=fix) as caught:
+                get_experiment(kind).from_dict({**base, **what})
+        assert "\n" not in str(caught.value)
+        assert rows(store) == before

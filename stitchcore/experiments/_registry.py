@@ -28,6 +28,7 @@ import torch
 from stitchcore.backends import Backend, RunOptions, check_listening, get_backend
 from stitchcore.device import pick_device
 from stitchcore.errors import Cancelled, RunBusy, StitchError, StoreError, TrainingError
+from stitchcore.experiments._data_id import check_spec_files
 from stitchcore.experiments._spec import Spec
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.registry import Registry
@@ -236,8 +237,8 @@ def run_experiment(
     once); if it ends without a result, or its owner stops stamping its heartbeat, it runs here.
     Another process can stop this run (``runs cancel``): it ends ``cancelled``.
 
-    Errors: a spec that fails its kind's check raises before any row is written (nothing is
-    stored); :class:`StitchError` subclasses from the run pass through after the run is marked
+    Errors: a spec that fails its kind's check, or whose files (``data_id``) are no longer the ones
+    it was made for, raises before any row is written (nothing is stored); :class:`StitchError` subclasses from the run pass through after the run is marked
     failed (or cancelled) with the one-line message; Ctrl-C (KeyboardInterrupt) stores the run
     ``cancelled`` and passes on; other exceptions are stored with their traceback in the log and
     re-raised.  ``check=False``: the caller has just checked.  ``options``: where the run's units
@@ -261,6 +262,7 @@ def run_experiment(
     target = pick_device(device)  # a bad device fails before any row is written
     if options.address:
         check_listening(options.address)  # so does a cluster address nothing answers at
+    check_spec_files(spec)  # so does a spec whose files (an image folder) changed since it was made
     if check:
         check_spec(kind, spec, store)  # so does a spec its models or data cannot run
     cancel = cancel or threading.Event()

@@ -37,7 +37,7 @@ import statistics
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
@@ -56,6 +56,7 @@ from stitchcore.experiments._bounds import (
     check_rate,
 )
 from stitchcore.experiments._cells import CellBook
+from stitchcore.experiments._data_id import MEASURE_FILES, DataFiles
 from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments._spec import (
     Spec,
@@ -114,7 +115,7 @@ CLS_SAMPLES = 256  # training images averaged for B's own class token (cls_token
 
 
 @dataclass(frozen=True)
-class AssembleSpec(Spec):
+class AssembleSpec(DataFiles, Spec):
     """Join A's bottom to B's top at every (sender, receiver) pair with every adapter recipe.
 
     >>> s = AssembleSpec("zoo:resnet-digits-s0", "zoo:vit-digits-s0-adamw")
@@ -146,6 +147,11 @@ class AssembleSpec(Spec):
     # a gap of more than 2x: "chained" = one adapter per 2x step (Traft & Cheney); "oneshot" = one adapter that
     # resizes by the whole ratio (every run before issue 25: a spec dict without the key reads as "oneshot")
     rescale: str = "chained"
+    # the identity of the files a dataset on disk holds (imagefolder:/file:; experiments._data_id): measured when
+    # the spec is made, kept as stored when one is read; None for built-in data (left out of the run id)
+    data_id: dict[str, str] | str | None = MEASURE_FILES
+
+    LEGACY: ClassVar[dict[str, Any]] = {"data_id": None}  # built-in data: the run ids of before
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "a", str(parse_ref(self.a)))
@@ -178,6 +184,7 @@ class AssembleSpec(Spec):
         check_count("batch_size", self.batch_size, 1, MAX_BATCH, "e.g. 64")
         check_seed("seed", self.seed)
         check_image_caps(self)
+        self._check_data_id()  # last: measuring walks the files, after every cheaper check
 
     def to_dict(self) -> dict[str, Any]:
         d = super().to_dict()

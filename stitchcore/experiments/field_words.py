@@ -60,6 +60,8 @@ _COMMON: dict[str, FieldWords] = {
     "twin_seeds": _W("Control twins' seeds", "distinct: A's and B's untrained twins from different seeds; "
                      "shared: one seed for both"),
     "seeds": _W("Adapter seeds", "adapters trained from this many seeds; the result adds their mean and spread"),
+    "data_id": _W("The files' identity", "an image folder's path and a fingerprint of its files, measured when the "
+                  "run is made: other files give another run"),
     **_CAPS,
     # the adapter (stitching.AdapterSpec), as a lesson opens it
     "adapter.kind": _W("Adapter", "the layer that joins the two cuts: linear, lowrank, mlp ..."),

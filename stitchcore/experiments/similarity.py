@@ -22,6 +22,7 @@ import torch
 from stitchcore.cuts import Cut, get_cut, list_cuts
 from stitchcore.data.images import SPLITS, ImageDataset
 from stitchcore.errors import RefError, StitchError
+from stitchcore.experiments._data_id import MEASURE_FILES, DataFiles
 from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments._bounds import MAX_BATCH, MAX_DRAWS, check_count, check_image_caps
 from stitchcore.experiments._spec import Spec, check_at_least, check_choice, check_seed
@@ -41,7 +42,7 @@ __all__ = ["SimilaritySpec", "estimate_similarity", "random_null_words", "run_si
 
 
 @dataclass(frozen=True)
-class SimilaritySpec(Spec):
+class SimilaritySpec(DataFiles, Spec):
     """Every cut of A against every cut of B under one measure, on one image set."""
 
     a: str  # ModelRef of A (rows)
@@ -58,10 +59,15 @@ class SimilaritySpec(Spec):
     seed: int = 0  # baseline shuffle
     null_permutations: int = 20  # K: the measure with B's images permuted K times (the null; 0: none)
     random_null: bool = True  # also A against an untrained twin of B (B's architecture, random weights)
+    # the identity of the files a dataset on disk holds (imagefolder:/file:; experiments._data_id): measured when
+    # the spec is made, kept as stored when one is read; None for built-in data (left out of the run id)
+    data_id: dict[str, str] | str | None = MEASURE_FILES
 
     # runs stored before a null computed none; ERAS: the defaults of each release, newest first (lookups)
-    LEGACY: ClassVar[dict[str, Any]] = {"null_permutations": 0, "random_null": False}
-    ERAS: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"random_null": False}, LEGACY)
+    # (data_id: None for built-in data, left out of the run id; never an era: a folder's runs name its files)
+    LEGACY: ClassVar[dict[str, Any]] = {"null_permutations": 0, "random_null": False, "data_id": None}
+    ERAS: ClassVar[tuple[dict[str, Any], ...]] = ({}, {"random_null": False},
+                                                  {"null_permutations": 0, "random_null": False})
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "a", str(parse_ref(self.a)))
@@ -82,6 +88,7 @@ class SimilaritySpec(Spec):
         check_count("null_permutations", self.null_permutations, 0, MAX_DRAWS, "e.g. 20 (0: no null)",
                     "each permutation measures every cut pair again")
         object.__setattr__(self, "random_null", bool(self.random_null))
+        self._check_data_id()  # last: measuring walks the files, after every cheaper check
 
     def label(self) -> str:
         return f"{self.measure} {self.a} x {self.b}"

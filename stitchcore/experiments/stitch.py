@@ -30,6 +30,7 @@ from stitchcore.experiments._bounds import (
     check_image_caps,
     check_rate,
 )
+from stitchcore.experiments._data_id import MEASURE_FILES, DataFiles
 from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments._spec import (
     Spec,
@@ -46,11 +47,10 @@ from stitchcore.experiments.estimate import (
 from stitchcore.measures.intervals import across_seeds, grouped_mean_ci, mean_ci, paired_difference_ci
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.stitching.activations import OnDemand, collect, memory_budget_bytes
-from stitchcore.stitching.precision import Autocast, autocast
 from stitchcore.stitching.adapters import AdapterSpec, adapter_cost, build_adapter, compatibility
 from stitchcore.stitching.evaluate import ClassifierScore, evaluate_batches, stitching_penalty
 from stitchcore.stitching.fits import fit_adapter
-from stitchcore.stitching.precision import PRECISIONS
+from stitchcore.stitching.precision import PRECISIONS, Autocast, autocast
 from stitchcore.stitching.train import OPTIMIZERS, AdapterTargets, TrainKnobs, parse_objective, train_adapter
 
 __all__ = ["StitchSpec", "estimate_stitch", "run_stitch"]
@@ -79,7 +79,7 @@ def _copy_state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 @dataclass(frozen=True)
-class StitchSpec(Spec):
+class StitchSpec(DataFiles, Spec):
     """One stitch: C = suffix_B(S(prefix_A(x))), train S, compare C with A and B.
 
     The defaults follow Traft & Cheney (AdamW, wd 0.05, cosine to 0; a larger lr
@@ -112,10 +112,13 @@ class StitchSpec(Spec):
     split_seed: int = 0  # which images are held out (even over classes); fixed apart from the adapter's seed
     keep: str = "last"  # last: the adapter after the last epoch | best: after its best validation epoch
     seeds: int = 1  # adapters trained with seed, seed+1, ...: the first is the run's, all give the spread
+    # the identity of the files a dataset on disk holds (imagefolder:/file:; experiments._data_id): measured when
+    # the spec is made, kept as stored when one is read; None for built-in data (left out of the run id)
+    data_id: dict[str, str] | str | None = MEASURE_FILES
 
     # runs stored before a field computed in fp32, on every train image, watching the test images per epoch
     LEGACY: ClassVar[dict[str, Any]] = {"precision": "fp32", "val_fraction": 0.0, "split_seed": 0, "keep": "last",
-                                        "seeds": 1}  # fmt: skip
+                                        "seeds": 1, "data_id": None}  # fmt: skip
 
     def __post_init__(self) -> None:
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
@@ -147,6 +150,7 @@ class StitchSpec(Spec):
         if isinstance(self.adapter, dict):
             object.__setattr__(self, "adapter", AdapterSpec.from_dict(self.adapter))
         check_adapter_rank(self.adapter)
+        self._check_data_id()  # last: measuring walks the files, after every cheaper check
 
     def settings(self) -> str:
         """Everything but the models and cuts, in one line: what Launch runs.

@@ -55,6 +55,7 @@ from stitchcore.experiments._bounds import (
     check_image_caps,
     check_rate,
 )
+from stitchcore.experiments._data_id import MEASURE_FILES, DataFiles
 from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments._spec import (
     Spec,
@@ -116,7 +117,7 @@ EVAL_BATCH = 256
 
 
 @dataclass(frozen=True)
-class SweepSpec(Spec):
+class SweepSpec(DataFiles, Spec):
     """Stitch A's bottom to B's top at every depth; measure traits and simplicity at each.
 
     >>> SweepSpec("zoo:cnn-digits-s0", "zoo:cnn-digits-s1", metrics=("class_acc:3",)).label()
@@ -147,10 +148,15 @@ class SweepSpec(Spec):
     twin_seeds: str = "distinct"  # control pairs: A's and B's twins from different seeds (refs.random_twins)
     simplicity_adapter: bool = True  # the project's three measures count the adapter's parameters too
     simplicity_report: bool = True  # also the Oxford report's definitions (measures.simplicity.report_simplicity)
+    # the identity of the files a dataset on disk holds (imagefolder:/file:; experiments._data_id): measured when
+    # the spec is made, kept as stored when one is read; None for built-in data (left out of the run id)
+    data_id: dict[str, str] | str | None = MEASURE_FILES
 
     # Before: one seed for both twins (one network when A and B share an architecture), measures over A's and
     # B's weights only, no report definitions.
-    LEGACY: ClassVar[dict[str, Any]] = {"twin_seeds": "shared", "simplicity_adapter": False, "simplicity_report": False}
+    LEGACY: ClassVar[dict[str, Any]] = {"twin_seeds": "shared", "simplicity_adapter": False, "simplicity_report": False,
+                                        "data_id": None}  # fmt: skip
+    DATA_FIELDS: ClassVar[tuple[str, ...]] = ("dataset", "train_data")  # both read from disk when on files
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "a", str(parse_ref(self.a)))
@@ -187,6 +193,7 @@ class SweepSpec(Spec):
         check_seed("seed", self.seed)
         check_image_caps(self)
         check_adapter_rank(self.adapter)
+        self._check_data_id()  # last: measuring walks the files, after every cheaper check
 
     def label(self) -> str:
         where = f"{len(self.positions)} cuts" if self.positions else "all cuts"

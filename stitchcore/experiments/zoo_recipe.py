@@ -20,13 +20,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from stitchcore.data.augment import AUGMENTS
-from stitchcore.data.fingerprint import data_identity, data_source, is_identity
-from stitchcore.errors import DataError, StitchError
+from stitchcore.data.fingerprint import data_source
+from stitchcore.errors import StitchError
 from stitchcore.experiments._bounds import (
     MAX_BATCH,
     MAX_EPOCHS,
@@ -37,6 +36,7 @@ from stitchcore.experiments._bounds import (
     check_count,
     check_rate,
 )
+from stitchcore.experiments._data_id import MEASURE_FILES, DataFiles
 from stitchcore.experiments._spec import (
     Spec,
     check_at_least,
@@ -53,7 +53,6 @@ __all__ = ["HUB_STARTS", "ZooRecipe", "check_data_files", "checkpoint_artifact",
            "zoo_name"]
 
 HUB_STARTS = ("timm", "torchvision")  # hub sources a recipe can fine-tune (start=), each a whole architecture
-MEASURE_FILES = "auto"  # data_id of a recipe being made: the files' identity is measured from disk
 
 
 def starts_from_hub(start: str | None) -> bool:
@@ -66,7 +65,7 @@ def starts_from_hub(start: str | None) -> bool:
 
 
 @dataclass(frozen=True)
-class ZooRecipe(Spec):
+class ZooRecipe(DataFiles, Spec):
     """How to train a built-in (zoo) model; training one stores it as a run.
 
     Defaults train the small digits CNN to ~97% test accuracy in a few seconds
@@ -117,6 +116,12 @@ class ZooRecipe(Spec):
     # recipes stored before start= trained from scratch; before keep_epochs= they kept no checkpoints; before
     # augment= they saw their images as they are; before data_id= their files' identity was not recorded
     LEGACY: ClassVar[dict[str, Any]] = {"start": None, "keep_epochs": (), "augment": "none", "data_id": None}
+    # data_id (experiments._data_id): the fingerprint covers the fine-tuning data too; the refusal names the fix
+    DATA_FIELDS: ClassVar[tuple[str, ...]] = ("dataset", "finetune_data")
+    DATA_WHAT: ClassVar[str] = "recipe"
+    DATA_FIX: ClassVar[str] = ("make the recipe again (the same zoo train command, or the app's form): it is named "
+                               "for the files as they are now (a model of its own name); the earlier model keeps "
+                               "its name")  # fmt: skip
 
     def __post_init__(self) -> None:
         for name in ("arch", "dataset"):  # a bundle's spec could carry a number here: refused now, not when named
@@ -174,39 +179,6 @@ class ZooRecipe(Spec):
         if self.start is not None:
             self._check_start()
         self._check_data_id()  # last: measuring walks the files, after every cheaper check has passed
-
-    def _check_data_id(self) -> None:
-        """``data_id`` measured (a recipe being made), or checked for its shape (one read from a store)."""
-        if self.data_id == MEASURE_FILES:
-            object.__setattr__(self, "data_id", data_identity(self.dataset, self.finetune_data))
-        elif self.data_id is not None:
-            if not is_identity(self.data_id):
-                shape = '{"path": ..., "sha256": 64 hex digits}'
-                raise StitchError(f"data_id must be the files' identity {shape} (got "
-                                  f"{str(self.data_id)[:60]!r}); leave it out: a new recipe measures it")
-            if not any(data_source(d) for d in (self.dataset, self.finetune_data) if d is not None):
-                raise StitchError(f"data_id is the identity of files, and {self.dataset!r} is not read from "
-                                  "files (imagefolder:PATH, file:PATH); leave it out")  # fmt: skip
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ZooRecipe:
-        """A stored recipe as it was stored: its ``data_id`` is read, never measured from this machine's disk
-        (a bundle's recipe is named by what it says, not by the files here)."""
-        if isinstance(d, Mapping) and d.get("data_id") == MEASURE_FILES:
-            raise StitchError(f"a stored recipe's data_id is the identity its files had, not "
-                              f"{MEASURE_FILES!r}; leave it out when writing a new recipe: it is measured "
-                              "then")  # fmt: skip
-        return super().from_dict(d)
-
-    @classmethod
-    def new(cls, d: Mapping[str, Any]) -> ZooRecipe:
-        """A recipe being made (a lesson's, a spec written by hand): its files' identity is measured now,
-        never taken as written (a recipe is named for the files it will train on).
-
-        >>> ZooRecipe.new({"seed": 2, "data_id": None}).data_id is None  # digits: no files of its own
-        True
-        """
-        return replace(super().new({**d, "data_id": None}), data_id=MEASURE_FILES)
 
     def _check_start(self) -> None:
         """A zoo:/file: start keeps ``arch``; a hub start sets it to the hub model's (``timm:NAME``)."""
@@ -327,19 +299,11 @@ def zoo_name(recipe: ZooRecipe, run_id: str) -> str:
 
 def check_data_files(recipe: ZooRecipe) -> None:
     """DataError unless the recipe's files are, now, the ones its ``data_id`` names (a recipe on files made
-    before data_id was recorded is refused too: made again, it is named for its files).
+    before data_id was recorded is refused too: made again, it is named for its files); see
+    :meth:`~stitchcore.experiments._data_id.DataFiles.check_data_files`.
 
     >>> check_data_files(ZooRecipe())  # digits: nothing on disk to compare
+    >>> ZooRecipe.new({"seed": 2, "data_id": None}).data_id is None  # made anew: measured (digits: no files)
+    True
     """
-    if not any(data_source(d) for d in (recipe.dataset, recipe.finetune_data) if d is not None):
-        return
-    if recipe.data_id is None:
-        raise DataError(f"this recipe on {recipe.dataset} does not record its files' identity (data_id; a "
-                        "recipe stored before it was kept); make the recipe again (the same zoo train "
-                        "command, or the app's form): it is named for the files as they are now")  # fmt: skip
-    then, now = recipe.data_id, data_identity(recipe.dataset, recipe.finetune_data)
-    if now != then and isinstance(then, dict) and now is not None:
-        raise DataError(f"the files of {recipe.dataset} are not the ones this recipe was made for (then "
-                        f"{then['path']} {then['sha256'][:6]}, now {now['path']} {now['sha256'][:6]}): make "
-                        "the recipe again to train on them as they are (a model of its own name); the "
-                        "earlier model keeps its name")  # fmt: skip
+    recipe.check_data_files()

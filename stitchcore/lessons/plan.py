@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stitchcore.errors import Cancelled, RunBusy, StitchError
-from stitchcore.experiments import RunOutcome, get_experiment, run_experiment
+from stitchcore.experiments import RunOutcome, get_experiment, new_spec, run_experiment
 from stitchcore.experiments.trait_presets import zoo_ref
 from stitchcore.experiments.zoo_recipe import ZooRecipe
 from stitchcore.lessons.lesson import Lesson, LessonError, Step, one_line
@@ -62,10 +62,11 @@ def step_run(step: Step, given: Mapping[str, Any] | None = None) -> StepRun:
     """The run of ``step`` with a student's ``given`` values (held inside the open ranges; see
     :func:`~stitchcore.lessons.values.student_values`); None or {} gives the lesson's own run."""
     values = student_values(step, given or {})
-    remeasure = step.kind == "zoo" and {"dataset", "finetune_data"} & set(values.changed)
+    cls = getattr(get_experiment(step.kind).from_dict, "__self__", None)  # the spec class of a Spec kind
+    data_fields = set(getattr(cls, "DATA_FIELDS", ()))  # the fields naming data it reads (experiments._data_id)
     try:
-        if remeasure:  # a student's other data: a recipe made now, named for those files (their data_id)
-            spec = ZooRecipe.new({k: v for k, v in values.spec(step).items() if k != "data_id"})
+        if data_fields & set(values.changed):  # a student's other data: a spec made now, for those files
+            spec = new_spec(step.kind, {k: v for k, v in values.spec(step).items() if k != "data_id"})
         else:
             spec = get_experiment(step.kind).from_dict(values.spec(step))
     except StitchError as exc:  # parse_lesson built every allowed value once; a combination may still refuse

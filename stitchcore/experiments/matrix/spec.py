@@ -19,6 +19,7 @@ from stitchcore.experiments._bounds import (
     check_image_caps,
     check_rate,
 )
+from stitchcore.experiments._data_id import MEASURE_FILES, DataFiles
 from stitchcore.experiments._spec import (
     MAX_SEED,
     Spec,
@@ -82,7 +83,7 @@ def _lstsq_adapter() -> AdapterSpec:
 
 
 @dataclass(frozen=True)
-class MatrixSpec(Spec):
+class MatrixSpec(DataFiles, Spec):
     """Every sender cut of A x every receiver cut of B; hashed into the run id like any spec.
 
     >>> MatrixSpec("zoo:cnn-digits-s0", "zoo:cnn-digits-s1", senders=["block1", "fc1"]).label()
@@ -117,11 +118,14 @@ class MatrixSpec(Spec):
     # trained mode: train every cell's adapter from this many seeds (seed, seed+1, ...): each cell keeps seed's
     # value and its interval over test images, and adds the mean and a t-interval across the seeds
     seeds: int = 1
+    # the identity of the files a dataset on disk holds (imagefolder:/file:; experiments._data_id): measured when
+    # the spec is made, kept as stored when one is read; None for built-in data (left out of the run id)
+    data_id: dict[str, str] | str | None = MEASURE_FILES
 
     # what a dict written before each field computed (Spec.LEGACY: left out of to_dict at that value, so old run
     # ids stay): both twins from `seed`, the task objective, controls made as the matrix's cells
     LEGACY: ClassVar[dict[str, Any]] = {"twin_seeds": "shared", "objective": "task", "control_training": "as-matrix",
-                                        "seeds": 1}  # fmt: skip
+                                        "seeds": 1, "data_id": None}  # fmt: skip
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "a", str(parse_ref(self.a)))
@@ -185,6 +189,7 @@ class MatrixSpec(Spec):
         if self.seeds > 1 and self.mode != "trained":
             raise StitchError("seeds > 1 trains each cell's adapter from several seeds; a closed-form fit is the same"
                               " from every seed: use mode='trained'")  # fmt: skip
+        self._check_data_id()  # last: measuring walks the files, after every cheaper check
 
     @property
     def controls_at_chance(self) -> tuple[str, ...]:
