@@ -22,9 +22,9 @@ import torch
 from stitchcore.cuts import Cut, get_cut, list_cuts
 from stitchcore.data.images import SPLITS, ImageDataset
 from stitchcore.errors import RefError, StitchError
+from stitchcore.experiments._bounds import MAX_BATCH, MAX_DRAWS, check_count, check_image_caps
 from stitchcore.experiments._data_id import MEASURE_FILES, DataFiles
 from stitchcore.experiments._registry import RunContext, register_experiment
-from stitchcore.experiments._bounds import MAX_BATCH, MAX_DRAWS, check_count, check_image_caps
 from stitchcore.experiments._spec import Spec, check_at_least, check_choice, check_seed
 from stitchcore.experiments.dataset_check import pair_dataset
 from stitchcore.experiments.estimate import (
