@@ -21,6 +21,7 @@ __all__ = [
     "StoreError",
     "RunBusy",
     "Cancelled",
+    "shown",
 ]
 
 
@@ -76,3 +77,14 @@ class Cancelled(StitchError):
     def __init__(self, message: str = "cancelled by the user", status: str = "cancelled") -> None:
         super().__init__(message)
         self.status = status if status in ("cancelled", "interrupted") else "cancelled"
+
+
+def shown(value: object, most: int = 40) -> str:
+    """``repr(value)`` cut to ``most`` characters: a message quotes a value a person gave, never a whole huge one
+    (a 5,000-digit number, a 10 KB link value).
+
+    >>> shown("x" * 100, 10), shown(7)
+    ("'xxxxxx...", '7')
+    """
+    text = repr(value)
+    return text if len(text) <= most else text[: most - 3] + "..."

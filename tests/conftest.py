@@ -123,6 +123,32 @@ def copy_store(src: Path, dst: Path) -> None:
         a.backup(b)
 
 
+def run_cli(argv: list[str], store_root: Path, capsys) -> tuple[int, str, str]:
+    """``stitchcore.cli.main.main(argv)`` in-process over store ``store_root`` (``--quiet``): (exit code, stdout,
+    stderr); argparse's refusals exit through SystemExit."""
+    from stitchcore.cli.main import main
+
+    capsys.readouterr()
+    try:
+        code = main([*argv, "--store", str(store_root), "--quiet"])
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def store_hash(root: Path) -> dict[str, str]:
+    """sha256 of every file under the store by relative path; the database by its content (SQLite's dump, read
+    through its write-ahead log: opening the store creates the -wal and -shm files, which hold no change)."""
+    import hashlib
+
+    files = {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+             for p in sorted(root.rglob("*")) if p.is_file() and not p.name.startswith("stitchlab.sqlite")}  # fmt: skip
+    with contextlib.closing(sqlite3.connect(root / "stitchlab.sqlite")) as db:
+        files["stitchlab.sqlite"] = hashlib.sha256("\n".join(db.iterdump()).encode()).hexdigest()
+    return files
+
+
 @pytest.fixture
 def fresh_app_state(monkeypatch):
     """The app gets its own store and runner (``st.cache_resource`` cleared) and leaves no worker threads

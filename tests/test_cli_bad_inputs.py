@@ -18,9 +18,9 @@ import pytest
 import torch
 from PIL import Image
 
-from stitchcore.cli.main import main
 from stitchcore.store.results import Store
 from tests.conftest import copy_store
+from tests.conftest import run_cli as run_store_cli
 
 A, B = "zoo:cnn-digits-s0", "zoo:cnn-digits-s1"
 STITCH = ["stitch", "--a", A, "--b", B, "--cut-a", "block2", "--cut-b", "block2"]
@@ -367,14 +367,8 @@ def rows(store: Store) -> list[tuple[str, str]]:
 
 
 def run_cli(argv: list[str], store: Store, capsys) -> tuple[int, str, str]:
-    """``main(argv)`` in-process: (exit code, stdout, stderr); argparse's refusals exit through SystemExit."""
-    capsys.readouterr()
-    try:
-        code = main([*argv, "--store", str(store.root), "--quiet"])
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
+    """``main(argv)`` in-process over ``store``: (exit code, stdout, stderr)."""
+    return run_store_cli(argv, store.root, capsys)
 
 
 def assert_refused(code: int, out: str, err: str, fix: str) -> None:

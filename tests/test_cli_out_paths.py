@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from stitchcore.cli.main import main
 from stitchcore.store.results import Store
-from tests.conftest import copy_store
+from tests.conftest import copy_store, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 HOSTILE = "zoo:x\x1b[2J\x1b]0;pwned\x07\nFAKE  stitch  done  row\r\u202eTXT\x9b31m"
@@ -40,13 +39,7 @@ def store(trained_store, tmp_path) -> Store:
 
 
 def cli(argv: list[str], store: Store, capsys) -> tuple[int, str, str]:
-    capsys.readouterr()
-    try:
-        code = main([*argv, "--store", str(store.root), "--quiet"])
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_cli(argv, store.root, capsys)
 
 
 def test_runs_list_prints_a_stored_label_escaped_one_run_per_line(store, capsys):

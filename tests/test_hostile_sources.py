@@ -11,14 +11,11 @@ real process for the case the issue names.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import os
 import pickle
 import re
 import shutil
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -27,8 +24,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from stitchcore.cli.main import main
-from tests.conftest import copy_store
+from tests.conftest import copy_store, run_cli, store_hash
 
 COMMIT = "0" * 40  # the snapshot a planted Hugging Face cache entry is filed under
 TV_FILE = "resnet18-f37072fd.pth"  # the torch hub cache name of torchvision:resnet18's DEFAULT weights
@@ -107,27 +103,6 @@ def caches(tmp_path, monkeypatch) -> Path:
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
     return tmp_path
-
-
-def store_hash(root: Path) -> dict[str, str]:
-    """sha256 of every file under the store by relative path; the database by its content (SQLite's dump, read
-    through its write-ahead log: opening the store creates the -wal and -shm files, which hold no change)."""
-    files = {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-             for p in sorted(root.rglob("*")) if p.is_file() and not p.name.startswith("stitchlab.sqlite")}  # fmt: skip
-    with contextlib.closing(sqlite3.connect(root / "stitchlab.sqlite")) as db:
-        files["stitchlab.sqlite"] = hashlib.sha256("\n".join(db.iterdump()).encode()).hexdigest()
-    return files
-
-
-def run_cli(argv: list[str], store_root: Path, capsys) -> tuple[int, str, str]:
-    """``main(argv)`` in-process: (exit code, stdout, stderr)."""
-    capsys.readouterr()
-    try:
-        code = main([*argv, "--store", str(store_root), "--quiet"])
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def assert_refused(code: int, out: str, err: str, fix: str) -> None:

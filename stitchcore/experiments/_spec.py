@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import MISSING, fields
 from typing import Any, ClassVar, Self, TypeVar
 
-from stitchcore.errors import StitchError
+from stitchcore.errors import StitchError, shown
 
 __all__ = ["MAX_SEED", "Spec", "check_at_least", "check_at_most", "check_choice", "check_positive", "check_sample_caps",
            "check_seed", "field_label", "spec_from_dict"]
@@ -91,8 +91,7 @@ def check_seed(name: str, value: Any) -> None:
     stitchcore.errors.StitchError: seed must be a whole number 0 .. 2147483647 (got 9223372036854775808)
     """
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEED:
-        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
-        raise StitchError(f"{field_label(name)} must be a whole number 0 .. {MAX_SEED} (got {shown})")
+        raise StitchError(f"{field_label(name)} must be a whole number 0 .. {MAX_SEED} (got {shown(value)})")
 
 
 def check_sample_caps(spec: Any, names: tuple[str, ...] = ("max_train", "max_test")) -> None:

@@ -28,7 +28,9 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "MAX_KEY", "MAX_NUMBER", "Problem", "json_problem", "shown", "text_problem", "type_problem"]
+from stitchcore.errors import shown
+
+__all__ = ["MAX_DEPTH", "MAX_KEY", "MAX_NUMBER", "Problem", "json_problem", "text_problem", "type_problem"]
 
 MAX_DEPTH = 16  # lists and objects inside one another: a lesson's deepest is ~7 (steps, open, choices, a value)
 MAX_KEY = 100  # characters in a key: keys are field names, model names and control fields (~40 at most)
@@ -36,16 +38,6 @@ MAX_NUMBER = 2**53 - 1  # the largest whole number the page, a link and JavaScri
 
 Path = tuple[str | int, ...]
 Problem = tuple[Path, str]
-
-
-def shown(value: Any, most: int = 40) -> str:
-    """``repr(value)`` cut to ``most`` characters (a message quotes a value, never a whole huge one).
-
-    >>> shown("x" * 100, 10)
-    "'xxxxxx..."
-    """
-    text = repr(value)
-    return text if len(text) <= most else text[: most - 3] + "..."
 
 
 def _control_char(text: str, allowed: str) -> str | None:

@@ -47,12 +47,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from stitchcore.errors import StitchError
+from stitchcore.errors import StitchError, shown
 from stitchcore.experiments import get_experiment, new_spec
 from stitchcore.experiments.field_words import field_words
 from stitchcore.experiments.trait_presets import get_preset, zoo_ref
 from stitchcore.experiments.zoo_recipe import ZooRecipe
-from stitchcore.lessons.checks import MAX_NUMBER, json_problem, shown, text_problem, type_problem
+from stitchcore.lessons.checks import MAX_NUMBER, json_problem, text_problem, type_problem
 from stitchcore.measures.meaning import list_meanings, meaning
 
 __all__ = [

@@ -41,7 +41,7 @@ from torch import nn
 
 from stitchcore.stitching.adapters import Adapter, AdapterSpec, build_adapter
 from stitchcore.cuts import Cut
-from stitchcore.errors import AdapterError, CutError, DataError, SourceError
+from stitchcore.errors import AdapterError, CutError, DataError, SourceError, shown
 from stitchcore.models.gpt2 import block_kwargs, causal_mask, gpt2_root
 from stitchcore.models.loaded import LoadedModel
 
@@ -276,8 +276,7 @@ def parse_position(text: str | int, n_layer: int) -> int:
         elif tail.startswith("h.") and digits(tail[2:]):
             k = int(tail[2:]) + 1
         else:
-            shown = repr(text) if len(repr(text)) <= 40 else repr(text)[:37] + "..."
-            raise CutError(f"no residual cut {shown}; use drop, h.0 .. h.{n_layer - 1} or a position 0..{n_layer}")
+            raise CutError(f"no residual cut {shown(text)}; use drop, h.0 .. h.{n_layer - 1} or a position 0..{n_layer}")
     if not 0 <= k <= n_layer:
         raise CutError(f"position {k} is outside 0..{n_layer} (the model has {n_layer} blocks)")
     return k

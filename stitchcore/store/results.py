@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
-from stitchcore.errors import RunBusy, StoreError
+from stitchcore.errors import RunBusy, StoreError, shown
 
 # HEARTBEAT_SECONDS, STALE_SECONDS and MIGRATIONS lived here: they stay importable from this module (to read;
 # a monkeypatch takes effect in _ownership / _schema, where they are used)
@@ -458,8 +458,8 @@ class Store:
         stitchcore.errors.StoreError: limit must be a whole number 0 .. 1000000000 (got 1000...); leave it out for every run
         """
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_LIST):
-            shown = repr(limit) if len(repr(limit)) <= 24 else repr(limit)[:21] + "..."
-            raise StoreError(f"limit must be a whole number 0 .. {MAX_LIST} (got {shown}); leave it out for every run")
+            raise StoreError(f"limit must be a whole number 0 .. {MAX_LIST} (got {shown(limit, 24)}); leave it out "
+                             "for every run")
         wanted = [] if status is None else [status] if isinstance(status, str) else list(status)
         sql = f"SELECT {self._run_cols} FROM runs WHERE (? IS NULL OR kind = ?)"
         sql += f" AND status IN ({', '.join('?' * len(wanted))})" if status is not None else ""
