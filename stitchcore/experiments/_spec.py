@@ -10,11 +10,10 @@ from dataclasses import MISSING, fields
 from typing import Any, ClassVar, Self, TypeVar
 
 from stitchcore.errors import StitchError, shown
+from stitchcore.models.refs import MAX_SEED  # one bound for seeds in refs and in specs
 
 __all__ = ["MAX_SEED", "Spec", "check_at_least", "check_at_most", "check_choice", "check_positive", "check_sample_caps",
            "check_seed", "field_label", "spec_from_dict"]
-
-MAX_SEED = 2**31 - 1  # the largest seed a spec takes: numpy, torch and Python's random all accept it
 
 S = TypeVar("S")
 

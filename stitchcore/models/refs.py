@@ -43,7 +43,7 @@ from typing import Any
 from stitchcore.errors import RefError
 from stitchcore.models.preprocess import format_size, format_values, parse_size, parse_values
 
-__all__ = ["SCHEMES", "TWIN_SEEDS", "ModelRef", "check_store_ref", "dataset_outside", "parse_ref", "parse_seed", "random_twin", "random_twins",
+__all__ = ["MAX_SEED", "SCHEMES", "TWIN_SEEDS", "ModelRef", "check_store_ref", "dataset_outside", "parse_ref", "parse_seed", "random_twin", "random_twins",
            "upload_ref"]
 
 # Where a model can come from; the order is the order shown in help texts.
@@ -64,7 +64,7 @@ _ALIASES = {
 
 _KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 _SEED_RE = re.compile(r"^[0-9]{1,10}$")  # ASCII digits; 2**31 - 1 has 10 (a 5,000-digit int() raises)
-MAX_REF_SEED = 2**31 - 1  # as experiments._spec.MAX_SEED: numpy, torch and random all take it
+MAX_SEED = 2**31 - 1  # the largest seed a ref or a spec takes: numpy, torch and Python's random all accept it
 # Schemes whose seed= defaults to 0 and is then left out of the canonical ref. Not zoo:, whose stored
 # specs already spell ?init=random&seed=0 out (its run ids must not move).
 _SEED_DEFAULT_DROPPED = ("timm", "torchvision", "hf")
@@ -158,9 +158,9 @@ def parse_seed(ref: ModelRef) -> int:
     value = ref.param("seed")
     if value is None:
         return 0
-    if not _SEED_RE.match(value) or int(value) > MAX_REF_SEED:
+    if not _SEED_RE.match(value) or int(value) > MAX_SEED:
         shown = repr(value) if len(value) <= 24 else repr(value[:21]) + "..."
-        raise RefError(f"bad seed {shown} in {ref.scheme}:{ref.name}; write seed=N, N a whole number 0 .. {MAX_REF_SEED}")
+        raise RefError(f"bad seed {shown} in {ref.scheme}:{ref.name}; write seed=N, N a whole number 0 .. {MAX_SEED}")
     return int(value)
 
 
