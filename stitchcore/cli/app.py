@@ -21,7 +21,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stitchcore.cli._common import Command, ProgressBar, given, safe, whole
+from stitchcore.cli._args import given, safe, whole
+from stitchcore.cli._common import Command, ProgressBar
 from stitchcore.errors import StitchError
 from stitchcore.links import BASE_URL_ENV, CLASS_ENV, KEY_ENV, public_base
 

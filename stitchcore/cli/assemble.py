@@ -13,20 +13,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from stitchcore.cli._common import (
-    Command,
-    ProgressBar,
-    backend_parser,
-    data_name,
-    emit,
-    model_ref,
-    names,
-    number,
-    outcome,
-    run,
-    took,
-    whole,
-)
+from stitchcore.cli._args import data_name, model_ref, names, number, whole
+from stitchcore.cli._common import Command, ProgressBar, backend_parser, emit, outcome, run, took
 from stitchcore.cli.stitch import resolve_cuts
 from stitchcore.errors import StitchError
 

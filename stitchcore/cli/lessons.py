@@ -14,17 +14,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stitchcore.cli._common import (
-    CTRL_C,
-    Command,
-    ProgressBar,
-    check_device,
-    emit,
-    out_path,
-    safe,
-    set_threads,
-    took,
-)
+from stitchcore.cli._args import out_path, safe
+from stitchcore.cli._common import CTRL_C, Command, ProgressBar, check_device, emit, set_threads, took
 
 if TYPE_CHECKING:
     from stitchcore.lessons import Lesson, Step

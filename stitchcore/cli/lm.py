@@ -13,21 +13,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from stitchcore.cli._common import (
-    Command,
-    ProgressBar,
-    backend_parser,
-    data_name,
-    emit,
-    given,
-    model_ref,
-    number,
-    outcome,
-    run,
-    safe,
-    took,
-    whole,
-)
+from stitchcore.cli._args import data_name, given, model_ref, number, safe, whole
+from stitchcore.cli._common import Command, ProgressBar, backend_parser, emit, outcome, run, took
 from stitchcore.errors import StitchError
 
 if TYPE_CHECKING:

@@ -17,7 +17,8 @@ import sys
 import threading
 
 from stitchcore.cli import app, assemble, lessons, lm, matrix, models, runs, stitch, sweep
-from stitchcore.cli._common import CTRL_C, Command, OneLineParser, ProgressBar, common_parser, safe
+from stitchcore.cli._args import safe
+from stitchcore.cli._common import CTRL_C, Command, OneLineParser, ProgressBar, common_parser
 from stitchcore.errors import Cancelled, RunBusy, StitchError
 
 __all__ = ["COMMANDS", "build_parser", "main"]

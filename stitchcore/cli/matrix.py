@@ -18,20 +18,8 @@ import argparse
 import textwrap
 from typing import TYPE_CHECKING, Any
 
-from stitchcore.cli._common import (
-    Command,
-    ProgressBar,
-    backend_parser,
-    data_name,
-    emit,
-    given,
-    model_ref,
-    names,
-    outcome,
-    run,
-    took,
-    whole,
-)
+from stitchcore.cli._args import data_name, given, model_ref, names, whole
+from stitchcore.cli._common import Command, ProgressBar, backend_parser, emit, outcome, run, took
 from stitchcore.cli.stitch import resolve_cuts
 from stitchcore.errors import StitchError
 

@@ -10,22 +10,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from stitchcore.cli._common import (
-    Command,
-    ProgressBar,
-    data_name,
-    emit,
-    given,
-    json_obj,
-    model_ref,
-    number,
-    outcome,
-    pair,
-    run,
-    safe,
-    took,
-    whole,
-)
+from stitchcore.cli._args import data_name, given, json_obj, model_ref, number, pair, safe, whole
+from stitchcore.cli._common import Command, ProgressBar, emit, outcome, run, took
 
 if TYPE_CHECKING:
     from stitchcore.store.results import Store

@@ -16,7 +16,8 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
-from stitchcore.cli._common import Command, ProgressBar, bounded, emit, in_file, number, out_path, safe
+from stitchcore.cli._args import bounded, in_file, number, out_path, safe
+from stitchcore.cli._common import Command, ProgressBar, emit
 from stitchcore.errors import StitchError
 from stitchcore.store.results import MAX_LIST, STATUSES
 

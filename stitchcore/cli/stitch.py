@@ -14,20 +14,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from stitchcore.cli._common import (
-    Command,
-    ProgressBar,
-    data_name,
-    emit,
-    given,
-    model_ref,
-    number,
-    outcome,
-    run,
-    safe,
-    took,
-    whole,
-)
+from stitchcore.cli._args import data_name, given, model_ref, number, safe, whole
+from stitchcore.cli._common import Command, ProgressBar, emit, outcome, run, took
 
 if TYPE_CHECKING:
     from stitchcore.store.results import Store

@@ -11,24 +11,19 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from stitchcore.cli._args import data_name, given, model_ref, names, number, whole
 from stitchcore.cli._common import (
     CTRL_C,
     Command,
     ProgressBar,
     backend_parser,
     check_device,
-    data_name,
     emit,
-    given,
-    model_ref,
-    names,
-    number,
     outcome,
     run,
     run_options,
     set_threads,
     took,
-    whole,
 )
 from stitchcore.errors import StitchError
 
