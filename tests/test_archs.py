@@ -13,6 +13,8 @@ from torch import nn
 from stitchcore.models.archs import arch_defaults, create_arch, list_archs, register_arch
 from stitchcore.errors import RefError
 
+pytestmark = pytest.mark.usefixtures("no_background_calibration")  # the seeds below read torch's global RNG
+
 # name -> (kwargs, input maker, expected output shape)
 CASES = {
     "mlp": ({}, lambda: torch.randn(3, 1, 8, 8), (3, 10)),

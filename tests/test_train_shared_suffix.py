@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 
 import pytest
@@ -12,11 +11,11 @@ from stitchcore.stitching.activations import collect_cuts
 from stitchcore.stitching.adapters import AdapterSpec, build_adapter
 from stitchcore.cuts import get_cut, split
 from stitchcore.data.images import load_dataset
-from stitchcore.experiments.estimate import calibrating
 from stitchcore.models.sources import load_model
 from stitchcore.stitching.train import AdapterTargets, TrainKnobs, train_adapter
 from stitchcore.stitching.shared_suffix import train_adapters_shared_suffix
 
+pytestmark = pytest.mark.usefixtures("no_background_calibration")  # seeds below read torch's global RNG
 CPU = torch.device("cpu")
 SENDERS = ("block1", "block2", "fc1")  # map (16,4,4), map (32,2,2), vector (64,): three adapter shapes
 RECEIVER = "fc1"
@@ -33,16 +32,6 @@ def setting(trained_store):
     acts = collect_cuts(a, senders, ds, "train", device=CPU, limit=400)
     suffix = split(b, receiver)[1]
     return senders, receiver, [acts[n] for n in SENDERS], ds.labels("train")[:400], suffix
-
-
-@pytest.fixture(autouse=True)
-def _no_background_calibration():
-    """Wait for background estimate calibrations that app tests earlier on this worker queued: they build and
-    train models in another thread, drawing from torch's global RNG between ``_fresh``'s seed and its adapters
-    (seen once in a full run: bn_before.weight of a wholly different draw)."""
-    deadline = time.monotonic() + 180
-    while calibrating() and time.monotonic() < deadline:
-        time.sleep(0.1)
 
 
 def _fresh(senders, receiver) -> list[torch.nn.Module]:
