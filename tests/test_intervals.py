@@ -1,4 +1,6 @@
-"""Bootstrap intervals: checked against scipy's bootstrap on the same per-example data, and on a real stitch."""
+"""Bootstrap intervals: checked against scipy's bootstrap on the same per-example data, and on a real stitch;
+intervals across seeds: Student t, three seeds at least, clipped to the metric's range, paired over model seeds
+for a claim against its baseline (the proportions' exact intervals: tests/test_proportion_intervals.py)."""
 
 from __future__ import annotations
 
@@ -7,14 +9,23 @@ import pytest
 import torch
 from scipy import stats
 
-from stitchcore.measures.intervals import mean_ci, paired_difference_ci, unpaired_difference_ci
+from stitchcore.measures.intervals import (
+    across_seeds,
+    bootstrap_mean_ci,
+    mean_ci,
+    paired_difference_ci,
+    paired_seed_effect,
+    seed_note,
+    seed_spread,
+    unpaired_difference_ci,
+)
 
 
 @pytest.mark.parametrize("p, n", [(0.97, 450), (0.5, 200), (0.8, 46)])
 def test_the_interval_of_a_mean_accuracy_matches_scipy_s_bootstrap(p, n):
     rng = np.random.default_rng(0)
     correct = (rng.random(n) < p).astype(float)
-    ours = mean_ci(torch.from_numpy(correct), resamples=4000, seed=1)
+    ours = bootstrap_mean_ci(torch.from_numpy(correct), resamples=4000, seed=1)
     theirs = stats.bootstrap((correct,), np.mean, n_resamples=4000, method="percentile",
                              random_state=np.random.default_rng(2)).confidence_interval
     half = (ours[1] - ours[0]) / 2
@@ -37,8 +48,55 @@ def test_a_paired_difference_is_tighter_than_two_separate_resamples_when_the_mod
 def test_the_same_seed_gives_the_same_interval_and_bad_input_is_refused():
     x = torch.rand(100)
     assert mean_ci(x, seed=3) == mean_ci(x, seed=3) != mean_ci(x, seed=4)
+    right = (x > 0.3).double()
+    assert mean_ci(right, seed=3) == mean_ci(right, seed=4)  # a proportion's interval is exact: no draws
     with pytest.raises(ValueError, match="one value per example"):
         paired_difference_ci(torch.zeros(3), torch.zeros(4))
+
+
+# -- across seeds ---------------------------------------------------------------------------------------------
+
+
+def test_two_seeds_give_a_mean_and_no_interval_and_say_so():
+    assert across_seeds([0.90, 0.94]) == (0.92, None, None)  # a t-interval on 1 degree of freedom says nothing
+    assert seed_spread([0.90, None, 0.94]) == (0.92, None) and seed_spread([0.9]) == (0.9, None)
+    mean, lo, hi = across_seeds([0.90, 0.94, 0.92])
+    t_lo, t_hi = stats.t.interval(0.95, 2, loc=0.92, scale=stats.sem([0.90, 0.94, 0.92]))
+    assert (mean, lo, hi) == pytest.approx((0.92, t_lo, t_hi), abs=1e-6)
+    assert seed_note(2) == "mean of 2 seeds, no interval: an interval across seeds needs 3 or more"
+    assert seed_note(3) is None
+    with pytest.raises(ValueError, match="at least two"):
+        across_seeds([0.9])
+
+
+def test_a_seed_interval_stops_at_the_metric_s_range():
+    accuracies = [0.96, 0.99, 1.0]
+    _, lo, hi = across_seeds(accuracies)
+    assert hi > 1  # the t-interval alone runs past 100%
+    assert across_seeds(accuracies, bounds=(0, 1)) == (0.983333, lo, 1.0)
+    assert seed_spread([0.0, 0.01, 0.04], bounds=(0.0, 1.0))[1][0] == 0.0
+    penalties = [-0.01, 0.02, -0.02]
+    assert across_seeds(penalties, bounds=(-1, 1)) == across_seeds(penalties)  # inside: unchanged
+    with pytest.raises(ValueError, match="lower < upper"):
+        across_seeds(accuracies, bounds=(1, 0))
+
+
+def test_a_claim_s_effect_is_paired_over_model_seeds():
+    """Each model seed moves the claim and its baseline together (a better-trained seed is better at both):
+    pairing cancels that, so the interval of the differences is far tighter than the two spreads."""
+    seed_effect = np.array([0.00, 0.04, -0.03, 0.02, -0.01])
+    claim = (0.89 + seed_effect + [0.011, 0.009, 0.010, 0.012, 0.008]).tolist()
+    baseline = (0.89 + seed_effect).tolist()
+    effect = paired_seed_effect(claim, baseline)
+    diffs = np.subtract(claim, baseline)
+    t_lo, t_hi = stats.t.interval(0.95, 4, loc=diffs.mean(), scale=stats.sem(diffs))
+    assert effect["n_seeds"] == 5 and effect["mean"] == pytest.approx(0.01, abs=1e-6)
+    assert effect["ci"] == pytest.approx([t_lo, t_hi], abs=1e-6) and effect["ci"][0] > 0
+    c_lo, b_hi = across_seeds(claim)[1], across_seeds(baseline)[2]
+    assert c_lo < b_hi  # the two intervals side by side overlap: unpaired, no difference could be seen
+    assert paired_seed_effect(claim[:2], baseline[:2]) == {"mean": 0.01, "ci": None, "n_seeds": 2}
+    with pytest.raises(ValueError, match="one baseline value per seed"):
+        paired_seed_effect(claim, baseline[:3])
 
 
 def test_a_stitch_stores_its_intervals_and_the_penalty_s_is_paired(trained_store):

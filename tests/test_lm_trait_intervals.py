@@ -1,6 +1,6 @@
 """Intervals on LM losses (the windows resampled; the loss penalty paired with its base) and on a sweep's trait
-metrics (the test examples each metric reads): checked against scipy's paired bootstrap, on real tiny runs, and
-old results without them still read and draw."""
+metrics (exact binomial intervals over the test examples each metric reads): checked against scipy's paired
+bootstrap, on real tiny runs, and old results without them still read and draw."""
 
 from __future__ import annotations
 
@@ -149,11 +149,18 @@ def test_a_sweep_s_trait_metrics_carry_intervals_and_a_class_s_is_wider(trained_
                      epochs=1, control_seeds=1, simplicity=False)  # fmt: skip
     s = run_experiment("sweep", spec, store).record.summary
     records = [*s["rows"], *(c for r in s["rows"] for c in r["control"]), s["reference"]["a"], s["reference"]["b"]]
+    certain = 0
     for rec in records:
         for key in spec.metrics:
             assert _inside(rec["metrics"][key], rec["metrics_ci"][key]), (key, rec["metrics"])
         for acc, ci in zip(rec["per_class"], rec["per_class_ci"]):
             assert _inside(acc, ci)
+        for value, ci in [*((rec["metrics"][k], rec["metrics_ci"][k]) for k in spec.metrics),
+                          *zip(rec["per_class"], rec["per_class_ci"])]:  # fmt: skip
+            if value in (0.0, 1.0):  # a class all right, a confusion never made: exact, so never [1, 1] or [0, 0]
+                assert 0 < _width(ci) < 0.2, (value, ci)
+                certain += 1
+    assert certain >= 1
     wider = 0
     for row in s["rows"]:  # a class has ~46 of the 450 test images: its interval is wider wherever it is not 0 or 1
         overall = _width(row["metrics_ci"]["accuracy"])

@@ -14,8 +14,9 @@ The last four evaluate on a variant of the two-cue evaluation set (see
 :mod:`stitchcore.data.twocue`); :func:`metric_dataset` names it.
 
 Every metric is the mean of a 0/1 value per test example over the examples it reads (:func:`indicators`:
-class_acc those of its classes, confusion i->j those of class i), so its 95% interval resamples those examples
-(:func:`compute_ci`; on digits a class has ~46 test images, so a class's interval is wide).
+class_acc those of its classes, confusion i->j those of class i), a proportion, so its 95% interval is the
+exact binomial one over those examples (:func:`compute_ci`, ``intervals.proportion_ci``; on digits a class
+has ~46 test images, so a class's interval is wide, and 46 of 46 right is not [1, 1]).
 
 >>> parse_metric("confusion: 3 -> 8").key
 'confusion:3->8'
@@ -35,7 +36,7 @@ import torch
 
 from stitchcore.data.twocue import twocue_variant
 from stitchcore.errors import StitchError
-from stitchcore.measures.intervals import mean_ci
+from stitchcore.measures.intervals import proportion_ci
 
 __all__ = [
     "METRIC_HELP",
@@ -167,6 +168,12 @@ def indicators(metric: TraitMetric, logits: torch.Tensor, labels: torch.Tensor) 
 
 def compute_ci(metric: TraitMetric, logits: torch.Tensor, labels: torch.Tensor,
                seed: int = 0) -> list[float] | None:  # fmt: skip
-    """The 95% interval [lo, hi] of :func:`compute`'s value, its examples resampled (None where it reads none)."""
+    """The 95% interval [lo, hi] of :func:`compute`'s value: Clopper-Pearson over the examples it reads (None
+    where it reads none; ``seed`` is kept for callers, an exact interval draws nothing).
+
+    >>> logits = torch.eye(2).repeat(23, 1)  # 46 examples, every one predicted as its label
+    >>> compute_ci(parse_metric("accuracy"), logits, torch.tensor([0, 1] * 23))  # 46/46: not [1, 1]
+    [0.922938, 1.0]
+    """
     values = indicators(metric, logits, labels)
-    return None if values is None else list(mean_ci(values, seed=seed))
+    return None if values is None else list(proportion_ci(int(values.sum().item()), len(values)))
