@@ -89,7 +89,9 @@ def test_a_kind_with_many_values_gives_their_range_and_where():
     assert cka["calibrated"].endswith(" null sds over the 25 layer pairs")
     matrix = step_numbers(*_step_summary("similar-is-not-the-same", 3))
     assert matrix["accuracy"] == "61.8–97.8% over the 19 cells"  # 6 of 25 pairs cannot be joined
-    assert {"penalty", "debiased", "fit-r2", "fit-cka"} <= set(matrix)
+    assert {"penalty", "fit-r2", "fit-cka"} <= set(matrix)
+    # its closed-form cells had task-trained controls (issue 25): no debiased number mixes the two (issue 39)
+    assert "debiased" not in matrix
     depth = step_numbers(*_step_summary("lmdepth", 1))
     assert depth["loss_penalty"].endswith("over the 8 joins of 4 curves")
     assert step_numbers("sweep", {"positions": ["fc1"], "stitched": {"accuracy": [0.9]},

@@ -213,7 +213,7 @@ def test_controls_random_sender_is_worse_at_late_cuts(trained_store):
     spec = MatrixSpec(refs[0], refs[1], senders=("block2", "fc2"), receivers=("fc1", "fc2"), controls=True)
     s = run_experiment("matrix", spec, store).record.summary
     c = s["controls"]
-    assert set(c) == {"random_sender", "random_receiver", "random_both"}
+    assert set(c) == {"random_sender", "random_receiver", "random_both", "noise_sender"} == set(mx.CONTROLS)
     assert s["debiased_control"] == "random_sender"
     for i in range(2):
         for j in range(2):
@@ -222,26 +222,31 @@ def test_controls_random_sender_is_worse_at_late_cuts(trained_store):
             )
     assert c["random_sender"][1][1] < s["values"][1][1] - 0.1  # fc2 of a random CNN carries little
     assert 0 <= s["base_random"]["b"] < 0.3  # a random B alone is near chance ...
-    # ... but its controls are task-trained (a closed-form fit would copy the random net: chance in every cell),
-    # so a late trained sender into the random receiver's last layer classifies (Hernandez et al.'s pattern)
-    assert s["control_training"] == "task" and c["random_receiver"][1][1] > 0.5
+    # ... but its controls into the random receiver are task-trained (a closed-form fit would copy the random net:
+    # chance in every cell), so a late trained sender into its last layer classifies (Hernandez et al.'s pattern)
+    assert s["control_training"] == "matched" and c["random_receiver"][1][1] > 0.5
 
-    # all three debiased matrices: trained - that control, cell by cell, stored and read back
-    assert set(s["debiased_by_control"]) == set(mx.CONTROLS) == set(c)
-    for control in mx.CONTROLS:
+    # the debiased matrices of the controls made as the (closed-form) cells: trained - that control, stored and read
+    # back; the task-trained ones are drawn beside the matrix, never subtracted from it (like with like)
+    assert set(s["debiased_by_control"]) == {"random_sender", "noise_sender"}
+    for control in ("random_sender", "noise_sender"):
         for i in range(2):
             for j in range(2):
                 want = s["values"][i][j] - c[control][i][j]
                 assert s["debiased_by_control"][control][i][j] == pytest.approx(want, abs=1e-5)
         assert mx.debiased(s, control) == s["debiased_by_control"][control]
+    for control in ("random_receiver", "random_both"):
+        assert mx.debiased(s, control) is None and "task-trained" in mx.debiased_refusal(s, control)
     assert s["debiased"] == s["debiased_by_control"]["random_sender"]
     tables = mx.control_tables(s, [], s["senders"], s["receivers"])
     assert [(t.control, t.name) for t in tables] == [
-        ("random_sender", "random sender"), ("random_receiver", "random receiver"), ("random_both", "both random")]
-    assert all(t.values == c[t.control] and t.debiased == s["debiased_by_control"][t.control] for t in tables)
-    # a running matrix: the same tables from its cells
+        ("random_sender", "random sender"), ("random_receiver", "random receiver"), ("random_both", "both random"),
+        ("noise_sender", "noise sender")]
+    assert all(t.values == c[t.control] and t.debiased == s["debiased_by_control"].get(t.control) for t in tables)
+    assert [t.overlap is None for t in tables] == [False, True, True, False]  # no rings without a debiased map
+    # a running matrix: the same tables from its cells (its spec says how each control was made)
     live = mx.control_tables(None, _cells(store, run_experiment("matrix", spec, store).record.id), s["senders"],
-                             s["receivers"])  # fmt: skip
+                             s["receivers"], spec=spec)  # fmt: skip
     assert [(t.values, t.debiased) for t in live] == [(t.values, t.debiased) for t in tables]
 
 
@@ -259,7 +264,7 @@ def test_old_summaries_with_one_debiased_matrix_still_give_every_panel():
     s = OLD_SUMMARY
     assert "debiased_by_control" not in s
     tables = mx.control_tables(s, [], s["senders"], s["receivers"])
-    assert [t.control for t in tables] == list(mx.CONTROLS)
+    assert [t.control for t in tables] == list(mx.CONTROLS[:3])  # no noise sender then
     assert tables[0].debiased == s["debiased"]  # the stored one, as it was
     assert tables[1].debiased == [[0.8, 0.7], [None, 0.83]]  # computed: values - random receiver
     assert tables[2].debiased == mx.difference(s["values"], s["controls"]["random_both"])
@@ -281,7 +286,7 @@ def test_skipped_pairs_from_summary_and_cells():
     assert mx.skipped_pairs(None, []) == {}
     # a live matrix whose spec asks for controls: every control has a (still empty) table from the start
     tables = mx.control_tables(None, cells[1:], ["fc1"], ["fc2"], controls=True)
-    assert [t.values for t in tables] == [[[None]]] * 3 and [t.debiased for t in tables] == [[[None]]] * 3
+    assert [t.values for t in tables] == [[[None]]] * 4 and [t.debiased for t in tables] == [[[None]]] * 4
 
 
 def test_controls_need_zoo_models(trained_store):

@@ -83,10 +83,10 @@ def test_closed_form_controls_into_a_random_receiver_are_labelled_at_chance():
                       control_training="as-matrix")  # fmt: skip
     assert copy.controls_at_chance == ("random_receiver", "random_both")
     assert "never trained on the task" in control_note(copy, "random_both")[1]
-    # new specs: every control task-trained, none pinned
+    # new specs: the controls into a random receiver task-trained, none pinned (the others made as the cells)
     for spec in (MatrixSpec("zoo:a", "zoo:b", controls=True), copy.__class__("zoo:a", "zoo:b", mode="trained",
                                                                               objective="match", controls=True)):
-        assert spec.controls_at_chance == () and spec.control_training == "task"
+        assert spec.controls_at_chance == () and spec.control_training == "matched"
         assert all(control_note(spec, c)[0] for c in mx.CONTROLS)
     with pytest.raises(StitchError, match="task-trained controls need epochs >= 1"):
         MatrixSpec("zoo:a", "zoo:b", controls=True, epochs=0)
@@ -104,7 +104,7 @@ def test_closed_form_controls_are_task_trained_and_leave_chance(trained_store):
     # task-trained: a late trained sender into a random receiver's last layer is far above chance (the paper's)
     assert new["controls"]["random_receiver"][0][0] > 0.5 > old["controls"]["random_receiver"][0][0]
     assert new["controls"]["random_both"][0][0] > 0.2
-    assert new["control_training"] == "task" and new["controls_at_chance"] is None
+    assert new["control_training"] == "matched" and new["controls_at_chance"] is None
     assert new["values"] == old["values"]  # the matrix itself is the same closed-form fit
 
 

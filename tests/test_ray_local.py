@@ -58,7 +58,7 @@ def test_a_matrix_on_ray_equals_the_local_one(local_ray, store, mode, controls):
     there = run_experiment("matrix", spec, store, rerun=True, options=RAY)
     assert there.record.id == here.record.id  # the backend is not part of the run's identity
     cells = _by_cell(store, there.record.id)
-    assert cells.keys() == local.keys() and len(cells) == 25 * (4 if controls else 1)
+    assert cells.keys() == local.keys() and len(cells) == 25 * (5 if controls else 1)
     for key, cell in local.items():
         assert cells[key]["skipped_reason"] == cell["skipped_reason"], key
         if cell["accuracy"] is not None:

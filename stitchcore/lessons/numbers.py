@@ -29,6 +29,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from stitchcore.experiments.matrix import debiased
 from stitchcore.experiments.sweep import penalty_along, penalty_ci_along
 from stitchcore.measures.meaning import meaning
 from stitchcore.plots.penalty import format_pct, format_pts, interval_words, loss_penalty_pct, penalty_pts
@@ -151,7 +152,7 @@ def _matrix(s: Mapping[str, Any]) -> Numbers:
     over = "over the {n} cells"
     proxy = s.get("proxy") or {}
     for name, grid in (("accuracy", s.get("values") if s.get("metric", "accuracy") == "accuracy" else None),
-                       ("penalty", s.get("penalty")), ("debiased", s.get("debiased")),
+                       ("penalty", s.get("penalty")), ("debiased", debiased(s) if s.get("values") else None),
                        ("fit-r2", proxy.get("r2")), ("fit-cka", proxy.get("cka"))):  # fmt: skip
         _put(out, name, _span(name, _cells(grid), over))
     return out

@@ -13,7 +13,8 @@ from playwright.sync_api import expect
 from tests.e2e.conftest import download, open_app
 
 SENDERS, RECEIVERS = ("block2", "fc1"), ("block2", "fc2")  # fc1 (a vector) cannot feed block2 (a map): skipped
-CONTROLS = ("random sender", "random receiver", "both random")
+CONTROLS = ("random sender", "random receiver", "both random", "noise sender")
+DEBIASED = ("random sender", "noise sender")  # closed-form cells: only the controls fitted alike are subtracted
 
 
 @pytest.fixture(scope="module")
@@ -42,11 +43,12 @@ def test_matrix_link_shows_every_control_debiased_skips_and_csvs(app_url, page, 
     _chart(page, "Stitching accuracy").wait_for(timeout=60_000)
     for name in CONTROLS:
         _chart(page, f"Control: {name} (accuracy)").wait_for(timeout=30_000)
+    for name in DEBIASED:
         _chart(page, f"Debiased: trained − {name}").wait_for(timeout=30_000)
     plots = page.locator(".js-plotly-plot")
     expect(plots).to_have_count(7, timeout=30_000)
-    assert plots.filter(has_text="Control: ").count() == 3 and plots.filter(has_text="Debiased: ").count() == 3
-    assert plots.count() == 7  # the stitching panel + 3 controls + 3 debiased
+    assert plots.filter(has_text="Control: ").count() == 4 and plots.filter(has_text="Debiased: ").count() == 2
+    assert plots.count() == 7  # the stitching panel + 4 controls + 2 debiased
     page.get_by_text("grey × = pair skipped").first.wait_for()
 
     # every heat map marks the skipped pair: one "×" each (2 x 2 cells, one skipped)
@@ -72,7 +74,7 @@ def test_matrix_link_shows_every_control_debiased_skips_and_csvs(app_url, page, 
     rows = list(csv.reader(io.StringIO(saved.read_text(encoding="utf-8"))))
     assert rows[0] == ["debiased_pts: sender (A) \\ receiver (B)", *RECEIVERS]  # the cells' unit in the corner
     assert [r[0] for r in rows[1:]] == list(SENDERS)
-    want = s["debiased_by_control"]["random_receiver"]  # stored as a fraction; shown and saved in points
+    want = s["debiased_by_control"]["random_sender"]  # stored as a fraction; shown and saved in points
     assert rows[2][1] == "" and float(rows[1][2]) == pytest.approx(100 * want[0][1])
 
 

@@ -2,11 +2,13 @@
 
 The heat map of stitched accuracies is Hernandez, Dangovski & Lu's functional similarity matrix.
 Controls (``controls=True``, zoo models only): the same matrix with a random-init sender
-(A?init=random&seed=SEED), a random-init receiver (B?init=random), and both random; debiased =
-values - control values, one matrix per control.  The controls' adapters are task-trained
-(``control_training="task"``) even in closed-form mode, where a fit into a random receiver would
-only copy its activation and score chance in every cell; runs stored before say so
-(:func:`control_note`).
+(A?init=random&seed=SEED), a random-init receiver (B?init=random), both random, and a noise sender (each sender
+cut's activations replaced by class-clustered noise of their shape and scale); debiased = values - control
+values, one matrix per control made as the cells (like with like: :func:`debiased_refusal` says why a control
+has none).  The controls' adapters are made as the cells (``control_training="matched"``), except those into a
+random receiver where the cells never see the task loss: a fit there would only copy its activation and score
+chance in every cell, so they are task-trained and drawn beside the matrix, never subtracted from it; runs
+stored before say so (:func:`control_note`).
 
 One kind, one package, imports running downward:
 
@@ -32,6 +34,7 @@ from stitchcore.experiments.matrix.read import (
     control_note,
     control_tables,
     debiased,
+    debiased_refusal,
     difference,
     failed_pairs,
     matrix_state,
@@ -46,6 +49,7 @@ from stitchcore.experiments.matrix.spec import (
     CONTROL_NAMES,
     CONTROL_TRAININGS,
     CONTROLS,
+    INTO_RANDOM,
     MATRIX_OBJECTIVES,
     MATRIX_PRESETS,
     MAX_SEEDS,
@@ -53,12 +57,19 @@ from stitchcore.experiments.matrix.spec import (
     VARIANTS,
     MatrixSpec,
     cell_objective,
+    made_alike,
     preset_fields,
 )
-from stitchcore.experiments.matrix.units import receiver_unit, sender_activations, streamed_unit
+from stitchcore.experiments.matrix.units import (
+    noise_activations,
+    receiver_unit,
+    sender_activations,
+    streamed_unit,
+)
 
-__all__ = ["CELLS_ARTIFACT", "CONTROLS", "CONTROL_NAMES", "CONTROL_TRAININGS", "MATRIX_OBJECTIVES", "MATRIX_PRESETS", "MAX_SEEDS",
-           "MODES", "VARIANTS", "ControlTable", "MatrixSpec", "MatrixState", "blank_cells_mean", "cell_axes",
-           "cell_grid", "cell_objective", "control_note", "control_tables", "debiased", "difference",
-           "estimate_matrix", "failed_pairs", "matrix_state", "partial_cells", "partial_path", "preset_fields",
-           "receiver_unit", "run_matrix", "sender_activations", "similarity_beside", "skipped_pairs", "streamed_unit"]  # fmt: skip
+__all__ = ["CELLS_ARTIFACT", "CONTROLS", "CONTROL_NAMES", "CONTROL_TRAININGS", "INTO_RANDOM", "MATRIX_OBJECTIVES",
+           "MATRIX_PRESETS", "MAX_SEEDS", "MODES", "VARIANTS", "ControlTable", "MatrixSpec", "MatrixState",
+           "blank_cells_mean", "cell_axes", "cell_grid", "cell_objective", "control_note", "control_tables",
+           "debiased", "debiased_refusal", "difference", "estimate_matrix", "failed_pairs", "made_alike",
+           "matrix_state", "noise_activations", "partial_cells", "partial_path", "preset_fields", "receiver_unit",
+           "run_matrix", "sender_activations", "similarity_beside", "skipped_pairs", "streamed_unit"]  # fmt: skip

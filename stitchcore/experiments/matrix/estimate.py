@@ -22,7 +22,7 @@ from stitchcore.experiments.estimate import (
     pair_units,
     spread,
 )
-from stitchcore.experiments.matrix.spec import VARIANTS, MatrixSpec, cell_objective
+from stitchcore.experiments.matrix.spec import MatrixSpec, cell_objective
 from stitchcore.experiments.matrix.units import grid_of, resolve_cuts
 from stitchcore.stitching.adapters import compatibility
 
@@ -54,13 +54,14 @@ def _matrix_units(spec: MatrixSpec, ectx: EstimateContext) -> dict:
 
 
 def estimate_matrix(spec: MatrixSpec, ectx: EstimateContext) -> Estimate:
-    """Both models over the data once per variant, then every cell's fit or training and its scoring."""
+    """Both models over the data once per variant, then every cell's fit or training and its scoring (the noise
+    sender's cells too: no model pass of their own, but fitted, trained and scored as any control's)."""
     scale = ("epochs", "max_train", "max_test", "seed", "lr", "weight_decay", "controls", "mode", "precision",
-             "objective", "control_training", "seeds")  # fmt: skip
+             "objective", "control_training", "seeds", "noise_sender")  # fmt: skip
     key = ectx.pair_key("matrix", spec, scale)
     u = calibrated(key, lambda: _matrix_units(spec, ectx))
     n_train, n_test = image_counts(u, spec)
-    variants = VARIANTS if spec.controls else VARIANTS[:1]
+    variants = spec.variants
     trained = sum(cell_objective(spec, v) is not None for v in variants)  # variants whose adapters train
     models = 2 if spec.controls else 1  # each sending / receiving model runs once over the data
     steps = spec.epochs * -(-n_train // spec.batch_size) if trained else 0

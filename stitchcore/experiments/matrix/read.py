@@ -4,11 +4,13 @@ A matrix streams its finished cells into the store as it goes (the ``cells.json`
 every group of cells), so a running, cancelled or crashed matrix is readable: :func:`partial_cells` reads the
 cells back and :func:`cell_grid` lays them out.  Once done, the run's summary holds the same grids.
 
-Controls (random sender, random receiver, both random): debiased = values - control values, one matrix per
-control (``debiased_by_control``): with the random sender, what the trained bottom contributes beyond the
-adapter + trained top alone.  ``debiased`` keeps the random sender's (the only one stored before);
-:func:`debiased` and :func:`control_tables` read both old and new summaries, :func:`skipped_pairs` the
-skipped cells with their reasons.
+Controls (random sender, random receiver, both random, noise sender): debiased = values - control values, one
+matrix per control (``debiased_by_control``): with the random sender, what the trained bottom contributes beyond
+the adapter + trained top alone; with the noise sender, what A holds beyond its labels' clusters.  Like with like
+only: a control whose adapters were made otherwise than the cells (a task-trained control beside closed-form cells)
+has no debiased map, stored or computed, and :func:`debiased_refusal` says why.  ``debiased`` keeps the random
+sender's (the only one stored before); :func:`debiased` and :func:`control_tables` read both old and new
+summaries, :func:`skipped_pairs` the skipped cells with their reasons.
 
 :func:`matrix_state` reconciles all of that into what a page or a report draws (:class:`MatrixState`).
 :func:`similarity_beside` finds the similarity run (CKA, Procrustes ...) launched beside a matrix, whose
@@ -29,8 +31,11 @@ from stitchcore.experiments.matrix.spec import (
     CELLS_ARTIFACT,
     CONTROL_NAMES,
     CONTROLS,
+    INTO_RANDOM,
     MatrixSpec,
     cell_objective,
+    made_alike,
+    variant_training,
 )
 from stitchcore.experiments.similarity import SimilaritySpec
 from stitchcore.measures.intervals import seed_spread
@@ -40,9 +45,9 @@ from stitchcore.store.results import RunRecord, Store, run_id_for
 PROXY_METRICS = ("r2", "cka")  # per cell, from the fits' moments (stitching.shared_fits)
 
 __all__ = ["PROXY_METRICS", "ControlTable", "Grid", "MatrixState", "across_seed_grids", "blank_cells_mean",
-           "cell_axes", "cell_grid", "control_note", "control_tables",
-           "debiased", "difference", "failed_pairs", "matrix_state", "partial_cells", "partial_path",
-           "similarity_beside", "skipped_pairs"]  # fmt: skip
+           "cell_axes", "cell_grid", "control_note", "control_tables", "debiased", "debiased_refusal", "difference",
+           "failed_pairs", "matrix_state", "partial_cells", "partial_path", "similarity_beside",
+           "skipped_pairs"]  # fmt: skip
 
 
 def partial_path(store: Store, run_id: str) -> Path:
@@ -96,19 +101,67 @@ def difference(values: Sequence[Sequence[float | None]], control: Sequence[Seque
             for row_t, row_c in zip(values, control, strict=True)]  # fmt: skip
 
 
-def debiased(summary: Mapping[str, Any], control: str = "random_sender") -> Grid | None:
+def _how_made(summary: Mapping[str, Any] | None, spec: MatrixSpec | None) -> tuple[str, str, str]:
+    """(mode, objective, control_training) of a run: its spec's, else its summary's (absent: what older runs did)."""
+    if spec is not None:
+        return spec.mode, spec.objective, spec.control_training
+    s = summary or {}
+    return s.get("mode") or "closed-form", s.get("objective") or "task", s.get("control_training") or "as-matrix"
+
+
+def _made_words(weights: dict[str, float] | None) -> str:
+    if weights is None:
+        return "closed-form least-squares fits"
+    return "task-trained" if weights == {"task": 1.0} else "trained on " + " + ".join(weights)
+
+
+def debiased_refusal(summary: Mapping[str, Any] | None, control: str, spec: MatrixSpec | None = None) -> str | None:
+    """Why a run has no debiased map against ``control`` (one sentence), or None where it has one: its adapters
+    were made otherwise than the matrix's cells, so cell minus control would mix how the two stitches were made
+    with what the sender holds.  Read from ``spec`` if given, else from the summary's ``mode``, ``objective``
+    and ``control_training``.
+
+    >>> issue_25 = {"mode": "closed-form", "objective": "task", "control_training": "task"}
+    >>> why = debiased_refusal(issue_25, "random_sender")
+    >>> why.startswith("No debiased map: the matrix's cells are closed-form"), "adapters are task-trained" in why
+    (True, True)
+    >>> debiased_refusal({"mode": "closed-form", "control_training": "matched"}, "noise_sender") is None
+    True
+    """
+    mode, objective, training = _how_made(summary, spec)
+    if made_alike(mode, objective, training, control):
+        return None
+    cells = variant_training(mode, objective, training, "trained")
+    if training == "matched" and control in INTO_RANDOM:  # task-trained on purpose: made as the cells it is chance
+        return (f"No debiased map: the matrix's cells are {_made_words(cells)}, and a stitch made that way into a"
+                " random receiver only reproduces its activation (chance in every cell), so this control is"
+                " task-trained and drawn beside the matrix, never subtracted from it.")  # fmt: skip
+    made = _made_words(variant_training(mode, objective, training, control))
+    return (f"No debiased map: the matrix's cells are {_made_words(cells)} and this control's adapters are {made},"
+            " so cell minus control would mix how the two stitches were made with what the sender holds"
+            " (matrices launched now make their controls as their cells).")  # fmt: skip
+
+
+def debiased(summary: Mapping[str, Any], control: str = "random_sender",
+             spec: MatrixSpec | None = None) -> Grid | None:  # fmt: skip
     """Debiased matrix of a finished matrix summary against one control: trained - ``control``, cell by cell.
 
     Reads ``debiased_by_control`` (runs since all three controls are debiased), else the stored
     ``debiased`` (older runs kept only the random sender's), else computes it from ``values`` and
-    ``controls``; None when the run has no such control.
+    ``controls``; None when the run has no such control, or when that control was made otherwise than the
+    cells (:func:`debiased_refusal`, from ``spec`` or the summary: never a closed-form cell minus a
+    task-trained control).
 
     >>> s = {"values": [[0.9]], "controls": {"random_receiver": [[0.1]]}, "debiased": [[0.5]]}
     >>> debiased(s, "random_receiver"), debiased(s, "random_sender"), debiased(s, "random_both")
     ([[0.8]], [[0.5]], None)
+    >>> debiased({**s, "mode": "closed-form", "control_training": "task"}, "random_sender") is None  # unlike
+    True
     """
     if control not in CONTROLS:
         raise StitchError(f"unknown matrix control {control!r}; use one of: {', '.join(CONTROLS)}")
+    if debiased_refusal(summary, control, spec) is not None:
+        return None
     stored = (summary.get("debiased_by_control") or {}).get(control)
     if stored is not None:
         return stored
@@ -150,12 +203,15 @@ class ControlTable:
     """One control of a matrix, ready to draw: its accuracies and the debiased matrix against it."""
 
     control: str  # one of CONTROLS
-    name: str  # in words: "random sender" | "random receiver" | "both random"
+    name: str  # in words: "random sender" | "random receiver" | "both random" | "noise sender"
     values: Grid | None  # the control's stitched accuracy [senders][receivers]; None if the summary lacks it
-    debiased: Grid | None  # trained accuracy - the control's, cell by cell (higher = the trained model adds more)
+    # trained accuracy - the control's, cell by cell (higher = the trained model adds more); None where the run
+    # lacks it or the control was made otherwise than the cells (the note says why: debiased_refusal)
+    debiased: Grid | None
     can_differ: bool = True  # False: every cell is at chance by construction (the note says why)
     note: str = ""  # how its adapters were made and whether it can differ from chance, in words ("" unknown)
     overlap: dict[tuple[str, str], str] | None = None  # cells whose 95% interval overlaps the control's: why
+    # (None where there is no debiased map: intervals of stitches made two ways are not compared)
 
 
 def interval_overlap(trained: Grid | None, control: Grid | None, senders: Sequence[str],
@@ -197,6 +253,9 @@ def control_note(spec: MatrixSpec, control: str) -> tuple[bool, str]:
     (False, True)
     >>> control_note(MatrixSpec("zoo:cnn-digits-s0", "zoo:cnn-digits-s1", controls=True), "random_both")[0]
     True
+    >>> can, note = control_note(MatrixSpec("zoo:cnn-digits-s0", "zoo:cnn-digits-s1", controls=True), "noise_sender")
+    >>> can, "closed-form least-squares fits, from class-clustered noise" in note
+    (True, True)
     """
     if control not in CONTROLS:
         raise StitchError(f"unknown matrix control {control!r}; use one of: {', '.join(CONTROLS)}")
@@ -207,13 +266,17 @@ def control_note(spec: MatrixSpec, control: str) -> tuple[bool, str]:
                else "its adapters are never trained on the task" if "task" not in weights
                else "its adapters are not trained (0 epochs)")  # fmt: skip
         return False, (f"Cannot differ from chance ({how}): {why}, so the stitched network predicts what the "
-                       "random B alone predicts, in every cell. Matrices launched now task-train their controls.")
-    top = "B's trained top" if control == "random_sender" else "the random receiver's top"
-    note = f"Can differ from chance: {how}, through {top}."
-    if spec.mode == "closed-form" and weights is not None:
-        note += (" The matrix itself is closed-form, so its debiased map compares closed-form cells with"
-                 " trained controls (a conservative difference).")
-    return True, note
+                       "random B alone predicts, in every cell. Matrices launched now task-train the controls into "
+                       "a random receiver.")  # fmt: skip
+    if control == "noise_sender":
+        note = (f"Can differ from chance: {how}, from class-clustered noise of each sender cut's shape and scale"
+                " (nothing of the image but its label), through B's trained top: a cell is evidence about A only"
+                " where it beats this one.")  # fmt: skip
+    else:
+        top = "B's trained top" if control == "random_sender" else "the random receiver's top"
+        note = f"Can differ from chance: {how}, through {top}."
+    refusal = debiased_refusal(None, control, spec)
+    return True, note + (f" {refusal}" if refusal else "")
 
 
 def control_tables(
@@ -223,8 +286,10 @@ def control_tables(
     """The controls of a matrix run, in :data:`CONTROLS` order: from its summary once done (old summaries
     with only the random sender's ``debiased`` included), else from its finished ``cells`` (a running run).
 
-    ``controls=True`` (the spec asks for them) gives every control a table before its first cell; ``spec``
-    (the run's) fills each table's ``can_differ`` and ``note`` (:func:`control_note`).
+    ``controls=True`` (the spec asks for them) gives every control the run computes (``spec.variants``; without
+    ``spec``, every control) a table before its first cell; ``spec`` (the run's) fills each table's
+    ``can_differ`` and ``note`` (:func:`control_note`).  A control made otherwise than the cells gets no debiased
+    map and no overlap rings (:func:`debiased_refusal`, said in its note).
 
     >>> cells = [{"variant": v, "sender": "fc1", "receiver": "fc2", "accuracy": a}
     ...          for v, a in (("trained", 0.9), ("random_sender", 0.3))]
@@ -235,24 +300,28 @@ def control_tables(
     trained_ci = s.get("values_ci") or cell_grid(cells, list(senders), list(receivers), field="accuracy_ci")
 
     def table(control: str, values: Grid | None, diff: Grid | None) -> ControlTable:
-        notes = control_note(spec, control) if spec is not None and spec.controls else (True, "")
+        can, note = control_note(spec, control) if spec is not None and spec.controls else (True, "")
+        refusal = debiased_refusal(summary, control, spec)
+        if refusal is not None:  # like with like only: no map, no rings, and the note says why
+            return ControlTable(control, CONTROL_NAMES[control], values, None, can, note if spec else refusal)
         control_ci = ((s.get("controls_ci") or {}).get(control)
                       or cell_grid(cells, list(senders), list(receivers), variant=control, field="accuracy_ci"))
         overlap = interval_overlap(trained_ci, control_ci, senders, receivers)
-        return ControlTable(control, CONTROL_NAMES[control], values, diff, *notes, overlap=overlap)
+        return ControlTable(control, CONTROL_NAMES[control], values, diff, can, note, overlap=overlap)
 
     tables = []
     if s.get("controls") or s.get("debiased") is not None:
         for control in CONTROLS:
             values = (s.get("controls") or {}).get(control)
-            diff = debiased(s, control)
+            diff = debiased(s, control, spec)
             if values is not None or diff is not None:
                 tables.append(table(control, values, diff))
         return tables
     trained = cell_grid(cells, list(senders), list(receivers))
     seen = {c.get("variant") for c in cells}
+    wanted = (spec.variants[1:] if spec is not None and spec.controls else CONTROLS) if controls else ()
     for control in CONTROLS:
-        if controls or control in seen:
+        if control in wanted or control in seen:
             values = cell_grid(cells, list(senders), list(receivers), variant=control)
             tables.append(table(control, values, difference(trained, values)))
     return tables

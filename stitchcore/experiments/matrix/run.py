@@ -9,8 +9,12 @@ keeps its cells and a re-run of the same spec does not recompute them.  A unit t
 cluster stores its cells with the reason; the rest of the matrix completes.
 
 Cells that no adapter can join (a vector sender into a spatial receiver) are skipped with the reason;
-they never fail the matrix.  A trained matrix whose activations exceed the memory budget
-(``STITCHLAB_ACT_BUDGET_MB``) is refused with what to change; a closed-form one streams instead.
+they never fail the matrix.  A matrix whose activations exceed the memory budget (``STITCHLAB_ACT_BUDGET_MB``)
+streams them, except the noise-sender control, which is made from A's cached activations: a streamed matrix with
+it is refused with what to change.
+
+Debiased maps (cell minus control) are stored only for the controls made as the cells (:func:`~.spec.made_alike`):
+closed form beside closed form, trained beside trained.
 """
 
 from __future__ import annotations
@@ -31,12 +35,14 @@ from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments.dataset_check import check_head_classes, load_pair, pair_dataset
 from stitchcore.experiments.matrix.estimate import estimate_matrix
 from stitchcore.experiments.matrix.read import across_seed_grids, cell_grid, difference
-from stitchcore.experiments.matrix.spec import CELLS_ARTIFACT, MatrixSpec, cell_objective
+from stitchcore.experiments.matrix.spec import CELLS_ARTIFACT, MatrixSpec, cell_objective, made_alike
 from stitchcore.experiments.matrix.units import (
     EVAL_BATCH,
+    NOISE_KEY,
     _Workspace,
     grid_of,
     grid_unit,
+    noise_activations,
     receiver_unit,
     resolve_cuts,
     sender_activations,
@@ -54,6 +60,10 @@ from stitchcore.store.results import Store
 __all__ = ["check_matrix", "run_matrix"]
 
 log = logging.getLogger(__name__)
+
+# variant -> (sender model key, receiver model key) in the workspace
+VARIANT_MODELS = {"trained": ("a", "b"), "random_sender": ("a_rand", "b"), "random_receiver": ("a", "b_rand"),
+                  "random_both": ("a_rand", "b_rand"), "noise_sender": (NOISE_KEY, "b")}  # fmt: skip
 
 
 def _nbytes(cuts: list[Cut], n: int) -> int:
@@ -94,10 +104,39 @@ def _inputs(spec: MatrixSpec, store: Store) -> tuple[dict[str, LoadedModel], Ima
     return models, ds, resolve_cuts(models["a"], spec.senders), resolve_cuts(models["b"], spec.receivers)
 
 
+def _counts(spec: MatrixSpec, ds: ImageDataset) -> tuple[int, int]:
+    """The training and test images the run uses (the spec's caps applied)."""
+    n_train, n_test = (len(ds.labels(s)) for s in ("train", "test"))
+    n_train = n_train if spec.max_train is None else min(spec.max_train, n_train)
+    return n_train, n_test if spec.max_test is None else min(spec.max_test, n_test)
+
+
+def _activation_bytes(spec: MatrixSpec, senders: list[Cut], receivers: list[Cut], n_train: int, n_test: int) -> int:
+    """Bytes of the activations a cached run holds: every sending model's (and the noise sender's) sender cuts
+    over both splits, every receiving model's receiver cuts over the training split."""
+    variants = [VARIANT_MODELS[v] for v in spec.variants]
+    sending, receiving = {send for send, _ in variants}, {recv for _, recv in variants}
+    return len(sending) * _nbytes(senders, n_train + n_test) + len(receiving) * _nbytes(receivers, n_train)
+
+
+def _check_noise_fits(spec: MatrixSpec, need: int, budget: int) -> None:
+    """The noise sender is made from A's cached activations (there is no model to stream): refused over the
+    budget."""
+    if "noise_sender" in spec.variants and need > budget:
+        raise StitchError(
+            f"the noise-sender control needs the activations in memory ({need / 2**20:.3g} MB, over the"
+            f" {budget / 2**20:.3g} MB budget): lower max_train / max_test, raise STITCHLAB_ACT_BUDGET_MB,"
+            " or set noise_sender=False (the CLI's --no-noise-sender)")  # fmt: skip
+
+
 def check_matrix(spec: MatrixSpec, store: Store) -> None:
-    """What the run checks before its first cell, without computing any: controls, models, data, cut names."""
+    """What the run checks before its first cell, without computing any: controls, models, data, cut names, and
+    that a noise sender's activations fit the memory budget."""
     _check_controls(spec)
-    _inputs(spec, store)
+    _, ds, senders, receivers = _inputs(spec, store)
+    if "noise_sender" in spec.variants:
+        need = _activation_bytes(spec, senders, receivers, *_counts(spec, ds))
+        _check_noise_fits(spec, need, memory_budget_bytes())
 
 
 def _prepare(
@@ -115,14 +154,13 @@ def _prepare(
         models["a_rand"], models["b_rand"] = load_model(twin_a, store=ctx.store), load_model(twin_b, store=ctx.store)
     for m in models.values():
         m.to(device)  # whole, then split: a part moved alone leaves its model on two devices
-    n_train, n_test = (len(ds.labels(s)) for s in ("train", "test"))
-    n_train = n_train if spec.max_train is None else min(spec.max_train, n_train)
-    n_test = n_test if spec.max_test is None else min(spec.max_test, n_test)
+    n_train, n_test = _counts(spec, ds)
 
     sending = sorted({v[1] for v in variants})
     receiving = sorted({v[2] for v in variants})  # random twins have the same cut shapes
-    need = len(sending) * _nbytes(senders, n_train + n_test) + len(receiving) * _nbytes(receivers, n_train)
+    need = _activation_bytes(spec, senders, receivers, n_train, n_test)
     budget = memory_budget_bytes()
+    _check_noise_fits(spec, need, budget)
     streamed = need > budget
     if streamed:  # each pass computes what it needs per batch; trained cells recompute A's per drawn batch
         log.info("matrix: %.1f MB of activations over the %.0f MB budget; streaming", need / 2**20, budget / 2**20)
@@ -149,12 +187,16 @@ def _prepare(
                           **common), ds.name  # fmt: skip
     ctx.progress(0.0, "caching activations")
     acts = {"device": device, "check_cancel": ctx.check_cancel, "batch_size": batch}
+    real = [k for k in sending if k != NOISE_KEY]  # the noise sender is made from A's, below
+    sender_train = {k: collect_cuts(models[k], senders, ds, "train", limit=n_train, **acts) for k in real}
+    sender_test = ({k: collect_cuts(models[k], senders, ds, "test", limit=n_test, **acts) for k in real}
+                   if spec.mode != "proxy" else {})  # fmt: skip  (a proxy matrix scores nothing)
+    if NOISE_KEY in sending:
+        sender_train[NOISE_KEY], sender_test[NOISE_KEY] = noise_activations(
+            sender_train["a"], common["y_train"], common["y_test"], ds.num_classes, spec.seed)
     ws = _Workspace(
-        sender_train={
-            k: collect_cuts(models[k], senders, ds, "train", limit=n_train, **acts) for k in sending
-        },
-        sender_test={k: collect_cuts(models[k], senders, ds, "test", limit=n_test, **acts) for k in sending}
-        if spec.mode != "proxy" else {},  # a proxy matrix scores nothing
+        sender_train=sender_train,
+        sender_test=sender_test,
         receiver_train={
             k: collect_cuts(models[k], receivers, ds, "train", limit=n_train, **acts) for k in receiving
         },
@@ -164,16 +206,18 @@ def _prepare(
     return ws, ds.name
 
 
-def _ship(ws: _Workspace, backend: Backend, sending: list[str]) -> tuple[dict, dict[str, Any]]:
+def _ship(ws: _Workspace, backend: Backend, sending: list[str], seed: int) -> tuple[dict, dict[str, Any]]:
     """What units on another process need, shared once per run: each model as a package, the data, the
-    numbers; and (cached mode) one sender-activations task per sending model."""
+    numbers; and (cached mode) one sender-activations task per sending model (the noise sender's unit makes
+    its noise from A's, with ``seed``)."""
     packages = {key: backend.share(pack_model(m)) for key, m in ws.models.items()}
     common = {"ds": backend.share(ws.ds), "n_train": len(ws.y_train), "n_test": len(ws.y_test), "batch": ws.batch,
               "budget": ws.budget, "work": ws.work, "bases": ws.bases, "base_correct": ws.base_correct,
-              "senders": [s.name for s in ws.senders]}  # fmt: skip
+              "senders": [s.name for s in ws.senders], "noise_seed": seed}  # fmt: skip
+    real = sorted({"a" if key == NOISE_KEY else key for key in sending})
     acts = {} if ws.streamed else {
         key: backend.call(sender_activations, packages[key], common["senders"], common["ds"], common["n_train"],
-                          common["n_test"], ws.batch) for key in sending}  # fmt: skip
+                          common["n_test"], ws.batch) for key in real}  # fmt: skip
     return packages, {"common": common, "acts": acts}
 
 
@@ -181,7 +225,9 @@ def _source_for(shipped: tuple[dict, dict] | None, ws: _Workspace, send: str, re
     if shipped is None:
         return ws
     packages, rest = shipped
-    return {**rest["common"], "models": {send: packages[send], recv: packages[recv]}, "acts": rest["acts"].get(send)}
+    model = "a" if send == NOISE_KEY else send  # the noise sender: A's cuts and activations, the noise made there
+    return {**rest["common"], "models": {send: packages[model], recv: packages[recv]},
+            "acts": rest["acts"].get(model)}  # fmt: skip
 
 
 def _table(cells: list[dict], ws: _Workspace, variant: str, what: str) -> list[list]:
@@ -206,10 +252,7 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
     """
     t0 = time.perf_counter()
     _check_controls(spec)
-    variants = [("trained", "a", "b")]  # (variant, sender model key, receiver model key)
-    if spec.controls:
-        variants += [("random_sender", "a_rand", "b"), ("random_receiver", "a", "b_rand"),
-                     ("random_both", "a_rand", "b_rand")]  # fmt: skip
+    variants = [(v, *VARIANT_MODELS[v]) for v in spec.variants]  # (variant, sender model key, receiver model key)
     backend = ctx.backend()
     ws, dataset = _prepare(spec, ctx, variants, cache=backend.name == "local")
 
@@ -222,7 +265,7 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
 
     units: list[Unit] = []
     unit_cells: dict[str, list[tuple[str, str]]] = {}  # unit key -> its (sender, receiver) pairs
-    shipped = None if backend.name == "local" else _ship(ws, backend, sorted({v[1] for v in variants}))
+    shipped = None if backend.name == "local" else _ship(ws, backend, sorted({v[1] for v in variants}), spec.seed)
     for variant, send, recv in variants:  # receiver by receiver: trained adapters into one receiver share its suffix
         source = _source_for(shipped, ws, send, recv)
         todo = []
@@ -293,7 +336,9 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
     controls = by_control = None
     if spec.controls:
         controls = {v: _table(cells, ws, v, "accuracy") for v, _, _ in variants[1:]}
-        by_control = {v: difference(values, grid) for v, grid in controls.items()}
+        # like with like only: a control made otherwise than the cells has no debiased map (read.debiased says why)
+        by_control = {v: difference(values, grid) for v, grid in controls.items()
+                      if made_alike(spec.mode, spec.objective, spec.control_training, v)}  # fmt: skip
     skipped = [c for c in cells if c["variant"] == "trained" and c["skipped_reason"] is not None]
     summary = {
         "senders": [s.name for s in ws.senders],
@@ -313,8 +358,8 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
         "base_random": {"a": ws.bases["a_rand"], "b": ws.bases["b_rand"]} if spec.controls else None,
         "controls": controls,
         "controls_ci": {v: _table(cells, ws, v, "accuracy_ci") for v in controls} if controls else None,
-        "debiased": by_control["random_sender"] if by_control else None,  # as stored before the other two
-        "debiased_by_control": by_control,  # control -> values - controls[control]
+        "debiased": by_control.get("random_sender") if by_control else None,  # as stored before the others
+        "debiased_by_control": by_control,  # control -> values - controls[control], controls made as the cells
         "debiased_control": "random_sender" if spec.controls else None,
         "mode": spec.mode,
         "objective": spec.objective,

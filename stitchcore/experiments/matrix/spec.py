@@ -34,33 +34,43 @@ from stitchcore.stitching.fits import FIT_METHODS
 from stitchcore.stitching.precision import PRECISIONS
 from stitchcore.stitching.train import OPTIMIZERS, parse_objective
 
-__all__ = ["CELLS_ARTIFACT", "CONTROLS", "CONTROL_NAMES", "CONTROL_TRAININGS", "MATRIX_OBJECTIVES", "MATRIX_PRESETS",
-           "MAX_SEEDS", "MODES", "VARIANTS", "MatrixSpec", "cell_objective", "preset_fields"]  # fmt: skip
+__all__ = ["CELLS_ARTIFACT", "CONTROLS", "CONTROL_NAMES", "CONTROL_TRAININGS", "INTO_RANDOM", "MATRIX_OBJECTIVES",
+           "MATRIX_PRESETS", "MAX_SEEDS", "MODES", "VARIANTS", "MatrixSpec", "cell_objective", "made_alike",
+           "preset_fields", "variant_training"]  # fmt: skip
 
 # proxy: the closed-form fits' moments alone (held-out ridge R² and linear CKA per cell, nothing scored): what
 # ranks the cells before anything is trained (:mod:`.recommend`)
 MODES = ("closed-form", "trained", "proxy")
 MAX_SEEDS = 10  # adapter seeds per cell: each multiplies the trained cells' work
-VARIANTS = ("trained", "random_sender", "random_receiver", "random_both")  # matrix first, then the controls
+# matrix first, then the controls.  noise_sender: A's activations at each sender cut replaced by class-clustered
+# noise of their shape and scale (stitching.noise_sender; "Functional Alignment Can Mislead", ICML 2025): a cell
+# is evidence about A's representation only where it beats a sender that holds nothing of the image but its label
+VARIANTS = ("trained", "random_sender", "random_receiver", "random_both", "noise_sender")
 CONTROLS = VARIANTS[1:]
-CONTROL_NAMES = {"random_sender": "random sender", "random_receiver": "random receiver", "random_both": "both random"}
+CONTROL_NAMES = {"random_sender": "random sender", "random_receiver": "random receiver", "random_both": "both random",
+                 "noise_sender": "noise sender"}  # fmt: skip
+INTO_RANDOM = ("random_receiver", "random_both")  # the controls whose receiver is B's random-init twin
 CELLS_ARTIFACT = "cells.json"
 MATRIX_OBJECTIVES = ("task", "match")  # trained mode: cross-entropy through B's top | copy B's own activation (MSE)
-# How the controls' adapters are made.  "task": trained on the task loss for ``epochs`` (from the spec's init),
-# whatever the matrix's mode and objective -- a closed-form fit into a random receiver copies that random net's
-# activation, so the stitched net predicts what random B predicts: chance in every cell.  "as-matrix": exactly
-# as the matrix's own cells (what every run stored before this field; the key is then left out of the dict).
-CONTROL_TRAININGS = ("task", "as-matrix")
+# How the controls' adapters are made.  "matched" (issue 39): exactly as the matrix's own cells (closed form beside
+# closed form, trained beside trained: a debiased cell then compares like with like), except the controls into a
+# random receiver where the cells never see the task loss -- a closed-form (or copy-task) fit into a random receiver
+# copies that random net's activation, so the stitched net predicts what random B predicts: chance in every cell.
+# Those are task-trained for ``epochs`` and drawn beside the matrix, never subtracted from it.  "task": every control
+# task-trained, whatever the matrix's mode and objective (runs of issue 25; a closed-form matrix's debiased maps then
+# mixed closed-form cells with trained controls, and its readers now refuse them).  "as-matrix": every control
+# exactly as the cells (what every run stored before issue 25; the key is then left out of the dict).
+CONTROL_TRAININGS = ("matched", "task", "as-matrix")
 
 # Named recipes: field values a preset sets (the CLI's --preset, the Similarity page's "Recipe").  Where the
 # paper leaves a choice open, docs/DESIGN.md ("Stitching matrices") says what was chosen and why.
 MATRIX_PRESETS: dict[str, dict[str, Any]] = {
     # Hernandez, Dangovski & Lu: a 1x1-conv stitch (strided conv to downsample, nearest upsample + 1x1 to
     # upsample), started from random weights and trained on the task loss; controls, when asked for, trained too
-    "hernandez": {"mode": "trained", "objective": "task", "control_training": "task",
+    "hernandez": {"mode": "trained", "objective": "task", "control_training": "matched",
                   "adapter": {"kind": "linear", "norm": "both", "resample": "strided", "init": "random"}},
     # the house default: least-squares fits in closed form (Csiszarik et al.), seconds per matrix
-    "closed-form": {"mode": "closed-form", "objective": "task", "control_training": "task",
+    "closed-form": {"mode": "closed-form", "objective": "task", "control_training": "matched",
                     "adapter": {"kind": "linear", "norm": "both", "resample": "bilinear", "init": "lstsq"}},
 }
 
@@ -105,27 +115,31 @@ class MatrixSpec(DataFiles, Spec):
     dataset: str | None = None  # None: the dataset B was trained on
     max_train: int | None = None  # cap on training images (fits and training); None = all
     max_test: int | None = None  # cap on test images; None = all
-    controls: bool = False  # also random sender / random receiver / both random (zoo refs only)
+    controls: bool = False  # also random sender / random receiver / both random / noise sender (zoo refs only)
     precision: str = "fp32"  # trained mode: fp32 | bf16 (autocast; fast on GPUs and AMX CPUs, slow elsewhere)
     twin_seeds: str = "distinct"  # controls: A's and B's random twins from different seeds (refs.random_twins)
     # trained mode: task (cross-entropy through B's top), match (the paper's copy task: MSE to B's own activation
     # at the receiving cut), or a sum such as "task+0.5*match"; absent from older dicts = task
     objective: str = "task"
-    # controls: "task" = their adapters are task-trained (also in closed-form mode, where a fit into a random
-    # receiver is chance by construction); "as-matrix" = made as the matrix's cells (older dicts, key absent).
-    # Without controls, or where the matrix itself is task-trained, both are the same run: held as "as-matrix"
-    control_training: str = "task"
+    # controls: "matched" = made as the matrix's cells, but those into a random receiver task-trained where the
+    # cells never see the task loss (see CONTROL_TRAININGS); "task" = every control task-trained (issue 25's runs);
+    # "as-matrix" = every control as the cells (older dicts, key absent).  Without controls, or wherever the
+    # choice changes nothing (a matrix whose cells train on a task term), held as "as-matrix"
+    control_training: str = "matched"
     # trained mode: train every cell's adapter from this many seeds (seed, seed+1, ...): each cell keeps seed's
     # value and its interval over test images, and adds the mean and a t-interval across the seeds
     seeds: int = 1
     # the identity of the files a dataset on disk holds (imagefolder:/file:; experiments._data_id): measured when
     # the spec is made, kept as stored when one is read; None for built-in data (left out of the run id)
     data_id: dict[str, str] | str | None = MEASURE_FILES
+    # controls: also the noise-sender control (each sender cut's activations replaced by class-clustered noise of
+    # their shape and scale, stitching.noise_sender), its cells made as the matrix's; without controls held False
+    noise_sender: bool = True
 
     # what a dict written before each field computed (Spec.LEGACY: left out of to_dict at that value, so old run
-    # ids stay): both twins from `seed`, the task objective, controls made as the matrix's cells
+    # ids stay): both twins from `seed`, the task objective, controls made as the matrix's cells, no noise sender
     LEGACY: ClassVar[dict[str, Any]] = {"twin_seeds": "shared", "objective": "task", "control_training": "as-matrix",
-                                        "seeds": 1, "data_id": None}  # fmt: skip
+                                        "seeds": 1, "data_id": None, "noise_sender": False}  # fmt: skip
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "a", str(parse_ref(self.a)))
@@ -165,10 +179,16 @@ class MatrixSpec(DataFiles, Spec):
                     "each epoch passes over the training images, in every cell")
         check_count("batch_size", self.batch_size, 1, MAX_BATCH, "e.g. 64")
         check_choice("control_training", self.control_training, CONTROL_TRAININGS)
-        if not self.controls or (self.mode == "trained" and weights == {"task": 1.0}):
+        cells_see_task = self.mode == "trained" and "task" in weights  # then "matched" makes them as the cells
+        if (not self.controls or (self.mode == "trained" and weights == {"task": 1.0})
+                or (self.control_training == "matched" and cells_see_task)):
             object.__setattr__(self, "control_training", "as-matrix")  # the same computation either way
-        if self.control_training == "task" and self.epochs < 1:
+        if self.control_training != "as-matrix" and self.epochs < 1:
             raise StitchError("task-trained controls need epochs >= 1 (or run without controls)")
+        if not isinstance(self.noise_sender, bool):
+            raise StitchError(f"noise_sender is true or false (got {self.noise_sender!r})")
+        if not self.controls:  # no controls, no noise sender: the run id does not move
+            object.__setattr__(self, "noise_sender", False)
         check_choice("precision", self.precision, PRECISIONS)
         check_choice("twin_seeds", self.twin_seeds, TWIN_SEEDS)
         if not self.controls:  # no twins drawn: the rule means nothing, so the run id does not move
@@ -192,6 +212,19 @@ class MatrixSpec(DataFiles, Spec):
         self._check_data_id()  # last: measuring walks the files, after every cheaper check
 
     @property
+    def variants(self) -> tuple[str, ...]:
+        """What the run computes, in :data:`VARIANTS` order: the matrix's own cells, then each control it asks for.
+
+        >>> MatrixSpec("zoo:cnn-digits-s0", "zoo:cnn-digits-s1", controls=True).variants
+        ('trained', 'random_sender', 'random_receiver', 'random_both', 'noise_sender')
+        >>> MatrixSpec.from_dict({"a": "zoo:cnn-digits-s0", "b": "zoo:cnn-digits-s1", "controls": True}).variants
+        ('trained', 'random_sender', 'random_receiver', 'random_both')
+        """
+        if not self.controls:
+            return VARIANTS[:1]
+        return tuple(v for v in VARIANTS if v != "noise_sender" or self.noise_sender)
+
+    @property
     def controls_at_chance(self) -> tuple[str, ...]:
         """The controls whose every cell is pinned at chance by construction: a random receiver whose adapters
         never see the task loss only copy (closed form) or are trained to copy (match) the random net's own
@@ -210,14 +243,41 @@ class MatrixSpec(DataFiles, Spec):
         return f"matrix {self.a} x {self.b} ({self.mode}, {n_s} x {n_r}{extra})"
 
 
+def variant_training(mode: str, objective: str, control_training: str, variant: str) -> dict[str, float] | None:
+    """How the adapters of ``variant``'s cells are trained after their start, from the spec's (or a stored
+    summary's) ``mode``, ``objective`` and ``control_training``: objective weights, or None for a closed-form fit.
+
+    >>> variant_training("closed-form", "task", "matched", "random_sender")  # as the cells: a closed-form fit
+    >>> variant_training("closed-form", "task", "matched", "random_receiver")  # a fit there would copy random B
+    {'task': 1.0}
+    """
+    cells = parse_objective(objective) if mode == "trained" else None
+    if variant == "trained" or control_training == "as-matrix":
+        return cells
+    if control_training == "task" or (variant in INTO_RANDOM and (cells is None or "task" not in cells)):
+        return {"task": 1.0}
+    return cells
+
+
+def made_alike(mode: str, objective: str, control_training: str, control: str) -> bool:
+    """Whether ``control``'s adapters are made exactly as the matrix's own cells: only then is a debiased cell
+    (cell minus control) a difference of senders, not of how the two stitches were made.
+
+    >>> made_alike("closed-form", "task", "matched", "noise_sender")  # both closed-form fits
+    True
+    >>> made_alike("closed-form", "task", "task", "random_sender")  # a trained control beside closed-form cells
+    False
+    """
+    return variant_training(mode, objective, control_training, control) == variant_training(
+        mode, objective, control_training, "trained")
+
+
 def cell_objective(spec: MatrixSpec, variant: str) -> dict[str, float] | None:
     """How the adapters of ``variant``'s cells are trained after their start: objective weights, or None for
-    a closed-form fit alone.
+    a closed-form fit alone (:func:`variant_training` of the spec's fields).
 
     >>> spec = MatrixSpec("zoo:cnn-digits-s0", "zoo:cnn-digits-s1", controls=True)
-    >>> cell_objective(spec, "trained"), cell_objective(spec, "random_receiver")
-    (None, {'task': 1.0})
+    >>> [cell_objective(spec, v) for v in ("trained", "random_sender", "random_receiver")]
+    [None, None, {'task': 1.0}]
     """
-    if variant != "trained" and spec.control_training == "task":
-        return {"task": 1.0}
-    return parse_objective(spec.objective) if spec.mode == "trained" else None
+    return variant_training(spec.mode, spec.objective, spec.control_training, variant)

@@ -9,8 +9,10 @@ Every cell works on activations, never on images twice:
 * ``trained``: start from that fit (or from random weights with init="random")
   and train the adapter for ``epochs`` on the spec's objective: the task loss through B's frozen
   suffix, or the copy task (``match``: MSE to B's own activation at the receiving cut), or a sum.
-* controls (``control_training="task"``): their adapters are task-trained in either mode
-  (:func:`~.spec.cell_objective` says how each variant's cells train).
+* controls: made as the matrix's cells, but task-trained into a random receiver where the cells never see the
+  task loss (:func:`~.spec.cell_objective` says how each variant's cells train).  The noise sender's activations
+  are class-clustered noise of each sender cut's shape and scale (:func:`noise_activations`), made from A's cached
+  ones; it has no model, so it needs the cached path (a streamed matrix refuses it).
 
 Cached mode: one forward pass of A over the data records every sender cut at once (forward hooks on the
 cut modules, each checked against the ``split`` prefix; a cut whose hook disagrees runs its own prefix),
@@ -47,18 +49,21 @@ from stitchcore.stitching.activations import CutsOnDemand, collect_cuts
 from stitchcore.stitching.adapters import build_adapter, compatibility
 from stitchcore.stitching.evaluate import ClassifierScore, evaluate_batches, stitching_penalty
 from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
+from stitchcore.stitching.noise_sender import clustered_noise
 from stitchcore.stitching.shared_fits import shared_fits
 from stitchcore.stitching.shared_suffix import frozen_for_training, train_adapters_shared_suffix
 from stitchcore.stitching.streamed import StreamedCell, fit_streamed, images_per_slice, score_streamed
 from stitchcore.stitching.train import TrainKnobs
 
-__all__ = ["receiver_unit", "resolve_cuts", "grid_of", "grid_unit", "sender_activations", "streamed_unit"]
+__all__ = ["NOISE_KEY", "grid_of", "grid_unit", "noise_activations", "receiver_unit", "resolve_cuts",
+           "sender_activations", "streamed_unit"]  # fmt: skip
 
 
 EVAL_BATCH = 256  # at most this many images of activations per slice fitted or scored (fewer where the budget says)
 HOLD_EVERY = 5  # the proxy's held-out R²: every fifth training image is held out of the fit it scores
 SHARED_MOMENTS = True  # False: each closed-form cell fitted on its own, as before shared moments (for bench/)
 JOINT_ELEMENTS = 2**24  # trained mode: at most this many stacked suffix-input values (adapters x batch x receiver size)
+NOISE_KEY = "noise"  # the noise sender's model key in a workspace: activations only, made from A's ("a")
 
 
 def resolve_cuts(m: LoadedModel, names: tuple[str, ...] | None) -> list[Cut]:
@@ -77,7 +82,8 @@ def _batched(*tensors: torch.Tensor, size: int = EVAL_BATCH) -> Iterator[tuple[t
 class _Workspace:
     """Everything the cells share: cuts, cached activations, labels, suffixes and base accuracies.
 
-    Model keys: "a", "b" (the spec's models) and "a_rand", "b_rand" (their random-init twins, controls).
+    Model keys: "a", "b" (the spec's models), "a_rand", "b_rand" (their random-init twins, controls) and
+    :data:`NOISE_KEY` (the noise sender: activations only, no model of its own).
     """
 
     senders: list[Cut]
@@ -97,6 +103,27 @@ class _Workspace:
     work: int  # bytes an image of one forward pass's working memory (the larger model's)
     streamed: bool = False  # closed form over the budget: no caches, every pass streams (stitching.streamed)
     batch: int = EVAL_BATCH  # images per forward pass when caching activations
+
+
+def noise_activations(
+    train: dict[str, torch.Tensor], y_train: torch.Tensor, y_test: torch.Tensor, n_classes: int, seed: int
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """The noise sender's activations (train, test), cut by cut: class-clustered noise
+    (:func:`~stitchcore.stitching.noise_sender.clustered_noise`) for the training labels ``y_train`` [N_train]
+    and the test labels ``y_test`` [N_test], from one set of class centres (``seed``), each split scaled like A's
+    training activations ``train[cut]`` [N_train, *cut.shape] at that cut.
+
+    >>> y = torch.tensor([0, 1, 1, 0])
+    >>> tr, te = noise_activations({"fc1": torch.randn(4, 3) * 5}, y, y[:2], n_classes=2, seed=0)
+    >>> tuple(tr["fc1"].shape), tuple(te["fc1"].shape), torch.equal(tr["fc1"][:2], te["fc1"])  # new test draws
+    ((4, 3), (2, 3), False)
+    """
+    noise_train, noise_test = {}, {}
+    for cut, real in train.items():
+        shape = tuple(real.shape[1:])
+        noise_train[cut] = clustered_noise(y_train, shape, n_classes=n_classes, seed=seed, split="train", like=real)
+        noise_test[cut] = clustered_noise(y_test, shape, n_classes=n_classes, seed=seed, split="test", like=real)
+    return noise_train, noise_test
 
 
 def _new_cell(spec: MatrixSpec, s: Cut, r: Cut) -> tuple[dict, nn.Module | None]:
@@ -299,6 +326,10 @@ def _unit_workspace(source: _Workspace | dict, send: str, recv: str, receivers: 
     suffixes = {(recv, r.name): split(models[recv], r)[1].to(context.device).eval()
                 for r in cuts if scoring}  # fmt: skip
     acts = source.get("acts")
+    if acts is not None and send == NOISE_KEY:  # A's activations shipped: the noise is made here from them
+        noise = noise_activations(acts["train"], ds.labels("train")[:n_train], ds.labels("test")[:n_test],
+                                  ds.num_classes, source["noise_seed"])  # fmt: skip
+        acts = {"train": noise[0], "test": noise[1]}
     targets = {}
     if acts is not None:
         targets = {recv: collect_cuts(models[recv], cuts, ds, "train", limit=n_train, device=context.device,
