@@ -1,11 +1,16 @@
-"""Findings of Bansal et al.'s new presets (issue 25 item 5) and the report's two-cue preset (JSON on stdout).
+"""Bansal, Nakkiran & Barak's claims, from the Traits presets over independently trained models (issue 39).
 
-    STITCHLAB_JOB_THREADS=1 python bench/findings_bansal.py [--seeds 0 2 4] [--store DIR]
+    STITCHLAB_JOB_THREADS=1 python bench/findings_bansal.py [--seeds 0 10 20] [--store DIR] [--presets NAME ...]
 
-Each preset runs whole at every seed (its models trained, its sweeps run) on the digits test split.  Per
-finding: the paper's claim, the project's numbers per cut (mean and min..max over the seeds), the verdict
-(checked against the thresholds the tests in tests/test_sweep_bansal_more.py assert) and the seconds a preset
-took per seed (one torch thread).
+Each preset runs whole at every model seed (``bench/_preset_findings.run_seeds``: the Traits page's "Model
+seeds", each seed's models trained from their own seed; default 0, 10, 20, so every interval rests on three
+independent model sets), on the digits test split, into ``--store`` (default ``.findings/traits``, shared with
+``findings_traits.py``; cached).  Each finding compares the claim's sweep with the one that could break it (the
+preset's ``baselines``: a random-init A of A's architecture, a clean A, B stitched into itself) at one cut, per
+seed, and ``_findings.finding`` computes the paired effect's Student t 95% interval and the verdict.  Equivalence
+claims state their margin, EQUIVALENCE (a penalty on 450 test images carries a paired interval of about ±1.5-2
+points, ``trait_presets.NEAR_NOISE``).  Nothing is tuned here: the presets' settings are their own (chosen on the
+validation split ``digits|val300s0``).  Prints ``{"findings": [...], "seconds": {...}}``.
 """
 
 from __future__ import annotations
@@ -13,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -21,89 +25,138 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _seeds import per_position  # bench/ is the script's folder
+from _findings import finding  # bench/ is the script's folder
+from _preset_findings import at, check_title, mean_over, run_seeds
 
-from stitchcore.experiments.sweep import penalty_along
-from stitchcore.experiments.trait_presets import get_preset, run_preset
+from stitchcore.experiments.preset_seeds import model_seeds
 from stitchcore.store.results import Store
 
-PRESETS = ("label-noise", "coarse-labels", "kernel-size", "early-convergence", "two-cue")
-CLAIMS = {
-    "label-noise": "Noisy-label models have good early layers and poor late ones; more noise, worse late layers "
-                   "(Bansal et al. Sec. 4: 10%, 50%, 100% noise on CIFAR-10).",
-    "coarse-labels": "A model trained on a coarse task (CIFAR-10 objects vs animals) still has good early layers; "
-                     "its late layers lose the fine classes (Bansal et al.).",
-    "kernel-size": "The 1x1 stitching layer suffices: larger kernels change the penalty little (Bansal et al.).",
-    "early-convergence": "Early layers converge faster: an early checkpoint's first layers stitch into the final "
-                         "model with a small penalty long before its late layers do (Bansal et al.).",
-    "two-cue": "The cue a stitched model uses comes from the model whose layers decide: B's cue at early cuts, "
-               "A's at late ones (Oxford report, MNIST-CIFAR).",
-}
+PAPER = "Bansal, Nakkiran & Barak 2021"
+PRESETS = ("connectivity", "label-noise", "coarse-labels", "kernel-size", "early-convergence", "more-is-better")
+EQUIVALENCE = 0.02  # a stated margin: a 2-point penalty is the paired noise of 450 test images
+PENALTY = (-1.0, 1.0)
+FIRST, LAST = 0, -1  # the first cut (block1) and the last (fc2)
 
 
-def measure(name: str, seeds: list[int], root: Path) -> dict:
-    lines: dict[str, list] = {}
-    seconds = []
-    positions: list[str] = []
-    for seed in seeds:
-        store = Store(root / f"{name}-{seed}")
-        t0 = time.perf_counter()
-        _, sweeps = run_preset(name, store, seed=seed)
-        seconds.append(round(time.perf_counter() - t0, 1))
-        preset = get_preset(name, seed=seed)
-        for title, outcome in zip(preset.sweep_titles, sweeps, strict=True):
-            summary = outcome.record.summary
-            positions = summary["positions"]
-            key = title.replace(f"seed {seed}", "seed s")
-            if name == "two-cue":
-                for metric in ("decor:left", "decor:right", "accuracy"):
-                    lines.setdefault(metric, []).append(summary["stitched"][metric])
-            else:
-                lines.setdefault(key, []).append(penalty_along(summary))
-    out = {"claim": CLAIMS[name], "positions": positions, "seconds_per_seed": seconds,
-           "lines": {k: per_position(v) for k, v in lines.items()}}  # fmt: skip
-    out["verdict"] = verdict(name, out["lines"])
-    return out
+def _values(runs: list[list[dict]], sweep: int, what: str, position: int | str) -> list[float | None]:
+    return [at(seed[sweep], what, position) for seed in runs]
 
 
-def verdict(name: str, lines: dict) -> str:
-    """The finding's verdict from the per-cut stats (first cut = block1, last = fc2)."""
-    first = {k: v[0] for k, v in lines.items()}
-    last = {k: v[-1] for k, v in lines.items()}
-    if name == "label-noise":
-        ok = (all(first[k]["max"] <= 0.05 for k in first) and last["A with 100% wrong labels -> clean B"]["min"]
-              > last["A with 50% noisy labels -> clean B"]["mean"] - 0.05
-              and last["A with 50% noisy labels -> clean B"]["min"] > last["A with 10% noisy labels -> clean B"]["max"]
-              and last["clean A -> clean B"]["max"] <= 0.03)  # fmt: skip
-        return "holds" if ok else "partly"
-    if name == "coarse-labels":
-        coarse, clean = "A trained on 0-4 vs 5-9 -> 10-class B", "10-class A -> 10-class B"
-        ok = first[coarse]["max"] <= 0.03 and last[coarse]["min"] >= 0.1 and last[clean]["max"] <= 0.03
-        return "holds" if ok else "partly"
-    if name == "kernel-size":
-        spread = max(max(v[i]["mean"] for v in lines.values()) - min(v[i]["mean"] for v in lines.values())
-                     for i in range(2))  # fmt: skip
-        return f"holds (largest gap between kernel means {spread:.3f})" if spread <= 0.03 else \
-            f"does not hold (gap {spread:.3f})"
-    if name == "early-convergence":
-        e1 = lines["epoch 1 -> final model"]
-        ok = e1[0]["max"] <= 0.03 and e1[-1]["min"] >= 0.05 and lines["epoch 5 -> final model"][-1]["mean"] < \
-            e1[-1]["mean"]
-        return "holds" if ok else "partly"
-    left, right = lines["decor:left"], lines["decor:right"]  # right cue alone, left cue alone
-    ok = left[0]["min"] >= 0.8 and right[0]["max"] <= 0.3 and right[-1]["min"] >= 0.8 and left[-1]["max"] <= 0.3
-    return "holds" if ok else "partly"
+def connectivity(runs: list[list[dict]]) -> list[dict]:
+    check_title("connectivity", 3, "random-init A")
+    positions = list(runs[0][0]["positions"])
+    pairs = [[mean_over([at(seed[j], "penalty", i) for j in (0, 1, 2)]) for seed in runs] for i in range(len(positions))]
+    worst = max(range(len(positions)), key=lambda i: abs(sum(pairs[i]) / len(pairs[i])))
+    return [
+        finding("Seeds are stitching connected: trained pairs stitch at no penalty at every cut", PAPER, pairs[worst],
+                "no penalty (0)", [0.0] * len(runs), side="less", margin=EQUIVALENCE, bounds=PENALTY,
+                what=f"penalty of three seed pairs, their worst cut ({positions[worst]})"),
+        finding("A random-init bottom stitches with a large penalty at the last cut", PAPER,
+                _values(runs, 3, "penalty", LAST), "trained pairs at the same cut",
+                [mean_over([at(seed[j], "penalty", LAST) for j in (0, 1, 2)]) for seed in runs], side="greater",
+                bounds=PENALTY, what=f"penalty at {positions[LAST]}"),
+    ]
+
+
+def label_noise(runs: list[list[dict]]) -> list[dict]:
+    for k, words in ((0, "50% noisy labels, 100"), (1, "clean A"), (2, "10% noisy labels, 40"),
+                     (3, "100% wrong labels, 40"), (4, "10% noisy labels, 100"), (6, "100% wrong labels, 100"),
+                     (7, "random-init A")):  # fmt: skip
+        check_title("label-noise", k, words)
+    first, last = runs[0][0]["positions"][FIRST], runs[0][0]["positions"][LAST]
+    return [
+        finding("Noisy-label models have good early layers (50% noise, 100 epochs)", PAPER,
+                _values(runs, 0, "penalty", FIRST), "random-init A, same stitch", _values(runs, 7, "penalty", FIRST),
+                side="less", bounds=PENALTY, what=f"penalty at {first}"),
+        finding("Noisy-label models have poor late layers (50% noise, 100 epochs)", PAPER,
+                _values(runs, 0, "penalty", LAST), "clean A, same stitch", _values(runs, 1, "penalty", LAST),
+                side="greater", bounds=PENALTY, what=f"penalty at {last}"),
+        finding("More noise, worse late layers: 100% vs 10% at equal epochs (40)", PAPER,
+                _values(runs, 3, "penalty", LAST), "10% noise, 40 epochs", _values(runs, 2, "penalty", LAST),
+                side="greater", bounds=PENALTY, what=f"penalty at {last}"),
+        finding("More noise, worse late layers: 100% vs 10% at equal epochs (100)", PAPER,
+                _values(runs, 6, "penalty", LAST), "10% noise, 100 epochs", _values(runs, 4, "penalty", LAST),
+                side="greater", bounds=PENALTY, what=f"penalty at {last}"),
+    ]
+
+
+def coarse_labels(runs: list[list[dict]]) -> list[dict]:
+    for k, words in ((0, "0-4 vs 5-9"), (1, "10-class A"), (2, "random-init A")):
+        check_title("coarse-labels", k, words)
+    first, last = runs[0][0]["positions"][FIRST], runs[0][0]["positions"][LAST]
+    return [
+        finding("A coarse-task model still has good early layers", PAPER, _values(runs, 0, "penalty", FIRST),
+                "random-init A, same stitch", _values(runs, 2, "penalty", FIRST), side="less", bounds=PENALTY,
+                what=f"penalty at {first}"),
+        finding("A coarse-task model's late layers lose the fine classes", PAPER, _values(runs, 0, "penalty", LAST),
+                "10-class A, same stitch", _values(runs, 1, "penalty", LAST), side="greater", bounds=PENALTY,
+                what=f"penalty at {last}"),
+    ]
+
+
+def kernel_size(runs: list[list[dict]]) -> list[dict]:
+    for k, words in ((0, "1x1"), (1, "3x3"), (2, "5x5"), (3, "random-init A")):
+        check_title("kernel-size", k, words)
+    found = []
+    for cut in runs[0][0]["positions"]:
+        found.append(finding(f"A 1x1 stitching layer suffices: 3x3 gains nothing at {cut}", PAPER,
+                             _values(runs, 0, "penalty", cut), "3x3 stitching layer", _values(runs, 1, "penalty", cut),
+                             side="less", margin=EQUIVALENCE, bounds=PENALTY, what=f"penalty at {cut}"))  # fmt: skip
+    cut = runs[0][0]["positions"][LAST]
+    found.append(finding(f"The 1x1 stitch tells a trained bottom from a random one at {cut}", PAPER,
+                         _values(runs, 0, "penalty", cut), "random-init A, 1x1", _values(runs, 3, "penalty", cut),
+                         side="less", bounds=PENALTY, what=f"penalty at {cut}",
+                         note="Without this gap no kernel comparison at this cut could mean anything."))  # fmt: skip
+    return found
+
+
+def early_convergence(runs: list[list[dict]]) -> list[dict]:
+    for k, words in ((1, "epoch 1"), (3, "epoch 5"), (4, "random-init A")):
+        check_title("early-convergence", k, words)
+    first, last = runs[0][0]["positions"][FIRST], runs[0][0]["positions"][LAST]
+    return [
+        finding("Early layers converge first: an epoch-1 bottom already stitches at the first cut", PAPER,
+                _values(runs, 1, "penalty", FIRST), "random-init A, same stitch", _values(runs, 4, "penalty", FIRST),
+                side="less", bounds=PENALTY, what=f"penalty at {first}"),
+        finding("Late layers converge later: the epoch-1 bottom is worse than the epoch-5 one at the last cut",
+                PAPER, _values(runs, 1, "penalty", LAST), "epoch-5 bottom", _values(runs, 3, "penalty", LAST),
+                side="greater", bounds=PENALTY, what=f"penalty at {last}"),
+    ]
+
+
+def more_is_better(runs: list[list[dict]]) -> list[dict]:
+    found = []
+    last = runs[0][0]["positions"][LAST]
+    for better, itself, what in ((0, 1, "data"), (2, 3, "width"), (4, 5, "time")):
+        check_title("more-is-better", better, f"{what}: better A")
+        check_title("more-is-better", itself, f"{what}: weak B -> itself")
+        found.append(finding(f"More {what} in A beats B: a better A lowers the penalty", PAPER,
+                             _values(runs, better, "penalty", LAST), "B stitched into itself (the adapter alone)",
+                             _values(runs, itself, "penalty", LAST), side="less", bounds=PENALTY,
+                             what=f"penalty at {last}"))  # fmt: skip
+    return found
+
+
+READERS = {"connectivity": connectivity, "label-noise": label_noise, "coarse-labels": coarse_labels,
+           "kernel-size": kernel_size, "early-convergence": early_convergence, "more-is-better": more_is_better}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 2, 4])
-    parser.add_argument("--presets", nargs="+", default=list(PRESETS))
-    parser.add_argument("--store", type=Path, default=None)
-    args = parser.parse_args()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, nargs="+", default=model_seeds(3),
+                    help="model seeds, multiples of 10 (3 or more for an interval)")
+    ap.add_argument("--presets", nargs="+", default=list(PRESETS), choices=PRESETS)
+    ap.add_argument("--store", default=str(Path(__file__).resolve().parents[1] / ".findings" / "traits"))
+    args = ap.parse_args()
     torch.set_num_threads(1)
-    root = args.store or Path(tempfile.mkdtemp(prefix="findings-bansal-"))
-    print(json.dumps({name: measure(name, args.seeds, root) for name in args.presets}, indent=1))
+    store = Store(args.store)
+    found, seconds = [], {}
+    for name in args.presets:
+        t0 = time.perf_counter()
+        runs = run_seeds(name, store, args.seeds, log=lambda m: print(m, file=sys.stderr, flush=True))
+        seconds[name] = round(time.perf_counter() - t0)
+        found += [{**f, "preset": name} for f in READERS[name](runs)]
+    print(json.dumps({"findings": found, "model_seeds": args.seeds, "seconds": seconds}, indent=1))
 
 
 if __name__ == "__main__":

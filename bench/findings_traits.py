@@ -1,12 +1,16 @@
-"""Findings of the Oxford report's trait presets, re-measured after issue 25 (JSON on stdout).
+"""The Oxford stitching report's trait claims, from the Traits presets over independently trained models (issue 39).
 
-    STITCHLAB_JOB_THREADS=1 python bench/findings_traits.py [--seeds 0 2 4] [--store DIR]
+    STITCHLAB_JOB_THREADS=1 python bench/findings_traits.py [--seeds 0 10 20] [--store DIR] [--presets NAME ...]
 
-Each preset runs with the report's protocol (a task-trained stitch; ``trait_presets.TASK_EPOCHS`` epochs, a
-setting chosen on the validation split ``digits|val300s0``, never on the test images) at every seed, on the
-digits test split.  Per finding: the report's claim, the project's numbers (mean and min..max over the seeds)
-and a verdict.  Also: the random-init control pairs are two different networks (weights fingerprints), and
-the special-layer stitches are never bit-identical to A or B (logit gaps).
+Each preset runs with the report's protocol (a task-trained stitch; ``trait_presets.TASK_EPOCHS`` epochs, chosen on
+the validation split ``digits|val300s0``, never on the test images) at every model seed
+(``bench/_preset_findings.run_seeds``, the Traits page's "Model seeds"; default 0, 10, 20: three independent model
+sets), into ``--store`` (default ``.findings/traits``, shared with ``findings_bansal.py``; cached).  Each finding
+compares the claim's sweep with the one that could break it, per seed: a plain A (A's architecture and seed, no
+trait, the same stitch: what the protocol alone does to the trait) and a random-init A (A's architecture,
+untrained).  The special layer is read from a stitch whose start cannot copy B's layer (random start) and, as a
+second reading, from the least-squares start the report used.  ``_findings.finding`` computes the paired effect's
+Student t 95% interval and the verdict.  Prints ``{"findings": [...], "seconds": {...}}``.
 """
 
 from __future__ import annotations
@@ -15,7 +19,6 @@ import argparse
 import json
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -23,102 +26,120 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _seeds import per_position, stat  # bench/ is the script's folder
+from _findings import finding  # bench/ is the script's folder
+from _preset_findings import at, check_title, run_seeds
 
-from stitchcore.experiments.trait_presets import run_preset
-from stitchcore.models.info import weights_fingerprint
-from stitchcore.models.sources import load_model
+from stitchcore.experiments.preset_seeds import model_seeds
 from stitchcore.store.results import Store
+
+PAPER = "Oxford stitching report"
+PRESETS = ("inheritance", "special-layer", "distributed", "simplicity", "two-cue")
+RATE = (0.0, 1.0)
+CONFUSION = "confusion:3->8"
+LAST = -1
+
+
+def _values(runs: list[list[dict]], sweep: int, what: str, position: int | str) -> list[float | None]:
+    return [at(seed[sweep], what, position) for seed in runs]
+
+
+def inheritance(runs: list[list[dict]]) -> list[dict]:
+    for k, words in ((0, "A calls 3s 8s"), (1, "random-init A"), (2, "plain A")):
+        check_title("inheritance", k, words)
+    last = runs[0][0]["positions"][LAST]
+    claim = "Stitched models inherit A's trait at late cuts (3 read as 8)"
+    return [
+        finding(claim, PAPER, _values(runs, 0, CONFUSION, LAST), "plain A, same stitch",
+                _values(runs, 2, CONFUSION, LAST), side="greater", bounds=RATE, what=f"3s read as 8 at {last}"),
+        finding(claim, PAPER, _values(runs, 0, CONFUSION, LAST), "random-init A, same stitch",
+                _values(runs, 1, CONFUSION, LAST), side="greater", bounds=RATE, what=f"3s read as 8 at {last}"),
+    ]
+
+
+def _drop(summary: dict, layer: int) -> float:
+    """The special layer's step: 3-as-8 while B's layer ``layer`` (0-based: fc1 = 0) is in the stitched model
+    (the cuts up to and including it) minus after it has left."""
+    values = summary["stitched"][CONFUSION]
+    return statistics.fmean(values[: layer + 1]) - statistics.fmean(values[layer + 1 :])
+
+
+def special_layer(runs: list[list[dict]]) -> list[dict]:
+    layers = (0, 1, 2)  # B's special layer: fc1, fc2, fc3
+    for k in layers:
+        check_title("special-layer", 4 + k, f"fc{k + 1} (A trained separately, random start)")
+        check_title("special-layer", 7 + k, f"random-init A -> B (special fc{k + 1}), random start")
+        check_title("special-layer", k, f"fc{k + 1} (A trained separately, least-squares start")
+        check_title("special-layer", 10 + k, f"random-init A -> B (special fc{k + 1}), least-squares start")
+
+    def drops(first: int) -> list[float]:  # per seed: the mean step over the three special layers
+        return [statistics.fmean(_drop(seed[first + k], k) for k in layers) for seed in runs]
+
+    claim = "A trait located in one layer appears exactly when that layer is in the stitched model"
+    return [
+        finding(claim + " (random start)", PAPER, drops(4), "random-init A, random start", drops(7), side="greater",
+                bounds=(-1.0, 1.0), what="3-as-8 before the layer leaves minus after, mean of fc1-fc3",
+                note="The random start cannot copy B's layer into the stitch."),
+        finding(claim + " (least-squares start)", PAPER, drops(0), "random-init A, least-squares start", drops(10),
+                side="greater", bounds=(-1.0, 1.0), what="3-as-8 before the layer leaves minus after, mean of fc1-fc3",
+                note="The report's start: a least-squares fit can copy B's special layer into C."),
+    ]
+
+
+def distributed(runs: list[list[dict]]) -> list[dict]:
+    for k, words in ((0, "never saw a 3"), (1, "random-init A"), (2, "plain A")):
+        check_title("distributed", k, words)
+    last = runs[0][0]["positions"][LAST]
+    return [finding("A never-seen class fades as more of A is used (accuracy on 3s)", PAPER,
+                    _values(runs, 0, "class_acc:3", LAST), "plain A, same stitch (trained without 3s)",
+                    _values(runs, 2, "class_acc:3", LAST), side="less", bounds=RATE,
+                    what=f"accuracy on 3s at {last}",
+                    note="The stitch never sees a 3, so a plain A loses the class too.")]  # fmt: skip
+
+
+def simplicity(runs: list[list[dict]]) -> list[dict]:
+    check_title("simplicity", 0, "L1 + pruning")
+    positions = runs[0][0]["positions"]
+
+    def gzip(i: int) -> list[float]:
+        return [seed[0]["simplicity"]["gzip_bits"][i] for seed in runs]
+
+    return [finding("Simplicity moves from B's to A's: the stitched model's gzip size falls with more of A",
+                    PAPER, gzip(-1), f"the same stitch at the first cut ({positions[0]})", gzip(0), side="less",
+                    what=f"gzip bits at {positions[-1]}",
+                    note="A (L1 + pruning) compresses smaller than B (L2); no random-init line (gzip adds up for "
+                         "any bottom).")]  # fmt: skip
+
+
+def two_cue(runs: list[list[dict]]) -> list[dict]:
+    check_title("two-cue", 0, "A reads the left picture")
+    check_title("two-cue", 1, "random-init A")
+    last = runs[0][0]["positions"][LAST]
+    return [finding("The cue used comes from the layers that decide: A's cue at late cuts", PAPER,
+                    _values(runs, 0, "decor:right", LAST), "random-init A, same stitch",
+                    _values(runs, 1, "decor:right", LAST), side="greater", bounds=RATE,
+                    what=f"accuracy on A's cue alone at {last}")]  # fmt: skip
+
+
+READERS = {"inheritance": inheritance, "special-layer": special_layer, "distributed": distributed,
+           "simplicity": simplicity, "two-cue": two_cue}
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 2, 4])
-    ap.add_argument("--store", default=None)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, nargs="+", default=model_seeds(3),
+                    help="model seeds, multiples of 10 (3 or more for an interval)")
+    ap.add_argument("--presets", nargs="+", default=list(PRESETS), choices=PRESETS)
+    ap.add_argument("--store", default=str(Path(__file__).resolve().parents[1] / ".findings" / "traits"))
     args = ap.parse_args()
     torch.set_num_threads(1)
-    store = Store(args.store or tempfile.mkdtemp(prefix="findings_traits_"))
-    t0 = time.time()
-    raw: dict[str, list] = {"inheritance": [], "special": [], "sanity": [], "distributed": [], "simplicity": [],
-                            "twins": []}  # fmt: skip
-    for seed in args.seeds:
-        (s,) = [o.record.summary for o in run_preset("inheritance", store, seed=seed)[1]]
-        raw["inheritance"].append(s)
-        sweeps = [o.record.summary for o in run_preset("special-layer", store, seed=seed)[1]]
-        raw["special"].append(sweeps[:3])
-        raw["sanity"].append(sweeps[3])
-        (s,) = [o.record.summary for o in run_preset("distributed", store, seed=seed)[1]]
-        raw["distributed"].append(s)
-        (s,) = [o.record.summary for o in run_preset("simplicity", store, seed=seed)[1]]
-        raw["simplicity"].append(s)
-        pairs = raw["inheritance"][-1]["control_refs"]
-        raw["twins"].append([[weights_fingerprint(load_model(r, store=store).model) for r in p] for p in pairs])
-        print(f"seed {seed} done ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
-
-    inh = raw["inheritance"]
-    conf = "confusion:3->8"
-    findings = {}
-    findings["inheritance"] = {
-        "claim": "stitched models inherit traits: '3 predicted as 8' low at early cuts (B's layers), high late (A's)",
-        "positions": inh[0]["positions"],
-        "stitched": per_position([s["stitched"][conf] for s in inh]),
-        "control_max": per_position([s["control"][conf]["max"] for s in inh]),
-        "A": stat([s["reference"]["a"]["metrics"][conf] for s in inh]),
-        "B": stat([s["reference"]["b"]["metrics"][conf] for s in inh]),
-    }
-    sp = raw["special"]
-    special = {}
-    for k in range(3):
-        rows = [seed_rows[k] for seed_rows in sp]
-        special[f"fc{k + 1}"] = {
-            "positions": rows[0]["positions"],
-            "stitched": per_position([s["stitched"][conf] for s in rows]),
-            "control_max": per_position([s["control"][conf]["max"] for s in rows]),
-            "logit_gap_a_min": min(r["logit_gap"]["a"] for s in rows for r in s["rows"]),
-            "logit_gap_b_min": min(r["logit_gap"]["b"] for s in rows for r in s["rows"]),
-            "before_minus_after": stat([statistics.fmean(s["stitched"][conf][: k + 1])
-                                        - statistics.fmean(s["stitched"][conf][k + 1 :]) for s in rows]),
-        }  # fmt: skip
-    san = raw["sanity"]
-    findings["special-layer"] = {
-        "claim": "a trait located in one layer appears exactly when that layer is in the stitched model",
-        "per_layer": special,
-        "sanity_by_construction": {"positions": san[0]["positions"],
-                                   "stitched": per_position([s["stitched"][conf] for s in san]),
-                                   "logit_gap_a": [[r["logit_gap"]["a"] for r in s["rows"]] for s in san],
-                                   "logit_gap_b": [[r["logit_gap"]["b"] for r in s["rows"]] for s in san]},
-    }  # fmt: skip
-    dis = raw["distributed"]
-    findings["distributed"] = {
-        "claim": "a distributed trait grows with the number of layers taken from its model (accuracy on 3s falls)",
-        "positions": dis[0]["positions"],
-        "stitched_class_acc_3": per_position([s["stitched"]["class_acc:3"] for s in dis]),
-        "control_min": per_position([s["control"]["class_acc:3"]["min"] for s in dis]),
-        "A": stat([s["reference"]["a"]["metrics"]["class_acc:3"] for s in dis]),
-        "B": stat([s["reference"]["b"]["metrics"]["class_acc:3"] for s in dis]),
-    }
-    sim = raw["simplicity"]
-    keys = ("grad_norm", "sharpness", "gzip_bits", "grad_norm_batch", "sharpness_abs", "gzip_bits_all")
-    findings["simplicity"] = {
-        "claim": "simplicity can be traced layer by layer: stitched models' measures move from B's to A's",
-        "setting": "Fig. 6: one plain CNN fine-tuned with L1 + pruning (A) and with L2 (B); trained stitch, "
-                   "adapter counted",
-        "positions": sim[0]["positions"],
-        "stitched": {k: per_position([s["simplicity"][k] for s in sim]) for k in keys},
-        "A": {k: stat([s["reference"]["a"]["simplicity"][k] for s in sim]) for k in keys},
-        "B": {k: stat([s["reference"]["b"]["simplicity"][k] for s in sim]) for k in keys},
-        "stitched_test_loss": per_position([[r["simplicity"]["loss"] for r in s["rows"]] for s in sim]),
-        "A_loss": stat([s["reference"]["a"]["simplicity"]["loss"] for s in sim]),
-        "B_loss": stat([s["reference"]["b"]["simplicity"]["loss"] for s in sim]),
-        "stitch_loss_last_epochs": [[r["train_loss"][-3:] for r in s["rows"]] for s in sim],
-        "accuracy": per_position([s["stitched"]["accuracy"] for s in sim]),
-    }  # fmt: skip
-    findings["random-init control"] = {
-        "claim": "two untrained networks of one architecture are different networks",
-        "fingerprints": raw["twins"],
-        "all_pairs_differ": all(a != b for seed in raw["twins"] for a, b in seed),
-    }
-    print(json.dumps({"seeds": args.seeds, "seconds": round(time.time() - t0), "findings": findings}, indent=1))
+    store = Store(args.store)
+    found, seconds = [], {}
+    for name in args.presets:
+        t0 = time.perf_counter()
+        runs = run_seeds(name, store, args.seeds, log=lambda m: print(m, file=sys.stderr, flush=True))
+        seconds[name] = round(time.perf_counter() - t0)
+        found += [{**f, "preset": name} for f in READERS[name](runs)]
+    print(json.dumps({"findings": found, "model_seeds": args.seeds, "seconds": seconds}, indent=1))
 
 
 if __name__ == "__main__":

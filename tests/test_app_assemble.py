@@ -53,6 +53,12 @@ def test_launch_a_small_assembly_and_open_its_permalink(family_store, app):
     assert not at.exception and not at.error
     # accuracy vs FLOPs, the recipes compared, one heat map per recipe
     assert len(at.get("plotly_chart")) == 3
+    # every network in a table: accuracy and penalty with their 95% intervals, the adapter's size beside the MACs
+    (table,) = at.dataframe
+    columns = list(table.value.columns)
+    assert {"accuracy 95% CI", "penalty 95% CI"} <= set(columns)
+    assert columns[columns.index("MACs") + 1] == "adapter params"
+    assert len(table.value) == 2 and all(ci.startswith("[") for ci in table.value["accuracy 95% CI"])
     fresh = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     fresh.query_params["run"] = run_id
     _page(fresh)

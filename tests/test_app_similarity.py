@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import json
+
 from streamlit.testing.v1 import AppTest
 
 import ui
 from tests.conftest import ROOT
+
+
+def _similarity_titles(at: AppTest) -> list[str]:
+    """The titles of the similarity run's heat maps on the page (the matrix's own panels left out)."""
+    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+    return [t for t in titles if t.startswith("Linear CKA")]
 
 
 def test_launch_matrix_with_controls_and_cka_then_permalink(app):
@@ -24,10 +32,34 @@ def test_launch_matrix_with_controls_and_cka_then_permalink(app):
     at.run()
     assert not at.exception and not at.error
     charts = at.get("plotly_chart")
-    assert len(charts) == 11, "stitching, 3 controls, 3 debiased, CKA, its baseline, against an untrained B, calibrated"
+    shown = _similarity_titles(at)
+    assert len(shown) == 1 and shown[0].startswith("Linear CKA, beyond random-init B"), shown  # calibrated first
+    calibrated = json.loads(charts[1].proto.spec)  # beside the stitching panel
+    assert calibrated["layout"]["title"]["text"] == shown[0]
+    bar = calibrated["data"][0]["colorbar"]["title"]["text"]
+    assert bar.startswith("sds vs random-init B") and "untrained B" in bar  # the colour bar says what it is
+    assert any("random-init Bs (B's architecture, no training)" in c.value for c in at.caption)
+    at.radio(key="sim_simview").set_value("raw").run()  # the raw values, beside their baselines
+    assert not at.exception and not at.error
+    raw = _similarity_titles(at)
+    assert len(at.get("plotly_chart")) == len(charts) + 3  # (two columns: drawn column by column)
+    assert sorted(raw) == ["Linear CKA", "Linear CKA, A against an untrained B (random-init null, mean of 5 seeds)",
+                           "Linear CKA, dependence test (shuffled images)", "Linear CKA, shuffled inputs (baseline)"]
+    at.radio(key="sim_simview").set_value("calibrated").run()
     assert any("skipped" in e.label for e in at.expander)
-    beside = [c.value for c in at.caption if c.value.startswith("**Control: ")]  # one line by each control's panels
-    assert len(beside) == 3 and all("Can differ from chance" in c for c in beside) and not at.warning
+    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+    assert sorted(t for t in titles if t.startswith("Control: ")) == [
+        f"Control: {name} (accuracy)" for name in ("both random", "noise sender", "random receiver", "random sender")]
+    # closed-form cells are debiased only against the controls fitted alike; the two into a random receiver are
+    # task-trained (a fit there copies random B: chance), drawn beside the matrix and never subtracted
+    assert sorted(t for t in titles if t.startswith("Debiased: ")) == [
+        "Debiased: trained − noise sender", "Debiased: trained − random sender"]
+    assert len(titles) == len(charts) == 1 + 1 + 4 + 2  # stitching, calibrated CKA, the controls, two debiased
+    beside = {c.value.partition(".**")[0].removeprefix("**Control: "): c.value for c in at.caption
+              if c.value.startswith("**Control: ")}  # one line by each control's panels
+    assert sorted(beside) == ["both random", "noise sender", "random receiver", "random sender"] and not at.warning
+    assert all("Can differ from chance" in line for line in beside.values())
+    assert {name for name, line in beside.items() if "No debiased map" in line} == {"random receiver", "both random"}
     # the permalink in a fresh session shows the same panels and fills the form
     # (AppTest does not follow st.switch_page from the router; the real browser test does)
     fresh = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
@@ -35,7 +67,7 @@ def test_launch_matrix_with_controls_and_cka_then_permalink(app):
     fresh.run().switch_page("views/similarity.py").run()
     assert not fresh.exception
     assert fresh.checkbox(key="sim_controls").value is True
-    assert len(fresh.get("plotly_chart")) == 11
+    assert len(fresh.get("plotly_chart")) == len(charts) and len(_similarity_titles(fresh)) == 1  # calibrated
 
 
 def test_chosen_cuts_and_measure_reach_the_specs(app):
@@ -173,3 +205,44 @@ def test_a_link_whose_cka_names_no_similarity_run_says_so_and_shows_the_matrix(a
     assert not at.exception and not at.error
     assert any("similarity run `nonsense` is not a similarity run in this store" in w.value for w in at.warning)
     assert at.get("plotly_chart")  # the matrix itself is drawn
+
+
+def test_a_similarity_run_shows_its_calibrated_map_first_then_raw_values_and_an_old_run_its_raw_maps(app):
+    """A similarity run alone: the map against random-init Bs by default, cells within their range ringed; the
+    switch gives the raw maps.  A run with one untrained twin (stored before the seeds) has no spread: its raw maps
+    are drawn whichever is picked, and the page says why."""
+    from stitchcore.experiments import run_experiment
+    from stitchcore.experiments.similarity import SimilaritySpec
+
+    cuts = {"senders": ("block1", "fc2"), "receivers": ("block1", "fc2"), "max_samples": 256}
+    new = run_experiment("similarity", SimilaritySpec("zoo:cnn-digits-s0", "zoo:cnn-digits-s1", **cuts),
+                         ui.get_store()).record  # fmt: skip
+    at = app.run().switch_page("views/similarity.py")
+    at.query_params["run"] = new.id
+    at.run()
+    assert not at.exception and not at.error
+    (chart,) = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert chart["layout"]["title"]["text"].startswith("Linear CKA, beyond random-init B")
+    z = next(t for t in chart["data"] if t.get("name") == "values")["z"]
+    assert z == new.summary["random_null"]["calibrated"]
+    ringed = next(t for t in chart["data"] if t.get("name") == "marked")  # block1 x block1: architecture alone
+    assert [0, 0] in [[x, y] for x, y in zip(ringed["x"], ringed["y"])]
+    assert any(c.value.startswith("Calibrated map: each cell is trained B's value in standard deviations of 5 "
+                                  "untrained Bs") for c in at.caption)  # fmt: skip
+    at.radio(key="sim_simview").set_value("raw").run()
+    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+    assert "Linear CKA" in titles and len(titles) == 4  # with the baseline, untrained Bs, dependence test
+    words = " ".join(c.value for c in at.caption)
+    assert "Dependence test (shuffled images; 20 permutations of B's images against A's)" in words
+    assert "Any two networks fed the same images pass it" in words and "Calibrated map" not in words
+
+    old = run_experiment("similarity", SimilaritySpec("zoo:cnn-digits-s0", "zoo:cnn-digits-s1", **cuts,
+                                                      random_null_seeds=1), ui.get_store()).record  # fmt: skip
+    page = app.run().switch_page("views/similarity.py")
+    page.query_params["run"] = old.id
+    page.run()
+    assert not page.exception and not page.error
+    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in page.get("plotly_chart")]
+    assert "Linear CKA" in titles and len(titles) == 4
+    assert any("One untrained B has no spread: no calibrated map." in c.value for c in page.caption)
+    assert not [r for r in page.radio if r.key == "sim_simview"]  # nothing to switch to

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
+from dataclasses import replace
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 import ui
+from stitchcore.experiments import run_experiment
 from stitchcore.experiments.preset_seeds import seeded_preset
 from stitchcore.experiments.trait_presets import get_preset, list_presets
-from stitchcore.store.results import run_id_for
+from stitchcore.store.results import Store, run_id_for
 from tests.conftest import ROOT
 
 
@@ -25,18 +28,31 @@ def _page(at: AppTest) -> AppTest:
     return at.run().switch_page("views/traits.py").run()
 
 
+def _figure(at: AppTest, key: str) -> dict:
+    """The plotly figure of chart ``key`` as the page sent it."""
+    (chart,) = [c for c in at.get("plotly_chart") if c.key == key]
+    return json.loads(chart.proto.spec)
+
+
 def test_preset_button_runs_models_then_sweep_and_draws_the_plots(app):
     at = _page(app)
     assert not at.exception and not at.error
     at.button(key="preset_distributed").click().run()
     assert at.query_params["preset"] in ("distributed", ["distributed"])
-    sweep_id = run_id_for("sweep", get_preset("distributed").sweeps[0].to_dict())
-    assert ui.get_runner().wait(sweep_id, timeout=180).state == "done"
+    preset = get_preset("distributed")
+    sweep_id = run_id_for("sweep", preset.sweeps[0].to_dict())
+    assert ui.get_runner().wait(sweep_id, timeout=180).state == "done"  # its references run on: not waited for
     at.run()
     assert not at.exception and not at.error
     # trait curves, simplicity raw + normalised + the report's definitions, penalty curve, per-class heat map
     charts = at.get("plotly_chart")
-    assert len(charts) == 6 and any(c.key == f"tr-simpr-{sweep_id}" for c in charts)
+    assert any(c.key == f"tr-simpr-{sweep_id}" for c in charts)
+    # the preset's panel: class-3 accuracy of the claim sweep beside its two references, dashed
+    panel = _figure(at, "tr-panel-distributed-0")
+    assert [(t["name"].removesuffix(" (waiting)"), t["line"]["dash"]) for t in panel["data"]] == [
+        (preset.sweep_titles[0], "solid"), ("random-init A -> B (plain)", "dash"),
+        (preset.sweep_titles[2], "dash")]  # fmt: skip
+    assert len(panel["data"][0]["y"]) == 5 and panel["layout"]["yaxis"]["title"]["text"].startswith("accuracy on")
     # the permalink of the sweep in a fresh session shows the same plots and fills the form
     fresh = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     fresh.query_params["run"] = sweep_id
@@ -61,7 +77,7 @@ def test_build_a_and_b_from_recipes_and_viewer_mode(app, monkeypatch):
 
 
 def test_a_bansal_preset_draws_its_penalty_panel_waiting_then_filled(app):
-    preset = get_preset("kernel-size")  # the cheapest Bansal preset: two models, three two-cut sweeps
+    preset = get_preset("kernel-size")  # the cheapest Bansal preset: two models, six two-cut sweeps (3 kernels x 2 As)
     at = app
     at.query_params["preset"] = "kernel-size"
     _page(at)
@@ -76,6 +92,9 @@ def test_a_bansal_preset_draws_its_penalty_panel_waiting_then_filled(app):
     assert [e.label for e in at.expander if e.label.startswith("Sweep:")] == [f"Sweep: {t}" for t in preset.sweep_titles]
     # the penalty panel, then each sweep's trait curves, penalty curve and per-class heat map
     assert len(at.get("plotly_chart")) == 1 + 3 * len(preset.sweeps)
+    lines = _figure(at, "tr-panel-kernel-size-0")["data"]  # each kernel, then the random-init A through each, dashed
+    assert [t["line"]["dash"] for t in lines] == ["solid"] * 3 + ["dash"] * 3 and len(lines[5]["y"]) == 2
+    assert [t["name"] for t in lines[3:]] == [f"random-init A -> B, {k}x{k}" for k in (1, 3, 5)]
 
 
 def test_every_preset_has_its_run_button():
@@ -85,16 +104,34 @@ def test_every_preset_has_its_run_button():
     assert {f"preset_{p.name}" for p in list_presets()} <= keys  # rows of four: none cut off
 
 
-def test_a_preset_from_two_model_seeds_shows_each_cut_across_them(app):
+def test_a_preset_from_two_model_seeds_shows_each_cut_across_them(app, tmp_path):
+    # Each sweep's result stored beforehand (a real two-cut sweep, small, written under every id with its
+    # accuracy shifted): the button then queues every model and sweep of both seeds, trains the second seed's two
+    # models and finds the twelve sweeps done, instead of running them (~60 s).
+    with Store(tmp_path / "store") as served:  # the app fixture's copy of the session store
+        small = replace(get_preset("kernel-size").sweeps[0], max_train=100, max_test=50, epochs=1)
+        one = run_experiment("sweep", small, served).record.summary
+        for k in range(2):
+            for j, spec in enumerate(seeded_preset("kernel-size", k).sweeps):
+                run_id = run_id_for("sweep", spec.to_dict())
+                served.begin(run_id, "sweep", spec.to_dict())
+                acc = [v - 0.01 * (j + k) for v in one["stitched"]["accuracy"]]
+                served.finish(run_id, {**one, "a": spec.a, "b": spec.b, "stitched": {"accuracy": acc}})
     at = _page(app)
     at.number_input(key="tr_model_seeds").set_value(2).run()
     at.button(key="preset_kernel-size").click().run()
     assert at.query_params["seeds"] in ("2", ["2"])  # the link keeps the seeds
+    queued = {job.id for job in ui.get_runner().list()}
     for k in range(2):  # the jobs of both seeds were queued: each seed's models and sweeps its own
-        for spec in seeded_preset("kernel-size", k).sweeps:
-            assert ui.get_runner().wait(run_id_for("sweep", spec.to_dict()), timeout=240).state == "done"
+        preset = seeded_preset("kernel-size", k)
+        assert {run_id_for("sweep", s.to_dict()) for s in preset.sweeps} <= queued
+        for recipe in preset.recipes:
+            assert ui.get_runner().wait(run_id_for("zoo", recipe.to_dict()), timeout=240).state == "done"
     at.run()
     assert not at.exception and not at.error
     assert any("Across 2 model seeds" in m.value for m in at.markdown)
     assert any("2 of 2 finished for every sweep" in c.value for c in at.caption)
-    assert any(c.key == "tr-seeds-kernel-size-0" for c in at.get("plotly_chart"))
+    lines = _figure(at, "tr-seeds-kernel-size-0")["data"]  # each line the mean over both seeds
+    assert len(lines) == 6 and all(t["name"].endswith("(2 of 2 seeds)") for t in lines)
+    b_accuracy, stitched = one["reference"]["b"]["metrics"]["accuracy"], one["stitched"]["accuracy"][0]
+    assert lines[4]["y"][0] == pytest.approx(100 * (b_accuracy - stitched + 0.045), abs=1e-4)  # 3x3: j = 4

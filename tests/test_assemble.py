@@ -10,12 +10,22 @@ import pytest
 import torch
 from torch import nn
 
+from stitchcore.cli.assemble import cells_text
 from stitchcore.cli.main import main
 from stitchcore.cuts import get_cut, split
 from stitchcore.errors import Cancelled, StitchError
 from stitchcore.experiments import run_experiment
-from stitchcore.experiments.assemble import AssembleSpec, assembled_cells, pareto_front, recipe_name
+from stitchcore.experiments.assemble import (
+    AssembleSpec,
+    assembled_cells,
+    cell_rows,
+    pareto_front,
+    recipe_name,
+    with_penalty,
+)
+from stitchcore.measures.intervals import paired_difference_ci, unpack_outcomes
 from stitchcore.models.sources import load_model
+from stitchcore.plots.assemble import accuracy_vs_flops
 from stitchcore.stitching.adapters import AdapterSpec, build_adapter
 from stitchcore.stitching.evaluate import module_flops
 from stitchcore.store.results import run_id_for
@@ -173,3 +183,74 @@ def test_cli_zoo_train_of_a_transformer_uses_its_recipe_defaults(family_store, c
                  "--quiet"]) == 0  # fmt: skip
     out = json.loads(capsys.readouterr().out)
     assert out["cached"] is True and out["ref"] == refs["vit"] and out["accuracy"] == accuracy["vit"]
+
+
+# ---------------------------------------------------------------------------- issue 39: intervals, adapter sizes
+
+CNN = {"senders": ("block1",), "receivers": ("block2",), "kinds": ("linear",), "resamples": ("bilinear", "strided"),
+       "max_train": 300, "max_test": 120, "epochs": 2, "lr": 1e-2}  # block1 [16, 4, 4] -> block2 [32, 2, 2]
+
+
+def test_cells_carry_intervals_a_paired_penalty_and_their_outcomes(trained_store, capsys):
+    """Every trained cell: accuracy with its 95% interval over the test images, the penalty against B with the paired
+    interval (recomputed here from the packed outcomes), and B's and A's own intervals; the CLI shows them."""
+    store, (c0, c1) = trained_store
+    spec = AssembleSpec(c0, c1, **CNN)
+    s = run_experiment("assemble", spec, store).record.summary
+    b = s["base"]["b"]
+    b_right = unpack_outcomes(b["outcomes"])
+    assert len(b_right) == s["n_test"] == 120 and b_right.mean().item() == pytest.approx(b["accuracy"], abs=1e-6)
+    assert b["accuracy_ci"][0] <= b["accuracy"] <= b["accuracy_ci"][1] and s["base"]["a"]["accuracy_ci"]
+    trained = [c for c in s["cells"] if c["accuracy"] is not None]
+    assert len(trained) == 2  # bilinear and strided differ between a 4x4 and a 2x2 grid
+    for c in trained:
+        right = unpack_outcomes(c["outcomes"])
+        assert right.mean().item() == pytest.approx(c["accuracy"], abs=1e-6)
+        lo, hi = c["accuracy_ci"]
+        assert lo <= c["accuracy"] <= hi and hi - lo > 0.02  # 120 images: a real spread, not a point
+        assert c["penalty"] == round(b["accuracy"] - c["accuracy"], 6)
+        assert c["penalty_ci"] == list(paired_difference_ci(b_right, right, seed=spec.seed))
+        assert c["penalty_ci"][0] <= c["penalty"] <= c["penalty_ci"][1]
+    assert all("outcomes" not in p for p in s["pareto"])  # the front names points; it carries no per-image bits
+    # the strided linear adapter is a 2x2 patch convolution: about four times the bilinear one's weights, said
+    # beside the MACs in the page's table
+    by = {c["resample"]: c for c in trained}
+    assert by["strided"]["adapter_params"] > 3 * by["bilinear"]["adapter_params"]
+    rows = {r["recipe"]: r for r in cell_rows(s["cells"])}
+    row = rows["linear/both/strided"]
+    assert list(row)[list(row).index("MACs") + 1] == "adapter params"
+    assert row["adapter params"] == by["strided"]["adapter_params"] and row["accuracy 95% CI"].startswith("[")
+
+    assert main(["assemble", "--store", str(store.root), "--a", c0, "--b", c1, "--senders", "block1", "--receivers",
+                 "block2", "--adapters", "linear", "--resample", "bilinear,strided", "--epochs", "2", "--lr", "0.01",
+                 "--max-train", "300", "--max-test", "120", "--quiet"]) == 0  # fmt: skip
+    text = capsys.readouterr().out
+    lo, hi = by["bilinear"]["accuracy_ci"]
+    assert f"{by['bilinear']['accuracy']:.3f} [{lo:.3f}, {hi:.3f}]" in text and "paired" in text
+    assert main(["assemble", "--store", str(store.root), "--a", c0, "--b", c1, "--senders", "block1", "--receivers",
+                 "block2", "--adapters", "linear", "--resample", "bilinear,strided", "--epochs", "2", "--lr", "0.01",
+                 "--max-train", "300", "--max-test", "120", "--quiet", "--json"]) == 0  # fmt: skip
+    out = json.loads(capsys.readouterr().out)
+    assert out["cached"] and [c["penalty_ci"] for c in out["cells"]] == [c["penalty_ci"] for c in s["cells"]]
+
+
+def test_runs_stored_before_intervals_read_as_before():
+    """A cell dict of a run from before issue 39 (no accuracy_ci, penalty, outcomes) goes through every reader:
+    no interval is made up, nothing raises."""
+    old = {"sender": "block1", "receiver": "block2", "recipe": "linear/both/bilinear", "adapter": "linear",
+           "norm": "both", "resample": "bilinear", "accuracy": 0.8, "flops": 2000, "macs": 1000, "params": 5000,
+           "adapter_params": 400, "finetune_accuracy": None, "skipped_reason": None, "same_as": None}  # fmt: skip
+    base = {"a": {"ref": "zoo:a", "accuracy": 0.9, "flops": 3000}, "b": {"ref": "zoo:b", "accuracy": 0.95,
+                                                                           "flops": 4000}}  # fmt: skip
+    assert with_penalty(old, base["b"], 0) is old
+    (row,) = cell_rows([old])
+    assert row["accuracy 95% CI"] == "" and row["penalty (B − C)"] is None and row["adapter params"] == 400
+    fig = accuracy_vs_flops([old], base, [0, 1, 2])
+    assert all(t.error_y.array is None for t in fig.data)
+    text = cells_text({"cells": [old], "base": base, "pareto": [{"cell": 0, "accuracy": 0.8, "flops": 2000}]})
+    assert "0.800" in text and "[0." not in text and "paired" not in text
+    # a new cell beside it (a resumed run): its error bar drawn, the old point's left without
+    new = {**old, "recipe": "linear/both/strided", "resample": "strided", "accuracy_ci": [0.7, 0.85]}
+    bars = accuracy_vs_flops([old, new], base, []).data
+    assert [t.error_y.array for t in bars[:2]] == [None, (0.05,)] and bars[1].error_y.arrayminus == (0.1,)
+    assert "400 parameters" in bars[0].text[0]

@@ -101,7 +101,7 @@ def test_similarity_panels_say_it_on_the_colour_bar(measure):
         assert _bar(fig) == _plain(colorbar_title(measure))
         assert meaning(measure).direction in _bar(fig)
     assert _bar(calibrated) == _plain(colorbar_title(f"calibrated:{measure}"))
-    assert "0 = chance" in _bar(calibrated) and meaning(measure).direction in _bar(calibrated)
+    assert "dependence" in _bar(calibrated) and "0 = chance" in _bar(calibrated) and meaning(measure).direction in _bar(calibrated)
 
 
 def test_a_stored_run_of_a_measure_without_a_meaning_still_draws():

@@ -41,9 +41,10 @@ def _sweep(spec: SweepSpec, store: Store, positions: tuple[str, ...]) -> dict:
 def test_new_presets_are_listed_and_old_ids_stay():
     names = [p.name for p in list_presets()]
     assert {"coarse-labels", "kernel-size", "early-convergence", "two-cue"} <= set(names)
-    # the 50% label-noise sweep and its clean reference keep the run ids they had before 10% and 100% joined
+    # the 50% label-noise sweep and its clean reference keep the run ids they had before 10% and 100% joined, and
+    # still since the other budgets and the random-init A joined (three levels x two budgets, clean A, random A)
     ids = [run_id_for("sweep", s.to_dict()) for s in get_preset("label-noise").sweeps]
-    assert ids[:2] == ["ed98adb4de4d98f2", "c6f4ea6f5fba5cdd"] and len(ids) == 4
+    assert ids[:2] == ["ed98adb4de4d98f2", "c6f4ea6f5fba5cdd"] and len(ids) == 8
     # keep_epochs is left out of a recipe that keeps none: old zoo ids stay; a recipe without the key loads
     assert "keep_epochs" not in ZooRecipe().to_dict() and ZooRecipe.from_dict({"seed": 3}).keep_epochs == ()
     assert ZooRecipe(epochs=5, keep_epochs=[3, 0, 3]).to_dict()["keep_epochs"] == [0, 3]
@@ -67,7 +68,7 @@ def test_kernel_size_hardly_matters_and_vector_cuts_refuse_it(store):
     _train("kernel-size", store)  # the coarse test's 10-class pair: already trained
     preset = get_preset("kernel-size")
     assert all(s.positions == ("block1", "block2") for s in preset.sweeps)
-    pens = [penalty_along(_sweep(s, store, ("block2",)))[0] for s in preset.sweeps]
+    pens = [penalty_along(_sweep(preset.sweeps[k], store, ("block2",)))[0] for k in preset.baselines]  # the claims
     assert max(pens) <= 0.05 and max(pens) - min(pens) <= 0.04, pens  # three seeds: 0.002 .. 0.02, means within 0.01
     with pytest.raises(StitchError, match="needs spatial maps"):
         run_experiment("sweep", replace(preset.sweeps[1], positions=("fc1",)), store)
@@ -89,7 +90,8 @@ def test_early_layers_of_a_checkpoint_stitch_first(store):
 
 def test_two_cue_stitch_switches_cue_with_the_cut(store):
     _train("two-cue", store)
-    (spec,) = get_preset("two-cue").sweeps
+    spec, bottom = get_preset("two-cue").sweeps  # A's, then the random-init A's (test_preset_baselines)
+    assert bottom.b == spec.b and "init=random" in bottom.a
     s = _sweep(spec, store, ("block1", "flatten", "fc2"))
     right_cue, left_cue = s["stitched"]["decor:left"], s["stitched"]["decor:right"]
     assert right_cue[0] >= 0.85 and left_cue[0] <= 0.25, s["stitched"]  # B's cue early (three seeds: >= 0.94, <= 0.11)

@@ -14,10 +14,9 @@ from stitchcore.errors import StitchError
 from stitchcore.experiments import run_experiment, spec_from_record
 from stitchcore.experiments.matrix import run as matrix_run
 from stitchcore.experiments.matrix.spec import MatrixSpec
-from stitchcore.experiments.sweep import SweepSpec
-from stitchcore.experiments.trait_presets import TASK_EPOCHS, get_preset, zoo_ref
 from stitchcore.experiments.stitch import StitchSpec
-from stitchcore.experiments.trait_presets import L1_PRUNE, L2
+from stitchcore.experiments.sweep import SweepSpec
+from stitchcore.experiments.trait_presets import L1_PRUNE, L2, TASK_EPOCHS, get_preset, zoo_ref
 from stitchcore.experiments.zoo import ZooRecipe, check_zoo
 from stitchcore.measures.simplicity import REPORT_KEYS, gzip_bits, report_simplicity
 from stitchcore.models.info import weights_fingerprint

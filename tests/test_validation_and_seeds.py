@@ -54,8 +54,8 @@ def test_across_seeds_is_scipy_s_t_interval_and_per_class_intervals_hold_their_c
     with pytest.raises(ValueError, match="at least two"):
         across_seeds([0.9])
     correct, labels = torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0, 0.0]), torch.tensor([0, 0, 0, 1, 1, 2])
-    cis = grouped_mean_ci(correct, labels, 4)
-    assert cis[2] == [0.0, 0.0] and cis[3] is None and cis[0][0] <= 2 / 3 <= cis[0][1]
+    cis = grouped_mean_ci(correct, labels, 4)  # exact (Clopper-Pearson) intervals: class 2 is 0 of 1
+    assert cis[2] == [0.0, 0.975] and cis[3] is None and cis[0][0] <= 2 / 3 <= cis[0][1]
 
 
 def test_a_stitch_watches_validation_keeps_its_best_epoch_and_reports_test(trained_store):
@@ -140,10 +140,12 @@ def test_the_cli_trains_seeds_and_prints_their_spread(trained_store, capsys):
     args = ["stitch", "--a", refs[0], "--b", refs[1], "--cut-a", "fc1", "--cut-b", "fc1", "--epochs", "1",
             "--seeds", "2", "--keep", "best", "--store", str(store.root)]
     assert main(args) == 0
-    assert "across 2 seeds: stitched" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "across 2 seeds: stitched" in out and "no interval: an interval across seeds needs 3 or more" in out
     assert main([*args, "--json"]) == 0
     s = json.loads(capsys.readouterr().out)  # the summary, with the run id beside it
     assert len(s["seeds"]["accuracy"]) == 2 and "kept_epoch" in s and len(s["per_class_ci"]) == 10
+    assert s["seeds"]["accuracy_ci"] is None and s["seeds"]["penalty_ci"] is None  # two seeds: no interval
 
 
 def test_presets_whose_effects_are_near_the_noise_say_so():

@@ -11,7 +11,13 @@ import streamlit as st
 import ui
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
-from stitchcore.experiments.assemble import DEFAULT_KINDS, AssembleSpec, default_cuts
+from stitchcore.experiments.assemble import (
+    DEFAULT_KINDS,
+    AssembleSpec,
+    assembled_cells,
+    cell_rows,
+    default_cuts,
+)
 from stitchcore.experiments.dataset_check import default_dataset
 from stitchcore.experiments.matrix.recommend import (
     TOP,
@@ -249,3 +255,12 @@ if st.query_params.get("run"):
     else:
         st.caption(explain("accuracy"))  # the number every point, bar and heat-map cell below shows
         run_views.assemble_view(rec, key="asm")
+        cells = rec.summary.get("cells") or assembled_cells(ui.get_store(), rec.id)  # done, or the cells so far
+        if cells:
+            st.subheader("Every network")
+            st.caption("Accuracy and penalty (B alone minus the network) with their 95% intervals over the test "
+                       "images (the penalty's paired: both scored on the same images; runs stored before issue 39 "
+                       "have none), the whole network's multiply-adds, and the adapter's parameters beside them: "
+                       "recipes compared here are not of one size (a strided linear adapter is a patch "
+                       "convolution, kernel x kernel times a 1x1 one's weights).")  # fmt: skip
+            st.dataframe(cell_rows(cells), hide_index=True, width="stretch", key="asm-cells")

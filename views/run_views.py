@@ -28,9 +28,10 @@ from stitchcore.experiments.assemble import AssembleSpec, assembled_cells, paret
 from stitchcore.experiments.lm import labelled_points, partial_points
 from stitchcore.experiments.matrix import MatrixSpec, matrix_state, similarity_beside
 from stitchcore.experiments.matrix.recommend import RANKING_WORDS, TOP, cell_words, ranking_choices, recommend
-from stitchcore.experiments.similarity import random_null_words
-from stitchcore.experiments.sweep import partial_positions
-from stitchcore.measures.meaning import colorbar_title, explain, list_meanings
+from stitchcore.experiments.stitch import noise_sender_words as stitch_noise_words
+from stitchcore.experiments.sweep import noise_sender_words, partial_positions
+from stitchcore.measures.intervals import seed_note
+from stitchcore.measures.meaning import colorbar_title, explain
 from stitchcore.measures.traits import parse_metric
 from stitchcore.plots import assemble as plots_assemble
 from stitchcore.plots import heatmap as plots_heatmap
@@ -49,9 +50,7 @@ from stitchcore.report.figures import (
     MEASURE_TITLES,
     PENALTY_WORDS,
     HeatPanel,
-    cka_panels,
     control_panels,
-    measure_words,
     panel_figure,
     stitching_panel,
 )  # fmt: skip
@@ -59,6 +58,7 @@ from stitchcore.stitching.adapters import NO_DOWNSAMPLE
 from stitchcore.store.results import RunRecord
 from stitchcore.timewords import duration_words
 from ui.text import strip_tags
+from views import similarity_maps
 
 __all__ = [
     "CARDS",
@@ -79,19 +79,28 @@ __all__ = [
 
 
 def stitch_card(s: dict[str, Any], key: str) -> None:
-    """A done stitch's numbers: accuracies, penalty, time, the adapter, then accuracy and per-class bars."""
+    """A done stitch's numbers: accuracies (the noise sender's beside the stitched one, where the run has it),
+    penalty, time, the adapter, then accuracy and per-class bars."""
     base_role = s.get("penalty_base", "b").upper()
-    c = st.columns(5)
-    c[0].metric("Stitched accuracy", f"{s['accuracy']:.1%}", help=explain("accuracy"))
-    c[1].metric("Model A", f"{s['base']['a']:.1%}", help="A's own test accuracy. " + explain("accuracy"))
-    c[2].metric("Model B", f"{s['base']['b']:.1%}", help="B's own test accuracy. " + explain("accuracy"))
-    c[3].metric(f"Penalty ({ui.plain(base_role)} − stitched)", format_pts(penalty_pts(s["penalty"])),
+    noise = (s.get("controls") or {}).get("noise_sender") or {}
+    first, *c = st.columns(6 if "accuracy" in noise else 5)
+    first.metric("Stitched accuracy", f"{s['accuracy']:.1%}", help=explain("accuracy"))
+    if "accuracy" in noise:  # runs stored before the noise sender, or that skipped it, have none
+        c.pop(0).metric("Noise sender", f"{noise['accuracy']:.1%}",
+                        delta=f"{format_pts(penalty_pts(-noise['margin']))} vs stitched", delta_color="off",
+                        help="The same adapter and training from class-clustered noise of A's activation shape and "
+                             "scale (it knows each image's label, nothing else): a stitch that does no better is "
+                             "not evidence about A's layers. " + explain("accuracy"))  # fmt: skip
+    c[0].metric("Model A", f"{s['base']['a']:.1%}", help="A's own test accuracy. " + explain("accuracy"))
+    c[1].metric("Model B", f"{s['base']['b']:.1%}", help="B's own test accuracy. " + explain("accuracy"))
+    c[2].metric(f"Penalty ({ui.plain(base_role)} − stitched)", format_pts(penalty_pts(s["penalty"])),
                 help=explain("penalty"))
-    c[4].metric("Time", duration_words(s.get("seconds")))
+    c[3].metric("Time", duration_words(s.get("seconds")))
     if s.get("accuracy_ci"):  # runs stored before intervals have none
         base_ci = s.get("base_ci", {})
         st.caption(ui.plain(
-            f"95% intervals over the {s.get('n_test', '?')} test images (bootstrap): stitched "
+            f"95% intervals over the {s.get('n_test', '?')} test images (exact for accuracies, paired bootstrap "
+            f"for the penalty): stitched "
             f"{interval_words(s['accuracy_ci'], 'accuracy')} · A {interval_words(base_ci.get('a'), 'accuracy')} · "
             f"B {interval_words(base_ci.get('b'), 'accuracy')} · penalty {interval_words(s.get('penalty_ci'), 'penalty')}"
             f" (paired: {base_role} and the stitched model scored on the same images)"
@@ -102,8 +111,12 @@ def stitch_card(s: dict[str, Any], key: str) -> None:
             f"Across {len(sd['seed'])} seeds ({', '.join(map(str, sd['seed']))}; the numbers above are seed "
             f"{sd['seed'][0]}'s): stitched {sd['accuracy_mean']:.1%} ({interval_words(sd['accuracy_ci'], 'accuracy')}) "
             f"· penalty {format_pts(penalty_pts(sd['penalty_mean']))} ({interval_words(sd['penalty_ci'], 'penalty')})"
-            " · 95% Student-t intervals of the mean over seeds"
+            + (f" · {seed_note(len(sd['seed']))}" if seed_note(len(sd["seed"])) else
+               " · 95% Student-t intervals of the mean over seeds")
         ))
+    noise_words = stitch_noise_words(s)
+    if noise_words:
+        st.caption(ui.plain(noise_words))
     if s.get("n_val") and "history" in s and not s["history"]:  # 0 epochs: the adapter's start, no curve
         st.caption("0 training epochs: the adapter is its start (e.g. the least-squares fit), never trained, so "
                    "there is no training curve")  # fmt: skip
@@ -164,7 +177,8 @@ def _draw(panel: HeatPanel, where: Any, *, key: str, run_id: str, skipped: dict 
 
 
 def similarity_view(rec: RunRecord, *, key: str) -> None:
-    """A similarity (CKA, RSA, ...) run on its own: its heat map and the shuffled baseline, once done."""
+    """A similarity (CKA, RSA, ...) run on its own, once done: its calibrated map (against random-init Bs), or its
+    raw maps (the values, the shuffled-input baseline, the untrained Bs, the dependence test): ``similarity_maps``."""
     runner = ui.get_runner()
     snap = runner.get(rec.id)
 
@@ -174,31 +188,11 @@ def similarity_view(rec: RunRecord, *, key: str) -> None:
         ui.run_header(now, key)
         if now.state != "done" or not now.summary:
             return
-        panels = cka_panels(now.summary)
+        panels = similarity_maps.panels(now.summary, key)
         cols = st.columns(min(len(panels), 2))
         for i, panel in enumerate(panels):
             _draw(panel, cols[i % len(cols)], key=f"{key}-cka", run_id=rec.id)
-        s = now.summary
-        null = s.get("null")
-        null_words = ""
-        if null:  # the null's typical value and spread: how much of a value is structure
-            means = [v for row in null["mean"] for v in row if v is not None]
-            spreads = [v for row in null["std"] for v in row if v is not None]
-            if means and spreads:
-                null_words = (f" Null ({null['k']} permutations of B's images): mean {min(means):.3f} to "
-                              f"{max(means):.3f}, spread {min(spreads):.3f} to {max(spreads):.3f}; the calibrated "
-                              "map is (value − null mean) / spread.")
-        ci_words = " Hover a cell for its 95% interval over the images." if s.get("values_ci") else ""
-        m = s.get("measure", "cka-linear")
-        st.caption(ui.plain(f"{explain(m) if m in list_meanings() else panels[0].title + ': ' + measure_words(m)}. "
-                            f"{s.get('n', '?')} images; the baseline pairs each image of A with another of B."
-                            f"{null_words}{ci_words}"))  # a bundle's measure name is text
-        twin = s.get("random_null") or {}
-        if twin.get("values"):
-            st.caption(f"Untrained B ({ui.code_span(twin['ref'])}): the same measure against B's architecture with "
-                       f"random weights. {ui.plain(random_null_words(s))}")
-        elif twin.get("skipped"):
-            st.caption(f"No untrained-B null: {ui.plain(twin['skipped'])}")
+        similarity_maps.notes(now.summary)
 
     live()
     _downloads(rec, key)
@@ -253,7 +247,7 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
         top = [stitching_panel(state.grid(metric, across), senders, receivers, metric, state.intervals(metric, across),
                                seeds=state.across_seeds["n"] if across else None)]  # fmt: skip
         if cka_now is not None and cka_now.summary:
-            top += cka_panels(cka_now.summary)
+            top += similarity_maps.panels(cka_now.summary, key)  # calibrated first, or raw
         elif cka_now is not None:
             st.caption(ui.plain(f"{measure_name}: {cka_now.state} {cka_now.message}"))
         done = now.state == "done"
@@ -470,9 +464,12 @@ def sweep_view(rec: RunRecord, *, key: str, title: str | None = None) -> None:
         csv = (lambda name: f"{run_id}-{name}.csv") if s else (lambda name: None)  # CSVs once it has ended
         ui.chart(st, plots_traits.trait_curves(data, data["reference"], metrics, labels=labels, all_positions=every),
                  key=f"{key}-curves-{run_id}", file_name=csv("traits"))  # fmt: skip
+        noise_words = noise_sender_words(data)  # sweeps stored before the noise sender have none
+        if noise_words:
+            st.caption(ui.plain(noise_words))
         ci = data.get("stitched_ci") or {}
         if any(v for spans in ci.values() for v in spans):  # sweeps stored before intervals have none
-            st.caption("Error bars: 95% intervals over the test images each metric reads (bootstrap; a class's "
+            st.caption("Error bars: 95% intervals over the test images each metric reads (exact binomial for rates; a class's "
                        "metric rests on that class's own images, so its bars are wider than overall accuracy's). "
                        "A's and B's intervals show on hover over their lines, and each class's on the per-class "
                        "heat map.")

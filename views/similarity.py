@@ -46,7 +46,8 @@ st.title("Similarity matrices")
 st.caption(
     "Cell (i, j): how well A's layer i can feed B's layer j through a linear adapter (Hernandez, Dangovski "
     "& Lu; Bansal et al.), beside a representation-similarity measure (CKA, Procrustes, RSA, SVCCA, "
-    "ridge R², k-NN Jaccard) of the same two layers. Rows are A's cuts, columns B's, in execution order."
+    "ridge R², k-NN Jaccard) of the same two layers, calibrated against random-init networks of B's architecture "
+    "(a switch shows the raw values). Rows are A's cuts, columns B's, in execution order."
 )
 
 
@@ -229,8 +230,11 @@ with right:
                            help="their adapters are task-trained, also in closed-form mode: a closed-form fit "
                                 "into a random receiver only copies its activation, which scores chance")
     c1, c2 = st.columns([1, 1])
-    with_cka = c1.checkbox("Similarity beside it", key="sim_cka",
-                           persist_state="session", help="a similarity measure of the pairs")
+    with_cka = c1.checkbox("Similarity beside it", key="sim_cka", persist_state="session",
+                           help="a similarity measure of the pairs, also of A against "
+                                f"{SimilaritySpec.__dataclass_fields__['random_null_seeds'].default} random-init "
+                                "networks of B's architecture: its calibrated map says where B's training, not its "
+                                "architecture and the inputs, makes B like A")  # fmt: skip
     shown = st.session_state.get("sim_measure")  # the help explains the measure picked (a key keeps the widget)
     measure = c2.selectbox("Measure", measure_choices(), key="sim_measure", persist_state="session",
                            format_func=lambda m: MEASURE_TITLES.get(m, m), disabled=not with_cka,

@@ -38,7 +38,7 @@ FORM_PARAMS = {  # URL query key -> (session key, type): a copied link reproduce
     "max_train": ("max_train", int), "max_test": ("max_test", int), "head": ("head", str),
     "head_cut": ("head_cut", str), "dataset": ("dataset", str), "precision": ("precision", str),
     "val_fraction": ("val_fraction", float), "split_seed": ("split_seed", int), "keep": ("keep", str),
-    "seeds": ("seeds", int),
+    "seeds": ("seeds", int), "noise_control": ("noise_control", bool),
 }
 
 
@@ -59,8 +59,9 @@ FORM_DEFAULTS = dict(  # the library's defaults, shared with the CLI; widgets ta
     init=DEFAULTS.adapter.init, objective="task", optimizer=DEFAULTS.optimizer, lr=DEFAULTS.lr,
     epochs=DEFAULTS.epochs, batch_size=DEFAULTS.batch_size, seed=DEFAULTS.seed, max_train=0, max_test=0, head="b",
     precision=DEFAULTS.precision, val_fraction=DEFAULTS.val_fraction, split_seed=DEFAULTS.split_seed,
-    keep=DEFAULTS.keep, seeds=DEFAULTS.seeds,
+    keep=DEFAULTS.keep, seeds=DEFAULTS.seeds, noise_control=DEFAULTS.noise_control,
 )
+FLAGS = {"true": True, "1": True, "yes": True, "on": True, "false": False, "0": False, "no": False, "off": False}
 
 
 def _url_value(key: str, raw: str) -> tuple[object | None, str | None]:
@@ -70,6 +71,12 @@ def _url_value(key: str, raw: str) -> tuple[object | None, str | None]:
     """
     state_key, cast = FORM_PARAMS[key]
     shown, bare = quoted(raw), one_line(raw, LINK_CHARS)  # a 10 KB value is said by its start and length
+    if cast is bool:  # bool("false") is True: a link's flag is read by its words
+        flag = FLAGS.get(raw.strip().lower())
+        if flag is None:
+            default = FORM_DEFAULTS[state_key]
+            return default, f"{key}={shown} is not true or false; the form uses {str(default).lower()}"
+        return flag, None
     if cast is not str and not _NUMBER.fullmatch(raw):  # int("²") and int() of 5,000 digits raise, "1_0" is 10
         return None, f"{key}={shown} is not a number; the form keeps its own"
     try:
@@ -103,10 +110,10 @@ def _spec_params(spec: StitchSpec) -> dict[str, str]:
         "batch_size": spec.batch_size, "seed": spec.seed, "max_train": spec.max_train or 0,
         "max_test": spec.max_test or 0, "head": spec.head, "head_cut": spec.head_cut, "dataset": spec.dataset,
         "precision": None if spec.precision == DEFAULTS.precision else spec.precision,
-        **{k: getattr(spec, k) for k in ("val_fraction", "split_seed", "keep", "seeds")
+        **{k: getattr(spec, k) for k in ("val_fraction", "split_seed", "keep", "seeds", "noise_control")
            if getattr(spec, k) != getattr(DEFAULTS, k)},  # a run stored before the split: val_fraction=0.0
     }
-    return {k: str(v) for k, v in values.items() if v is not None}
+    return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in values.items() if v is not None}
 
 
 def _prefill(params: dict[str, str]) -> None:
@@ -280,6 +287,12 @@ if len(loaded) == 2:
         seeds = c[3].number_input("Seeds", *NUMBER_RANGES["seeds"], key="seeds", persist_state="session",
                                   help="adapters trained with Seed, Seed+1, …: the first is the run's; the result "
                                        "shows the mean and 95% interval across them beside the test-image interval")
+        noise_control = st.checkbox(
+            "Noise-sender control", key="noise_control", persist_state="session",
+            help="also train the same adapter (seed, init, epochs) from a sender of class-clustered noise with A's "
+                 "activation shape and scale: it knows each image's label and nothing else, so a stitch that does "
+                 "no better is not evidence about A's layers (Functional Alignment Can Mislead, ICML 2025). One "
+                 "more adapter training; the result shows its accuracy beside the stitched one")  # fmt: skip
     with cuts:
         cut_a = _cut_choice("Sender cut (A)", [c.name for c in cuts_a], "cut_a", None, cuts_a)
         sender = next(c for c in cuts_a if c.name == cut_a)
@@ -329,7 +342,7 @@ if len(loaded) == 2:
                 optimizer=optimizer, lr=float(lr), epochs=int(epochs), batch_size=int(batch_size), seed=int(seed),
                 max_train=int(max_train) or None, max_test=int(max_test) or None, head=head, head_cut=head_cut,
                 precision=precision, val_fraction=round(float(val_fraction), 4), split_seed=int(split_seed),
-                keep=keep, seeds=int(seeds),
+                keep=keep, seeds=int(seeds), noise_control=bool(noise_control),
                 dataset=None if dataset == default_data else dataset,  # None: B's own set (the run id as before)
             )
         except StitchError as exc:

@@ -31,10 +31,11 @@ from stitchcore.experiments.trait_presets import (
     trait_recipe,
     zoo_ref,
 )
+from stitchcore.measures.intervals import MIN_SEEDS
 from stitchcore.measures.meaning import meaning
-from stitchcore.measures.traits import METRIC_HELP
+from stitchcore.measures.traits import METRIC_HELP, parse_metric
 from stitchcore.models.sources.zoo import list_zoo_models
-from stitchcore.plots import traits as plots_traits
+from stitchcore.plots import preset_lines
 from stitchcore.report.figures import PENALTY_WORDS
 from stitchcore.stitching.adapters import AdapterSpec
 from stitchcore.store.results import run_id_for
@@ -241,9 +242,10 @@ def _sweep_panel(run_id: str, title: str | None = None) -> None:
         run_views.sweep_view(rec, key="tr", title=title)
 
 
-def _penalty_panels(preset: Preset, seeds: int = 1) -> None:
-    """A preset's penalty figures (one line per sweep), redrawn while any of its sweeps runs; beside a reading
-    across ``seeds`` model seeds, titled as the first seed's."""
+def _preset_panels(preset: Preset, seeds: int = 1) -> None:
+    """A preset's figures (the penalty or a trait metric along the cut, one line per sweep, references dashed),
+    redrawn while any of its sweeps runs; beside a reading across ``seeds`` model seeds, titled as the first
+    seed's."""
     ids = [run_id_for("sweep", spec.to_dict()) for spec in preset.sweeps]
 
     @ui.live_while_running(*ids)
@@ -251,20 +253,28 @@ def _penalty_panels(preset: Preset, seeds: int = 1) -> None:
         for k, panel in enumerate(preset.panels):
             lines = panel_lines(preset, panel, ui.get_store())
             title = panel.title + (": model seed 0 (bars: its 95% interval over the test images)" if seeds > 1 else "")
-            ui.chart(st, plots_traits.penalty_lines(lines, title=title), key=f"tr-panel-{preset.name}-{k}",
-                     file_name=f"{preset.name}-penalty-{k + 1}.csv")  # fmt: skip
+            ui.chart(st, preset_lines.preset_figure(lines, title=title, label=_metric_words(panel.metric)),
+                     key=f"tr-panel-{preset.name}-{k}", file_name=f"{preset.name}-panel-{k + 1}.csv")  # fmt: skip
             waiting = [ln["title"] for ln in lines if ln["state"] is None]
             if waiting:
                 st.caption(f"Not run yet: {', '.join(waiting)}. Press Run above to train the models and run them.")
-        st.caption(f"Stitching {PENALTY_WORDS}: B's accuracy minus the stitched model's at each cut in percentage "
-                   "points (error of C minus error of B, as Bansal et al. define it); dashed lines are references.")
+        if any(panel.metric is None for panel in preset.panels):
+            st.caption(f"Stitching {PENALTY_WORDS}: B's accuracy minus the stitched model's at each cut in percentage "
+                       "points (error of C minus error of B, as Bansal et al. define it).")  # fmt: skip
+        st.caption("Dashed lines are references: the same stitch from another bottom (a random-init A, a plain A, "
+                   "B itself). A claim holds only where its line leaves theirs.")
 
     live()
 
 
+def _metric_words(metric: str | None) -> str | None:
+    """A trait metric's name in words ("3 predicted as 8"); None for a penalty panel."""
+    return None if metric is None else parse_metric(metric).label
+
+
 def _across_seeds(preset: Preset, n: int) -> None:
-    """The preset read across ``n`` model seeds: its penalty figures with each line the mean over the finished
-    seeds and a t-interval (Bansal presets), or a table per sweep (the report's); redrawn while any runs."""
+    """The preset read across ``n`` model seeds: its figures with each line the mean over the finished seeds and a
+    t-interval, or a table per sweep (a preset without figures: simplicity); redrawn while any runs."""
     ids = [run_id_for("sweep", s.to_dict()) for k in range(n) for s in seeded_preset(preset.name, k, preset.protocol).sweeps]
 
     @ui.live_while_running(*ids)
@@ -274,12 +284,13 @@ def _across_seeds(preset: Preset, n: int) -> None:
         st.markdown(f"#### Across {n} model seeds")
         st.caption(f"Seeds {', '.join(map(str, across[0]['seeds']))}: each trains every model and adapter from its "
                    f"own seed. {done} of {n} finished for every sweep. Each value is the mean over the finished "
-                   "seeds, with a 95% t-interval across them (the spread training adds; each run's own interval "
-                   "over test images is in its sweep below).")  # fmt: skip
+                   f"seeds, with a 95% t-interval across them once {MIN_SEEDS} or more have finished (the spread "
+                   "training adds; each run's own interval over test images is in its sweep below).")  # fmt: skip
         for k, panel in enumerate(preset.panels):
-            fig = plots_traits.penalty_lines(seed_lines(preset, k, across),
-                                             title=f"{panel.title}: mean across seeds (bars: 95% t-interval)")
-            ui.chart(st, fig, key=f"tr-seeds-{preset.name}-{k}", file_name=f"{preset.name}-penalty-seeds-{k + 1}.csv")
+            fig = preset_lines.preset_figure(seed_lines(preset, k, across), label=_metric_words(panel.metric),
+                                             title=f"{panel.title}: mean across seeds (bars: 95% t-interval, "
+                                                   f"{MIN_SEEDS} seeds or more)")  # fmt: skip
+            ui.chart(st, fig, key=f"tr-seeds-{preset.name}-{k}", file_name=f"{preset.name}-panel-seeds-{k + 1}.csv")
         if not preset.panels:
             for sweep in across:
                 st.markdown(f"**{sweep['title']}** ({len(sweep['done'])} of {n} seeds)")
@@ -311,7 +322,7 @@ if preset_name:
         if n_seeds > 1:
             _across_seeds(preset, n_seeds)
         if preset.panels:
-            _penalty_panels(preset, n_seeds)
+            _preset_panels(preset, n_seeds)
         for sweep_title, sweep_spec in zip(preset.sweep_titles, preset.sweeps, strict=True):
             if preset.panels:  # the figures above say it; each sweep's own plots on request
                 with st.expander(f"Sweep: {sweep_title}"):

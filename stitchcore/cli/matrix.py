@@ -26,7 +26,7 @@ from stitchcore.errors import StitchError
 if TYPE_CHECKING:
     from stitchcore.store.results import Store
 
-__all__ = ["COMMANDS", "add_verbs", "grid_text", "matrix_fields"]
+__all__ = ["COMMANDS", "add_verbs", "grid_text", "matrix_fields", "similarity_text"]
 
 
 def _pair_parser() -> argparse.ArgumentParser:
@@ -64,7 +64,10 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
                     help="trained mode: task (default) | match (copy task: MSE to B's activation) | task+0.5*match")
     mx.add_argument("--epochs", type=whole, default=None, help="trained mode, and task-trained controls (default 3)")
     mx.add_argument("--controls", action="store_true",
-                    help="also random sender / receiver / both (zoo refs); their adapters are task-trained")
+                    help="also random sender / receiver / both and a class-clustered noise sender (zoo refs), made "
+                         "as the cells (into a random receiver task-trained where a fit would only copy it)")
+    mx.add_argument("--no-noise-sender", dest="noise_sender", action="store_false",
+                    help="with --controls: leave out the noise-sender control (it needs the activations in memory)")
     mx.add_argument("--max-train", type=whole, default=None)
     mx.add_argument("--max-test", type=whole, default=None)
     mx.add_argument("--seed", type=whole, default=0)
@@ -81,6 +84,10 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     measure.names_of = _measure_names  # listed when --help is printed; an unknown name is refused by the spec
     sm.add_argument("--max-samples", type=whole, default=None)
     sm.add_argument("--batch-size", type=whole, default=256)
+    sm.add_argument("--random-null-seeds", type=whole, default=5, metavar="K",
+                    help="the null: A against K random-init networks of B's architecture (seeds seed .. seed+K-1, "
+                         "at least 5); each cell is printed in their standard deviations (default: %(default)s; "
+                         "0: none)")
 
 
 _PRESETS = ("hernandez", "closed-form")  # stitchcore.experiments.matrix.MATRIX_PRESETS (a test holds them equal)
@@ -168,7 +175,7 @@ def _cmd_matrix(args: argparse.Namespace, store: Store, bar: ProgressBar) -> Non
     kwargs: dict[str, Any] = dict(
         a=args.a, b=args.b, senders=senders, receivers=receivers, controls=args.controls, dataset=args.dataset,
         max_train=args.max_train, max_test=args.max_test, seed=args.seed, seeds=args.seeds, precision=args.precision,
-        **matrix_fields(args),
+        noise_sender=args.noise_sender, **matrix_fields(args),
     )
     spec = MatrixSpec(**kwargs)
     out = run("matrix", spec, args, store, bar)
@@ -192,6 +199,9 @@ def _cmd_matrix(args: argparse.Namespace, store: Store, bar: ProgressBar) -> Non
         text += f"\n({took(out.cached, out.seconds)}; nothing scored: a proxy matrix)"
     if args.recommend or spec.mode == "proxy":
         text += "\n\n" + _recommend_text(s, args.recommend or "r2")
+    noise = (s.get("controls") or {}).get("noise_sender")
+    if noise is not None:  # the baseline a cell must beat to say anything about A (not only its labels' clusters)
+        text += "\n\n" + grid_text({**s, "values": noise}, "control: noise sender (class-clustered noise into B)")
     if s.get("across_seeds"):
         grids = s["across_seeds"]
         text += "\n\n" + grid_text({**s, "values": grids["accuracy"]}, f"mean accuracy across {grids['n']} adapter seeds")
@@ -214,14 +224,40 @@ def _cmd_similarity(args: argparse.Namespace, store: Store, bar: ProgressBar) ->
     from stitchcore.experiments.similarity import SimilaritySpec
 
     senders, receivers, aliases = _cut_lists(args, store)
+    twins = {"random_null_seeds": args.random_null_seeds} if args.random_null_seeds else {"random_null": False}
     spec = SimilaritySpec(
         a=args.a, b=args.b, senders=senders, receivers=receivers, measure=args.measure,
-        dataset=args.dataset, max_samples=args.max_samples, batch_size=args.batch_size,
+        dataset=args.dataset, max_samples=args.max_samples, batch_size=args.batch_size, **twins,
     )
     out = run("similarity", spec, args, store, bar)
-    s = out.record.summary
-    footer = f"{s['measure']} on {s['n']} images; rows = A's cuts, columns = B's cuts"
-    emit(args, outcome(out, **({"aliases": aliases} if aliases else {})), grid_text(s, footer))
+    emit(args, outcome(out, **({"aliases": aliases} if aliases else {})), similarity_text(out.record.summary))
+
+
+def similarity_text(s: dict[str, Any]) -> str:
+    """A similarity run for the terminal: the values' grid, then (where the run has it) the grid in random-init-B
+    standard deviations, then the random-B null and the dependence test in words.
+
+    >>> print(similarity_text({"senders": ["fc1"], "receivers": ["fc1", "fc2"], "measure": "cka-linear", "n": 450,
+    ...     "values": [[0.78, 0.72]], "random_null": {"seeds": 5, "values": [[0.55, 0.41]],
+    ...     "calibrated": [[6.1, 2.0]], "threshold": 3.04}}))
+            fc1     fc2
+    fc1   0.780   0.720
+    cka-linear on 450 images; rows = A's cuts, columns = B's cuts
+            fc1     fc2
+    fc1   6.100   2.000
+    the same, in sds above the mean of 5 random-init Bs (beyond their 95% range above 3.04)
+    Against 5 random-init Bs (B's architecture, no training): trained B is beyond their 95% range in 1 of 2 cells (the most at fc1 × fc1, 6.1 sds); in the other 1 it is as similar as an untrained B.
+    """
+    from stitchcore.experiments.similarity import dependence_words, random_null_map, random_null_words
+
+    parts = [grid_text(s, f"{s['measure']} on {s['n']} images; rows = A's cuts, columns = B's cuts")]
+    calibrated = random_null_map(s)
+    if calibrated is not None:
+        parts.append(grid_text({**s, "values": calibrated["grid"]},
+                               f"the same, in sds above the mean of {calibrated['seeds']} random-init Bs (beyond "
+                               f"their 95% range above {calibrated['threshold']:.2f})"))  # fmt: skip
+    parts += [w for w in (random_null_words(s), dependence_words(s)) if w]
+    return "\n".join(parts)
 
 
 COMMANDS: dict[tuple[str, str | None], Command] = {

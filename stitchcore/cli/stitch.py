@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from stitchcore.cli._args import data_name, given, model_ref, number, safe, whole
 from stitchcore.cli._common import Command, ProgressBar, emit, outcome, run, took
+from stitchcore.measures.intervals import seed_note
 
 if TYPE_CHECKING:
     from stitchcore.store.results import Store
@@ -90,11 +91,15 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
                     help="best: the adapter of the epoch with the best validation accuracy (early stopping)")
     st.add_argument("--seeds", type=whole, default=_spec_default("seeds"),
                     help="train n adapters (seed, seed+1, ...): mean and 95%% interval across them")
+    st.add_argument("--no-noise-control", action="store_true",
+                    help="skip the noise sender: the adapter trained again from class-clustered noise of A's cut "
+                         "(a stitch that does no better is not evidence about A's layers)")
     st.add_argument("--rerun", action="store_true", help="run again even if the store has it")
 
 
 def _cmd_stitch(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
-    """Run one image stitch and print stitched vs. A and B accuracy, penalty, params and flops."""
+    """Run one image stitch and print stitched vs. A and B accuracy, penalty, params and flops (and the noise
+    sender's accuracy, penalty and stitched − noise margin, each with its 95% interval)."""
     from stitchcore.experiments.stitch import StitchSpec
     from stitchcore.models.refs import parse_ref
     from stitchcore.stitching.adapters import AdapterSpec
@@ -111,11 +116,12 @@ def _cmd_stitch(args: argparse.Namespace, store: Store, bar: ProgressBar) -> Non
         epochs=args.epochs, batch_size=args.batch_size, seed=args.seed, dataset=args.dataset,
         head=args.head, head_cut=head_cut, max_train=args.max_train, max_test=args.max_test, precision=args.precision,
         val_fraction=args.val_fraction, split_seed=args.split_seed, keep=args.keep, seeds=args.seeds,
+        noise_control=not args.no_noise_control,
     )
     out = run("stitch", spec, args, store, bar)
     s = out.record.summary
-    def ci(key: str, sign: str = "") -> str:  # " [lo, hi]": the 95% interval, where the run stored one
-        lo_hi = s.get(key)
+    def ci(key: str, sign: str = "", of: dict | None = None) -> str:  # " [lo, hi]": the 95% interval, where stored
+        lo_hi = (s if of is None else of).get(key)
         return f" [{lo_hi[0]:{sign}.4f}, {lo_hi[1]:{sign}.4f}]" if lo_hi else ""
 
     text = (
@@ -125,9 +131,15 @@ def _cmd_stitch(args: argparse.Namespace, store: Store, bar: ProgressBar) -> Non
     )
     if s.get("seeds"):  # the spread over adapter trainings, beside the test images' interval above
         sd = s["seeds"]
-        text += (f"\nacross {len(sd['seed'])} seeds: stitched {sd['accuracy_mean']:.4f} [{sd['accuracy_ci'][0]:.4f}, "
-                 f"{sd['accuracy_ci'][1]:.4f}]  penalty {sd['penalty_mean']:+.4f} [{sd['penalty_ci'][0]:+.4f}, "
-                 f"{sd['penalty_ci'][1]:+.4f}]")
+        note = seed_note(len(sd["seed"]))
+        text += (f"\nacross {len(sd['seed'])} seeds: stitched {sd['accuracy_mean']:.4f}{ci('accuracy_ci', of=sd)}  "
+                 f"penalty {sd['penalty_mean']:+.4f}{ci('penalty_ci', '+', sd)}" + (f"  ({note})" if note else ""))
+    noise = (s.get("controls") or {}).get("noise_sender")
+    if noise and "skipped" in noise:
+        text += f"\nnoise sender: skipped ({noise['skipped']})"
+    elif noise:  # the control a stitch must beat: class-clustered noise through the same adapter and training
+        text += (f"\nnoise sender {noise['accuracy']:.4f}{ci('accuracy_ci', of=noise)}  penalty {noise['penalty']:+.4f}"
+                 f"{ci('penalty_ci', '+', noise)}  stitched - noise {noise['margin']:+.4f}{ci('margin_ci', '+', noise)}")
     given = {"cut_a": (args.cut_a, cut_a), "cut_b": (args.cut_b, cut_b), "head_cut": (args.head_cut, head_cut)}
     resolved = {k: v for k, v in given.items() if v[0] and v[0] != v[1]}  # field -> (alias, canonical)
     if resolved:

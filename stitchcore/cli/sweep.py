@@ -59,6 +59,8 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     sw.add_argument("--seed", type=whole, default=d.seed)
     sw.add_argument("--no-control", action="store_true", help="skip the random-init control")
     sw.add_argument("--control-seeds", type=whole, default=d.control_seeds)
+    sw.add_argument("--no-noise-control", action="store_true",
+                    help="skip the noise sender: the same adapter trained from class-clustered noise at every cut")
     sw.add_argument("--no-simplicity", action="store_true", help="skip gradient norm, sharpness, gzip size")
     sw.add_argument("--eps", type=number, default=d.sharpness_eps, help="sharpness: relative perturbation size")
     sw.add_argument("--draws", type=whole, default=d.sharpness_draws, help="sharpness: perturbations averaged")
@@ -68,14 +70,18 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
 
 
 def table(s: dict[str, Any]) -> str:
-    """One sweep as a terminal table: a row per position, a column per metric (+ the penalty B − stitched, higher =
-    worse, with accuracy, and its paired 95% interval last; + simplicity), A and B last."""
+    """One sweep as a terminal table: a row per position, a column per metric (+ the random-init control's best
+    and the noise sender's value of the last metric; + the penalty B − stitched, higher = worse, with accuracy,
+    and its paired 95% interval last; + simplicity), A and B last."""
     from stitchcore.experiments.sweep import penalty_along, penalty_ci_along
 
     keys = list(s["metrics"])
     penalty, spans = penalty_along(s), penalty_ci_along(s)
     spans = spans if any(spans) else []
+    noise = s.get("noise_sender")
     cols = [*keys, "control:" + keys[-1]] if s.get("control") else list(keys)
+    if noise:
+        cols.append("noise:" + keys[-1])
     if penalty:
         cols.append("penalty")
     if s.get("simplicity"):
@@ -92,6 +98,8 @@ def table(s: dict[str, Any]) -> str:
         vals = [s["stitched"][k][i] for k in keys]
         if s.get("control"):
             vals.append(s["control"][keys[-1]]["max"][i])
+        if noise:
+            vals.append(noise["metrics"][keys[-1]][i])
         if penalty:
             vals.append(penalty[i])
         if s.get("simplicity"):
@@ -100,7 +108,8 @@ def table(s: dict[str, Any]) -> str:
         lines.append(f"{pos:10s}" + fmt(vals) + (f"   [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else ""))
     for role in ("a", "b"):
         ref = s["reference"][role]
-        vals = [ref["metrics"][k] for k in keys] + ([None] if s.get("control") else []) + ([None] if penalty else [])
+        vals = ([ref["metrics"][k] for k in keys] + ([None] if s.get("control") else []) + ([None] if noise else [])
+                + ([None] if penalty else []))
         if s.get("simplicity"):
             vals += [ref["simplicity"][k] for k in ("grad_norm", "sharpness", "gzip_bits")]
         lines.append(f"{role.upper() + ' alone':10s}" + fmt(vals))
@@ -136,8 +145,8 @@ def _cmd_sweep(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None
         a=args.a, b=args.b, positions=names(args.positions), metrics=names(args.metrics) or ("accuracy",),
         dataset=args.dataset, train_data=args.train_data, adapter=AdapterSpec(kind=args.adapter, init=args.init),
         epochs=args.epochs, lr=args.lr, seed=args.seed, control=not args.no_control, control_seeds=args.control_seeds,
-        simplicity=not args.no_simplicity, sharpness_eps=args.eps, sharpness_draws=args.draws,
-        max_train=args.max_train, max_test=args.max_test,
+        noise_control=not args.no_noise_control, simplicity=not args.no_simplicity, sharpness_eps=args.eps,
+        sharpness_draws=args.draws, max_train=args.max_train, max_test=args.max_test,
     )  # fmt: skip
     out = run("sweep", spec, args, store, bar)
     emit(args, outcome(out), table(out.record.summary) + f"\n({took(out.cached, out.seconds)}; run {out.record.id})")
@@ -159,8 +168,9 @@ def _run_presets(args: argparse.Namespace, store: Store, bar: ProgressBar) -> No
     head = (f"across {len(seeds)} model seeds ({', '.join(map(str, seeds))}; each seed's models and adapters its "
             "own): mean [95% t-interval]")  # fmt: skip
     text = [runs[0][1], "", head]
-    for sweep in across:
-        text += ["", sweep["title"], across_table(sweep)]
+    first = seeded_preset(args.preset, 0)
+    for k, sweep in enumerate(across):
+        text += ["", f"[{k}] {sweep['title']}{_baseline_words(first, k)}", across_table(sweep)]
     emit(args, obj, "\n".join(text))
 
 
@@ -196,12 +206,25 @@ def _run_preset(args: argparse.Namespace, store: Store, bar: ProgressBar, preset
                        "penalty": penalty_along(out.record.summary),
                        "penalty_ci": penalty_ci_along(out.record.summary)})  # fmt: skip
     obj = {"preset": preset.name, "claim": preset.claim, "look_for": preset.look_for, "models": models,
-           "sweeps": sweeps}  # fmt: skip
+           "sweeps": sweeps, "baselines": {str(k): list(refs) for k, refs in preset.baselines.items()}}  # fmt: skip
     text = [f"{preset.title}: {preset.claim}", f"look for: {preset.look_for}"]
     text += [f"  {m['ref']:32s} {m['accuracy']:.3f}  {m['recipe']}" for m in models]
-    for s in sweeps:
-        text += ["", f"{s['title']}  (A {s['a']} -> B {s['b']})", table(s)]
+    for k, s in enumerate(sweeps):
+        text += ["", f"[{k}] {s['title']}  (A {s['a']} -> B {s['b']}){_baseline_words(preset, k)}", table(s)]
     return obj, "\n".join(text)
+
+
+def _baseline_words(preset: Preset, k: int) -> str:
+    """What sweep ``k`` of a preset is read against, or what it is a reference of ("" for neither).
+
+    >>> from stitchcore.experiments.trait_presets import get_preset
+    >>> _baseline_words(get_preset("coarse-labels"), 0), _baseline_words(get_preset("coarse-labels"), 2)
+    ('; read against [2], [1]', '; reference of [0]')
+    """
+    if k in preset.baselines:
+        return "; read against " + ", ".join(f"[{j}]" for j in preset.baselines[k])
+    claims = [c for c, refs in preset.baselines.items() if k in refs]
+    return "; reference of " + ", ".join(f"[{c}]" for c in claims) if claims else ""
 
 
 COMMANDS: dict[tuple[str, str | None], Command] = {("sweep", None): _cmd_sweep}

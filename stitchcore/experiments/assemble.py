@@ -13,11 +13,18 @@ frozen, AdamW lr 2e-3, weight decay 0.05, cosine to zero (the seed's settings), 
 random weights; its BatchNorm statistics are then set to those of its training inputs (one
 pass, no weight changes); each cell then records
 
-* ``accuracy`` on the test split, the adapter's ``adapter_params`` and ``adapter_flops``;
+* ``accuracy`` on the test split with its 95% interval over the test images (``accuracy_ci``: exact binomial,
+  ``measures.intervals.mean_ci``), the ``penalty`` against B alone (B's accuracy minus the cell's: C answers with
+  B's head) with its paired bootstrap interval (``penalty_ci``: B and the cell scored on the same images,
+  resampled together), which test images it got right (``outcomes``, packed: a later paired interval against
+  another cell), the adapter's ``adapter_params`` and ``adapter_flops``;
 * the whole assembled network's ``flops`` (FlopCounterMode on one example: prefix + adapter +
   suffix) and ``params``;
-* with ``finetune_baseline``, ``finetune_accuracy``: the same network with every part trained
-  (copies: A and B stay untouched), the seed's "drop the skipped blocks, fine-tune all".
+* with ``finetune_baseline``, ``finetune_accuracy`` (and ``finetune_accuracy_ci``): the same network with every
+  part trained (copies: A and B stay untouched), the seed's "drop the skipped blocks, fine-tune all".
+
+Runs stored before the intervals (issue 39) have cells without ``accuracy_ci``, ``penalty``, ``penalty_ci`` and
+``outcomes``; every reader takes them as absent (no error bar, a dash in a table).
 
 A's and B's own accuracy, FLOPs and parameters are the reference points (``base``), and the
 Pareto front of accuracy against FLOPs over every cell and A and B is part of the result
@@ -77,6 +84,7 @@ from stitchcore.experiments.estimate import (
     pair_units,
     spread,
 )  # fmt: skip
+from stitchcore.measures.intervals import mean_ci, pack_outcomes, paired_difference_ci, unpack_outcomes
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.package import pack_model
 from stitchcore.models.refs import parse_ref
@@ -92,7 +100,13 @@ from stitchcore.stitching.adapters import (
     build_adapter,
     compatibility,
 )
-from stitchcore.stitching.evaluate import count_params, module_flops, score_logits
+from stitchcore.stitching.evaluate import (
+    ClassifierScore,
+    count_params,
+    module_flops,
+    score_logits,
+    stitching_penalty,
+)
 from stitchcore.stitching.train import (
     OPTIMIZERS,
     AdapterTargets,
@@ -103,7 +117,7 @@ from stitchcore.stitching.train import (
 )
 from stitchcore.store.results import Store
 
-__all__ = ["CELLS_ARTIFACT", "DEFAULT_KINDS", "AssembleSpec", "assemble_plan", "assembled_cells", "check_assemble", "default_cuts", "estimate_assemble", "pareto_front", "recipe_name", "run_assemble", "sender_unit"]
+__all__ = ["CELLS_ARTIFACT", "DEFAULT_KINDS", "AssembleSpec", "assemble_plan", "assembled_cells", "cell_rows", "check_assemble", "default_cuts", "estimate_assemble", "pareto_front", "recipe_name", "run_assemble", "sender_unit", "with_penalty"]
 
 log = logging.getLogger(__name__)
 
@@ -242,15 +256,74 @@ def assembled_cells(store: Store, run_id: str) -> list[dict]:
 
     One record per (sender, receiver, recipe): ``sender``, ``receiver``, ``sender_layout``,
     ``receiver_layout``, ``recipe``, ``adapter``, ``norm``, ``resample``, ``accuracy``, ``flops``,
-    ``params``, ``adapter_params``, ``adapter_flops``, ``finetune_accuracy``, ``skipped_reason``
-    (None unless no adapter of the recipe joins the pair) and ``same_as`` (the recipe whose identical
-    adapter was trained instead).  Read from ``cells.json``, rewritten after every sender.
+    ``macs``, ``params`` (the whole assembled network's), ``adapter_params``, ``adapter_flops``,
+    ``finetune_accuracy``, ``skipped_reason`` (None unless no adapter of the recipe joins the pair) and
+    ``same_as`` (the recipe whose identical adapter was trained instead); runs since issue 39 also
+    ``accuracy_ci``, ``penalty``, ``penalty_ci`` and ``outcomes``.  Read from ``cells.json``, rewritten
+    after every sender.
     """
     try:
         cells = json.loads(store.artifact_path(run_id, CELLS_ARTIFACT).read_text())
     except (StitchError, OSError, ValueError):  # no artifact yet (StoreError), or caught mid-replace
         return []
     return cells if isinstance(cells, list) else []
+
+
+def with_penalty(cell: dict[str, Any], base: Mapping[str, Any], seed: int) -> dict[str, Any]:
+    """``cell`` with its ``penalty`` against B alone (B's accuracy minus the cell's) and that penalty's paired 95%
+    interval (``penalty_ci``: B's and the cell's right/wrong on the same test images, resampled together); the
+    cell as it is when either side lacks its ``outcomes`` (a skipped cell, a run stored before them).
+
+    >>> b = {"accuracy": 0.75, "outcomes": pack_outcomes(torch.tensor([1, 1, 1, 0]))}
+    >>> c = with_penalty({"accuracy": 0.5, "outcomes": pack_outcomes(torch.tensor([1, 1, 0, 0]))}, b, 0)
+    >>> c["penalty"], c["penalty_ci"][0] >= 0.0
+    (0.25, True)
+    >>> with_penalty({"accuracy": None}, b, 0)
+    {'accuracy': None}
+    """
+    mine, theirs = unpack_outcomes(cell.get("outcomes")), unpack_outcomes(base.get("outcomes"))
+    if mine is None or theirs is None or mine.shape != theirs.shape or cell.get("accuracy") is None:
+        return cell
+    return {**cell, "penalty": stitching_penalty(base["accuracy"], cell["accuracy"]),
+            "penalty_ci": list(paired_difference_ci(theirs, mine, seed=seed))}  # fmt: skip
+
+
+def _count(v: int | None) -> str:
+    """A parameter or MAC count in a few characters: 2368 -> '2.37k', 21382400 -> '21.4M'."""
+    if v is None:
+        return "-"
+    for scale, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= scale:
+            return f"{v / scale:.3g}{unit}"
+    return str(v)
+
+
+def _span(ci: Sequence[float] | None, signed: bool = False) -> str:
+    return "" if not ci else (f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if signed else f"[{ci[0]:.3f}, {ci[1]:.3f}]")
+
+
+def cell_rows(cells: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One table row per cell, for a page or a CSV: the pair, the recipe, accuracy and penalty (against B) with
+    their 95% intervals over the test images (empty in runs stored before them), the whole network's MACs, the
+    adapter's parameters beside them (adapter comparisons are at unequal sizes: a strided linear adapter is
+    a patch convolution with kernel x kernel times a 1x1 one's weights), and why a cell was skipped.
+
+    >>> row = cell_rows([{"sender": "layer1.0", "receiver": "layer3.0", "recipe": "linear/both/bilinear",
+    ...                   "accuracy": 0.9, "accuracy_ci": [0.87, 0.93], "penalty": 0.08, "penalty_ci": [0.05, 0.11],
+    ...                   "macs": 6_700_000, "adapter_params": 2368, "params": 120_000}])[0]
+    >>> row["accuracy"], row["accuracy 95% CI"], row["penalty 95% CI"], row["MACs"], row["adapter params"]
+    (0.9, '[0.870, 0.930]', '[+0.050, +0.110]', '6.7M', 2368)
+    """
+    rows = []
+    for c in cells:
+        rows.append({"sender": c.get("sender"), "receiver": c.get("receiver"), "recipe": c.get("recipe"),
+                     "accuracy": c.get("accuracy"), "accuracy 95% CI": _span(c.get("accuracy_ci")),
+                     "penalty (B − C)": c.get("penalty"), "penalty 95% CI": _span(c.get("penalty_ci"), signed=True),
+                     "MACs": _count(c.get("macs")), "adapter params": c.get("adapter_params"),
+                     "network params": c.get("params"), "fine-tuned e2e": c.get("finetune_accuracy"),
+                     "note": c.get("skipped_reason") or (f"= {c['same_as']}" if c.get("same_as") else "")
+                     or c.get("failed_reason") or ""})  # fmt: skip
+    return rows
 
 
 # ---------------------------------------------------------------------------- parts
@@ -331,16 +404,17 @@ def _forward_cost(m: LoadedModel) -> tuple[int, int]:
     return count_params(m.model, trainable_only=False), module_flops(m.model, m.example_input(1))
 
 
-def _accuracy(logits: torch.Tensor, labels: torch.Tensor, num_classes: int) -> float:
-    return score_logits(logits, labels, num_classes)["accuracy"]
+def _scored(score: ClassifierScore, seed: int, key: str = "accuracy") -> dict[str, Any]:
+    """``{key: accuracy, key_ci: its 95% interval over the test images}`` of a score (``correct`` [N])."""
+    return {key: score["accuracy"], f"{key}_ci": list(mean_ci(score.correct, seed=seed))}
 
 
 @torch.no_grad()
-def _base_accuracy(m: LoadedModel, parts: _Parts, device: torch.device) -> float:
+def _base_score(m: LoadedModel, parts: _Parts, device: torch.device) -> ClassifierScore:
     model = m.model.to(device).eval()
     logits = [model(x).float().cpu() for x, _ in parts.data.model_batches("test", EVAL_BATCH, m.preprocess, device,
                                                                            limit=parts.n_test)]  # fmt: skip
-    return _accuracy(torch.cat(logits), parts.data.labels("test")[: parts.n_test], parts.data.num_classes)
+    return score_logits(torch.cat(logits), parts.data.labels("test")[: parts.n_test], parts.data.num_classes)
 
 
 def _suffix(parts: _Parts, r: Cut, device: torch.device) -> nn.Module:
@@ -379,8 +453,8 @@ class _Assembled(nn.Module):
 
 
 def _finetune(spec: AssembleSpec, ctx: UnitContext, parts: _Parts, prefix: nn.Module, adapter: nn.Module,
-              suffix: nn.Module) -> float:  # fmt: skip
-    """Copies of prefix, adapter and suffix trained together on the task; test accuracy of the result."""
+              suffix: nn.Module) -> ClassifierScore:  # fmt: skip
+    """Copies of prefix, adapter and suffix trained together on the task; the result's test score."""
     net = _Assembled(copy.deepcopy(prefix), copy.deepcopy(adapter), copy.deepcopy(suffix)).to(ctx.device)
     for p in net.parameters():
         p.requires_grad_(True)
@@ -401,7 +475,7 @@ def _finetune(spec: AssembleSpec, ctx: UnitContext, parts: _Parts, prefix: nn.Mo
     with torch.no_grad():
         logits = torch.cat([net(x).float().cpu() for x, _ in parts.data.model_batches(
             "test", EVAL_BATCH, parts.a.preprocess, ctx.device, limit=parts.n_test)])  # fmt: skip
-    return _accuracy(logits, parts.data.labels("test")[: parts.n_test], parts.data.num_classes)
+    return score_logits(logits, parts.data.labels("test")[: parts.n_test], parts.data.num_classes)
 
 
 @torch.no_grad()
@@ -434,9 +508,9 @@ def _blank(s: Cut, r: Cut, recipe: AdapterSpec) -> dict[str, Any]:
     return {"sender": s.name, "receiver": r.name, "sender_layout": s.layout, "receiver_layout": r.layout,
             "sender_depth": round(s.depth, 4), "receiver_depth": round(r.depth, 4), "recipe": recipe_name(recipe),
             "adapter": recipe.kind, "norm": recipe.norm, "resample": recipe.resample, "accuracy": None,
-            "flops": None, "macs": None, "params": None, "adapter_params": None, "adapter_flops": None,
-            "adapter_macs": None,
-            "finetune_accuracy": None, "skipped_reason": None, "same_as": None}  # fmt: skip
+            "accuracy_ci": None, "penalty": None, "penalty_ci": None, "flops": None, "macs": None, "params": None,
+            "adapter_params": None, "adapter_flops": None, "adapter_macs": None, "finetune_accuracy": None,
+            "skipped_reason": None, "same_as": None}  # fmt: skip
 
 
 def _sender_cells(spec: AssembleSpec, ctx: UnitContext, parts: _Parts, s: Cut,
@@ -486,11 +560,12 @@ def _sender_cells(spec: AssembleSpec, ctx: UnitContext, parts: _Parts, s: Cut,
         if adapter.plan.out_grid is not None:  # No Downsample: B's rest runs on the larger map
             suffix_flops = module_flops(nn.Sequential(adapter, suffix), example) - ad_flops
         flops = prefix_cost[1] + ad_flops + suffix_flops
-        cell.update(accuracy=_accuracy(logits, y_test, parts.data.num_classes), adapter_params=ad_params,
+        score = score_logits(logits, y_test, parts.data.num_classes)
+        cell.update(**_scored(score, spec.seed), outcomes=pack_outcomes(score.correct), adapter_params=ad_params,
                     adapter_flops=ad_flops, adapter_macs=ad_flops // 2, params=prefix_cost[0] + ad_params
                     + suffix_params, flops=flops, macs=flops // 2, rescale=spec.rescale)  # fmt: skip
         if spec.finetune_baseline:
-            cell["finetune_accuracy"] = _finetune(spec, ctx, parts, prefix, adapter, suffix)
+            cell.update(_scored(_finetune(spec, ctx, parts, prefix, adapter, suffix), spec.seed, "finetune_accuracy"))
         built[plan_key] = cell
         yield cell
 
@@ -558,8 +633,9 @@ def run_assemble(spec: AssembleSpec, ctx: RunContext) -> dict:
     base = {}
     for role, m in (("a", parts.a), ("b", parts.b)):
         params, flops = _forward_cost(m)
-        base[role] = {"ref": m.ref, "accuracy": _base_accuracy(m, parts, ctx.device), "flops": flops,
-                      "macs": flops // 2, "params": params}  # fmt: skip
+        score = _base_score(m, parts, ctx.device)
+        base[role] = {"ref": m.ref, **_scored(score, spec.seed), "outcomes": pack_outcomes(score.correct),
+                      "flops": flops, "macs": flops // 2, "params": params}  # fmt: skip
     plan = [_cell_key(s.name, r.name, recipe_name(rec)) for s in parts.senders for r in parts.receivers
             for rec in recipes]  # fmt: skip
     book = CellBook(ctx, CELLS_ARTIFACT, lambda c: _cell_key(c["sender"], c["receiver"], c["recipe"]), plan,
@@ -588,8 +664,8 @@ def run_assemble(spec: AssembleSpec, ctx: RunContext) -> dict:
             ctx.progress(0.02 + 0.98 * len(book) / n_cells,
                          f"cell {len(book) + 1}/{n_cells}: {event.payload[1]}{event.where_words}")
         elif event.kind == "cells":
-            for cell in event.payload:
-                keep(event.stamp(cell))
+            for cell in event.payload:  # the penalty against B, paired over the test images, computed here
+                keep(event.stamp(with_penalty(cell, base["b"], spec.seed)))
             book.save()
         elif event.kind == "failed":
             s = next(c for c in parts.senders if c.name == event.unit.key)
@@ -627,7 +703,7 @@ def _front_point(i: int, cells: list[dict], base: dict[str, dict]) -> dict[str, 
     if i < len(cells):
         c = cells[i]
         return {"cell": i, "sender": c["sender"], "receiver": c["receiver"], "recipe": c["recipe"],
-                "accuracy": c["accuracy"], "flops": c["flops"], "macs": c.get("macs"),
-                "params": c["params"]}  # fmt: skip
+                "accuracy": c["accuracy"], "accuracy_ci": c.get("accuracy_ci"), "flops": c["flops"],
+                "macs": c.get("macs"), "params": c["params"], "adapter_params": c.get("adapter_params")}  # fmt: skip
     role = "a" if i == len(cells) else "b"
-    return {"base": role, **base[role]}
+    return {"base": role, **{k: v for k, v in base[role].items() if k != "outcomes"}}

@@ -57,6 +57,8 @@ _COMMON: dict[str, FieldWords] = {
                     "activation at the cut), kd (B's outputs), or a sum such as task+0.5*match"),
     "kd_temperature": _W("Distillation temperature", "softens B's outputs for the kd objective"),
     "precision": _W("Precision", "fp32, or bf16 autocast (fast on GPUs, slow on most CPUs)"),
+    "noise_control": _W("Noise-sender control", "also the same adapter trained from class-clustered noise of A's "
+                        "cut shape and scale: a stitch no better than it says nothing about A's layers"),
     "twin_seeds": _W("Control twins' seeds", "distinct: A's and B's untrained twins from different seeds; "
                      "shared: one seed for both"),
     "seeds": _W("Adapter seeds", "adapters trained from this many seeds; the result adds their mean and spread"),
@@ -131,7 +133,10 @@ _BY_KIND: dict[str, dict[str, FieldWords]] = {
         "epochs": _W("Adapter training epochs", "trained mode only: epochs per cell"),
         "seed": _W("Seed", "the adapters' start, the data order and the random controls' weights"),
         "controls": _W("Random controls", "also every cell with an untrained sender, receiver, or both"),
-        "control_training": _W("Controls' adapters", "task: trained on the task; as-matrix: made as the cells"),
+        "noise_sender": _W("Noise-sender control", "with controls: also every cell from class-clustered noise of "
+                           "each sender cut's shape and scale (a stitch no better than it says nothing about A)"),
+        "control_training": _W("Controls' adapters", "matched: made as the cells (a random receiver's task-trained "
+                               "when the cells never see the task); task: all task-trained; as-matrix: as the cells"),
         "seeds": _W("Adapter seeds", "trained mode: each cell from this many seeds, with their mean and spread"),
     },
     "similarity": {
@@ -146,7 +151,10 @@ _BY_KIND: dict[str, dict[str, FieldWords]] = {
         "batch_size": _W("CKA minibatch", "images per minibatch of the debiased CKA (at least 4)"),
         "baseline": _W("Shuffled baseline", "also the measure with the images shuffled"),
         "seed": _W("Seed", "the shuffles of the baseline and the null"),
-        "null_permutations": _W("Null permutations", "times B's images are permuted for the null; 0: none"),
+        "null_permutations": _W("Dependence test permutations", "times B's images are shuffled against A's for "
+                                "the dependence test (any two networks fed the same images pass it); 0: none"),
+        "random_null_seeds": _W("Untrained-B seeds", "untrained networks of B's architecture measured against A: "
+                                "the null a similarity must beat (its mean and 95% interval per cell)"),
         "random_null": _W("Untrained twin", "also A against an untrained copy of B"),
     },
     "merge": {

@@ -6,12 +6,12 @@ Seed k of a preset (k = 0, 1, ..., n-1) trains every model of the preset from it
 as the Traits page runs it, so its runs are the ones already stored.  Each sweep's number at each cut is
 then read across the seeds that have finished: the mean and a Student-t 95% interval
 (``intervals.seed_spread``), the spread that training adds on top of the test images' (each seed's own
-bootstrap interval).
+interval over the test images).
 
 >>> model_seeds(3)
 [0, 10, 20]
->>> [s.seed for s in seeded_preset("kernel-size", 2).sweeps]  # the adapters train from their own seed too
-[2, 2, 2]
+>>> {s.seed for s in seeded_preset("kernel-size", 2).sweeps}  # the adapters train from their own seed too
+{2}
 >>> seeded_preset("kernel-size", 0) == get_preset("kernel-size")  # seed 0: the page's preset, its runs
 True
 """
@@ -30,7 +30,7 @@ from stitchcore.store.results import Store, run_id_for
 __all__ = ["MAX_SEEDS", "SEED_STEP", "across_model_seeds", "across_rows", "model_seeds", "seed_lines",
            "seeded_preset"]
 
-SEED_STEP = 10  # a preset's recipes take seed .. seed+3 (connectivity: three models and a random bottom)
+SEED_STEP = 10  # a preset's recipes take seed .. seed+2 (its random-init bottoms seed + RANDOM_BOTTOM_SEED)
 MAX_SEEDS = 5  # each seed trains the preset's models again: minutes apiece on a laptop CPU
 
 
@@ -50,10 +50,15 @@ def seeded_preset(name: str, k: int, protocol: str | None = None) -> Preset:
     return replace(preset, sweeps=tuple(replace(s, seed=s.seed + k) for s in preset.sweeps))
 
 
-def _at(per_seed_lists: list[list | None], i: int) -> dict[str, Any]:
-    """The spread of position ``i`` over the seeds' value lists (None: that seed has not finished)."""
+RATE = (0.0, 1.0)  # every trait metric is a proportion of test images (measures.traits)
+PENALTY = (-1.0, 1.0)  # accuracy(B) − accuracy(C): a difference of two proportions
+
+
+def _at(per_seed_lists: list[list | None], i: int, bounds: tuple[float, float]) -> dict[str, Any]:
+    """The spread of position ``i`` over the seeds' value lists (None: that seed has not finished); the interval
+    clipped to ``bounds``, the number's range."""
     per_seed = [v[i] if v is not None and i < len(v) else None for v in per_seed_lists]
-    mean, ci = seed_spread(per_seed)
+    mean, ci = seed_spread(per_seed, bounds=bounds)
     return {"values": per_seed, "mean": mean, "ci": ci}
 
 
@@ -62,8 +67,9 @@ def across_model_seeds(name: str, store: Store, n: int, protocol: str | None = N
 
     One dict per sweep, in the preset's order: ``title`` (seed 0's), ``positions``, ``seeds`` (the
     preset seeds), ``done`` (those whose sweep has finished), ``metrics`` {metric: [per position
-    {"values": one per seed (None where not finished), "mean", "ci": [lo, hi] | None}]} and ``penalty``
-    (B's accuracy − stitched, the same way; [] without the accuracy metric).
+    {"values": one per seed (None where not finished), "mean", "ci": [lo, hi] within [0, 1], None under
+    ``intervals.MIN_SEEDS`` finished seeds}]} and ``penalty`` (B's accuracy − stitched, the same way, within
+    [-1, 1]; [] without the accuracy metric).
     """
     seeds = model_seeds(n)
     presets = [seeded_preset(name, k, protocol) for k in range(len(seeds))]
@@ -82,24 +88,28 @@ def across_model_seeds(name: str, store: Store, n: int, protocol: str | None = N
         out.append({
             "title": title, "positions": positions, "seeds": seeds,
             "done": [seed for seed, s in zip(seeds, summaries, strict=True) if s is not None],
-            "metrics": {m: [_at(stitched[m], i) for i in range(len(positions))] for m in metrics},
-            "penalty": [_at(penalties, i) for i in range(len(positions))] if any(penalties) else [],
+            "metrics": {m: [_at(stitched[m], i, RATE) for i in range(len(positions))] for m in metrics},
+            "penalty": [_at(penalties, i, PENALTY) for i in range(len(positions))] if any(penalties) else [],
         })  # fmt: skip
     return out
 
 
 def seed_lines(preset: Preset, panel_index: int, across: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One penalty figure of a preset across model seeds, in the shape ``plots.traits.penalty_lines`` draws:
-    per sweep of the panel, the mean penalty across the finished seeds (``penalty``) with its t-interval
-    (``penalty_ci``), titled with seed 0's title and how many seeds it rests on."""
+    """One figure of a preset across model seeds, in the shape :func:`~stitchcore.experiments.trait_presets.
+    panel_lines` gives: per sweep of the panel, the mean penalty across the finished seeds (``penalty``) with its
+    t-interval (``penalty_ci``), and for a trait-metric panel that metric's mean and t-interval (``metric``,
+    ``values``, ``values_ci``), titled with seed 0's title and how many seeds it rests on."""
     panel = preset.panels[panel_index]
     lines = []
     for k in panel.sweeps:
         sweep = across[k]
-        lines.append({"title": f"{sweep['title']} ({len(sweep['done'])} of {len(sweep['seeds'])} seeds)",
-                      "positions": sweep["positions"], "reference": k in panel.references,
-                      "penalty": [c["mean"] for c in sweep["penalty"]],
-                      "penalty_ci": [c["ci"] for c in sweep["penalty"]]})  # fmt: skip
+        line = {"title": f"{sweep['title']} ({len(sweep['done'])} of {len(sweep['seeds'])} seeds)",
+                "positions": sweep["positions"], "reference": k in panel.references,
+                "penalty": [c["mean"] for c in sweep["penalty"]], "penalty_ci": [c["ci"] for c in sweep["penalty"]]}
+        if panel.metric is not None:
+            cells = sweep["metrics"].get(panel.metric) or []
+            line.update(metric=panel.metric, values=[c["mean"] for c in cells], values_ci=[c["ci"] for c in cells])
+        lines.append(line)
     return lines
 
 

@@ -4,6 +4,13 @@ C(x) = suffix_B(S(prefix_A(x))).  A's prefix sees A's preprocessing of each
 image, B sees its own, and A, B and C are scored on the same test images.  The
 frozen prefix runs once over the data (cached activations); only the adapter
 and the frozen suffix run per step.
+
+The noise-sender control (``noise_control``; "Functional Alignment Can Mislead", ICML 2025) trains the run's
+adapter again (its seed, init, objective and epochs) from class-clustered noise of A[cut_a]'s shape and scale
+(:func:`stitchcore.stitching.noise_sender.clustered_noise`): a sender that knows each image's label and nothing
+else.  The summary's ``controls["noise_sender"]`` gives its accuracy and penalty with 95% intervals, and
+``margin`` (stitched − noise accuracy, paired over the test images): a stitch that does no better is not
+evidence about A's layers.
 """
 
 from __future__ import annotations
@@ -44,22 +51,27 @@ from stitchcore.experiments.dataset_check import check_head_classes, load_pair, 
 from stitchcore.experiments.estimate import (
     Estimate, EstimateContext, calibrated, estimate_from, full_forward, image_counts, ms, pair_units,
 )  # fmt: skip
-from stitchcore.measures.intervals import across_seeds, grouped_mean_ci, mean_ci, paired_difference_ci
+from stitchcore.measures.intervals import grouped_mean_ci, mean_ci, paired_difference_ci, seed_spread
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.stitching.activations import OnDemand, collect, memory_budget_bytes
 from stitchcore.stitching.adapters import AdapterSpec, adapter_cost, build_adapter, compatibility
 from stitchcore.stitching.evaluate import ClassifierScore, evaluate_batches, stitching_penalty
 from stitchcore.stitching.fits import fit_adapter
+from stitchcore.stitching.noise_sender import clustered_noise
 from stitchcore.stitching.precision import PRECISIONS, Autocast, autocast
 from stitchcore.stitching.train import OPTIMIZERS, AdapterTargets, TrainKnobs, parse_objective, train_adapter
 
-__all__ = ["StitchSpec", "estimate_stitch", "run_stitch"]
+__all__ = ["NOISE_SENDER_WORDS", "StitchSpec", "estimate_stitch", "noise_sender_words", "run_stitch"]
 
 log = logging.getLogger(__name__)
 
 ADAPTER_WEIGHTS = "adapter.safetensors"
 EVAL_BATCH = 256
 KEEPS = ("last", "best")  # which epoch's adapter a run keeps (best: on the validation split)
+# What the noise-sender control is, in one line (the Stitch card says it; the sweep's view says the same)
+NOISE_SENDER_WORDS = ("a sender of class-clustered noise (A's activation shape and scale, nothing of the image but "
+                      "its label) through the same adapter and training: a stitch that does no better is not "
+                      "evidence about A's layers")
 
 
 @dataclass(frozen=True)
@@ -112,13 +124,15 @@ class StitchSpec(DataFiles, Spec):
     split_seed: int = 0  # which images are held out (even over classes); fixed apart from the adapter's seed
     keep: str = "last"  # last: the adapter after the last epoch | best: after its best validation epoch
     seeds: int = 1  # adapters trained with seed, seed+1, ...: the first is the run's, all give the spread
+    noise_control: bool = True  # the first seed's adapter trained again from a class-clustered noise sender
     # the identity of the files a dataset on disk holds (imagefolder:/file:; experiments._data_id): measured when
     # the spec is made, kept as stored when one is read; None for built-in data (left out of the run id)
     data_id: dict[str, str] | str | None = MEASURE_FILES
 
-    # runs stored before a field computed in fp32, on every train image, watching the test images per epoch
+    # runs stored before a field computed in fp32, on every train image, watching the test images per epoch,
+    # with no noise sender
     LEGACY: ClassVar[dict[str, Any]] = {"precision": "fp32", "val_fraction": 0.0, "split_seed": 0, "keep": "last",
-                                        "seeds": 1, "data_id": None}  # fmt: skip
+                                        "seeds": 1, "data_id": None, "noise_control": False}  # fmt: skip
 
     def __post_init__(self) -> None:
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
@@ -144,6 +158,8 @@ class StitchSpec(DataFiles, Spec):
             raise StitchError("keep='best' picks the epoch on the validation split: set val_fraction, e.g. 0.1")
         check_count("seeds", self.seeds, 1, MAX_ADAPTER_SEEDS, "e.g. 5 adapters for the spread over seeds",
                     "each seed trains the adapter again")
+        if not isinstance(self.noise_control, bool):
+            raise StitchError(f"noise_control (--no-noise-control) is true or false, not {self.noise_control!r}")
         check_choice("head", self.head, ("a", "b"))
         if (self.head == "a") != (self.head_cut is not None):
             raise StitchError("head='a' needs head_cut (where A's head takes over), and head_cut needs head='a'")
@@ -156,7 +172,7 @@ class StitchSpec(DataFiles, Spec):
         """Everything but the models and cuts, in one line: what Launch runs.
 
         >>> print(StitchSpec(a="zoo:x", b="zoo:y", cut_a="block1", cut_b="block1", epochs=3).settings())
-        linear adapter (BatchNorm both, bilinear resample, lstsq init) · objective task · adamw lr 0.01 · 3 epochs · batch 64 · seed 0 · all images of B's dataset · head b · 0.1 validation (split seed 0)
+        linear adapter (BatchNorm both, bilinear resample, lstsq init) · objective task · adamw lr 0.01 · 3 epochs · batch 64 · seed 0 · all images of B's dataset · head b · 0.1 validation (split seed 0) · noise-sender control
         """
         ad = self.adapter
         rank = f", rank {ad.rank}" if ad.rank is not None else ""
@@ -169,7 +185,8 @@ class StitchSpec(DataFiles, Spec):
                 f"batch {self.batch_size} · seed {self.seed} · {images} of {dataset} · {head}"
                 + (f" · {self.precision}" if self.precision != "fp32" else "")
                 + (f" · {self.val_fraction:g} validation (split seed {self.split_seed})" if self.val_fraction else "")
-                + (" · keep best" if self.keep == "best" else "") + (f" · {self.seeds} seeds" if self.seeds > 1 else ""))
+                + (" · keep best" if self.keep == "best" else "") + (f" · {self.seeds} seeds" if self.seeds > 1 else "")
+                + (" · noise-sender control" if self.noise_control else ""))
 
     def label(self) -> str:
         head = f" -> {self.a}[{self.head_cut}:]" if self.head == "a" else ""
@@ -244,28 +261,71 @@ def _stitch_units(spec: StitchSpec, ectx: EstimateContext) -> dict[str, float]:
 def estimate_stitch(spec: StitchSpec, ectx: EstimateContext) -> Estimate:
     """A and B over the data, the fit, the adapter's training steps and the evaluations."""
     scale = ("epochs", "max_train", "max_test", "seed", "lr", "weight_decay", "kd_temperature", "val_fraction",
-             "split_seed", "keep", "seeds")
+             "split_seed", "keep", "seeds", "noise_control")
     key = ectx.pair_key("stitch", spec, scale)
     u = calibrated(key, lambda: _stitch_units(spec, ectx))
     n_train, n_test = image_counts(u, spec)
     n_val = round(spec.val_fraction * u["n_train"])  # held out of train: scored after every epoch
     n_train = min(n_train, u["n_train"] - n_val)
     needs_receiver = "match" in spec.objective or spec.adapter.init in ("lstsq", "procrustes")
-    steps = spec.epochs * -(-n_train // spec.batch_size) * spec.seeds
-    watched = (n_val or n_test) * (spec.epochs + 1) + (2 * n_test if n_val else n_test)  # evals per seed
-    seconds = (u["setup"] + (n_train + n_val + n_test) * u["prefix_a"] + n_train * (u["prefix_b"] + u["fit"] * spec.seeds)
+    trainings = spec.seeds + spec.noise_control  # the noise sender: one more training on the cached activations
+    steps = spec.epochs * -(-n_train // spec.batch_size) * trainings
+    watched = (n_val or n_test) * (spec.epochs + 1) + (2 * n_test if n_val else n_test)  # evals per training
+    seconds = (u["setup"] + (n_train + n_val + n_test) * u["prefix_a"] + n_train * (u["prefix_b"] + u["fit"] * trainings)
                * needs_receiver + n_train * u["full_b"] * ("kd" in spec.objective) + steps * u["step"]
-               + spec.seeds * watched * u["eval"] + n_test * (u["full_a"] + u["full_b"]))  # fmt: skip
+               + trainings * watched * u["eval"] + n_test * (u["full_a"] + u["full_b"]))  # fmt: skip
     return estimate_from(seconds, f"calibrated: 1 adapter step = {ms(u['step'])}; {steps:,} steps")
 
 
 def _seed_spread(seeds: list[int], runs: list[_Trained], base: ClassifierScore) -> dict[str, Any]:
-    """Each seed's test accuracy and penalty, with their mean and 95% interval across seeds (Student t)."""
+    """Each seed's test accuracy and penalty, with their mean and 95% interval across seeds (Student t, clipped
+    to the metric's range; None under ``intervals.MIN_SEEDS`` seeds)."""
     acc = [r.test["accuracy"] for r in runs]
     pen = [stitching_penalty(base["accuracy"], a) for a in acc]
-    (acc_mean, *acc_ci), (pen_mean, *pen_ci) = across_seeds(acc), across_seeds(pen)
+    (acc_mean, acc_ci), (pen_mean, pen_ci) = seed_spread(acc, bounds=(0.0, 1.0)), seed_spread(pen, bounds=(-1.0, 1.0))
     return {"seed": seeds, "accuracy": acc, "penalty": pen, "accuracy_mean": acc_mean, "accuracy_ci": acc_ci,
             "penalty_mean": pen_mean, "penalty_ci": pen_ci}
+
+
+def _noise_summary(run: _Trained | None, stitched: ClassifierScore, base: ClassifierScore, seed: int) -> dict[str, Any]:
+    """The noise sender's test accuracy and penalty against the base model, and ``margin`` = stitched − noise
+    accuracy, each with its 95% interval over the test images (the differences paired: the same images for
+    both); ``skipped`` with the reason when it did not run."""
+    if run is None:
+        return {"skipped": "A's activations at this cut are over the memory budget (streamed), and the noise "
+                           "sender needs them in memory for its scale: cap max_train (--max-train) to run it"}
+    got = run.test
+    return {
+        "accuracy": got["accuracy"],
+        "accuracy_ci": list(mean_ci(got.correct, seed=seed)),
+        "penalty": stitching_penalty(base["accuracy"], got["accuracy"]),
+        "penalty_ci": list(paired_difference_ci(base.correct, got.correct, seed=seed)),
+        "margin": round(stitched["accuracy"] - got["accuracy"], 6),
+        "margin_ci": list(paired_difference_ci(stitched.correct, got.correct, seed=seed)),
+        "start_accuracy": run.start["accuracy"],  # before training (the closed-form fit from noise, or the init)
+    }
+
+
+def noise_sender_words(summary: dict[str, Any]) -> str | None:
+    """The noise-sender control of a stitch summary in one line: what it is, its accuracy, and whether the stitch
+    beats it (the paired 95% interval of stitched − noise above 0); None for a run without it.
+
+    >>> s = {"controls": {"noise_sender": {"accuracy": 0.9, "accuracy_ci": [0.85, 0.94], "margin": 0.07,
+    ...                                    "margin_ci": [0.04, 0.1]}}}
+    >>> noise_sender_words(s).split(". ", 1)[1]
+    'It reached 90.0% [85.0%, 94.0%]; stitched − noise = +7.0 points [+4.0, +10.0], paired over the same test images: the stitch beats it.'
+    """
+    noise = (summary.get("controls") or {}).get("noise_sender")
+    if not noise:
+        return None
+    head = f"Noise sender: {NOISE_SENDER_WORDS}."
+    if "skipped" in noise:
+        return f"{head} Skipped: {noise['skipped']}."
+    lo, hi = noise["margin_ci"]
+    verdict = "beats it" if lo > 0 else "does worse than it" if hi < 0 else "does not beat it (the interval reaches 0)"
+    return (f"{head} It reached {noise['accuracy']:.1%} [{noise['accuracy_ci'][0]:.1%}, {noise['accuracy_ci'][1]:.1%}]"
+            f"; stitched − noise = {100 * noise['margin']:+.1f} points [{100 * lo:+.1f}, {100 * hi:+.1f}], paired over "
+            f"the same test images: the stitch {verdict}.")
 
 
 @register_experiment("stitch", StitchSpec.from_dict, check=check_stitch, estimate=estimate_stitch)
@@ -296,7 +356,12 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
     n_val = len(ds.labels("val")) if spec.val_fraction else 0
     need = 4 * ((n_train + n_val + n_test) * math.prod(cut_a.shape)
                 + n_train * math.prod(cut_b.shape) * needs_receiver)
-    streamed = need > memory_budget_bytes()  # over it: each batch's activations are computed when it is drawn
+    budget = memory_budget_bytes()
+    streamed = need > budget  # over it: each batch's activations are computed when it is drawn
+    # the noise sender's activations sit beside A's (whose scale they take): only when both fit in memory
+    noise_bytes = 4 * (n_train + n_val + n_test) * math.prod(cut_a.shape)
+    noise = spec.noise_control and need + noise_bytes <= budget
+    trainings = spec.seeds + noise
     ctx.progress(0.02, "streaming: prefix activations computed per batch" if streamed else "caching prefix activations")
     acts = dict(device=device, batch_size=EVAL_BATCH, check_cancel=ctx.check_cancel)
     bf16 = spec.precision == "bf16"
@@ -316,14 +381,16 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
     targets = AdapterTargets(labels=y_train, receiver=receiver, teacher_logits=teacher)
     seeds = list(range(spec.seed, spec.seed + spec.seeds))
 
-    def train_seed(k: int, seed: int) -> _Trained:
-        """Build, fit and train the adapter of ``seed`` (the k-th); the first one's curves are the run's."""
-        live = k == 0
+    def train_seed(k: int, seed: int, sender: tuple | None = None) -> _Trained:
+        """Build, fit and train the adapter of ``seed`` (the k-th training); the first one's curves are the run's.
+        ``sender``: (train, val, test) activations in place of A's (the noise sender's), else A's."""
+        live = k == 0 and sender is None
+        h_train, h_val, h_test = sender or (real_train, real_val, real_test)
         torch.manual_seed(seed)
         adapter = build_adapter(spec.adapter, cut_a, cut_b)
         residual = None
         if spec.adapter.init in ("lstsq", "procrustes"):
-            ctx.progress((0.1 + 0.85 * k) / spec.seeds, f"closed-form {spec.adapter.init} fit")
+            ctx.progress((0.1 + 0.85 * k) / trainings, f"closed-form {spec.adapter.init} fit")
             pairs = ((h_train[i: i + EVAL_BATCH], receiver[i: i + EVAL_BATCH]) for i in range(0, n_train, EVAL_BATCH))
             residual = fit_adapter(adapter, pairs, method=spec.adapter.init)
         adapter.to(device)
@@ -345,8 +412,8 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
         steps_per_epoch = -(-n_train // spec.batch_size)
 
         def on_step(step: int, total: int, metrics: dict[str, float]) -> None:
-            of = f" (seed {k + 1} of {spec.seeds})" if spec.seeds > 1 else ""
-            ctx.progress((k + 0.1 + 0.85 * step / total) / spec.seeds, f"training adapter: step {step}/{total}{of}")
+            of = " (noise sender)" if sender is not None else f" (seed {k + 1} of {spec.seeds})" if spec.seeds > 1 else ""
+            ctx.progress((k + 0.1 + 0.85 * step / total) / trainings, f"training adapter: step {step}/{total}{of}")
             if live and (step % 5 == 0 or step == total):
                 ctx.log(step, {"loss": metrics["loss"]})
 
@@ -373,7 +440,17 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
                  else score(h_test, y_test))  # fmt: skip
         return _Trained(adapter, start_test, final, history, residual, kept)
 
+    real_train, real_val, real_test = h_train, h_val, h_test
     runs = [train_seed(k, seed) for k, seed in enumerate(seeds)]
+    noise_run = None
+    if noise:  # the first seed's adapter again, from class-clustered noise of A's shape and scale
+        def noise_of(labels: torch.Tensor, split_name: str) -> torch.Tensor:  # [N, *cut_a.shape]
+            return clustered_noise(labels, tuple(h_train.shape[1:]), n_classes=ds.num_classes, seed=spec.seed,
+                                   split=split_name, like=h_train)  # fmt: skip
+
+        noise_test = noise_of(y_test, "test")
+        noise_val = noise_of(y_val, "val") if n_val else noise_test
+        noise_run = train_seed(spec.seeds, spec.seed, sender=(noise_of(y_train, "train"), noise_val, noise_test))
     first = runs[0]
     adapter, start_score, stitched, history, residual = (first.adapter, first.start, first.test, first.history,
                                                          first.residual)  # fmt: skip
@@ -393,12 +470,13 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
     )
     ctx.store.put_artifact(ctx.run_id, ADAPTER_WEIGHTS, _state_bytes(adapter))
     base_score = score_a if base_role == "a" else score_b
+    controls = {"noise_sender": _noise_summary(noise_run, stitched, base_score, spec.seed)} if spec.noise_control else {}
     return {
         "accuracy": stitched["accuracy"],
         "base": {"a": score_a["accuracy"], "b": score_b["accuracy"]},
         "penalty": stitching_penalty((score_a if base_role == "a" else score_b)["accuracy"], stitched["accuracy"]),
         "penalty_base": base_role,
-        # 95% bootstrap intervals over the test images; the penalty's is paired (the same images for both)
+        # 95% intervals over the test images: exact binomial for accuracies, a paired bootstrap for the penalty
         "accuracy_ci": list(mean_ci(stitched.correct, seed=spec.seed)),
         "penalty_ci": list(paired_difference_ci(base_score.correct, stitched.correct, seed=spec.seed)),
         "base_ci": {"a": list(mean_ci(score_a.correct, seed=spec.seed)), "b": list(mean_ci(score_b.correct, seed=spec.seed))},
@@ -416,6 +494,7 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
         **({"kept_epoch": first.kept_epoch} if spec.keep == "best" else {}),
         **({"seeds": _seed_spread(seeds, runs, base_score)} if spec.seeds > 1 else {}),
         **({"activations": "streamed"} if streamed else {}),  # over the budget: computed per batch, not cached
+        **({"controls": controls} if controls else {}),  # runs stored before the noise sender have none
         "cut_a": {"name": cut_a.name, "shape": list(cut_a.shape), "layout": cut_a.layout, "depth": cut_a.depth},
         "cut_b": {"name": cut_b.name, "shape": list(cut_b.shape), "layout": cut_b.layout, "depth": cut_b.depth},
         "params": int(params),

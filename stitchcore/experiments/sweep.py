@@ -9,12 +9,17 @@ same building blocks as the ``stitch`` experiment) and then measured on the test
 split of ``dataset``:
 
 * the chosen trait metrics (:mod:`stitchcore.measures.traits`), and per-class accuracy, each with its 95%
-  interval over the test examples it reads (``metrics_ci``, ``per_class_ci``: bootstrap, seeded with the
-  spec's seed; runs stored before them have none);
+  interval over the test examples it reads (``metrics_ci``, ``per_class_ci``: exact binomial for 0/1 outcomes
+  such as a class's accuracy, else a bootstrap seeded with the spec's seed; runs stored before them have none);
 * the simplicity measures of C_c (:mod:`stitchcore.measures.simplicity`);
 * the random-init control: the same stitch between untrained twins of A and B
   (``zoo:NAME?init=random&seed=S``, one pair per control seed), to show what the
-  adapter alone can learn.
+  adapter alone can learn;
+* the noise-sender control (``noise_control``; "Functional Alignment Can Mislead", ICML 2025): the same
+  adapter (init, epochs, data order) trained from a sender of class-clustered noise with A's activation
+  shape and scale (:func:`stitchcore.stitching.noise_sender.clustered_noise`) into B's layers after the cut.
+  It knows each image's label and nothing else, so a stitch that does no better is not evidence about A's
+  layers; ``summary["noise_sender"]`` holds its curves with paired intervals (:func:`noise_sender_along`).
 
 A alone and B alone give the reference lines.  Each finished position is appended
 to the ``positions.json`` artifact (with the references) and logged as metric
@@ -82,13 +87,17 @@ from stitchcore.experiments.sweep_read import (
     POSITIONS_ARTIFACT,
     SIMPLICITY_KEYS,
     curves,
+    noise_sender_along,
+    noise_sender_words,
     partial_positions,
     penalty_along,
     penalty_ci_along,
 )
 from stitchcore.measures.intervals import (
     grouped_mean_ci,
+    mean_ci,
     pack_outcomes,
+    unpack_outcomes,
 )
 from stitchcore.measures.simplicity import (
     GZIP_LEVEL,
@@ -106,10 +115,13 @@ from stitchcore.stitching.activations import collect
 from stitchcore.stitching.adapters import AdapterSpec, build_adapter, compatibility
 from stitchcore.stitching.evaluate import score_logits
 from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
+from stitchcore.stitching.noise_sender import clustered_noise
 from stitchcore.stitching.train import OPTIMIZERS, AdapterTargets, TrainKnobs, train_adapter
 from stitchcore.store.results import Store
 
-__all__ = ["POSITIONS_ARTIFACT", "SIMPLICITY_KEYS", "SweepSpec", "check_sweep", "curves", "estimate_sweep", "partial_positions", "penalty_along", "penalty_ci_along", "position_unit", "run_sweep"]
+__all__ = ["POSITIONS_ARTIFACT", "SIMPLICITY_KEYS", "SweepSpec", "check_sweep", "curves", "estimate_sweep",
+           "noise_sender_along", "noise_sender_words", "partial_positions", "penalty_along", "penalty_ci_along",
+           "position_unit", "run_sweep"]
 
 log = logging.getLogger(__name__)
 
@@ -151,11 +163,14 @@ class SweepSpec(DataFiles, Spec):
     # the identity of the files a dataset on disk holds (imagefolder:/file:; experiments._data_id): measured when
     # the spec is made, kept as stored when one is read; None for built-in data (left out of the run id)
     data_id: dict[str, str] | str | None = MEASURE_FILES
+    # Added for issue 39: at every position the same adapter also trained from a sender of class-clustered noise
+    # (A's activation shape and scale; stitching.noise_sender): a stitch that does no better says nothing of A
+    noise_control: bool = True
 
     # Before: one seed for both twins (one network when A and B share an architecture), measures over A's and
-    # B's weights only, no report definitions.
+    # B's weights only, no report definitions, no noise sender.
     LEGACY: ClassVar[dict[str, Any]] = {"twin_seeds": "shared", "simplicity_adapter": False, "simplicity_report": False,
-                                        "data_id": None}  # fmt: skip
+                                        "data_id": None, "noise_control": False}  # fmt: skip
     DATA_FIELDS: ClassVar[tuple[str, ...]] = ("dataset", "train_data")  # both read from disk when on files
 
     def __post_init__(self) -> None:
@@ -174,6 +189,8 @@ class SweepSpec(DataFiles, Spec):
             object.__setattr__(self, "adapter", AdapterSpec.from_dict(self.adapter))
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         check_choice("twin_seeds", self.twin_seeds, TWIN_SEEDS)
+        if not isinstance(self.noise_control, bool):
+            raise StitchError(f"noise_control (--no-noise-control) is true or false, not {self.noise_control!r}")
         for name, used in (("twin_seeds", self.control), ("simplicity_adapter", self.simplicity),
                            ("simplicity_report", self.simplicity)):  # fmt: skip
             if not used:  # a rule that changes nothing keeps its legacy value: the run id does not move
@@ -294,11 +311,49 @@ def _simplicity(spec: SweepSpec, model: nn.Module, data: _Data, adapter: nn.Modu
     return {k: (round(v, 8) if isinstance(v, float) else v) for k, v in out.items()}
 
 
+@dataclass
+class _Sender:
+    """What a position's stitch trains on, kept for the noise sender trained after it at the same position."""
+
+    suffix_b: nn.Module  # B's layers after its cut
+    h_train: torch.Tensor  # [n_train, *cut_a.shape] A's activations on the training images
+    y_train: torch.Tensor  # [n_train] their labels
+    target: torch.Tensor | None  # [n_train, *cut_b.shape] B's activations for a closed-form start, else None
+
+
+def _train(spec: SweepSpec, ctx: UnitContext, cuts: tuple[Cut, Cut], sender: _Sender,
+           h_train: torch.Tensor) -> tuple[nn.Module, list[dict[str, float]]]:  # fmt: skip
+    """The adapter A[cut] -> B[cut] trained from ``h_train`` [n_train, *cut_a.shape] (A's activations, or a noise
+    sender's) into ``sender.suffix_b``: built from ``spec.seed``, fitted to ``sender.target`` for a closed-form
+    init, then trained on the task; (adapter in eval mode, per-epoch history)."""
+    torch.manual_seed(spec.seed)
+    adapter = build_adapter(spec.adapter, *cuts)
+    if spec.adapter.init in FIT_METHODS:
+        pairs = ((h_train[i : i + EVAL_BATCH], sender.target[i : i + EVAL_BATCH])
+                 for i in range(0, len(h_train), EVAL_BATCH))  # fmt: skip
+        fit_adapter(adapter, pairs, method=spec.adapter.init)
+    adapter.to(ctx.device)
+    history = train_adapter(
+        adapter, sender.suffix_b, h_train, AdapterTargets(labels=sender.y_train), objective={"task": 1.0},
+        knobs=TrainKnobs.of(spec), device=ctx.device, check_cancel=ctx.check_cancel,
+    )  # fmt: skip
+    adapter.eval()
+    return adapter, history
+
+
+@torch.no_grad()
+def _logits(adapter: nn.Module, suffix_b: nn.Module, h: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """suffix_B(S(h)) for sender activations ``h`` [N, *cut_a.shape] -> logits [N, K] on the CPU."""
+    return torch.cat([suffix_b(adapter(h[i : i + EVAL_BATCH].to(device))).float().cpu()
+                      for i in range(0, len(h), EVAL_BATCH)])  # fmt: skip
+
+
 def _stitch_at(
     spec: SweepSpec, ctx: UnitContext, a: LoadedModel, b: LoadedModel, cuts: tuple[Cut, Cut], data: _Data,
     with_simplicity: bool, gaps: bool = False,
-) -> dict[str, Any]:
-    """Train the adapter A[cut] -> B[cut] and measure C = suffix_B(S(prefix_A(x))).
+) -> tuple[dict[str, Any], _Sender]:
+    """Train the adapter A[cut] -> B[cut] and measure C = suffix_B(S(prefix_A(x))); (the row's measures, what the
+    adapter was trained on).
 
     ``gaps``: also ``logit_gap`` {"a", "b"}: max |logit(C) − logit(A)| and the same against B over the test
     images (0.0 = C is that model bit for bit, as a weight substitution between a model and its own copy is).
@@ -310,25 +365,12 @@ def _stitch_at(
     prefix_b, suffix_b = split(b, cut_b)
     acts = {"device": device, "batch_size": EVAL_BATCH, "check_cancel": ctx.check_cancel}
     h_train = collect(prefix_a, data.train, a.preprocess, "train", limit=data.n_train, **acts)  # [N, *cut.shape]
-    y_train = data.train.labels("train")[: data.n_train]
-    torch.manual_seed(spec.seed)
-    adapter = build_adapter(spec.adapter, cut_a, cut_b)
-    if spec.adapter.init in FIT_METHODS:
-        target = collect(prefix_b, data.train, b.preprocess, "train", limit=data.n_train, **acts)
-        pairs = ((h_train[i : i + EVAL_BATCH], target[i : i + EVAL_BATCH]) for i in range(0, len(h_train), EVAL_BATCH))
-        fit_adapter(adapter, pairs, method=spec.adapter.init)
-    adapter.to(device)
-    history = train_adapter(
-        adapter, suffix_b, h_train, AdapterTargets(labels=y_train), objective={"task": 1.0}, knobs=TrainKnobs.of(spec),
-        device=device, check_cancel=ctx.check_cancel,
-    )  # fmt: skip
-    adapter.eval()
-    logits = {}
-    with torch.no_grad():
-        for name, ds in data.evals.items():
-            h = collect(prefix_a, ds, a.preprocess, "test", limit=data.n_test, **acts)
-            logits[name] = torch.cat([suffix_b(adapter(h[i : i + EVAL_BATCH].to(device))).float().cpu()
-                                      for i in range(0, len(h), EVAL_BATCH)])  # fmt: skip
+    target = (collect(prefix_b, data.train, b.preprocess, "train", limit=data.n_train, **acts)
+              if spec.adapter.init in FIT_METHODS else None)  # fmt: skip
+    sender = _Sender(suffix_b, h_train, data.train.labels("train")[: data.n_train], target)
+    adapter, history = _train(spec, ctx, cuts, sender, h_train)
+    logits = {name: _logits(adapter, suffix_b, collect(prefix_a, ds, a.preprocess, "test", limit=data.n_test, **acts),
+                            device) for name, ds in data.evals.items()}  # fmt: skip
     out: dict[str, Any] = _measure(spec, data, logits)
     if gaps:
         with torch.no_grad():
@@ -344,6 +386,29 @@ def _stitch_at(
     if with_simplicity:
         stitched = _forward(nn.Sequential(prefix_a, adapter, suffix_b), a)
         out["simplicity"] = _simplicity(spec, stitched, data, adapter=adapter)
+    return out, sender
+
+
+def _noise_at(spec: SweepSpec, ctx: UnitContext, cuts: tuple[Cut, Cut], sender: _Sender, data: _Data) -> dict[str, Any]:
+    """The noise-sender control at one position: the same adapter (init, seed, epochs, data order) trained from
+    class-clustered noise of A's activation shape and scale (``clustered_noise`` over the training labels; the
+    test images' labels give new draws from the same clusters) into B's suffix; its measures as a row's, plus
+    ``accuracy`` and ``accuracy_ci`` on the evaluation set proper."""
+    shape = tuple(sender.h_train.shape[1:])  # [*cut_a.shape]
+
+    def noise(labels: torch.Tensor, split_name: str) -> torch.Tensor:  # [N, *cut_a.shape]
+        return clustered_noise(labels, shape, n_classes=data.train.num_classes, seed=spec.seed, split=split_name,
+                               like=sender.h_train)  # fmt: skip
+
+    adapter, history = _train(spec, ctx, cuts, sender, noise(sender.y_train, "train"))
+    logits = {name: _logits(adapter, sender.suffix_b, noise(ds.labels("test")[: data.n_test], "test"), ctx.device)
+              for name, ds in data.evals.items()}  # fmt: skip
+    out: dict[str, Any] = _measure(spec, data, logits)
+    correct = unpack_outcomes(out["outcomes"])
+    out["accuracy"] = round(float(correct.mean()), 6)
+    out["accuracy_ci"] = list(mean_ci(correct, seed=spec.seed))
+    if history:
+        out["train_loss"] = [round(r["train_loss"], 6) for r in history]
     return out
 
 
@@ -413,7 +478,8 @@ def check_sweep(spec: SweepSpec, store: Store) -> None:
 
 def position_unit(spec: SweepSpec, source: dict, i: int, n: int, pair: tuple[Cut, Cut],
                   context: UnitContext) -> Iterator[tuple[str, Any]]:  # fmt: skip
-    """A run's unit: the stitch at position ``i`` of ``n`` and its random-init control stitches; one row.
+    """A run's unit: the stitch at position ``i`` of ``n``, its noise sender (``spec.noise_control``) and its
+    random-init control stitches; one row.
 
     ``source``: the models (``a``, ``b``, ``controls`` pairs; loaded here, packages from another process)
     and the data.
@@ -423,13 +489,18 @@ def position_unit(spec: SweepSpec, source: dict, i: int, n: int, pair: tuple[Cut
 
     a, b, data = model(source["a"]), model(source["b"]), source["data"]
     cut = pair[0]
-    steps = 1 + len(source["controls"])
+    steps = 1 + spec.noise_control + len(source["controls"])
     yield "progress", (0.0, f"position {i + 1}/{n}: {cut.name}")
-    row = {"position": cut.name, "depth": round(cut.depth, 4),
-           **_stitch_at(spec, context, a, b, pair, data, spec.simplicity, gaps=True), "control": []}  # fmt: skip
+    stitched, sender = _stitch_at(spec, context, a, b, pair, data, spec.simplicity, gaps=True)
+    row = {"position": cut.name, "depth": round(cut.depth, 4), **stitched, "control": []}
+    if spec.noise_control:  # right after the stitch: it reuses A's activations (their scale) and B's fit targets
+        yield "progress", (1 / steps, f"position {i + 1}/{n}: {cut.name} (noise sender)")
+        row["noise_sender"] = _noise_at(spec, context, pair, sender, data)
+    del sender
     for k, (ra, rb) in enumerate(source["controls"]):
-        yield "progress", ((1 + k) / steps, f"position {i + 1}/{n}: {cut.name} (random-init control {k + 1})")
-        row["control"].append(_stitch_at(spec, context, model(ra), model(rb), pair, data, False))
+        done = 1 + spec.noise_control + k
+        yield "progress", (done / steps, f"position {i + 1}/{n}: {cut.name} (random-init control {k + 1})")
+        row["control"].append(_stitch_at(spec, context, model(ra), model(rb), pair, data, False)[0])
     yield "cells", [row]
 
 
@@ -459,9 +530,10 @@ def _sweep_units(spec: SweepSpec, ectx: EstimateContext) -> dict:
 
 
 def estimate_sweep(spec: SweepSpec, ectx: EstimateContext) -> Estimate:
-    """Every position's stitch and its controls, the reference scores and the simplicity measures."""
+    """Every position's stitch, its noise sender and its controls, the reference scores and the simplicity
+    measures."""
     scale = ("epochs", "max_train", "max_test", "seed", "lr", "weight_decay", "control", "control_seeds",
-             "simplicity", "sharpness_eps", "sharpness_draws", "metrics")  # fmt: skip
+             "simplicity", "sharpness_eps", "sharpness_draws", "metrics", "noise_control")  # fmt: skip
     key = ectx.pair_key("sweep", spec, scale)
     u = calibrated(key, lambda: _sweep_units(spec, ectx))
     n_train, n_test = image_counts(u, spec)
@@ -470,14 +542,18 @@ def estimate_sweep(spec: SweepSpec, ectx: EstimateContext) -> Estimate:
     fits = spec.adapter.init in ("lstsq", "procrustes")
     one = (n_train * (u["prefix_a"] + fits * (u["prefix_b"] + u["fit"])) + steps * u["step"]
            + evals * n_test * (u["prefix_a"] + u["eval"]))  # fmt: skip
+    # the noise sender reuses the stitch's activations: its fit, its training steps and its evaluations
+    noise = (n_train * fits * u["fit"] + steps * u["step"] + evals * n_test * u["eval"]) if spec.noise_control else 0.0
     controls = spec.control_seeds if spec.control and all(r.startswith("zoo:") for r in (spec.a, spec.b)) else 0
     # gradient norm (forward + backward ~ 3 forwards) and sharpness (a forward per draw) over the test set
     simple = (n_test * u["full"] * (3 + spec.sharpness_draws) + u["gzip"]) if spec.simplicity else 0.0
     positions = int(u["positions"])
-    stitches = positions * (1 + controls)
-    seconds = (u["setup"] + 2 * (evals * n_test * u["full"] + simple) + stitches * one + positions * simple)
+    stitches = positions * (1 + controls + spec.noise_control)
+    seconds = (u["setup"] + 2 * (evals * n_test * u["full"] + simple) + positions * (one * (1 + controls) + noise)
+               + positions * simple)  # fmt: skip
+    also = " (a noise sender's among them)" if spec.noise_control else ""
     return estimate_from(seconds, f"calibrated: 1 adapter step = {ms(u['step'])}; {stitches} stitches of "
-                              f"{steps:,} steps")
+                              f"{steps:,} steps{also}")
 
 
 @register_experiment("sweep", SweepSpec.from_dict, check=check_sweep, backends=("local", "ray"), estimate=estimate_sweep)
@@ -557,4 +633,4 @@ def run_sweep(spec: SweepSpec, ctx: RunContext) -> dict:
         **({"failed": failed} if failed else {}),  # position -> why (its cluster task failed for good)
         **({"backend": backend.describe(), "nodes": cells_per_node(rows)} if backend.name != "local" else {}),
     }
-    return {**out, "penalty_ci": penalty_ci_along(out)}
+    return {**out, "penalty_ci": penalty_ci_along(out), "noise_sender": noise_sender_along(out)}

@@ -20,7 +20,7 @@ biased full-batch CKA rises with width
 >>> colorbar_title("penalty")
 'penalty<br>(pts, higher = worse)'
 >>> colorbar_title("calibrated:procrustes")
-'calibrated (null sds)<br>(0 = chance, lower = more similar)'
+'dependence (shuffled-image sds)<br>(0 = chance, lower = more similar)'
 >>> meaning("nope")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
@@ -90,9 +90,10 @@ _MEANINGS: dict[str, Meaning] = {
         "above 0, more so with wide layers and few samples", label="CKA (fit samples)", scale="0 .. 1"),
     # --- a similarity run's calibrated map (similarity_matrix's "calibrated")
     "calibrated": Meaning(
-        "Calibrated score", "(measure − null mean) / null std, the null from B's examples permuted", _SIMILAR,
-        "any real number, in null standard deviations", "0 = as alike as a random pairing; within ±2 is chance",
-        label="calibrated (null sds)", scale="0 = chance"),
+        "Dependence test (shuffled images)", "(measure − null mean) / null std, the null from B's images shuffled "
+        "against A's: any two networks fed the same images pass it, untrained ones too", _SIMILAR,
+        "any real number, in null standard deviations", "0 = as alike as a random pairing of images; within ±2: "
+        "no dependence", label="dependence (shuffled-image sds)", scale="0 = chance"),
     # --- classifiers and image stitching (plots/penalty.py: shown times 100, higher = worse)
     "accuracy": Meaning(
         "Accuracy", "fraction of test examples classified correctly", "higher = better", "0 .. 1 (0–100 %)",

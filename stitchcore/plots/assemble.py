@@ -4,12 +4,14 @@ Each builder takes the run's cells (``stitchcore.experiments.assemble.assembled_
 running run's partial list) and returns a figure:
 
 * :func:`accuracy_vs_flops`: every assembled network as a point (accuracy against the FLOPs of one
-  forward pass, log axis), coloured by adapter kind, shaped by rescaling; the Pareto front as a
-  step line (only when it joins two points or more); A and B as stars.  Points carry their cell
+  forward pass, log axis), coloured by adapter kind, shaped by rescaling, with its 95% interval over the
+  test images as an error bar (runs since issue 39; the hover gives the adapter's parameters); the Pareto
+  front as a step line (only when it joins two points or more); A and B as stars.  Points carry their cell
   index (``customdata``) so a page can open a clicked one on the Stitch page.  When no assembled
   network is on the front, :func:`front_words` says so (in the figure and under it on the page).
 * :func:`recipe_heatmap`: one recipe's accuracy over (sender, receiver), skipped pairs marked.
-* :func:`recipe_comparison`: mean and best accuracy of each recipe over the pairs every recipe joined.
+* :func:`recipe_comparison`: mean and best accuracy of each recipe over the pairs every recipe joined (the
+  hover says each recipe's adapter parameters: the recipes compared are not of one size).
 
 >>> cells = [{"sender": "s", "receiver": "r", "recipe": "linear/both/bilinear", "adapter": "linear",
 ...           "resample": "bilinear", "accuracy": 0.8, "flops": 1000, "skipped_reason": None, "same_as": None}]
@@ -28,7 +30,15 @@ from typing import Any
 import plotly.graph_objects as go
 
 from stitchcore.plots import heatmap as plots_heatmap
-from stitchcore.plots._style import ROLE_COLORS, RUN_COLORS, WAITING, add_note, house_style
+from stitchcore.plots._style import (
+    ROLE_COLORS,
+    RUN_COLORS,
+    WAITING,
+    add_note,
+    error_bars,
+    house_style,
+    interval,
+)
 
 __all__ = ["HERNANDEZ", "SYMBOLS", "accuracy_vs_flops", "front_words", "recipe_comparison", "recipe_heatmap",
            "recipe_label"]
@@ -56,6 +66,22 @@ def recipe_label(recipe: str, *, short: bool = False) -> str:
 def _kind_label(kind: str, resample: str) -> str:
     name = f"{kind} · {resample}"
     return f"{name} (Hernandez et al.)" if kind == "linear" and resample == "strided" else name
+
+
+def _error_bars(points: Sequence[Mapping[str, Any]], color: str) -> dict[str, Any] | None:
+    """Plotly ``error_y`` of ``points``' 95% intervals over the test images (``accuracy_ci``); None when none has
+    one (a run stored before them: drawn as it was).
+
+    >>> _error_bars([{"accuracy": 0.8, "accuracy_ci": [0.75, 0.9]}, {"accuracy": 0.5}], "#333")["array"]
+    [0.1, None]
+    """
+    return error_bars([p.get("accuracy") for p in points], [interval(p.get("accuracy_ci")) for p in points],
+                      color=color, thickness=1, width=3)  # fmt: skip
+
+
+def _params_words(n: int | None) -> str:
+    """An adapter's parameter count for a hover line: '' when unknown."""
+    return "" if n is None else f"<br>adapter: {n:,} parameters"
 
 
 def _scored(cells: Sequence[Mapping[str, Any]]) -> list[int]:
@@ -89,11 +115,14 @@ def accuracy_vs_flops(cells: Sequence[Mapping[str, Any]], base: Mapping[str, Map
         color = RUN_COLORS[kinds.index(kind) % len(RUN_COLORS)]
         fig.add_trace(go.Scatter(
             x=[cells[i]["flops"] for i in idx], y=[cells[i]["accuracy"] for i in idx], mode="markers",
-            name=_kind_label(kind, resample), customdata=idx,
+            name=_kind_label(kind, resample), customdata=idx, error_y=_error_bars([cells[i] for i in idx], color),
             marker={"color": color, "size": 10, "symbol": SYMBOLS.get(resample, "circle"),
                     "line": {"width": 1, "color": "white"}},
             text=[f"A[{cells[i]['sender']}] → B[{cells[i]['receiver']}]<br>{recipe_label(cells[i]['recipe'])}"
-                  + (f"<br>{cells[i]['macs'] / 1e6:.3g}M MACs" if cells[i].get("macs") is not None else "") for i in idx],
+                  + (f"<br>{cells[i]['macs'] / 1e6:.3g}M MACs" if cells[i].get("macs") is not None else "")
+                  + _params_words(cells[i].get("adapter_params"))
+                  + (f"<br>95% CI [{ci[0]:.3f}, {ci[1]:.3f}]" if (ci := cells[i].get("accuracy_ci")) else "")
+                  for i in idx],
             hovertemplate="%{text}<br>accuracy %{y:.3f}<br>%{x:.3s} FLOPs (2 per MAC)"
                           "<extra>click: open on Stitch</extra>",
         ))  # fmt: skip
@@ -110,6 +139,7 @@ def accuracy_vs_flops(cells: Sequence[Mapping[str, Any]], base: Mapping[str, Map
         if ref and ref.get("flops") is not None:
             fig.add_trace(go.Scatter(x=[ref["flops"]], y=[ref["accuracy"]], mode="markers+text", text=[label],
                                      textposition="top center", name=f"{label}: {ref.get('ref', '')}",
+                                     error_y=_error_bars([ref], "#333"),
                                      marker={"symbol": "star", "size": 16, "color": ROLE_COLORS[role],
                                              "line": {"width": 1, "color": "#333"}},
                                      hovertemplate=f"{label} alone: accuracy %{{y:.3f}}<br>%{{x:.3s}} FLOPs"
@@ -143,10 +173,16 @@ def recipe_comparison(cells: Sequence[Mapping[str, Any]], recipes: Sequence[str]
     """Mean and best accuracy per recipe over the (sender, receiver) pairs that every recipe joined
     (so a recipe is not flattered by skipping the hard pairs); the pair count in the hover."""
     by_pair: dict[tuple[str, str], dict[str, float]] = {}
+    sizes: dict[str, list[int]] = {}
     for c in cells:
         if c.get("accuracy") is not None:
             by_pair.setdefault((c["sender"], c["receiver"]), {})[c["recipe"]] = c["accuracy"]
     common = [p for p, acc in by_pair.items() if all(r in acc for r in recipes)]
+    for c in cells:  # the adapters' sizes over the compared pairs (a copy reports its twin's)
+        if (c["sender"], c["receiver"]) in common and c.get("adapter_params") is not None:
+            sizes.setdefault(c["recipe"], []).append(c["adapter_params"])
+    words = [f"<br>adapter: {round(sum(sizes[r]) / len(sizes[r])):,} parameters (mean over pairs)" if sizes.get(r)
+             else "" for r in recipes]  # fmt: skip
     fig = go.Figure()
     if common:
         means = [sum(by_pair[p][r] for p in common) / len(common) for r in recipes]
@@ -154,7 +190,8 @@ def recipe_comparison(cells: Sequence[Mapping[str, Any]], recipes: Sequence[str]
         for name, values, color in (("mean", means, RUN_COLORS[0]), ("best", best, RUN_COLORS[1])):
             fig.add_trace(go.Bar(x=[recipe_label(r, short=True) for r in recipes], y=values, name=f"{name} over {len(common)} pairs",
                                  marker_color=color, text=[f"{v:.2f}" for v in values], textposition="outside",
-                                 hovertemplate="%{x}: " + name + " accuracy %{y:.3f}<extra></extra>"))  # fmt: skip
+                                 customdata=words,
+                                 hovertemplate="%{x}: " + name + " accuracy %{y:.3f}%{customdata}<extra></extra>"))  # fmt: skip
     else:
         add_note(fig, WAITING if not by_pair else "no pair was joined by every recipe")
     fig.update_layout(barmode="group")

@@ -250,7 +250,7 @@ def accuracy_bars(summary: Mapping[str, Any], *, title: str | None = None) -> go
             continue
         span = span_of(intervals.get(role))
         error = error_bars([acc], [span])
-        span_words = f"<br>95% interval {span[0]:.4f} – {span[1]:.4f} (bootstrap over the test images)" if span else ""
+        span_words = f"<br>95% interval {span[0]:.4f} – {span[1]:.4f} (exact binomial, over the test images)" if span else ""
         fig.add_trace(
             go.Bar(
                 x=[x], y=[acc], name=ROLE_NAMES[role], marker_color=ROLE_COLORS[role], width=0.6,

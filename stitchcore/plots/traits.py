@@ -7,13 +7,15 @@ draws the positions it has so far on the full x axis.
 * :func:`trait_curves`: one line per trait metric vs cut position, each value's 95% interval over its test
   examples as an error bar (``stitched_ci``; sweeps stored before intervals have none), A and B reference
   lines (dashed A, dotted B, in the metric's colour; their intervals on hover), the random-init control as a
-  shaded band.
+  shaded band, the noise-sender control (``curves["noise_sender"]``, where the sweep ran it) as a dashed grey
+  line with x markers (its interval on hover).
 * :func:`simplicity_curves`: gradient norm, sharpness and gzip size vs position (lower = simpler), raw
   (one panel each, with A and B lines) or normalised as (value - B) / (A - B): 0 = like B, 1 = like A,
   only for a measure whose A and B differ by more than their noise (:func:`normalization_noise`).
 * :func:`per_class_heatmap`: accuracy of every class at every position (each cell's interval on hover).
 * :func:`penalty_curve`: the stitching penalty (B's accuracy − stitched accuracy, in points, higher =
-  worse) at every position, the control's as a band; the worse side named beside the y axis.
+  worse) at every position, the control's as a band, the noise sender's as a dashed grey line; the worse side
+  named beside the y axis.
 * :func:`penalty_lines`: the penalty of several sweeps on one axis (a preset's figure: one line per
   model pair, references dashed).
 
@@ -21,6 +23,9 @@ draws the positions it has so far on the full x axis.
 >>> ref = {"a": {"metrics": {"accuracy": 0.95}}, "b": {"metrics": {"accuracy": 0.97}}}
 >>> [t.name for t in trait_curves(c, ref, ["accuracy"]).data]
 ['accuracy', 'A alone', 'B alone']
+>>> c["noise_sender"] = {"metrics": {"accuracy": [0.85, 0.88]}, "metrics_ci": {"accuracy": [[0.8, 0.9], None]}}
+>>> [(t.name, t.line.dash) for t in trait_curves(c, ref, ["accuracy"]).data][1]
+('noise sender', 'dash')
 """
 
 from __future__ import annotations
@@ -52,6 +57,24 @@ SIMPLICITY_LABELS = {"grad_norm": "gradient norm", "sharpness": "sharpness", "gz
 # The Oxford report's own definitions (measures.simplicity.report_simplicity), drawn beside the project's
 REPORT_LABELS = {"grad_norm_batch": "gradient norm, per batch", "sharpness_abs": "sharpness, absolute 1e-3",
                  "gzip_bits_all": "gzip, all parameters (bits)"}  # fmt: skip
+
+
+NOISE_COLOR = "#666666"  # the noise-sender control: a grey reference, not a model's colour
+NOISE_NAME = "noise sender"
+
+
+def _noise_line(values: Sequence[Any], spans: Sequence[Any], positions: Sequence[str], what: str,
+                show: bool, fmt: str = ".3f", unit: str = "") -> go.Scatter:  # fmt: skip
+    """The noise-sender control as a dashed grey line with x markers, each value's interval on hover."""
+    pairs = [interval(ci) for ci in spans][: len(values)]
+    pairs += [None] * (len(values) - len(pairs))
+    words = [f"{p}" + ("" if s is None else f" (95% interval {s[0]:{fmt}} – {s[1]:{fmt}})")
+             for p, s in zip(positions, pairs)]  # fmt: skip
+    return go.Scatter(x=list(range(len(values))), y=list(values), mode="lines+markers", name=NOISE_NAME,
+                      legendgroup="noise", showlegend=show, customdata=words,
+                      line={"color": NOISE_COLOR, "dash": "dash", "width": 1.5},
+                      marker={"symbol": "x", "size": 7, "color": NOISE_COLOR},
+                      hovertemplate=f"{NOISE_NAME}, {what}<br>cut %{{customdata}}: %{{y:{fmt}}}{unit}<extra></extra>")
 
 
 def _rgba(hex_color: str, alpha: float) -> str:
@@ -99,6 +122,7 @@ def trait_curves(
     labels = labels or {}
     fig = go.Figure()
     control = curves.get("control") or {}
+    noise = curves.get("noise_sender") or {}
     for i, key in enumerate(metrics):
         color = RUN_COLORS[i % len(RUN_COLORS)]
         name = labels.get(key, key)
@@ -118,6 +142,10 @@ def trait_curves(
                                  customdata=positions[:done], text=words if error else None, error_y=error,
                                  hovertemplate=f"{name}<br>cut %{{customdata}}: %{{y:.3f}}"
                                                f"{'%{text}' if error else ''}<extra></extra>"))  # fmt: skip
+        noise_values = clean((noise.get("metrics") or {}).get(key) or [])[:done]
+        if any(v is not None for v in noise_values):
+            fig.add_trace(_noise_line(noise_values, (noise.get("metrics_ci") or {}).get(key) or [], positions[:done],
+                                      name, show=i == 0))  # fmt: skip
         if reference:
             ref = {r: reference.get(r) or {} for r in ("a", "b")}
             for r, dash in (("a", "dash"), ("b", "dot")):
@@ -306,7 +334,8 @@ def penalty_curve(
     """Penalty = B's accuracy − stitched accuracy (Bansal et al.) in points, higher = worse, at every cut position.
 
     Reads the ``accuracy`` metric of the sweep (``curves["stitched"]``, the random-init control's band)
-    and B's own accuracy (``reference["b"]``); a sweep without the accuracy metric gets a note instead.
+    and B's own accuracy (``reference["b"]``); a sweep without the accuracy metric gets a note instead.  The
+    noise sender's penalty (``curves["noise_sender"]["penalty"]``, paired interval on hover) is a dashed grey line.
 
     >>> c = {"positions": ["fc1"], "stitched": {"accuracy": [0.9]}, "control": None}
     >>> penalty_curve(c, {"b": {"metrics": {"accuracy": 0.95}}}).data[0].y
@@ -337,6 +366,13 @@ def penalty_curve(
                                  marker={"size": 8}, customdata=_span_words(positions[:done], spans),
                                  error_y=error_bars(values, spans, color=ROLE_COLORS["stitched"], width=5),
                                  hovertemplate=f"cut %{{customdata}}: penalty %{{y:+.1f}} {PTS}<extra></extra>"))
+        noise = curves.get("noise_sender") or {}
+        noise_values = [None if v is None else penalty_pts(v) for v in clean(noise.get("penalty") or [])][:done]
+        if any(v is not None for v in noise_values):
+            spans = [None if s is None else [penalty_pts(s[0]), penalty_pts(s[1])]
+                     for s in (interval(ci) for ci in (noise.get("penalty_ci") or []))]  # fmt: skip
+            fig.add_trace(_noise_line(noise_values, spans, positions[:done], "penalty", show=True, fmt="+.1f",
+                                      unit=f" {PTS}"))  # fmt: skip
         fig.add_hline(y=0, line={"color": "#999", "width": 1})
     _x_axis(fig, positions)
     fig.update_yaxes(title_text=PENALTY_AXIS)

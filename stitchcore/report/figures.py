@@ -19,7 +19,7 @@ import csv
 import io
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import plotly.graph_objects as go
@@ -30,6 +30,7 @@ from stitchcore.experiments.assemble import assembled_cells, pareto_front
 from stitchcore.experiments.lm import labelled_points, partial_points
 from stitchcore.experiments.lm.lmdepth import PENALTY_SERIES
 from stitchcore.experiments.matrix import ControlTable, matrix_state
+from stitchcore.experiments.similarity import DEPENDENCE_TEST, random_null_map, similarity_map_words
 from stitchcore.experiments.sweep import partial_positions
 from stitchcore.measures.meaning import colorbar_title, list_meanings, meaning
 from stitchcore.measures.similarity import Measure, get_measure, list_measures
@@ -63,10 +64,12 @@ __all__ = [
     "control_panels",
     "figure_csv",
     "panel_figure",
+    "random_null_panel",
     "run_figures",
     "stitching_panel",
 ]
-__all__ += ["MEASURE_TITLES", "VALUE_LABELS", "measure_choices", "measure_direction", "measure_words", "metrics_csv"]
+__all__ += ["MEASURE_TITLES", "SIMILARITY_VIEWS", "VALUE_LABELS", "measure_choices", "measure_direction",
+            "measure_words", "metrics_csv"]
 
 # Similarity measures in words (their titles from measures/meaning.py): the Similarity page's picker (in this
 # order) and the heat maps' titles.
@@ -76,6 +79,9 @@ VALUE_LABELS = {"cka-linear": "CKA", "cka-rbf": "CKA", "procrustes": "distance",
                 "svcca": "mean CCA ρ", "ridge-r2": "R²", "knn-jaccard": "Jaccard"}  # colour bar and hover
 CURVE_POINTS = 5000  # a finished run's training curve: at most this many points per series
 PENALTY_WORDS = PENALTY_AXIS  # "penalty = B − stitched (pts, higher = worse)"
+# a similarity run's maps: against random-init Bs (the calibrated map; where the run has a null with a spread) |
+# the raw values beside their baselines (the shuffled inputs, the untrained Bs' mean, the dependence test)
+SIMILARITY_VIEWS = ("calibrated", "raw")
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,7 @@ class HeatPanel:
     intervals: list | None = None  # [rows][columns] of 95% intervals [lo, hi] in the values' units, or None
     meaning: str | None = None  # key of measures.meaning ("penalty", "calibrated:rsa"): its colour-bar words
     marked: Mapping[tuple[str, str], str] | None = None  # cells ringed, with a note on hover (not above control)
+    scale: str | None = None  # the colour bar's title written out (lines joined by <br>) where no meaning key says it
 
     def csv(self) -> str:
         """The panel's numbers, a header of column names then one line per row, then the cells' 95% intervals
@@ -129,7 +136,7 @@ def panel_figure(panel: HeatPanel, *, skipped: Mapping[tuple[str, str], str] | N
         zmin=zmin, zmax=zmax, unit=panel.unit, csv_value=panel.csv_value,
         text_format="+.1f" if panel.unit == PTS else ".2f",
         skipped=skipped if panel.matrix else None, pending=pending if panel.matrix else None,
-        intervals=panel.intervals, colorbar_title=colorbar_title(panel.meaning) if panel.meaning else None,
+        intervals=panel.intervals, colorbar_title=colorbar_title(panel.meaning) if panel.meaning else panel.scale,
         marked=panel.marked,
     )  # fmt: skip
 
@@ -174,15 +181,37 @@ def measure_words(name: str) -> str:
     return measure_direction(name) if _registered(name) is not None else "a measure this version does not know"
 
 
-def cka_panels(summary: Mapping[str, Any]) -> list[HeatPanel]:
-    """The heat maps of a finished similarity run: its measure, and the shuffled-input baseline, the measure
-    against an untrained twin of B and the calibrated score, where the run has them.
+def cka_panels(summary: Mapping[str, Any], view: str | None = None) -> list[HeatPanel]:
+    """The heat maps of a finished similarity run, by ``view`` (:data:`SIMILARITY_VIEWS`):
+
+    - ``"calibrated"``: the map against random-init Bs alone (:func:`random_null_panel`), where the run has a
+      null with a spread (two untrained Bs or more); else, as for runs stored before it, the raw maps;
+    - ``"raw"``: the measure, then where the run has them the shuffled-input baseline, the mean of the untrained
+      Bs (their 95% range on hover) and the dependence test (shuffled images);
+    - None: both, the calibrated map first (a report).
 
     The colour range follows the measure's registered bounds: fixed 0..1 for [0, 1] measures (CKA, SVCCA,
     k-NN Jaccard); a neutral diverging scale centred at 0 for those that go below 0, fixed at their bounds
     (RSA: -1..1) or, with no lower bound (ridge R²), at -1..1 with lower values saturated (their numbers are
     printed in the cells); the data's range otherwise (Procrustes distance, unknown measures).
+
+    >>> s = {"measure": "cka-linear", "senders": ["x"], "receivers": ["u"], "values": [[0.9]],
+    ...      "random_null": {"seeds": 5, "values": [[0.5]], "calibrated": [[8.0]], "threshold": 3.04}}
+    >>> [p.title for p in cka_panels(s, "calibrated")]
+    ['Linear CKA, beyond random-init B (sds above the mean of 5 untrained Bs)']
+    >>> [p.title for p in cka_panels(s, "raw")]
+    ['Linear CKA', 'Linear CKA, A against an untrained B (random-init null, mean of 5 seeds)']
     """
+    if view not in (None, *SIMILARITY_VIEWS):
+        raise ValueError(f"unknown similarity view {view!r}; use one of {', '.join(SIMILARITY_VIEWS)}")
+    calibrated = random_null_panel(summary) if view != "raw" else None
+    if view == "calibrated" and calibrated is not None:
+        return [calibrated]
+    return ([calibrated] if calibrated is not None else []) + _raw_panels(summary)
+
+
+def _raw_panels(summary: Mapping[str, Any]) -> list[HeatPanel]:
+    """The measure's values and the maps they are read against (:func:`cka_panels`' ``"raw"``)."""
     measure = summary.get("measure", "cka-linear")
     name = MEASURE_TITLES.get(measure, measure or "similarity")
     meas = _registered(measure)
@@ -202,15 +231,43 @@ def cka_panels(summary: Mapping[str, Any]) -> list[HeatPanel]:
         panels.append(HeatPanel(f"{name}, shuffled inputs (baseline)", summary["baseline"],
                                 csv_name=f"{measure}-baseline", **common))  # fmt: skip
     twin = summary.get("random_null") or {}
-    if twin.get("values"):  # A against an untrained B: what the architecture and the inputs give alone
-        panels.append(HeatPanel(f"{name}, A against an untrained B (random-init null)", twin["values"],
-                                csv_name=f"{measure}-untrained-b", **common))  # fmt: skip
-    if summary.get("calibrated"):  # (value - null mean) / null spread: how far above a chance pairing
+    if twin.get("values"):  # A against untrained Bs: what the architecture and the inputs give alone
+        k = int(twin.get("seeds") or len(twin.get("refs") or ()) or 1)
+        drawn = f"mean of {k} seeds" if k > 1 else "one seed"
+        panels.append(HeatPanel(f"{name}, A against an untrained B (random-init null, {drawn})", twin["values"],
+                                csv_name=f"{measure}-untrained-b", intervals=twin.get("ci"), **common))  # fmt: skip
+    if summary.get("calibrated"):  # (value - shuffled mean) / shuffled spread: passed by any two nets on one input
         panels.append(HeatPanel(
-            f"{name}, calibrated against its null", summary["calibrated"],
-            summary["senders"], summary["receivers"], "null spreads", csv_name=f"{measure}-calibrated",
-            diverging=True, bounded=False, matrix=False, meaning=f"calibrated:{measure}"))  # fmt: skip
+            f"{name}, {DEPENDENCE_TEST}", summary["calibrated"], summary["senders"], summary["receivers"],
+            "shuffled-image sds", csv_name=f"{measure}-dependence-test", diverging=True, bounded=False,
+            matrix=False, meaning=f"calibrated:{measure}"))  # fmt: skip
     return panels
+
+
+def random_null_panel(summary: Mapping[str, Any]) -> HeatPanel | None:
+    """The calibrated map of a similarity run: each cell in standard deviations of A against random-init Bs
+    above their mean (+ = more similar than an untrained B, also for a distance), the cells within their 95%
+    range ringed; None where the run has no null with a spread
+    (:func:`~stitchcore.experiments.similarity.random_null_map`).
+
+    >>> p = random_null_panel({"measure": "procrustes", "senders": ["x"], "receivers": ["u", "v"],
+    ...     "random_null": {"seeds": 5, "values": [[0.9, 0.8]], "calibrated": [[6.0, 1.0]], "threshold": 3.04}})
+    >>> p.values, list(p.marked), p.scale.split("<br>")[0]
+    ([[6.0, 1.0]], [('x', 'v')], 'sds vs random-init B')
+    """
+    cells = random_null_map(summary)
+    if cells is None:
+        return None
+    measure = summary.get("measure", "cka-linear")
+    name = MEASURE_TITLES.get(measure, measure or "similarity")
+    k, top = cells["seeds"], cells["threshold"]
+    return HeatPanel(
+        f"{name}, beyond random-init B (sds above the mean of {k} untrained Bs)", cells["grid"],
+        summary["senders"], summary["receivers"], "sds vs random-init B", csv_name=f"{measure}-vs-random-b",
+        diverging=True, bounded=False, matrix=False, marked=cells["within"] or None,
+        scale=(f"sds vs random-init B<br>(+ = more similar than an untrained B; ○ = within 95% of {k} "
+               f"untrained Bs, below {top:.2f})"),
+    )  # fmt: skip
 
 
 # a matrix's proxy (its fits' moments): the panel's title and its measures.meaning key
@@ -381,7 +438,17 @@ def _stitch(record: RunRecord, store: Store) -> list[RunFigure]:
 
 
 def _similarity(record: RunRecord, store: Store) -> list[RunFigure]:
-    return [_panel(p) for p in cka_panels(record.summary)] if record.summary.get("values") else []
+    """The calibrated map (where the run has one) then the raw maps, each group's first figure saying how to read
+    it (:func:`~stitchcore.experiments.similarity.similarity_map_words`)."""
+    s = record.summary
+    if not s.get("values"):
+        return []
+    calibrated = random_null_panel(s)
+    figs = [_panel(p) for p in cka_panels(s, "raw")]
+    figs[0] = replace(figs[0], caption=similarity_map_words(s, "raw"))
+    if calibrated is None:
+        return figs
+    return [replace(_panel(calibrated), caption=similarity_map_words(s, "calibrated")), *figs]
 
 
 def _matrix(record: RunRecord, store: Store) -> list[RunFigure]:

@@ -20,6 +20,7 @@ from typing import Any
 
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
+from stitchcore.measures.intervals import seed_note
 from stitchcore.plots.penalty import (
     IMAGE_PENALTY,
     LOSS_PENALTY_AXIS,
@@ -162,10 +163,12 @@ def _seed_numbers(seeds: Mapping[str, Any] | None) -> list[tuple[str, Any]]:
     if not seeds:
         return []
     n = len(seeds["seed"])
-    return [(f"Stitched accuracy, mean of {n} seeds", _with_ci(_number("accuracy", seeds["accuracy_mean"]),
-                                                              seeds["accuracy_ci"], "accuracy")),
-            (f"Penalty, mean of {n} seeds", _with_ci(_number("penalty", seeds["penalty_mean"]), seeds["penalty_ci"],
+    rows = [(f"Stitched accuracy, mean of {n} seeds", _with_ci(_number("accuracy", seeds["accuracy_mean"]),
+                                                              seeds.get("accuracy_ci"), "accuracy")),
+            (f"Penalty, mean of {n} seeds", _with_ci(_number("penalty", seeds["penalty_mean"]), seeds.get("penalty_ci"),
                                                     "penalty"))]  # fmt: skip
+    note = seed_note(n)
+    return rows + ([("Across seeds", note)] if note else [])
 
 
 def _zoo_numbers(s: Mapping[str, Any]) -> list[tuple[str, Any]]:

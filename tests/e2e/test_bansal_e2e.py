@@ -27,7 +27,9 @@ def runs(e2e_store):
 
 def test_rsa_run_link_draws_its_heat_maps_and_direction(app_url, page, runs):
     open_app(page, f"{app_url}/similarity?run={runs.id}")
-    page.locator(".js-plotly-plot", has_text="RSA (Spearman of RDMs)").first.wait_for(timeout=60_000)
+    page.locator(".js-plotly-plot", has_text="RSA (Spearman of RDMs), beyond random-init B").first.wait_for(
+        timeout=60_000)  # the calibrated map first
+    page.get_by_text("raw values and their baselines").click()  # the switch: the values beside their baselines
     page.locator(".js-plotly-plot", has_text="shuffled inputs (baseline)").first.wait_for(timeout=30_000)
     page.get_by_text("higher = more similar · −1 .. 1", exact=False).first.wait_for(timeout=30_000)
     assert page.locator('[data-testid="stException"]').count() == 0

@@ -59,7 +59,7 @@ def _numbers(page, base: str, tmp: Path, matrix: str, stitch: str) -> dict[str, 
     open_app(page, f"{base}/results?run={matrix}")
     page.get_by_text("· matrix · done").first.wait_for(timeout=SLOW)
     for name in ("CSV: Stitching accuracy", "CSV: Control: random sender (accuracy)",
-                 "CSV: Debiased: trained − both random"):
+                 "CSV: Control: noise sender (accuracy)", "CSV: Debiased: trained − noise sender"):
         out[name] = _download(page, name, tmp).read_text(encoding="utf-8")
     return out
 
@@ -85,4 +85,5 @@ def test_a_bundle_carries_a_matrix_and_a_stitch_to_another_server(source, page, 
         page.get_by_text("Imported 4 runs").first.wait_for(timeout=SLOW)  # the two, and the two zoo models they use
         after = _numbers(page, fresh, tmp_path / "after", matrix, stitch)
     assert after == before, (before, after)
-    assert {"Stitched accuracy", "Model B", "CSV: Stitching accuracy", "CSV: Debiased: trained − both random"} <= set(after)
+    assert {"Stitched accuracy", "Model B", "CSV: Stitching accuracy", "CSV: Control: noise sender (accuracy)",
+            "CSV: Debiased: trained − noise sender"} <= set(after)

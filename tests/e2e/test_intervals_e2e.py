@@ -1,6 +1,6 @@
 """Every number with its uncertainty, by link in a fresh browser: a stitch trained over two seeds with a
 validation split shows its test-image intervals (caption and error bars), its spread over seeds and what the
-curve watched; a similarity run shows its measure against an untrained B beside the calibrated map."""
+curve watched; a similarity run shows its map calibrated against random-init Bs, then its raw maps."""
 
 from __future__ import annotations
 
@@ -53,14 +53,21 @@ def test_a_stitch_link_shows_its_intervals_seeds_and_validation(app_url, page, r
 
 def test_a_similarity_link_shows_the_untrained_b_null(app_url, page, runs):
     _, sim = runs
+    null = sim.summary["random_null"]
     open_app(page, f"{app_url}/similarity?run={sim.id}")
-    page.get_by_text("Untrained B (zoo:").wait_for(timeout=120_000)
-    page.get_by_text("How much more similar trained B is than untrained B").wait_for()
+    page.get_by_text("Untrained Bs (zoo:").wait_for(timeout=120_000)
+    page.get_by_text("Against 5 random-init Bs (B's architecture, no training)").first.wait_for()
+    chart = page.locator(".js-plotly-plot", has_text="beyond random-init B").first  # the calibrated map first
+    chart.wait_for(timeout=60_000)
+    z = chart.evaluate("el => el.data.find(t => t.name === 'values').z")
+    assert [v for row in z for v in row] == pytest.approx([v for row in null["calibrated"] for v in row], abs=1e-6)
+    bar = chart.evaluate("el => el.data.find(t => t.name === 'values').colorbar.title.text")
+    assert bar.startswith("sds vs random-init B") and "untrained B" in bar  # the colour bar says which map it is
+    page.get_by_text("raw values and their baselines").click()  # the switch: the values beside their nulls
     chart = page.locator(".js-plotly-plot", has_text="A against an untrained B").first
     chart.wait_for(timeout=60_000)
     z = chart.evaluate("el => el.data.find(t => t.name === 'values').z")
-    stored = sim.summary["random_null"]["values"]
-    assert [v for row in z for v in row] == pytest.approx([v for row in stored for v in row], abs=1e-6)
+    assert [v for row in z for v in row] == pytest.approx([v for row in null["values"] for v in row], abs=1e-6)
     bar = chart.evaluate("el => el.data.find(t => t.name === 'values').colorbar.title.text")
     assert "more similar" in bar  # the colour bar says which way is more similar
     if os.environ.get("STITCHLAB_SHOTS"):

@@ -49,6 +49,12 @@ def test_matrix_link_shows_every_control_debiased_skips_and_csvs(app_url, page, 
     expect(plots).to_have_count(7, timeout=30_000)
     assert plots.filter(has_text="Control: ").count() == 4 and plots.filter(has_text="Debiased: ").count() == 2
     assert plots.count() == 7  # the stitching panel + 4 controls + 2 debiased
+    # the two into a random receiver are task-trained (a closed-form fit there copies random B): each says, by its
+    # panel, why it is drawn but never subtracted (the form above says it once for them too: "Controls.")
+    refused = page.locator('[data-testid="stCaptionContainer"]', has_text="No debiased map: the matrix's cells are "
+                           "closed-form least-squares fits").filter(has_text="Control: ")  # fmt: skip
+    expect(refused).to_have_count(2)
+    assert all(refused.filter(has_text=f"Control: {name}.").count() == 1 for name in ("random receiver", "both random"))
     page.get_by_text("grey × = pair skipped").first.wait_for()
 
     # every heat map marks the skipped pair: one "×" each (2 x 2 cells, one skipped)
@@ -70,7 +76,8 @@ def test_matrix_link_shows_every_control_debiased_skips_and_csvs(app_url, page, 
     # one CSV download per panel; the stitching panel's holds its numbers, senders down, receivers across
     buttons = page.locator('[data-testid="stDownloadButton"]').filter(has_text="CSV: ")
     expect(buttons).to_have_count(7, timeout=30_000)
-    saved = download(page, buttons.filter(has_text="CSV: Debiased: trained − random receiver").first, tmp_path)
+    assert buttons.filter(has_text="CSV: Debiased: ").count() == 2  # random sender, noise sender
+    saved = download(page, buttons.filter(has_text="CSV: Debiased: trained − random sender").first, tmp_path)
     rows = list(csv.reader(io.StringIO(saved.read_text(encoding="utf-8"))))
     assert rows[0] == ["debiased_pts: sender (A) \\ receiver (B)", *RECEIVERS]  # the cells' unit in the corner
     assert [r[0] for r in rows[1:]] == list(SENDERS)

@@ -174,8 +174,8 @@ def debiased(summary: Mapping[str, Any], control: str = "random_sender",
 def across_seed_grids(cells: list[dict], senders: list[str], receivers: list[str]) -> dict[str, Any] | None:
     """The matrix's own cells across their adapter seeds (a run with ``seeds`` > 1): ``n`` and, for accuracy and
     penalty, the mean grid and the grid of Student-t 95% intervals across the seeds
-    (``intervals.seed_spread``; ``_ci``: [lo, hi], None where a cell has fewer than two seeds); None when no
-    cell has seeds.
+    (``intervals.seed_spread``, clipped to the metric's range; ``_ci``: [lo, hi], None where a cell has fewer
+    than ``intervals.MIN_SEEDS`` seeds); None when no cell has seeds.
 
     >>> cells = [{"sender": "fc1", "receiver": "fc2", "seeds": {"accuracy": [0.9, 0.92, 0.94], "penalty": [0.05, 0.03, 0.01]}}]
     >>> grids = across_seed_grids(cells, ["fc1"], ["fc2"])
@@ -187,11 +187,11 @@ def across_seed_grids(cells: list[dict], senders: list[str], receivers: list[str
     if not mine:
         return None
     out: dict[str, Any] = {"n": max(len(v.get("accuracy") or []) for v in mine.values())}
-    for field in ("accuracy", "penalty"):
+    for field, bounds in (("accuracy", (0.0, 1.0)), ("penalty", (-1.0, 1.0))):
         means: Grid = []
         spans: list[list] = []
         for sender in senders:
-            spread = [seed_spread((mine.get((sender, r)) or {}).get(field) or []) for r in receivers]
+            spread = [seed_spread((mine.get((sender, r)) or {}).get(field) or [], bounds=bounds) for r in receivers]
             means.append([m for m, _ in spread])
             spans.append([ci for _, ci in spread])
         out[field], out[f"{field}_ci"] = means, spans
@@ -394,7 +394,7 @@ class MatrixState:
     failed: dict[tuple[str, str], str]  # (sender, receiver) -> why the cell failed for good (:func:`failed_pairs`)
     pending: str | None  # what a blank cell means now (:func:`blank_cells_mean`); None: there are none
     controls: list[ControlTable]  # each control beside its debiased matrix, in CONTROLS order (:func:`control_tables`)
-    # 95% bootstrap intervals [lo, hi] per cell (fractions); None where a cell has none (runs from before them)
+    # 95% intervals over the test images [lo, hi] per cell (fractions); None where a cell has none (runs from before them)
     accuracy_ci: list[list] | None = None
     penalty_ci: list[list] | None = None
     # a run with adapter seeds: :func:`across_seed_grids` (mean and t-interval grids across them); else None

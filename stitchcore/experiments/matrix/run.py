@@ -346,7 +346,7 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
         "values": values,
         "metric": "accuracy",
         "penalty": _table(cells, ws, "trained", "penalty"),
-        # 95% bootstrap intervals over the test images, [lo, hi] per cell (penalty: paired with B's own)
+        # 95% intervals over the test images, [lo, hi] per cell (accuracy exact; penalty a bootstrap paired with B's own)
         "values_ci": _table(cells, ws, "trained", "accuracy_ci"),
         "penalty_ci": _table(cells, ws, "trained", "penalty_ci"),
         "residual": _table(cells, ws, "trained", "residual"),

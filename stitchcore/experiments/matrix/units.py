@@ -172,8 +172,8 @@ def _keep_fit(cell: dict, record: dict[str, float | None]) -> None:
 
 
 def _record_score(cell: dict, score: ClassifierScore, ws: _Workspace, recv: str, seed: int) -> None:
-    """A cell's test accuracy and penalty (against B_recv), each with its 95% bootstrap interval over the test
-    images (the penalty's paired: B_recv and the cell scored on the same images)."""
+    """A cell's test accuracy and penalty (against B_recv), each with its 95% interval over the test images
+    (accuracy: exact binomial; penalty: a paired bootstrap, B_recv and the cell scored on the same images)."""
     cell["accuracy"] = score["accuracy"]
     cell["penalty"] = stitching_penalty(ws.bases[recv], score["accuracy"])
     cell["accuracy_ci"] = list(mean_ci(score.correct, seed=seed))
