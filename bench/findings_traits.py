@@ -89,11 +89,14 @@ def distributed(runs: list[list[dict]]) -> list[dict]:
     for k, words in ((0, "never saw a 3"), (1, "random-init A"), (2, "plain A")):
         check_title("distributed", k, words)
     last = runs[0][0]["positions"][LAST]
-    return [finding("A never-seen class fades as more of A is used (accuracy on 3s)", PAPER,
-                    _values(runs, 0, "class_acc:3", LAST), "plain A, same stitch (trained without 3s)",
+    claim = "A never-seen class fades as more of A is used (accuracy on 3s)"
+    return [finding(claim, PAPER, _values(runs, 0, "class_acc:3", LAST), "plain A, same stitch (trained without 3s)",
                     _values(runs, 2, "class_acc:3", LAST), side="less", bounds=RATE,
                     what=f"accuracy on 3s at {last}",
-                    note="The stitch never sees a 3, so a plain A loses the class too.")]  # fmt: skip
+                    note="The stitch never sees a 3, so a plain A loses the class too."),
+            finding(claim, PAPER, _values(runs, 0, "class_acc:3", LAST), "random-init A, same stitch",
+                    _values(runs, 1, "class_acc:3", LAST), side="less", bounds=RATE,
+                    what=f"accuracy on 3s at {last}")]  # fmt: skip
 
 
 def simplicity(runs: list[list[dict]]) -> list[dict]:

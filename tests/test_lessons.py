@@ -205,8 +205,8 @@ def test_presets_and_limits():
         parse_lesson(too_many)
     with pytest.raises(LessonError, match=r"step 1 \('T'\), field 'preset': unknown preset 'inheritence'; did you mean"):
         parse_lesson({**GOOD, "steps": [{"title": "T", "text": "", "preset": "inheritence"}]})
-    with pytest.raises(LessonError, match=r"field 'sweep': preset 'inheritance' has sweeps 1 to 1"):
-        parse_lesson({**GOOD, "steps": [{"title": "T", "text": "", "preset": "inheritance", "sweep": 2}]})
+    with pytest.raises(LessonError, match=r"field 'sweep': preset 'inheritance' has sweeps 1 to 3"):
+        parse_lesson({**GOOD, "steps": [{"title": "T", "text": "", "preset": "inheritance", "sweep": 4}]})
     step = parse_lesson({**GOOD, "steps": [{"title": "T", "text": "", "preset": "inheritance",
                                             "spec": {"max_test": 100}}]}).step(1)  # fmt: skip
     assert step.kind == "sweep" and step.spec["max_test"] == 100
