@@ -20,7 +20,17 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from stitchcore.plots._style import RUN_COLORS, WAITING, add_note, clean, error_bars, house_style, interval
+from stitchcore.plots._style import (
+    RUN_COLORS,
+    WAITING,
+    add_note,
+    clean,
+    error_bars,
+    house_style,
+    interval,
+    legend_below,
+    legend_fits_on_top,
+)
 from stitchcore.plots.traits import penalty_lines
 
 __all__ = ["metric_lines", "preset_figure"]
@@ -60,7 +70,11 @@ def metric_lines(lines: Sequence[Mapping[str, Any]], *, label: str | None = None
     fig.update_layout(meta={"csv_value": next((str(ln["metric"]) for ln in lines if ln.get("metric")), "rate")})
     if not any(ln.get("values") for ln in lines):
         add_note(fig, WAITING if positions else "no positions yet")
-    return house_style(fig, title)
+    fig = house_style(fig, title)
+    labels = [t.name for t in fig.data]
+    if not legend_fits_on_top(labels, title):  # many sweeps' titles: under the plot, never over the title
+        legend_below(fig, labels)
+    return fig
 
 
 def preset_figure(lines: Sequence[Mapping[str, Any]], *, title: str | None = None,

@@ -47,6 +47,8 @@ from stitchcore.plots._style import (
     error_bars,
     house_style,
     interval,
+    legend_below,
+    legend_fits_on_top,
 )
 from stitchcore.plots.penalty import PENALTY_AXIS, PENALTY_COLUMN, PTS, mark_worse_side, penalty_pts
 
@@ -421,4 +423,8 @@ def penalty_lines(lines: Sequence[Mapping[str, Any]], *, title: str | None = Non
     fig.update_layout(meta={"csv_value": PENALTY_COLUMN})
     if not any(ln.get("penalty") for ln in lines):
         add_note(fig, WAITING if positions else "no positions yet")
-    return mark_worse_side(house_style(fig, title))
+    fig = house_style(fig, title)
+    labels = [t.name for t in fig.data]
+    if not legend_fits_on_top(labels, title):  # many sweeps' titles: under the plot, never over the title
+        legend_below(fig, labels)
+    return mark_worse_side(fig)

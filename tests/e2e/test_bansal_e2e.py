@@ -21,7 +21,7 @@ def runs(e2e_store):
     refs = [run_experiment("zoo", ZooRecipe(arch="cnn", dataset="digits", seed=s), store).record.summary["ref"]
             for s in (0, 1)]  # fmt: skip
     rsa = run_experiment("similarity", SimilaritySpec(refs[0], refs[1], measure="rsa", max_samples=200), store)
-    run_preset("label-noise", store)
+    run_preset("label-noise", store, sweeps=[2, 5, 3, 1, 7])  # the 40-epoch panel (the 100-epoch As: minutes)
     return rsa.record
 
 
@@ -39,8 +39,12 @@ def test_label_noise_preset_link_draws_its_penalty_panel(app_url, page, runs):
     open_app(page, f"{app_url}/traits?preset=label-noise")
     chart = page.locator(".js-plotly-plot", has_text="Penalty of a noisy-label bottom along the cut").first
     chart.wait_for(timeout=60_000)
-    for legend in ("A with 50% noisy labels -> clean B", "clean A -> clean B"):
+    for legend in ("A with 50% noisy labels, 40 epochs -> clean B", "clean A (20 epochs) -> clean B",
+                   "random-init A -> clean B"):  # the claim's lines and both dashed baselines
         chart.get_by_text(legend, exact=True).wait_for(timeout=30_000)
-    assert page.get_by_text("Not run yet", exact=False).count() == 0
-    page.get_by_text("Sweep: clean A → clean B", exact=False).first.wait_for(timeout=30_000)
+    waiting = page.get_by_text("Not run yet", exact=False)  # only the 100-epoch panel's noisy As were not run
+    waiting.first.wait_for(timeout=30_000)
+    assert waiting.count() == 1 and "100 epochs" in waiting.first.inner_text()
+    assert "40 epochs" not in waiting.first.inner_text()
+    page.get_by_text("Sweep: clean A (20 epochs) → clean B", exact=False).first.wait_for(timeout=30_000)
     assert page.locator('[data-testid="stException"]').count() == 0
