@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 
 from stitchcore.store.results import Store
 from tests.e2e.conftest import open_app
@@ -13,7 +12,11 @@ def test_traits_preset_runs_and_draws_its_plots(app_url, page):
     open_app(page, f"{app_url}/traits")
     page.locator(".st-key-preset_distributed button").first.click()  # recipes, then the sweep, as background jobs
     page.wait_for_url("**preset=distributed**", timeout=60_000)
-    page.get_by_text(re.compile(r"· done")).first.wait_for(timeout=240_000)  # the sweep has finished
+    chart = page.locator(".js-plotly-plot", has_text="accuracy on class 3 along the cut").first
+    chart.wait_for(timeout=120_000)  # the preset's panel: the claim beside its random-init and plain A
+    for line in ("A never saw a 3, B is plain", "random-init A -> B (plain)", "plain A (A's seed, no trait) -> B (plain)"):
+        chart.get_by_text(line, exact=True).wait_for(timeout=420_000)  # drawn, no longer "(waiting)"
+    page.get_by_text("Sweep: A never saw a 3, B is plain", exact=False).first.click()  # its own plots
     page.get_by_text("Per-class accuracy of the stitched model", exact=True).first.wait_for(timeout=60_000)
     page.locator(".js-plotly-plot").nth(3).wait_for(timeout=30_000)  # trait curves, simplicity raw + normalised, classes
     assert "Traceback" not in page.content()
