@@ -29,7 +29,7 @@ from stitchcore.experiments.preset_seeds import SEED_STEP, seeded_preset
 from stitchcore.experiments.sweep import penalty_along
 from stitchcore.store.results import Store
 
-__all__ = ["at", "check_title", "mean_over", "preset_indexes", "run_seeds"]
+__all__ = ["at", "check_title", "main", "mean_over", "preset_indexes", "run_seeds"]
 
 Summary = dict[str, Any]
 
@@ -82,3 +82,30 @@ def mean_over(values: list[float | None]) -> float | None:
     """The mean of the values present (None: none)."""
     got = [float(v) for v in values if v is not None]
     return statistics.fmean(got) if got else None
+
+
+def main(description: str, readers: dict[str, Callable[[list[list[Summary]]], list[dict]]]) -> None:
+    """The command line of a presets findings script: run ``readers``' presets at ``--seeds`` into ``--store``
+    and print ``{"findings", "model_seeds", "seconds"}`` (each finding tagged with its preset)."""
+    import argparse
+    import json
+
+    import torch
+
+    from stitchcore.experiments.preset_seeds import model_seeds
+
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--seeds", type=int, nargs="+", default=model_seeds(3),
+                    help="model seeds, multiples of 10 (3 or more for an interval)")
+    ap.add_argument("--presets", nargs="+", default=list(readers), choices=list(readers))
+    ap.add_argument("--store", default=str(Path(__file__).resolve().parents[1] / ".findings" / "traits"))
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    store = Store(args.store)
+    found, seconds = [], {}
+    for name in args.presets:
+        t0 = time.perf_counter()
+        runs = run_seeds(name, store, args.seeds, log=lambda m: print(m, file=sys.stderr, flush=True))
+        seconds[name] = round(time.perf_counter() - t0)
+        found += [{**f, "preset": name} for f in readers[name](runs)]
+    print(json.dumps({"findings": found, "model_seeds": args.seeds, "seconds": seconds}, indent=1))

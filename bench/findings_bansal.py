@@ -15,24 +15,16 @@ validation split ``digits|val300s0``).  Prints ``{"findings": [...], "seconds": 
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-import time
 from pathlib import Path
-
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _findings import finding  # bench/ is the script's folder
-from _preset_findings import at, check_title, mean_over, run_seeds
+from _preset_findings import at, check_title, main, mean_over
 
-from stitchcore.experiments.preset_seeds import model_seeds
-from stitchcore.store.results import Store
 
 PAPER = "Bansal, Nakkiran & Barak 2021"
-PRESETS = ("connectivity", "label-noise", "coarse-labels", "kernel-size", "early-convergence", "more-is-better")
 EQUIVALENCE = 0.02  # a stated margin: a 2-point penalty is the paired noise of 450 test images
 PENALTY = (-1.0, 1.0)
 FIRST, LAST = 0, -1  # the first cut (block1) and the last (fc2)
@@ -137,27 +129,10 @@ def more_is_better(runs: list[list[dict]]) -> list[dict]:
     return found
 
 
+# in the order of docs/DESIGN.md; --presets picks some
 READERS = {"connectivity": connectivity, "label-noise": label_noise, "coarse-labels": coarse_labels,
            "kernel-size": kernel_size, "early-convergence": early_convergence, "more-is-better": more_is_better}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, nargs="+", default=model_seeds(3),
-                    help="model seeds, multiples of 10 (3 or more for an interval)")
-    ap.add_argument("--presets", nargs="+", default=list(PRESETS), choices=PRESETS)
-    ap.add_argument("--store", default=str(Path(__file__).resolve().parents[1] / ".findings" / "traits"))
-    args = ap.parse_args()
-    torch.set_num_threads(1)
-    store = Store(args.store)
-    found, seconds = [], {}
-    for name in args.presets:
-        t0 = time.perf_counter()
-        runs = run_seeds(name, store, args.seeds, log=lambda m: print(m, file=sys.stderr, flush=True))
-        seconds[name] = round(time.perf_counter() - t0)
-        found += [{**f, "preset": name} for f in READERS[name](runs)]
-    print(json.dumps({"findings": found, "model_seeds": args.seeds, "seconds": seconds}, indent=1))
-
-
 if __name__ == "__main__":
-    main()
+    main(__doc__.splitlines()[0], READERS)

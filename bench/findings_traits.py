@@ -15,25 +15,17 @@ Student t 95% interval and the verdict.  Prints ``{"findings": [...], "seconds":
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import sys
-import time
 from pathlib import Path
-
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _findings import finding  # bench/ is the script's folder
-from _preset_findings import at, check_title, run_seeds
+from _preset_findings import at, check_title, main
 
-from stitchcore.experiments.preset_seeds import model_seeds
-from stitchcore.store.results import Store
 
 PAPER = "Oxford stitching report"
-PRESETS = ("inheritance", "special-layer", "distributed", "simplicity", "two-cue")
 RATE = (0.0, 1.0)
 CONFUSION = "confusion:3->8"
 LAST = -1
@@ -123,27 +115,10 @@ def two_cue(runs: list[list[dict]]) -> list[dict]:
                     what=f"accuracy on A's cue alone at {last}")]  # fmt: skip
 
 
+# in the order of docs/DESIGN.md; --presets picks some
 READERS = {"inheritance": inheritance, "special-layer": special_layer, "distributed": distributed,
            "simplicity": simplicity, "two-cue": two_cue}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, nargs="+", default=model_seeds(3),
-                    help="model seeds, multiples of 10 (3 or more for an interval)")
-    ap.add_argument("--presets", nargs="+", default=list(PRESETS), choices=PRESETS)
-    ap.add_argument("--store", default=str(Path(__file__).resolve().parents[1] / ".findings" / "traits"))
-    args = ap.parse_args()
-    torch.set_num_threads(1)
-    store = Store(args.store)
-    found, seconds = [], {}
-    for name in args.presets:
-        t0 = time.perf_counter()
-        runs = run_seeds(name, store, args.seeds, log=lambda m: print(m, file=sys.stderr, flush=True))
-        seconds[name] = round(time.perf_counter() - t0)
-        found += [{**f, "preset": name} for f in READERS[name](runs)]
-    print(json.dumps({"findings": found, "model_seeds": args.seeds, "seconds": seconds}, indent=1))
-
-
 if __name__ == "__main__":
-    main()
+    main(__doc__.splitlines()[0], READERS)
