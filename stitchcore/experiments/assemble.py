@@ -165,7 +165,8 @@ class AssembleSpec(DataFiles, Spec):
     # the spec is made, kept as stored when one is read; None for built-in data (left out of the run id)
     data_id: dict[str, str] | str | None = MEASURE_FILES
 
-    LEGACY: ClassVar[dict[str, Any]] = {"data_id": None}  # built-in data: the run ids of before
+    # built-in data: the run ids of before; no rescale key: a run from before chained rescaling
+    LEGACY: ClassVar[dict[str, Any]] = {"data_id": None, "rescale": "oneshot"}
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "a", str(parse_ref(self.a)))
@@ -199,16 +200,6 @@ class AssembleSpec(DataFiles, Spec):
         check_seed("seed", self.seed)
         check_image_caps(self)
         self._check_data_id()  # last: measuring walks the files, after every cheaper check
-
-    def to_dict(self) -> dict[str, Any]:
-        d = super().to_dict()
-        if d["rescale"] == "oneshot":  # the legacy reading stays absent: the ids of runs before it do not move
-            del d["rescale"]
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> AssembleSpec:
-        return super().from_dict({"rescale": "oneshot", **d})  # no key: a run from before chained rescaling
 
     def recipes(self) -> list[AdapterSpec]:
         """Every adapter recipe of the spec: kinds x norms x resamples, random init, in that order."""

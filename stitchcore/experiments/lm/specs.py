@@ -12,6 +12,7 @@ substitutes blocks 1, 2 and 3.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from stitchcore.errors import StitchError
 from stitchcore.experiments._bounds import (
@@ -54,7 +55,9 @@ STARTS = ("best", "init")
 # whose head is used, since GPT heads are tied to wte; "a": always A's (the old reading, dicts without the key).
 EMBEDS = ("tied", "a", "b")
 MAX_POSITION = 100_000  # a residual position counts blocks: far above any model's depth (checked when loaded)
-_LEGACY_TRAIN = {"until": "steps", "start": "init"}  # what a stored dict without these keys meant
+# What a stored dict without these keys meant (Spec.LEGACY: read back by from_dict, left out of to_dict, and
+# today's defaults for a new spec, Spec.new)
+_LEGACY_TRAIN: dict[str, Any] = {"until": "steps", "start": "init"}
 # Per-token linear map, least-squares start, no BatchNorm (train-mode BN would mix a batch's
 # tokens, future positions included).
 LM_ADAPTER = AdapterSpec(kind="linear", norm="none", resample="none", init="lstsq")
@@ -173,19 +176,11 @@ class _Train:
         return self.until == "converged" or self.start == "best"
 
     def _train_dict(self, d: dict) -> dict:
-        """``d`` without the training-rule keys that hold the old reading (old run ids stay the same)."""
-        for key, legacy in _LEGACY_TRAIN.items():
-            if d.get(key) == legacy:
-                del d[key]
+        """``d`` without the stopping rule's settings when training does not stop on them (old ids stay)."""
         if self.until != "converged":
             for key in ("check_every", "patience", "tol"):
                 d.pop(key, None)
         return d
-
-    @classmethod
-    def _legacy(cls, d: dict) -> dict:
-        """A stored dict with the old reading filled in where the keys are absent."""
-        return {**_LEGACY_TRAIN, **d}
 
     @property
     def adapter_name(self) -> str:
@@ -203,6 +198,7 @@ class LMStitchSpec(_Train, _Eval):
     cut_b: int | None = None  # B's position j where B takes over; None = the same as cut_a
     head: str = "b"  # "b": B's head; "a": head-preserving C = A_head(B_{j..h}(S(A_<i)))
     head_at: int | None = None  # head "a": where B's blocks hand back to A's (None = after B's last block)
+    LEGACY: ClassVar[dict[str, Any]] = _LEGACY_TRAIN
 
     def __post_init__(self) -> None:
         if not self.a or not self.b:
@@ -215,10 +211,6 @@ class LMStitchSpec(_Train, _Eval):
 
     def to_dict(self) -> dict:
         return self._train_dict(super().to_dict())
-
-    @classmethod
-    def from_dict(cls, d: dict) -> LMStitchSpec:
-        return super().from_dict(cls._legacy(dict(d)))
 
     def label(self) -> str:
         j = self.cut_a if self.cut_b is None else self.cut_b
@@ -240,6 +232,7 @@ class DepthSpec(_Train, _Eval):
     splits: tuple[int, ...] | None = None  # split positions; None = every one, 0 .. L
     heatmap: bool = False  # also stitch every (i, j) pair with B's head (the heat map)
     embed: str = "tied"  # merges' embeddings: tied (the head's model's) | a | b (see EMBEDS; absent = "a")
+    LEGACY: ClassVar[dict[str, Any]] = {**_LEGACY_TRAIN, "embed": "a"}
 
     def __post_init__(self) -> None:
         if not self.a or not self.b:
@@ -261,14 +254,7 @@ class DepthSpec(_Train, _Eval):
         return head if self.embed == "tied" else self.embed
 
     def to_dict(self) -> dict:
-        d = self._train_dict(super().to_dict())
-        if d.get("embed") == "a":  # the old reading: absent
-            del d["embed"]
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict) -> DepthSpec:
-        return super().from_dict({"embed": "a", **cls._legacy(dict(d))})
+        return self._train_dict(super().to_dict())
 
     def label(self) -> str:
         extra = " + heat map" if self.heatmap else ""
