@@ -47,13 +47,15 @@ def preset_indexes(seeds: list[int]) -> list[int]:
     return [s // SEED_STEP for s in seeds]
 
 
-def run_seeds(name: str, store: Store, seeds: list[int], log: Callable[[str], None] | None = None) -> list[list[Summary]]:
+def run_seeds(name: str, store: Store, seeds: list[int], log: Callable[[str], None] | None = None,
+              dataset: str | None = None) -> list[list[Summary]]:
     """[seed][sweep] summaries of preset ``name`` at model seeds ``seeds`` (multiples of ``SEED_STEP``; its models
-    trained, cached in ``store``)."""
+    trained, cached in ``store``) on ``dataset`` (None: the preset's own; "mnist5k": a Bansal preset's 28x28
+    scale, ``trait_presets.SCALES``)."""
     out = []
     for k in preset_indexes(seeds):
         t0 = time.perf_counter()
-        preset = seeded_preset(name, k)
+        preset = seeded_preset(name, k, dataset=dataset)
         for recipe in preset.recipes:
             run_experiment("zoo", recipe, store)
         out.append([run_experiment("sweep", s, store).record.summary for s in preset.sweeps])
@@ -63,7 +65,7 @@ def run_seeds(name: str, store: Store, seeds: list[int], log: Callable[[str], No
 
 
 def check_title(name: str, index: int, words: str) -> None:
-    """Fail loudly if sweep ``index`` of preset ``name`` is no longer the one a finding reads."""
+    """Fail loudly if sweep ``index`` of preset ``name`` is no longer the one a finding reads (at every scale)."""
     title = seeded_preset(name, 0).sweep_titles[index]
     if words not in title:
         raise SystemExit(f"preset {name!r} sweep [{index}] is {title!r}, not {words!r}: update the findings script")
@@ -84,9 +86,12 @@ def mean_over(values: list[float | None]) -> float | None:
     return statistics.fmean(got) if got else None
 
 
-def main(description: str, readers: dict[str, Callable[[list[list[Summary]]], list[dict]]]) -> None:
-    """The command line of a presets findings script: run ``readers``' presets at ``--seeds`` into ``--store``
-    and print ``{"findings", "model_seeds", "seconds"}`` (each finding tagged with its preset)."""
+def main(description: str, readers: dict[str, Callable[[list[list[Summary]]], list[dict]]],
+         dataset: str | None = None) -> None:
+    """The command line of a presets findings script: run ``readers``' presets at ``--seeds`` (on ``dataset``,
+    :func:`run_seeds`) into ``--store`` and print ``{"findings", "model_seeds", "seconds"}`` (each finding tagged
+    with its preset; on another dataset than digits its paper names the scale)."""
+    from stitchcore.experiments.trait_presets import SCALES
     import argparse
     import json
 
@@ -105,7 +110,10 @@ def main(description: str, readers: dict[str, Callable[[list[list[Summary]]], li
     found, seconds = [], {}
     for name in args.presets:
         t0 = time.perf_counter()
-        runs = run_seeds(name, store, args.seeds, log=lambda m: print(m, file=sys.stderr, flush=True))
+        runs = run_seeds(name, store, args.seeds, log=lambda m: print(m, file=sys.stderr, flush=True), dataset=dataset)
         seconds[name] = round(time.perf_counter() - t0)
-        found += [{**f, "preset": name} for f in readers[name](runs)]
-    print(json.dumps({"findings": found, "model_seeds": args.seeds, "seconds": seconds}, indent=1))
+        scale = {} if dataset in (None, "digits") else {"dataset": dataset}
+        found += [{**f, "preset": name, **scale, **({"paper": f"{f['paper']}, at {dataset}: {SCALES[dataset]}"}
+                                                   if scale else {})} for f in readers[name](runs)]  # fmt: skip
+    print(json.dumps({"findings": found, "model_seeds": args.seeds, "seconds": seconds,
+                      "dataset": dataset or "digits"}, indent=1))

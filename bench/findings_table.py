@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-AREAS = ("traits", "bansal", "matrix", "assemble", "lm")  # the table's order (docs/DESIGN.md's sections)
+AREAS = ("traits", "bansal", "bansal_mnist5k", "matrix", "assemble", "lm")  # the table's order (DESIGN's sections)
 START, END = "<!-- findings-table:start -->", "<!-- findings-table:end -->"
 HEADER = ("| Paper: claim | Project, over model seeds (mean [95% CI]) | Baseline that could break it | "
           "Effect: project − baseline [95% CI] | Verdict (computed) |\n|---|---|---|---|---|")

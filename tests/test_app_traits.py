@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -102,6 +103,33 @@ def test_every_preset_has_its_run_button():
     assert not at.exception
     keys = {b.key for b in at.button}
     assert {f"preset_{p.name}" for p in list_presets()} <= keys  # rows of four: none cut off
+
+
+def test_a_bansal_preset_opens_on_mnist5k_by_link_and_a_scale_it_lacks_says_so(app, monkeypatch):
+    at = app
+    at.query_params.update(preset="coarse-labels", data="mnist5k")
+    _page(at)
+    assert not at.exception and not at.error
+    assert at.radio(key="tr_data").value == "mnist5k"
+    assert any(c.value.startswith("Data: 28x28 MNIST") for c in at.caption)
+    mnist = get_preset("coarse-labels", dataset="mnist5k")
+    shown = " ".join(i.value for i in at.info)  # each sweep "has not been run yet (run <id>)": mnist5k's ids
+    assert all(run_id_for("sweep", s.to_dict()) in shown for s in mnist.sweeps)
+    assert run_id_for("sweep", get_preset("coarse-labels").sweeps[0].to_dict()) not in shown
+    submitted = []  # Run queues mnist5k's models and sweeps (recorded here, not trained: minutes of 28x28 work)
+    monkeypatch.setattr(ui.get_runner(), "submit",
+                        lambda kind, spec: submitted.append(run_id_for(kind, spec.to_dict())) or SimpleNamespace(id=submitted[-1]))  # fmt: skip
+    at.button(key="preset_coarse-labels").click().run()
+    assert at.query_params["data"] in ("mnist5k", ["mnist5k"])  # the link keeps the data
+    assert submitted == [*(run_id_for("zoo", r.to_dict()) for r in mnist.recipes),
+                         *(run_id_for("sweep", s.to_dict()) for s in mnist.sweeps)]  # fmt: skip
+    for query, words in (({"preset": "label-noise", "data": "mnist5k"}, "runs on digits only"),
+                         ({"preset": "kernel-size", "data": "cifar"}, "asked for data=")):  # fmt: skip
+        fresh = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+        fresh.query_params.update(query)
+        _page(fresh)
+        assert not fresh.exception and any(words in w.value for w in fresh.warning), query
+        assert any(m.value == f"### {get_preset(query['preset']).title}" for m in fresh.markdown)
 
 
 def test_a_preset_from_two_model_seeds_shows_each_cut_across_them(app, tmp_path):

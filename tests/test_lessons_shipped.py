@@ -46,6 +46,7 @@ def test_two_seeds_stitch_with_a_penalty_near_zero_along_depth(store):
     assert all(c < s - 0.2 for c, s in zip(control, sweep["stitched"]["accuracy"], strict=True)), control
 
 
+@pytest.mark.timeout(600)  # the report's stitch trains 20 epochs at each of five cuts, with its control twins
 def test_where_a_trait_lives_moves_with_the_cut(store):
     a, inheritance, special = _summaries("where-a-trait-lives", store)
     assert 0.8 < a["accuracy"] < 0.92  # every 3 called an 8: about a tenth of the test images wrong

@@ -22,12 +22,14 @@ from stitchcore.experiments.preset_seeds import (
 )
 from stitchcore.experiments.sweep import SweepSpec
 from stitchcore.experiments.trait_presets import (
+    SCALES,
     TASK_EPOCHS,
     TRAITS,
     Preset,
     get_preset,
     list_presets,
     panel_lines,
+    preset_scales,
     trait_recipe,
     zoo_ref,
 )
@@ -77,6 +79,23 @@ PROTOCOL_LABELS = {"task": "task-trained stitch (the report's protocol)",
                    "match": "least-squares match, no task training (label-free)"}  # fmt: skip
 _query_protocol = st.query_params.get("protocol")
 protocol = _query_protocol if _query_protocol in PROTOCOL_LABELS else "task"
+_query_data = st.query_params.get("data")
+scale = _query_data if _query_data in SCALES else "digits"  # the Bansal presets' data (trait_presets.SCALES)
+if _query_data is not None and _query_data not in SCALES:
+    st.warning(f"This link asked for data={ui.quote(_query_data)}: presets run on {', '.join(SCALES)}; showing "
+               "digits.", icon=":material/warning:")  # fmt: skip
+
+
+def _at_scale(preset: Preset, data: str) -> Preset:
+    """``preset`` on ``data`` where it runs there (a Bansal preset), else as it is (digits)."""
+    return get_preset(preset.name, protocol=preset.protocol, dataset=data) if data in preset_scales(preset.name) else preset
+
+
+def _link(preset: Preset, seeds: int) -> dict[str, str]:
+    """The ``?preset=`` link of a preset as shown (its protocol, its data, its model seeds)."""
+    return {"preset": preset.name, **({"protocol": "match"} if preset.protocol == "match" else {}),
+            **({"data": preset.dataset} if preset.dataset != "digits" else {}),
+            **({"seeds": str(seeds)} if seeds > 1 else {})}  # fmt: skip
 _query_seeds = st.query_params.get("seeds", "1")
 _seeds_ok = (_query_seeds.isascii() and _query_seeds.isdigit() and len(_query_seeds) <= 3  # not "²", not 5,000 digits
              and 1 <= int(_query_seeds) <= MAX_SEEDS)
@@ -102,21 +121,28 @@ for paper, presets in _by_paper.items():
                             help="The report trains the stitch on the task (digits without 3s, A and B frozen); "
                                  "matching fits it to B's activations by least squares, with no labels")  # fmt: skip
         presets = [get_preset(p.name, protocol=protocol) if p.protocol else p for p in presets]
+    scaled_group = any(len(preset_scales(p.name)) > 1 for p in presets)
+    if scaled_group:
+        scale = st.radio("Data", list(SCALES), format_func=SCALES.get, horizontal=True,
+                         index=list(SCALES).index(scale), key="tr_data",
+                         help="The bundled 8x8 digits (seconds per model), or 5,000 real 28x28 MNIST digits with a "
+                              "three-block CNN (about half a minute per model), where a random-init bottom no longer "
+                              "stitches as well as a trained one at the conv cuts. Label noise runs on digits "
+                              "only.")  # fmt: skip
+        presets = [_at_scale(p, scale) for p in presets]
     for k, preset in enumerate(presets):
         if k % 4 == 0:  # rows of four cards
             cols = st.columns(4)
         with cols[k % 4]:
             st.markdown(f"**{preset.title}**")
-            st.caption(preset.claim)
-            seeded = [seeded_preset(preset.name, k, preset.protocol) for k in range(n_seeds)]
+            st.caption(preset.claim + (" (on digits only)" if scaled_group and preset.dataset != scale else ""))
+            seeded = [seeded_preset(preset.name, k, preset.protocol, preset.dataset) for k in range(n_seeds)]
             jobs = [("zoo", r) for p in seeded for r in p.recipes] + [("sweep", s) for p in seeded for s in p.sweeps]
             ui.show_plan_estimate(jobs)  # the models and sweeps not in the store yet, one after the other
             times = f" from {n_seeds} seeds" if n_seeds > 1 else ""
             if st.button("Run", key=f"preset_{preset.name}", disabled=ui.viewer_mode(), type="primary",
                          help=f"Trains {len(preset.recipes)} models, then {len(preset.sweeps)} sweep(s){times}") and _submit(jobs):
-                match = preset.protocol == "match"
-                st.query_params.from_dict({"preset": preset.name, **({"protocol": "match"} if match else {}),
-                                           **({"seeds": str(n_seeds)} if n_seeds > 1 else {})})  # fmt: skip
+                st.query_params.from_dict(_link(preset, n_seeds))
 
 
 # ---------------------------------------------------------------------------- your own sweep
@@ -275,11 +301,12 @@ def _metric_words(metric: str | None) -> str | None:
 def _across_seeds(preset: Preset, n: int) -> None:
     """The preset read across ``n`` model seeds: its figures with each line the mean over the finished seeds and a
     t-interval, or a table per sweep (a preset without figures: simplicity); redrawn while any runs."""
-    ids = [run_id_for("sweep", s.to_dict()) for k in range(n) for s in seeded_preset(preset.name, k, preset.protocol).sweeps]
+    ids = [run_id_for("sweep", s.to_dict())
+           for k in range(n) for s in seeded_preset(preset.name, k, preset.protocol, preset.dataset).sweeps]
 
     @ui.live_while_running(*ids)
     def live() -> None:
-        across = across_model_seeds(preset.name, ui.get_store(), n, preset.protocol)
+        across = across_model_seeds(preset.name, ui.get_store(), n, preset.protocol, preset.dataset)
         done = min(len(sweep["done"]) for sweep in across)
         st.markdown(f"#### Across {n} model seeds")
         st.caption(f"Seeds {', '.join(map(str, across[0]['seeds']))}: each trains every model and adapter from its "
@@ -310,12 +337,17 @@ if preset_name:
         preset = get_preset(preset_name)
         if preset.protocol is not None:
             preset = get_preset(preset_name, protocol=protocol)
+        if scale != "digits" and scale not in preset_scales(preset_name):
+            st.warning(f"{preset.title} runs on digits only: showing it on digits.", icon=":material/warning:")
+        preset = _at_scale(preset, scale)
     except StitchError as exc:
         ui.show_error(exc)
     else:
         st.markdown(f"### {preset.title}")
         if preset.protocol is not None:
             st.caption(f"Stitch: {PROTOCOL_LABELS[preset.protocol]}.")
+        if len(preset_scales(preset.name)) > 1:
+            st.caption(f"Data: {SCALES[preset.dataset]}.")
         st.markdown(f"*Claim* ({preset.paper}): {preset.claim}  \n*Look for:* {preset.look_for}")
         if preset.noise:  # the effect is near the test images' noise: said before anyone reads the curves
             st.caption(f"Near the noise: {preset.noise}")

@@ -3,6 +3,7 @@
     python -m stitchcore sweep --a zoo:cnn-digits-s1 --b zoo:cnn-digits-s0 --metrics accuracy,class_acc:3 --json
     python -m stitchcore sweep --preset inheritance          # train the preset's models, then its sweeps
     python -m stitchcore sweep --preset connectivity --model-seeds 3   # ... from 3 model seeds: mean and interval
+    python -m stitchcore sweep --preset coarse-labels --dataset mnist5k # a Bansal preset on 28x28 MNIST
     python -m stitchcore sweep --list-presets
 """
 
@@ -50,7 +51,9 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     sw.add_argument("--positions", default=None, help="comma-separated cut names (default: every cut)")
     sw.add_argument("--metrics", default="accuracy",
                     help="comma-separated: accuracy, class_acc:3, confusion:3->8, blackout:left, decor:right")
-    sw.add_argument("--dataset", type=data_name, default=None, help="evaluation data (default: B's dataset)")
+    sw.add_argument("--dataset", type=data_name, default=None,
+                    help="evaluation data (default: B's dataset); with --preset, a Bansal preset's scale: digits "
+                         "(default) or mnist5k (28x28 MNIST, three conv blocks)")
     sw.add_argument("--train-data", type=data_name, default=None, help="adapter training data, e.g. digits|drop3 (default: --dataset)")
     sw.add_argument("--adapter", type=given, default="linear", help="linear|linear_relu|identity|... (see stitch --adapter)")
     sw.add_argument("--init", type=given, default="random", help="random|lstsq|procrustes|identity")
@@ -158,17 +161,21 @@ def _run_presets(args: argparse.Namespace, store: Store, bar: ProgressBar) -> No
     from stitchcore.experiments.preset_seeds import across_model_seeds, model_seeds, seeded_preset
 
     seeds = model_seeds(1 if args.model_seeds is None else args.model_seeds)
-    runs = [_run_preset(args, store, bar, seeded_preset(args.preset, k)) for k in range(len(seeds))]
+    for flag in ("train_data", "positions", "max_train", "max_test"):
+        if getattr(args, flag) is not None:  # a preset's sweeps are its own: the flag would be ignored
+            raise StitchError(f"--{flag.replace('_', '-')} is for a sweep of --a/--b; a preset's sweeps fix their own")
+    seeded = [seeded_preset(args.preset, k, dataset=args.dataset) for k in range(len(seeds))]
+    runs = [_run_preset(args, store, bar, preset) for preset in seeded]
     bar.close()
     if len(seeds) == 1:
         emit(args, *runs[0])
         return
-    across = across_model_seeds(args.preset, store, len(seeds))
+    across = across_model_seeds(args.preset, store, len(seeds), dataset=args.dataset)
     obj = {**runs[0][0], "model_seeds": seeds, "per_seed": [obj for obj, _ in runs], "across_seeds": across}
     head = (f"across {len(seeds)} model seeds ({', '.join(map(str, seeds))}; each seed's models and adapters its "
             "own): mean [95% t-interval]")  # fmt: skip
     text = [runs[0][1], "", head]
-    first = seeded_preset(args.preset, 0)
+    first = seeded[0]
     for k, sweep in enumerate(across):
         text += ["", f"[{k}] {sweep['title']}{_baseline_words(first, k)}", across_table(sweep)]
     emit(args, obj, "\n".join(text))
@@ -205,9 +212,11 @@ def _run_preset(args: argparse.Namespace, store: Store, bar: ProgressBar, preset
         sweeps.append({"title": title, "run_id": out.record.id, "cached": out.cached, **out.record.summary,
                        "penalty": penalty_along(out.record.summary),
                        "penalty_ci": penalty_ci_along(out.record.summary)})  # fmt: skip
-    obj = {"preset": preset.name, "claim": preset.claim, "look_for": preset.look_for, "models": models,
+    obj = {"preset": preset.name, "dataset": preset.dataset, "claim": preset.claim, "look_for": preset.look_for,
+           "models": models,
            "sweeps": sweeps, "baselines": {str(k): list(refs) for k, refs in preset.baselines.items()}}  # fmt: skip
-    text = [f"{preset.title}: {preset.claim}", f"look for: {preset.look_for}"]
+    text = [f"{preset.title}{'' if preset.dataset == 'digits' else f' (on {preset.dataset})'}: {preset.claim}",
+            f"look for: {preset.look_for}"]
     text += [f"  {m['ref']:32s} {m['accuracy']:.3f}  {m['recipe']}" for m in models]
     for k, s in enumerate(sweeps):
         text += ["", f"[{k}] {s['title']}  (A {s['a']} -> B {s['b']}){_baseline_words(preset, k)}", table(s)]

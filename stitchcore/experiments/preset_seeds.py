@@ -41,10 +41,10 @@ def model_seeds(n: int) -> list[int]:
     return [k * SEED_STEP for k in range(n)]
 
 
-def seeded_preset(name: str, k: int, protocol: str | None = None) -> Preset:
-    """Seed ``k`` of preset ``name``: its models from ``k * SEED_STEP`` on and its adapters from seed ``k``
-    (k = 0: the preset itself, unchanged)."""
-    preset = get_preset(name, seed=k * SEED_STEP, protocol=protocol)
+def seeded_preset(name: str, k: int, protocol: str | None = None, dataset: str | None = None) -> Preset:
+    """Seed ``k`` of preset ``name`` (at ``dataset``, ``get_preset``'s): its models from ``k * SEED_STEP`` on and
+    its adapters from seed ``k`` (k = 0: the preset itself, unchanged)."""
+    preset = get_preset(name, seed=k * SEED_STEP, protocol=protocol, dataset=dataset)
     if k == 0:
         return preset
     return replace(preset, sweeps=tuple(replace(s, seed=s.seed + k) for s in preset.sweeps))
@@ -62,7 +62,8 @@ def _at(per_seed_lists: list[list | None], i: int, bounds: tuple[float, float]) 
     return {"values": per_seed, "mean": mean, "ci": ci}
 
 
-def across_model_seeds(name: str, store: Store, n: int, protocol: str | None = None) -> list[dict[str, Any]]:
+def across_model_seeds(name: str, store: Store, n: int, protocol: str | None = None,
+                       dataset: str | None = None) -> list[dict[str, Any]]:
     """Each sweep of the preset read across its ``n`` model seeds, from the store (finished sweeps only).
 
     One dict per sweep, in the preset's order: ``title`` (seed 0's), ``positions``, ``seeds`` (the
@@ -72,7 +73,7 @@ def across_model_seeds(name: str, store: Store, n: int, protocol: str | None = N
     [-1, 1]; [] without the accuracy metric).
     """
     seeds = model_seeds(n)
-    presets = [seeded_preset(name, k, protocol) for k in range(len(seeds))]
+    presets = [seeded_preset(name, k, protocol, dataset) for k in range(len(seeds))]
     out = []
     for j, title in enumerate(presets[0].sweep_titles):
         summaries = []
