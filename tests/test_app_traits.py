@@ -123,6 +123,8 @@ def test_a_bansal_preset_opens_on_mnist5k_by_link_and_a_scale_it_lacks_says_so(a
     assert at.query_params["data"] in ("mnist5k", ["mnist5k"])  # the link keeps the data
     assert submitted == [*(run_id_for("zoo", r.to_dict()) for r in mnist.recipes),
                          *(run_id_for("sweep", s.to_dict()) for s in mnist.sweeps)]  # fmt: skip
+    at.radio(key="tr_data").set_value("digits").run()  # the shown preset and its link follow the choice
+    assert "data" not in at.query_params and not any(c.value.startswith("Data: 28x28") for c in at.caption)
     for query, words in (({"preset": "label-noise", "data": "mnist5k"}, "runs on digits only"),
                          ({"preset": "kernel-size", "data": "cifar"}, "asked for data=")):  # fmt: skip
         fresh = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)

@@ -130,6 +130,12 @@ for paper, presets in _by_paper.items():
                               "stitches as well as a trained one at the conv cuts. Label noise runs on digits "
                               "only.")  # fmt: skip
         presets = [_at_scale(p, scale) for p in presets]
+        wanted = None if scale == "digits" else scale  # a shown preset's link follows the choice
+        if "preset" in st.query_params and st.query_params.get("data") != wanted:
+            if wanted is None:
+                del st.query_params["data"]
+            else:
+                st.query_params["data"] = wanted
     for k, preset in enumerate(presets):
         if k % 4 == 0:  # rows of four cards
             cols = st.columns(4)
