@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 
 from stitchcore.store.results import Store
 from tests.e2e.conftest import open_app
 from tests.lm_helpers import train_tiny
 
 
+@pytest.mark.timeout(600)  # three sweeps of the report's 20-epoch stitch at five cuts, one with its control twins
 def test_traits_preset_runs_and_draws_its_plots(app_url, page):
     open_app(page, f"{app_url}/traits")
     page.locator(".st-key-preset_distributed button").first.click()  # recipes, then the sweep, as background jobs
