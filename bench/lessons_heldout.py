@@ -31,7 +31,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from stitchcore.experiments import new_spec, run_experiment
-from stitchcore.experiments.trait_presets import penalty_along, zoo_ref
+from stitchcore.experiments.sweep import penalty_along
+from stitchcore.experiments.trait_presets import zoo_ref
 from stitchcore.experiments.zoo_recipe import ZooRecipe
 from stitchcore.lessons import get_lesson, run_lesson, step_run
 from stitchcore.lessons.reseed import reseeded

@@ -23,7 +23,8 @@ import pytest
 import torch
 
 from stitchcore.experiments import new_spec, run_experiment
-from stitchcore.experiments.trait_presets import penalty_along, zoo_ref
+from stitchcore.experiments.sweep import penalty_along
+from stitchcore.experiments.trait_presets import zoo_ref
 from stitchcore.experiments.zoo_recipe import ZooRecipe
 from stitchcore.lessons import Lesson, get_lesson, parse_lesson, step_run
 from stitchcore.lessons.reseed import reseeded

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from stitchcore.experiments import run_experiment
-from stitchcore.experiments.trait_presets import penalty_along
+from stitchcore.experiments.sweep import penalty_along
 from stitchcore.lessons import get_lesson, lesson_progress, run_lesson, step_run
 from stitchcore.store.results import Store
 from tests.conftest import big_job_threads, copy_store
