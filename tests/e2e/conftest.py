@@ -102,6 +102,11 @@ def page(browser, request, tmp_path, tmp_path_factory):
 def open_app(page, url: str) -> None:
     """Go to ``url`` and wait until Streamlit has drawn the page's first content and finished running the script."""
     page.goto(url)
+    wait_drawn(page)
+
+
+def wait_drawn(page) -> None:
+    """Wait until Streamlit has drawn the page's first content and finished running the script (after a ``goto``)."""
     page.wait_for_selector('[data-testid="stApp"]')
     page.wait_for_selector('[data-testid="stMainBlockContainer"]')
     page.wait_for_function(  # a fresh server's first script run (imports) can take seconds before it draws
