@@ -36,6 +36,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from stitchcore.experiments import calibration
 from stitchcore.experiments import estimate as est
 from stitchcore.experiments.assemble import AssembleSpec
 from stitchcore.experiments.lm import DepthSpec
@@ -111,7 +112,7 @@ def main() -> None:
             if wanted and not any(w in name for w in wanted):
                 continue
             est.clear_calibrations()
-            token = est._NO_WAIT.set(True)  # as a page asks: the quick figure first
+            token = calibration._NO_WAIT.set(True)  # as a page asks: the quick figure first
             quick, asked = None, time.monotonic()
             try:
                 deadline = time.monotonic() + 600
@@ -121,7 +122,7 @@ def main() -> None:
                         break
                     time.sleep(0.05)
             finally:
-                est._NO_WAIT.reset(token)
+                calibration._NO_WAIT.reset(token)
             quick_after = time.monotonic() - asked
             while est.calibrating():
                 time.sleep(0.05)

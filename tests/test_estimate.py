@@ -12,7 +12,9 @@ import pytest
 
 from stitchcore.experiments import get_experiment, list_experiments, run_experiment
 from stitchcore.experiments import zoo as zoo_kind
+from stitchcore.experiments import calibration as cal
 from stitchcore.experiments import estimate as est
+from stitchcore.experiments import timing
 from stitchcore.experiments.estimate import Estimate, estimate_plan, estimate_seconds
 from stitchcore.experiments.lm import DepthSpec, LMStitchSpec
 from stitchcore.experiments.matrix import MatrixSpec
@@ -47,9 +49,9 @@ class _Ticks:
 
 
 def _timing_modules() -> list[ModuleType]:
-    """The modules whose code times a calibration: the engine, and each kind's estimator (in its kind's module,
-    with the char-GPT recipes' in lm_zoo)."""
-    names = {"stitchcore.experiments.estimate", "stitchcore.experiments.lm_zoo"}
+    """The modules whose code times a calibration: the engine's timing helpers, and each kind's estimator (in its
+    kind's module, with the char-GPT recipes' in lm_zoo)."""
+    names = {"stitchcore.experiments.timing", "stitchcore.experiments.lm_zoo"}
     names |= {get_experiment(k).estimate.__module__ for k in list_experiments()}
     return [sys.modules[n] for n in sorted(names)]
 
@@ -231,15 +233,15 @@ def test_a_page_gets_a_quick_figure_first_then_the_full_one(store, monkeypatch):
     _no_background()
     est.clear_calibrations()
     deadline = time.monotonic() + 120
-    with est._MEASURING:  # the full lane is held back, and not needed: the digit CNNs are cheap
+    with cal._MEASURING:  # the full lane is held back, and not needed: the digit CNNs are cheap
         while (small := estimate_seconds("stitch", spec, st, wait=False)) is None:
             assert time.monotonic() < deadline
             time.sleep(0.05)
         assert not small.provisional and est.calibrations() == 1
     _no_background()
     est.clear_calibrations()
-    monkeypatch.setattr(est, "QUICK_CHEAP_SECONDS", -1.0)  # every model counts as large: a quick figure first
-    with est._MEASURING:  # hold the full timing back: only the quick one can finish
+    monkeypatch.setattr(timing, "QUICK_CHEAP_SECONDS", -1.0)  # every model counts as large: a quick figure first
+    with cal._MEASURING:  # hold the full timing back: only the quick one can finish
         while (first := estimate_seconds("stitch", spec, st, wait=False)) is None:
             assert time.monotonic() < deadline
             time.sleep(0.05)
@@ -265,14 +267,14 @@ def test_the_newest_calibration_asked_runs_first(monkeypatch):
         gate.wait(10)
         ran.append(key)
 
-    lane = est._Lane("test-lane", run)
-    with est._LOCK:
+    lane = cal._Lane("test-lane", run)
+    with cal._LOCK:
         lane.ask("first", lambda: None, None)
     deadline = time.monotonic() + 10
     while lane._todo:  # "first" is taken: it runs (held at the gate)
         assert time.monotonic() < deadline
         time.sleep(0.01)
-    with est._LOCK:
+    with cal._LOCK:
         for key in ("second", "third"):
             lane.ask(key, lambda: None, None)
     gate.set()
@@ -330,9 +332,9 @@ def test_full_calibrations_wait_while_a_job_runs(monkeypatch):
     running.set()
     release = est.yield_to(running.is_set)
     try:
-        quick = est._Lane("test-quick", lambda k, m, t: ran.append(f"quick {k}"))
-        full = est._Lane("test-full", lambda k, m, t: ran.append(f"full {k}"), after=quick)
-        with est._LOCK:
+        quick = cal._Lane("test-quick", lambda k, m, t: ran.append(f"quick {k}"))
+        full = cal._Lane("test-full", lambda k, m, t: ran.append(f"full {k}"), after=quick)
+        with cal._LOCK:
             quick.ask("pair", lambda: None, None)
             full.ask("pair", lambda: None, None)
         quick.join(10)
@@ -343,7 +345,7 @@ def test_full_calibrations_wait_while_a_job_runs(monkeypatch):
         assert ran == ["quick pair", "full pair"]
     finally:
         release()
-    assert running.is_set not in est._BUSY_CHECKS
+    assert running.is_set not in cal._BUSY_CHECKS
 
 
 def test_a_full_timing_under_way_stops_at_its_next_step_when_a_job_starts_and_is_done_after_it():
@@ -362,21 +364,21 @@ def test_a_full_timing_under_way_stops_at_its_next_step_when_a_job_starts_and_is
 
     release = est.yield_to(running.is_set)
     try:
-        est._calibrate(key, measure, None, is_quick=False)
-        assert sections == ["first"] and key not in est._CACHE and key in est._DEFERRED
-        assert est._FULL_LANE.busy_now()  # queued again, waiting for the job
+        cal._calibrate(key, measure, None, is_quick=False)
+        assert sections == ["first"] and key not in cal._CACHE and key in cal._DEFERRED
+        assert cal._FULL_LANE.busy_now()  # queued again, waiting for the job
         running.clear()
-        est._FULL_LANE.join(10)
-        assert sections == ["first", "first", "second"] and est._CACHE[key] == 1.0 and key not in est._DEFERRED
+        cal._FULL_LANE.join(10)
+        assert sections == ["first", "first", "second"] and cal._CACHE[key] == 1.0 and key not in cal._DEFERRED
     finally:
         release()
-        with est._LOCK:
-            est._CACHE.pop(key, None)
+        with cal._LOCK:
+            cal._CACHE.pop(key, None)
 
 
 def test_a_job_runner_holds_full_calibrations_back_while_it_runs_a_job(tmp_path):
     from stitchcore.jobs import JobRunner
 
     with Store(tmp_path / "s") as st, JobRunner(st, devices=["cpu"]) as runner:
-        assert len(est._BUSY_CHECKS) >= 1 and not est._jobs_busy()
-    assert not est._jobs_busy() and all(getattr(c, "__self__", None) is not runner for c in est._BUSY_CHECKS)
+        assert len(cal._BUSY_CHECKS) >= 1 and not cal._jobs_busy()
+    assert not cal._jobs_busy() and all(getattr(c, "__self__", None) is not runner for c in cal._BUSY_CHECKS)

@@ -24,7 +24,7 @@ import pytest
 from PIL import Image
 
 from stitchcore.cli.main import main
-from stitchcore.data import images, load_dataset
+from stitchcore.data import imagefolder, images, load_dataset
 from stitchcore.errors import DataError
 from stitchcore.store.results import Store
 from tests.conftest import copy_store
@@ -98,17 +98,17 @@ def classes(*names: str) -> Callable[[Path, pytest.MonkeyPatch], str]:
 
 
 def too_many_classes(root: Path, mp: pytest.MonkeyPatch) -> str:
-    mp.setattr(images, "MAX_CLASSES", 3)  # the bound (10,000), scaled down: 10**6 folders take minutes to make
+    mp.setattr(imagefolder, "MAX_CLASSES", 3)  # the bound (10,000), scaled down: 10**6 folders take minutes to make
     return f"imagefolder:{good_folder(root, ('a', 'b', 'c', 'd'))}"
 
 
 def too_many_files(root: Path, mp: pytest.MonkeyPatch) -> str:
-    mp.setattr(images, "MAX_ENTRIES", 3)  # the bound (10 M), scaled down
+    mp.setattr(imagefolder, "MAX_ENTRIES", 3)  # the bound (10 M), scaled down
     return f"imagefolder:{good_folder(root)}"
 
 
 def no_memory(root: Path, mp: pytest.MonkeyPatch) -> str:
-    mp.setattr(images, "_free_bytes", lambda: 10_000)
+    mp.setattr(imagefolder, "_free_bytes", lambda: 10_000)
     return f"imagefolder:{good_folder(root)}?size=64"
 
 
@@ -246,10 +246,10 @@ def test_the_folder_walk_keeps_imagefolder_order(tmp_path):
     Image.new("RGB", (8, 8)).save(root / "train" / "a" / "deep" / "0.jpeg")
     (root / "train" / "a" / "notes.txt").write_text("not an image")
     os.symlink(root / "test" / "b", root / "train" / "a" / "linked")
-    ours = images._class_folders(root / "train", "x", "")
+    ours = imagefolder._class_folders(root / "train", "x", "")
     theirs = ImageFolder(str(root / "train"), allow_empty=True)
     assert ours == theirs.classes
-    walked = [(f, i) for i, c in enumerate(ours) for f in images._image_files(root / "train" / c, "x", [10**6])]
+    walked = [(f, i) for i, c in enumerate(ours) for f in imagefolder._image_files(root / "train" / c, "x", [10**6])]
     assert walked == theirs.samples
 
 

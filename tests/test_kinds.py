@@ -3,7 +3,7 @@
 A kind registers itself in its own module (``stitchcore.experiments``: run, from_dict, check, backends,
 estimate; the zoo also the models it makes) and exports the readers of its stored results; the
 floors above keep one presentation table each, keyed by kind: its figures (``report.figures.FIGURES``),
-its headline numbers (``report.summary.HEADLINES``), its view in the app (``views/run_views.py``'s
+its headline numbers (``report.summary.HEADLINES``), its view in the app (``views/run_views/``'s
 ``VIEWS``) and the page that launches and shows it (``ui/nav.py``).  Parametrized over
 ``list_experiments()`` (timm's ``tests/test_models.py`` habit), so a new kind that misses one fails here,
 named, and a table that names a kind nobody registers fails too.
@@ -27,7 +27,7 @@ KINDS = list_experiments()
 
 @pytest.fixture(scope="module")
 def views() -> dict:
-    """views/run_views.py's VIEWS (importing it draws nothing: no Streamlit script context needed)."""
+    """views/run_views/'s VIEWS (importing it draws nothing: no Streamlit script context needed)."""
     return importlib.import_module("views.run_views").VIEWS
 
 
@@ -55,7 +55,7 @@ def test_kind_has_a_headline(kind):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_kind_has_a_run_view(kind, views):
-    assert kind in views, f"run kind {kind!r} has no view: add it to VIEWS in views/run_views.py"
+    assert kind in views, f"run kind {kind!r} has no view: add it to VIEWS in views/run_views/__init__.py"
     assert callable(views[kind])
 
 

@@ -16,7 +16,6 @@ from stitchcore.measures.similarity import (
     features_at,
     flatten,
     get_measure,
-    gram_centred,
     gram_linear,
     hsic_unbiased,
     list_measures,

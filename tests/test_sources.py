@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import os
 import pickle
-import sys
 import time
-import types
 
 import pytest
 import torch

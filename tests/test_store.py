@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from stitchcore.store import results as store_mod
 from stitchcore.errors import StoreError
+from stitchcore.store import records
+from stitchcore.store import results as store_mod
 from stitchcore.store.results import SCHEMA_VERSION, Store, resolve_store_dir, run_id_for
 
 SPEC = {"arch": "cnn", "dataset": "digits", "seed": 0, "optim": {"lr": 0.1, "name": "sgd"}}
@@ -47,7 +48,7 @@ def test_run_id_sensitive_to_kind_spec_and_schema(monkeypatch):
     assert run_id_for("stitch", SPEC) != base
     assert run_id_for("zoo", {**SPEC, "seed": 1}) != base
     assert run_id_for("zoo", {**SPEC, "optim": {"lr": 0.01, "name": "sgd"}}) != base
-    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    monkeypatch.setattr(records, "SCHEMA_VERSION", SCHEMA_VERSION + 1)  # where run_id_for reads it
     assert store_mod.run_id_for("zoo", SPEC) != base
 
 

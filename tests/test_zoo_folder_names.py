@@ -21,7 +21,7 @@ from PIL import Image
 
 import stitchcore.experiments  # noqa: F401  (registers the zoo namer)
 from stitchcore.cli.main import main
-from stitchcore.data import images
+from stitchcore.data import imagefolder, images
 from stitchcore.data.fingerprint import data_identity, fingerprint
 from stitchcore.data.images import load_dataset
 from stitchcore.errors import DataError, StitchError
@@ -183,8 +183,8 @@ def test_a_loaded_folder_is_never_served_stale_and_an_unchanged_one_is_not_read_
     alone: files added, removed or edited after a first load were never seen by the process.  Now the copy
     is kept with the folder's fingerprint (stat only): changed files are read again, unchanged ones never."""
     opened = []
-    real_open = images.open_image
-    monkeypatch.setattr(images, "open_image", lambda p, name: opened.append(p) or real_open(p, name))
+    real_open = imagefolder.open_image
+    monkeypatch.setattr(imagefolder, "open_image", lambda p, name: opened.append(p) or real_open(p, name))
     name = f"imagefolder:{folders['a']}?size=8"
     first = load_dataset(name)
     assert first.classes == ("cat", "dog") and len(opened) == 10

@@ -2,7 +2,7 @@
 header, its curve, its kind's result card, downloads), and reruns when jobs that make models end.
 
 A page passes the result cards of the kinds it may show (``cards``: kind -> card); ui never imports the
-pages' views (views/run_views.py holds every kind's view and card).
+pages' views (views/run_views/ holds every kind's view and card).
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def live_while_running(*run_ids: str | None) -> Callable[[Callable[[], None]], C
 
 def run_view(run_id: str, *, key: str = "run", cards: Mapping[str, Card] | None = None) -> JobSnapshot | None:
     """The live view of one run: progress, Stop, curves; once done, the result card of its kind from
-    ``cards`` (kind -> card; views/run_views.py's ``CARDS``: stitch and zoo).
+    ``cards`` (kind -> card; views/run_views' ``CARDS``: stitch and zoo).
 
     Polls with a fragment while the job is active and stops polling once it ends.
     """

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from stitchcore.data.images import ImageDataset, list_datasets, register_dataset
+from stitchcore.data.images import ImageDataset, list_datasets, register_dataset  # noqa: F401 (its doctests list the datasets)
 from stitchcore.errors import DataError
 
 __all__: list[str] = []  # nothing to call: the loaders are reached through load_dataset(name)

@@ -25,6 +25,11 @@ second or two even for two ImageNet ResNets), then in full.  Meanwhile the quick
 ``provisional`` estimate, so every Launch button has a figure within seconds that is refined when the
 full timing is in.
 
+This module holds the figure (:class:`Estimate`), what an estimator sees (:class:`EstimateContext`), the quick
+settings a page offers for a long run, and the entry points; the calibration cache and its background lanes
+are :mod:`stitchcore.experiments.calibration`, the timing helpers :mod:`stitchcore.experiments.timing` (both
+re-exported here: a kind's estimator imports them from this module).
+
 >>> Estimate(372.0, 186.0, 744.0, "calibrated: 1 step of gpt = 310 ms; 1,000 steps").describe()
 'about 6 min on this machine (calibrated: 1 step of gpt = 310 ms; 1,000 steps)'
 >>> estimate_seconds("no-such-kind", None, None) is None
@@ -33,24 +38,42 @@ True
 
 from __future__ import annotations
 
-import atexit
-import contextvars
 import dataclasses
 import logging
-import statistics
-import threading
-import time
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from stitchcore.cuts import Cut, split
-from stitchcore.data.images import ImageDataset
 from stitchcore.device import pick_device
-from stitchcore.errors import StitchError
 from stitchcore.experiments._registry import EXPERIMENTS, get_experiment
+from stitchcore.experiments.calibration import (
+    _NO_WAIT,
+    _THREADS,
+    _USED_QUICK,
+    _Calibrating,
+    calibrated,
+    calibrating,
+    calibrations,
+    clear_calibrations,
+    quick,
+    where,
+    yield_to,
+)
+from stitchcore.experiments.timing import (
+    CAL_EXAMPLES,
+    QUICK_BATCH,
+    QUICK_EXAMPLES,
+    first_images,
+    forward_per_example,
+    full_forward,
+    image_counts,
+    pair_units,
+    per_step,
+    spread,
+    timed,
+)
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.refs import parse_ref
 from stitchcore.models.sources import load_model
@@ -64,14 +87,6 @@ __all__ = ["CAL_EXAMPLES", "QUICK_BATCH", "QUICK_EXAMPLES", "Estimate", "Estimat
 log = logging.getLogger(__name__)
 
 SPREAD = 2.0  # low = best guess / SPREAD, high = best guess * SPREAD
-CAL_STEPS = 3  # quick steps: at least this many are timed after the warm-up step
-MAX_STEPS = 40  # ... or more of them, up to this many, when a step is quick
-STEADY_SECONDS = 0.15  # quick steps are timed for about this long
-CAL_EXAMPLES = 256  # examples a forward pass is timed on
-MAX_SAMPLED = 3  # cells / positions timed per spec; the others are assumed to cost their mean
-QUICK_EXAMPLES = 16  # a quick calibration times forward passes on this many examples ...
-QUICK_BATCH = 8  # ... and training steps at most this batch size, scaled up to the spec's batch size
-QUICK_CHEAP_SECONDS = 0.1  # ... unless A's prefix takes less than this on those examples: then in full
 
 
 @dataclass(frozen=True)
@@ -132,275 +147,6 @@ def estimate_from(seconds: float, basis: str) -> Estimate:
     return Estimate(seconds, seconds / SPREAD, seconds * SPREAD, basis)
 
 
-# ---------------------------------------------------------------------------- calibration cache
-
-_CACHE: dict[Hashable, Any] = {}  # full calibrations
-_QUICK_CACHE: dict[Hashable, Any] = {}  # quick ones (a handful of examples), until the full one is in
-_ASKED: dict[Hashable, float] = {}  # when a page first asked for a calibration (monotonic seconds)
-QUICK_GRACE_SECONDS = 1.5  # a quick figure is given only once the full one has been awaited this long
-_LOCK = threading.Lock()  # guards the tables below (held briefly, never while timing)
-_MEASURING = threading.Lock()  # one full calibration at a time: two timed at once would slow each other down
-_FAILED: dict[Hashable, tuple[float, BaseException]] = {}  # background calibrations that failed, and when
-_RETRY_SECONDS = 60.0  # a failed background calibration is tried again after this long (a model may appear)
-_NO_WAIT = contextvars.ContextVar("stitchlab_estimate_no_wait", default=False)
-_QUICK = contextvars.ContextVar("stitchlab_estimate_quick", default=False)  # measure on a handful of examples
-_IN_FULL: contextvars.ContextVar[list | None] = contextvars.ContextVar("stitchlab_estimate_in_full", default=None)
-_USED_QUICK: contextvars.ContextVar[list | None] = contextvars.ContextVar("stitchlab_estimate_used_quick",
-                                                                          default=None)
-_THREADS: contextvars.ContextVar[int | None] = contextvars.ContextVar("stitchlab_estimate_threads", default=None)
-# Inside full background timing: each timed section first checks that no job runs (else _Deferred), so a run
-# launched meanwhile gets the CPU within one section, not after the whole calibration (12 s of a 27 s preset seen).
-_DEFERS = contextvars.ContextVar("stitchlab_estimate_defers", default=False)
-_DEFERRED: set[Hashable] = set()  # keys whose full timing waits for the jobs: not asked of the quick lane again
-
-
-def _with_threads(measure: Callable[[], Any], threads: int | None) -> Any:
-    """``measure()`` with this OS thread's torch intra-op threads at ``threads`` (the job runner's count;
-    OpenMP keeps the count per thread), restored after."""
-    before = torch.get_num_threads()
-    if threads is not None and threads != before:
-        torch.set_num_threads(threads)
-    try:
-        return measure()
-    finally:
-        if torch.get_num_threads() != before:
-            torch.set_num_threads(before)
-
-
-def where(device: torch.device) -> str:
-    """The part of a calibration's key that says where it was timed: ``cpu x 2 threads``."""
-    return f"{device} x {_THREADS.get() or torch.get_num_threads()} threads"
-
-
-def quick() -> bool:
-    """True inside a quick calibration: measure functions time a handful of examples (``QUICK_EXAMPLES``) and
-    steps at a small batch (``QUICK_BATCH``), scaled to the spec (``pair_units``, ``per_step`` do this)."""
-    return _QUICK.get()
-
-
-class _Calibrating(Exception):
-    """Raised inside an estimate made with ``wait=False`` whose calibration runs in the background."""
-
-
-class _Deferred(Exception):
-    """Raised by a timed section of full background timing while a job runs: timed again once none does."""
-
-
-class _Lane:
-    """A background thread that runs calibrations one after the other, the newest asked first (the page
-    the user looks at now, not the pair they typed on the way to it); a key already asked is not queued twice."""
-
-    def __init__(self, name: str, run: Callable[[Hashable, Callable[[], Any], int | None], None],
-                 after: _Lane | None = None) -> None:
-        self.name, self._run, self._after = name, run, after  # after: wait while that lane is busy
-        self._todo: dict[Hashable, tuple[Callable[[], Any], int | None]] = {}
-        self._thread: threading.Thread | None = None
-
-    def ask(self, key: Hashable, measure: Callable[[], Any], threads: int | None) -> None:
-        """Queue ``key`` (caller holds _LOCK)."""
-        self._todo.pop(key, None)
-        self._todo[key] = (measure, threads)  # last = newest
-        if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(target=self._loop, daemon=True, name=self.name)
-            self._thread.start()
-
-    def busy(self) -> bool:
-        """Queued or running (caller holds _LOCK)."""
-        return bool(self._todo) or (self._thread is not None and self._thread.is_alive())
-
-    def busy_now(self) -> bool:
-        """As :meth:`busy`, taking the lock."""
-        with _LOCK:
-            return self.busy()
-
-    def _loop(self) -> None:
-        while True:
-            while self._after is not None and (self._after.busy_now() or _jobs_busy()):
-                time.sleep(0.05)  # quick figures first, and full ones on a CPU no run is using
-            with _LOCK:
-                if not self._todo:
-                    self._thread = None
-                    return
-                key = next(reversed(self._todo))
-                measure, threads = self._todo.pop(key)
-            self._run(key, measure, threads)
-
-    def join(self, timeout: float) -> None:
-        thread = self._thread
-        if thread is not None and thread.is_alive():
-            thread.join(timeout)
-
-
-def calibrated(key: Hashable, measure: Callable[[], Any]) -> Any:
-    """``measure()`` once per process and key (failures are not cached: a model may appear later).
-
-    Under ``wait=False`` a missing calibration is queued for the background (quick, then full) and this
-    returns the quick value when there is one (the estimate is then ``provisional``), else raises
-    :class:`_Calibrating`; a recent background failure is raised again.
-    """
-    with _LOCK:
-        if key in _CACHE:
-            return _CACHE[key]
-    if not _NO_WAIT.get():
-        with _MEASURING:
-            with _LOCK:
-                if key in _CACHE:
-                    return _CACHE[key]
-            value = _with_threads(measure, _THREADS.get())
-            with _LOCK:
-                return _CACHE.setdefault(key, value)
-    failed = _FAILED.get(key)
-    if failed is not None and time.monotonic() - failed[0] < _RETRY_SECONDS:
-        raise failed[1]
-    threads = _THREADS.get()
-    with _LOCK:
-        asked = _ASKED.setdefault(key, time.monotonic())
-        quick_value = _QUICK_CACHE.get(key, None)
-        if quick_value is None and key not in _DEFERRED:
-            _QUICK_LANE.ask(key, measure, threads)
-        _FULL_LANE.ask(key, measure, threads)
-    if quick_value is None or time.monotonic() - asked < QUICK_GRACE_SECONDS:
-        raise _Calibrating(str(key))  # a small model's full timing is in before a first figure is needed
-    used = _USED_QUICK.get()
-    if used is not None:
-        used.append(key)
-    return quick_value
-
-
-def _calibrate(key: Hashable, measure: Callable[[], Any], threads: int | None, *, is_quick: bool) -> None:
-    """A background calibration: its result goes to the cache, a failure to _FAILED (logged)."""
-    cache = _QUICK_CACHE if is_quick else _CACHE
-    try:
-        with _LOCK:
-            if key in _CACHE or key in cache:
-                return
-        in_full: list[bool] = []
-        if is_quick:  # short: not held back behind a full calibration (a first figure within seconds)
-            token, full_token = _QUICK.set(True), _IN_FULL.set(in_full)
-            try:
-                value = _with_threads(measure, threads)
-            finally:
-                _QUICK.reset(token)
-                _IN_FULL.reset(full_token)
-            if in_full and all(in_full):  # small models: timed in full by the quick one; nothing left to refine
-                cache, is_quick = _CACHE, False
-        else:
-            defers = _DEFERS.set(True)
-            try:
-                with _MEASURING:
-                    value = _with_threads(measure, threads)
-            finally:
-                _DEFERS.reset(defers)
-        with _LOCK:
-            cache[key] = value
-            if not is_quick:
-                _QUICK_CACHE.pop(key, None)
-                _ASKED.pop(key, None)
-                _DEFERRED.discard(key)
-        _FAILED.pop(key, None)
-    except _Deferred:  # a job started: the full lane times it once the jobs are done
-        with _LOCK:
-            _DEFERRED.add(key)
-            _FULL_LANE.ask(key, measure, threads)
-    except StitchError as exc:  # a model or dataset that is not there (yet): say nothing for a while
-        log.info("calibration %s failed: %s", key[0] if isinstance(key, tuple) else key, exc)
-        _FAILED[key] = (time.monotonic(), exc)
-    except Exception as exc:  # unexpected: logged with its traceback, tried again at the next ask
-        log.warning("calibration %s failed", key[0] if isinstance(key, tuple) else key, exc_info=exc)
-        _FAILED[key] = (time.monotonic() - _RETRY_SECONDS + 5.0, exc)
-
-
-_BUSY_CHECKS: list[Callable[[], bool]] = []  # e.g. a job runner's "a job is running"
-
-
-def yield_to(busy: Callable[[], bool]) -> Callable[[], None]:
-    """Full background calibrations wait while ``busy()`` is true (a job runner passes "a job is running":
-    timing beside a run would slow the run and skew the figure; quick ones still give a first figure).
-    Returns the function that takes ``busy`` back."""
-    with _LOCK:
-        _BUSY_CHECKS.append(busy)
-
-    def release() -> None:
-        with _LOCK:
-            if busy in _BUSY_CHECKS:
-                _BUSY_CHECKS.remove(busy)
-    return release
-
-
-def _jobs_busy() -> bool:
-    with _LOCK:
-        checks = list(_BUSY_CHECKS)
-    return any(check() for check in checks)
-
-
-_QUICK_LANE = _Lane("stitchlab-estimate-quick", lambda k, m, t: _calibrate(k, m, t, is_quick=True))
-_FULL_LANE = _Lane("stitchlab-estimate", lambda k, m, t: _calibrate(k, m, t, is_quick=False), after=_QUICK_LANE)
-
-
-@atexit.register
-def _finish_background() -> None:
-    """Let background calibrations end before the interpreter does (torch aborts the process when a thread
-    still inside an op is torn down at exit)."""
-    with _LOCK:
-        _QUICK_LANE._todo.clear()
-        _FULL_LANE._todo.clear()
-    _QUICK_LANE.join(timeout=60)
-    _FULL_LANE.join(timeout=60)
-
-
-def calibrating() -> bool:
-    """True while a background calibration is queued or runs (an estimate asked with ``wait=False`` will come,
-    or be refined)."""
-    with _LOCK:
-        return _QUICK_LANE.busy() or _FULL_LANE.busy()
-
-
-def calibrations() -> int:
-    """How many calibrations this process holds (tests check that the second estimate times nothing)."""
-    with _LOCK:
-        return len(_CACHE)
-
-
-def clear_calibrations() -> None:
-    """Forget every calibration: the next estimates time their steps again (the machine got busier)."""
-    with _LOCK:
-        _CACHE.clear()
-        _QUICK_CACHE.clear()
-        _ASKED.clear()
-        _FAILED.clear()
-        _DEFERRED.clear()
-
-
-def _step_time(stamps: list[float], total: float, steps: int) -> float:
-    """Seconds per step from the times each step ended: the median gap after the first (warm-up) step."""
-    gaps = [b - a for a, b in zip(stamps, stamps[1:])]
-    return statistics.median(gaps) if gaps else total / max(steps, 1)
-
-
-def per_step(run: Callable[[int, Callable[..., None]], Any]) -> float:
-    """Seconds per step of ``run(steps, on_step)`` (real training steps that call ``on_step`` after each):
-    one step after a warm-up step; when that was quick, about STEADY_SECONDS more of them (at most
-    MAX_STEPS), whose median gap is steadier.  A slow model costs two steps, a small one ~0.2 s."""
-    stamps: list[float] = []
-    total = timed(lambda: run(2, lambda *_: stamps.append(time.perf_counter())))
-    estimate = _step_time(stamps, total, 2)
-    if estimate * CAL_STEPS < STEADY_SECONDS and not quick():
-        steps = min(MAX_STEPS, max(CAL_STEPS + 1, int(STEADY_SECONDS / max(estimate, 1e-5))))
-        stamps = []
-        total = timed(lambda: run(steps, lambda *_: stamps.append(time.perf_counter())))
-        estimate = _step_time(stamps, total, steps)
-    return estimate
-
-
-def timed(fn: Callable[[], Any]) -> float:
-    """Seconds ``fn()`` takes.  In full background timing, raises _Deferred first while a job runs."""
-    if _DEFERS.get() and _jobs_busy():
-        raise _Deferred
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
 def _device() -> torch.device:
     return pick_device()  # the device a job gets by default (the runner's default queue)
 
@@ -444,120 +190,6 @@ class EstimateContext:
     def _stand_in(self, ref: str) -> StandIn | None:
         r = parse_ref(ref)
         return self.pending.get(f"zoo:{r.name}") if r.scheme == "zoo" else None
-
-
-def forward_per_example(module: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> float:
-    """Seconds per example of ``module`` over ``x`` [N, ...] without gradients (after one warm-up batch)."""
-    with torch.no_grad():
-        module(x[: min(8, len(x))])
-        return timed(lambda: module(x)) / len(x)
-
-
-def first_images(ds: ImageDataset, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The first ``n`` training images [n, C, H, W] and labels [n] of ``ds``."""
-    x, y = next(iter(ds.batches("train", n)))
-    return x, y
-
-
-# ---------------------------------------------------------------------------- one adapter between two cuts
-
-
-def _timed_in_full(measure: Callable[[], Any]) -> Any:
-    """``measure()`` outside quick mode, inside a quick calibration: its result is the full one (kept as such)."""
-    token, defers = _QUICK.set(False), _DEFERS.set(True)  # full timing: it waits for the jobs as the full lane's
-    try:
-        value = measure()
-    finally:
-        _QUICK.reset(token)
-        _DEFERS.reset(defers)
-    parts = _IN_FULL.get()
-    if parts is not None:
-        parts.append(True)
-    return value
-
-
-def pair_units(a: LoadedModel, b: LoadedModel, ds: ImageDataset, cut_a: Cut, cut_b: Cut, adapter_spec: Any,
-                batch_size: int, objective: str, optimizer: str, device: torch.device) -> dict[str, float]:
-    """Seconds per example of A's prefix, B's prefix and the least-squares fit, per adapter training step
-    through B's suffix, and per example of the stitched model's evaluation."""
-    from stitchcore.stitching.activations import collect
-    from stitchcore.stitching.adapters import build_adapter
-    from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
-    from stitchcore.stitching.train import AdapterTargets, TrainKnobs, parse_objective, train_adapter
-
-    a.to(device), b.to(device)  # whole, then split: a part moved alone leaves its model on two devices
-    prefix_a, _ = split(a, cut_a)
-    prefix_b, suffix_b = split(b, cut_b)
-    available = len(ds.labels("train"))
-    is_quick = quick()
-    if is_quick:  # a small model is timed in full: a handful of its examples is all overhead (20x seen)
-        probe = min(QUICK_EXAMPLES, available)
-        with torch.no_grad():
-            is_quick = timed(lambda: collect(prefix_a, ds, a.preprocess, "train", device=device, batch_size=256,
-                                             limit=probe)) > QUICK_CHEAP_SECONDS
-        if not is_quick:
-            return _timed_in_full(lambda: pair_units(a, b, ds, cut_a, cut_b, adapter_spec, batch_size, objective,
-                                                     optimizer, device))
-        if (parts := _IN_FULL.get()) is not None:
-            parts.append(False)  # this part is a quick one: the full timing will refine it
-    timed_batch = min(batch_size, QUICK_BATCH) if is_quick else batch_size  # quick: steps scaled up after
-    n = min(QUICK_EXAMPLES if is_quick else max(CAL_EXAMPLES, (CAL_STEPS + 1) * batch_size), available)
-    n = max(n, min(2 * timed_batch, available))
-    acts = dict(device=device, batch_size=256, limit=n)
-    out: dict[str, float] = {}
-    t0 = time.perf_counter()
-    h = collect(prefix_a, ds, a.preprocess, "train", **acts)
-    out["prefix_a"] = (time.perf_counter() - t0) / n
-    t0 = time.perf_counter()
-    target = collect(prefix_b, ds, b.preprocess, "train", **acts)
-    out["prefix_b"] = (time.perf_counter() - t0) / n
-    adapter = build_adapter(adapter_spec, cut_a, cut_b)
-    out["fit"] = 0.0
-    if adapter_spec.init in FIT_METHODS:
-        pairs = [(h[i: i + 256], target[i: i + 256]) for i in range(0, n, 256)]
-        out["fit"] = timed(lambda: fit_adapter(adapter, iter(pairs), method=adapter_spec.init)) / n
-    adapter.to(device)
-    objective_map = parse_objective(objective)
-    y = ds.labels("train")[:n]
-    targets = AdapterTargets(labels=y, receiver=target)
-    objective_map = {k: v for k, v in objective_map.items() if k != "kd"} or {"task": 1.0}
-    def step_at(batch: int) -> float:
-        return per_step(lambda steps, on_step: train_adapter(
-            adapter, suffix_b, h, targets, objective=objective_map,
-            knobs=TrainKnobs(optimizer, 1e-4, 0.0, epochs=-(-steps * batch // n), batch_size=batch, seed=0),
-            device=device, on_step=on_step,
-        ))  # fmt: skip
-
-    out["step"] = step_at(timed_batch)
-    if timed_batch < batch_size:  # quick: a step's fixed cost plus its cost per example, from two small batches
-        half = step_at(max(1, timed_batch // 2))
-        per_example = max(0.0, (out["step"] - half) / (timed_batch - max(1, timed_batch // 2)))
-        out["step"] = max(out["step"], out["step"] + per_example * (batch_size - timed_batch))
-    adapter.eval()
-    out["eval"] = forward_per_example(lambda v: suffix_b(adapter(v.to(device))), h[:n])
-    return out
-
-
-def full_forward(m: LoadedModel, ds: ImageDataset, device: torch.device) -> float:
-    """Seconds per example of the whole model (A or B scored alone)."""
-    model = m.model.to(device).eval()
-    x, _ = first_images(ds, min(QUICK_EXAMPLES if quick() else CAL_EXAMPLES, len(ds.labels("train"))))
-    return forward_per_example(lambda v: model(m.preprocess(v.to(device)) if m.preprocess else v.to(device)), x)
-
-
-def image_counts(u: dict, spec: Any) -> tuple[int, int]:
-    """Train and test images a run sees: the calibrated dataset's counts under the spec's caps."""
-    n_train = int(u["n_train"] if spec.max_train is None else min(spec.max_train, u["n_train"]))
-    n_test = int(u["n_test"] if spec.max_test is None else min(spec.max_test, u["n_test"]))
-    return n_train, n_test
-
-
-
-def spread(items: list, k: int = MAX_SAMPLED) -> list:
-    """At most ``k`` items spread over ``items`` (first, middle, last ...)."""
-    if len(items) <= k:
-        return list(items)
-    return [items[round(i * (len(items) - 1) / (k - 1))] for i in range(k)]
 
 
 # ---------------------------------------------------------------------------- quick settings
@@ -683,4 +315,3 @@ def estimate_plan(items: list[tuple[str, Any]], store: Store, *, also_pending: l
         _NO_WAIT.reset(token)
         _THREADS.reset(threads_token)
         _USED_QUICK.reset(used)
-

@@ -31,7 +31,7 @@ from typing import Any
 
 from stitchcore.errors import StitchError
 from stitchcore.jobs.runner import JobRunner
-from stitchcore.store.results import run_id_for
+from stitchcore.store.records import run_id_for
 
 __all__ = ["QuotaFull", "QuotaTicket", "RunQuota"]
 

@@ -32,12 +32,16 @@ A Ray started on this machine (``RunOptions("ray")`` without an address)
     kept for the next job while the setting uses it.  Once the setting no longer does
     (:meth:`JobRunner.set_options`), the runner stops it at once where no job runs on it, else as soon
     as the running job ends (:meth:`JobRunner.local_ray` says which; ``stop_local_ray(cancel_jobs=True)``
-    stops the jobs on it first).
+    stops the jobs on it first).  That bookkeeping is :mod:`.local_ray`.
 
 One runner per store per process: a runner calls :meth:`Store.mark_interrupted`
 when it starts (runs left ``running``/``queued`` by dead processes become
 ``interrupted``), which it skips while another live runner in this process
 uses the same store (a Streamlit code reload can briefly hold two).
+
+This module holds the queues and the public API.  What a worker thread does with a job it takes off a
+queue is in :mod:`._execution`, a job's mutable state in :mod:`._job`; :class:`JobRunner` is built on
+:class:`~._execution.JobExecution` and :class:`~.local_ray.LocalRayKeeper`.
 
 Typical use (the CLI's ``--wait`` style)::
 
@@ -53,32 +57,28 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
 import torch
 
-from stitchcore.backends import RunOptions, local_ray_up, options_from_env, stop_local_ray
+from stitchcore.backends import RunOptions, options_from_env
 from stitchcore.backends.settings import save_options, saved_options
 from stitchcore.device import pick_device
-from stitchcore.errors import Cancelled, RunBusy, StitchError
-from stitchcore.experiments import check_spec, get_experiment, run_experiment, spec_from_record
+from stitchcore.errors import RunBusy, StitchError
+from stitchcore.experiments import check_spec, get_experiment, spec_from_record
 from stitchcore.experiments.estimate import yield_to
 from stitchcore.experiments.zoo import zoo_name
-from stitchcore.jobs.snapshot import FINAL_STATES, JobSnapshot, progress_phase
-from stitchcore.jobs.worker import (
-    MetricTap,
-    WorkerDied,
-    WorkerProcess,
-    configured_threads,
-    one_line,
-)
+from stitchcore.jobs._execution import JobExecution
+from stitchcore.jobs._job import Listener, _Job, _label
+from stitchcore.jobs.local_ray import LocalRayKeeper
+from stitchcore.jobs.snapshot import FINAL_STATES, JobSnapshot
+from stitchcore.jobs.worker import WorkerProcess, configured_threads
 from stitchcore.models.refs import parse_ref
-from stitchcore.store.results import Store, run_id_for
+from stitchcore.store.records import run_id_for
+from stitchcore.store.results import Store
 
-__all__ = ["JobRunner", "LocalRay"]
+__all__ = ["JobRunner"]
 
 log = logging.getLogger(__name__)
 
@@ -88,75 +88,6 @@ KEEP_FINISHED = 200  # finished jobs kept in memory; older ones are read back fr
 
 _live_roots: dict[Path, int] = {}  # store root -> live runners in this process using it
 _live_roots_lock = threading.Lock()
-
-Listener = Callable[["JobSnapshot"], None]
-
-
-@dataclass
-class _Job:
-    """Mutable state of one job; only touched under ``JobRunner._lock``."""
-
-    id: str
-    kind: str
-    spec: Any
-    label: str
-    device: str
-    rerun: bool
-    submitted: float
-    seq: int  # submit order in this runner (list() sorts on it)
-    state: str = "queued"
-    progress: float = 0.0
-    message: str = "queued"
-    metrics: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
-    error: str | None = None
-    summary: dict | None = None
-    cached: bool = False
-    started: float | None = None
-    finished: float | None = None
-    cancel: threading.Event = field(default_factory=threading.Event)
-    stop_worker: Callable[[], None] | None = None  # process mode: asks the child running it to stop
-    waits_for: tuple[str, ...] = ()  # the queued zoo jobs making models its spec names: checked when it starts
-    rate_from: tuple[float, float] | None = None  # (time, progress) of the current phase's first report above 0
-    rate_phase: str = ""  # that phase: its progress message with the numbers blanked (progress_phase)
-    options: RunOptions | None = None  # where its units run (the runner's setting when submitted; None: local)
-    imported: float | None = None  # a stored hit imported from a bundle: when (RunRecord.imported)
-    imported_from: str | None = None  # and from which bundle file
-
-    @property
-    def checked(self) -> bool:
-        """False: its spec names a zoo model a job queued here is making; it is checked when it starts."""
-        return not self.waits_for
-
-    def snapshot(self) -> JobSnapshot:
-        return JobSnapshot(
-            self.id, self.kind, self.label, self.state, self.progress, self.message,
-            {name: list(points) for name, points in self.metrics.items()}, self.error,
-            dict(self.summary) if self.summary is not None else None, self.cached,
-            self.submitted, self.started, self.finished, self.device, self.spec, self.rate_from, self.waits_for,
-            self.imported, self.imported_from,
-        )
-
-
-@dataclass(frozen=True)
-class LocalRay:
-    """The Ray this runner's jobs started on this machine, as :meth:`JobRunner.local_ray` sees it."""
-
-    up: bool  # it is running (its processes hold about 2 GB)
-    wanted: bool  # the runner's setting still sends jobs to it
-    busy: tuple[JobSnapshot, ...] = ()  # running jobs whose units run on it: it stops after they end
-
-    @property
-    def lingering(self) -> bool:
-        """Up although the setting no longer uses it (a job still runs on it, or stopping it failed)."""
-        return self.up and not self.wanted
-
-
-def _label(kind: str, spec: Any) -> str:
-    if callable(getattr(spec, "label", None)):
-        return str(spec.label())
-    if callable(getattr(spec, "short_name", None)):
-        return f"{kind}:{spec.short_name()}"
-    return kind
 
 
 def _norm_device(name: str) -> str:
@@ -175,7 +106,7 @@ def _detect_devices() -> list[str]:
     return [*found, "cpu"]
 
 
-class JobRunner:
+class JobRunner(JobExecution, LocalRayKeeper):
     """Process-wide job queues over one :class:`Store`: submit, poll, cancel, wait.
 
     ``devices``: the queues, in order of preference (default: every CUDA device,
@@ -258,31 +189,6 @@ class JobRunner:
             save_options(self.store.root, options)
         if not options.local_ray:
             self.stop_local_ray()  # where a job still runs on it, it stops when that job ends
-
-    def local_ray(self) -> LocalRay:
-        """Whether a Ray this runner's jobs started on this machine is up, wanted, and busy."""
-        with self._lock:
-            workers = list(self._workers)
-            busy = tuple(j.snapshot() for j in sorted(self._jobs.values(), key=lambda j: j.seq)
-                         if j.state == "running" and j.options is not None and j.options.local_ray)  # fmt: skip
-        up = self._ray_here or any(w.ray_up for w in workers) or bool(busy)  # a job on it: started, or starting
-        return LocalRay(up=up, wanted=self.options.local_ray, busy=busy)
-
-    def stop_local_ray(self, cancel_jobs: bool = False) -> LocalRay:
-        """Stop the Ray this runner's jobs started on this machine wherever no job runs on it now (a job
-        running on it keeps it until the job ends, then it stops if the setting no longer uses it);
-        ``cancel_jobs``: first cancel the jobs running on it (they end within seconds, keeping their
-        finished cells).  Returns the state after."""
-        if cancel_jobs:
-            for job in self.local_ray().busy:
-                self.cancel(job.id)
-        with self._lock:
-            workers = list(self._workers)
-        for worker in workers:
-            if worker.ray_up and worker.stop_ray():  # None: it runs a job; after it, _release_ray
-                log.info("stopped the Ray started by %s", worker.name)
-        self._release_here()
-        return self.local_ray()
 
     def options_for(self, kind: str) -> RunOptions | None:
         """The runner's options for a job of ``kind``; None (local) for kinds that run only here."""
@@ -543,197 +449,3 @@ class JobRunner:
         finished = [j for j in self._jobs.values() if j.state in FINAL_STATES]
         for job in sorted(finished, key=lambda j: j.seq)[: max(0, len(finished) - KEEP_FINISHED)]:
             del self._jobs[job.id]
-
-    def _finish(self, job: _Job, state: str, error: str | None) -> None:
-        """Move ``job`` to a final state (caller holds the lock) and wake waiters."""
-        job.state, job.error, job.finished = state, error, time.time()
-        job.message = state if error is None else error
-        self._cond.notify_all()
-
-    def _forget_queued_row(self, run_id: str) -> None:
-        """Delete the placeholder row a deferred job wrote at submit, if it is still only queued."""
-        try:
-            rec = self.store.lookup(run_id)
-            if rec is not None and rec.status == "queued":
-                self.store.delete_run(run_id)
-        except Exception:  # the job state is final anyway; never kill a worker over bookkeeping
-            log.exception("job %s: could not remove its queued row", run_id)
-
-    def _store_final(self, run_id: str, error: str, status: str) -> None:
-        """Make sure the store row is not left queued/running after a failure outside the experiment."""
-        try:
-            rec = self.store.lookup(run_id)
-            if rec is not None and rec.status in ("queued", "running"):
-                self.store.fail(run_id, error, status=status)
-        except RunBusy:
-            pass  # another live process runs it: its row is its own
-        except Exception:  # the job state is already final; never kill a worker over bookkeeping
-            log.exception("job %s: could not record %s in the store", run_id, status)
-
-    def _notify(self, job: _Job) -> None:
-        with self._lock:
-            listeners = list(self._listeners)
-            snap = job.snapshot() if listeners else None
-        for fn in listeners:
-            try:
-                fn(snap)
-            except Exception:
-                log.exception("job listener %r failed", fn)
-
-    def _release_here(self) -> None:
-        """Thread mode: stop the Ray a job of this runner started in this process, unless a job uses it."""
-        if not self._ray_here:
-            return
-        with self._lock:
-            if any(j.state == "running" and j.options is not None and j.options.local_ray
-                   for j in self._jobs.values()):  # fmt: skip
-                return
-            self._ray_here = False
-        if stop_local_ray():
-            log.info("stopped the Ray this process started")
-
-    def _release_ray(self, worker: WorkerProcess | None) -> None:
-        """After a job: the Ray it left up on this machine stops if the setting no longer uses it."""
-        if self.options.local_ray:
-            return
-        try:
-            if worker is not None and worker.ray_up:
-                worker.stop_ray()
-            self._release_here()
-        except Exception:  # never kill a worker thread over the cleanup
-            log.exception("could not stop the Ray started on this machine")
-
-    def _work(self, queue_name: str) -> None:
-        worker = None
-        if self.isolation == "process":
-            worker = WorkerProcess(str(self._root), self.cpu_threads, name=f"stitchlab-worker-{queue_name}")
-            with self._lock:
-                self._workers.append(worker)
-            if self._warm:
-                worker.start()  # warm from the start: the first job does not wait for torch's imports
-        else:
-            torch.set_num_threads(self.cpu_threads)  # OpenMP keeps the count per OS thread
-        q = self._queues[queue_name]
-        try:
-            while True:
-                job = q.get()
-                if job is None:
-                    return
-                try:
-                    self._run(job, worker)
-                except Exception:  # a bug in the runner itself; the worker keeps going
-                    log.exception("job %s: runner error", job.id)
-                self._release_ray(worker)
-        finally:
-            if worker is not None:
-                worker.stop()
-
-    def _done(self, job: _Job, summary: dict, cached: bool, seconds: float) -> None:
-        history = self.store.series(job.id) if cached else None  # done meanwhile elsewhere
-        with self._lock:
-            job.summary, job.cached, job.progress = summary, cached, 1.0
-            if history is not None:
-                job.metrics = history
-            self._finish(job, "done", None)
-        log.info("job %s done in %.1f s", job.id, seconds)
-        self._notify(job)
-
-    def _run_in_worker(self, job: _Job, worker: WorkerProcess, on_progress: Callable[[float, str, dict], None],
-                       on_points: Callable[[int, dict[str, float]], None]) -> tuple[str, str | None]:
-        """Run ``job`` in the worker process; ("done", None) once recorded as done, else (state, error)."""
-        with self._lock:
-            job.stop_worker = worker.cancel
-            stopped = job.cancel.is_set()
-        if stopped:
-            return "cancelled", "cancelled"
-        try:
-            result = worker.run(job.kind, job.spec, rerun=job.rerun, device=job.device,
-                                on_progress=lambda fraction, message: on_progress(fraction, message, {}),
-                                on_points=on_points, options=job.options.to_dict() if job.options else None)
-        except WorkerDied as exc:
-            log.error("job %s: %s", job.id, exc)
-            return "failed", str(exc)
-        finally:
-            with self._lock:
-                job.stop_worker = None
-        if result[0] == "done":
-            self._done(job, result[1], result[2], result[3])
-            return "done", None
-        return ("cancelled" if result[0] == "cancelled" else "failed"), result[1]
-
-    def _run(self, job: _Job, worker: WorkerProcess | None = None) -> None:
-        with self._lock:
-            if job.state != "queued":
-                return  # cancelled while queued
-            stopped = job.cancel.is_set()
-            if stopped:
-                self._finish(job, "cancelled", "cancelled before it started")
-            else:
-                job.state, job.started, job.message = "running", time.time(), "starting"
-        if stopped:
-            self._store_final(job.id, "cancelled before it started", "cancelled")
-            self._notify(job)
-            return
-        self._notify(job)
-
-        def on_points(step: int, metrics: dict[str, float]) -> None:
-            with self._lock:
-                for name, value in metrics.items():
-                    points = job.metrics.setdefault(str(name), [])
-                    if points and points[-1][0] == step:
-                        points[-1] = (step, float(value))  # the store replaces a repeated step too
-                    else:
-                        points.append((step, float(value)))
-            self._notify(job)
-
-        def on_progress(fraction: float, message: str, metrics: dict[str, float]) -> None:
-            with self._lock:
-                job.progress = fraction
-                phase = progress_phase(message) if message else job.rate_phase
-                if fraction > 0 and (job.rate_from is None or phase != job.rate_phase):
-                    job.rate_from, job.rate_phase = (time.time(), fraction), phase  # a new phase: its own rate
-                if message:
-                    job.message = message
-            self._notify(job)
-
-        store: Any = MetricTap(self.store, job.id, on_points)  # stands in for the Store
-        state, error = "failed", None
-        if not job.checked:
-            try:
-                check_spec(job.kind, job.spec, self.store)
-            except StitchError as exc:  # the spec cannot run: nothing of it stays in the store
-                self._forget_queued_row(job.id)
-                with self._lock:
-                    self._finish(job, "failed", one_line(str(exc)) or type(exc).__name__)
-                log.info("job %s refused: %s", job.id, exc)
-                self._notify(job)
-                return
-        if worker is not None:
-            state, error = self._run_in_worker(job, worker, on_progress, on_points)
-            if state == "done":
-                return
-        else:
-            ray_before, outcome = local_ray_up(), None
-            try:
-                outcome = run_experiment(
-                    job.kind, job.spec, store, rerun=job.rerun, progress=on_progress, cancel=job.cancel,
-                    device=job.device, check=False, options=job.options,
-                )
-            except Cancelled as exc:
-                state, error = "cancelled", one_line(str(exc)) or "cancelled"
-            except StitchError as exc:
-                error = one_line(str(exc)) or type(exc).__name__
-            except Exception as exc:
-                error = one_line(f"{type(exc).__name__}: {exc}")
-                log.exception("job %s (%s) failed", job.id, job.label)
-            finally:
-                if not ray_before and local_ray_up():
-                    self._ray_here = True  # this job started it: this runner stops it when it is not wanted
-            if outcome is not None:
-                self._done(job, dict(outcome.record.summary), outcome.cached, outcome.seconds)
-                return
-        self._store_final(job.id, error, state)
-        with self._lock:
-            self._finish(job, state, error)
-        log.info("job %s %s: %s", job.id, state, error)
-        self._notify(job)

@@ -404,7 +404,7 @@ def _run_one(store: Any, job: tuple, cancel: threading.Event, send: Callable[[tu
     from stitchcore.backends import RunOptions
     from stitchcore.errors import Cancelled, StitchError
     from stitchcore.experiments import run_experiment
-    from stitchcore.store.results import run_id_for
+    from stitchcore.store.records import run_id_for
 
     _, kind, spec, rerun, device, options = job
     run_id = run_id_for(kind, spec.to_dict())

@@ -31,7 +31,7 @@ from torch import nn
 
 from stitchcore.data.text import lm_batches
 from stitchcore.errors import DataError
-from stitchcore.lm.parts import ComposedLM, TokenCodec
+from stitchcore.lm.parts import TokenCodec
 from stitchcore.measures.intervals import mean_ci, paired_statistic_ci
 
 __all__ = [

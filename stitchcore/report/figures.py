@@ -50,7 +50,8 @@ from stitchcore.plots.penalty import (
     loss_penalty_pct,
     penalty_pts,
 )
-from stitchcore.store.results import RunRecord, Store
+from stitchcore.store.records import RunRecord
+from stitchcore.store.results import Store
 
 __all__ = [
     "COMPARE_METRICS",

@@ -38,7 +38,8 @@ from stitchcore.report.figures import RunFigure, compare_figures, run_figures
 from stitchcore.report.summary import facts, headline, run_label, summary_row
 from stitchcore.store.bundle import resolve_runs
 from stitchcore.store.disk import out_file
-from stitchcore.store.results import RunRecord, Store
+from stitchcore.store.records import RunRecord
+from stitchcore.store.results import Store
 from stitchcore.timewords import usable_time
 
 __all__ = ["Chapter", "ReportInfo", "markdown_html", "report_html", "write_report"]

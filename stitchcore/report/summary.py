@@ -33,7 +33,7 @@ from stitchcore.plots.penalty import (
     penalty_label,
     penalty_pts,
 )
-from stitchcore.store.results import RunRecord
+from stitchcore.store.records import RunRecord
 from stitchcore.timewords import duration_words
 
 __all__ = ["HEADLINES", "SUMMARY_FIELDS", "TABLE_NUMBERS", "facts", "headline", "preprocess_text", "run_label", "summary_row",

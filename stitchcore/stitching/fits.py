@@ -26,11 +26,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from stitchcore.errors import AdapterError
-from stitchcore.stitching.layers import ChannelLinear, LowRankLinear, to_rows
+from stitchcore.stitching.layers import to_rows
 
 if TYPE_CHECKING:
     from stitchcore.stitching.adapters import Adapter

@@ -9,7 +9,8 @@ True
 from __future__ import annotations
 
 from stitchcore.store.bundle import BundleInfo, ImportReport, export_bundle, import_bundle, read_manifest
-from stitchcore.store.results import SCHEMA_VERSION, RunRecord, Store, resolve_store_dir, run_id_for
+from stitchcore.store.records import SCHEMA_VERSION, RunRecord, resolve_store_dir, run_id_for
+from stitchcore.store.results import Store
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -1,5 +1,5 @@
-"""What a bundled row may hold, by type and range: the rules :mod:`stitchcore.store.bundle` checks every run of a
-bundle against before anything is written (a bundle with one bad value is refused whole).
+"""What a bundled row may hold, by type and range: the rules :mod:`stitchcore.store.bundle_check` checks every
+run of a bundle against before anything is written (a bundle with one bad value is refused whole).
 
 A row's kind, status, label and error are bounded strings, its times finite and between :data:`EARLIEST` and now
 (plus :data:`CLOCK_SKEW`); a summary's headline numbers (:data:`HEADLINE_NUMBERS`) are finite numbers, its other

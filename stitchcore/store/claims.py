@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from stitchcore.errors import StitchError
 
 if TYPE_CHECKING:
-    from stitchcore.store.results import RunRecord
+    from stitchcore.store.records import RunRecord
 
 __all__ = ["Namer", "contradiction", "register_namer", "run_names", "spec_name"]
 

@@ -8,14 +8,15 @@ are written to a temp file then renamed: a crash leaves a run ``running``, which
 The tables and their migrations are in :mod:`._schema`; who runs a run (owners, heartbeats,
 cancelling from another process) is in :mod:`._ownership`.
 
->>> run_id_for("zoo", {"arch": "cnn", "seed": 0}) == run_id_for("zoo", {"seed": 0, "arch": "cnn"})
-True
+This module holds :class:`Store`, the facade of every public store operation, and its writes.  Run ids
+and the run record are in :mod:`.records`; the SQLite connections and transactions in
+:mod:`._connections`, every read in :mod:`.queries` (the Store's base classes).  ``run_id_for``,
+``RunRecord``, ``SCHEMA_VERSION``, ``resolve_store_dir`` and ``MAX_LIST`` stay importable from here.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import math
 import os
@@ -25,13 +26,11 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Self
+from typing import Self
 
-from stitchcore.errors import RunBusy, StoreError, shown
+from stitchcore.errors import RunBusy, StoreError
 
 # HEARTBEAT_SECONDS, STALE_SECONDS and MIGRATIONS lived here: they stay importable from this module (to read;
 # a monkeypatch takes effect in _ownership / _schema, where they are used)
@@ -43,47 +42,28 @@ from stitchcore.store._ownership import (  # noqa: F401
     owner_alive,
 )
 from stitchcore.store._ownership import HOST as _HOST
-from stitchcore.store._schema import MIGRATIONS, STATUSES, migrate  # noqa: F401
+from stitchcore.store._schema import MIGRATIONS, STATUSES  # noqa: F401
 from stitchcore.store.canonical_json import canonical_json, plain_json
-from stitchcore.store.disk import full_disk_message
+
+# run ids, the run record and the store directory moved to .records, MAX_LIST to .queries: importable from here
+# (to read; a monkeypatch of SCHEMA_VERSION takes effect in .records, where run_id_for reads it)
+from stitchcore.store.queries import MAX_LIST, StoreQueries, _sha_file
+from stitchcore.store.records import (
+    _ORIGIN_COLS,
+    _RUN_COLS,
+    DB_NAME,
+    SCHEMA_VERSION,
+    RunRecord,
+    _record,
+    resolve_store_dir,
+    run_id_for,
+)
 
 __all__ = ["MAX_LIST", "SCHEMA_VERSION", "STATUSES", "RunRecord", "Store", "resolve_store_dir", "run_id_for"]
 
 log = logging.getLogger(__name__)
 
-# Version of what a stored result *means*; hashed into every run id, so bumping
-# it makes old results cache misses (they stay listed).  Independent of the
-# database layout, which evolves through _schema.MIGRATIONS without invalidating runs.
-SCHEMA_VERSION: int = 1
-
-DB_NAME = "stitchlab.sqlite"
-ENV_VAR = "STITCHLAB_STORE"
-MAX_LIST = 1_000_000_000  # the most runs list_runs is asked for (limit): above any store, within SQLite's int64
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # run ids and artifact names: one path part
-
-
-def resolve_store_dir(explicit: str | Path | None = None) -> Path:
-    """Store directory: ``explicit`` (``--store``) > ``$STITCHLAB_STORE`` > ``<repo>/cache``."""
-    for choice in (explicit, os.environ.get(ENV_VAR, "").strip()):
-        if choice is not None and str(choice) != "":
-            return Path(choice).expanduser().resolve()
-    return Path(__file__).resolve().parents[2] / "cache"
-
-
-def run_id_for(kind: str, spec: dict) -> str:
-    """First 16 hex chars of sha256 over canonical JSON of kind, spec and SCHEMA_VERSION."""
-    plain_json(spec, "spec", lenient=False)
-    text = canonical_json({"kind": kind, "spec": spec, "schema": SCHEMA_VERSION})
-    return hashlib.sha256(text.encode("ascii")).hexdigest()[:16]
-
-
-def _sha_file(path: Path) -> tuple[str, int]:
-    digest, size = hashlib.sha256(), 0
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-            size += len(chunk)
-    return digest.hexdigest(), size
 
 
 def _check_name(name: str, what: str) -> None:
@@ -96,35 +76,7 @@ def _writable(root: Path, db_path: Path) -> bool:
     return os.access(root, os.W_OK) and os.access(db_path, os.W_OK)
 
 
-@dataclass(frozen=True)
-class RunRecord:
-    """One row of the runs table."""
-
-    id: str  # run_id_for(kind, spec)
-    kind: str  # experiment kind: "zoo", "stitch", "matrix" ...
-    spec: dict  # the resolved spec, as hashed into the id
-    status: str  # one of STATUSES
-    summary: dict  # result metrics ({} until done); NaN stored as None
-    error: str | None  # one-line message for failed/cancelled/interrupted runs
-    created: float  # time.time() when the row was (re)created
-    started: float | None  # when it last began running
-    finished: float | None  # when it reached a final status
-    label: str  # short human label for lists and plots
-    imported: float | None = None  # when this store imported it from a bundle; None: computed here
-    imported_from: str | None = None  # the bundle's file name, when imported
-
-
-_RUN_COLS = "id, kind, spec, status, summary, error, created, started, finished, label"
-_ORIGIN_COLS = "imported, imported_from"  # database version 3 (NULLs from an older read-only store)
-_ART_COLS = "name, relpath, sha256, bytes"
-
-
-def _record(row: tuple) -> RunRecord:
-    rid, kind, spec, status, summary, *rest = row  # rest: error, created, started, finished, label, origin
-    return RunRecord(rid, kind, json.loads(spec), status, json.loads(summary) if summary else {}, *rest)
-
-
-class Store:
+class Store(StoreQueries):
     """The results store; safe to share between threads (one connection per thread)."""
 
     def __init__(self, root: str | Path | None = None) -> None:
@@ -160,113 +112,6 @@ class Store:
             self.close()
             raise
 
-    def _conn(self) -> tuple[sqlite3.Connection, threading.RLock]:
-        """This thread's connection and the lock held while it is used (``close`` takes it before closing)."""
-        if self._closed:
-            raise StoreError(f"store {self.root} is closed: open a new Store")
-        entry = getattr(self._local, "entry", None)
-        if entry is None:
-            conn = None
-            try:
-                if self.read_only:
-                    conn = self._read_only_connection()
-                else:
-                    conn = sqlite3.connect(self.db_path, 30, isolation_level=None, check_same_thread=False)
-                    conn.execute("PRAGMA busy_timeout = 30000")
-                    conn.execute("PRAGMA journal_mode = WAL")
-                    conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: durable up to the last checkpoint
-                conn.execute("PRAGMA foreign_keys = ON")
-            except sqlite3.DatabaseError as exc:
-                if conn is not None:
-                    conn.close()
-                full = None if self.read_only else full_disk_message(self.root, exc)
-                if full is None:
-                    raise StoreError(
-                        f"{self.db_path} is not a usable database ({exc}): move it aside or pass another --store"
-                    ) from exc
-                self.full_disk = full  # reads go on through a read-only connection; writes say why they cannot
-                conn = self._read_only_connection()
-                conn.execute("PRAGMA foreign_keys = ON")
-            entry = (conn, threading.RLock())
-            self._local.entry = entry
-            with self._conns_lock:
-                self._conns.append(entry)
-        return entry
-
-    def _read_only_connection(self) -> sqlite3.Connection:
-        """A connection that reads what a live writer elsewhere has committed (its ``-wal`` file) where SQLite can
-        read that file and its index; else an immutable one (nothing to create on a read-only mount), and
-        :attr:`stale` says that recent runs may be missing."""
-        uri = self.db_path.resolve().as_uri()
-        wal = self.db_path.with_name(self.db_path.name + "-wal")
-        if wal.is_file() and wal.stat().st_size > 0:  # a writer's commits not yet checkpointed into the file
-            conn = sqlite3.connect(f"{uri}?mode=ro", 30, isolation_level=None, check_same_thread=False, uri=True)
-            try:
-                conn.execute("PRAGMA busy_timeout = 30000")
-                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # reads the WAL index: fails here if not
-                return conn
-            except sqlite3.DatabaseError as exc:
-                conn.close()
-                self.stale = (f"store {self.root} is read-only and its writer's latest changes ({wal.name}) cannot "
-                              f"be read here ({exc}): runs finished since its last checkpoint may be missing")  # fmt: skip
-        return sqlite3.connect(f"{uri}?mode=ro&immutable=1", 30, isolation_level=None, check_same_thread=False,
-                               uri=True)  # fmt: skip
-
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction (BEGIN IMMEDIATE: takes the write lock up front, no upgrade deadlock)."""
-        if self.read_only:
-            raise StoreError(f"store {self.root} is read-only: results can be viewed, not written;"
-                             " pass a writable --store DIR (or STITCHLAB_STORE) to run experiments")
-        conn, in_use = self._conn()
-        if self.full_disk:
-            raise StoreError(self.full_disk)
-        with self._write_lock, in_use:
-            if self._closed:
-                raise StoreError(f"store {self.root} is closed: open a new Store")
-            try:
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                    yield conn
-                except BaseException:  # Ctrl-C may land just after BEGIN returns: never leave it open
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-                conn.execute("COMMIT")
-            except sqlite3.DatabaseError as exc:
-                full = full_disk_message(self.root, exc)
-                if full is not None:  # nothing was written: said in one line (it may work again once space frees)
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise StoreError(full) from None
-                if type(exc) is not sqlite3.DatabaseError:  # locked, constraint ...: the caller's to handle
-                    raise
-                raise StoreError(self._damaged(exc)) from None
-
-    def _query(self, sql: str, args: Iterable[Any] = ()) -> list[tuple]:
-        conn, in_use = self._conn()
-        try:
-            with in_use:
-                if self._closed:
-                    raise StoreError(f"store {self.root} is closed: open a new Store")
-                return conn.execute(sql, tuple(args)).fetchall()
-        except sqlite3.DatabaseError as exc:
-            if type(exc) is not sqlite3.DatabaseError:  # locked, constraint ...: the caller's to handle
-                raise
-            raise StoreError(self._damaged(exc)) from None
-
-    def _damaged(self, exc: Exception) -> str:
-        return (f"{self.db_path} is damaged ({exc}): restore a backup, or move it aside and pass another --store"
-                " (the sqlite3 shell's .recover can salvage its rows)")
-
-    def _migrate(self) -> None:
-        self._conn()  # opening finds a full disk: then the store is read as it is, as a read-only one is
-        migrate(self._query, self._tx, root=self.root, db_path=self.db_path,
-                read_only=self.read_only or bool(self.full_disk))  # fmt: skip
-        columns = {row[1] for row in self._query("PRAGMA table_info(runs)")}
-        origin = _ORIGIN_COLS if "imported" in columns else "NULL, NULL"  # a read-only store of version < 3
-        self._run_cols = f"{_RUN_COLS}, {origin}"  # what every read of a run row selects (RunRecord's fields)
-
     def close(self) -> None:
         """Close every connection this Store opened (any thread); further calls raise StoreError.
 
@@ -286,22 +131,6 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def lookup(self, run_id: str) -> RunRecord | None:
-        """The run with this id, whatever its status; None if unknown."""
-        rows = self._query(f"SELECT {self._run_cols} FROM runs WHERE id = ?", (run_id,))
-        return _record(rows[0]) if rows else None
-
-    def lookup_done(self, run_id: str) -> RunRecord | None:
-        """The run if it finished successfully (a cache hit), else None."""
-        rec = self.lookup(run_id)
-        return rec if rec is not None and rec.status == "done" else None
-
-    def _get(self, run_id: str) -> RunRecord:
-        rec = self.lookup(run_id)
-        if rec is None:
-            raise StoreError(f"unknown run id {run_id!r}: see `python -m stitchcore runs list`")
-        return rec
 
     def _upsert(self, run_id: str, kind: str, spec: dict, label: str, status: str, keep_done: bool = False
                 ) -> RunRecord:
@@ -356,18 +185,6 @@ class Store:
         Returns False (and forgets the heartbeat thread) when this Store owns nothing or is closed.
         """
         return self._ownership.beat_once(self)
-
-    def _drop_thread_conn(self) -> None:
-        """Close the calling thread's connection (a thread that ends takes its connection with it)."""
-        entry = getattr(self._local, "entry", None)
-        if entry is None:
-            return
-        self._local.entry = None
-        with self._conns_lock:
-            if entry in self._conns:
-                self._conns.remove(entry)
-        with entry[1]:
-            entry[0].close()
 
     def live_owner(self, run_id: str) -> str | None:
         """'host:pid' of the other live process that has this run queued or running; None if none does."""
@@ -445,28 +262,6 @@ class Store:
             raise StoreError(f"fail() status must be failed, cancelled or interrupted, not {status!r}")
         self.set_status(run_id, status, error)
 
-    def list_runs(
-        self, kind: str | None = None, status: str | Iterable[str] | None = None, limit: int | None = None
-    ) -> list[RunRecord]:
-        """Runs, newest first, optionally filtered by kind and status (one or several); at most ``limit``
-        (None: all), a whole number 0 .. :data:`MAX_LIST` (SQLite's LIMIT is a 64-bit integer, and -1 there
-        means no limit at all).
-
-        >>> Store.list_runs(None, limit=10**30)  # doctest: +ELLIPSIS
-        Traceback (most recent call last):
-        ...
-        stitchcore.errors.StoreError: limit must be a whole number 0 .. 1000000000 (got 1000...); leave it out for every run
-        """
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_LIST):
-            raise StoreError(f"limit must be a whole number 0 .. {MAX_LIST} (got {shown(limit, 24)}); leave it out "
-                             "for every run")
-        wanted = [] if status is None else [status] if isinstance(status, str) else list(status)
-        sql = f"SELECT {self._run_cols} FROM runs WHERE (? IS NULL OR kind = ?)"
-        sql += f" AND status IN ({', '.join('?' * len(wanted))})" if status is not None else ""
-        sql += " ORDER BY created DESC, rowid DESC LIMIT ?"
-        args = [kind, kind, *wanted, -1 if limit is None else int(limit)]
-        return [_record(r) for r in self._query(sql, args)]
-
     def partial_path(self, run_id: str) -> Path:
         """A run's resume file (finished parts of an unfinished run; survives a re-run's reset)."""
         _check_name(run_id, "run id")
@@ -523,18 +318,6 @@ class Store:
                 conn.executemany("INSERT OR REPLACE INTO series VALUES (?, ?, ?, ?, ?)", rows)
         except sqlite3.IntegrityError as exc:
             raise StoreError(f"unknown run id {run_id!r}: call Store.begin before logging metrics") from exc
-
-    def series(self, run_id: str, names: Iterable[str] | None = None) -> dict[str, list[tuple[int, float]]]:
-        """``{name: [(step, value), ...]}`` ordered by step; NULL values come back as NaN."""
-        sql, args = "SELECT name, step, value FROM series WHERE run = ?", [run_id]
-        if names is not None:
-            wanted = list(names)
-            sql += f" AND name IN ({', '.join('?' * len(wanted))})"
-            args.extend(wanted)
-        out: dict[str, list[tuple[int, float]]] = {}
-        for name, step, value in self._query(sql + " ORDER BY name, step", args):
-            out.setdefault(name, []).append((step, math.nan if value is None else value))
-        return out
 
     def _blob_target(self, run_id: str, name: str) -> Path:
         _check_name(run_id, "run id")
@@ -650,56 +433,3 @@ class Store:
             for folder in moved:
                 shutil.rmtree(folder, ignore_errors=True)
             raise
-
-    def artifacts(self, run_id: str) -> list[dict]:
-        """``[{"name", "path", "sha256", "bytes"}, ...]`` sorted by name."""
-        rows = self._query(f"SELECT {_ART_COLS} FROM artifacts WHERE run = ? ORDER BY name", (run_id,))
-        return [{"name": n, "path": self.root / rel, "sha256": sha, "bytes": b} for n, rel, sha, b in rows]
-
-    def artifact_path(self, run_id: str, name: str, *, verify: bool = True) -> Path:
-        """Path of a recorded artifact; StoreError if unknown, missing, or (``verify``) not the bytes stored."""
-        rows = self._query("SELECT relpath, sha256, bytes FROM artifacts WHERE run = ? AND name = ?", (run_id, name))
-        if not rows:
-            raise StoreError(f"run {run_id!r} has no artifact {name!r}: re-run it to produce one")
-        path = self.root / rows[0][0]
-        if not path.is_file():
-            raise StoreError(f"artifact {name!r} of run {run_id} is missing at {path}: re-run the run")
-        if verify:
-            self._verify(run_id, name, path, rows[0][1], rows[0][2])
-        return path
-
-    def _verify(self, run_id: str, name: str, path: Path, sha: str, size: int) -> None:
-        """StoreError unless ``path`` still has its recorded sha256 and size (hashed once per file change)."""
-        stat = path.stat()
-        stamp = (stat.st_mtime_ns, stat.st_size)
-        if self._verified.get(path) == stamp:
-            return
-        if _sha_file(path) != (sha, size):
-            raise StoreError(
-                f"artifact {name!r} of run {run_id} does not match the sha256 recorded when it was stored"
-                f" ({path} was changed or replaced): re-run run {run_id} (e.g. --rerun), or restore the file;"
-                " `python -m stitchcore runs check` lists every such file"
-            )
-        self._verified[path] = stamp
-
-    def integrity_check(self) -> list[str]:
-        """Problems found (SQLite integrity, missing/tampered blobs, inconsistent rows); [] when fine."""
-        try:
-            problems = [f"sqlite: {r[0]}" for r in self._query("PRAGMA integrity_check") if r[0] != "ok"]
-            problems += [f"sqlite foreign key: {r}" for r in self._query("PRAGMA foreign_key_check")]
-        except (sqlite3.DatabaseError, StoreError) as exc:
-            return [f"sqlite: {exc} (copy the store aside, then re-run or re-import)"]
-        for rid, name, rel, sha, size in self._query(f"SELECT run, {_ART_COLS} FROM artifacts"):
-            path = self.root / rel
-            if not path.is_file():
-                problems.append(f"run {rid}: artifact {name} missing ({path})")
-                continue
-            if _sha_file(path) != (sha, size):
-                problems.append(f"run {rid}: artifact {name} does not match its recorded sha256/size")
-        sql = "SELECT id FROM runs WHERE status = 'done' AND (summary IS NULL OR finished IS NULL)"
-        problems += [f"run {rid}: done without summary or finish time" for (rid,) in self._query(sql)]
-        known = {r[0] for r in self._query("SELECT id FROM runs")}
-        for folder in sorted(self.blobs.iterdir()) if self.blobs.is_dir() else ():
-            if folder.is_dir() and folder.name not in known:
-                problems.append(f"blobs/{folder.name}: folder without a run (delete it or re-import)")
-        return problems

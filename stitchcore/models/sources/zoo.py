@@ -23,7 +23,8 @@ from stitchcore.models.refs import ModelRef, parse_seed
 from stitchcore.models.sources._registry import ARCH_BUILDERS, register_source
 from stitchcore.models.sources.checkpoint import load_into, read_checkpoint
 from stitchcore.store.claims import run_names
-from stitchcore.store.results import RunRecord, Store
+from stitchcore.store.records import RunRecord
+from stitchcore.store.results import Store
 
 __all__ = ["find_zoo_run", "list_zoo_models", "load_zoo_model", "zoo_epoch", "zoo_names", "zoo_options"]
 

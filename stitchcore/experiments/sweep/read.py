@@ -2,8 +2,8 @@
 its paired intervals, the noise-sender control's curves (:func:`noise_sender_along`, in words
 :func:`noise_sender_words`), and a running sweep's finished positions (:func:`partial_positions`).
 
-:mod:`stitchcore.experiments.sweep` writes what these read (and re-exports them: the experiment that writes a
-result exports its reader).
+:mod:`stitchcore.experiments.sweep.run` writes what these read (and the package re-exports them: the experiment
+that writes a result exports its reader).  Nothing here imports the rest of the package.
 """
 
 from __future__ import annotations

@@ -1,0 +1,146 @@
+"""The language-model runs' view (merge, lmstitch, lmdepth): loss cards, bars or penalty by depth.
+
+Also the adapter's training loss, the (i, j) heat map and each model's sample; lmdepth's points fill in while
+the run is active (``partial_points``).
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import ui
+from stitchcore.experiments.lm import labelled_points, partial_points
+from stitchcore.measures.meaning import colorbar_title, explain
+from stitchcore.plots import lm as plots_lm
+from stitchcore.plots import runs as plots
+from stitchcore.plots.penalty import LM_PAPER_NOTE, format_pct, interval_words, loss_penalty_pct
+from stitchcore.report.figures import PENALTY_WORDS
+from stitchcore.store.results import RunRecord
+from stitchcore.timewords import duration_words
+from views.run_views._shared import _downloads
+
+__all__ = ["lm_view"]
+
+
+def lm_view(rec: RunRecord, *, key: str) -> None:
+    """A merge, lmstitch or lmdepth run: loss cards, loss bars or penalty vs depth (filling in while it
+    runs), the adapter's training loss, the (i, j) heat map and the samples."""
+    runner = ui.get_runner()
+    snap = runner.get(rec.id)
+    run_id = rec.id
+
+    @ui.live_while_running(run_id)
+    def live() -> None:
+        now = runner.get(run_id) or snap
+        ui.run_header(now, key)
+        s = now.summary if now.state == "done" else {}
+        if s:
+            _lm_cards(s, now.kind)
+        has_loss = "loss" in now.metrics or not now.is_final  # the adapter's training loss (stitches only)
+        left, right = st.columns(2) if has_loss else (st.container(), None)
+        if now.kind == "lmdepth":
+            points = labelled_points(s.get("points") or []) if s else partial_points(now.metrics)
+            ui.chart(left, plots_lm.penalty_by_depth(points), key=f"{key}-depth-{run_id}",
+                     file_name=f"{run_id}-penalty-by-depth.csv" if s else None)  # fmt: skip
+        elif s:
+            ui.chart(left, plots_lm.loss_bars(s), key=f"{key}-bars-{run_id}", file_name=f"{run_id}-loss.csv")
+        if right is not None:
+            curves = {"loss": now.metrics.get("loss", [])}
+            ui.chart(right, plots.training_curves(curves, title="Adapter training loss (stitches one after another)"),
+                     key=f"{key}-loss-{run_id}", file_name=f"{run_id}-training-loss.csv" if s else None)  # fmt: skip
+        if s.get("heatmap"):
+            ui.chart(st, plots_lm.penalty_heatmap(s["heatmap"], colorbar_title=colorbar_title("loss_penalty")), key=f"{key}-lmheat-{run_id}",
+                     file_name=f"{run_id}-penalty-heatmap.csv")  # fmt: skip
+        if now.kind == "lmdepth" or s:
+            st.caption(f"The {plots_lm.PENALTY_AXIS}: above 0 = a higher loss than the base model (the one whose "
+                       f"head is used); {LM_PAPER_NOTE}. The image pages' penalty goes the same way: "
+                       f"{PENALTY_WORDS}." + (" On the heat map red = worse, blue = better." if s.get("heatmap")
+                                              else ""))  # fmt: skip
+        if s.get("samples"):
+            _lm_samples(s)
+
+    live()
+    _downloads(rec, key)
+
+
+def _lm_cards(s: dict, kind: str) -> None:
+    base = s["base"]
+    joined = "merged" if kind == "merge" else "stitched"
+
+    def loss_help(score: dict) -> str:  # perplexity, and the 95% interval where the run stored one
+        span = interval_words(score.get("loss_ci"), "loss")
+        return (f"perplexity {score['perplexity']:.2f}" + (f" · 95% interval [{span}] nats (bootstrap over the "
+                                                           "validation windows)" if span else "")
+                + f"  \n{explain('loss')}")
+
+    c = st.columns(5)
+    c[0].metric("Loss A", f"{base['a']['loss']:.3f}", help=loss_help(base["a"]))
+    c[1].metric("Loss B", f"{base['b']['loss']:.3f}", help=loss_help(base["b"]))
+    if kind != "lmdepth":
+        c[2].metric(f"Loss {joined}", f"{s['loss']:.3f}", help=loss_help(s))
+        pen = interval_words(s.get("loss_penalty_ci"), "loss_penalty")
+        base_role = ui.plain(str(s["penalty_base"]).upper())
+        c[3].metric(f"Loss penalty (base {base_role})", format_pct(loss_penalty_pct(s["loss_penalty"])),
+                    help=explain("loss_penalty") + (f" · 95% interval [{pen}] (paired: the base and the {joined} "
+                                                    "model on the same windows)" if pen else ""))
+        c[4].metric("Perplexity", f"{s['perplexity']:.2f}")
+        st.code(" → ".join(s["layout"]), language=None)
+    else:
+        c[2].metric("Points", len(s["points"]))
+        c[3].metric("Time", duration_words(s.get("seconds")))
+        for what, why in (s.get("skipped") or {}).items():
+            st.caption(ui.plain(f"{what}: skipped, {why}"))
+        st.caption(ui.plain(_lm_training_words(s)))
+    if kind == "lmstitch":
+        st.caption(ui.plain(_lm_training_words(s)))
+    if base["a"].get("loss_ci"):  # runs stored before intervals have none
+        n = s["eval_tokens"] // s["block_size"]  # windows
+        if kind == "lmdepth":
+            st.caption(f"Error bars: 95% intervals over the {n} validation windows (bootstrap); each penalty is "
+                       "paired with its base model's loss on the same windows.")
+        else:
+            st.caption(
+                f"95% intervals over the {n} validation windows (bootstrap): A [{interval_words(base['a']['loss_ci'], 'loss')}]"
+                f" · B [{interval_words(base['b'].get('loss_ci'), 'loss')}] · {joined} "
+                f"[{interval_words(s.get('loss_ci'), 'loss')}] · loss penalty "
+                f"[{interval_words(s.get('loss_penalty_ci'), 'loss_penalty')}] (paired: the base and the {joined} "
+                "model scored on the same windows)")
+    st.caption(ui.plain(f"{s['eval_tokens']:,} validation tokens of {s['text']} ({s['vocab']}) · context "
+                        f"{s['block_size']} · loss in nats per token"))
+
+
+def _lm_training_words(s: dict) -> str:
+    """How the run's adapters were trained and which embeddings its merges read, in words."""
+    if s.get("mode") == "depth":
+        embed = {"tied": "the embeddings tied to the head used (head B: B's wte, wpe)", "b": "B's embeddings"}.get(
+            s.get("embed", "a"), "A's embeddings (whichever head)")
+        stitched = [p for p in s["points"] if p.get("mode") == "stitch"]
+        held = [p["held_out"] for p in stitched if p.get("held_out")]
+        merged = any(p.get("mode") == "merge" for p in s["points"])
+        words = " ".join(([f"Merges read {embed}."] if merged else []) + (["Stitches read A's embeddings."]
+                                                                            if stitched else []))
+        if held:
+            stopped = sum(h["converged"] for h in held)
+            words += (f" Adapters trained until the held-out train loss stopped improving ({stopped} of {len(held)} "
+                      f"stopped before the cap; steps kept: {', '.join(str(h['best_step']) for h in held)}).")
+        elif stitched:
+            words += " Adapters trained a fixed number of steps (stored before training to convergence)."
+        return words
+    held = s.get("held_out")
+    start = f"started from {s['start_from']}" if s.get("start_from") else "started from its init"
+    if not held:
+        return f"Adapter {start}, trained {s.get('steps')} steps."
+    how = "stopped: no held-out improvement" if held["converged"] else "hit the step cap"
+    return (f"Adapter {start}; trained {held['stopped_at']} steps ({how}), kept step {held['best_step']} "
+            f"(held-out train loss {held['loss']:.4f}; the validation text above was not looked at).")
+
+
+def _lm_samples(s: dict) -> None:
+    st.markdown("**Samples**: each model continues the same prompt (seed and temperature 0.8 fixed); prompt:")
+    st.code(s["prompt"], language=None)
+    items = list(s["samples"].items())
+    for row in range(0, len(items), 3):
+        cols = st.columns(3)
+        for col, (name, text) in zip(cols, items[row:row + 3], strict=False):
+            col.caption(ui.plain({"a": "Model A", "b": "Model B"}.get(name, name)))
+            col.code(text, language=None, wrap_lines=True)
