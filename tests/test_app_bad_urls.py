@@ -85,7 +85,7 @@ URLS = [
     ("stitch-superscript-epochs", "stitch", {"a": A, "b": B, "epochs": "²"}, "epochs='²' is not a number", ""),
     ("stitch-huge-epochs", "stitch", {"a": A, "b": B, "epochs": HUGE}, "5,000 characters", ""),
     ("stitch-infinite-lr", "stitch", {"a": A, "b": B, "lr": "1e999"}, "is not a finite number", ""),
-    ("stitch-nan-seed", "stitch", {"a": A, "b": B, "seed": "nan"}, "seed='nan' is not a number", ""),
+    ("stitch-nan-seed", "stitch", {"a": A, "b": B, "seed": "nan"}, "seed=nan is not a finite number: using 0", ""),
     ("stitch-nul-cut", "stitch", {"a": A, "b": B, "cut_a": "block1\x00"}, "which this model does not have", ""),
     ("stitch-long-run", "stitch", {"run": LONG}, "10,000 characters", ""),
     ("stitch-newline-run", "stitch", {"run": "x\n# Moved\n[here](http://evil.example)"}, "No run", ""),

@@ -113,9 +113,9 @@ def test_out_of_range_url_values_are_shown_not_silently_replaced(app):
     at = app.run().switch_page("views/stitch.py").run()
     assert not at.exception
     warning = "\n".join(w.value for w in at.warning)
-    for text in ("epochs=100000 is outside 0..500; the form uses 500", "lr=nan is not a finite number",
-                 "batch_size=0 is outside 4..4096; the form uses 4", "max_train=-5 is outside",
-                 "head='zzz' is not one of b, a; the form uses b", "seed='abc' is not a number"):
+    for text in ("epochs=100000 is outside 0 to 500: using 500", "lr=nan is not a finite number",
+                 "batch_size=0 is outside 4 to 4096: using 4", "max_train=-5 is outside",
+                 "head='zzz' is not one the form offers (b, a): using 'b'", "seed='abc' is not a number"):
         assert text in warning.replace("\\", ""), (text, warning)
     assert at.number_input(key="epochs").value == 500 and at.number_input(key="batch_size").value == 4
     assert at.number_input(key="lr").value == StitchSpec(a="x", b="y", cut_a="c", cut_b="c").lr  # the default
@@ -135,7 +135,7 @@ def test_precision_comes_from_the_link_and_goes_into_the_spec(app):
     fresh.query_params.update({"a": "zoo:cnn-digits-s0", "b": "zoo:cnn-digits-s1", "precision": "fp8"})
     fresh = fresh.run()
     warning = "\n".join(w.value for w in fresh.warning)
-    assert "precision='fp8' is not one of fp32, bf16; the form uses fp32" in warning.replace("\\", "")
+    assert "precision='fp8' is not one the form offers (fp32, bf16): using 'fp32'" in warning.replace("\\", "")
 
 
 def test_a_stitch_link_to_another_kind_of_run_says_so_and_links_its_page(app):
@@ -158,6 +158,6 @@ def test_a_link_naming_cuts_the_models_lack_says_so_beside_the_cut_shown(app):
     assert not at.exception
     said = [w.value for w in at.warning]
     shown_a = at.selectbox(key="cut_a").value
-    assert any(f"cut 'blok1', which this model does not have (close: block1" in w and f"showing {shown_a}" in w
+    assert any("cut 'blok1', which this model does not have (close: block1" in w and f"showing {shown_a}" in w
                for w in said), said  # fmt: skip
     assert any("cut 'fc9', which this model does not have" in w for w in said), said

@@ -137,7 +137,7 @@ def _private_to(owner: str, name: str | None) -> str | None:
 # own subpackage).  A new subpackage takes a place here (test_every_subpackage_has_a_floor).
 FLOORS: list[set[str]] = [
     {"stitchcore", "stitchcore.errors", "stitchcore.timewords", "stitchcore.links"},
-    {"stitchcore.registry", "stitchcore.device"},
+    {"stitchcore.registry", "stitchcore.device", "stitchcore.params"},
     {"stitchcore.store", "stitchcore.data", "stitchcore.plots"},
     {"stitchcore.models", "stitchcore.backends"},
     {"stitchcore.cuts"},
@@ -197,7 +197,7 @@ def test_floor_check_sees_an_upward_import():
 
 def test_top_level_stays_small():
     top = sorted(m for m, p in MODULES.items() if m.count(".") == 1 and p.name != "__init__.py")
-    assert len(top) <= 6, top
+    assert len(top) <= 7, top  # params.py: each field declared once (LAYOUT)
 
 
 def test_library_never_imports_streamlit():

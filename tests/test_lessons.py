@@ -241,7 +241,7 @@ def test_student_values_are_held_inside_what_the_step_opens():
     assert student_values(step, {"epochs": "-3.7"}).changed == {"epochs": 0}
     assert student_values(step, {"epochs": "2"}).changed == {}  # the lesson's own value: no variant
     assert student_values(step, {"lr": "1e9"}).changed == {"lr": 0.1}
-    assert student_values(step, {"lr": "nan"}).notes == ("Learning rate 'nan' is not a number: using 0.01",)
+    assert student_values(step, {"lr": "nan"}).notes == ("Learning rate nan is not a finite number: using 0.01",)
     spec = student_values(step, {"adapter.init": "random"}).spec(step)
     assert spec["adapter"]["init"] == "random" and step.spec["adapter"]["init"] == "lstsq"  # the step is untouched
 

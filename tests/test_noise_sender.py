@@ -150,7 +150,7 @@ def test_the_stitch_pages_checkbox_round_trips_through_a_link(app):
             assert "Noise sender" not in shown and "controls" not in rec.summary
     bad = _page({"a": "zoo:cnn-digits-s0", "b": "zoo:cnn-digits-s1", "noise_control": "maybe"})
     assert bad.checkbox(key="noise_control").value is True
-    assert any("noise_control='maybe' is not true or false; the form uses true" in w.value.replace("\\", "")
+    assert any("noise_control='maybe' is not true or false: using true" in w.value.replace("\\", "")
                for w in bad.warning)  # fmt: skip
 
 

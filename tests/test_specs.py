@@ -107,12 +107,17 @@ def test_stitch_spec_key_is_stable_and_sensitive():
 
 
 def test_one_stitch_default_for_the_page_and_the_cli():
-    """The default adapter starts from least squares, and the CLI's --init default is read from the spec."""
+    """The default adapter starts from least squares, and the CLI's flags left out take the spec's defaults
+    (another adapter flag keeps the least-squares start: the nested default is completed, not replaced)."""
+    from stitchcore.cli._spec_args import spec_values
     from stitchcore.cli.main import build_parser
+    from stitchcore.params import build_spec
 
     assert StitchSpec(a="zoo:a", b="zoo:b", cut_a="fc1", cut_b="fc1").adapter.init == "lstsq"
-    args = build_parser().parse_args(["stitch", "--a", "zoo:a", "--b", "zoo:b", "--cut-a", "fc1", "--cut-b", "fc1"])
-    assert args.init == "lstsq"
+    for extra in ([], ["--norm", "none"]):
+        args = build_parser().parse_args(["stitch", "--a", "zoo:a", "--b", "zoo:b", "--cut-a", "fc1", "--cut-b", "fc1",
+                                          *extra])  # fmt: skip
+        assert build_spec("stitch", spec_values(args, "stitch")).adapter.init == "lstsq"
 
 
 # -- contract tests over the experiment registry (every registered kind, none listed by hand) ----------------------

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from stitchcore.cli._args import data_name, given, model_ref, number, safe, whole
 from stitchcore.cli._common import Command, ProgressBar, backend_parser, emit, outcome, run, took
+from stitchcore.cli._spec_args import with_defaults
 from stitchcore.errors import StitchError
 
 if TYPE_CHECKING:
@@ -280,6 +281,7 @@ def lm_aware_stitch(image_stitch: Command) -> Command:
     def command(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
         if not (is_lm_ref(args.a, store) or is_lm_ref(args.b, store)):
             return image_stitch(args, store, bar)
+        args = with_defaults(args, "stitch")  # the stitch flags left out, at the stitch's defaults
         if args.head_cut is not None and args.head != "a":  # as the image stitch: head_cut needs head='a'
             raise StitchError("--head-cut needs --head a (where B's blocks hand back to A's head)")
         ns = argparse.Namespace(**vars(args))

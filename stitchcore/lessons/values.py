@@ -18,13 +18,12 @@ lesson hides can be changed, so a link can never launch a hidden setting.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from stitchcore.lessons.checks import shown
 from stitchcore.lessons.lesson import RESERVED, Control, Step, get_field, set_field
+from stitchcore.params import Field, declared_field, hold
 
 __all__ = ["StudentValues", "student_values"]
 
@@ -45,33 +44,22 @@ class StudentValues:
         return spec
 
 
-def _parse_number(control: Control, raw: Any) -> float | int | None:
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        return None
-    if not math.isfinite(value):
-        return None
-    return round(value) if control.integer else value
-
-
-def _held(control: Control, raw: Any, own: Any) -> tuple[Any, str | None]:
-    """``raw`` as an allowed value of ``control`` and a note when it had to change."""
+def _field(step: Step, control: Control) -> Field:
+    """The control's field as the kind declares it (:mod:`stitchcore.params`), narrowed to what the step opens;
+    a field the kind does not declare is read as the control's own values."""
     if control.choices is not None:
-        for choice in control.choices:
-            if raw == choice or str(raw) == str(choice):
-                return choice, None
-        return own, f"{control.label} {shown(raw)} is not one this step offers ({control.describe()}): using {own!r}"
-    value = _parse_number(control, raw)
-    if value is None:
-        return own, f"{control.label} {shown(raw)} is not a number: using {own:g}"
-    assert control.low is not None and control.high is not None  # a range control has both ends (parse_lesson)
-    held = min(max(value, control.low), control.high)
-    if control.integer:
-        held = int(held)
-    if held != value:
-        return held, f"{control.label} {value:g} is outside {control.describe()}: using {held:g}"
-    return held, None
+        base = declared_field(step.kind, control.field) or Field(control.field, str)
+        return base.narrowed(choices=control.choices)
+    base = declared_field(step.kind, control.field) or Field(control.field, float)
+    return replace(base, type=int if control.integer else float, low=control.low, high=control.high, choices=None,
+                   none_as=None)  # fmt: skip
+
+
+def _held(step: Step, control: Control, raw: Any, own: Any) -> tuple[Any, str | None]:
+    """``raw`` as an allowed value of ``control`` and a note when it had to change (:func:`stitchcore.params.hold`,
+    the page's and the links' own rule, inside the step's narrower range or choices)."""
+    held = hold(_field(step, control), raw, who=f"{control.label} ", own=own, offers="this step")
+    return held.value, held.note
 
 
 def student_values(step: Step, given: Mapping[str, Any]) -> StudentValues:
@@ -82,7 +70,7 @@ def student_values(step: Step, given: Mapping[str, Any]) -> StudentValues:
         own = get_field(step.spec, control.field)
         value = own
         if control.field in given:
-            value, note = _held(control, given[control.field], own)
+            value, note = _held(step, control, given[control.field], own)
             if note:
                 notes.append(note)
         values[control.field] = value

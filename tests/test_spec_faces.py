@@ -1,0 +1,111 @@
+"""Issue 40: a kind's fields are declared once (stitchcore.params) and every face is generated from the
+declaration: a spec goes to a link and back, and to a command line and back, with the same run id; a stored
+run's spec (the v1 fixture store, made by old code) does too; the page's ranges and choices build specs."""
+
+from __future__ import annotations
+
+import pytest
+
+from stitchcore.cli._spec_args import spec_argv, spec_values
+from stitchcore.cli.main import build_parser
+from stitchcore.experiments import spec_from_record
+from stitchcore.params import build_spec, declared, defaults, hold, link_params, read_link, spec_fields
+from stitchcore.store.results import Store, run_id_for
+from tests.conftest import copy_store
+from tests.test_specs import FIXTURE
+
+BASE = {"a": "zoo:cnn-digits-s0", "b": "zoo:cnn-digits-s1", "cut_a": "block2", "cut_b": "block2"}
+EVERY_FIELD = {  # every declared stitch field away from its default (the test below checks it stays so)
+    **BASE, "adapter": {"kind": "lowrank", "norm": "none", "resample": "nearest", "init": "random", "rank": 8,
+                        "cls_token": "receiver", "rescale": "chained"},
+    "objective": "task+0.5*kd", "optimizer": "sgd", "lr": 0.003, "epochs": 7, "batch_size": 32, "seed": 5,
+    "max_train": 500, "max_test": 200, "head": "a", "head_cut": "fc1", "precision": "bf16", "val_fraction": 0.2,
+    "split_seed": 3, "keep": "best", "seeds": 3, "noise_control": False, "weight_decay": 0.01,
+    "kd_temperature": 4.0, "dataset": "digits|drop3",
+}  # fmt: skip
+
+
+def _specs() -> dict[str, object]:
+    return {"defaults": build_spec("stitch", dict(BASE)), "every field": build_spec("stitch", EVERY_FIELD)}
+
+
+def _stored(tmp_path) -> object:
+    copy_store(FIXTURE, tmp_path / "store")
+    with Store(tmp_path / "store") as store:
+        rec = next(r for r in store.list_runs() if r.kind == "stitch")
+    return rec
+
+
+def test_the_every_field_spec_changes_every_declared_field():
+    spec, own = build_spec("stitch", EVERY_FIELD), defaults("stitch")
+    for field in declared("stitch"):
+        value = spec
+        for part in field.name.split("."):
+            value = getattr(value, part)
+        assert field.name not in own or value != own[field.name], f"{field.name} is at its default: change it"
+
+
+@pytest.mark.parametrize("which", ["defaults", "every field"])
+def test_spec_to_link_to_form_to_spec_keeps_the_run_id(which):
+    spec = _specs()[which]
+    values, notes = read_link("stitch", link_params("stitch", spec))
+    assert notes == []
+    again = build_spec("stitch", spec_fields("stitch", values))
+    assert run_id_for("stitch", again.to_dict()) == run_id_for("stitch", spec.to_dict())
+
+
+@pytest.mark.parametrize("which", ["defaults", "every field"])
+def test_spec_to_command_line_to_spec_keeps_the_run_id(which):
+    spec = _specs()[which]
+    args = build_parser().parse_args(["stitch", *spec_argv("stitch", spec)])
+    again = build_spec("stitch", spec_values(args, "stitch"))
+    assert run_id_for("stitch", again.to_dict()) == run_id_for("stitch", spec.to_dict())
+
+
+def test_a_stored_run_of_old_code_goes_to_a_link_and_a_command_line_with_its_run_id(tmp_path):
+    """The v1 fixture's stitch was stored before validation splits and the noise sender: its link and its
+    command line say so (val_fraction=0.0, noise_control off) and make that very run again."""
+    rec = _stored(tmp_path)
+    spec = spec_from_record(rec)
+    link = link_params("stitch", spec)
+    assert link.get("val_fraction") == "0.0" and link.get("noise_control") == "false"
+    values, _ = read_link("stitch", link)
+    assert run_id_for("stitch", build_spec("stitch", spec_fields("stitch", values)).to_dict()) == rec.id
+    args = build_parser().parse_args(["stitch", *spec_argv("stitch", spec)])
+    assert run_id_for("stitch", build_spec("stitch", spec_values(args, "stitch")).to_dict()) == rec.id
+
+
+def test_each_end_of_every_offered_range_and_each_choice_builds_a_spec():
+    """What the form offers is what the spec takes: no widget value the spec refuses (except combinations the
+    spec refuses by their own rule, said on the page: an lstsq start of a kind it cannot fit)."""
+    for field in declared("stitch"):
+        if field.role:
+            continue
+        offered = list(field.choices or field.suggestions or ()) or [field.low, field.high]
+        if field.type is bool:
+            offered = [True, False]
+        for value in offered:
+            fields = spec_fields("stitch", {field.key: value})
+            if field.name == "adapter.kind":
+                fields["adapter"]["init"] = "random"  # not every kind has a closed-form start
+            if field.name == "adapter.rank" and value:
+                fields["adapter"]["kind"] = "lowrank"
+            if field.key == "keep":
+                fields["val_fraction"] = 0.1
+            if field.key == "head" and value == "a":
+                fields["head_cut"] = "fc1"
+            build_spec("stitch", {**BASE, **fields})
+
+
+def test_a_value_is_held_by_one_rule_on_the_page_and_in_a_lesson():
+    """The page's link and a lesson's control read a value by the same rule (stitchcore.params.hold); the
+    lesson's range is the declaration narrowed."""
+    from stitchcore.lessons.lesson import parse_lesson
+    from stitchcore.lessons.values import student_values
+
+    epochs = next(f for f in declared("stitch") if f.key == "epochs")
+    assert hold(epochs, "7.6").value == 8 and hold(epochs, "-1").value == 0 and hold(epochs, "1e9").value == 500
+    step = parse_lesson({"name": "demo", "title": "Demo", "steps": [{"title": "Stitch", "text": "", "kind": "stitch",
+                         "spec": {**BASE, "epochs": 2}, "open": {"epochs": {"min": 0, "max": 5}}}]}).step(1)  # fmt: skip
+    assert student_values(step, {"epochs": "7.6"}).values["epochs"] == 5
+    assert student_values(step, {"epochs": "3.4"}).values["epochs"] == 3

@@ -1,0 +1,114 @@
+"""A kind's form generated from its declared fields (:mod:`stitchcore.params`): the widgets, the link prefill
+(``?run=`` or the fields themselves), the link a form gives, the notes on link values the form could not use,
+and the spec the widgets make.  A page draws its pickers (models, cuts, dataset: the fields with a ``role``)
+itself and the rest with :func:`widgets`.
+
+Widget keys are ``prefix + field.key``; the form's values live in ``st.session_state`` under them, so a link
+fills the form once per URL (:func:`prefill`) and the widgets take their values from there, never twice.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import streamlit as st
+
+from stitchcore.errors import StitchError
+from stitchcore.experiments import spec_from_record
+from stitchcore.experiments.field_words import field_words
+from stitchcore.params import Field, build_spec, declared, form_defaults, link_params, read_link, spec_fields
+from ui.resources import get_store
+from ui.text import plain
+
+__all__ = ["link_params", "prefill", "show_link_notes", "spec_from_form", "widgets"]
+
+def prefill(kind: str, params: Mapping[str, str], *, prefix: str = "",
+            state_keys: Mapping[str, str] | None = None) -> dict[str, str] | None:
+    """Copy a link's values (or, for ``?run=ID``, that run's spec) into the form, once per URL: each held in
+    what its field offers (:func:`stitchcore.params.hold`), a note for each that had to change (shown by
+    :func:`show_link_notes`).  Returns the parameters applied (the run's, for ``?run=``), or None when this
+    URL was applied already or its run is not a ``kind`` run this version can read."""
+    stamp, stamp_key = repr(sorted(params.items())), f"_{prefix}prefilled"
+    if st.session_state.get(stamp_key) == stamp:
+        return None
+    st.session_state[stamp_key] = stamp
+    if "run" in params:
+        rec = get_store().lookup(params["run"])
+        if rec is None or rec.kind != kind:
+            return None
+        try:
+            params = link_params(kind, spec_from_record(rec))
+        except StitchError:  # a record this version cannot read: the run's view says why
+            return None
+    values, notes = read_link(kind, dict(params))
+    keys = dict(state_keys or {})
+    for key, value in values.items():
+        st.session_state[keys.get(key, prefix + key)] = value
+    st.session_state[f"_{prefix}url_notes"] = notes
+    return dict(params)
+
+
+def show_link_notes(prefix: str = "", *, clear: bool = False) -> list[str]:
+    """The warning above a form that a link filled: each value it could not use as given (``clear``: no link
+    now, the notes go).  Returns the notes, for the caption beside Launch."""
+    if clear:
+        st.session_state.pop(f"_{prefix}url_notes", None)
+    notes = st.session_state.get(f"_{prefix}url_notes") or []
+    if notes:
+        st.warning("This link asked for values the form cannot use as given:\n\n"
+                   + "\n".join(f"- {plain(n)}" for n in notes), icon=":material/warning:")
+    return notes
+
+
+def _format(field: Field) -> str | None:
+    if field.type is not float or field.step is None:
+        return None
+    return f"%.{max(0, -math.floor(math.log10(field.step)) if field.step < 1 else 0)}f"
+
+
+def _widget(kind: str, field: Field, where: Any, key: str) -> Any:
+    words = field_words(kind, field.name)
+    label, help_ = words.label, words.help or None
+    if field.type is bool:
+        return where.checkbox(label, key=key, help=help_, persist_state="session")
+    if field.choices is not None or field.suggestions:
+        options = list(field.choices if field.choices is not None else field.suggestions)
+        if field.choices is None and st.session_state.get(key) not in options:
+            options.append(st.session_state[key])  # a link's own formula (task+0.25*match) stays choosable
+        return where.selectbox(label, options, key=key, help=help_, persist_state="session")
+    if field.type in (int, float):
+        low, high = (field.low, field.high) if field.type is float else (int(field.low), int(field.high))
+        step = field.step if field.step is not None else (1 if field.type is int else None)
+        return where.number_input(label, low, high, step=step, format=_format(field), key=key, help=help_,
+                                  persist_state="session")  # fmt: skip
+    return where.text_input(label, key=key, help=help_, persist_state="session")
+
+
+def widgets(kind: str, keys: Iterable[str] | None = None, *, per_row: int = 4, prefix: str = "") -> dict[str, Any]:
+    """Draw ``kind``'s plain fields (``keys``, in declaration order; None: every field without a role) in rows
+    of ``per_row``; their values by link key.  Each widget's label and help are the field's words."""
+    wanted = None if keys is None else set(keys)
+    fields = [f for f in declared(kind) if (f.key in wanted if wanted is not None else not f.role)]
+    own = form_defaults(kind)
+    for f in fields:
+        st.session_state.setdefault(prefix + f.key, own.get(f.key))
+    out = {}
+    for start in range(0, len(fields), per_row):
+        row = fields[start:start + per_row]
+        for where, field in zip(st.columns(per_row), row, strict=False):
+            out[field.key] = _widget(kind, field, where, prefix + field.key)
+    return out
+
+
+def spec_from_form(kind: str, values: Mapping[str, Any], **given: Any) -> Any:
+    """The spec the form's ``values`` (by link key) and the page's own ``given`` fields make: every field the
+    form leaves out at today's default (``Spec.new``); StitchError when the spec refuses a value."""
+    fields = spec_fields(kind, dict(values))
+    for name, value in given.items():
+        if isinstance(value, dict) and isinstance(fields.get(name), dict):
+            fields[name] = {**fields[name], **value}
+        else:
+            fields[name] = value
+    return build_spec(kind, fields)
