@@ -26,7 +26,19 @@ __all__ = [
 
 
 class StitchError(Exception):
-    """Base class: an error caused by input, with a one-line message naming the fix."""
+    """Base class: an error caused by input, with a one-line message naming the fix.
+
+    ``fix``, where one change of a spec field makes the input valid: that field (dotted for a nested one) and
+    the value, so a form can offer it as a button (``adapter.init`` -> ``random`` for a kind that cannot fit
+    a least-squares start).
+
+    >>> StitchError("lstsq init needs a linear adapter; use init='random'", fix={"adapter.init": "random"}).fix
+    {'adapter.init': 'random'}
+    """
+
+    def __init__(self, *args: object, fix: dict[str, object] | None = None) -> None:
+        super().__init__(*args)
+        self.fix = dict(fix or {})
 
 
 class RefError(StitchError):

@@ -161,3 +161,18 @@ def test_a_link_naming_cuts_the_models_lack_says_so_beside_the_cut_shown(app):
     assert any("cut 'blok1', which this model does not have (close: block1" in w and f"showing {shown_a}" in w
                for w in said), said  # fmt: skip
     assert any("cut 'fc9', which this model does not have" in w for w in said), said
+
+
+def test_a_refused_adapter_offers_the_change_that_makes_it_valid(app):
+    """Issue 40, item 6: a conv3x3_relu adapter cannot start from least squares; the page says so and offers the
+    one change that fixes it (a button), which the spec names (StitchError.fix), not the page."""
+    app.query_params.update({"a": "zoo:cnn-digits-s0", "b": "zoo:cnn-digits-s1", "kind": "conv3x3_relu",
+                             "cut_a": "block2", "cut_b": "block2"})
+    at = app.run().switch_page("views/stitch.py").run()
+    assert not at.exception and at.selectbox(key="init").value == "lstsq"
+    assert any("lstsq init needs a linear adapter" in e.value for e in at.error)
+    fix = at.button(key="fix_adapter")
+    assert fix.label == "Use Adapter start random"
+    at = fix.click().run()
+    assert not at.exception and at.selectbox(key="init").value == "random" and not at.error
+    assert any("conv3x3_relu adapter" in c.value and "random init" in c.value for c in at.caption)

@@ -18,11 +18,14 @@ import streamlit as st
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.field_words import field_words
-from stitchcore.params import Field, build_spec, declared, form_defaults, link_params, read_link, spec_fields
+from stitchcore.params import (
+    Field, build_spec, declared, declared_field, form_defaults, link_params, read_link, spec_fields,
+)  # fmt: skip
+from ui.errors import show_error
 from ui.resources import get_store
 from ui.text import plain
 
-__all__ = ["link_params", "prefill", "show_link_notes", "spec_from_form", "widgets"]
+__all__ = ["link_params", "prefill", "show_link_notes", "show_refusal", "spec_from_form", "widgets"]
 
 def prefill(kind: str, params: Mapping[str, str], *, prefix: str = "",
             state_keys: Mapping[str, str] | None = None) -> dict[str, str] | None:
@@ -112,3 +115,24 @@ def spec_from_form(kind: str, values: Mapping[str, Any], **given: Any) -> Any:
         else:
             fields[name] = value
     return build_spec(kind, fields)
+
+
+def _apply(updates: dict[str, Any]) -> None:
+    st.session_state.update(updates)
+
+
+def show_refusal(kind: str, exc: StitchError, *, prefix: str = "", key: str = "fix") -> None:
+    """The spec's refusal in one red line and, where one change of a declared field makes the form valid
+    (``exc.fix``), a button that makes it ("Use Adapter start random"): the form never only says no."""
+    show_error(exc)
+    updates, words = {}, []
+    for name, value in getattr(exc, "fix", {}).items():
+        field = declared_field(kind, name)
+        if field is None or field.role:
+            continue
+        updates[prefix + field.key] = field.form_value(value)
+        shown = "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+        words.append(f"{field_words(kind, name).label} {shown}")
+    if updates:
+        st.button(f"Use {' and '.join(words)}", key=f"{prefix}{key}", on_click=_apply, args=(updates,),
+                  icon=":material/auto_fix_high:")  # fmt: skip

@@ -142,7 +142,7 @@ if len(loaded) == 2:
         try:
             adapter = AdapterSpec(**spec_fields(KIND, form)["adapter"])
         except StitchError as exc:
-            ui.show_error(exc)
+            spec_form.show_refusal(KIND, exc, key="fix_adapter")
             adapter = None
         reasons = {c.name: compatibility(sender, c, adapter) for c in cuts_b} if adapter else {}
         ok = [name for name, why in reasons.items() if why is None]
@@ -185,7 +185,7 @@ if len(loaded) == 2:
                 dataset=None if dataset == default_data else dataset,  # None: B's own set (the run id as before)
             )
         except StitchError as exc:
-            ui.show_error(exc)
+            spec_form.show_refusal(KIND, exc, key="fix_spec")
             why_not = "the form has an error (above)"
 elif ref_a is None or ref_b is None:
     why_not = "pick models A and B"

@@ -33,8 +33,8 @@ _W = FieldWords
 _ADAPTER_EPOCHS = _W("Adapter training epochs", "passes over the training images; 0 keeps the adapter's start "
                      "(a least-squares fit stays untrained)")  # fmt: skip
 _CAPS = {
-    "max_train": _W("Training images (cap)", "at most this many training images; empty: all of them"),
-    "max_test": _W("Test images (cap)", "at most this many test images; empty: all of them"),
+    "max_train": _W("Training images (cap)", "at most this many training images; 0 or empty: all of them"),
+    "max_test": _W("Test images (cap)", "at most this many test images; 0 or empty: all of them"),
 }
 _LM_HEAD = "whose final layer norm and head turn the stream into next-token odds: a (A's) or b (B's)"
 
@@ -71,7 +71,7 @@ _COMMON: dict[str, FieldWords] = {
     "adapter.resample": _W("Resample", "how A's map is resized to B's grid: bilinear, nearest, strided or none"),
     "adapter.init": _W("Adapter start", "lstsq: a least-squares fit of B's own activations; random; identity; "
                        "procrustes: the best rotation"),
-    "adapter.rank": _W("Low-rank width", "the lowrank adapter's inner width; empty: a quarter of the channels"),
+    "adapter.rank": _W("Low-rank width", "the lowrank adapter's inner width; 0 or empty: a quarter of the channels"),
     "adapter.cls_token": _W("Class token", "a token receiver's class token: learned by the adapter, or B's own"),
     "adapter.rescale": _W("Grid rescaling", "a grid change of more than 2x: oneshot (one resize) or chained "
                           "(one step per 2x)"),

@@ -155,7 +155,8 @@ class StitchSpec(DataFiles, Spec):
         check_seed("split_seed", self.split_seed)
         check_choice("keep", self.keep, KEEPS)
         if self.keep == "best" and not self.val_fraction:
-            raise StitchError("keep='best' picks the epoch on the validation split: set val_fraction, e.g. 0.1")
+            raise StitchError("keep='best' picks the epoch on the validation split: set val_fraction, e.g. 0.1",
+                              fix={"val_fraction": 0.1})
         check_count("seeds", self.seeds, 1, MAX_ADAPTER_SEEDS, "e.g. 5 adapters for the spread over seeds",
                     "each seed trains the adapter again")
         if not isinstance(self.noise_control, bool):

@@ -118,14 +118,16 @@ class AdapterSpec:
         rank = self.rank
         bad_rank = rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 1)
         if rank is not None and (bad_rank or not core.uses_rank):
-            raise AdapterError(f"rank must be a positive int, for kind='lowrank' only; got {rank!r}")
+            raise AdapterError(f"rank must be a positive int, for kind='lowrank' only; got {rank!r}",
+                               fix={} if core.uses_rank else {"adapter.rank": None})
         if self.init in ("lstsq", "procrustes") and not core.fittable:
             raise AdapterError(
                 f"{self.init} init needs a linear adapter (kind linear, linear_relu or lowrank), "
-                f"not {self.kind!r}; use init='random'"
+                f"not {self.kind!r}; use init='random'", fix={"adapter.init": "random"}
             )
         if self.init == "identity" and not core.identity_init:
-            raise AdapterError(f"init='identity' is not available for kind {self.kind!r}; use init='random'")
+            raise AdapterError(f"init='identity' is not available for kind {self.kind!r}; use init='random'",
+                               fix={"adapter.init": "random"})
         if core.passthrough:  # the merge adapter has nothing to normalise, resample or initialise
             for name, value in (("norm", "none"), ("resample", "none"), ("init", "identity"), ("rescale", "oneshot")):
                 object.__setattr__(self, name, value)
