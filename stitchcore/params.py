@@ -22,6 +22,7 @@ True
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import re
 from collections.abc import Callable, Iterable
@@ -31,7 +32,8 @@ from typing import Any
 from stitchcore.errors import StitchError
 
 __all__ = ["FLAG_WORDS", "Field", "Held", "declare", "declared", "declared_field", "defaults", "form_values", "hold",
-           "ALWAYS", "build_spec", "form_defaults", "link_params", "read_link", "spec_class", "spec_fields"]
+           "ALWAYS", "build_spec", "held_fields", "json_object_text", "json_words", "pair_text", "pair_words",
+           "wholes_text", "wholes_words", "form_defaults", "link_params", "read_link", "spec_class", "spec_fields"]
 
 # What a link's number may look like before int() / float() reads it (ASCII digits, not "²"; not 5,000 digits)
 _NUMBER = re.compile(r"[-+]?(\d{1,12}(\.\d{0,12})?|\.\d{1,12})(e[-+]?\d{1,3})?|[-+]?(inf|nan)",
@@ -64,6 +66,8 @@ class Field:
     suggestions: tuple[Any, ...] = ()  # what a form offers of a free value (any other passes ``check``)
     step: float | None = None  # a number widget's step (its decimals follow)
     role: str = ""  # model | cut | dataset: a picker of its own on a page; "": a plain value
+    parse: Callable[[str], Any] | None = None  # how a link's or a flag's text reads (a pair "3:8", JSON)
+    write: Callable[[Any], str] | None = None  # the reverse: a value as that text
     kinds: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -104,6 +108,23 @@ class Field:
             return round(float(value), 10)  # a widget's 0.1 + 0.05 steps: 0.15, not 0.15000000000000002
         return value
 
+    def text(self, value: Any) -> str:
+        """A value as a link or a command line writes it: ``true``/``false``, a list comma-separated (what a
+        ``parse`` such as a sweep's cut list reads back), a dict as JSON, anything else as ``str``.
+
+        >>> Field("positions", tuple).text(("block1", "fc1")), Field("control", bool).text(False)
+        ('block1,fc1', 'false')
+        """
+        if self.write is not None:  # its own spelling (a pair 3:8), what its ``parse`` reads back
+            return self.write(value)
+        if isinstance(value, bool):
+            return str(value).lower()
+        if isinstance(value, (list, tuple)):
+            return ",".join(map(str, value))
+        if isinstance(value, dict):
+            return json.dumps(value)
+        return str(value)
+
 
 @dataclass(frozen=True)
 class Held:
@@ -120,8 +141,69 @@ def _shown(raw: Any) -> str:
     return repr(text) if isinstance(raw, str) and not _NUMBER.fullmatch(raw.strip()) else text
 
 
+def pair_text(text: str) -> tuple[int, int]:
+    """``"X:Y"`` as two whole numbers (a relabelling: class X labelled Y); ValueError otherwise.
+
+    >>> pair_text("3:8")
+    (3, 8)
+    """
+    parts = text.split(":")
+    if len(parts) != 2 or not all(re.fullmatch(r"\s*[0-9]{1,6}\s*", p) for p in parts):
+        raise ValueError(f"expected X:Y (two class indices), not {_shown(text)}")
+    return int(parts[0]), int(parts[1])
+
+
+def pair_words(value: tuple[int, int]) -> str:
+    """A pair as :func:`pair_text` reads it: ``3:8``."""
+    return f"{value[0]}:{value[1]}"
+
+
+def json_words(value: Any) -> str:
+    """A value as compact JSON text."""
+    return json.dumps(value, separators=(",", ":"))
+
+
+def wholes_words(value: tuple[int, ...]) -> str:
+    """Whole numbers as :func:`wholes_text` reads them: ``0,1,5``."""
+    return ",".join(map(str, value))
+
+
+def json_object_text(text: str) -> dict[str, Any]:
+    """A JSON object's text as a dict; ValueError otherwise.
+
+    >>> json_object_text('{"width": 32}')
+    {'width': 32}
+    """
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"not JSON ({getattr(exc, 'msg', exc)}): {_shown(text)}") from None
+    except RecursionError:  # '[' * 10**5
+        raise ValueError(f"not JSON (nested too deep): {_shown(text)}") from None
+    if not isinstance(value, dict):
+        raise ValueError('expected a JSON object, e.g. {"width": 32}')
+    return value
+
+
+def wholes_text(text: str) -> tuple[int, ...]:
+    """Comma-separated whole numbers (epochs to keep: ``"0,1,5"``); ValueError otherwise.
+
+    >>> wholes_text("0, 1,5")
+    (0, 1, 5)
+    """
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not all(re.fullmatch(r"[0-9]{1,9}", p) for p in parts):
+        raise ValueError(f"expected whole numbers separated by commas, e.g. 0,1,5, not {_shown(text)}")
+    return tuple(int(p) for p in parts)
+
+
 def _read(field: Field, raw: Any) -> Any:
     """``raw`` (text from a link, or a typed value) as the field's type; ValueError when it is not one."""
+    if field.parse is not None:
+        try:
+            return field.parse(raw) if isinstance(raw, str) else raw
+        except ValueError as exc:
+            raise ValueError(f"not readable ({exc})") from None
     if field.type is bool:
         if isinstance(raw, bool):
             return raw
@@ -196,11 +278,14 @@ def hold(field: Field, raw: Any, *, who: str = "", own: Any = None, offers: str 
 def _said(value: Any) -> str:
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, (list, tuple)):
+        return repr(",".join(map(str, value)))  # as a link writes it
     return f"{value:g}" if isinstance(value, (int, float)) else repr(value)
 
 
 _DECLARED: dict[str, dict[str, Field]] = {}
 _SPECS: dict[str, type] = {}
+_BY_KEY: dict[str, dict[str, Field]] = {}
 
 
 def declare(kind: str, fields: Iterable[Field], *, spec: type) -> tuple[Field, ...]:
@@ -211,6 +296,7 @@ def declare(kind: str, fields: Iterable[Field], *, spec: type) -> tuple[Field, .
     if len(set(keys)) != len(keys):
         raise ValueError(f"{kind}: two fields share a link key: {keys}")
     _DECLARED[kind] = {f.name: f for f in out}
+    _BY_KEY[kind] = {f.key: f for f in out}
     _SPECS[kind] = spec
     return out
 
@@ -308,27 +394,36 @@ def form_defaults(kind: str) -> dict[str, Any]:
     return {f.key: f.form_value(by_name[f.name]) for f in declared(kind) if f.name in by_name}
 
 
+def held_fields(spec: Any) -> tuple[str, ...]:
+    """The fields ``spec`` holds at one value whatever was given (its kind's ``held_fields()``, if it has one:
+    a matrix without controls holds their twins' seeds): a link and a command line leave them out."""
+    held = getattr(spec, "held_fields", None)
+    return tuple(held()) if callable(held) else ()
+
+
 def link_params(kind: str, spec: Any) -> dict[str, str]:
     """A spec as link parameters: its models and cuts, and every other declared field whose value is not
-    today's default (a run stored before a field existed says its old value: ``val_fraction=0.0``).
+    today's default (a run stored before a field existed says its old value: ``val_fraction=0.0``) and that
+    the spec does not hold whatever is given (:func:`held_fields`).
 
     >>> import stitchcore.experiments
     >>> s = build_spec("stitch", {"a": "zoo:x", "b": "zoo:y", "cut_a": "fc1", "cut_b": "fc1", "epochs": 3})
     >>> link_params("stitch", s)
     {'a': 'zoo:x', 'b': 'zoo:y', 'cut_a': 'fc1', 'cut_b': 'fc1', 'epochs': '3'}
     """
-    own, out = form_defaults(kind), {}
+    own, out, fields, held = form_defaults(kind), {}, {f.key: f for f in declared(kind)}, held_fields(spec)
     for key, value in form_values(kind, spec).items():
-        if value is None or (key not in ALWAYS and key in own and value == own[key]):
+        if value is None or fields[key].name in held or (key not in ALWAYS and key in own and value == own[key]):
             continue
-        out[key] = str(value).lower() if isinstance(value, bool) else str(value)
+        out[key] = fields[key].text(value)
     return out
 
 
 def read_link(kind: str, params: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
     """A link's parameters as form values by link key, each held in what its field offers (:func:`hold`, the
     form's default for what cannot be used), and the notes on those that had to change.  Fields with a role
-    (models, cuts, a dataset) are passed as given: their pickers check them against the models.
+    (models, cuts, a dataset) are passed as given (a list read by its ``parse``): their pickers check them
+    against the models.
 
     >>> import stitchcore.experiments
     >>> read_link("stitch", {"epochs": "9999", "keep": "best", "x": "1"})
@@ -338,7 +433,7 @@ def read_link(kind: str, params: dict[str, str]) -> tuple[dict[str, Any], list[s
     for field in declared(kind):
         if field.key not in params:
             continue
-        if field.role:
+        if field.role and field.parse is None:
             values[field.key] = params[field.key]
             continue
         held = hold(field, params[field.key], who=f"{field.key}=", own=own.get(field.key))

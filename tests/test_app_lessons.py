@@ -126,6 +126,22 @@ def test_add_a_run_to_a_new_lesson_then_edit_save_and_export_it(app, trained_sto
     assert "<h2>Step 1. " in html and "<strong>Stitching penalty (" in html and rec.id in html  # its number
 
 
+def test_the_editor_offers_a_declared_fields_own_choices_nested_ones_too(app):
+    """Issue 40: the editor reads the kind's declaration, not the value's Python type: the sweep step's adapter
+    start (nested) can be opened and is offered the starts its declaration lists, an on/off field true and
+    false; the lesson saves with them."""
+    edit = _lesson_page(app, lesson="two-seeds", view="edit")
+    assert not edit.exception and not edit.error
+    edit.multiselect(key="ed-two-seeds-0-2-open").set_value(["epochs", "adapter.init", "control"]).run()
+    assert edit.text_input(key="ed-two-seeds-0-2-adapter.init-ch").value == "random, identity, lstsq, procrustes"
+    assert edit.text_input(key="ed-two-seeds-0-2-control-ch").value == "true, false"
+    edit.button(key="ed-save").click().run()
+    assert not edit.exception and not edit.error
+    saved = get_lesson("two-seeds", ui.get_store()).step(3)
+    assert saved.control("adapter.init").choices == ("random", "identity", "lstsq", "procrustes")
+    assert saved.control("control").choices == (True, False)
+
+
 @pytest.mark.parametrize("name", ["two-seeds", "where-a-trait-lives", "similar-is-not-the-same", "heads-matter"])
 def test_the_editor_saves_a_lesson_it_did_not_change_as_it_was(app, name):
     edit = _lesson_page(app, lesson=name, view="edit")

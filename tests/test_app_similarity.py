@@ -158,7 +158,7 @@ def test_recipe_sets_the_papers_stitch_and_an_old_closed_form_control_is_labelle
     at = app.run().switch_page("views/similarity.py").run()
     at.selectbox(key="sim_recipe").set_value("hernandez").run()
     assert at.radio(key="sim_mode").value == "trained"
-    assert (at.selectbox(key="sim_adapter").value, at.selectbox(key="sim_resample").value,
+    assert (at.selectbox(key="sim_kind").value, at.selectbox(key="sim_resample").value,
             at.selectbox(key="sim_init").value, at.selectbox(key="sim_objective").value) == (
         "linear", "strided", "random", "task")  # fmt: skip
     at.selectbox(key="sim_objective").set_value("match")  # the copy task
@@ -186,8 +186,9 @@ def test_recipe_sets_the_papers_stitch_and_an_old_closed_form_control_is_labelle
     fresh.query_params["run"] = rec.id
     fresh.run().switch_page("views/similarity.py").run()
     assert not fresh.exception
-    warned = [w.value for w in fresh.warning]
-    assert len(warned) == 2 and all("Cannot differ from chance" in w for w in warned)
+    assert fresh.selectbox(key="sim_control_training").value == "as-matrix"  # the form holds that very run
+    warned = [w.value for w in fresh.warning]  # so the form says it beside Launch, and the panels say it too
+    assert len(warned) == 4 and all("Cannot differ from chance" in w for w in warned)
     assert any("random receiver" in w for w in warned) and any("both random" in w for w in warned)
     titles = " ".join(c.proto.spec for c in fresh.get("plotly_chart"))
     assert titles.count("chance by construction") == 2
@@ -246,3 +247,27 @@ def test_a_similarity_run_shows_its_calibrated_map_first_then_raw_values_and_an_
     assert "Linear CKA" in titles and len(titles) == 4
     assert any("One untrained B has no spread: no calibrated map." in c.value for c in page.caption)
     assert not [r for r in page.radio if r.key == "sim_simview"]  # nothing to switch to
+
+
+def test_a_link_fills_the_matrix_form_and_the_mode_greys_out_what_the_spec_leaves_unused(app):
+    """The matrix form is the matrix kind's declared fields: a link names any of them (held in what the form
+    offers, with a note), the spec's rule for the mode greys out what it leaves unused, and a refusal offers the
+    change that makes the form valid."""
+    app.query_params.update({"mode": "trained", "epochs": "5", "seeds": "99", "senders": "fc1,block2"})
+    at = app.run().switch_page("views/similarity.py").run()
+    assert not at.exception
+    assert (at.radio(key="sim_mode").value, at.number_input(key="sim_epochs").value,
+            at.number_input(key="sim_seeds").value) == ("trained", 5, 10)  # fmt: skip
+    assert any("seeds=99 is outside 1 to 10: using 10" in w.value for w in at.warning)
+    assert at.radio(key="sim_cutset").value == "choose" and at.multiselect(key="sim_cuts_a").value == ["fc1", "block2"]
+    assert not at.selectbox(key="sim_objective").disabled and not at.number_input(key="sim_seeds").disabled
+    assert at.checkbox(key="sim_noise_sender").disabled  # without controls: the spec holds it
+    at.radio(key="sim_mode").set_value("proxy").run()
+    assert at.checkbox(key="sim_controls").disabled and at.number_input(key="sim_epochs").disabled
+    assert at.selectbox(key="sim_objective").disabled and at.number_input(key="sim_seeds").disabled
+    at.radio(key="sim_mode").set_value("closed-form").run()
+    at.selectbox(key="sim_init").set_value("random").run()  # a closed-form matrix fits: refused, with the fix
+    assert any("init must be one of" in e.value for e in at.error)
+    (fix,) = [b for b in at.button if b.key == "sim_fix"]
+    fix.click().run()
+    assert at.radio(key="sim_mode").value == "trained" and not at.error

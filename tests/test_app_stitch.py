@@ -176,3 +176,17 @@ def test_a_refused_adapter_offers_the_change_that_makes_it_valid(app):
     at = fix.click().run()
     assert not at.exception and at.selectbox(key="init").value == "random" and not at.error
     assert any("conv3x3_relu adapter" in c.value and "random init" in c.value for c in at.caption)
+
+
+def test_a_link_says_the_whole_form_fields_it_leaves_out_go_back_to_their_defaults(app):
+    """A link (and a run's link) leaves out the fields at today's default: opening one after another link set
+    them must reset them, or the form would launch a run the link does not describe."""
+    app.query_params.update({"a": "zoo:cnn-digits-s0", "b": "zoo:cnn-digits-s1", "epochs": "3", "keep": "best"})
+    at = app.run().switch_page("views/stitch.py").run()
+    assert at.number_input(key="epochs").value == 3 and at.selectbox(key="keep").value == "best"
+    at.query_params.clear()
+    at.query_params.update({"a": "zoo:cnn-digits-s0", "b": "zoo:cnn-digits-s1", "seed": "2"})
+    at = at.run()
+    default = StitchSpec(a="x", b="y", cut_a="c", cut_b="c")
+    assert at.number_input(key="epochs").value == default.epochs and at.selectbox(key="keep").value == default.keep
+    assert at.number_input(key="seed").value == 2

@@ -14,6 +14,7 @@ import json
 
 import pytest
 
+from stitchcore import params
 from stitchcore.experiments import get_experiment, list_experiments
 from stitchcore.experiments.field_words import field_words, known_fields
 from stitchcore.lessons import (
@@ -27,7 +28,14 @@ from stitchcore.lessons import (
     step_numbers,
     student_values,
 )
-from stitchcore.lessons.editing import control_words, default_range
+from stitchcore.lessons.editing import (
+    choice_values,
+    choices_text,
+    control_words,
+    default_choices,
+    default_range,
+    openable_fields,
+)
 from stitchcore.lessons.export import step_words
 from stitchcore.lessons.numbers import READERS
 from stitchcore.measures.meaning import meaning
@@ -209,12 +217,47 @@ def test_the_editor_keeps_only_the_labels_and_help_the_teacher_gave():
     ("stitch", "val_fraction", 0.0, (0, 0.1)),
     ("stitch", "epochs", 5, (0, 10)),
     ("stitch", "epochs", 1, (0, 2)),
-    ("stitch", "lr", 0.01, (0, 0.11)),
+    ("stitch", "lr", 0.01, (1e-05, 0.11)),  # held in the declared 1e-05 to 1: a learning rate of 0 is refused
+    ("stitch", "epochs", 400, (0, 500)),  # held in the declared 0 to 500 epochs (the form's)
+    ("stitch", "adapter.rank", 0, (0, 10)),  # a nested field: its declared default (None) says nothing
     ("zoo", "momentum", -0.5, (-1.0, 0)),
 ])  # fmt: skip
 def test_a_number_opened_in_the_editor_is_offered_a_range_that_holds_more_than_its_value(kind, field, value, expected):
     low, high = default_range(kind, field, value)
     assert (low, high) == pytest.approx(expected) and low <= value <= high and low < high
+
+
+def _one_step(kind: str, spec: dict) -> object:
+    return parse_lesson({"name": "demo", "title": "Demo", "steps": [{"title": "T", "text": "", "kind": kind,
+                         "spec": spec}]}).step(1)  # fmt: skip
+
+
+def test_the_editor_opens_what_a_kinds_declaration_says_and_guesses_the_rest(monkeypatch):
+    """Issue 40: where the kind declares a field, its declaration decides (nested adapter fields open too, a
+    list does not, a number the step leaves empty is choices); a kind that declares nothing keeps the guess."""
+    models = {"a": "zoo:cnn-digits-s0", "b": "zoo:cnn-digits-s1"}
+    sweep = openable_fields(_one_step("sweep", {**models, "positions": ["block1", "fc1"]}))
+    assert sweep["epochs"] == sweep["sharpness_draws"] == "range"
+    assert sweep["adapter.init"] == sweep["adapter.kind"] == sweep["control"] == sweep["twin_seeds"] == "choices"
+    assert sweep["max_train"] == sweep["adapter.rank"] == "choices"  # None: all images, a quarter of the channels
+    assert "positions" not in sweep and "metrics" not in sweep and "adapter" not in sweep
+    step = _one_step("sweep", {**models, "epochs": 3})
+    monkeypatch.delitem(params._DECLARED, "sweep")  # a kind that declares nothing: top-level values, guessed
+    guessed = openable_fields(step)
+    assert guessed["epochs"] == "range" and guessed["control"] == "choices" and "max_train" not in guessed
+    assert not any("." in f for f in guessed)
+
+
+def test_the_editor_first_offers_the_declared_choices_the_step_takes(monkeypatch):
+    stitch = _one_step("stitch", {"a": "zoo:cnn-digits-s0", "b": "zoo:cnn-digits-s1", "cut_a": "block1",
+                                  "cut_b": "block1", "adapter": {"kind": "conv3x3_relu", "init": "random"}})  # fmt: skip
+    assert default_choices(stitch, "adapter.init") == ["random", "identity"]  # no least-squares fit of a conv
+    assert default_choices(stitch, "keep") == ["last", "best"] and default_choices(stitch, "seed") == [0]
+    assert default_choices(stitch, "noise_control") == [True, False]
+    monkeypatch.delitem(params._DECLARED, "stitch")
+    assert default_choices(stitch, "adapter.init") == ["random"]  # undeclared: the step's own value alone
+    for values in ([True, False], [None, 500], ["lstsq", "random"], [0, 1.5]):
+        assert choice_values(choices_text(values)) == values  # what the text box shows reads back the same
 
 
 def _stitch_run(epochs: int, label: str = "zoo:cnn-digits-s0[block2] -> zoo:cnn-digits-s1[block2] (linear, lstsq)",

@@ -165,8 +165,8 @@ def test_cli_names_the_adapter_and_the_preset(trained_store, capsys):
     given = argparse.Namespace(preset="hernandez", mode=None, adapter=None, norm=None, resample="nearest",
                                init=None, rank=None, objective="match", epochs=None)  # fmt: skip
     f = matrix_fields(given)  # a flag given wins over the preset
-    assert (f["mode"], f["adapter"].resample, f["adapter"].init, f["objective"]) == ("trained", "nearest", "random",
-                                                                                     "match")
+    assert (f["mode"], f["adapter"]["resample"], f["adapter"]["init"], f["objective"]) == ("trained", "nearest",
+                                                                                           "random", "match")
     argv = ["matrix", "--a", refs[0], "--b", refs[1], "--senders", "fc1", "--receivers", "fc2", "--preset",
             "hernandez", "--epochs", "1", "--max-train", "300", "--max-test", "100", "--store", str(store.root),
             "--quiet", "--json"]  # fmt: skip

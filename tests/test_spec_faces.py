@@ -109,3 +109,30 @@ def test_a_value_is_held_by_one_rule_on_the_page_and_in_a_lesson():
                          "spec": {**BASE, "epochs": 2}, "open": {"epochs": {"min": 0, "max": 5}}}]}).step(1)  # fmt: skip
     assert student_values(step, {"epochs": "7.6"}).values["epochs"] == 5
     assert student_values(step, {"epochs": "3.4"}).values["epochs"] == 3
+
+
+ZOO_EVERY_FIELD = dict(arch="mlp", dataset="digits|subset500s0", seed=3, optimizer="adamw", epochs=5, lr=0.001,
+                       batch_size=32, momentum=0.8, weight_decay=0.01, image_size=16, arch_kwargs={"width": 32},
+                       relabel=(3, 8), drop_class=5, l1=1e-4, l2=1e-4, prune_every=2, prune_fraction=0.2,
+                       augment="crop-flip", start="zoo:mlp-digits-s0", keep_epochs=(0, 2), finetune_layer="fc2",
+                       finetune_epochs=3, finetune_data="digits|relabel3to8", finetune_lr=0.01)  # fmt: skip
+
+
+def test_every_zoo_field_is_a_flag_and_a_recipe_goes_to_a_command_line_and_back():
+    """``zoo train``'s flags are the recipe's declared fields: a recipe with every field changed (and the
+    defaults, and the v1 fixture's recipe, stored by old code) gives its command line, which makes it again."""
+    recipe = build_spec("zoo", ZOO_EVERY_FIELD)
+    own = defaults("zoo")
+    assert all(getattr(recipe, f.name) != own[f.name] for f in declared("zoo")), "change every field"
+    for spec in (recipe, build_spec("zoo", {})):
+        args = build_parser().parse_args(["zoo", "train", *spec_argv("zoo", spec)])
+        again = build_spec("zoo", spec_values(args, "zoo"))
+        assert run_id_for("zoo", again.to_dict()) == run_id_for("zoo", spec.to_dict())
+
+
+def test_the_fixtures_zoo_recipe_goes_to_a_command_line_with_its_run_id(tmp_path):
+    copy_store(FIXTURE, tmp_path / "store")
+    with Store(tmp_path / "store") as store:
+        rec = next(r for r in store.list_runs() if r.kind == "zoo")
+    args = build_parser().parse_args(["zoo", "train", *spec_argv("zoo", spec_from_record(rec))])
+    assert run_id_for("zoo", build_spec("zoo", spec_values(args, "zoo")).to_dict()) == rec.id

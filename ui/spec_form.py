@@ -25,13 +25,13 @@ from ui.errors import show_error
 from ui.resources import get_store
 from ui.text import plain
 
-__all__ = ["link_params", "prefill", "show_link_notes", "show_refusal", "spec_from_form", "widgets"]
+__all__ = ["fill", "link_params", "prefill", "show_link_notes", "show_refusal", "spec_from_form", "widgets"]
 
 def prefill(kind: str, params: Mapping[str, str], *, prefix: str = "",
             state_keys: Mapping[str, str] | None = None) -> dict[str, str] | None:
     """Copy a link's values (or, for ``?run=ID``, that run's spec) into the form, once per URL: each held in
     what its field offers (:func:`stitchcore.params.hold`), a note for each that had to change (shown by
-    :func:`show_link_notes`).  Returns the parameters applied (the run's, for ``?run=``), or None when this
+    :func:`show_link_notes`); a field the link leaves out is set to today's default (a link omits defaults).  Returns the parameters applied (the run's, for ``?run=``), or None when this
     URL was applied already or its run is not a ``kind`` run this version can read."""
     stamp, stamp_key = repr(sorted(params.items())), f"_{prefix}prefilled"
     if st.session_state.get(stamp_key) == stamp:
@@ -46,7 +46,10 @@ def prefill(kind: str, params: Mapping[str, str], *, prefix: str = "",
         except StitchError:  # a record this version cannot read: the run's view says why
             return None
     values, notes = read_link(kind, dict(params))
-    keys = dict(state_keys or {})
+    keys, own = dict(state_keys or {}), form_defaults(kind)
+    for field in declared(kind):  # a link says the whole form: a field it leaves out is at today's default
+        if not field.role and field.key in own:
+            st.session_state[keys.get(field.key, prefix + field.key)] = own[field.key]
     for key, value in values.items():
         st.session_state[keys.get(key, prefix + key)] = value
     st.session_state[f"_{prefix}url_notes"] = notes
@@ -71,27 +74,30 @@ def _format(field: Field) -> str | None:
     return f"%.{max(0, -math.floor(math.log10(field.step)) if field.step < 1 else 0)}f"
 
 
-def _widget(kind: str, field: Field, where: Any, key: str) -> Any:
+def _widget(kind: str, field: Field, where: Any, key: str, disabled: bool = False) -> Any:
     words = field_words(kind, field.name)
-    label, help_ = words.label, words.help or None
+    label, help_, common = words.label, words.help or None, {"persist_state": "session", "disabled": disabled}
     if field.type is bool:
-        return where.checkbox(label, key=key, help=help_, persist_state="session")
+        return where.checkbox(label, key=key, help=help_, **common)
     if field.choices is not None or field.suggestions:
         options = list(field.choices if field.choices is not None else field.suggestions)
         if field.choices is None and st.session_state.get(key) not in options:
             options.append(st.session_state[key])  # a link's own formula (task+0.25*match) stays choosable
-        return where.selectbox(label, options, key=key, help=help_, persist_state="session")
+        return where.selectbox(label, options, key=key, help=help_, **common)
     if field.type in (int, float):
         low, high = (field.low, field.high) if field.type is float else (int(field.low), int(field.high))
         step = field.step if field.step is not None else (1 if field.type is int else None)
         return where.number_input(label, low, high, step=step, format=_format(field), key=key, help=help_,
-                                  persist_state="session")  # fmt: skip
-    return where.text_input(label, key=key, help=help_, persist_state="session")
+                                  **common)  # fmt: skip
+    return where.text_input(label, key=key, help=help_, **common)
 
 
-def widgets(kind: str, keys: Iterable[str] | None = None, *, per_row: int = 4, prefix: str = "") -> dict[str, Any]:
+def widgets(kind: str, keys: Iterable[str] | None = None, *, per_row: int = 4, prefix: str = "",
+            disabled: Iterable[str] = ()) -> dict[str, Any]:
     """Draw ``kind``'s plain fields (``keys``, in declaration order; None: every field without a role) in rows
-    of ``per_row``; their values by link key.  Each widget's label and help are the field's words."""
+    of ``per_row``; their values by link key.  Each widget's label and help are the field's words; the fields
+    named (by spec field name) in ``disabled`` are drawn greyed out: the spec says they are unused."""
+    off = set(disabled)
     wanted = None if keys is None else set(keys)
     fields = [f for f in declared(kind) if (f.key in wanted if wanted is not None else not f.role)]
     own = form_defaults(kind)
@@ -101,8 +107,23 @@ def widgets(kind: str, keys: Iterable[str] | None = None, *, per_row: int = 4, p
     for start in range(0, len(fields), per_row):
         row = fields[start:start + per_row]
         for where, field in zip(st.columns(per_row), row, strict=False):
-            out[field.key] = _widget(kind, field, where, prefix + field.key)
+            out[field.key] = _widget(kind, field, where, prefix + field.key, field.name in off)
     return out
+
+
+def fill(kind: str, fields: Mapping[str, Any], *, prefix: str = "") -> None:
+    """Put spec ``fields`` (by name, nested ones as partial dicts: a named recipe's) into the form's widgets;
+    the fields not named keep their values."""
+    for field in declared(kind):
+        top, _, rest = field.name.partition(".")
+        if top not in fields:
+            continue
+        value = fields[top]
+        if rest:
+            if not isinstance(value, Mapping) or rest not in value:
+                continue
+            value = value[rest]
+        st.session_state[prefix + field.key] = field.form_value(value)
 
 
 def spec_from_form(kind: str, values: Mapping[str, Any], **given: Any) -> Any:

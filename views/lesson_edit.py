@@ -30,7 +30,15 @@ from stitchcore.lessons import (
     remove_step,
     save_lesson,
 )
-from stitchcore.lessons.editing import choice_values, control_words, default_range, openable_fields
+from stitchcore.lessons.editing import (
+    choice_values,
+    choices_text,
+    control_words,
+    default_choices,
+    default_range,
+    openable_fields,
+)
+from stitchcore.lessons.lesson import get_field
 from stitchcore.store.results import RunRecord
 from ui import roles
 
@@ -112,9 +120,9 @@ def _controls_editor(step_raw: dict[str, Any], parsed, key: str) -> dict[str, An
                 mode = st.radio(f"{field}: students pick", ("range", "choices"), horizontal=True,
                                 index=1 if "choices" in old else 0, key=f"{key}-{field}-mode")  # fmt: skip
             if mode == "range":
-                entry |= _range_inputs(parsed.kind, field, parsed.spec[field], old, f"{key}-{field}")
-            else:
-                shown = ", ".join(map(str, old.get("choices", [parsed.spec[field]])))
+                entry |= _range_inputs(parsed.kind, field, get_field(parsed.spec, field), old, f"{key}-{field}")
+            else:  # the file's choices, else what the field's declaration offers that this step takes
+                shown = choices_text(old.get("choices") or default_choices(parsed, field))
                 text = st.text_input(f"{field}: choices, separated by commas", value=shown, key=f"{key}-{field}-ch",
                                      help="The step's own value must be one of them")  # fmt: skip
                 try:

@@ -3,7 +3,10 @@
 ``?run=<matrix run id>`` (and ``&cka=<similarity run id>``) shows a launched pair; without ``&cka=`` the
 similarity run launched with the matrix (``similarity_beside``: its measure is not in the matrix's spec);
 the heat maps fill in while the matrix job runs; ``?run=<similarity run id>`` shows that run alone.
-``?a=REF&b=REF[&dataset=NAME]`` picks the two models (and the data).
+The matrix form is generated from the matrix kind's declared fields (``ui.spec_form``), so a link may name
+any of them: ``?a=REF&b=REF[&dataset=NAME]`` picks the two models (and the data), ``&mode=trained&epochs=5``
+sets the form, ``&senders=block1,fc1`` chooses cuts.  What a mode leaves unused the spec says
+(``MatrixSpec.unused`` / ``fixed``): those widgets are greyed out.
 """
 
 from __future__ import annotations
@@ -15,31 +18,32 @@ from stitchcore.cuts import coarse_cuts
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.dataset_check import default_dataset
+from stitchcore.experiments.field_words import field_words
 from stitchcore.experiments.matrix import (
     CONTROL_NAMES,
     CONTROLS,
     MATRIX_PRESETS,
-    MAX_SEEDS,
-    MODES,
     MatrixSpec,
     control_note,
-    preset_fields,
+    matrix_mode,
     similarity_beside,
 )
 from stitchcore.experiments.similarity import SimilaritySpec
 from stitchcore.measures.meaning import explain, list_meanings
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.sources.zoo import list_zoo_models
+from stitchcore.params import declared, declared_field, form_defaults
 from stitchcore.report.figures import MEASURE_TITLES, measure_choices, measure_direction
-from stitchcore.stitching.adapter_kinds import list_adapters
-from stitchcore.stitching.adapters import INITS, NORMS, RESAMPLES, AdapterSpec
+from ui import spec_form
 from views import run_views
+
+KIND, PREFIX = "matrix", "sim_"
+PICKERS = {"a": "sim_ref_a", "b": "sim_ref_b", "senders": "sim_cuts_a", "receivers": "sim_cuts_b"}  # their state
 
 CUT_SETS = ("all", "coarse", "choose")  # every block-level cut | a few spread over depth | picked by hand
 COARSE_CUTS = 6  # cuts per model in the coarse set
 RECIPES = ("custom", *MATRIX_PRESETS)  # the "Recipe" picker: a named preset fills the adapter and training fields
 RECIPE_WORDS = {"custom": "custom", "hernandez": "Hernandez et al. (the paper's)", "closed-form": "closed form (default)"}
-OBJECTIVE_WORDS = {"task": "task", "match": "copy (MSE)"}  # match: MSE to B's own activation (the copy task)
 
 ui.page_setup("Similarity")
 st.title("Similarity matrices")
@@ -72,33 +76,37 @@ def _show_run(run_id: str, cka_id: str | None) -> None:
         st.page_link(ui.page_file("results"), label="Open it on Results", query_params={"run": run_id})
 
 
-def _prefill(run_id: str) -> None:
-    """A permalink fills the form with its matrix (and CKA) spec, or its similarity spec, once per run id."""
-    if st.session_state.get("_sim_prefilled") == run_id:
+def _prefill(params: dict[str, str]) -> None:
+    """A link's matrix fields, or ``?run=ID``'s spec (a matrix, and the similarity run launched beside it; or a
+    similarity run alone), into the form, once per URL."""
+    rec = ui.get_store().lookup(params["run"]) if params.get("run") else None
+    if rec is not None and rec.kind == "similarity":
+        if st.session_state.get("_sim_prefilled_similarity") != rec.id:
+            st.session_state["_sim_prefilled_similarity"] = rec.id
+            try:
+                spec = spec_from_record(rec)
+            except StitchError:  # a record this version cannot read: the run's view below says why
+                return
+            _pair_state(spec.a, spec.b, spec.senders, spec.receivers, cut_set=True)
+            st.session_state.update(sim_dataset=spec.dataset, sim_cka=True, sim_measure=spec.measure)
         return
-    st.session_state["_sim_prefilled"] = run_id
-    rec = ui.get_store().lookup(run_id)
-    if rec is None or rec.kind not in ("matrix", "similarity"):
+    applied = spec_form.prefill(KIND, params, prefix=PREFIX, state_keys=PICKERS)
+    if applied is None:
         return
-    try:
-        spec = spec_from_record(rec)
-    except StitchError:  # a record this version cannot read: the run's view below says why
+    if "dataset" not in applied:
+        st.session_state["sim_dataset"] = None  # the models' own training set
+    cuts = {role: st.session_state[PICKERS[role]] if role in applied else None for role in ("senders", "receivers")}
+    _pair_state(applied.get("a"), applied.get("b"), cuts["senders"], cuts["receivers"],
+                cut_set=rec is not None or any(c is not None for c in cuts.values()))  # fmt: skip
+    if rec is None:
         return
-    chosen = spec.senders is not None or spec.receivers is not None
-    st.session_state.update(sim_pick_a=spec.a, sim_ref_a=spec.a, sim_pick_b=spec.b, sim_ref_b=spec.b,
-                            sim_cutset="choose" if chosen else "all", sim_dataset=spec.dataset)  # fmt: skip
-    if chosen:  # one side may still be every cut (None): the multiselect then holds all of that model's cuts
-        for role, ref, cuts in (("a", spec.a, spec.senders), ("b", spec.b, spec.receivers)):
-            st.session_state[f"sim_cuts_{role}"] = list(cuts) if cuts is not None else _every_cut(ref)
-    if rec.kind == "similarity":
-        st.session_state.update(sim_cka=True, sim_measure=spec.measure)
-        return
-    cka_id = st.query_params.get("cka")
+    own = form_defaults(KIND)  # a run's link leaves out what is at today's default: the form too
+    st.session_state.update({PREFIX + f.key: own.get(f.key) for f in declared(KIND) if not f.role and f.key not in applied})
+    st.session_state["sim_recipe"] = "custom"
+    cka_id = params.get("cka")
     # no &cka= (opened from Results, a job link, a bare permalink): the similarity run launched with the matrix
-    cka = ui.get_store().lookup(cka_id) if cka_id else similarity_beside(ui.get_store(), spec, rec.created)
-    st.session_state.update(sim_mode=spec.mode, sim_epochs=spec.epochs, sim_seeds=spec.seeds, sim_controls=spec.controls,
-                            sim_max_train=spec.max_train or 0, sim_cka=cka is not None, sim_recipe="custom",
-                            **_adapter_state(spec.adapter, spec.objective))  # fmt: skip
+    cka = ui.get_store().lookup(cka_id) if cka_id else similarity_beside(ui.get_store(), spec_from_record(rec), rec.created)
+    st.session_state["sim_cka"] = cka is not None
     if cka is not None and cka.kind == "similarity":
         try:
             st.session_state["sim_measure"] = spec_from_record(cka).measure
@@ -106,26 +114,30 @@ def _prefill(run_id: str) -> None:
             pass
 
 
-def _adapter_state(adapter: AdapterSpec, objective: str) -> dict[str, str]:
-    """The form's adapter and objective widgets' values for ``adapter`` (a preset's, or a run's)."""
-    return {"sim_adapter": adapter.kind, "sim_norm": adapter.norm, "sim_resample": adapter.resample,
-            "sim_init": adapter.init, "sim_objective": objective}  # fmt: skip
+def _pair_state(ref_a: str | None, ref_b: str | None, senders: tuple[str, ...] | None,
+                receivers: tuple[str, ...] | None, *, cut_set: bool) -> None:
+    """A link's or a run's models into the pickers and (``cut_set``) its cuts into the cut set: every cut, or
+    the cuts chosen (one side may still be every cut: its multiselect then holds all of that model's cuts)."""
+    for role, ref in (("a", ref_a), ("b", ref_b)):
+        if ref:
+            st.session_state.update({f"sim_pick_{role}": ref, f"sim_ref_{role}": ref})
+    if not cut_set:
+        return
+    chosen = senders is not None or receivers is not None
+    st.session_state["sim_cutset"] = "choose" if chosen else "all"
+    for role, cuts in (("a", senders), ("b", receivers)):
+        st.session_state.pop(f"_sim_every_{role}", None)
+        if chosen and cuts is not None:
+            st.session_state[f"sim_cuts_{role}"] = list(cuts)
+        elif chosen:  # every cut of whichever model the picker holds: the multiselect fills them in (_cut_set)
+            st.session_state[f"_sim_every_{role}"] = True
 
 
 def _apply_recipe() -> None:
-    """The "Recipe" picker's callback: a named preset sets the mode, adapter and objective widgets."""
+    """The "Recipe" picker's callback: a named preset sets the mode, adapter, objective and controls' widgets."""
     name = st.session_state["sim_recipe"]
     if name in MATRIX_PRESETS:
-        fields = preset_fields(name)
-        st.session_state.update(sim_mode=fields["mode"], **_adapter_state(fields["adapter"], fields["objective"]))
-
-
-def _every_cut(ref: str) -> list[str]:
-    """Every cut name of a model, in execution order ([] when it cannot be loaded: the page says why)."""
-    try:
-        return [c.name for c in ui.cuts_of(ref)]
-    except StitchError:
-        return []
+        spec_form.fill(KIND, MATRIX_PRESETS[name], prefix=PREFIX)
 
 
 def _cut_set(ref: str, role: str, how: str) -> tuple[str, ...] | None:
@@ -142,7 +154,9 @@ def _cut_set(ref: str, role: str, how: str) -> tuple[str, ...] | None:
         return tuple(c.name for c in coarse_cuts(cuts, COARSE_CUTS))
     names = [c.name for c in cuts]
     key = f"sim_cuts_{role}"
-    if key in st.session_state:
+    if st.session_state.pop(f"_sim_every_{role}", False):  # a link or a run that chose the other side's cuts
+        st.session_state[key] = names
+    elif key in st.session_state:
         st.session_state[key] = [n for n in st.session_state[key] if n in names]
     else:
         st.session_state[key] = [c.name for c in coarse_cuts(cuts, COARSE_CUTS)]
@@ -167,26 +181,14 @@ def _loaded(ref_a: str | None, ref_b: str | None) -> dict[str, LoadedModel] | No
     return models
 
 
-def _prefill_models() -> None:
-    """``?a=REF&b=REF`` (a link to a model pair) picks the two models, once per pair."""
-    pair = (st.query_params.get("a"), st.query_params.get("b"), st.query_params.get("dataset"))
-    if st.session_state.get("_sim_pair") == pair:
-        return
-    st.session_state["_sim_pair"] = pair
-    for role, ref in zip("ab", pair[:2], strict=True):
-        if ref:
-            st.session_state.update({f"sim_pick_{role}": ref, f"sim_ref_{role}": ref})
-    st.session_state["sim_dataset"] = pair[2]  # None: the models' own training set
-
-
-if st.query_params.get("run"):
-    _prefill(st.query_params["run"])
-elif st.query_params.get("a") or st.query_params.get("b"):
-    _prefill_models()
-for _key, _value in {"sim_mode": "closed-form", "sim_epochs": 3, "sim_seeds": 1, "sim_controls": False, "sim_cka": True,
-                     "sim_max_train": 0, "sim_cutset": "all", "sim_measure": "cka-linear", "sim_recipe": "custom",
-                     **_adapter_state(MatrixSpec.__dataclass_fields__["adapter"].default_factory(), "task")}.items():
-    st.session_state.setdefault(_key, _value)  # widgets take their values from here, never twice
+url_run = st.query_params.get("run")
+url_fields = any(f.key in st.query_params for f in declared(KIND))
+if url_run or url_fields:
+    _prefill(st.query_params.to_dict())
+url_notes = spec_form.show_link_notes(PREFIX, clear=not (url_run or url_fields))
+for _key, _value in {"sim_mode": form_defaults(KIND)["mode"], "sim_cka": True, "sim_cutset": "all",
+                     "sim_measure": "cka-linear", "sim_recipe": "custom"}.items():
+    st.session_state.setdefault(_key, _value)  # widgets take their values from here, never twice (the form's: its own)
 zoo = sorted(r.summary["ref"] for r in list_zoo_models(ui.get_store()))
 left, right = st.columns(2)
 with left:
@@ -203,32 +205,14 @@ with right:
                  help="a named recipe fills mode, adapter and objective below; Hernandez et al.: a 1x1-conv "
                       "stitch (strided conv to downsample, nearest upsample + 1x1 to upsample) from random "
                       "weights, trained on the task")  # fmt: skip
-    mode = st.radio("Mode", MODES, horizontal=True, key="sim_mode", persist_state="session",
-                    format_func=lambda m: {"proxy": "proxy (rank, no scoring)"}.get(m, m),
-                    help="closed-form: ridge least-squares fit per cell, then its test accuracy (seconds); trained: "
-                         "then train each cell; proxy: the fits' held-out R² and CKA alone, nothing scored (a "
-                         "fraction of closed-form's time), to rank which pairs to train first")  # fmt: skip
-    a1, a2, a3 = st.columns(3)
-    kind = a1.selectbox("Adapter", list_adapters(), key="sim_adapter", persist_state="session",
-                        help="linear = 1x1 conv / Linear (Bansal et al.; Hernandez et al.)")
-    resample = a2.selectbox("Resample", RESAMPLES, key="sim_resample", persist_state="session",
-                            help="how a sender's grid meets a receiver's of another size; strided (Hernandez et "
-                                 "al.): a strided conv to downsample, nearest upsample + 1x1 conv to upsample")
-    init = a3.selectbox("Init", INITS, key="sim_init", persist_state="session",
-                        help="lstsq / procrustes: a closed-form fit (closed-form mode needs one); random: "
-                             "trained from scratch, as in Hernandez et al.")
-    b1, b2, b3 = st.columns(3)
-    norm = b1.selectbox("BatchNorm", NORMS, key="sim_norm", persist_state="session")
-    objective = b2.selectbox("Objective (trained)", tuple(OBJECTIVE_WORDS), key="sim_objective",
-                             persist_state="session", format_func=OBJECTIVE_WORDS.get, disabled=mode != "trained",
-                             help="copy: train each adapter to reproduce B's own activation at the receiving "
-                                  "cut (Hernandez et al.'s copy task)")  # fmt: skip
-    epochs = b3.number_input("Epochs", 1, 100, key="sim_epochs", persist_state="session", disabled=mode == "proxy",
-                             help="trained mode, and the controls' task training")
-    controls = st.checkbox("Controls (random sender / receiver / both; zoo models)", key="sim_controls",
-                           persist_state="session", disabled=mode == "proxy",
-                           help="their adapters are task-trained, also in closed-form mode: a closed-form fit "
-                                "into a random receiver only copies its activation, which scores chance")
+    words = field_words(KIND, "mode")
+    mode = st.radio(words.label, declared_field(KIND, "mode").choices, horizontal=True, key="sim_mode",
+                    persist_state="session", help=words.help,
+                    format_func=lambda m: m if matrix_mode(m).scores else f"{m} (rank, no scoring)")  # fmt: skip
+    unused = MatrixSpec.unused(mode, bool(st.session_state.get("sim_controls")))  # greyed out: the spec's rule
+    form = spec_form.widgets(KIND, ("kind", "resample", "init", "norm", "objective", "epochs"), per_row=3,
+                             prefix=PREFIX, disabled=unused)  # fmt: skip
+    form |= spec_form.widgets(KIND, ("controls",), per_row=1, prefix=PREFIX, disabled=unused)
     c1, c2 = st.columns([1, 1])
     with_cka = c1.checkbox("Similarity beside it", key="sim_cka", persist_state="session",
                            help="a similarity measure of the pairs, also of A against "
@@ -241,14 +225,10 @@ with right:
                            help=_measure_words(shown if shown in measure_choices() else measure_choices()[0]))
     if with_cka:
         st.caption(_measure_words(measure))
-    d1, d2 = st.columns(2)
-    max_train = d1.number_input("Max training images (0 = all)", 0, 10**7, key="sim_max_train",
-                                persist_state="session")
-    seeds = d2.number_input("Adapter seeds (trained)", 1, MAX_SEEDS, key="sim_seeds", persist_state="session",
-                            disabled=mode != "trained",
-                            help="trained mode: train every cell's adapter from this many seeds; each cell then "
-                                 "also shows its mean across them with a 95% t-interval (the spread training adds "
-                                 "on top of the test images'). Multiplies the training time.")  # fmt: skip
+    form |= spec_form.widgets(KIND, ("max_train", "seeds"), per_row=2, prefix=PREFIX, disabled=unused)
+    with st.expander("More matrix settings: training, controls, adapter"):
+        form |= spec_form.widgets(KIND, [f.key for f in declared(KIND) if not f.role and f.key not in {*form, "mode"}],
+                                  per_row=3, prefix=PREFIX, disabled=unused)  # fmt: skip
     models, why_not = _loaded(ref_a, ref_b), None  # why_not: why Launch is disabled
     if models is not None:
         default_data = default_dataset(models["a"], models["b"])
@@ -263,17 +243,13 @@ elif cut_set == "choose" and (senders == () or receivers == ()):
 if why_not is None:
     try:
         data = None if dataset == default_data else dataset  # None: B's own set (the run id as before)
-        adapter = AdapterSpec(kind=kind, norm=norm, resample=resample, init=init)
-        matrix = MatrixSpec(a=ref_a, b=ref_b, senders=senders or None, receivers=receivers or None, mode=mode,
-                            epochs=int(epochs), controls=controls and mode != "proxy",
-                            max_train=int(max_train) or None, dataset=data,
-                            adapter=adapter, objective=objective if mode == "trained" else "task",
-                            seeds=int(seeds) if mode == "trained" else 1)  # fmt: skip
+        matrix = spec_form.spec_from_form(KIND, {**form, "mode": mode, **MatrixSpec.fixed(mode)}, a=ref_a, b=ref_b,
+                                          senders=senders or None, receivers=receivers or None, dataset=data)
         cka_spec = SimilaritySpec(a=ref_a, b=ref_b, senders=matrix.senders, receivers=matrix.receivers,
                                   measure=measure, dataset=data)
         specs = (matrix, cka_spec if with_cka else None)
     except StitchError as exc:
-        ui.show_error(exc)
+        spec_form.show_refusal(KIND, exc, prefix=PREFIX)
         why_not = "the form has an error (above)"
 
 if specs is not None and specs[0].controls:  # say, by the controls, whether they can differ from chance

@@ -16,17 +16,33 @@ naming the field and its flag.  Private to :mod:`stitchcore.cli`.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from stitchcore.cli._args import data_name, given, model_ref, number, whole
 from stitchcore.experiments.field_words import field_words
-from stitchcore.params import ALWAYS, Field, declared, defaults, form_values
+from stitchcore.params import ALWAYS, Field, declared, defaults, form_values, held_fields
 
 __all__ = ["add_spec_flags", "spec_argv", "spec_values", "with_defaults"]
 
 _TYPES: dict[Any, Callable[[str], Any]] = {int: whole, float: number, str: given}
 _ROLE_TYPES: dict[str, Callable[[str], Any]] = {"model": model_ref, "dataset": data_name, "cut": given}
+
+
+def _arg_type(field: Field) -> Callable[[str], Any]:
+    """The argparse type of ``field``'s flag: its own text reader (a pair, JSON), its role's, or its type's."""
+    if field.parse is None:
+        return _ROLE_TYPES.get(field.role, _TYPES[field.type])
+    parse = field.parse
+
+    def read(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    read.__name__ = field.key  # argparse names the type in its message
+    return read
 
 
 def _dest(field: Field) -> str:
@@ -43,26 +59,29 @@ def _help(kind: str, field: Field, default: Any) -> str:
     if field.type is bool:
         return (f"leave out: {text}" if default else text).replace("%", "%%")
     if default is not None and field.key not in ("a", "b"):
-        text += f" (default: {default})"
+        text += f" (default: {field.text(default)})"
     return text.replace("%", "%%")
 
 
 def add_spec_flags(parser: argparse.ArgumentParser, kind: str, *, required: Iterable[str] = ("a", "b", "cut_a",
-                   "cut_b"), skip: Iterable[str] = ()) -> None:  # fmt: skip
+                   "cut_b"), skip: Iterable[str] = (), aliases: Mapping[str, Iterable[str]] | None = None,
+                   helps: Mapping[str, str] | None = None) -> None:  # fmt: skip
     """Add a flag for each of ``kind``'s declared fields (by link key) but ``skip``; ``required`` ones must be
-    given.  A bool field that is on by default is switched off by ``--no-KEY``, one off by ``--KEY``."""
-    must, skipped, own = set(required), set(skip), defaults(kind)
+    given.  A bool field that is on by default is switched off by ``--no-KEY``, one off by ``--KEY``.
+    ``aliases``: older names a field's flag keeps answering to (``--eps`` for ``--sharpness-eps``), by link key;
+    ``helps``: a help line that says more than the field's words (``--dataset`` also picks a preset's scale)."""
+    must, skipped, own, old, said = set(required), set(skip), defaults(kind), aliases or {}, helps or {}
     for field in declared(kind):
         if field.key in skipped:
             continue
         default = own.get(field.name)
+        help_ = said[field.key].replace("%", "%%") if field.key in said else _help(kind, field, default)
         if field.type is bool:
             flag = ("--no-" + field.key.replace("_", "-")) if default else field.flag
-            parser.add_argument(flag, dest=_dest(field), action="store_true", help=_help(kind, field, default))
+            parser.add_argument(flag, *old.get(field.key, ()), dest=_dest(field), action="store_true", help=help_)
             continue
-        parser.add_argument(field.flag, dest=field.key, type=_ROLE_TYPES.get(field.role, _TYPES[field.type]),
-                            choices=field.choices, required=field.key in must, default=None,
-                            help=_help(kind, field, default))  # fmt: skip
+        parser.add_argument(field.flag, *old.get(field.key, ()), dest=field.key, type=_arg_type(field),
+                            choices=field.choices, required=field.key in must, default=None, help=help_)  # fmt: skip
 
 
 def spec_values(args: argparse.Namespace, kind: str) -> dict[str, Any]:
@@ -105,13 +124,14 @@ def spec_argv(kind: str, spec: Any) -> list[str]:
     ...                                           "adapter": {"init": "random"}, "noise_control": False}))
     ['--a', 'zoo:x', '--b', 'zoo:y', '--cut-a', 'fc1', '--cut-b', 'fc1', '--init', 'random', '--no-noise-control']
     """
-    own, values, out = defaults(kind), form_values(kind, spec), []
+    own, values, out, held = defaults(kind), form_values(kind, spec), [], held_fields(spec)
     for field in declared(kind):
         value = values[field.key] if field.none_as is None else field.spec_value(values[field.key])
-        if value is None or (field.key not in ALWAYS and field.name in own and value == own[field.name]):
+        if value is None or field.name in held or (field.key not in ALWAYS and field.name in own
+                                                   and value == own[field.name]):
             continue
         if field.type is bool:
             out.append(("--no-" + field.key.replace("_", "-")) if own.get(field.name) else field.flag)
         else:
-            out += [field.flag, str(value)]
+            out += [field.flag, field.text(value)]
     return out

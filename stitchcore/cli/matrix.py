@@ -4,12 +4,13 @@
     python -m stitchcore matrix --a zoo:cnn-digits-s0 --b zoo:cnn-digits-s1 --preset hernandez --controls
     python -m stitchcore similarity --a zoo:cnn-digits-s0 --b zoo:cnn-digits-s1 --measure rsa
 
-Both print a senders x receivers grid (:func:`grid_text`).  ``matrix`` names its adapter and training as
-``stitch`` does (``--adapter --norm --resample --init --objective``); ``--preset NAME`` starts from a named
-recipe (``hernandez``: the paper's strided 1x1-conv stitch, random init, task-trained), and any flag given
-overrides it.  ``--senders/--receivers`` take cut
-names or their aliases (``layer2`` for ``layer2.1``); aliases are resolved to the canonical
-names before the spec is built (one run id per stitch) and noted on stderr.
+Both print a senders x receivers grid (:func:`grid_text`).  ``matrix``'s flags are the matrix kind's declared
+fields (:mod:`stitchcore.experiments.matrix.fields`; its adapter and training named as ``stitch`` names them:
+``--adapter --norm --resample --init --objective``), every flag left out at today's default; ``--preset NAME``
+starts from a named recipe (``hernandez``: the paper's strided 1x1-conv stitch, random init, task-trained), and
+any flag given overrides it.  ``--senders/--receivers`` take comma-separated cut names or their aliases
+(``layer2`` for ``layer2.1``); aliases are resolved to the canonical names before the spec is built (one run id
+per stitch) and noted on stderr.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from stitchcore.cli._args import data_name, given, model_ref, names, whole
 from stitchcore.cli._common import Command, ProgressBar, backend_parser, emit, outcome, run, took
+from stitchcore.cli._spec_args import add_spec_flags, spec_values
 from stitchcore.cli.stitch import resolve_cuts
 from stitchcore.errors import StitchError
 
@@ -29,55 +31,38 @@ if TYPE_CHECKING:
 __all__ = ["COMMANDS", "add_verbs", "grid_text", "matrix_fields", "similarity_text"]
 
 
+_RERUN = "run again even if the store has it"
+_PAIR_HELPS = {"a": "ModelRef of model A (rows: sender cuts)", "b": "ModelRef of model B (columns: receiver cuts)",
+               "senders": "comma-separated cut names (or aliases) of A (default: all)",
+               "receivers": "comma-separated cut names (or aliases) of B (default: all)",
+               "dataset": "default: the dataset B was trained on"}  # fmt: skip
+
+
 def _pair_parser() -> argparse.ArgumentParser:
-    """The parent parser of both verbs: every cut of A against every cut of B."""
+    """The parent parser of ``similarity``: every cut of A against every cut of B (``matrix``'s are its fields)."""
     pair = argparse.ArgumentParser(add_help=False)
-    pair.add_argument("--a", type=model_ref, required=True, help="ModelRef of model A (rows: sender cuts)")
-    pair.add_argument("--b", type=model_ref, required=True, help="ModelRef of model B (columns: receiver cuts)")
-    pair.add_argument("--senders", default=None, help="comma-separated cut names (or aliases) of A (default: all)")
-    pair.add_argument("--receivers", default=None, help="comma-separated cut names (or aliases) of B (default: all)")
-    pair.add_argument("--dataset", type=data_name, default=None, help="default: the dataset B was trained on")
-    pair.add_argument("--rerun", action="store_true", help="run again even if the store has it")
+    pair.add_argument("--a", type=model_ref, required=True, help=_PAIR_HELPS["a"])
+    pair.add_argument("--b", type=model_ref, required=True, help=_PAIR_HELPS["b"])
+    pair.add_argument("--senders", default=None, help=_PAIR_HELPS["senders"])
+    pair.add_argument("--receivers", default=None, help=_PAIR_HELPS["receivers"])
+    pair.add_argument("--dataset", type=data_name, default=None, help=_PAIR_HELPS["dataset"])
+    pair.add_argument("--rerun", action="store_true", help=_RERUN)
     return pair
 
 
 def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    """Add ``matrix`` and ``similarity`` to the CLI's sub-parsers."""
-    pair = _pair_parser()
-    mx = verbs.add_parser("matrix", parents=[common, pair, backend_parser()], help="stitching matrix: every sender cut x receiver cut")
+    """Add ``matrix`` and ``similarity`` to the CLI's sub-parsers; ``matrix``'s flags are its declared fields."""
+    mx = verbs.add_parser("matrix", parents=[common, backend_parser()],
+                          help="stitching matrix: every sender cut x receiver cut")
+    add_spec_flags(mx, "matrix", required=("a", "b"), helps=_PAIR_HELPS)
+    mx.add_argument("--rerun", action="store_true", help=_RERUN)
     mx.add_argument("--preset", default=None, metavar="NAME", choices=_PRESETS,
                     help=f"a named recipe ({', '.join(_PRESETS)}); flags given override it")
-    mx.add_argument("--mode", choices=("closed-form", "trained", "proxy"), default=None,
-                    help="default closed-form; proxy: the fits' held-out R² and CKA per cell alone, nothing scored")
     mx.add_argument("--recommend", default=None, metavar="BY", choices=("r2", "cka", "accuracy"),
                     help="also list the cut pairs to train first, ranked without training by the fits' held-out R²"
                          " (r2), their CKA (cka) or the closed-form accuracy (accuracy)")
-    mx.add_argument("--adapter", type=given, default=None, help="linear (default) | linear_relu | conv3x3_relu | bottleneck |"
-                                                    " lowrank; as for stitch")  # fmt: skip
-    mx.add_argument("--norm", type=given, default=None, help="none | bn_before | bn_after | both (default)")
-    mx.add_argument("--resample", type=given, default=None,
-                    help="none | bilinear (default) | nearest | strided (strided conv down, nearest + 1x1 up)")
-    mx.add_argument("--init", type=given, default=None,
-                    help="lstsq (default) | procrustes | random | identity (random / identity: trained mode)")
-    mx.add_argument("--rank", type=whole, default=None, help="rank of a lowrank adapter")
-    mx.add_argument("--objective", type=given, default=None,
-                    help="trained mode: task (default) | match (copy task: MSE to B's activation) | task+0.5*match")
-    mx.add_argument("--epochs", type=whole, default=None, help="trained mode, and task-trained controls (default 3)")
-    mx.add_argument("--controls", action="store_true",
-                    help="also random sender / receiver / both and a class-clustered noise sender (zoo refs), made "
-                         "as the cells (into a random receiver task-trained where a fit would only copy it)")
-    mx.add_argument("--no-noise-sender", dest="noise_sender", action="store_false",
-                    help="with --controls: leave out the noise-sender control (it needs the activations in memory)")
-    mx.add_argument("--max-train", type=whole, default=None)
-    mx.add_argument("--max-test", type=whole, default=None)
-    mx.add_argument("--seed", type=whole, default=0)
-    mx.add_argument("--seeds", type=whole, default=1, metavar="N",
-                    help="trained mode: train each cell's adapter from N seeds (seed, seed+1, ...); each cell then "
-                         "also has its mean and a 95%% t-interval across them")  # fmt: skip
-    mx.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
-                    help="trained mode: bf16 autocast (fast on GPUs and AMX CPUs)")
 
-    sm = verbs.add_parser("similarity", parents=[common, pair], formatter_class=_RegistryHelp,
+    sm = verbs.add_parser("similarity", parents=[common, _pair_parser()], formatter_class=_RegistryHelp,
                           help="CKA, Procrustes, RSA, SVCCA ... of every cut pair")
     measure = sm.add_argument("--measure", type=given, default="cka-linear", metavar="NAME",
                               help="similarity measure (default: %(default)s), one of")
@@ -130,54 +115,47 @@ def grid_text(summary: dict[str, Any], footer: str) -> str:
 
 def _cut_lists(args: argparse.Namespace, store: Store) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None,
                                                                  dict[str, str]]:
-    """``--senders`` / ``--receivers`` as canonical cut names, and {alias: canonical} for the JSON; a flag given
-    with no name (``--senders ""``) is refused, not read as every cut."""
+    """``--senders`` / ``--receivers`` (text, or the names a generated flag read) as canonical cut names, and
+    {alias: canonical} for the JSON; a flag given with no name (``--senders ""``) is refused, not read as every
+    cut."""
+    given = {}
     for flag, value in (("--senders", args.senders), ("--receivers", args.receivers)):
-        if value is not None and not names(value):
+        cuts = names(value) or () if isinstance(value, str) else value
+        if cuts is not None and not cuts:
             raise StitchError(f"{flag} names no cut: give comma-separated cut names (e.g. block1,fc1; see "
                               f"`python -m stitchcore cuts REF`), or leave {flag} out for every cut")  # fmt: skip
-    senders, alias_a = resolve_cuts(args.a, names(args.senders), store)
-    receivers, alias_b = resolve_cuts(args.b, names(args.receivers), store)
+        given[flag] = cuts
+    senders, alias_a = resolve_cuts(args.a, given["--senders"], store)
+    receivers, alias_b = resolve_cuts(args.b, given["--receivers"], store)
     return senders, receivers, {**alias_a, **alias_b}
 
 
 def matrix_fields(args: argparse.Namespace) -> dict[str, Any]:
-    """The MatrixSpec fields the adapter and training flags name: the preset's (if any), then each flag given.
+    """The MatrixSpec fields the flags name: the preset's (if any), then each flag given (an adapter flag over
+    the preset's adapter); :func:`stitchcore.params.build_spec` gives every other today's default.
 
-    >>> ns = argparse.Namespace(preset="hernandez", mode=None, adapter=None, norm=None, resample=None,
-    ...                         init="lstsq", rank=None, objective=None, epochs=None)
+    >>> ns = argparse.Namespace(preset="hernandez", init="lstsq", epochs=5)
     >>> f = matrix_fields(ns)
-    >>> f["mode"], f["adapter"].resample, f["adapter"].init
-    ('trained', 'strided', 'lstsq')
+    >>> f["mode"], f["adapter"]["resample"], f["adapter"]["init"], f["epochs"]
+    ('trained', 'strided', 'lstsq', 5)
     """
-    from dataclasses import asdict
+    from stitchcore.experiments.matrix import MATRIX_PRESETS, preset_fields
 
-    from stitchcore.experiments.matrix import MatrixSpec, preset_fields
-    from stitchcore.stitching.adapters import AdapterSpec
-
-    fields: dict[str, Any] = preset_fields(args.preset) if args.preset else {}
-    adapter = asdict(fields.get("adapter") or MatrixSpec.__dataclass_fields__["adapter"].default_factory())
-    given = {"kind": args.adapter, "norm": args.norm, "resample": args.resample, "init": args.init,
-             "rank": args.rank}  # fmt: skip
-    adapter.update({k: v for k, v in given.items() if v is not None})
-    fields["adapter"] = AdapterSpec(**adapter)
-    for name in ("mode", "objective", "epochs"):
-        if getattr(args, name) is not None:
-            fields[name] = getattr(args, name)
+    fields: dict[str, Any] = {}
+    if args.preset:
+        preset_fields(args.preset)  # an unknown name is refused, naming the presets
+        fields = {k: dict(v) if isinstance(v, dict) else v for k, v in MATRIX_PRESETS[args.preset].items()}
+    for name, value in spec_values(args, "matrix").items():
+        fields[name] = {**fields.get(name, {}), **value} if isinstance(value, dict) else value
     return fields
 
 
 def _cmd_matrix(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
     """Stitch every sender cut into every receiver cut; print the grid of the stitched metric."""
-    from stitchcore.experiments.matrix import MatrixSpec
+    from stitchcore.params import build_spec
 
     senders, receivers, aliases = _cut_lists(args, store)
-    kwargs: dict[str, Any] = dict(
-        a=args.a, b=args.b, senders=senders, receivers=receivers, controls=args.controls, dataset=args.dataset,
-        max_train=args.max_train, max_test=args.max_test, seed=args.seed, seeds=args.seeds, precision=args.precision,
-        noise_sender=args.noise_sender, **matrix_fields(args),
-    )
-    spec = MatrixSpec(**kwargs)
+    spec = build_spec("matrix", {**matrix_fields(args), "senders": senders, "receivers": receivers})
     out = run("matrix", spec, args, store, bar)
     s = out.record.summary
     footer = (f"{s['metric']} of the stitched model; rows = A's cuts, columns = B's cuts"
@@ -191,13 +169,13 @@ def _cmd_matrix(args: argparse.Namespace, store: Store, bar: ProgressBar) -> Non
         first = next(iter(s["failed"].items()))
         footer += (f"\n{len(s['failed'])} cell(s) failed, e.g. {first[0]}: {first[1]}"
                    " (--rerun computes only those again)")
-    text = grid_text(s, footer) if spec.mode != "proxy" else ""
+    text = grid_text(s, footer) if spec.scores else ""
     for what, words in (("r2", "held-out R² of each cell's linear fit"), ("cka", "linear CKA of each fit's samples")):
-        if (s.get("proxy") or {}).get(what) and (spec.mode == "proxy" or args.recommend):
+        if (s.get("proxy") or {}).get(what) and (not spec.scores or args.recommend):
             text += ("\n\n" if text else "") + grid_text({**s, "values": s["proxy"][what]}, words)
-    if spec.mode == "proxy":
+    if not spec.scores:
         text += f"\n({took(out.cached, out.seconds)}; nothing scored: a proxy matrix)"
-    if args.recommend or spec.mode == "proxy":
+    if args.recommend or not spec.scores:
         text += "\n\n" + _recommend_text(s, args.recommend or "r2")
     noise = (s.get("controls") or {}).get("noise_sender")
     if noise is not None:  # the baseline a cell must beat to say anything about A (not only its labels' clusters)

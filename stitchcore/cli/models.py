@@ -8,10 +8,11 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from stitchcore.cli._args import data_name, given, json_obj, model_ref, number, pair, safe, whole
+from stitchcore.cli._args import model_ref, safe
 from stitchcore.cli._common import Command, ProgressBar, emit, outcome, run, took
+from stitchcore.cli._spec_args import add_spec_flags, spec_values
 
 if TYPE_CHECKING:
     from stitchcore.store.results import Store
@@ -25,28 +26,7 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
         dest="zoo_verb", required=True, metavar="train|list"
     )
     zt = zoo.add_parser("train", parents=[common], help="train a zoo recipe (cached: never trained twice)")
-    zt.add_argument("--arch", type=given, default="cnn", help="mlp | cnn | resnet | vit | swin | gpt (stitchcore.models.archs)")
-    zt.add_argument("--dataset", type=data_name, default="digits", help="digits | mnist | fashion-mnist | cifar10 | cifar100 | imagefolder:PATH")
-    zt.add_argument("--seed", type=whole, default=0)
-    zt.add_argument("--optimizer", choices=("sgd", "adamw"), default=None, help="default sgd (vit, swin: adamw)")
-    zt.add_argument("--epochs", type=whole, default=None, help="default 20 (vit, swin: 40)")
-    zt.add_argument("--lr", type=number, default=None, help="default 0.05 (sgd) / 2e-3 (adamw)")
-    zt.add_argument("--batch-size", type=whole, default=None)
-    zt.add_argument("--weight-decay", type=number, default=None)
-    zt.add_argument("--image-size", type=whole, default=None, help="resize inputs (e.g. 16 or 32 for digits)")
-    zt.add_argument("--arch-kwargs", type=json_obj, default=None, help='JSON, e.g. \'{"blocks": [1,1,1,1]}\'')
-    zt.add_argument("--relabel", type=pair, default=None, metavar="X:Y", help="train with class X labelled Y")
-    zt.add_argument("--drop-class", type=whole, default=None, metavar="X", help="never show class X in training")
-    zt.add_argument("--l1", type=number, default=0.0)
-    zt.add_argument("--l2", type=number, default=0.0)
-    zt.add_argument("--prune-every", type=whole, default=0, metavar="EPOCHS")
-    zt.add_argument("--prune-fraction", type=number, default=0.0)
-    zt.add_argument("--augment", default=None, choices=("none", "crop-flip", "resized-crop-flip"),
-                    help="training augmentation: crop-flip (CIFAR's pad-and-crop + flip), resized-crop-flip "
-                         "(ImageNet's); default none")
-    zt.add_argument("--start", type=model_ref, default=None, metavar="REF",
-                    help="fine-tune from this model instead of a fresh init: zoo:NAME, file:PATH of a zoo arch, or "
-                         "timm:NAME / torchvision:NAME (with num_classes= the dataset's; its arch replaces --arch)")
+    add_spec_flags(zt, "zoo", required=())
     zt.add_argument("--rerun", action="store_true", help="train again even if the store has it")
     zoo.add_parser("list", parents=[common], help="list trained zoo models")
 
@@ -56,19 +36,14 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
 
 def _cmd_zoo_train(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
     """Train one zoo recipe (or find it in the store) and print its ref and accuracy."""
-    from stitchcore.experiments.zoo import ZooRecipe
     from stitchcore.models.archs import arch_recipe_defaults
+    from stitchcore.params import build_spec, defaults
 
-    kwargs: dict[str, Any] = {"arch": args.arch, "dataset": args.dataset, "seed": args.seed}
-    kwargs.update(arch_recipe_defaults(args.arch))  # e.g. AdamW for transformers; what the user gives wins
-    optional = {
-        "optimizer": args.optimizer, "epochs": args.epochs, "lr": args.lr, "batch_size": args.batch_size, "weight_decay": args.weight_decay,
-        "image_size": args.image_size, "arch_kwargs": args.arch_kwargs, "relabel": args.relabel,
-        "drop_class": args.drop_class, "start": args.start, "augment": args.augment,
-    }
-    kwargs.update({k: v for k, v in optional.items() if v is not None})
-    kwargs.update(l1=args.l1, l2=args.l2, prune_every=args.prune_every, prune_fraction=args.prune_fraction)
-    out = run("zoo", ZooRecipe(**kwargs), args, store, bar)
+    given = spec_values(args, "zoo")
+    arch = given.get("arch", defaults("zoo")["arch"])
+    # an architecture's own training defaults (AdamW for transformers), then what the user gives
+    recipe = build_spec("zoo", {**arch_recipe_defaults(arch), **given})
+    out = run("zoo", recipe, args, store, bar)
     s = out.record.summary
     emit(args, outcome(out), f"{s['ref']}  accuracy {s['accuracy']:.4f}  ({took(out.cached, out.seconds)})")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from stitchcore.cli._args import data_name, given, model_ref, names, number, whole
+from stitchcore.cli._args import given, whole
 from stitchcore.cli._common import (
     CTRL_C,
     Command,
@@ -26,6 +26,7 @@ from stitchcore.cli._common import (
     set_threads,
     took,
 )
+from stitchcore.cli._spec_args import add_spec_flags, spec_values
 from stitchcore.errors import StitchError
 
 if TYPE_CHECKING:
@@ -36,39 +37,18 @@ __all__ = ["COMMANDS", "across_table", "add_verbs", "table"]
 
 
 def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    """Add ``sweep`` to the CLI's sub-parsers (``common``: --store, --json, --device, --quiet)."""
-    from stitchcore.experiments.sweep import SweepSpec
-
-    d = SweepSpec(a="zoo:x", b="zoo:x")
+    """Add ``sweep`` to the CLI's sub-parsers (``common``: --store, --json, --device, --quiet): the preset flags,
+    then a flag for each of the sweep kind's declared fields (``--eps`` and ``--draws`` still name the sharpness
+    step and draws)."""
     sw = verbs.add_parser("sweep", parents=[common, backend_parser()], help="cut at every depth: trait metrics + simplicity")
-    sw.add_argument("--a", type=model_ref, help="ModelRef of the bottom model A (layers up to the cut)")
-    sw.add_argument("--b", type=model_ref, help="ModelRef of the top model B (layers after the cut; A's architecture, any width)")
     sw.add_argument("--preset", type=given, help="run a ready-made experiment (see --list-presets) instead of --a/--b")
     sw.add_argument("--list-presets", action="store_true", help="list the presets and exit")
     sw.add_argument("--model-seeds", type=whole, default=None, metavar="N",
                     help="--preset: train its models and adapters from N seeds (seed 0 is the preset itself) and "
                          "give each cut's mean and 95%% interval across them")  # fmt: skip
-    sw.add_argument("--positions", default=None, help="comma-separated cut names (default: every cut)")
-    sw.add_argument("--metrics", default="accuracy",
-                    help="comma-separated: accuracy, class_acc:3, confusion:3->8, blackout:left, decor:right")
-    sw.add_argument("--dataset", type=data_name, default=None,
-                    help="evaluation data (default: B's dataset); with --preset, a Bansal preset's scale: digits "
-                         "(default) or mnist5k (28x28 MNIST, three conv blocks)")
-    sw.add_argument("--train-data", type=data_name, default=None, help="adapter training data, e.g. digits|drop3 (default: --dataset)")
-    sw.add_argument("--adapter", type=given, default="linear", help="linear|linear_relu|identity|... (see stitch --adapter)")
-    sw.add_argument("--init", type=given, default="random", help="random|lstsq|procrustes|identity")
-    sw.add_argument("--epochs", type=whole, default=d.epochs, help="adapter epochs per position (0: fit only)")
-    sw.add_argument("--lr", type=number, default=d.lr)
-    sw.add_argument("--seed", type=whole, default=d.seed)
-    sw.add_argument("--no-control", action="store_true", help="skip the random-init control")
-    sw.add_argument("--control-seeds", type=whole, default=d.control_seeds)
-    sw.add_argument("--no-noise-control", action="store_true",
-                    help="skip the noise sender: the same adapter trained from class-clustered noise at every cut")
-    sw.add_argument("--no-simplicity", action="store_true", help="skip gradient norm, sharpness, gzip size")
-    sw.add_argument("--eps", type=number, default=d.sharpness_eps, help="sharpness: relative perturbation size")
-    sw.add_argument("--draws", type=whole, default=d.sharpness_draws, help="sharpness: perturbations averaged")
-    sw.add_argument("--max-train", type=whole, default=None)
-    sw.add_argument("--max-test", type=whole, default=None)
+    add_spec_flags(sw, "sweep", required=(), aliases={"sharpness_eps": ("--eps",), "sharpness_draws": ("--draws",)},
+                   helps={"dataset": "evaluation data (default: B's dataset); with --preset, a Bansal preset's scale: "
+                                     "digits (default) or mnist5k (28x28 MNIST, three conv blocks)"})  # fmt: skip
     sw.add_argument("--rerun", action="store_true", help="run the sweep(s) again even if the store has them")
 
 
@@ -138,19 +118,12 @@ def _cmd_sweep(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None
     if args.model_seeds is not None:  # it would be ignored: one sweep of --a/--b has no models to train
         raise StitchError("--model-seeds trains a preset's models from several seeds: use it with --preset NAME")
     for flag, value in (("--positions", args.positions), ("--metrics", args.metrics)):
-        if value is not None and not names(value):  # "" would quietly be every cut / accuracy
+        if value is not None and not value:  # "" would quietly be every cut / accuracy
             raise StitchError(f"{flag} names nothing: give comma-separated names (see --help), or leave {flag} out "
                               "for the default")  # fmt: skip
-    from stitchcore.experiments.sweep import SweepSpec
-    from stitchcore.stitching.adapters import AdapterSpec
+    from stitchcore.params import build_spec
 
-    spec = SweepSpec(
-        a=args.a, b=args.b, positions=names(args.positions), metrics=names(args.metrics) or ("accuracy",),
-        dataset=args.dataset, train_data=args.train_data, adapter=AdapterSpec(kind=args.adapter, init=args.init),
-        epochs=args.epochs, lr=args.lr, seed=args.seed, control=not args.no_control, control_seeds=args.control_seeds,
-        noise_control=not args.no_noise_control, simplicity=not args.no_simplicity, sharpness_eps=args.eps,
-        sharpness_draws=args.draws, max_train=args.max_train, max_test=args.max_test,
-    )  # fmt: skip
+    spec = build_spec("sweep", spec_values(args, "sweep"))  # every flag left out at today's default
     out = run("sweep", spec, args, store, bar)
     emit(args, outcome(out), table(out.record.summary) + f"\n({took(out.cached, out.seconds)}; run {out.record.id})")
 

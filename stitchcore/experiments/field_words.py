@@ -84,13 +84,15 @@ _BY_KIND: dict[str, dict[str, FieldWords]] = {
         "dataset": _W("Dataset", "the training and test data"),
         "seed": _W("Random seed", "the starting weights and the order of the training images: another seed "
                    "trains another network of the same recipe"),
-        "epochs": _W("Training epochs", "passes over the training images"),
+        "epochs": _W("Training epochs", "passes over the training images (a vit or swin: 40 unless given)"),
+        "optimizer": _W("Optimizer", "sgd (momentum 0.9) or adamw (cosine schedule to 0); a vit or swin: adamw "
+                        "unless given"),
         "lr": _W("Learning rate", "the optimizer's step size; empty: 0.05 for sgd, 2e-3 for adamw"),
         "momentum": _W("Momentum", "sgd only: how much of the last step carries into the next"),
         "weight_decay": _W("Weight decay", "pulls the weights towards 0; empty: 5e-4 for sgd, 0.05 for adamw"),
         "image_size": _W("Image size", "inputs resized to this many pixels a side; empty: their own size"),
         "arch_kwargs": _W("Architecture settings", "the network's widths and depths, e.g. {\"width\": 32}"),
-        "relabel": _W("Relabelled class (trait)", "train with every image of class X labelled Y: [X, Y]"),
+        "relabel": _W("Relabelled class (trait)", "train with every image of class X labelled Y (X:Y on a command line)"),
         "drop_class": _W("Dropped class (trait)", "a class never seen in training"),
         "l1": _W("L1 penalty", "pushes weights to exactly 0 (simple models, with pruning)"),
         "l2": _W("L2 penalty", "an explicit penalty on the weights' squares, beyond weight decay"),
@@ -101,7 +103,8 @@ _BY_KIND: dict[str, dict[str, FieldWords]] = {
         "finetune_data": _W("Fine-tuning data", "what the fine-tuned layer learns from, e.g. digits|relabel3to8"),
         "finetune_lr": _W("Fine-tuning learning rate", "empty: the recipe's learning rate"),
         "start": _W("Start from", "a trained model whose weights it starts from; empty: random weights"),
-        "keep_epochs": _W("Kept checkpoints", "the epochs whose weights are kept too (0: the starting weights)"),
+        "keep_epochs": _W("Kept checkpoints", "the epochs whose weights are kept too (0: the starting weights; "
+                            "0,5,10 on a command line)"),
         "data_id": _W("The files' identity", "an image folder's or text file's path and a fingerprint of its files, "
                       "measured when the recipe is made: other files give another model"),
         "augment": _W("Augmentation", "none, crop-flip or resized-crop-flip (a flipped digit is another digit)"),
@@ -115,7 +118,9 @@ _BY_KIND: dict[str, dict[str, FieldWords]] = {
         "keep": _W("Keep", "last: the adapter after the last epoch; best: after its best validation epoch"),
     },
     "sweep": {
-        "positions": _W("Cuts", "the cuts visited, in order; empty: every cut"),
+        "a": _W("Model A", "the model whose layers up to each cut are used"),
+        "b": _W("Model B", "the model whose layers after each cut finish (A's architecture, any width)"),
+        "positions": _W("Cuts", "the cuts visited, in order (comma-separated on a command line); empty: every cut"),
         "metrics": _W("Trait metrics", METRIC_HELP),
         "train_data": _W("Adapter training data", "the images the adapters learn from; empty: the scored dataset"),
         "seed": _W("Seed", "the adapters' random start and data order; the control twins use seed, seed+1, ..."),
@@ -128,16 +133,24 @@ _BY_KIND: dict[str, dict[str, FieldWords]] = {
         "simplicity_report": _W("Report's definitions", "also the simplicity measures as the report defines them"),
     },
     "matrix": {
-        "mode": _W("Mode", "closed-form: each cell's least-squares fit alone (seconds); trained: the fit, then "
-                   "trained; proxy: the fit's held-out R² only"),
-        "epochs": _W("Adapter training epochs", "trained mode only: epochs per cell"),
+        "mode": _W("Mode", "closed-form: each cell's least-squares fit, then its test accuracy (seconds); trained: "
+                   "the fit, then trained; proxy: the fits' held-out R² and CKA alone, nothing scored"),
+        "objective": _W("Objective (trained)", "what each cell's adapter learns in trained mode: task (B's labels "
+                        "through B's top), match (the copy task: B's own activation at the cut), or a sum such as "
+                        "task+0.5*match"),
+        "epochs": _W("Adapter training epochs", "trained mode, and the controls that are task-trained: epochs per "
+                     "cell"),
         "seed": _W("Seed", "the adapters' start, the data order and the random controls' weights"),
-        "controls": _W("Random controls", "also every cell with an untrained sender, receiver, or both"),
-        "noise_sender": _W("Noise-sender control", "with controls: also every cell from class-clustered noise of "
-                           "each sender cut's shape and scale (a stitch no better than it says nothing about A)"),
+        "controls": _W("Random controls", "also every cell with a random-init sender, receiver or both (zoo "
+                       "models), made as the cells (into a random receiver task-trained where a fit would only "
+                       "copy it)"),
+        "noise_sender": _W("Noise-sender control", "with controls, the cells whose sender is class-clustered noise "
+                           "of each sender cut's shape and scale (a stitch no better than it says nothing about "
+                           "A; it needs the activations in memory)"),
         "control_training": _W("Controls' adapters", "matched: made as the cells (a random receiver's task-trained "
                                "when the cells never see the task); task: all task-trained; as-matrix: as the cells"),
-        "seeds": _W("Adapter seeds", "trained mode: each cell from this many seeds, with their mean and spread"),
+        "seeds": _W("Adapter seeds (trained)", "trained mode: each cell's adapter from this many seeds (seed, "
+                    "seed+1, ...), with their mean and a 95% t-interval"),
     },
     "similarity": {
         "a": _W("Model A (rows)", "the model whose layers are the rows"),

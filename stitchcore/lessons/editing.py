@@ -17,11 +17,12 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from stitchcore.errors import StitchError
-from stitchcore.experiments import get_experiment, spec_from_record
+from stitchcore.experiments import get_experiment, new_spec, spec_from_record
 from stitchcore.experiments.field_words import field_words
 from stitchcore.lessons.lesson import (
     FORMAT,
@@ -32,11 +33,14 @@ from stitchcore.lessons.lesson import (
     RESERVED,
     LessonError,
     Step,
+    get_field,
+    set_field,
 )
+from stitchcore.params import Field, declared, declared_field, defaults
 from stitchcore.store.results import RunRecord
 
-__all__ = ["add_run", "add_step", "choice_values", "control_words", "default_range", "move_step", "new_lesson",
-           "openable_fields", "remove_step", "step_from_run"]
+__all__ = ["add_run", "add_step", "choice_values", "choices_text", "control_words", "default_choices", "default_range",
+           "move_step", "new_lesson", "openable_fields", "remove_step", "step_from_run"]
 
 MOST_DIFFERING = 2  # steps of one kind differing in more fields than this keep their titles (the teacher writes them)
 
@@ -180,21 +184,104 @@ def remove_step(data: dict[str, Any], index: int) -> dict[str, Any]:
 
 
 def openable_fields(step: Step) -> dict[str, str]:
-    """The spec fields a step could open to students, each ``"range"`` (a number) or ``"choices"`` (anything
-    else plain): top-level fields holding a number, a string or a bool."""
+    """The spec fields a step could open to students, each ``"range"`` (a number) or ``"choices"``.
+
+    Where the step's kind declares a field (:func:`stitchcore.params.declared_field`) the declaration decides: a
+    number without declared choices is a range (choices where the step leaves it empty: ``max_train`` None),
+    anything else one value is choices, a list (a sweep's cuts) is not openable; a nested declared field
+    (``adapter.init``) is openable too.  A field the kind does not declare is guessed from its value: top-level
+    fields holding a number (a range), a string or a bool (choices).
+
+    >>> from stitchcore.lessons.lesson import parse_lesson
+    >>> step = parse_lesson({"name": "demo", "title": "Demo", "steps": [{"title": "Stitch", "text": "",
+    ...     "kind": "stitch", "spec": {"a": "zoo:cnn-digits-s0", "b": "zoo:cnn-digits-s1", "cut_a": "block1",
+    ...     "cut_b": "block1"}}]}).step(1)
+    >>> fields = openable_fields(step)
+    >>> fields["epochs"], fields["adapter.init"], fields["max_train"], "data_id" in fields
+    ('range', 'choices', 'choices', False)
+    """
     out = {}
-    for field, value in step.spec.items():
-        if field in RESERVED:
+    for name, value in step.spec.items():
+        if name in RESERVED:
             continue
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            out[field] = "range"
-        elif isinstance(value, (str, bool)):
-            out[field] = "choices"
+        if isinstance(value, Mapping):  # a nested spec (the adapter): the fields its kind declares inside it
+            for field in declared(step.kind):
+                if field.name.partition(".")[0] == name and "." in field.name:
+                    mode = _declared_mode(field, _nested(step.spec, field.name))
+                    if mode is not None:
+                        out[field.name] = mode
+            continue
+        field = declared_field(step.kind, name)
+        mode = _declared_mode(field, value) if field is not None else _guessed_mode(value)
+        if mode is not None:
+            out[name] = mode
     return out
 
 
+_LISTS = (list, tuple, dict)
+
+
+def _nested(spec: Mapping[str, Any], name: str) -> Any:
+    value: Any = spec
+    for part in name.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value
+
+
+def _declared_mode(field: Field, value: Any) -> str | None:
+    """``range`` or ``choices`` for a declared field whose step value is ``value`` (None: not openable)."""
+    if field.type in _LISTS or isinstance(value, _LISTS):
+        return None
+    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if field.type in (int, float) and field.choices is None and is_number:
+        return "range"
+    return "choices"
+
+
+def _guessed_mode(value: Any) -> str | None:
+    """Today's guess for a field no declaration names: a number is a range, a string or a bool choices."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return "range"
+    if isinstance(value, (str, bool)):
+        return "choices"
+    return None
+
+
+def default_choices(step: Step, field: str) -> list[Any]:
+    """The values the editor first offers for a choices control of ``field``: the step's own value, and where
+    the step's kind declares the field, the other values its declaration offers (its choices, its suggestions,
+    true and false) that make a spec with the step's other fields (an lstsq start is not offered for a
+    convolutional adapter); else the step's own value alone (the teacher types the rest).
+
+    >>> from stitchcore.lessons.lesson import parse_lesson
+    >>> step = parse_lesson({"name": "demo", "title": "Demo", "steps": [{"title": "Stitch", "text": "",
+    ...     "kind": "stitch", "spec": {"a": "zoo:cnn-digits-s0", "b": "zoo:cnn-digits-s1", "cut_a": "block1",
+    ...     "cut_b": "block1", "adapter": {"kind": "conv3x3_relu", "init": "random"}}}]}).step(1)
+    >>> default_choices(step, "adapter.init"), default_choices(step, "noise_control")
+    (['random', 'identity'], [True, False])
+    """
+    own = get_field(step.spec, field)
+    declared_ = declared_field(step.kind, field)
+    if declared_ is None:
+        return [own]
+    offered = [True, False] if declared_.type is bool else list(declared_.choices or declared_.suggestions)
+    out = [own]
+    for value in offered:
+        if value in out:
+            continue
+        try:
+            new_spec(step.kind, set_field(step.spec, field, value))
+        except (StitchError, TypeError, ValueError):  # a value this step's other fields do not take
+            continue
+        out.append(value)
+    return sorted(out, key=lambda v: offered.index(v) if v in offered else -1)
+
+
 def _spec_default(kind: str, field: str) -> Any:
-    """Today's default of a top-level spec field (None for a required field, or a kind without a Spec class)."""
+    """Today's default of a spec field: a declared one's (nested ones too: ``adapter.rank``), else the spec
+    class's top-level field (None for a required field, or a kind without a Spec class)."""
+    if declared_field(kind, field) is not None:
+        return defaults(kind).get(field)
     cls = getattr(get_experiment(kind).from_dict, "__self__", None)
     if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
         return None
@@ -213,13 +300,31 @@ def default_range(kind: str, field: str, value: float) -> tuple[float, float]:
     * above 0: 0 to twice the value (at least the value + 1 for a whole number, + 0.1 otherwise);
     * below 0: twice the value to 0;
     * 0 (a closed-form start's 0 epochs, seed 0): 0 to the field's default where that is above 0, at least 10
-      for a whole number; else 0 to 10 for a whole number, 0 to 1 otherwise.
+      for a whole number; else 0 to 10 for a whole number, 0 to 1 otherwise;
+
+    held inside the range the kind declares for the field (what its form offers: a learning rate from 1e-05,
+    at most 500 epochs) where the step's own value lies in it.
 
     >>> default_range("stitch", "epochs", 5), default_range("stitch", "epochs", 0)
     ((0, 10), (0, 10))
+    >>> default_range("stitch", "epochs", 400), default_range("stitch", "epochs", 900)  # the form: 0 to 500
+    ((0, 500), (0, 1800))
     >>> default_range("lmstitch", "steps", 0), default_range("stitch", "lr", 0.01)
-    ((0, 2000), (0, 0.11))
+    ((0, 2000), (1e-05, 0.11))
     """
+    low, high = _guessed_range(kind, field, value)
+    declared_ = declared_field(kind, field)
+    if declared_ is None or declared_.choices is not None:
+        return low, high
+    d_low = -math.inf if declared_.low is None else declared_.low
+    d_high = math.inf if declared_.high is None else declared_.high
+    if not d_low <= value <= d_high:  # the step is beyond what a form offers: the declaration does not bound it
+        return low, high
+    held = max(low, d_low), min(high, d_high)
+    return held if held[0] < held[1] else (low, high)
+
+
+def _guessed_range(kind: str, field: str, value: float) -> tuple[float, float]:
     whole = isinstance(value, int) and not isinstance(value, bool)
     if value > 0:
         return 0, max(value * 2, value + (1 if whole else 0.1))
@@ -248,6 +353,18 @@ def control_words(kind: str, field: str, old: Mapping[str, Any], label: str, hel
     if help_ and ("help" in old or help_ != words.help):
         out["help"] = help_
     return out
+
+
+def choices_text(values: list[Any]) -> str:
+    """Choices as the editor's text box shows them, read back by :func:`choice_values`: text as it is, anything
+    else as JSON (``true``, ``null``, ``0.5``).
+
+    >>> choices_text([True, False, None, "block1", 0.5])
+    'true, false, null, block1, 0.5'
+    >>> choice_values(choices_text([True, None, "lstsq", 3]))
+    [True, None, 'lstsq', 3]
+    """
+    return ", ".join(v if isinstance(v, str) else json.dumps(v) for v in values)
 
 
 def choice_values(text: str) -> list[Any]:

@@ -19,7 +19,8 @@ One kind, one package, imports running downward:
 * :mod:`.read` -- the readers of stored results (:func:`partial_cells`, :func:`cell_grid`,
   :func:`control_tables` ...), :func:`matrix_state`, what a page or a report draws, and
   :func:`similarity_beside`, the similarity run launched with the matrix;
-* :mod:`.estimate` -- :func:`estimate_matrix`, how long a run will take.
+* :mod:`.estimate` -- :func:`estimate_matrix`, how long a run will take;
+* :mod:`.fields` -- its fields declared once (:mod:`stitchcore.params`): the page's form, links and CLI flags.
 """
 
 from __future__ import annotations
@@ -53,11 +54,15 @@ from stitchcore.experiments.matrix.spec import (
     MATRIX_OBJECTIVES,
     MATRIX_PRESETS,
     MAX_SEEDS,
+    MODE_RULES,
     MODES,
     VARIANTS,
+    MatrixMode,
     MatrixSpec,
     cell_objective,
     made_alike,
+    matrix_mode,
+    matrix_objective,
     preset_fields,
 )
 from stitchcore.experiments.matrix.units import (
@@ -66,10 +71,12 @@ from stitchcore.experiments.matrix.units import (
     sender_activations,
     streamed_unit,
 )
+from stitchcore.experiments.matrix import fields  # noqa: E402, F401  (the kind's declared fields)
 
 __all__ = ["CELLS_ARTIFACT", "CONTROLS", "CONTROL_NAMES", "CONTROL_TRAININGS", "INTO_RANDOM", "MATRIX_OBJECTIVES",
-           "MATRIX_PRESETS", "MAX_SEEDS", "MODES", "VARIANTS", "ControlTable", "MatrixSpec", "MatrixState",
-           "blank_cells_mean", "cell_axes", "cell_grid", "cell_objective", "control_note", "control_tables",
-           "debiased", "debiased_refusal", "difference", "estimate_matrix", "failed_pairs", "made_alike",
-           "matrix_state", "noise_activations", "partial_cells", "partial_path", "preset_fields", "receiver_unit",
-           "run_matrix", "sender_activations", "similarity_beside", "skipped_pairs", "streamed_unit"]  # fmt: skip
+           "MATRIX_PRESETS", "MAX_SEEDS", "MODES", "MODE_RULES", "VARIANTS", "ControlTable", "MatrixMode",
+           "MatrixSpec", "MatrixState", "blank_cells_mean", "cell_axes", "cell_grid", "cell_objective", "control_note",
+           "control_tables", "debiased", "debiased_refusal", "difference", "estimate_matrix", "failed_pairs",
+           "made_alike", "matrix_mode", "matrix_objective", "matrix_state", "noise_activations", "partial_cells",
+           "partial_path", "preset_fields", "receiver_unit", "run_matrix", "sender_activations", "similarity_beside",
+           "skipped_pairs", "streamed_unit"]  # fmt: skip

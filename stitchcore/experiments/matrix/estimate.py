@@ -66,10 +66,10 @@ def estimate_matrix(spec: MatrixSpec, ectx: EstimateContext) -> Estimate:
     models = 2 if spec.controls else 1  # each sending / receiving model runs once over the data
     steps = spec.epochs * -(-n_train // spec.batch_size) if trained else 0
     fits = spec.adapter.init in ("lstsq", "procrustes")
-    proxy = spec.mode == "proxy"  # moments only: no test pass of A, no base scores, nothing scored
+    proxy = not spec.scores  # moments only: no test pass of A, no base scores, nothing scored
     # closed form and proxy fit every cell from shared moments (units.grid_unit): the per-cell fit's cost is about
     # half the sender's resampling and XᵀX, shared by its receivers on one grid, and half the cell's own XᵀY
-    shared = (u.get("groups", u["cells"]) + u["cells"]) / (2 * max(1, u["cells"])) if spec.mode != "trained" else 1.0
+    shared = (u.get("groups", u["cells"]) + u["cells"]) / (2 * max(1, u["cells"])) if not spec.trains else 1.0
     cell = n_train * u["fit"] * fits * shared + (0.0 if proxy else n_test * u["eval"])
     cells = int(u["cells"]) * len(variants)
     again = spec.seeds - 1  # the matrix's own cells fitted, trained and scored again from each further seed

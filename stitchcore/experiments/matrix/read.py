@@ -106,7 +106,7 @@ def _how_made(summary: Mapping[str, Any] | None, spec: MatrixSpec | None) -> tup
     if spec is not None:
         return spec.mode, spec.objective, spec.control_training
     s = summary or {}
-    return s.get("mode") or "closed-form", s.get("objective") or "task", s.get("control_training") or "as-matrix"
+    return s.get("mode") or MatrixSpec.mode, s.get("objective") or "task", s.get("control_training") or "as-matrix"
 
 
 def _made_words(weights: dict[str, float] | None) -> str:
@@ -490,7 +490,7 @@ def matrix_state(
         penalty_ci=s.get("penalty_ci") or cell_grid(cells, senders, receivers, field="penalty_ci"),
         across_seeds=s.get("across_seeds") or across_seed_grids(cells, senders, receivers),
         proxy=_proxy_grids(s, cells, senders, receivers),
-        scored=spec.mode != "proxy",
+        scored=spec.scores,
     )
 
 

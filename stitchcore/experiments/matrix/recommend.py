@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stitchcore.errors import StitchError
-from stitchcore.experiments.matrix.spec import MatrixSpec
+from stitchcore.experiments.matrix.spec import MODE_RULES, MatrixSpec
 from stitchcore.store.results import RunRecord, Store, run_id_for
 
 __all__ = ["RANKINGS", "RANKING_WORDS", "TOP", "agreement", "cell_words", "proxy_run", "proxy_spec", "ranking_choices", "recommend", "spearman"]
@@ -31,10 +31,11 @@ RANKING_WORDS = {"r2": "held-out R² of the linear fit", "cka": "linear CKA", "a
 
 
 def _grid(summary: Mapping[str, Any], by: str) -> list[list[float | None]] | None:
-    if summary.get("mode", "closed-form") not in ("closed-form", "proxy"):  # a trained matrix: trained already
+    rules = MODE_RULES.get(summary.get("mode", MatrixSpec.mode))
+    if rules is None or rules.trains:  # a trained matrix: trained already
         return None
     if by == "accuracy":
-        return summary.get("values") if summary.get("mode", "closed-form") == "closed-form" else None
+        return summary.get("values") if rules.scores else None
     return (summary.get("proxy") or {}).get(by)
 
 

@@ -166,7 +166,7 @@ def _prepare(
         log.info("matrix: %.1f MB of activations over the %.0f MB budget; streaming", need / 2**20, budget / 2**20)
 
     suffixes = {}
-    for key in receiving if spec.mode != "proxy" else ():  # a proxy matrix scores nothing
+    for key in receiving if spec.scores else ():  # a proxy matrix scores nothing
         m = models[key]
         for r in receivers:
             suffixes[key, r.name] = split(m, r)[1].to(device).eval()
@@ -178,7 +178,7 @@ def _prepare(
     # forward passes in batches whose cut activations and working memory stay within a third of the budget
     batch = images_per_batch(_nbytes(senders, 1) + _nbytes(receivers, 1) + work, budget)
     scores = {key: _base_score(m, ds, n_test, device, batch) for key, m in models.items()
-              if spec.mode != "proxy"}  # a proxy matrix scores nothing, so it needs no base to score against
+              if spec.scores}  # a proxy matrix scores nothing, so it needs no base to score against
     bases = {key: score["accuracy"] for key, score in scores.items()}
     common["base_correct"] = {key: score.correct for key, score in scores.items()}  # float [N_test] each
     common["batch"] = batch
@@ -190,7 +190,7 @@ def _prepare(
     real = [k for k in sending if k != NOISE_KEY]  # the noise sender is made from A's, below
     sender_train = {k: collect_cuts(models[k], senders, ds, "train", limit=n_train, **acts) for k in real}
     sender_test = ({k: collect_cuts(models[k], senders, ds, "test", limit=n_test, **acts) for k in real}
-                   if spec.mode != "proxy" else {})  # fmt: skip  (a proxy matrix scores nothing)
+                   if spec.scores else {})  # fmt: skip  (a proxy matrix scores nothing)
     if NOISE_KEY in sending:
         sender_train[NOISE_KEY], sender_test[NOISE_KEY] = noise_activations(
             sender_train["a"], common["y_train"], common["y_test"], ds.num_classes, spec.seed)

@@ -35,12 +35,53 @@ from stitchcore.stitching.precision import PRECISIONS
 from stitchcore.stitching.train import OPTIMIZERS, parse_objective
 
 __all__ = ["CELLS_ARTIFACT", "CONTROLS", "CONTROL_NAMES", "CONTROL_TRAININGS", "INTO_RANDOM", "MATRIX_OBJECTIVES",
-           "MATRIX_PRESETS", "MAX_SEEDS", "MODES", "VARIANTS", "MatrixSpec", "cell_objective", "made_alike",
-           "preset_fields", "variant_training"]  # fmt: skip
+           "MATRIX_PRESETS", "MAX_SEEDS", "MODES", "MODE_RULES", "VARIANTS", "MatrixMode", "MatrixSpec",
+           "cell_objective", "made_alike", "matrix_mode", "matrix_objective", "preset_fields", "variant_training"]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class MatrixMode:
+    """What a matrix mode means: the one place a mode's name is read.  The spec's checks, the Similarity page's
+    form, the CLI's output and the runner ask these (``spec.trains``, ``spec.scores`` ...), never the name.
+
+    >>> [(m.name, m.trains, m.scores) for m in MODE_RULES.values()]
+    [('closed-form', False, True), ('trained', True, True), ('proxy', False, False)]
+    """
+
+    name: str
+    trains: bool  # each cell's adapter is trained after its start: an objective, several seeds, a random start
+    scores: bool  # each cell is scored on test images (accuracy, penalty, controls); proxy: the fits' R² and CKA
+
+    @property
+    def fits(self) -> bool:
+        """Each adapter is a closed-form fit of cached activations and nothing more: its init must be a fit."""
+        return not self.trains
+
+    @property
+    def allows_controls(self) -> bool:
+        """The controls are scored as the cells are: a matrix that scores nothing has nothing to compare."""
+        return self.scores
+
 
 # proxy: the closed-form fits' moments alone (held-out ridge R² and linear CKA per cell, nothing scored): what
 # ranks the cells before anything is trained (:mod:`.recommend`)
-MODES = ("closed-form", "trained", "proxy")
+MODE_RULES = {m.name: m for m in (MatrixMode("closed-form", trains=False, scores=True),
+                                  MatrixMode("trained", trains=True, scores=True),
+                                  MatrixMode("proxy", trains=False, scores=False))}  # fmt: skip
+MODES = tuple(MODE_RULES)
+
+
+def matrix_mode(name: str) -> MatrixMode:
+    """The rules of mode ``name`` (a spec's, or a stored summary's); StitchError naming the modes otherwise.
+
+    >>> matrix_mode("proxy").allows_controls
+    False
+    """
+    if name not in MODE_RULES:
+        raise StitchError(f"unknown matrix mode {name!r}; use one of: {', '.join(MODES)}")
+    return MODE_RULES[name]
+
+
 MAX_SEEDS = 10  # adapter seeds per cell: each multiplies the trained cells' work
 # matrix first, then the controls.  noise_sender: A's activations at each sender cut replaced by class-clustered
 # noise of their shape and scale (stitching.noise_sender; "Functional Alignment Can Mislead", ICML 2025): a cell
@@ -86,6 +127,19 @@ def preset_fields(name: str) -> dict[str, Any]:
     fields = dict(MATRIX_PRESETS[name])
     fields["adapter"] = AdapterSpec(**fields["adapter"])
     return fields
+
+
+def matrix_objective(objective: Any) -> dict[str, float]:
+    """The weights of a matrix's objective: task, match or a sum of them; StitchError otherwise.
+
+    >>> matrix_objective("task+0.5*match")
+    {'task': 1.0, 'match': 0.5}
+    """
+    weights = parse_objective(objective) if isinstance(objective, str) else None
+    if weights is None or set(weights) - set(MATRIX_OBJECTIVES):
+        raise StitchError(f"a matrix objective is {' | '.join(MATRIX_OBJECTIVES)} or a sum such as"
+                          f" 'task+0.5*match' (got {objective!r})")  # fmt: skip
+    return weights
 
 
 def _lstsq_adapter() -> AdapterSpec:
@@ -158,40 +212,37 @@ class MatrixSpec(DataFiles, Spec):
             object.__setattr__(self, role, names)
         if isinstance(self.adapter, dict):
             object.__setattr__(self, "adapter", AdapterSpec.from_dict(self.adapter))
-        if self.mode not in MODES:
-            raise StitchError(f"unknown matrix mode {self.mode!r}; use one of: {', '.join(MODES)}")
-        if self.mode != "trained" and self.adapter.init not in FIT_METHODS:
+        mode = matrix_mode(self.mode)
+        if mode.fits and self.adapter.init not in FIT_METHODS:
             raise StitchError(
                 f"{self.mode} mode fits each adapter on cached activations, so init must be one of"
-                f" {', '.join(FIT_METHODS)} (got {self.adapter.init!r}); or use mode='trained'"
+                f" {', '.join(FIT_METHODS)} (got {self.adapter.init!r}); or use mode='trained'",
+                fix={"mode": "trained"},
             )
-        if self.mode == "proxy" and self.controls:
+        if self.controls and not mode.allows_controls:
             raise StitchError("a proxy matrix scores nothing, so it has no controls to compare with: run it without"
-                              " controls, or use mode='closed-form'")  # fmt: skip
-        weights = parse_objective(self.objective) if isinstance(self.objective, str) else None
-        if weights is None or set(weights) - set(MATRIX_OBJECTIVES):
-            raise StitchError(f"a matrix objective is {' | '.join(MATRIX_OBJECTIVES)} or a sum such as"
-                              f" 'task+0.5*match' (got {self.objective!r})")  # fmt: skip
-        if self.mode != "trained" and weights != {"task": 1.0}:
+                              " controls, or use mode='closed-form'", fix={"controls": False})  # fmt: skip
+        weights = matrix_objective(self.objective)
+        if not mode.trains and weights != {"task": 1.0}:
             raise StitchError(f"objective {self.objective!r} trains the adapters; {self.mode} mode only fits them"
-                              " by least squares: use mode='trained'")  # fmt: skip
+                              " by least squares: use mode='trained'", fix={"mode": "trained"})  # fmt: skip
         check_count("epochs", self.epochs, 0, MAX_EPOCHS, "0 keeps the fitted start",
                     "each epoch passes over the training images, in every cell")
         check_count("batch_size", self.batch_size, 1, MAX_BATCH, "e.g. 64")
         check_choice("control_training", self.control_training, CONTROL_TRAININGS)
-        cells_see_task = self.mode == "trained" and "task" in weights  # then "matched" makes them as the cells
-        if (not self.controls or (self.mode == "trained" and weights == {"task": 1.0})
-                or (self.control_training == "matched" and cells_see_task)):
+        held = self.held_fields()
+        cells_see_task = mode.trains and "task" in weights  # then "matched" makes them as the cells
+        if "control_training" in held or (self.control_training == "matched" and cells_see_task):
             object.__setattr__(self, "control_training", "as-matrix")  # the same computation either way
         if self.control_training != "as-matrix" and self.epochs < 1:
-            raise StitchError("task-trained controls need epochs >= 1 (or run without controls)")
+            raise StitchError("task-trained controls need epochs >= 1 (or run without controls)", fix={"epochs": 1})
         if not isinstance(self.noise_sender, bool):
             raise StitchError(f"noise_sender is true or false (got {self.noise_sender!r})")
-        if not self.controls:  # no controls, no noise sender: the run id does not move
+        if "noise_sender" in held:  # no controls, no noise sender: the run id does not move
             object.__setattr__(self, "noise_sender", False)
         check_choice("precision", self.precision, PRECISIONS)
         check_choice("twin_seeds", self.twin_seeds, TWIN_SEEDS)
-        if not self.controls:  # no twins drawn: the rule means nothing, so the run id does not move
+        if "twin_seeds" in held:  # no twins drawn: the rule means nothing, so the run id does not move
             object.__setattr__(self, "twin_seeds", self.LEGACY["twin_seeds"])
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         check_positive("lr", self.lr, "typical values 1e-3 .. 1e-1 (default 1e-2)")
@@ -206,10 +257,71 @@ class MatrixSpec(DataFiles, Spec):
         if self.seed + self.seeds - 1 > MAX_SEED:  # the cells' adapters train from seed, seed+1, ... (one spec each)
             raise StitchError(f"seed + seeds - 1 must be at most {MAX_SEED} (got {self.seed} + {self.seeds} - 1): "
                               "lower the seed")  # fmt: skip
-        if self.seeds > 1 and self.mode != "trained":
+        if self.seeds > 1 and not mode.trains:
             raise StitchError("seeds > 1 trains each cell's adapter from several seeds; a closed-form fit is the same"
-                              " from every seed: use mode='trained'")  # fmt: skip
+                              " from every seed: use mode='trained'", fix={"mode": "trained"})  # fmt: skip
         self._check_data_id()  # last: measuring walks the files, after every cheaper check
+
+    @property
+    def rules(self) -> MatrixMode:
+        """What this matrix's mode means (:class:`MatrixMode`)."""
+        return matrix_mode(self.mode)
+
+    @property
+    def trains(self) -> bool:
+        """Each cell's adapter is trained after its start (``mode="trained"``)."""
+        return self.rules.trains
+
+    @property
+    def scores(self) -> bool:
+        """Each cell is scored on test images; a proxy matrix keeps its fits' held-out R² and CKA alone."""
+        return self.rules.scores
+
+    def held_fields(self) -> tuple[str, ...]:
+        """The fields this spec holds at one value whatever was given, because they change nothing here (so the
+        run id does not move): without controls the controls' training, noise sender and twins' seeds; with
+        controls beside cells task-trained alone, the controls' training (made as the cells either way).  A
+        link and a command line leave them out (:func:`stitchcore.params.link_params`).
+
+        >>> MatrixSpec("zoo:cnn-digits-s0", "zoo:cnn-digits-s1").held_fields()
+        ('control_training', 'noise_sender', 'twin_seeds')
+        """
+        if not self.controls:
+            return ("control_training", "noise_sender", "twin_seeds")
+        if self.trains and parse_objective(self.objective) == {"task": 1.0}:
+            return ("control_training",)
+        return ()
+
+    @staticmethod
+    def unused(mode: str, controls: bool) -> frozenset[str]:
+        """The fields a matrix of ``mode`` (with or without ``controls``) does not use, by name: a form disables
+        them.  Of those, :meth:`fixed` are the ones the spec takes at one value only.
+
+        >>> sorted(MatrixSpec.unused("closed-form", False))
+        ['control_training', 'noise_sender', 'objective', 'seeds', 'twin_seeds']
+        """
+        rules, out = matrix_mode(mode), set()
+        if not rules.trains:
+            out |= {"objective", "seeds"}
+        if not rules.allows_controls:
+            out.add("controls")
+        if not (controls and rules.allows_controls):
+            out |= {"control_training", "noise_sender", "twin_seeds"}
+        if not rules.scores:  # nothing trained, nothing scored: the fits' moments alone
+            out |= {"epochs", "optimizer", "lr", "weight_decay", "batch_size", "precision"}
+        return frozenset(out)
+
+    @staticmethod
+    def fixed(mode: str) -> dict[str, Any]:
+        """The fields ``mode`` takes at one value only (the spec refuses any other): a form disables them
+        (:meth:`unused`) and gives these values.
+
+        >>> MatrixSpec.fixed("proxy")
+        {'objective': 'task', 'seeds': 1, 'controls': False}
+        """
+        rules = matrix_mode(mode)
+        out: dict[str, Any] = {} if rules.trains else {"objective": "task", "seeds": 1}
+        return out if rules.allows_controls else {**out, "controls": False}
 
     @property
     def variants(self) -> tuple[str, ...]:
@@ -251,7 +363,7 @@ def variant_training(mode: str, objective: str, control_training: str, variant: 
     >>> variant_training("closed-form", "task", "matched", "random_receiver")  # a fit there would copy random B
     {'task': 1.0}
     """
-    cells = parse_objective(objective) if mode == "trained" else None
+    cells = parse_objective(objective) if matrix_mode(mode).trains else None
     if variant == "trained" or control_training == "as-matrix":
         return cells
     if control_training == "task" or (variant in INTO_RANDOM and (cells is None or "task" not in cells)):

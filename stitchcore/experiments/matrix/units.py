@@ -145,7 +145,7 @@ def _fit_cells(spec: MatrixSpec, ctx: UnitContext, ws: _Workspace, send: str, re
     built = [_new_cell(spec, s, r) for s, r in pairs]
     live = [(cell, adapter) for cell, adapter in built if adapter is not None]
     if spec.adapter.init in FIT_METHODS and live:
-        if not SHARED_MOMENTS and spec.mode != "proxy":
+        if not SHARED_MOMENTS and spec.scores:
             for cell, adapter in live:
                 s, r = adapter.sender, adapter.receiver
                 size = min(EVAL_BATCH, images_per_slice(adapter, s, r, ws.budget))
@@ -153,7 +153,7 @@ def _fit_cells(spec: MatrixSpec, ctx: UnitContext, ws: _Workspace, send: str, re
                 cell["residual"] = round(float(fit_adapter(adapter, batches, method=spec.adapter.init)), 6)
         else:
             fits = shared_fits([a for _, a in live], spec.adapter.init, budget=ws.budget, hold_every=HOLD_EVERY,
-                               keep_proxy=spec.mode == "proxy")
+                               keep_proxy=not spec.scores)
             sends = {a.sender.name for _, a in live}
             takes = {a.receiver.name for _, a in live}
             n = len(ws.y_train)
@@ -232,19 +232,19 @@ def _run_streamed(
     if live:
         stream = {"device": ctx.device, "budget": ws.budget, "work": ws.work, "check_cancel": ctx.check_cancel}
         share = (1 / 3, 1 / 3) if objective is not None else (1 / 2, 0.0)  # of the unit: fit, train (then score)
-        share = (1.0, 0.0) if spec.mode == "proxy" else share
+        share = share if spec.scores else (1.0, 0.0)
         fitted: list[dict] = [{}] * len(live)
         if spec.adapter.init in FIT_METHODS:
             fitted = fit_streamed([c for _, c in live], ws.models[send], ws.models[recv], ws.ds,
                                   len(ws.y_train), method=spec.adapter.init, hold_every=HOLD_EVERY,
-                                  keep_proxy=spec.mode == "proxy",
+                                  keep_proxy=not spec.scores,
                                   progress=lambda f, m: report(f * share[0], m), **stream)  # fmt: skip
         if objective is not None:
             _train_streamed(spec, ctx, ws, send, recv, [c for _, c in live], objective,
                             lambda f, m: report(share[0] + f * share[1], m))  # fmt: skip
         for (cell, _), record in zip(live, fitted):
             _keep_fit(cell, record)
-        if spec.mode == "proxy":  # the moments' proxy alone: nothing to score
+        if not spec.scores:  # the moments' proxy alone: nothing to score
             return [cell for cell, _ in built]
         suffixes = [ws.suffixes[recv, c.receiver.name] for _, c in live]
         done = sum(share)
@@ -384,12 +384,12 @@ def grid_unit(
     sender, one stacked product for all cross-moments), then scored one by one (a proxy matrix: not scored),
     the cells coming back sender by sender."""
     receivers = list(dict.fromkeys(r for _, r in pairs))
-    ws = _unit_workspace(source, send, recv, receivers, context, spec.mode != "proxy")
+    ws = _unit_workspace(source, send, recv, receivers, context, spec.scores)
     cuts = {("s", c.name): c for c in ws.senders} | {("r", c.name): c for c in ws.receivers}
     where = "" if variant == "trained" else f" ({variant.replace('_', ' ')})"
     yield "progress", (0.0, f"fitting {len(pairs)} cells into {len(receivers)} receiver(s) from shared moments{where}")
     fitted = _fit_cells(spec, context, ws, send, recv, [(cuts["s", s], cuts["r", r]) for s, r in pairs])
-    if spec.mode == "proxy":  # nothing to score: every cell at once (one write of the cells, not one a sender)
+    if not spec.scores:  # nothing to score: every cell at once (one write of the cells, not one a sender)
         yield "cells", [{"variant": variant, **cell} for cell, _ in fitted]
         return
     by_sender: dict[str, list[tuple[dict, nn.Module | None]]] = {}
@@ -409,7 +409,7 @@ def streamed_unit(
     context: UnitContext,
 ) -> Iterator[tuple[str, Any]]:
     """Every pending cell of a variant over the memory budget, from the same streamed passes."""
-    ws = _unit_workspace(source, send, recv, list(dict.fromkeys(r for _, r in pairs)), context, spec.mode != "proxy")
+    ws = _unit_workspace(source, send, recv, list(dict.fromkeys(r for _, r in pairs)), context, spec.scores)
     cuts = {("s", c.name): c for c in ws.senders} | {("r", c.name): c for c in ws.receivers}
     yield "progress", (0.0, f"{len(pairs)} cells streamed" + ("" if variant == "trained" else f" ({variant})"))
     cells = _over_seeds(spec, variant, lambda sp: _run_streamed(

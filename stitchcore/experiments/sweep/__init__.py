@@ -40,7 +40,9 @@ One kind, one package, imports running downward:
 * :mod:`.units` -- what a worker runs: :func:`position_unit` (one position's stitch, its noise sender and its
   controls) and the scoring of A and B alone;
 * :mod:`.estimate` -- :func:`estimate_sweep`, how long a run will take;
-* :mod:`.run` -- the driver :func:`run_sweep`, registered as ``sweep`` on import; only it writes the store.
+* :mod:`.run` -- the driver :func:`run_sweep`, registered as ``sweep`` on import; only it writes the store;
+* :mod:`.fields` -- the kind's fields declared once (:mod:`stitchcore.params`): its CLI flags, links and lesson
+  controls are generated from them.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ from stitchcore.experiments.sweep.read import (
 from stitchcore.experiments.sweep.run import run_sweep
 from stitchcore.experiments.sweep.spec import SweepSpec
 from stitchcore.experiments.sweep.units import position_unit
+from stitchcore.experiments.sweep import fields  # noqa: E402, F401  (the kind's declared fields)
 
 __all__ = ["POSITIONS_ARTIFACT", "SIMPLICITY_KEYS", "SweepSpec", "check_sweep", "curves", "estimate_sweep",
            "noise_sender_along", "noise_sender_words", "partial_positions", "penalty_along", "penalty_ci_along",
