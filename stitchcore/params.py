@@ -32,7 +32,7 @@ from typing import Any
 from stitchcore.errors import StitchError
 
 __all__ = ["FLAG_WORDS", "Field", "Held", "declare", "declared", "declared_field", "defaults", "form_values", "hold",
-           "ALWAYS", "build_spec", "held_fields", "json_object_text", "json_words", "pair_text", "pair_words",
+           "ALWAYS", "build_spec", "held_fields", "json_object_text", "json_words", "names_text", "pair_text", "pair_words",
            "wholes_text", "wholes_words", "form_defaults", "link_params", "read_link", "spec_class", "spec_fields"]
 
 # What a link's number may look like before int() / float() reads it (ASCII digits, not "²"; not 5,000 digits)
@@ -151,6 +151,15 @@ def pair_text(text: str) -> tuple[int, int]:
     if len(parts) != 2 or not all(re.fullmatch(r"\s*[0-9]{1,6}\s*", p) for p in parts):
         raise ValueError(f"expected X:Y (two class indices), not {_shown(text)}")
     return int(parts[0]), int(parts[1])
+
+
+def names_text(text: str) -> tuple[str, ...]:
+    """Comma-separated names (cuts) as a tuple; ``()`` for none.
+
+    >>> names_text("block1, fc1,")
+    ('block1', 'fc1')
+    """
+    return tuple(n.strip() for n in text.split(",") if n.strip())
 
 
 def pair_words(value: tuple[int, int]) -> str:

@@ -136,3 +136,54 @@ def test_the_fixtures_zoo_recipe_goes_to_a_command_line_with_its_run_id(tmp_path
         rec = next(r for r in store.list_runs() if r.kind == "zoo")
     args = build_parser().parse_args(["zoo", "train", *spec_argv("zoo", spec_from_record(rec))])
     assert run_id_for("zoo", build_spec("zoo", spec_values(args, "zoo")).to_dict()) == rec.id
+
+
+ASSEMBLE_EVERY_FIELD = dict(a="zoo:cnn-digits-s0", b="zoo:vit-digits-s0", senders=("block1", "block2"),
+                            receivers=("blocks.1",), kinds=("linear", "bottleneck"), norms=("none", "both"),
+                            resamples=("bilinear",), rescale="oneshot", cls_token="receiver",
+                            finetune_baseline=True, epochs=3, lr=0.005, dataset="digits|subset500s0", max_train=300,
+                            max_test=100, seed=4, optimizer="sgd", weight_decay=0.01, batch_size=32,
+                            finetune_epochs=2, finetune_lr=1e-3)  # fmt: skip
+
+
+def test_every_assemble_field_is_a_flag_and_an_assembly_goes_to_a_command_line_and_back():
+    spec = build_spec("assemble", ASSEMBLE_EVERY_FIELD)
+    own = defaults("assemble")
+    assert all(getattr(spec, f.name) != own[f.name] for f in declared("assemble") if f.name in own)
+    for one in (spec, build_spec("assemble", {"a": "zoo:cnn-digits-s0", "b": "zoo:vit-digits-s0"})):
+        args = build_parser().parse_args(["assemble", *spec_argv("assemble", one)])
+        again = build_spec("assemble", spec_values(args, "assemble"))
+        assert run_id_for("assemble", again.to_dict()) == run_id_for("assemble", one.to_dict())
+        values, notes = read_link("assemble", link_params("assemble", one))
+        assert notes == [] and run_id_for("assemble", build_spec("assemble", spec_fields("assemble", values))
+                                          .to_dict()) == run_id_for("assemble", one.to_dict())  # fmt: skip
+
+
+SIMILARITY_EVERY_FIELD = dict(a="zoo:cnn-digits-s0", b="zoo:cnn-digits-s1", senders=("block1",), receivers=("fc1",),
+                              dataset="digits|subset500s0", measure="rsa", token_mode="tokens", split="train",
+                              max_samples=300, batch_size=128, baseline=False, seed=3, null_permutations=5,
+                              random_null=False, random_null_seeds=7)  # fmt: skip
+
+
+def test_every_similarity_field_is_a_flag_and_a_run_goes_to_a_command_line_and_back():
+    spec, own = build_spec("similarity", SIMILARITY_EVERY_FIELD), defaults("similarity")
+    assert all(getattr(spec, f.name) != own[f.name] for f in declared("similarity") if f.name in own)
+    for one in (spec, build_spec("similarity", {"a": "zoo:cnn-digits-s0", "b": "zoo:cnn-digits-s1"})):
+        args = build_parser().parse_args(["similarity", *spec_argv("similarity", one)])
+        again = build_spec("similarity", spec_values(args, "similarity"))
+        assert run_id_for("similarity", again.to_dict()) == run_id_for("similarity", one.to_dict())
+
+
+def test_the_merge_verbs_training_flags_are_the_lm_declaration_and_left_out_ones_take_todays_defaults():
+    """``merge`` says which LM kind a command line makes in its own flags; the adapter's training and the
+    scoring flags are generated from the lmstitch declaration (--weight-decay new), and those left out are the
+    spec's defaults."""
+    from stitchcore.cli.lm import _specs
+    from stitchcore.experiments.lm import LMStitchSpec
+
+    base = ["merge", "--a", "zoo:gpt-x", "--b", "zoo:gpt-y", "--split", "2", "--mode", "stitch"]
+    kind, spec = _specs(build_parser().parse_args(base), None)
+    assert kind == "lmstitch" and spec == LMStitchSpec(a="zoo:gpt-x", b="zoo:gpt-y", cut_a=2)
+    kind, spec = _specs(build_parser().parse_args([*base, "--steps", "7", "--weight-decay", "0.01", "--until",
+                                                   "steps", "--seed", "3"]), None)  # fmt: skip
+    assert (spec.steps, spec.weight_decay, spec.until, spec.seed) == (7, 0.01, "steps", 3)

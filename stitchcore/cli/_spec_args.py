@@ -57,9 +57,11 @@ def _help(kind: str, field: Field, default: Any) -> str:
     words = field_words(kind, field.name)
     text = words.help or words.label
     if field.type is bool:
-        return (f"leave out: {text}" if default else text).replace("%", "%%")
+        return (f"turns off (on by default): {text}" if default else text).replace("%", "%%")
     if default is not None and field.key not in ("a", "b"):
         text += f" (default: {field.text(default)})"
+    if field.suggestions and field.check is None:  # a registry's names (measures): listed, checked by the spec
+        text += f"; one of {', '.join(map(str, field.suggestions))}"
     return text.replace("%", "%%")
 
 
@@ -104,11 +106,13 @@ def spec_values(args: argparse.Namespace, kind: str) -> dict[str, Any]:
     return out
 
 
-def with_defaults(args: argparse.Namespace, kind: str) -> argparse.Namespace:
-    """A copy of ``args`` with each of ``kind``'s flags left out at today's default (for a command that reads
-    the flags itself, e.g. ``stitch`` handing language models to ``merge``)."""
-    out, own = argparse.Namespace(**vars(args)), defaults(kind)
+def with_defaults(args: argparse.Namespace, kind: str, *, skip: Iterable[str] = ()) -> argparse.Namespace:
+    """A copy of ``args`` with each of ``kind``'s flags (but ``skip``, by link key) left out at today's default
+    (for a command that reads the flags itself, e.g. ``stitch`` handing language models to ``merge``)."""
+    out, own, skipped = argparse.Namespace(**vars(args)), defaults(kind), set(skip)
     for field in declared(kind):
+        if field.key in skipped:
+            continue
         if field.type is not bool and getattr(out, field.key, None) is None and field.name in own:
             setattr(out, field.key, own[field.name])
     return out

@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from stitchcore.cli._args import data_name, model_ref, names, number, whole
 from stitchcore.cli._common import Command, ProgressBar, backend_parser, emit, outcome, run, took
+from stitchcore.cli._spec_args import add_spec_flags, spec_values
 from stitchcore.cli.stitch import resolve_cuts
 from stitchcore.errors import StitchError
 
@@ -27,34 +27,9 @@ __all__ = ["COMMANDS", "add_verbs", "cells_text"]
 
 def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """Add ``assemble`` to the CLI's sub-parsers (``common``: --store, --json, --device, --quiet)."""
-    from stitchcore.experiments.assemble import AssembleSpec
-
-    d = AssembleSpec(a="zoo:x", b="zoo:x")
     p = verbs.add_parser("assemble", parents=[common, backend_parser()],
                          help="A's bottom into B's top at every cut pair and adapter recipe: accuracy vs FLOPs")
-    p.add_argument("--a", type=model_ref, required=True, help="ModelRef of A (its layers up to the sender cut)")
-    p.add_argument("--b", type=model_ref, required=True, help="ModelRef of B (its layers after the receiver cut, and its head)")
-    p.add_argument("--senders", default=None, help="comma-separated cuts of A (default: 3 map or token cuts over depth)")
-    p.add_argument("--receivers", default=None, help="comma-separated cuts of B (default: 3 over depth)")
-    p.add_argument("--adapters", default=",".join(d.kinds), help="adapter kinds (default: %(default)s)")
-    p.add_argument("--norm", default=",".join(d.norms), help="BatchNorm placements: none,bn_before,bn_after,both")
-    p.add_argument("--resample", default=",".join(d.resamples), help="none,bilinear,nearest,strided,no_downsample "
-                   "(default: %(default)s; a strided linear adapter is Hernandez et al.'s patch stitch; "
-                   "no_downsample: Traft & Cheney's No Downsample, the sender's grid goes on into B)")  # fmt: skip
-    p.add_argument("--rescale", choices=("chained", "oneshot"), default=d.rescale,
-                   help="a gap of more than 2x: one adapter per 2x step (chained, the paper's) or one adapter "
-                        "resizing by the whole ratio (oneshot, the project's reading before issue 25)")  # fmt: skip
-    p.add_argument("--cls-token", choices=("adapter", "receiver"), default=d.cls_token,
-                   help="a ViT receiver's class token: learned by the adapter, or B's own at that cut")
-    p.add_argument("--finetune-baseline", action="store_true",
-                   help="also fine-tune each assembled network end to end (prefix, adapter and suffix, AdamW 5e-4); "
-                        "not the paper's baseline, which deletes B's blocks and tunes at the best of 3 lrs")
-    p.add_argument("--epochs", type=whole, default=d.epochs)
-    p.add_argument("--lr", type=number, default=d.lr, help="AdamW, cosine to 0 (default: %(default)s)")
-    p.add_argument("--dataset", type=data_name, default=None, help="default: the dataset B was trained on")
-    p.add_argument("--max-train", type=whole, default=None)
-    p.add_argument("--max-test", type=whole, default=None)
-    p.add_argument("--seed", type=whole, default=d.seed)
+    add_spec_flags(p, "assemble", required=("a", "b"))
     p.add_argument("--rerun", action="store_true", help="run again even if the store has it")
 
 
@@ -123,21 +98,16 @@ def cells_text(s: dict[str, Any]) -> str:
 
 def _cmd_assemble(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
     """Assemble every (sender, receiver, recipe) network; print the cells, A and B, and the front."""
-    from stitchcore.experiments.assemble import AssembleSpec
+    from stitchcore.params import build_spec, declared
 
-    for flag, value in (("--senders", args.senders), ("--receivers", args.receivers), ("--adapters", args.adapters),
-                        ("--norm", args.norm), ("--resample", args.resample)):  # fmt: skip
-        if value is not None and not names(value):  # "" would quietly be the default (or a traceback)
-            raise StitchError(f"{flag} names nothing: give comma-separated values (see --help), or leave {flag} out "
-                              "for the default")  # fmt: skip
-    senders, alias_a = resolve_cuts(args.a, names(args.senders), store)
-    receivers, alias_b = resolve_cuts(args.b, names(args.receivers), store)
-    spec = AssembleSpec(
-        a=args.a, b=args.b, senders=senders, receivers=receivers, kinds=names(args.adapters),
-        norms=names(args.norm), resamples=names(args.resample), cls_token=args.cls_token, rescale=args.rescale,
-        finetune_baseline=args.finetune_baseline, epochs=args.epochs, lr=args.lr, dataset=args.dataset,
-        max_train=args.max_train, max_test=args.max_test, seed=args.seed,
-    )  # fmt: skip
+    fields = spec_values(args, "assemble")
+    for field in declared("assemble"):  # "" would quietly be the default (or a traceback)
+        if fields.get(field.name) == ():
+            raise StitchError(f"{field.flag} names nothing: give comma-separated values (see --help), or leave "
+                              f"{field.flag} out for the default")  # fmt: skip
+    senders, alias_a = resolve_cuts(args.a, fields.get("senders"), store)
+    receivers, alias_b = resolve_cuts(args.b, fields.get("receivers"), store)
+    spec = build_spec("assemble", {**fields, "senders": senders, "receivers": receivers})
     out = run("assemble", spec, args, store, bar)
     aliases = {**alias_a, **alias_b}
     emit(args, outcome(out, **({"aliases": aliases} if aliases else {})),

@@ -13,9 +13,9 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from stitchcore.cli._args import data_name, given, model_ref, number, safe, whole
+from stitchcore.cli._args import given, safe, whole
 from stitchcore.cli._common import Command, ProgressBar, backend_parser, emit, outcome, run, took
-from stitchcore.cli._spec_args import with_defaults
+from stitchcore.cli._spec_args import add_spec_flags, with_defaults
 from stitchcore.errors import StitchError
 
 if TYPE_CHECKING:
@@ -25,17 +25,17 @@ if TYPE_CHECKING:
 __all__ = ["COMMANDS", "add_verbs", "is_lm_ref", "lm_aware_stitch"]
 
 MLP_HIDDEN = 128  # --adapter mlp: the hidden width of its GELU branch unless --hidden says
+# the lmstitch fields this verb says in its own words (--split for cut_a, --head both, --adapter mlp, --hidden)
+_VERB_OWN = ("cut_a", "cut_b", "head", "head_at", "kind", "mlp_hidden")
 
 
 def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """Add ``merge`` to the CLI's sub-parsers (``common``: --store, --json, --device, --quiet)."""
-    from stitchcore.experiments.lm import LM_ADAPTER, DepthSpec
+    from stitchcore.experiments.lm import LM_ADAPTER
 
-    d = DepthSpec(a="-", b="-")
     mg = verbs.add_parser("merge", parents=[common, backend_parser()],
                           help="LM merge (block substitution) or stitch, one split or all (--backend: over depth)")
-    mg.add_argument("--a", type=model_ref, required=True, help="ModelRef of A (zoo gpt or hf: GPT-2 family)")
-    mg.add_argument("--b", type=model_ref, required=True, help="ModelRef of B (same vocabulary as A)")
+    add_spec_flags(mg, "lmstitch", required=("a", "b"), skip=_VERB_OWN)  # training and scoring: declared
     mg.add_argument("--mode", choices=("merge", "stitch", "both"), default=None,
                     help="merge: B's blocks in place of A's; stitch: adapter between A and B (default: merge with "
                          "--split, both over depth)")
@@ -57,27 +57,6 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     mg.add_argument("--adapter", type=given, default=LM_ADAPTER.kind, help="linear | lowrank | mlp (linear + GELU MLP branch)")
     mg.add_argument("--hidden", type=whole, default=None,
                     help=f"hidden width of the mlp adapter's branch (default {MLP_HIDDEN})")
-    mg.add_argument("--init", type=given, default=LM_ADAPTER.init, help="lstsq | random | identity | procrustes")
-    mg.add_argument("--rank", type=whole, default=None, help="rank of a lowrank adapter")
-    mg.add_argument("--objective", type=given, default=d.objective, help="task | match | kd | task+0.5*match")
-    mg.add_argument("--steps", type=whole, default=d.steps,
-                    help="adapter training steps per stitch (--until converged: the cap)")
-    mg.add_argument("--until", choices=("converged", "steps"), default=d.until,
-                    help="converged: stop when the loss on held-out TRAIN text (its last 10%%) stops improving by "
-                         "more than --tol over --patience checks --check-every steps apart; steps: exactly --steps "
-                         "(the reading of runs stored before)")
-    mg.add_argument("--start", choices=("best", "init"), default=d.start,
-                    help="best: the better of --init and the identity (equal widths) on the held-out train text; "
-                         "init: --init only (the reading of runs stored before)")
-    mg.add_argument("--check-every", type=whole, default=d.check_every)
-    mg.add_argument("--patience", type=whole, default=d.patience)
-    mg.add_argument("--tol", type=number, default=d.tol)
-    mg.add_argument("--batch-size", type=whole, default=d.batch_size)
-    mg.add_argument("--lr", type=number, default=d.lr)
-    mg.add_argument("--text", type=data_name, default=None, help="corpus: pydoc | tinyshakespeare | file:PATH (default: A's)")
-    mg.add_argument("--eval-windows", type=whole, default=d.eval_windows)
-    mg.add_argument("--sample-tokens", type=whole, default=d.sample_tokens)
-    mg.add_argument("--seed", type=whole, default=d.seed)
     mg.add_argument("--rerun", action="store_true", help="run again even if the store has it")
     mg.add_argument("--dry-run", action="store_true", help="with --split: print the joined model's parts and exit")
 
@@ -139,6 +118,8 @@ def _specs(args: argparse.Namespace, store: Store) -> tuple[str, Any]:
     """The experiment kind (``lmdepth``, ``merge`` or ``lmstitch``) and its spec, from the flags."""
     from stitchcore.experiments.lm import DepthSpec, LMStitchSpec, MergeSpec
 
+    args = with_defaults(args, "lmstitch", skip=_VERB_OWN)  # flags left out: today's defaults
+
     evals = {"text": args.text, "eval_windows": args.eval_windows, "sample_tokens": args.sample_tokens,
              "seed": args.seed}
     d = DepthSpec(a="-", b="-")
@@ -151,7 +132,7 @@ def _specs(args: argparse.Namespace, store: Store) -> tuple[str, Any]:
         raise StitchError(f"--hidden must be at least 1 for the mlp adapter (got {hidden}); for no MLP branch "
                           "use --adapter linear")  # fmt: skip
     train = {"adapter": _adapter(args), "objective": args.objective, "steps": args.steps, "batch_size": args.batch_size,
-             "lr": args.lr, "mlp_hidden": hidden if args.adapter == "mlp" else 0,
+             "lr": args.lr, "weight_decay": args.weight_decay, "mlp_hidden": hidden if args.adapter == "mlp" else 0,
              **{k: getattr(args, k, getattr(d, k)) for k in ("until", "start", "check_every", "patience", "tol")}}
     split = _position(args.split)
     embed = getattr(args, "embed", None)
@@ -287,6 +268,7 @@ def lm_aware_stitch(image_stitch: Command) -> Command:
         ns = argparse.Namespace(**vars(args))
         ns.split, ns.cut_b, ns.mode, ns.end, ns.embed, ns.heatmap = args.cut_a, args.cut_b, "stitch", None, None, False
         ns.text, ns.eval_windows, ns.sample_tokens = args.dataset, 128, 160
+        ns.adapter = args.kind  # the stitch verb's --adapter (its field's link key is "kind")
         ns.steps = args.epochs * 20 if args.epochs else 0  # an LM "epoch" here is 20 adapter steps
         ns.head_at = args.head_cut
         return _cmd_merge(ns, store, bar)

@@ -16,10 +16,9 @@ per stitch) and noted on stderr.
 from __future__ import annotations
 
 import argparse
-import textwrap
 from typing import TYPE_CHECKING, Any
 
-from stitchcore.cli._args import data_name, given, model_ref, names, whole
+from stitchcore.cli._args import names
 from stitchcore.cli._common import Command, ProgressBar, backend_parser, emit, outcome, run, took
 from stitchcore.cli._spec_args import add_spec_flags, spec_values
 from stitchcore.cli.stitch import resolve_cuts
@@ -38,18 +37,6 @@ _PAIR_HELPS = {"a": "ModelRef of model A (rows: sender cuts)", "b": "ModelRef of
                "dataset": "default: the dataset B was trained on"}  # fmt: skip
 
 
-def _pair_parser() -> argparse.ArgumentParser:
-    """The parent parser of ``similarity``: every cut of A against every cut of B (``matrix``'s are its fields)."""
-    pair = argparse.ArgumentParser(add_help=False)
-    pair.add_argument("--a", type=model_ref, required=True, help=_PAIR_HELPS["a"])
-    pair.add_argument("--b", type=model_ref, required=True, help=_PAIR_HELPS["b"])
-    pair.add_argument("--senders", default=None, help=_PAIR_HELPS["senders"])
-    pair.add_argument("--receivers", default=None, help=_PAIR_HELPS["receivers"])
-    pair.add_argument("--dataset", type=data_name, default=None, help=_PAIR_HELPS["dataset"])
-    pair.add_argument("--rerun", action="store_true", help=_RERUN)
-    return pair
-
-
 def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """Add ``matrix`` and ``similarity`` to the CLI's sub-parsers; ``matrix``'s flags are its declared fields."""
     mx = verbs.add_parser("matrix", parents=[common, backend_parser()],
@@ -62,38 +49,14 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
                     help="also list the cut pairs to train first, ranked without training by the fits' held-out R²"
                          " (r2), their CKA (cka) or the closed-form accuracy (accuracy)")
 
-    sm = verbs.add_parser("similarity", parents=[common, _pair_parser()], formatter_class=_RegistryHelp,
-                          help="CKA, Procrustes, RSA, SVCCA ... of every cut pair")
-    measure = sm.add_argument("--measure", type=given, default="cka-linear", metavar="NAME",
-                              help="similarity measure (default: %(default)s), one of")
-    measure.names_of = _measure_names  # listed when --help is printed; an unknown name is refused by the spec
-    sm.add_argument("--max-samples", type=whole, default=None)
-    sm.add_argument("--batch-size", type=whole, default=256)
-    sm.add_argument("--random-null-seeds", type=whole, default=5, metavar="K",
-                    help="the null: A against K random-init networks of B's architecture (seeds seed .. seed+K-1, "
-                         "at least 5); each cell is printed in their standard deviations (default: %(default)s; "
-                         "0: none)")
+    sm = verbs.add_parser("similarity", parents=[common], help="CKA, Procrustes, RSA, SVCCA ... of every cut pair")
+    add_spec_flags(sm, "similarity", required=("a", "b"), helps={
+        **_PAIR_HELPS, "random_null_seeds": "the null: A against K random-init networks of B's architecture (seeds "
+        "seed .. seed+K-1, at least 5); each cell is printed in their standard deviations (default: 5; 0: none)"})
+    sm.add_argument("--rerun", action="store_true", help=_RERUN)
 
 
 _PRESETS = ("hernandez", "closed-form")  # stitchcore.experiments.matrix.MATRIX_PRESETS (a test holds them equal)
-
-
-class _RegistryHelp(argparse.HelpFormatter):
-    """Help text that ends with a registry's names, read only when ``--help`` is printed: the registries
-    import torch, which every other command would otherwise pay for at start-up."""
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        names_of = getattr(action, "names_of", None)
-        return f"{action.help} {', '.join(names_of())}" if names_of is not None else action.help
-
-    def _split_lines(self, text: str, width: int) -> list[str]:
-        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)  # "cka-linear" unbroken
-
-
-def _measure_names() -> list[str]:
-    from stitchcore.measures.similarity import list_measures
-
-    return list_measures()
 
 
 def grid_text(summary: dict[str, Any], footer: str) -> str:
@@ -199,14 +162,13 @@ def _recommend_text(summary: dict[str, Any], by: str) -> str:
 
 def _cmd_similarity(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
     """Measure representational similarity of every cut pair; print the grid."""
-    from stitchcore.experiments.similarity import SimilaritySpec
+    from stitchcore.params import build_spec
 
     senders, receivers, aliases = _cut_lists(args, store)
-    twins = {"random_null_seeds": args.random_null_seeds} if args.random_null_seeds else {"random_null": False}
-    spec = SimilaritySpec(
-        a=args.a, b=args.b, senders=senders, receivers=receivers, measure=args.measure,
-        dataset=args.dataset, max_samples=args.max_samples, batch_size=args.batch_size, **twins,
-    )
+    fields = spec_values(args, "similarity")
+    if fields.get("random_null_seeds") == 0:  # --random-null-seeds 0: no untrained twins (as before)
+        fields.update(random_null=False, random_null_seeds=1)
+    spec = build_spec("similarity", {**fields, "senders": senders, "receivers": receivers})
     out = run("similarity", spec, args, store, bar)
     emit(args, outcome(out, **({"aliases": aliases} if aliases else {})), similarity_text(out.record.summary))
 

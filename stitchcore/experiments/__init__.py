@@ -47,4 +47,4 @@ __all__ = [
 # The built-in kinds register themselves on import (after the names above exist, though they
 # import them from _registry, so a partially initialised package never matters).
 from stitchcore.experiments import assemble, lm, matrix, similarity, stitch, sweep, zoo  # noqa: E402, F401
-from stitchcore.experiments import stitch_fields, zoo_fields  # noqa: E402, F401  (the kinds' declared fields)
+from stitchcore.experiments import similarity_fields, stitch_fields, zoo_fields  # noqa: E402, F401  (declared fields)

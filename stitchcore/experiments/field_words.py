@@ -187,6 +187,24 @@ _BY_KIND: dict[str, dict[str, FieldWords]] = {
         "head_at": _W("Where A's head takes over", "head a only: after this many of B's blocks; empty: after "
                       "B's last"),
     },
+    "assemble": {
+        "a": _W("Model A", "its layers up to the sender cut feed the adapter"),
+        "b": _W("Model B", "its layers after the receiver cut, and its head, finish the network"),
+        "senders": _W("Cuts in A", "A's cuts whose output feeds an adapter; empty: three spread over depth"),
+        "receivers": _W("Cuts in B", "B's cuts that take over; empty: three spread over depth"),
+        "kinds": _W("Adapter kinds", "each recipe's adapter: linear, bottleneck, conv3x3_linear ..."),
+        "norms": _W("BatchNorms", "where each recipe's adapter normalises: none, bn_before, bn_after, both"),
+        "resamples": _W("Resamplings", "how A's grid meets B's: bilinear, strided (a linear one is Hernandez et al.'s "
+                        "patch stitch), no_downsample (Traft & Cheney's No Downsample) ..."),
+        "rescale": _W("Grid rescaling", "a gap of more than 2x: chained (one adapter per 2x step, the paper's) or "
+                      "oneshot (one adapter resizing by the whole ratio)"),
+        "cls_token": _W("Class token", "a ViT receiver's class token: learned by the adapter, or B's own"),
+        "finetune_baseline": _W("Fine-tune end to end", "also fine-tune each assembled network whole (prefix, "
+                                "adapter and suffix): not the paper's baseline"),
+        "finetune_epochs": _W("Fine-tuning epochs", "epochs of the end-to-end fine-tuning"),
+        "finetune_lr": _W("Fine-tuning learning rate", "AdamW's step size for the end-to-end fine-tuning"),
+        "lr": _W("Learning rate", "AdamW, cosine to 0"),
+    },
     "lmdepth": {
         "modes": _W("Curves", "merge (no adapter) and/or stitch (a trained adapter)"),
         "heads": _W("Heads", "whose head reads the result: a, b or both"),

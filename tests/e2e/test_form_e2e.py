@@ -23,7 +23,7 @@ def _launch_line(page) -> str:
 def test_form_values_survive_a_model_switch_to_an_uncached_ref(trained_url, page):
     open_app(page, f"{trained_url}/stitch")
     page.get_by_text("Adapter and training").click()
-    epochs = page.get_by_label("Adapter training epochs")
+    epochs = page.get_by_role("spinbutton", name="Adapter training epochs")
     epochs.fill("3")
     epochs.press("Enter")
     _settle(page)
@@ -40,9 +40,9 @@ def test_form_values_survive_a_model_switch_to_an_uncached_ref(trained_url, page
     ref.fill("timm:resnet18?num_classes=10&pretrained=false")
     ref.press("Enter")
     _settle(page)
-    if not page.get_by_label("Adapter training epochs").is_visible():
+    if not page.get_by_role("spinbutton", name="Adapter training epochs").is_visible():
         page.get_by_text("Adapter and training").click()
-    assert page.get_by_label("Adapter training epochs").input_value() == "3"
+    assert page.get_by_role("spinbutton", name="Adapter training epochs").input_value() == "3"
     line = _launch_line(page)
     assert "sgd lr 0.01 · 3 epochs" in line, line
     assert "timm" not in line  # the line names the settings; the models are above it

@@ -41,7 +41,8 @@ One kind, one package, imports running downward:
   :func:`pareto_front`);
 * :mod:`.units` -- what a worker runs (:func:`sender_unit`) and the plan and checks before a run;
 * :mod:`.estimate` -- :func:`estimate_assemble`, how long a run will take;
-* :mod:`.run` -- the driver :func:`run_assemble`, registered as ``assemble`` on import.
+* :mod:`.run` -- the driver :func:`run_assemble`, registered as ``assemble`` on import;
+* :mod:`.fields` -- the kind's declared fields (:mod:`stitchcore.params`), from which the CLI's flags come.
 """
 
 from __future__ import annotations
@@ -51,5 +52,7 @@ from stitchcore.experiments.assemble.read import assembled_cells, cell_rows, par
 from stitchcore.experiments.assemble.run import run_assemble
 from stitchcore.experiments.assemble.spec import CELLS_ARTIFACT, DEFAULT_KINDS, AssembleSpec, recipe_name
 from stitchcore.experiments.assemble.units import assemble_plan, check_assemble, default_cuts, sender_unit
+
+from stitchcore.experiments.assemble import fields  # noqa: E402, F401, I001  (the kind's declared fields)
 
 __all__ = ["CELLS_ARTIFACT", "DEFAULT_KINDS", "AssembleSpec", "assemble_plan", "assembled_cells", "cell_rows", "check_assemble", "default_cuts", "estimate_assemble", "pareto_front", "recipe_name", "run_assemble", "sender_unit", "with_penalty"]

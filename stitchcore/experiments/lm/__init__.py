@@ -17,7 +17,7 @@ its estimator from ``estimate``).  The lower-level building blocks are :mod:`sti
 from __future__ import annotations
 
 # Importing the kind modules registers merge, lmstitch and lmdepth.
-from stitchcore.experiments.lm import lmdepth, lmstitch, merge  # noqa: F401
+from stitchcore.experiments.lm import fields, lmdepth, lmstitch, merge  # noqa: F401
 from stitchcore.experiments.lm._pair import LMSetup, setup_pair
 from stitchcore.experiments.lm.estimate import estimate_depth, estimate_lm, estimate_lm_stitch, estimate_merge
 from stitchcore.experiments.lm.lmdepth import (
