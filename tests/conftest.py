@@ -190,3 +190,15 @@ def app(tmp_path, monkeypatch, _trained, fresh_app_state):
     copy_store(_trained[2], copy)
     monkeypatch.setenv("STITCHLAB_STORE", str(copy))
     return AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+
+
+_SLOW = frozenset(line.strip() for line in (Path(__file__).parent / "slow_tests.txt").read_text().splitlines()
+                  if line.strip() and not line.startswith("#"))  # fmt: skip
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the browser tests and the measured slow ones (tests/slow_tests.txt) ``slow``: ``-m "not slow"`` is
+    the inner loop while editing; the README's command runs everything."""
+    for item in items:
+        if item.nodeid in _SLOW or item.nodeid.startswith("tests/e2e/"):
+            item.add_marker(pytest.mark.slow)
