@@ -339,6 +339,15 @@ def worker_main(conn: Connection, store_root: str, threads: int, ready: Any = No
         with send_lock:
             conn.send(message)
 
+    def send_in_run(message: tuple) -> None:
+        """A running job's progress: a pipe that broke means the parent is gone, so the run stops as interrupted
+        (as the listener would say a moment later), never failed by a BrokenPipeError in its progress callback."""
+        try:
+            send(message)
+        except (OSError, ValueError):
+            cancel.reason, cancel.status = INTERRUPTED, "interrupted"  # type: ignore[attr-defined]
+            cancel.set()
+
     def listen() -> None:
         while True:
             try:
@@ -367,7 +376,7 @@ def worker_main(conn: Connection, store_root: str, threads: int, ready: Any = No
             if job[0] == "ray-stop":
                 send(("ray-stopped", stop_local_ray()))
                 continue
-            result = _run_one(store, job, cancel, send)
+            result = _run_one(store, job, cancel, send_in_run)
             send(("ray", local_ray_up()))
             send(result)
             _release_device_memory()
