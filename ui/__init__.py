@@ -44,6 +44,7 @@ from ui.resources import (
 from ui.runs import (
     Card,
     job_monitor,
+    linked_run,
     live_while_running,
     progress_text,
     progress_with_stop,
@@ -75,6 +76,7 @@ __all__ = [
     "job_monitor",
     "launch_button",
     "live_figure",
+    "linked_run",
     "live_while_running",
     "load_for_display",
     "made_download",

@@ -26,12 +26,12 @@ from ui import roles
 from ui.downloads import run_downloads
 from ui.errors import show_error
 from ui.figures import CHART_CONFIG, LIVE_CURVE_POINTS, live_figure, shown_figure
-from ui.nav import PAGE_FOR_KIND
+from ui.nav import PAGE_FOR_KIND, page_file
 from ui.resources import POLL_SECONDS, device_label, get_runner, get_store, viewer_mode
 from ui.text import code_span, plain, quote
 
 __all__ = ["BADGES", "Card", "job_monitor", "live_while_running", "progress_text", "progress_with_stop",
-           "rerun_when_jobs_finish", "run_header", "run_link", "run_view", "watch_kind"]
+           "linked_run", "rerun_when_jobs_finish", "run_header", "run_link", "run_view", "watch_kind"]
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,21 @@ def rerun_when_jobs_finish(kinds: tuple[str, ...] = ("zoo", "lm_zoo")) -> None:
             st.rerun(scope="app")
 
     _watch()
+
+
+def linked_run(run_id: str, kinds: tuple[str, ...], what: str) -> Any:
+    """The stored run a page's ``?run=`` names when it is one of ``kinds`` (its record), else None with the
+    reason shown: no such run, or a run of another kind with a link to it on Results (``what``: the page's
+    kinds in words, "a language-model run")."""
+    rec = get_store().lookup(run_id)
+    if rec is None:
+        st.error(f"No run {quote(run_id)} in the store at {plain(get_store().root)}.")
+        return None
+    if rec.kind not in kinds:
+        st.info(f"Run {code_span(run_id)} is a {plain(rec.kind)} run, not {what}.")
+        st.page_link(page_file("results"), label="Open it on Results", query_params={"run": run_id})
+        return None
+    return rec
 
 
 def run_link(snap: JobSnapshot) -> str:

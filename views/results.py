@@ -6,7 +6,6 @@ store / runner calls -> ``stitchcore.plots``; nothing here trains.
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import re
 import tempfile
@@ -21,10 +20,9 @@ from stitchcore.measures.meaning import explain
 from stitchcore.plots import runs as plots
 from stitchcore.report.figures import COMPARE_METRICS
 from stitchcore.report.html import report_html
-from stitchcore.report.summary import TABLE_NUMBERS, run_label, summary_row, table_numbers
+from stitchcore.report.runs_table import filter_runs, runs_frame
+from stitchcore.report.summary import run_label, summary_row
 from stitchcore.store.bundle import import_bundle
-from stitchcore.store.results import RunRecord
-from stitchcore.timewords import duration_words, usable_time
 from ui import roles
 from views import lesson_edit, run_views
 
@@ -35,32 +33,8 @@ BUNDLE_KEY = "results-bundle"  # the "Import bundle" file uploader
 EMPTY = "—"  # what a table shows where a run has no value (a failed run's accuracy)
 
 
-def _when(ts: float | None) -> dt.datetime | None:
-    ts = usable_time(ts)  # a row imported before bundles were checked may hold -Infinity
-    return dt.datetime.fromtimestamp(ts).astimezone() if ts else None  # the server's local time zone
-
-
 def _n(count: int, noun: str = "run") -> str:
     return f"{count} {noun}" + ("" if count == 1 else "s")
-
-
-def runs_table(records: list[RunRecord]) -> pd.DataFrame:
-    rows = []
-    for rec in records:
-        duration = rec.finished - rec.started if rec.started and rec.finished else None
-        rows.append({
-            "kind": rec.kind, "label": run_label(rec), "status": rec.status, **table_numbers(rec),
-            "created": _when(rec.created), "duration": duration_words(duration) if duration is not None else None,
-            "duration_s": duration, "error": rec.error or "", "id": rec.id,
-        })  # fmt: skip
-    numbers = list(TABLE_NUMBERS)  # with their units
-    # the intervals' ends (<column>_lo / _hi) go to the CSV; the page's table shows TABLE_COLUMNS only
-    cols = ["kind", "label", "status", *numbers, "created", "duration", "duration_s", "id",
-            "error"]  # duration: in words on the page; duration_s: seconds, in the CSV
-    df = pd.DataFrame(rows, columns=cols)
-    for col in (*numbers, "duration_s"):  # numbers, NaN where a run has none (not None)
-        df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
-    return df
 
 
 TABLE_COLUMNS = {
@@ -175,18 +149,8 @@ want_kinds = f_kind.multiselect("Kind", kinds, placeholder="all kinds", key="res
 want_status = f_status.multiselect("Status", statuses, placeholder="all statuses", key="results-status")
 text = f_text.text_input("Search labels", placeholder="e.g. s1, block2, lstsq", key="results-search")
 
-table = runs_table(records)
-shown = table
-if want_kinds:
-    shown = shown[shown["kind"].isin(want_kinds)]
-if want_status:
-    shown = shown[shown["status"].isin(want_status)]
-if text.strip():
-    needle = text.strip().lower()
-    shown = shown[
-        shown["label"].str.lower().str.contains(needle, regex=False) | shown["id"].str.startswith(needle)
-    ]
-shown = shown.reset_index(drop=True)
+table = runs_frame(records)
+shown = filter_runs(table, kinds=want_kinds, statuses=want_status, text=text)
 
 active = int(table["status"].isin(ACTIVE).sum())
 head, refresh = st.columns([5, 1], vertical_alignment="center")
