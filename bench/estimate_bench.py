@@ -17,7 +17,9 @@ Each case is what a user launches: a page default or a README line, as (kind, sp
 
 The first case runs right after the runner starts (the worker still importing), as a first click after
 ``streamlit run`` does.  Prints one JSON object (progress on stderr).
-Run: ``python bench/estimate_bench.py [--store DIR] [--threads N] [--only NAME,...]``.
+``--load N`` keeps N other processes busy (a pure-Python spin each) while it measures, as a machine shared
+with other work is: the estimate must hold there too (the issue's load 0 and 2).
+Run: ``python bench/estimate_bench.py [--store DIR] [--threads N] [--load N] [--only NAME,...]``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import multiprocessing
 import platform
 import sys
 import tempfile
@@ -93,10 +96,17 @@ def cases() -> list[tuple[str, list[tuple[str, Any]]]]:
     ]
 
 
+def _spin() -> None:
+    """One busy core until killed."""
+    while True:
+        pass
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--store", default=None, help="store folder (default: a fresh temporary one)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per job (the app on 2 cores: 1)")
+    p.add_argument("--load", type=int, default=0, help="other processes kept busy meanwhile (default 0)")
     p.add_argument("--only", default="", help="comma-separated case names (substrings) to run")
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
@@ -107,6 +117,9 @@ def main() -> None:
     startup_guess = WorkerProcess.expected_startup  # before the worker has measured its own
     wanted = [w.strip() for w in args.only.split(",") if w.strip()]
     rows = []
+    spinners = [multiprocessing.get_context("spawn").Process(target=_spin, daemon=True) for _ in range(args.load)]
+    for spinner in spinners:
+        spinner.start()
     try:
         for name, jobs in cases():
             if wanted and not any(w in name for w in wanted):
@@ -145,6 +158,8 @@ def main() -> None:
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
     finally:
+        for spinner in spinners:
+            spinner.kill()
         measured = WorkerProcess.expected_startup
         runner.shutdown()
         store.close()
@@ -153,7 +168,7 @@ def main() -> None:
     shown = [max(r["actual_s"], 1.0) / max(r["estimate_s"], 1.0) for r in rows if r["estimate_s"] is not None]
     print(json.dumps({
         "bench": "estimate_vs_actual", "machine": platform.machine(), "cpus": torch.get_num_threads(),
-        "threads_per_job": args.threads, "cases": rows,
+        "threads_per_job": args.threads, "load": args.load, "cases": rows,
         "worker_startup_guess_s": round(startup_guess, 2), "worker_startup_measured_s": round(measured, 2),
         "within_2x": sum(0.5 <= r <= 2 for r in ratios), "within_1_5x": sum(1 / 1.5 <= r <= 1.5 for r in ratios),
         "n": len(ratios), "as_shown_within_2x": sum(0.5 <= r <= 2 for r in shown),
