@@ -17,6 +17,12 @@ Held(value=500, note='epochs=100000 is outside 0 to 500: using 500')
 "head='zzz' is not one the form offers (b, a): using 'b'"
 >>> hold(epochs, "abc", who="epochs=").value is None
 True
+
+A list field may offer a fixed set of values, each item one of them (``items``: a multiselect on a page);
+an item it does not offer is left out, with a note:
+
+>>> hold(Field("norms", tuple, parse=names_text, items=("none", "both")), "both,nope", who="norm=")
+Held(value=('both',), note="norm='both,nope' names 'nope', not one the form offers (each of none, both): using 'both'")
 """
 
 from __future__ import annotations
@@ -51,7 +57,8 @@ class Field:
     (``init``; default: the name's last part); ``flag`` the CLI's (default ``--`` and the key with dashes;
     a bool field whose default is True is switched off by ``--no-KEY``).  ``none_as``: the form's value for
     the spec's None (``0`` images: all of them).  ``check``: a further test of a value (an objective's
-    formula), raising StitchError with the reason.
+    formula), raising StitchError with the reason.  ``items``: a list field's fixed values, each item one of
+    them (``choices`` is one value's: a command line's flag checks its whole text against them).
     """
 
     name: str
@@ -69,6 +76,7 @@ class Field:
     parse: Callable[[str], Any] | None = None  # how a link's or a flag's text reads (a pair "3:8", JSON)
     write: Callable[[Any], str] | None = None  # the reverse: a value as that text
     kinds: tuple[str, ...] = ()
+    items: tuple[Any, ...] | None = None  # a list field's offered values: each item one of these (a multiselect)
 
     def __post_init__(self) -> None:
         if not self.key:
@@ -90,6 +98,8 @@ class Field:
         """What it offers, in words: ``0 to 500`` or ``b, a``."""
         if self.choices is not None:
             return ", ".join(map(str, self.choices))
+        if self.items is not None:
+            return "each of " + ", ".join(map(str, self.items))
         if self.low is not None and self.high is not None:
             return f"{self.low:g} to {self.high:g}"
         return "any " + {int: "whole number", float: "number", bool: "true or false"}.get(self.type, "text")
@@ -102,11 +112,29 @@ class Field:
         """A form's value as the spec takes it (``none_as`` -> None; numbers as their type)."""
         if self.none_as is not None and value == self.none_as:
             return None
+        if self.type is tuple and isinstance(value, list):  # a multiselect's list
+            return tuple(value)
+        if self.type in (tuple, dict) and self.parse is not None and isinstance(value, str):  # a text box's
+            return self._parsed(value)
         if self.type is int and isinstance(value, float) and value.is_integer():
             return int(value)
         if self.type is float and isinstance(value, (int, float)) and not isinstance(value, bool):
             return round(float(value), 10)  # a widget's 0.1 + 0.05 steps: 0.15, not 0.15000000000000002
         return value
+
+    def _parsed(self, text: str) -> Any:
+        """A text box's list or dict (``3:8``, ``{"width": 32}``) as the spec takes it; empty: the empty value
+        (None where the text cannot be empty: no relabelling).  StitchError naming the field otherwise.
+
+        >>> Field("relabel", tuple, parse=pair_text).spec_value(" "), Field("relabel", tuple, parse=pair_text).spec_value("3:8")
+        (None, (3, 8))
+        """
+        try:
+            return self.parse(text) if text.strip() else ({} if self.type is dict else self.parse(""))
+        except ValueError as exc:
+            if not text.strip():
+                return None
+            raise StitchError(f"{self.key}: {exc}") from None
 
     def text(self, value: Any) -> str:
         """A value as a link or a command line writes it: ``true``/``false``, a list comma-separated (what a
@@ -257,6 +285,8 @@ def hold(field: Field, raw: Any, *, who: str = "", own: Any = None, offers: str 
         if own is None:
             return Held(None, f"{who}{_shown(raw)} is {exc}: the form keeps its own")
         return Held(own, f"{who}{_shown(raw)} is {exc}: using {_said(own)}")
+    if field.items is not None:
+        return _hold_items(field, value, raw, who, own, offers)
     if field.choices is not None:
         for choice in field.choices:  # a link names a choice by its text
             if value == choice or str(value) == str(choice):
@@ -282,6 +312,28 @@ def hold(field: Field, raw: Any, *, who: str = "", own: Any = None, offers: str 
         except StitchError as exc:
             return Held(own, f"{who}{_shown(raw)}: {str(exc).splitlines()[0][:200]}; using {_said(own)}")
     return Held(value)
+
+
+def _hold_items(field: Field, value: Any, raw: Any, who: str, own: Any, offers: str) -> Held:
+    """A list held to the items ``field`` offers: each named by its text, those not offered and repeats left
+    out (with a note); ``own`` when none is left."""
+    given = tuple(value) if isinstance(value, (list, tuple)) else (value,)
+    kept, unknown = [], []
+    for item in given:
+        match = next((c for c in field.items or () if item == c or str(item) == str(c)), None)
+        if match is None:
+            unknown.append(item)
+        elif match not in kept:
+            kept.append(match)
+    if not kept:
+        return Held(own, f"{who}{_shown(raw)} names none {offers} offers ({field.describe()}): using {_said(own)}")
+    if unknown:
+        named = ", ".join(repr(str(i)) for i in unknown)
+        return Held(tuple(kept), f"{who}{_shown(raw)} names {named}, not one {offers} offers ({field.describe()}): "
+                                 f"using {_said(kept)}")  # fmt: skip
+    if len(kept) != len(given):
+        return Held(tuple(kept), f"{who}{_shown(raw)} names a value twice: using {_said(kept)}")
+    return Held(tuple(kept))
 
 
 def _said(value: Any) -> str:
@@ -385,13 +437,16 @@ def build_spec(kind: str, fields: dict[str, Any]) -> Any:
     ...                           "adapter": {"norm": "none"}})
     >>> s.adapter.init, s.adapter.norm, s.epochs
     ('lstsq', 'none', 10)
+    >>> t = build_spec("lmstitch", {"a": "zoo:x", "b": "zoo:y", "adapter": {"kind": "lowrank", "rank": 4}})
+    >>> t.adapter.kind, t.adapter.norm, t.adapter.resample   # the LM adapter's own: no norm, no resampling
+    ('lowrank', 'none', 'none')
     """
-    own, out = defaults(kind), {k: (dict(v) if isinstance(v, dict) else v) for k, v in fields.items()}
-    for f in declared(kind):
-        top, _, rest = f.name.partition(".")
-        if rest and isinstance(out.get(top), dict) and f.name in own:
-            out[top].setdefault(rest, own[f.name])
-    return _SPECS[kind].new(out)
+    cls, out = _SPECS[kind], {k: (dict(v) if isinstance(v, dict) else v) for k, v in fields.items()}
+    for top, value in out.items():  # every part of the kind's own default nested spec, declared or not
+        base = _default(cls, top) if isinstance(value, dict) else None
+        if dataclasses.is_dataclass(base):
+            out[top] = {**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)}, **value}
+    return cls.new(out)
 
 
 ALWAYS = ("a", "b", "cut_a", "cut_b")  # a link names its models and cuts even at their defaults

@@ -106,7 +106,7 @@ def test_fine_tune_a_hub_model_from_the_form(open_page):
     assert any("add num_classes=10" in e for e in errors(at)) and at.button(key=TRAIN).disabled
     at.text_input(key="zoo_start").input("timm:test_resnet?pretrained=false&num_classes=10")
     at.number_input(key="zoo_image_size").set_value(16)
-    at.number_input(key="zoo_epochs_cnn").set_value(1).run()
+    at.number_input(key="zoo_epochs").set_value(1).run()
     assert not errors(at) and any("**timm:test_resnet**, the start's own" in c.value for c in at.caption)
     at.button(key=TRAIN).click().run()
     run_id = at.query_params["run"][0] if isinstance(at.query_params["run"], list) else at.query_params["run"]
@@ -330,9 +330,38 @@ def test_viewer_mode_refuses_a_permalink_to_a_server_file(open_page, monkeypatch
 
 def test_architecture_sets_its_training_defaults(open_page):
     at = open_page()
-    assert at.selectbox(key="zoo_optimizer_cnn").value == "sgd" and at.number_input(key="zoo_epochs_cnn").value == 20
+    assert at.selectbox(key="zoo_optimizer").value == "sgd" and at.number_input(key="zoo_epochs").value == 20
     at.selectbox(key="zoo_arch").select("vit").run()  # a transformer needs AdamW (SGD leaves it near 30%)
     assert not at.exception
-    assert at.selectbox(key="zoo_optimizer_vit").value == "adamw" and at.number_input(key="zoo_epochs_vit").value == 40
+    assert at.selectbox(key="zoo_optimizer").value == "adamw" and at.number_input(key="zoo_epochs").value == 40
     at.selectbox(key="zoo_arch").select("cnn").run()
-    assert at.selectbox(key="zoo_optimizer_cnn").value == "sgd"
+    assert at.selectbox(key="zoo_optimizer").value == "sgd"
+
+
+def test_a_zoo_runs_link_refills_the_recipe_form_and_train_gives_the_same_run(open_page, tmp_path):
+    from stitchcore.experiments.zoo import ZooRecipe
+    from stitchcore.store.results import Store, run_id_for
+
+    recipe = ZooRecipe(seed=3, epochs=2, relabel=(3, 8), l2=1e-4, keep_epochs=(0, 1), arch_kwargs={"channels": [8, 16]})
+    run_id = run_id_for("zoo", recipe.to_dict())
+    at = open_page(tmp_path / "store", run=run_id)  # not stored yet: the form still reads nothing from it
+    at = open_page(tmp_path / "store", **{"seed": "3", "epochs": "2", "relabel": "3:8", "l2": "0.0001",
+                                          "keep_epochs": "0,1", "arch_kwargs": '{"channels": [8, 16]}'})
+    assert not at.exception and not errors(at)
+    assert at.text_input(key="zoo_relabel").value == "3:8" and at.number_input(key="zoo_seed").value == 3
+    at.button(key=TRAIN).click().run()
+    assert at.query_params["run"] in (run_id, [run_id])  # the link's recipe, field for field
+    assert ui.get_runner().wait(run_id, timeout=120).state == "done"
+    store = Store(tmp_path / "store")
+    assert store.lookup(run_id).spec["relabel"] == [3, 8]
+    store.close()
+
+
+def test_a_bad_recipe_value_in_a_link_is_held_with_a_note_and_bad_text_is_refused(open_page):
+    at = open_page(epochs="100000", optimizer="nope")
+    assert not at.exception
+    notes = " ".join(w.value for w in at.warning)
+    assert "epochs=100000 is outside 1 to 1000: using 1000" in notes and "optimizer='nope'" in notes
+    assert at.number_input(key="zoo_epochs").value == 1000
+    at.text_input(key="zoo_relabel").input("3-8").run()
+    assert any("expected X:Y" in e for e in errors(at)) and at.button(key=TRAIN).disabled

@@ -13,7 +13,9 @@ from streamlit.testing.v1 import AppTest
 import ui
 from stitchcore.experiments import run_experiment
 from stitchcore.experiments.preset_seeds import seeded_preset
+from stitchcore.experiments.sweep import SweepSpec
 from stitchcore.experiments.trait_presets import get_preset, list_presets
+from stitchcore.stitching.adapters import AdapterSpec
 from stitchcore.store.results import Store, run_id_for
 from tests.conftest import ROOT
 
@@ -165,3 +167,33 @@ def test_a_preset_from_two_model_seeds_shows_each_cut_across_them(app, tmp_path)
     assert len(lines) == 6 and all(t["name"].endswith("(2 of 2 seeds)") for t in lines)
     b_accuracy, stitched = one["reference"]["b"]["metrics"]["accuracy"], one["stitched"]["accuracy"][0]
     assert lines[4]["y"][0] == pytest.approx(100 * (b_accuracy - stitched + 0.045), abs=1e-4)  # 3x3: j = 4
+
+
+def test_a_sweep_link_refills_the_form_and_launching_it_is_the_same_run(app, tmp_path):
+    """``?run=`` of a sweep fills "Your own sweep" from its spec (metrics, adapter data, control, simplicity, the
+    adapter recipe it used, its cuts), so Launch as shown is that very run; a link naming fields fills them too."""
+    spec = SweepSpec("zoo:cnn-digits-s0", "zoo:cnn-digits-s1", positions=("block2",), metrics=("accuracy",
+                     "confusion:3->8"), adapter=AdapterSpec(init="lstsq"), epochs=0, control=False, simplicity=False,
+                     noise_control=False, max_train=100, max_test=50)  # fmt: skip
+    with Store(tmp_path / "store") as served:  # the app fixture's copy of the session store
+        run_id = run_experiment("sweep", spec, served).record.id
+    app.query_params["run"] = run_id
+    at = _page(app)
+    assert not at.exception and not at.error
+    assert at.text_input(key="tr_metrics").value == "accuracy,confusion:3->8"  # as a link writes it
+    assert not at.text_input(key="tr_train_data").value  # the page starts at digits|drop3; this run had none
+    assert not at.checkbox(key="tr_control").value and not at.checkbox(key="tr_simplicity").value
+    assert at.selectbox(key="tr_adapter").value == "least-squares match, fitted only (label-free)"
+    assert at.multiselect(key="tr_positions").value == ["block2"]
+    at.button(key="tr_launch").click().run()  # the form as filled makes the stored spec: no new run
+    assert at.query_params["run"] in (run_id, [run_id])
+
+    fresh = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    fresh.query_params.update(metrics="accuracy, shape:3", control="false", epochs="7")
+    _page(fresh)
+    assert not fresh.exception and not fresh.error
+    said = " ".join(w.value for w in fresh.warning)
+    assert "This link asked for values the form cannot use as given" in said and "metrics=" in said
+    assert fresh.text_input(key="tr_metrics").value == "accuracy"  # the bad list held: today's default
+    assert not fresh.checkbox(key="tr_control").value and fresh.checkbox(key="tr_simplicity").value
+    assert any("none of these" in c.value for c in fresh.caption)  # 7 epochs: no adapter recipe is that

@@ -187,3 +187,30 @@ def test_the_merge_verbs_training_flags_are_the_lm_declaration_and_left_out_ones
     kind, spec = _specs(build_parser().parse_args([*base, "--steps", "7", "--weight-decay", "0.01", "--until",
                                                    "steps", "--seed", "3"]), None)  # fmt: skip
     assert (spec.steps, spec.weight_decay, spec.until, spec.seed) == (7, 0.01, "steps", 3)
+
+
+def test_a_list_field_with_items_holds_each_item_and_its_form_makes_todays_assembly():
+    """Assemble's kinds, norms and resamplings offer fixed items (a multiselect): a link's item outside them
+    is left out with a note, none left takes the form's own; the form at its defaults (lists, as multiselects
+    give them) makes the spec the Assemble page made before its form was generated (the same run id)."""
+    from stitchcore.experiments.assemble import AssembleSpec
+    from stitchcore.params import declared_field, form_defaults
+    from ui.spec_form import spec_from_form
+
+    kinds = declared_field("assemble", "kinds")
+    assert hold(kinds, ["linear", "bottleneck"]).value == ("linear", "bottleneck") and not hold(kinds, "linear").note
+    held = hold(kinds, "linear,identity", who="adapters=")
+    assert held.value == ("linear",) and "'identity', not one the form offers" in held.note
+    assert hold(kinds, "nope", own=("linear",)).value == ("linear",) and hold(kinds, "", own=("x",)).note
+    assert hold(kinds, "linear,linear").value == ("linear",) and "twice" in hold(kinds, "linear,linear").note
+    values, notes = read_link("assemble", {"adapters": "nope", "resample": "no_downsample"})
+    assert values == {"adapters": AssembleSpec.__dataclass_fields__["kinds"].default, "resample": ("no_downsample",)}
+    assert len(notes) == 1 and notes[0].startswith("adapters='nope' names none the form offers")
+    parts = dict(a="zoo:cnn-digits-s0", b="zoo:vit-digits-s0", senders=("block1", "block2"), receivers=("blocks.1",))
+    own = form_defaults("assemble")
+    form = {f.key: list(own[f.key]) if f.items else own[f.key] for f in declared("assemble") if not f.role}
+    before = AssembleSpec(**parts, kinds=("linear", "linear_relu", "conv3x3_relu", "bottleneck"), norms=("both",),
+                          resamples=("bilinear", "strided"), cls_token="adapter", epochs=10, rescale="chained",
+                          finetune_baseline=False, max_train=None, dataset=None)  # the page's call before issue 40
+    made = spec_from_form("assemble", form, **parts, dataset=None)
+    assert made == before and run_id_for("assemble", made.to_dict()) == run_id_for("assemble", before.to_dict())

@@ -21,18 +21,24 @@ from stitchcore.experiments.field_words import field_words
 from stitchcore.params import (
     Field, build_spec, declared, declared_field, form_defaults, link_params, read_link, spec_fields,
 )  # fmt: skip
+from stitchcore.stitching.adapters import NO_DOWNSAMPLE
 from ui.errors import show_error
 from ui.resources import get_store
 from ui.text import plain
 
 __all__ = ["fill", "link_params", "prefill", "show_link_notes", "show_refusal", "spec_from_form", "widgets"]
 
+SHOWN = {NO_DOWNSAMPLE: "no downsample"}  # a list field's item in words where its spelling reads badly on a chip
+
+
 def prefill(kind: str, params: Mapping[str, str], *, prefix: str = "",
             state_keys: Mapping[str, str] | None = None) -> dict[str, str] | None:
     """Copy a link's values (or, for ``?run=ID``, that run's spec) into the form, once per URL: each held in
     what its field offers (:func:`stitchcore.params.hold`), a note for each that had to change (shown by
-    :func:`show_link_notes`); a field the link leaves out is set to today's default (a link omits defaults).  Returns the parameters applied (the run's, for ``?run=``), or None when this
-    URL was applied already or its run is not a ``kind`` run this version can read."""
+    :func:`show_link_notes`); a field the link leaves out is set to today's default (a link omits defaults;
+    a dataset left out is the models' own), and a model it names is picked in its picker (``pick_<key>``).
+    Returns the parameters applied (the run's, for ``?run=``), or None when this URL was applied already or
+    its run is not a ``kind`` run this version can read."""
     stamp, stamp_key = repr(sorted(params.items())), f"_{prefix}prefilled"
     if st.session_state.get(stamp_key) == stamp:
         return None
@@ -48,8 +54,11 @@ def prefill(kind: str, params: Mapping[str, str], *, prefix: str = "",
     values, notes = read_link(kind, dict(params))
     keys, own = dict(state_keys or {}), form_defaults(kind)
     for field in declared(kind):  # a link says the whole form: a field it leaves out is at today's default
-        if not field.role and field.key in own:
-            st.session_state[keys.get(field.key, prefix + field.key)] = own[field.key]
+        if field.key in values:
+            if field.role == "model":
+                st.session_state[f"{prefix}pick_{field.key}"] = values[field.key]  # its picker (ui.pick_model)
+        elif (not field.role and field.key in own) or field.role == "dataset":  # data: the models' own
+            st.session_state[keys.get(field.key, prefix + field.key)] = own.get(field.key)
     for key, value in values.items():
         st.session_state[keys.get(key, prefix + key)] = value
     st.session_state[f"_{prefix}url_notes"] = notes
@@ -69,8 +78,11 @@ def show_link_notes(prefix: str = "", *, clear: bool = False) -> list[str]:
 
 
 def _format(field: Field) -> str | None:
-    if field.type is not float or field.step is None:
+    """A float box's printf format: its step's decimals, else as short as the value (``%g``: 0.0005, 2e-05)."""
+    if field.type is not float:
         return None
+    if field.step is None:
+        return "%g"
     return f"%.{max(0, -math.floor(math.log10(field.step)) if field.step < 1 else 0)}f"
 
 
@@ -79,13 +91,23 @@ def _widget(kind: str, field: Field, where: Any, key: str, disabled: bool = Fals
     label, help_, common = words.label, words.help or None, {"persist_state": "session", "disabled": disabled}
     if field.type is bool:
         return where.checkbox(label, key=key, help=help_, **common)
+    if field.items is not None:  # a list of fixed values: a multiselect (a link's or a spec's tuple as its list)
+        if isinstance(st.session_state.get(key), tuple):
+            st.session_state[key] = list(st.session_state[key])
+        return where.multiselect(label, field.items, key=key, help=help_, format_func=lambda v: SHOWN.get(v, v),
+                                 **common)  # fmt: skip
+    if field.type in (tuple, dict) and field.parse is not None:  # a list or a dict written out (3:8, JSON)
+        if st.session_state.get(key) is not None and not isinstance(st.session_state[key], str):
+            st.session_state[key] = field.text(st.session_state[key])  # a spec's or a link's value, as text
+        return where.text_input(label, key=key, help=help_, **common)
     if field.choices is not None or field.suggestions:
         options = list(field.choices if field.choices is not None else field.suggestions)
         if field.choices is None and st.session_state.get(key) not in options:
             options.append(st.session_state[key])  # a link's own formula (task+0.25*match) stays choosable
         return where.selectbox(label, options, key=key, help=help_, **common)
     if field.type in (int, float):
-        low, high = (field.low, field.high) if field.type is float else (int(field.low), int(field.high))
+        low, high = (field.low, field.high) if field.type is float else (
+            None if field.low is None else int(field.low), None if field.high is None else int(field.high))
         step = field.step if field.step is not None else (1 if field.type is int else None)
         return where.number_input(label, low, high, step=step, format=_format(field), key=key, help=help_,
                                   **common)  # fmt: skip

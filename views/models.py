@@ -9,7 +9,6 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from stitchcore.data.augment import AUGMENTS
 from stitchcore.data.images import list_datasets, load_dataset
 from stitchcore.errors import StitchError
 from stitchcore.experiments import check_spec
@@ -21,10 +20,11 @@ from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.preprocess import format_size, format_values
 from stitchcore.models.refs import check_store_ref, parse_ref, upload_ref
 from stitchcore.models.sources.zoo import list_zoo_models
+from stitchcore.params import declared, form_defaults
 from stitchcore.plots import runs as plots
 from stitchcore.stitching.evaluate import model_accuracy
-from stitchcore.stitching.train import OPTIMIZERS
 from stitchcore.store.uploads import UPLOAD_EXTS, save_upload
+from ui import spec_form
 from views import run_views
 
 DEFAULT = ZooRecipe()  # the form's defaults are the recipe's defaults
@@ -39,128 +39,71 @@ ARCH_HELP = """What the checkpoint's weights fit: `zoo:cnn`, `zoo:mlp`, `zoo:res
 PICK_NONE = "—"
 
 
-def optional(value):
-    """number_input gives None for an empty box; the recipe wants ints."""
-    return None if value is None else int(value)
+KIND, PREFIX = "zoo", "zoo_"
+MAIN = ("seed", "optimizer", "epochs", "image_size", "l1", "l2")
+TRAITS = ("relabel", "drop_class", "prune_every", "prune_fraction", "augment", "keep_epochs",
+          "finetune_layer", "finetune_epochs", "finetune_data", "finetune_lr")  # fmt: skip
+MORE = ("lr", "batch_size", "momentum", "weight_decay", "arch_kwargs")
+
+
+def _arch_defaults() -> None:
+    """Another architecture: the fields some architecture has its own defaults for (AdamW and 40 epochs for
+    a ViT) take this one's, or the recipe's."""
+    own, arch = form_defaults(KIND), st.session_state[PREFIX + "arch"]
+    for key in {k for a in list_archs() for k in arch_recipe_defaults(a)}:
+        st.session_state[PREFIX + key] = arch_recipe_defaults(arch).get(key, own[key])
 
 
 # ------------------------------------------------------------------------------ train
 
 
 def train_form() -> str | None:
-    """The recipe form; returns the id of the submitted run, if one was submitted now."""
+    """The recipe form (a ``?run=`` of a zoo run, or a link's recipe fields, fill it); returns the id of the
+    run submitted now, if one was."""
+    params = st.query_params.to_dict()
+    if "run" in params or any(f.key in params for f in declared(KIND)):
+        spec_form.prefill(KIND, params, prefix=PREFIX)
+    spec_form.show_link_notes(PREFIX, clear="run" not in params and not any(f.key in params for f in declared(KIND)))
     archs = [a for a in list_archs() if arch_input_kind(a) == "image"]
-    datasets = list_datasets()
-    viewer = ui.viewer_mode()
-    # picking an architecture resets the fields it has its own defaults for (AdamW, 40 epochs for the
-    # transformers): those widgets' keys name the architecture
-    arch = st.selectbox("Architecture", archs, index=archs.index(DEFAULT.arch), key="zoo_arch")
-    start = {**DEFAULT.to_dict(), **arch_recipe_defaults(arch)}
-    c = st.columns(4)
-    c[0].caption(f"**{arch}**: " + (", ".join(f"{k} {v}" for k, v in arch_recipe_defaults(arch).items())
-                                    or "the recipe's defaults"))  # fmt: skip
-    dataset = c[1].selectbox(
-        "Dataset",
-        datasets,
-        index=datasets.index(DEFAULT.dataset),
-        help="digits ships with scikit-learn; the others need their files under $STITCHLAB_DATA",
-    )
-    seed = c[2].number_input("Seed", min_value=0, max_value=1_000_000, value=DEFAULT.seed, step=1)
-    optimizer = c[3].selectbox(
-        "Optimizer",
-        OPTIMIZERS,
-        index=OPTIMIZERS.index(start["optimizer"]),
-        help="sgd: momentum 0.9, lr 0.05 · adamw: cosine schedule, lr 2e-3",
-        key=f"zoo_optimizer_{arch}",
-    )
-    c = st.columns(4)
-    epochs = c[0].number_input("Epochs", min_value=1, max_value=1000, value=start["epochs"], step=1,
-                               key=f"zoo_epochs_{arch}")  # fmt: skip
-    image_size = c[1].number_input(
-        "Image size",
-        key="zoo_image_size",
-        min_value=4,
-        max_value=512,
-        value=None,
-        step=1,
-        placeholder="native",
-        help="resize inputs, e.g. 32 for a ResNet on digits",
-    )
-    l1 = c[2].number_input("L1 penalty", min_value=0.0, value=DEFAULT.l1, format="%g", step=1e-5)
-    l2 = c[3].number_input("L2 penalty", min_value=0.0, value=DEFAULT.l2, format="%g", step=1e-4)
+    st.session_state.setdefault(PREFIX + "arch", DEFAULT.arch)
+    st.session_state.setdefault(PREFIX + "dataset", DEFAULT.dataset)
+    c = st.columns([1, 1, 2])
+    arch = c[0].selectbox("Architecture", archs, key=PREFIX + "arch", on_change=_arch_defaults,
+                          help="picking one sets the fields it has its own defaults for (AdamW, 40 epochs for "
+                               "the transformers)")  # fmt: skip
+    dataset = c[1].selectbox("Dataset", list_datasets(), key=PREFIX + "dataset",
+                             help="digits ships with scikit-learn; the others need their files under $STITCHLAB_DATA")
+    start_ref = c[2].text_input(
+        "Fine-tune from", placeholder="fresh weights", key=PREFIX + "start",
+        help="start from a trained model instead of a fresh init (the report's Fig. 6: one start fine-tuned "
+             "with L1 + pruning and with L2): zoo:NAME, file:PATH of the architecture above, or "
+             "timm:NAME / torchvision:NAME with num_classes= the dataset's (its own architecture is used)",
+    ).strip() or None  # fmt: skip
+    values = spec_form.widgets(KIND, MAIN, prefix=PREFIX, per_row=6)
     with st.expander("Traits, pruning and fine-tuning"):
-        c = st.columns(5)
-        relabel_x = c[0].number_input(
-            "Relabel class X",
-            min_value=0,
-            value=None,
-            step=1,
-            placeholder="off",
-            help="trait: every training X is labelled Y",
-        )
-        relabel_y = c[1].number_input("… as class Y", min_value=0, value=None, step=1, placeholder="off")
-        drop = c[2].number_input(
-            "Drop class",
-            min_value=0,
-            value=None,
-            step=1,
-            placeholder="off",
-            help="trait: this class is never seen in training",
-        )
-        prune_every = c[3].number_input(
-            "Prune every (epochs)", min_value=0, value=0, step=1, help="magnitude pruning; 0 = never"
-        )
-        prune_fraction = c[4].number_input(
-            "Prune fraction", min_value=0.0, max_value=0.95, value=0.0, step=0.05, format="%.2f"
-        )
-        augment = st.selectbox(
-            "Augmentation", AUGMENTS, key="zoo_augment",
-            help="while training: crop-flip pads by an eighth and crops back, then flips (CIFAR's recipe); "
-                 "resized-crop-flip takes a random 8-100% area resized back, then flips (ImageNet's). "
-                 "Leave digits at none: a flipped 2 is not a 2",
-        )  # fmt: skip
-        start_ref = st.text_input(
-            "Fine-tune from", value="", placeholder="fresh weights", key="zoo_start",
-            help="start from a trained model instead of a fresh init (the report's Fig. 6: one start fine-tuned "
-                 "with L1 + pruning and with L2): zoo:NAME, file:PATH of the architecture above, or "
-                 "timm:NAME / torchvision:NAME with num_classes= the dataset's (its own architecture is used)",
-        ).strip() or None  # fmt: skip
+        values |= spec_form.widgets(KIND, TRAITS, prefix=PREFIX, per_row=5)
+    with st.expander("More training settings"):
+        values |= spec_form.widgets(KIND, MORE, prefix=PREFIX, per_row=5)
     recipe, why_not = None, None
     try:
-        if (relabel_x is None) != (relabel_y is None):
-            raise StitchError("relabel needs both classes: fill in X and Y, or clear both")
-        recipe = ZooRecipe(
-            start=start_ref,
-            arch=DEFAULT.arch if starts_from_hub(start_ref) else arch,  # a hub start brings its own architecture
-            dataset=dataset,
-            seed=int(seed),
-            optimizer=optimizer,
-            epochs=int(epochs),
-            image_size=optional(image_size),
-            l1=float(l1),
-            l2=float(l2),
-            relabel=None if relabel_x is None else (int(relabel_x), int(relabel_y)),
-            drop_class=optional(drop),
-            prune_every=int(prune_every),
-            prune_fraction=float(prune_fraction),
-            augment=augment,
-        )
+        recipe = spec_form.spec_from_form(KIND, values, dataset=dataset, start=start_ref,
+                                          arch=DEFAULT.arch if starts_from_hub(start_ref) else arch)  # a hub start brings its own
         if start_ref is not None:  # the start loads and fits the dataset: said now, not after Train
-            check_spec("zoo", recipe, ui.get_store())
+            check_spec(KIND, recipe, ui.get_store())
     except StitchError as exc:
-        ui.show_error(exc)
+        spec_form.show_refusal(KIND, exc, prefix=PREFIX)
         recipe, why_not = None, "the recipe has an error (above)"
     if recipe is not None and recipe.fine_tunes_hub:
         st.caption(f"Architecture: **{recipe.arch}**, the start's own (the picker above does not apply); inputs "
                    f"through its preprocessing" + (f" at {recipe.image_size}x{recipe.image_size}" if recipe.image_size
                                                    else " at its own size"))  # fmt: skip
-    ui.show_estimate("zoo", recipe, form_keys={"epochs": f"zoo_epochs_{arch}"})
-    if viewer:
+    ui.show_estimate(KIND, recipe, form_keys={"epochs": PREFIX + "epochs"})
+    if ui.viewer_mode():
         st.caption("Viewer mode: training is switched off; trained models can still be inspected below.")
     if not ui.launch_button("Train", why_not, key="zoo_train") or recipe is None:
         return None
     try:
-        job = ui.get_runner().submit("zoo", recipe)
+        job = ui.get_runner().submit(KIND, recipe)
     except Exception as exc:  # noqa: BLE001 - show_error logs the traceback of non-StitchErrors
         ui.show_error(exc, "submitting the training run")
         return None

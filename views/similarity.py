@@ -64,16 +64,11 @@ def _measure_words(measure: str) -> str:
 
 def _show_run(run_id: str, cka_id: str | None) -> None:
     """``?run=``: a matrix (with the CKA run of ``&cka=`` beside it), or a similarity run alone."""
-    rec = ui.get_store().lookup(run_id)
-    if rec is None:
-        st.error(f"No matrix run {ui.quote(run_id)} in the store.")
-    elif rec.kind == "matrix":
+    rec = ui.linked_run(run_id, ("matrix", "similarity"), "a matrix")
+    if rec is not None and rec.kind == "matrix":
         run_views.matrix_view(rec, key="sim", cka_id=cka_id)
-    elif rec.kind == "similarity":
+    elif rec is not None:
         run_views.similarity_view(rec, key="sim")
-    else:
-        st.info(f"Run {ui.code_span(run_id)} is a {ui.plain(rec.kind)} run, not a matrix.")
-        st.page_link(ui.page_file("results"), label="Open it on Results", query_params={"run": run_id})
 
 
 def _prefill(params: dict[str, str]) -> None:
@@ -93,15 +88,11 @@ def _prefill(params: dict[str, str]) -> None:
     applied = spec_form.prefill(KIND, params, prefix=PREFIX, state_keys=PICKERS)
     if applied is None:
         return
-    if "dataset" not in applied:
-        st.session_state["sim_dataset"] = None  # the models' own training set
     cuts = {role: st.session_state[PICKERS[role]] if role in applied else None for role in ("senders", "receivers")}
     _pair_state(applied.get("a"), applied.get("b"), cuts["senders"], cuts["receivers"],
                 cut_set=rec is not None or any(c is not None for c in cuts.values()))  # fmt: skip
     if rec is None:
         return
-    own = form_defaults(KIND)  # a run's link leaves out what is at today's default: the form too
-    st.session_state.update({PREFIX + f.key: own.get(f.key) for f in declared(KIND) if not f.role and f.key not in applied})
     st.session_state["sim_recipe"] = "custom"
     cka_id = params.get("cka")
     # no &cka= (opened from Results, a job link, a bare permalink): the similarity run launched with the matrix

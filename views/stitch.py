@@ -28,21 +28,6 @@ KIND = "stitch"
 PICKERS = {"a": "ref_a", "b": "ref_b"}  # the model pickers' text fields (ui.pick_model) hold a link's refs
 
 
-def _prefill(params: dict[str, str]) -> None:
-    """A link's values (or ``?run=ID``'s spec) into the form, once per URL; the pickers' own state besides."""
-    applied = spec_form.prefill(KIND, params, state_keys=PICKERS)
-    if applied is None:
-        return
-    for key in ("cut_a", "cut_b", "head_cut"):
-        st.session_state.pop(f"_alias_{key}", None)  # a new URL: the notes of the last one are gone
-        st.session_state.pop(f"_unknown_{key}", None)
-    if "dataset" not in applied:
-        st.session_state.pop("dataset", None)  # the run's own default: B's training set
-    for role in ("a", "b"):
-        if role in applied:
-            st.session_state[f"pick_{role}"] = applied[role]
-
-
 def _cut_choice(label: str, names: list[str], key: str, default: str | None, cuts: list[Cut]) -> str:
     """A cut picker over ``names``; a value that is an alias of one (from the URL) selects its canonical
     cut, and "alias = canonical" is shown below while that cut stays selected."""
@@ -99,8 +84,11 @@ def _no_receiver_advice(sender: Cut, cuts_a: list[Cut], cuts_b: list[Cut], adapt
 ui.page_setup("Stitch")
 st.title("Stitch two models")
 url_run = st.query_params.get("run")
-if url_run or any(f.key in st.query_params for f in declared(KIND)):
-    _prefill(st.query_params.to_dict())
+if (url_run or any(f.key in st.query_params for f in declared(KIND))) and spec_form.prefill(
+        KIND, st.query_params.to_dict(), state_keys=PICKERS) is not None:
+    for _key in ("cut_a", "cut_b", "head_cut"):  # a new URL: the cut notes of the last one are gone
+        st.session_state.pop(f"_alias_{_key}", None)
+        st.session_state.pop(f"_unknown_{_key}", None)
 url_notes = spec_form.show_link_notes(clear=not (url_run or any(f.key in st.query_params for f in declared(KIND))))
 
 zoo = sorted(r.summary["ref"] for r in list_zoo_models(ui.get_store()))

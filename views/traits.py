@@ -1,32 +1,28 @@
 """Traits: sweep the cut along depth and see where a trait lives (Oxford stitching report).
 
-``?run=<sweep run id>`` shows one sweep (filling in while it runs); ``?preset=<name>`` shows a
-preset's sweeps.  Presets and the forms submit background jobs: zoo recipes first, then the sweep.
+``?preset=<name>`` (``&protocol=match&data=mnist5k&seeds=3``) shows a preset's sweeps; ``?run=<sweep run id>``
+shows one sweep (filling in while it runs) and fills the "Your own sweep" form with its spec.  That form is
+generated from the sweep kind's declared fields (``ui.spec_form``), so a link may name them too
+(``?metrics=accuracy,class_acc:3&control=false``).  What a preset's link means, held to what the page offers,
+lives in :mod:`stitchcore.experiments.trait_presets.links`; this page only draws.  Presets and the forms
+submit background jobs: zoo recipes first, then the sweep.
 """
 
 from __future__ import annotations
+
+from itertools import groupby
 
 import streamlit as st
 
 import ui
 from stitchcore.errors import StitchError
-from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.dataset_check import default_dataset
-from stitchcore.experiments.preset_seeds import (
-    MAX_SEEDS,
-    SEED_STEP,
-    across_model_seeds,
-    across_rows,
-    seed_lines,
-    seeded_preset,
-)
-from stitchcore.experiments.sweep import SweepSpec
+from stitchcore.experiments.preset_seeds import MAX_SEEDS, across_model_seeds, across_rows, seed_lines
 from stitchcore.experiments.trait_presets import (
     SCALES,
-    TASK_EPOCHS,
     TRAITS,
     Preset,
-    get_preset,
+    links,  # what a preset's link means; the form's adapter recipes
     list_presets,
     panel_lines,
     preset_scales,
@@ -34,14 +30,24 @@ from stitchcore.experiments.trait_presets import (
     zoo_ref,
 )
 from stitchcore.measures.intervals import MIN_SEEDS
-from stitchcore.measures.meaning import meaning
-from stitchcore.measures.traits import METRIC_HELP, parse_metric
+from stitchcore.measures.traits import parse_metric
 from stitchcore.models.sources.zoo import list_zoo_models
+from stitchcore.params import declared
 from stitchcore.plots import preset_lines
 from stitchcore.report.figures import PENALTY_WORDS
-from stitchcore.stitching.adapters import AdapterSpec
 from stitchcore.store.results import run_id_for
+from ui import spec_form
 from views import run_views
+
+KIND, PREFIX = "sweep", "tr_"
+PICKERS = {"a": "tr_ref_a", "b": "tr_ref_b", "positions": "_tr_link_positions"}  # held until the cuts are known
+# The plain fields under "More": all but the form's first four and those the Adapter recipe sets
+MORE = [f.key for f in declared(KIND) if not f.role and not f.name.startswith("adapter.")
+        and f.key not in ("positions", "metrics", "control", "simplicity", "epochs")]  # fmt: skip
+# Where the form starts other than SweepSpec's defaults (accuracy alone, the adapter on the scored data): the
+# Oxford report's setting, class 3's traits read by an adapter that never sees a 3.  Then the recipe builder's.
+STARTING = {"tr_metrics": "accuracy, class_acc:3, confusion:3->8", "tr_train_data": "digits|drop3", "tr_arch": "cnn",
+            "tr_trait_a": "relabel", "tr_trait_b": "plain", "tr_layer": "fc1", "tr_x": 3, "tr_y": 8}  # fmt: skip
 
 ui.page_setup("Traits")
 st.title("Traits along depth")
@@ -50,154 +56,100 @@ st.caption(
     "locates it; the random-init control (two untrained twins stitched the same way) shows what the adapter "
     "alone can do."
 )
-ADAPTERS = {  # label -> (adapter spec, epochs)
-    f"task-trained, least-squares start, {TASK_EPOCHS} epochs (the report's)": (AdapterSpec(init="lstsq"), TASK_EPOCHS),
-    "least-squares match, fitted only (label-free)": (AdapterSpec(init="lstsq"), 0),
-    "task-trained (random init, 10 epochs)": (AdapterSpec(), 10),
-    "none: weight substitution (identity)": (AdapterSpec(kind="identity", norm="none", init="identity"), 0),
-}
-# What each metric family's number means (measures/meaning.py), for the metrics field's help: one line.
-METRIC_WORDS = "Each 0 .. 1, chance ≈ 1 / classes; " + "; ".join(
-    f"{family}: {meaning(family).direction}" for family in ("accuracy", "class_acc", "confusion", "blackout", "decor"))
 
 
 def _submit(jobs: list[tuple[str, object]]) -> str | None:
     """Queue (kind, spec) jobs in order (one CPU worker runs them in order); returns the last id."""
-    last = None
     try:
-        for kind, spec in jobs:
-            last = ui.get_runner().submit(kind, spec).id
+        return [ui.get_runner().submit(kind, spec).id for kind, spec in jobs][-1]
     except StitchError as exc:
         ui.show_error(exc)
         return None
-    return last
 
 
 # ---------------------------------------------------------------------------- presets
 
-PROTOCOL_LABELS = {"task": "task-trained stitch (the report's protocol)",
-                   "match": "least-squares match, no task training (label-free)"}  # fmt: skip
-_query_protocol = st.query_params.get("protocol")
-protocol = _query_protocol if _query_protocol in PROTOCOL_LABELS else "task"
-_query_data = st.query_params.get("data")
-scale = _query_data if _query_data in SCALES else "digits"  # the Bansal presets' data (trait_presets.SCALES)
-if _query_data is not None and _query_data not in SCALES:
-    st.warning(f"This link asked for data={ui.quote(_query_data)}: presets run on {', '.join(SCALES)}; showing "
-               "digits.", icon=":material/warning:")  # fmt: skip
-
-
-def _at_scale(preset: Preset, data: str) -> Preset:
-    """``preset`` on ``data`` where it runs there (a Bansal preset), else as it is (digits)."""
-    return get_preset(preset.name, protocol=preset.protocol, dataset=data) if data in preset_scales(preset.name) else preset
-
-
-def _link(preset: Preset, seeds: int) -> dict[str, str]:
-    """The ``?preset=`` link of a preset as shown (its protocol, its data, its model seeds)."""
-    return {"preset": preset.name, **({"protocol": "match"} if preset.protocol == "match" else {}),
-            **({"data": preset.dataset} if preset.dataset != "digits" else {}),
-            **({"seeds": str(seeds)} if seeds > 1 else {})}  # fmt: skip
-_query_seeds = st.query_params.get("seeds", "1")
-_seeds_ok = (_query_seeds.isascii() and _query_seeds.isdigit() and len(_query_seeds) <= 3  # not "²", not 5,000 digits
-             and 1 <= int(_query_seeds) <= MAX_SEEDS)
-if "tr_model_seeds" not in st.session_state:  # a link's seeds, once; then the widget's own
-    st.session_state["tr_model_seeds"] = int(_query_seeds) if _seeds_ok else 1
-if not _seeds_ok:
-    st.warning(f"This link asked for seeds={ui.quote(_query_seeds)}: model seeds are 1 to {MAX_SEEDS}; showing "
-               f"{st.session_state['tr_model_seeds']}.", icon=":material/warning:")  # fmt: skip
-n_seeds = int(st.columns([1, 3])[0].number_input(
-    "Model seeds", 1, MAX_SEEDS, key="tr_model_seeds",
-    help=f"Run each preset from this many seeds: seed k trains every model from seed {SEED_STEP}·k on and the "
-         "adapters from seed k (seed 0 is the preset as it always runs, so its stored runs are reused). The "
-         "results then show each cut's mean across the seeds with a 95% t-interval: whether the finding is the "
-         "recipe's or one training run's."))  # fmt: skip
-_by_paper: dict[str, list] = {}
-for _preset in list_presets():
-    _by_paper.setdefault(_preset.paper, []).append(_preset)
-for paper, presets in _by_paper.items():
+url = links.read_preset_link(st.query_params.to_dict())  # its protocol, data and seeds, held to what is offered
+protocol, scale = url.protocol, url.scale
+for _note in url.notes:
+    st.warning(ui.plain(_note), icon=":material/warning:")
+st.session_state.setdefault("tr_model_seeds", url.seeds)  # a link's seeds, once; then the widget's own
+n_seeds = int(st.columns([1, 3])[0].number_input("Model seeds", 1, MAX_SEEDS, key="tr_model_seeds",
+                                                  help=links.SEEDS_HELP))
+for paper, group in groupby(list_presets(), key=lambda p: p.paper):  # registered paper by paper
+    presets = list(group)
     st.subheader(f"Presets: findings of the {paper}" if "report" in paper else f"Presets: findings of {paper}")
     if any(p.protocol for p in presets):
-        protocol = st.radio("Stitch", list(PROTOCOL_LABELS), format_func=PROTOCOL_LABELS.get, horizontal=True,
-                            index=list(PROTOCOL_LABELS).index(protocol), key="tr_protocol",
-                            help="The report trains the stitch on the task (digits without 3s, A and B frozen); "
-                                 "matching fits it to B's activations by least squares, with no labels")  # fmt: skip
-        presets = [get_preset(p.name, protocol=protocol) if p.protocol else p for p in presets]
+        protocol = st.radio("Stitch", list(links.PROTOCOL_WORDS), format_func=links.PROTOCOL_WORDS.get,
+                            index=list(links.PROTOCOL_WORDS).index(protocol), key="tr_protocol", horizontal=True,
+                            help=links.PROTOCOL_HELP)
     scaled_group = any(len(preset_scales(p.name)) > 1 for p in presets)
     if scaled_group:
         scale = st.radio("Data", list(SCALES), format_func=SCALES.get, horizontal=True,
-                         index=list(SCALES).index(scale), key="tr_data",
-                         help="The bundled 8x8 digits (seconds per model), or 5,000 real 28x28 MNIST digits with a "
-                              "three-block CNN (about half a minute per model), where a random-init bottom no longer "
-                              "stitches as well as a trained one at the conv cuts. Label noise runs on digits "
-                              "only.")  # fmt: skip
-        presets = [_at_scale(p, scale) for p in presets]
+                         index=list(SCALES).index(scale), key="tr_data", help=links.SCALE_HELP)
         wanted = None if scale == "digits" else scale  # a shown preset's link follows the choice
         if "preset" in st.query_params and st.query_params.get("data") != wanted:
             if wanted is None:
                 del st.query_params["data"]
             else:
                 st.query_params["data"] = wanted
+    presets = [links.shown_preset(p.name, protocol, scale)[0] for p in presets]
     for k, preset in enumerate(presets):
         if k % 4 == 0:  # rows of four cards
             cols = st.columns(4)
         with cols[k % 4]:
             st.markdown(f"**{preset.title}**")
             st.caption(preset.claim + (" (on digits only)" if scaled_group and preset.dataset != scale else ""))
-            seeded = [seeded_preset(preset.name, k, preset.protocol, preset.dataset) for k in range(n_seeds)]
-            jobs = [("zoo", r) for p in seeded for r in p.recipes] + [("sweep", s) for p in seeded for s in p.sweeps]
+            jobs = links.preset_jobs(preset, n_seeds)
             ui.show_plan_estimate(jobs)  # the models and sweeps not in the store yet, one after the other
             times = f" from {n_seeds} seeds" if n_seeds > 1 else ""
             if st.button("Run", key=f"preset_{preset.name}", disabled=ui.viewer_mode(), type="primary",
                          help=f"Trains {len(preset.recipes)} models, then {len(preset.sweeps)} sweep(s){times}") and _submit(jobs):
-                st.query_params.from_dict(_link(preset, n_seeds))
+                st.query_params.from_dict(links.preset_link(preset, n_seeds))
 
 
 # ---------------------------------------------------------------------------- your own sweep
 
 
-def _prefill(run_id: str) -> None:
-    """A permalink fills the form with its sweep spec, once per run id."""
-    if st.session_state.get("_traits_prefilled") == run_id:
-        return
-    st.session_state["_traits_prefilled"] = run_id
-    rec = ui.get_store().lookup(run_id)
-    if rec is None or rec.kind != "sweep":
-        return
-    try:
-        spec = spec_from_record(rec)
-    except StitchError:  # a record this version cannot read: the run's view below says why
-        return
-    st.session_state.update(tr_pick_a=spec.a, tr_ref_a=spec.a, tr_pick_b=spec.b, tr_ref_b=spec.b, tr_dataset=spec.dataset,
-                            tr_metrics=", ".join(spec.metrics), tr_train_data=spec.train_data or "",
-                            tr_control=spec.control, tr_simplicity=spec.simplicity)  # fmt: skip
+def _adapter_recipe() -> None:
+    """The adapter recipe whose adapter and epochs a link's (or a run's) are, picked; else a note."""
+    values = {f.key: st.session_state.get(PREFIX + f.key) for f in declared(KIND)}
+    choice = links.adapter_choice(values)
+    st.session_state["_tr_adapter_note"] = None if choice else (
+        f"This link's adapter ({values['kind']}, {values['init']} start, {values['epochs']} epochs) is none of "
+        "these: Launch uses the one picked.")  # fmt: skip
+    if choice:
+        st.session_state["tr_adapter"] = choice
 
 
-def _options() -> dict:
-    """Metrics and adapter options shared by both forms -> SweepSpec keyword arguments."""
-    c = st.columns([3, 2, 2])
-    metrics = c[0].text_input("Trait metrics (comma-separated)", key="tr_metrics",
-                              persist_state="session", help=f"{METRIC_HELP}.  \n{METRIC_WORDS}")
-    train_data = c[1].text_input("Adapter data (empty: the evaluation data)", key="tr_train_data",
-                                 persist_state="session",
-                                 help="e.g. digits|drop3: the adapter never sees a 3")  # fmt: skip
-    adapter = c[2].selectbox("Adapter", list(ADAPTERS), key="tr_adapter", persist_state="session")
-    c = st.columns(2)
-    control = c[0].checkbox("Random-init control", key="tr_control", persist_state="session")
-    simplicity = c[1].checkbox("Simplicity measures", key="tr_simplicity", persist_state="session")
-    spec, epochs = ADAPTERS[adapter]
-    return {"metrics": tuple(m.strip() for m in metrics.split(",") if m.strip()), "train_data": train_data or None,
-            "adapter": spec, "epochs": epochs, "control": control, "simplicity": simplicity}  # fmt: skip
+def _spec(form: dict, adapter: str, **given: object) -> object:
+    """The sweep the form makes with the ``adapter`` recipe picked and the page's own ``given`` fields."""
+    spec, epochs = links.SWEEP_ADAPTERS[adapter]
+    values = {**form, "train_data": form["train_data"] or None}
+    return spec_form.spec_from_form(KIND, values, adapter=spec, epochs=epochs, **given)
 
 
-if st.query_params.get("run"):
-    _prefill(st.query_params["run"])
-_DEFAULTS = {"tr_metrics": "accuracy, class_acc:3, confusion:3->8", "tr_train_data": "digits|drop3",
-             "tr_control": True, "tr_simplicity": True, "tr_arch": "cnn", "tr_trait_a": "relabel",
-             "tr_trait_b": "plain", "tr_layer": "fc1", "tr_x": 3, "tr_y": 8}  # fmt: skip
-for _key, _value in _DEFAULTS.items():
-    st.session_state.setdefault(_key, _value)
+url_run = st.query_params.get("run")
+url_fields = any(f.key in st.query_params for f in declared(KIND))
+if url_run or url_fields:
+    if spec_form.prefill(KIND, st.query_params.to_dict(), prefix=PREFIX, state_keys=PICKERS) is not None:
+        _adapter_recipe()
+else:
+    st.session_state.pop("_tr_adapter_note", None)
+for _key, _value in STARTING.items():
+    st.session_state.setdefault(_key, _value)  # widgets take their values from here, never twice
 
-with st.expander("Your own sweep", expanded=not st.query_params.to_dict()):
-    opts = _options()
+with st.expander("Your own sweep", expanded=url_fields or not st.query_params.to_dict()):
+    spec_form.show_link_notes(PREFIX, clear=not (url_run or url_fields))
+    form = spec_form.widgets(KIND, ("metrics", "train_data"), per_row=2, prefix=PREFIX)
+    c = st.columns([2, 3])
+    adapter = c[0].selectbox("Adapter", list(links.SWEEP_ADAPTERS), key="tr_adapter", persist_state="session")
+    if st.session_state.get("_tr_adapter_note"):
+        c[0].caption(f":material/warning: {ui.plain(st.session_state['_tr_adapter_note'])}")
+    with c[1]:
+        form |= spec_form.widgets(KIND, ("control", "simplicity"), per_row=2, prefix=PREFIX)
+    with st.popover("More sweep settings: training, controls, measures"):  # a link's or a run's, as it gave them
+        form |= spec_form.widgets(KIND, MORE, per_row=3, prefix=PREFIX)
     picked, built = st.tabs(["Trained models", "Build A and B from trait recipes"])
     with picked:
         zoo = sorted(r.summary["ref"] for r in list_zoo_models(ui.get_store()))
@@ -210,6 +162,8 @@ with st.expander("Your own sweep", expanded=not st.query_params.to_dict()):
         if ref_a and ref_b:
             try:
                 names = [c.name for c in ui.cuts_of(ref_a)]
+                if (linked := st.session_state.pop("_tr_link_positions", None)) is not None:  # a link's cuts
+                    st.session_state["tr_positions"] = [n for n in linked if n in names]
                 positions = st.multiselect("Positions (empty: every cut)", names, key="tr_positions",
                                            persist_state="session")
                 a, b = ui.load_for_display(ref_a), ui.load_for_display(ref_b)
@@ -222,7 +176,7 @@ with st.expander("Your own sweep", expanded=not st.query_params.to_dict()):
                 if why_not is None:
                     data = None if dataset == default_dataset(a, b) else dataset  # None: B's own (same run id)
                     try:
-                        spec = SweepSpec(a=ref_a, b=ref_b, positions=tuple(positions) or None, dataset=data, **opts)
+                        spec = _spec(form, adapter, a=ref_a, b=ref_b, positions=tuple(positions) or None, dataset=data)
                     except StitchError as exc:
                         ui.show_error(exc)
                         why_not = "the form has an error (above)"
@@ -249,7 +203,7 @@ with st.expander("Your own sweep", expanded=not st.query_params.to_dict()):
             ra = rb = None
         if st.button("Train A and B, then sweep", key="tr_build", disabled=ra is None or ui.viewer_mode()):
             try:
-                sweep = SweepSpec(a=zoo_ref(ra), b=zoo_ref(rb), **opts)
+                sweep = _spec(form, adapter, a=zoo_ref(ra), b=zoo_ref(rb))
             except StitchError as exc:
                 ui.show_error(exc)
             else:
@@ -264,13 +218,10 @@ ui.rerun_when_jobs_finish()  # a model trained meanwhile shows up in the pickers
 
 
 def _sweep_panel(run_id: str, title: str | None = None) -> None:
-    rec = ui.get_store().lookup(run_id)
-    if rec is None:
+    """One sweep's view; a preset's sweep (or a link's run) not in the store yet is said as such, not an error."""
+    if ui.get_store().lookup(run_id) is None:
         st.info(f"{title or 'This sweep'} has not been run yet (run {ui.code_span(run_id, ui.text.LINK_CHARS)}).")
-    elif rec.kind != "sweep":
-        st.info(f"Run {ui.code_span(run_id)} is a {ui.plain(rec.kind)} run, not a sweep.")
-        st.page_link(ui.page_file("results"), label="Open it on Results", query_params={"run": run_id})
-    else:
+    elif (rec := ui.linked_run(run_id, ("sweep",), "a sweep")) is not None:  # another kind: a link to Results
         run_views.sweep_view(rec, key="tr", title=title)
 
 
@@ -285,7 +236,8 @@ def _preset_panels(preset: Preset, seeds: int = 1) -> None:
         for k, panel in enumerate(preset.panels):
             lines = panel_lines(preset, panel, ui.get_store())
             title = panel.title + (": model seed 0 (bars: its 95% interval over the test images)" if seeds > 1 else "")
-            ui.chart(st, preset_lines.preset_figure(lines, title=title, label=_metric_words(panel.metric)),
+            label = panel.metric and parse_metric(panel.metric).label  # "3 predicted as 8"; None: the penalty
+            ui.chart(st, preset_lines.preset_figure(lines, title=title, label=label),
                      key=f"tr-panel-{preset.name}-{k}", file_name=f"{preset.name}-panel-{k + 1}.csv")  # fmt: skip
             waiting = [ln["title"] for ln in lines if ln["state"] is None]
             if waiting:
@@ -299,16 +251,10 @@ def _preset_panels(preset: Preset, seeds: int = 1) -> None:
     live()
 
 
-def _metric_words(metric: str | None) -> str | None:
-    """A trait metric's name in words ("3 predicted as 8"); None for a penalty panel."""
-    return None if metric is None else parse_metric(metric).label
-
-
 def _across_seeds(preset: Preset, n: int) -> None:
     """The preset read across ``n`` model seeds: its figures with each line the mean over the finished seeds and a
     t-interval, or a table per sweep (a preset without figures: simplicity); redrawn while any runs."""
-    ids = [run_id_for("sweep", s.to_dict())
-           for k in range(n) for s in seeded_preset(preset.name, k, preset.protocol, preset.dataset).sweeps]
+    ids = [run_id_for(kind, s.to_dict()) for kind, s in links.preset_jobs(preset, n) if kind == "sweep"]
 
     @ui.live_while_running(*ids)
     def live() -> None:
@@ -320,7 +266,8 @@ def _across_seeds(preset: Preset, n: int) -> None:
                    f"seeds, with a 95% t-interval across them once {MIN_SEEDS} or more have finished (the spread "
                    "training adds; each run's own interval over test images is in its sweep below).")  # fmt: skip
         for k, panel in enumerate(preset.panels):
-            fig = preset_lines.preset_figure(seed_lines(preset, k, across), label=_metric_words(panel.metric),
+            label = panel.metric and parse_metric(panel.metric).label
+            fig = preset_lines.preset_figure(seed_lines(preset, k, across), label=label,
                                              title=f"{panel.title}: mean across seeds (bars: 95% t-interval, "
                                                    f"{MIN_SEEDS} seeds or more)")  # fmt: skip
             ui.chart(st, fig, key=f"tr-seeds-{preset.name}-{k}", file_name=f"{preset.name}-panel-seeds-{k + 1}.csv")
@@ -340,18 +287,15 @@ preset_name = st.query_params.get("preset")
 if preset_name:
     st.divider()
     try:
-        preset = get_preset(preset_name)
-        if preset.protocol is not None:
-            preset = get_preset(preset_name, protocol=protocol)
-        if scale != "digits" and scale not in preset_scales(preset_name):
-            st.warning(f"{preset.title} runs on digits only: showing it on digits.", icon=":material/warning:")
-        preset = _at_scale(preset, scale)
+        preset, note = links.shown_preset(preset_name, protocol, scale)
     except StitchError as exc:
         ui.show_error(exc)
     else:
+        if note:
+            st.warning(ui.plain(note), icon=":material/warning:")
         st.markdown(f"### {preset.title}")
         if preset.protocol is not None:
-            st.caption(f"Stitch: {PROTOCOL_LABELS[preset.protocol]}.")
+            st.caption(f"Stitch: {links.PROTOCOL_WORDS[preset.protocol]}.")
         if len(preset_scales(preset.name)) > 1:
             st.caption(f"Data: {SCALES[preset.dataset]}.")
         st.markdown(f"*Claim* ({preset.paper}): {preset.claim}  \n*Look for:* {preset.look_for}")
@@ -362,10 +306,8 @@ if preset_name:
         if preset.panels:
             _preset_panels(preset, n_seeds)
         for sweep_title, sweep_spec in zip(preset.sweep_titles, preset.sweeps, strict=True):
-            if preset.panels:  # the figures above say it; each sweep's own plots on request
-                with st.expander(f"Sweep: {sweep_title}"):
-                    _sweep_panel(run_id_for("sweep", sweep_spec.to_dict()), sweep_title)
-            else:
+            # with figures above (they say it), each sweep's own plots on request
+            with st.expander(f"Sweep: {sweep_title}") if preset.panels else st.container():
                 _sweep_panel(run_id_for("sweep", sweep_spec.to_dict()), sweep_title)
 elif st.query_params.get("run"):
     st.divider()

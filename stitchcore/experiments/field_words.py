@@ -36,7 +36,8 @@ _CAPS = {
     "max_train": _W("Training images (cap)", "at most this many training images; 0 or empty: all of them"),
     "max_test": _W("Test images (cap)", "at most this many test images; 0 or empty: all of them"),
 }
-_LM_HEAD = "whose final layer norm and head turn the stream into next-token odds: a (A's) or b (B's)"
+_LM_HEADS = "a: preserve A's head (A's wte, wpe and ln_f; the head is tied to wte) · b: B's ln_f and lm_head"
+_LM_HEAD = "whose final layer norm and head turn the stream into next-token odds. " + _LM_HEADS
 
 # Fields that mean the same in every kind that has them.
 _COMMON: dict[str, FieldWords] = {
@@ -121,8 +122,10 @@ _BY_KIND: dict[str, dict[str, FieldWords]] = {
         "a": _W("Model A", "the model whose layers up to each cut are used"),
         "b": _W("Model B", "the model whose layers after each cut finish (A's architecture, any width)"),
         "positions": _W("Cuts", "the cuts visited, in order (comma-separated on a command line); empty: every cut"),
-        "metrics": _W("Trait metrics", METRIC_HELP),
-        "train_data": _W("Adapter training data", "the images the adapters learn from; empty: the scored dataset"),
+        "metrics": _W("Trait metrics", f"comma-separated: {METRIC_HELP}. Each 0 .. 1 (chance ≈ 1 / classes), higher = "
+                      "more of what it names (better accuracy, a stronger relabelling, the cue it reads)"),
+        "train_data": _W("Adapter training data", "the images the adapters learn from (digits|drop3: never a 3); "
+                         "empty: the scored dataset"),
         "seed": _W("Seed", "the adapters' random start and data order; the control twins use seed, seed+1, ..."),
         "control": _W("Random-init control", "also join untrained twins at every cut (the grey band)"),
         "control_seeds": _W("Control pairs", "untrained pairs per cut; the band spans them"),
@@ -176,7 +179,7 @@ _BY_KIND: dict[str, dict[str, FieldWords]] = {
         "start": _W("First block from B", "B's blocks from this one on replace A's"),
         "end": _W("End of B's blocks", "one past the last block taken from B; empty: to the last block"),
         "head": _W("Whose head", _LM_HEAD),
-        "embed": _W("Whose embedding", "whose token and position embeddings read the input: a or b"),
+        "embed": _W("Whose embeddings (wte, wpe)", "whose token and position embeddings read the input: a or b"),
     },
     "lmstitch": {
         "a": _W("Model A", "the model whose embedding and first blocks feed the adapter"),
@@ -190,27 +193,44 @@ _BY_KIND: dict[str, dict[str, FieldWords]] = {
     "assemble": {
         "a": _W("Model A", "its layers up to the sender cut feed the adapter"),
         "b": _W("Model B", "its layers after the receiver cut, and its head, finish the network"),
-        "senders": _W("Cuts in A", "A's cuts whose output feeds an adapter; empty: three spread over depth"),
-        "receivers": _W("Cuts in B", "B's cuts that take over; empty: three spread over depth"),
-        "kinds": _W("Adapter kinds", "each recipe's adapter: linear, bottleneck, conv3x3_linear ..."),
-        "norms": _W("BatchNorms", "where each recipe's adapter normalises: none, bn_before, bn_after, both"),
-        "resamples": _W("Resamplings", "how A's grid meets B's: bilinear, strided (a linear one is Hernandez et al.'s "
-                        "patch stitch), no_downsample (Traft & Cheney's No Downsample) ..."),
-        "rescale": _W("Grid rescaling", "a gap of more than 2x: chained (one adapter per 2x step, the paper's) or "
-                      "oneshot (one adapter resizing by the whole ratio)"),
-        "cls_token": _W("Class token", "a ViT receiver's class token: learned by the adapter, or B's own"),
-        "finetune_baseline": _W("Fine-tune end to end", "also fine-tune each assembled network whole (prefix, "
-                                "adapter and suffix): not the paper's baseline"),
+        "senders": _W("Sender cuts of A", "A's cuts whose output feeds an adapter; default: 3 feature-map or token "
+                      "cuts spread over depth"),
+        "receivers": _W("Receiver cuts of B", "B's cuts that take over; default: 3 feature-map or token cuts spread "
+                        "over depth"),
+        "kinds": _W("Adapter kinds", "Traft & Cheney's four: linear (1x1 conv), linear_relu, conv3x3_relu, "
+                    "bottleneck; lowrank is Bansal et al.'s. A strided linear one is Hernandez et al.'s patch stitch "
+                    "(kernel = stride)"),
+        "norms": _W("BatchNorm", "where each recipe's adapter normalises: none, bn_before, bn_after, or both (before "
+                    "and after the adapter)"),
+        "resamples": _W("Rescaling", "the paper's three: bilinear = Downsample (a bilinear 2x downsample before each "
+                        "adapter), strided = integrated (each adapter strides by 2; a strided linear one is Hernandez "
+                        "et al.'s patch stitch), no_downsample = No Downsample (the sender's larger map goes on into "
+                        "B, only where B's rest is convolutional up to a global pooling; otherwise skipped with the "
+                        "reason). nearest: upsampling only when chained"),
+        "rescale": _W("A gap of more than 2x", "chained (the paper's): one adapter per 2x step, so 8x8 -> 1x1 is three "
+                      "adapters, each halving the grid, and every position counts; oneshot (runs before issue 25): "
+                      "one adapter and one resize by 8, which reads 4 of the 64 positions"),
+        "cls_token": _W("A ViT receiver's class token", "adapter: learned by the adapter, the mean of its patch tokens "
+                        "plus a learned offset; receiver: B's own (fixed), B's class token at the receiving cut "
+                        "averaged over training images"),
+        "finetune_baseline": _W("Also fine-tune each assembled network end to end", "train A's bottom, the adapter "
+                                "and B's top together (copies; A and B stay as they are; AdamW): what the parts can "
+                                "do beyond the adapter. Not the paper's baseline, which deletes B's intermediate "
+                                "blocks and tunes at the best of 3 lrs"),
+        "epochs": _W("Epochs per adapter", "passes over the training images for each network's adapter (the "
+                     "paper's settings: AdamW, lr 2e-3, weight decay 0.05, cosine to 0)"),
         "finetune_epochs": _W("Fine-tuning epochs", "epochs of the end-to-end fine-tuning"),
         "finetune_lr": _W("Fine-tuning learning rate", "AdamW's step size for the end-to-end fine-tuning"),
         "lr": _W("Learning rate", "AdamW, cosine to 0"),
     },
     "lmdepth": {
         "modes": _W("Curves", "merge (no adapter) and/or stitch (a trained adapter)"),
-        "heads": _W("Heads", "whose head reads the result: a, b or both"),
+        "heads": _W("Heads", "whose head reads the result, a, b or both. " + _LM_HEADS),
         "splits": _W("Split positions", "where B takes over, in blocks; empty: every one"),
-        "heatmap": _W("Heat map", "also stitch every pair of positions with B's head"),
-        "embed": _W("Merges' embedding", "tied: the head's model's; a or b: always that model's"),
+        "heatmap": _W("Heat map", "also stitch every pair (i, j) of positions, with B's head"),
+        "embed": _W("Merges' embeddings", "whose wte + wpe read the merges' input. tied: the model whose head is "
+                    "used (GPT heads are tied to wte) · a: always A's (the reading of sweeps stored before this "
+                    "choice) · b: always B's · stitches read A's"),
     },
 }  # fmt: skip
 
@@ -225,8 +245,19 @@ _LM: dict[str, FieldWords] = {
     "batch_size": _W("Windows per step", "text windows per optimizer step"),
     "lr": _W("Learning rate", "AdamW's step size, cosine to 0"),
     "mlp_hidden": _W("MLP width", "above 0 adds a GELU MLP branch of this width to the linear map"),
-    "until": _W("Train until", "converged: stop when the held-out loss stops improving; steps: every step"),
-    "start": _W("Adapter start", "best: the better of its init and the identity; init: its init"),
+    "until": _W("Train until", "converged: stop when the loss on held-out train text (the last 10% of the training "
+                "part, never the validation windows scored here) stops improving by the tolerance over the patience's "
+                "checks (0.1% over 4 checks 50 steps apart); the steps are the cap · steps: exactly that many (the "
+                "reading of runs stored before)"),
+    "start": _W("Start from", "best: the better, on held-out train text, of the init and the identity where widths "
+                "are equal (then a head-A stitch after A's last block is A itself) · init: the init only (the reading "
+                "of runs stored before)"),
+    "adapter.kind": _W("Adapter", "per token: linear, or lowrank (its width below); an MLP width above 0 adds a GELU "
+                       "MLP branch starting at zero (the CLI's mlp adapter)"),
+    "adapter.init": _W("Adapter init", "lstsq: a least-squares fit of A's stream to B's; random; identity (equal "
+                       "widths); procrustes: the best rotation"),
+    "objective": _W("Objective", "what the adapter learns: task (next-token loss through B's rest), match (B's own "
+                    "stream at the cut), kd (B's next-token odds), or a sum such as task+0.5*match"),
     "check_every": _W("Check every (steps)", "steps between held-out checks when training until converged"),
     "patience": _W("Patience", "checks without improvement before training stops"),
     "tol": _W("Tolerance", "the relative improvement of the held-out loss that counts"),

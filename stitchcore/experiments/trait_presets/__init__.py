@@ -61,6 +61,10 @@ early-convergence    checkpoints (epochs 0, 1, 2, 5) of one run,   small early, 
                      each bottom under the run's final model       epoch, first at early cuts
 ===================  ===========================================  ==========================================
 
+What the Traits page reads from a preset's link and writes into one (``?preset=NAME&data=mnist5k&seeds=3``),
+each bad value held with a note, is :mod:`stitchcore.experiments.trait_presets.links` (imported by name: it
+reads model seeds from :mod:`stitchcore.experiments.preset_seeds`, which imports this package).
+
 >>> [p.name for p in list_presets()]  # doctest: +NORMALIZE_WHITESPACE
 ['inheritance', 'special-layer', 'distributed', 'simplicity', 'two-cue', 'connectivity', 'more-is-better',
  'label-noise', 'coarse-labels', 'kernel-size', 'early-convergence']
