@@ -14,7 +14,9 @@ import torch
 from stitchcore.experiments import run_experiment
 from stitchcore.experiments.sweep import penalty_along
 from stitchcore.lessons import get_lesson, lesson_progress, run_lesson, step_run
+from stitchcore.experiments.trait_presets import get_preset, run_preset
 from stitchcore.store.results import Store
+from tests._shared_stores import presets
 from tests.conftest import big_job_threads, copy_store
 
 
@@ -46,8 +48,36 @@ def test_two_seeds_stitch_with_a_penalty_near_zero_along_depth(store):
     assert all(c < s - 0.2 for c, s in zip(control, sweep["stitched"]["accuracy"], strict=True)), control
 
 
+@pytest.fixture(scope="module")
+def preset_store(tmp_path_factory, worker_id, _trained):
+    with presets(tmp_path_factory, worker_id, _trained) as store:
+        yield store
+
+
+@pytest.fixture
+def presets_run(tmp_path, preset_store):
+    """A copy of the session's presets store once it holds the two preset sweeps where-a-trait-lives runs (sweep 1
+    of inheritance and of special-layer, with their models): tests/test_sweep.py runs the same inheritance sweep,
+    so the session computes it once, here or there."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(big_job_threads())
+    try:
+        for name in ("inheritance", "special-layer"):
+            run_preset(name, preset_store, sweeps=[0])
+    finally:
+        torch.set_num_threads(threads)
+    copy_store(preset_store.root, tmp_path / "presets")
+    with Store(tmp_path / "presets") as store:
+        yield store
+
+
 @pytest.mark.timeout(600)  # the report's stitch trains 20 epochs at each of five cuts, with its control twins
-def test_where_a_trait_lives_moves_with_the_cut(store):
+def test_where_a_trait_lives_moves_with_the_cut(presets_run):
+    """The lesson's own steps over the presets' runs: each step must find its run done (the same spec)."""
+    store = presets_run
+    lesson = get_lesson("where-a-trait-lives")
+    assert [step_run(s).spec.to_dict() for s in lesson.steps[1:]] == [
+        get_preset(name).sweeps[0].to_dict() for name in ("inheritance", "special-layer")]  # fmt: skip
     a, inheritance, special = _summaries("where-a-trait-lives", store)
     assert 0.8 < a["accuracy"] < 0.92  # every 3 called an 8: about a tenth of the test images wrong
     confusion = inheritance["stitched"]["confusion:3->8"]

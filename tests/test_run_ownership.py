@@ -81,14 +81,24 @@ def test_second_cli_waits_for_the_first_and_prints_its_result(tmp_path):
         assert store.lookup(run_id).status == "done"
 
 
-def test_runs_cancel_stops_a_cli_run_in_another_process(tmp_path):
+def _in_process(store: Path, capsys, *args: str) -> subprocess.CompletedProcess:
+    """``_cli``'s command through ``main`` in this process (not the run's owner either): a process less to start."""
+    from stitchcore.cli.main import main
+
+    capsys.readouterr()
+    code = main([*args, "--store", str(store)])
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(args, code, out, err)
+
+
+def test_runs_cancel_stops_a_cli_run_in_another_process(tmp_path, capsys):
+    """The run trains in a child process; --no-wait and the second cancel are asked from this one (the shell's
+    --no-wait and cancel as processes: test_the_cli_waits_for_the_apps_run_and_cancels_it_from_the_shell)."""
     run_id = _zoo_id("--epochs", "3000", "--seed", "4")
     proc = _popen(tmp_path, "zoo", "train", *LONG, "--seed", "4", "--quiet")
     try:
         _wait_status(tmp_path, run_id, {"running"})
-        busy = subprocess.run(_cli(tmp_path, "zoo", "train", *LONG, "--seed", "4", "--no-wait"), cwd=ROOT,
-                              capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120,
-                              check=False)
+        busy = _in_process(tmp_path, capsys, "zoo", "train", *LONG, "--seed", "4", "--no-wait")
         assert busy.returncode == 3, busy.stderr
         lines = busy.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"error: run {run_id} is running in process ")
@@ -104,8 +114,7 @@ def test_runs_cancel_stops_a_cli_run_in_another_process(tmp_path):
     with Store(tmp_path) as store:
         rec = store.lookup(run_id)
     assert rec.status == "cancelled"
-    again = subprocess.run(_cli(tmp_path, "runs", "cancel", run_id), cwd=ROOT, capture_output=True, text=True,
-                           env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120, check=False)
+    again = _in_process(tmp_path, capsys, "runs", "cancel", run_id)
     assert again.returncode == 2 and "nothing to cancel" in again.stderr
 
 

@@ -22,11 +22,14 @@ from stitchcore.experiments.zoo import ZooRecipe
 from stitchcore.measures.intervals import unpack_outcomes
 from stitchcore.stitching.adapters import AdapterSpec
 from stitchcore.store.results import Store
+from tests._shared_stores import presets
 
 
 @pytest.fixture(scope="module")
-def preset_store(tmp_path_factory):
-    return Store(tmp_path_factory.mktemp("presets"))
+def preset_store(tmp_path_factory, worker_id, _trained):
+    """The session's presets store (tests/_shared_stores.py): a preset another module ran is read, not rerun."""
+    with presets(tmp_path_factory, worker_id, _trained) as store:
+        yield store
 
 
 def _run(name: str, store: Store, sweeps: list[int] | None = None) -> list[dict]:

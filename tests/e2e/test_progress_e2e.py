@@ -1,6 +1,7 @@
 """Long jobs announced and followed, in a real browser (issue item 6): an estimate before Launch, the time
 left on a running job's progress bar, a model that finished training listed without a reload (the training
-section open until both models the page joins exist), and the classroom demo's models training in the page itself.
+section open until both models the page joins exist), and the classroom demo's models training in the page itself, then its result
+opened by its link in a fresh browser.
 
 ``STITCHLAB_SHOTS=/tmp/shots`` keeps a picture of each (estimate.png, eta.png, demo.png).
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,11 @@ def _shot(page, name: str, at=None) -> None:
         if at is not None:
             at.scroll_into_view_if_needed()
         page.screenshot(path=str(Path(shots) / f"{name}.png"))
+
+
+def _metric(page, label: str) -> str:
+    box = page.locator('[data-testid="stMetric"]', has_text=label).first
+    return box.locator('[data-testid="stMetricValue"]').inner_text()
 
 
 def _number(page, label: str, value: int) -> None:
@@ -108,13 +115,14 @@ def test_language_page_lists_a_char_gpt_that_finished_without_a_reload(lm_url, p
     _shot(page, "two-of-two")
 
 
-def test_classroom_demo_shows_its_models_training_in_the_page(tmp_path, browser):
+def test_classroom_demo_trains_its_models_in_the_page_and_its_link_shows_the_result(tmp_path, browser, capsys):
     page = browser.new_context(viewport={"width": 1400, "height": 1900}).new_page()  # the run view is below the form
     page.set_default_timeout(60_000)
     with serve(tmp_path / "store") as url:  # an empty store: the demo must train its models first
         open_app(page, f"{url}/")
         page.wait_for_function(ESTIMATED, timeout=SLOW)  # the models and the stitch, estimated
         page.get_by_role("button", name="Run the classroom demo").click()
+        started = time.monotonic()
         main = page.locator('[data-testid="stMain"]')
         waiting = main.get_by_text("Waiting for its models to train")
         waiting.wait_for(timeout=SLOW)  # the stitch's run view, while it is queued behind its models
@@ -123,5 +131,17 @@ def test_classroom_demo_shows_its_models_training_in_the_page(tmp_path, browser)
         main.locator('[data-testid="stProgress"]').nth(2).wait_for(timeout=SLOW)  # the stitch's and one per model
         _shot(page, "demo", waiting)
         page.locator('[data-testid="stMetric"]', has_text="Stitched accuracy").first.wait_for(timeout=SLOW)
+        with capsys.disabled():
+            print(f"\n[e2e] classroom demo: {time.monotonic() - started:.1f} s from click to result card")
         expect(page.get_by_text("Waiting for its models to train")).to_have_count(0, timeout=30_000)
+        accuracy = _metric(page, "Stitched accuracy")
+        assert re.fullmatch(r"\d+\.\d%", accuracy) and float(accuracy[:-1]) > 80, accuracy
+        page.get_by_text("Training curve").first.wait_for()
+        page.locator(".js-plotly-plot").nth(1).wait_for(timeout=30_000)  # charts can draw a moment apart
+        assert "run=" in page.url
+        other = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()  # the link, elsewhere
+        open_app(other, page.url)
+        other.locator('[data-testid="stMetric"]', has_text="Stitched accuracy").first.wait_for(timeout=60_000)
+        assert _metric(other, "Stitched accuracy") == accuracy
+        other.context.close()
     page.context.close()
