@@ -168,4 +168,5 @@ def test_pages_explain_their_numbers(app):
 
     at.switch_page("views/traits.py").run()
     field = at.text_input(key="tr_metrics")
-    assert field.help.startswith(traits.METRIC_HELP) and meaning("confusion").direction in field.help
+    assert field.help.startswith(traits.METRIC_HELP)  # each family's direction, as measures/meaning.py says it
+    assert all(f"{meaning(f).direction}" in field.help for f in ("accuracy", "class_acc", "confusion", "blackout", "decor"))

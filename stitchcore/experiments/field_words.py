@@ -122,8 +122,9 @@ _BY_KIND: dict[str, dict[str, FieldWords]] = {
         "a": _W("Model A", "the model whose layers up to each cut are used"),
         "b": _W("Model B", "the model whose layers after each cut finish (A's architecture, any width)"),
         "positions": _W("Cuts", "the cuts visited, in order (comma-separated on a command line); empty: every cut"),
-        "metrics": _W("Trait metrics", f"comma-separated: {METRIC_HELP}. Each 0 .. 1 (chance ≈ 1 / classes), higher = "
-                      "more of what it names (better accuracy, a stronger relabelling, the cue it reads)"),
+        "metrics": _W("Trait metrics", f"{METRIC_HELP}, comma-separated. Each 0 .. 1 (chance ≈ 1 / classes); "
+                      "accuracy, class_acc: higher = better; confusion: higher = stronger relabelling; blackout: "
+                      "higher = the kept half suffices; decor: higher = reads the labelled cue"),  # measures/meaning.py's
         "train_data": _W("Adapter training data", "the images the adapters learn from (digits|drop3: never a 3); "
                          "empty: the scored dataset"),
         "seed": _W("Seed", "the adapters' random start and data order; the control twins use seed, seed+1, ..."),

@@ -51,6 +51,7 @@ def test_a_student_follows_a_lesson_by_link_and_changes_an_open_control(app_url,
     page.get_by_role("button", name="Next").first.click()
     page.wait_for_url(lambda url: "step=3" in url and "cut_a" not in url)  # a step's values stay with it
     page.get_by_text("3. Along the whole depth").wait_for()
+    _settled(page)  # step 2's buttons stay on the page until step 3's script run has drawn over them
     assert page.get_by_role("button", name="Next").count() == 0  # the last step
 
 
