@@ -10,8 +10,6 @@ submit background jobs: zoo recipes first, then the sweep.
 
 from __future__ import annotations
 
-from itertools import groupby
-
 import streamlit as st
 
 import ui
@@ -76,8 +74,10 @@ for _note in url.notes:
 st.session_state.setdefault("tr_model_seeds", url.seeds)  # a link's seeds, once; then the widget's own
 n_seeds = int(st.columns([1, 3])[0].number_input("Model seeds", 1, MAX_SEEDS, key="tr_model_seeds",
                                                   help=links.SEEDS_HELP))
-for paper, group in groupby(list_presets(), key=lambda p: p.paper):  # registered paper by paper
-    presets = list(group)
+by_paper: dict[str, list[Preset]] = {}
+for _preset in list_presets():
+    by_paper.setdefault(_preset.paper, []).append(_preset)
+for paper, presets in by_paper.items():
     st.subheader(f"Presets: findings of the {paper}" if "report" in paper else f"Presets: findings of {paper}")
     if any(p.protocol for p in presets):
         protocol = st.radio("Stitch", list(links.PROTOCOL_WORDS), format_func=links.PROTOCOL_WORDS.get,
