@@ -382,3 +382,20 @@ def test_a_job_runner_holds_full_calibrations_back_while_it_runs_a_job(tmp_path)
     with Store(tmp_path / "s") as st, JobRunner(st, devices=["cpu"]) as runner:
         assert len(cal._BUSY_CHECKS) >= 1 and not cal._jobs_busy()
     assert not cal._jobs_busy() and all(getattr(c, "__self__", None) is not runner for c in cal._BUSY_CHECKS)
+
+
+def test_a_converged_lm_stitch_is_timed_at_its_expected_stop_not_its_cap(tmp_path):
+    from stitchcore.experiments.lm.estimate import STOP_PRIOR_CHECKS, expected_steps
+
+    st = Store(tmp_path / "stops")
+    spec = LMStitchSpec(a="zoo:a", b="zoo:b", cut_a=1)  # until converged, a 2,000-step cap
+    n, words = expected_steps(spec, st)  # nothing stored to learn from: a stop after a few stalled checks
+    assert n == STOP_PRIOR_CHECKS * spec.patience * spec.check_every < spec.steps and "at most 2,000" in words
+    assert expected_steps(LMStitchSpec(a="zoo:a", b="zoo:b", cut_a=1, until="steps"), st) == (2000, "2,000 steps")
+    for i, stops in enumerate(([300], [650, 400], [9999])):
+        rule = {"check_every": spec.check_every, "patience": spec.patience, "tol": spec.tol if i < 2 else 0.5}
+        run = f"{i:016x}"
+        st.begin(run, "lmdepth", {"a": "x", **rule})
+        st.finish(run, {"points": [{"held_out": {"stopped_at": s}} for s in stops]})
+    n, words = expected_steps(spec, st)  # the median of the stops stored under the same rule (not the third run's)
+    assert n == 400 and "3 stored converged stitches" in words

@@ -147,6 +147,7 @@ FLOORS: list[set[str]] = [
     {"stitchcore.experiments"},
     {"stitchcore.jobs", "stitchcore.report"},
     {"stitchcore.lessons"},  # a lesson is a sequence of runs: above the kinds, its report above report
+    {"stitchcore.api"},  # the Python API: a function per kind, results with their figures (its bar: the CLI's too)
     {"stitchcore.cli"},
     {"stitchcore.__main__"},
 ]

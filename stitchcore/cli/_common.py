@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import threading
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from stitchcore.cli._args import MAX_THREADS, bounded, device_name, given, number, safe, safe_text, store_dir
+from stitchcore.api.progress import ProgressBar
 from stitchcore.timewords import duration_words
 
 if TYPE_CHECKING:
@@ -39,37 +38,6 @@ __all__ = [
 Command = Callable[[argparse.Namespace, "Store", "ProgressBar"], "int | None"]  # (args, store, bar) -> exit code or None (0)
 
 
-class ProgressBar:
-    """A one-line progress bar on stderr, redrawn at most 10 times a second.
-
-    Called as ``bar(fraction, message, metrics)``, the ``progress`` callback of ``run_experiment``.
-    """
-
-    def __init__(self, enabled: bool = True, width: int = 30) -> None:
-        self.enabled = enabled
-        self.width = width
-        self._last = 0.0
-        self._shown = False
-
-    def __call__(self, fraction: float, message: str, metrics: dict[str, float]) -> None:
-        now = time.monotonic()
-        if not self.enabled or (now - self._last < 0.1 and fraction < 1.0):
-            return
-        self._last = now
-        filled = int(self.width * fraction)
-        extra = "  ".join(f"{k}={v:.4g}" for k, v in metrics.items())
-        line = f"\r[{'#' * filled}{'.' * (self.width - filled)}] {fraction:6.1%} {safe(message)[:60]:60s} {safe(extra)}"
-        sys.stderr.write(line[:160])
-        sys.stderr.flush()
-        self._shown = True
-
-    def close(self) -> None:
-        """End the bar's line (if one was drawn) so what follows starts on a fresh line."""
-        if self._shown:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
-
-
 class OneLineParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line, like every other bad input: ``error: ...`` (exit 2).
 
@@ -90,10 +58,14 @@ class OneLineParser(argparse.ArgumentParser):
 def common_parser() -> argparse.ArgumentParser:
     """The parent parser of every verb: --store, --json, --device, --quiet, --no-wait, --threads."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--store", type=store_dir, help="results store directory (default: $STITCHLAB_STORE, else cache/)")
+    common.add_argument("--store", type=store_dir, help="results store directory (default: $STITCHLAB_STORE, else "
+                        "cache/ of a checkout, ~/.cache/stitchlab installed)")
     common.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     common.add_argument("--device", type=device_name, default=None, help="auto (default), cpu, cuda, cuda:N or mps")
-    common.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
+    common.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    common.add_argument("--progress", action="store_true",
+                        help="progress on stderr even when it is not a terminal (a line every few seconds); by "
+                             "default a bar in a terminal only")
     common.add_argument("--threads", type=bounded(1, MAX_THREADS), default=None, metavar="N",
                         help="torch CPU threads (default: $STITCHLAB_JOB_THREADS, else the cores less one)")
     common.add_argument("--no-wait", action="store_true",

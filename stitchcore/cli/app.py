@@ -12,6 +12,7 @@ which sees only the lessons' student views and changes nothing (app: ``ui.roles`
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import re
 import secrets
@@ -31,7 +32,24 @@ if TYPE_CHECKING:
 
 __all__ = ["COMMANDS", "add_verbs", "app_command"]
 
-APP = Path(__file__).resolve().parents[2] / "app.py"  # the router beside the package (a source checkout)
+SOURCE_APP = Path(__file__).resolve().parents[2] / "app.py"  # the router beside the package (a source checkout)
+
+
+def app_script() -> Path | None:
+    """The app's router: ``app.py`` beside the package in a source checkout, else the copy an installed wheel
+    holds (``stitchlab/webapp/app.py``, see setup.py); None when neither is there.
+
+    >>> app_script().name
+    'app.py'
+    """
+    if SOURCE_APP.is_file():
+        return SOURCE_APP
+    found = importlib.util.find_spec("stitchlab")
+    for folder in (found.submodule_search_locations or []) if found is not None else []:
+        installed = Path(folder) / "webapp" / "app.py"
+        if installed.is_file():
+            return installed
+    return None
 
 
 def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -98,8 +116,12 @@ def app_command(args: argparse.Namespace, store_root: Path | None = None) -> tup
     """
     if not 1 <= args.port <= 65535:
         raise StitchError(f"--port is 1 to 65535, not {args.port}")
-    if not APP.is_file():
-        raise StitchError(f"no app.py beside the package at {APP}: run from a source checkout")
+    app = app_script()
+    if app is None:
+        raise StitchError("the web app's files are missing: install the package with its app "
+                          "(pip install 'stitchlab[app]'), or run from a source checkout")
+    if importlib.util.find_spec("streamlit") is None:
+        raise StitchError("the web app needs Streamlit: pip install 'stitchlab[app]' (or -r requirements.txt)")
     address = args.address or ("0.0.0.0" if args.classroom else "localhost")
     env: dict[str, str] = {}
     if store_root is not None:
@@ -119,7 +141,7 @@ def app_command(args: argparse.Namespace, store_root: Path | None = None) -> tup
         env[KEY_ENV], env[CLASS_ENV] = key, "1"
         lines += [f"  Teacher, open once (keep it to yourself): {base}/?key={key}",
                   f"  Students: {base}/lessons (the presenter's page gives each step's link and QR code)"]  # fmt: skip
-    cmd = [sys.executable, "-m", "streamlit", "run", str(APP), "--server.address", address, "--server.port",
+    cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.address", address, "--server.port",
            str(args.port)]  # fmt: skip
     return cmd, env, lines
 
@@ -132,7 +154,7 @@ def _cmd_app(args: argparse.Namespace, store: Store, bar: ProgressBar) -> int:
         print(" ".join(cmd))
         return 0
     store.close()  # the server opens its own
-    return subprocess.call(cmd, env={**os.environ, **env}, cwd=APP.parent)
+    return subprocess.call(cmd, env={**os.environ, **env}, cwd=app_script().parent)  # its .streamlit/config.toml
 
 
 COMMANDS: dict[tuple[str, str | None], Command] = {("app", None): _cmd_app}

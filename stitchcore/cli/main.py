@@ -21,7 +21,7 @@ from stitchcore.cli._args import safe
 from stitchcore.cli._common import CTRL_C, Command, OneLineParser, ProgressBar, common_parser
 from stitchcore.errors import Cancelled, RunBusy, StitchError
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+__all__ = ["COMMANDS", "build_parser", "main", "program_name"]
 
 _VERB_MODULES = (models, stitch, matrix, assemble, lm, sweep, runs, lessons, app)  # the order of the verbs in --help
 
@@ -33,11 +33,16 @@ def build_parser() -> argparse.ArgumentParser:
     'show'
     """
     common = common_parser()
-    p = OneLineParser(prog="python -m stitchcore", description="Model stitching from the shell.")
+    p = OneLineParser(prog=program_name(), description="Model stitching from the shell.")
     verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
     for module in _VERB_MODULES:
         module.add_verbs(verbs, common)
     return p
+
+
+def program_name() -> str:
+    """How the user called the CLI: ``stitchlab`` (the command a pip install makes), else ``python -m stitchcore``."""
+    return "stitchlab" if os.path.basename(sys.argv[0]) in ("stitchlab", "stitchlab.exe") else "python -m stitchcore"
 
 
 COMMANDS: dict[tuple[str, str | None], Command] = {k: v for m in _VERB_MODULES for k, v in m.COMMANDS.items()}
@@ -71,7 +76,7 @@ def _on_ctrl_c(signum: int, frame: object) -> None:
 
 def _main(args: argparse.Namespace) -> int:
     sub = getattr(args, f"{args.verb}_verb", None)  # a verb group (zoo, runs) keeps its sub-verb there
-    bar = ProgressBar(enabled=not args.quiet)
+    bar = ProgressBar("never" if args.quiet else "always" if args.progress else "auto")
     try:
         from stitchcore.store.results import Store
 

@@ -79,10 +79,12 @@ The graph is traced in eval mode: train-only branches of ``forward`` are not kep
 from __future__ import annotations
 
 import logging
+import sys
 import threading
+import types
 import weakref
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 from torch import nn
@@ -92,8 +94,8 @@ from stitchcore.cuts._hooks import HookPlan
 from stitchcore.cuts._naming import close_names, parse_call
 from stitchcore.errors import CutError
 
-__all__ = ["Cut", "Traceable", "coarse_cuts", "list_cuts", "get_cut", "resolve_cut_name", "alias_note", "split",
-           "split_segment"]
+__all__ = ["Cut", "Traceable", "coarse_cuts", "list_cuts", "model_cuts", "get_cut", "resolve_cut_name", "alias_note",
+           "split", "split_segment"]
 
 log = logging.getLogger(__name__)
 
@@ -299,3 +301,27 @@ def split_segment(m: Model, start: Cut | str, end: Cut | str, example_input: tor
         raise CutError(f"cut {names[1]!r} does not come after {names[0]!r}; the head cut must be deeper "
                        "than the receiver cut")
     return segment
+
+
+def model_cuts(ref: str, store: Any = None) -> list[Cut]:
+    """Every cut of the model ``ref`` names, in execution order (a zoo model from ``store``: a Store, its directory,
+    or None for the default one).  Also ``stitchcore.cuts(ref)``.
+
+    >>> [c.name for c in model_cuts("torchvision:resnet18?weights=none")][:5]
+    ['conv1', 'bn1', 'relu', 'maxpool', 'layer1.0']
+    """
+    from stitchcore.models.sources import load_model
+    from stitchcore.store.opened import open_store
+
+    return list_cuts(load_model(ref, store=open_store(store) if store is not None or ref.startswith("zoo:") else None))
+
+
+class _CallablePackage(types.ModuleType):
+    """This package, called: ``stitchcore.cuts(ref)`` is :func:`model_cuts` (the notebook API's ``cuts``: a
+    function of the package's own name would be hidden by the package once it is imported)."""
+
+    def __call__(self, ref: str, store: Any = None) -> list[Cut]:
+        return model_cuts(ref, store)
+
+
+sys.modules[__name__].__class__ = _CallablePackage

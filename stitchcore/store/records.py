@@ -29,11 +29,16 @@ ENV_VAR = "STITCHLAB_STORE"
 
 
 def resolve_store_dir(explicit: str | Path | None = None) -> Path:
-    """Store directory: ``explicit`` (``--store``) > ``$STITCHLAB_STORE`` > ``<repo>/cache``."""
+    """Store directory: ``explicit`` (``--store``) > ``$STITCHLAB_STORE`` > the default: ``<repo>/cache`` in a
+    source checkout (``app.py`` beside the package), else ``$XDG_CACHE_HOME/stitchlab`` (``~/.cache/stitchlab``),
+    one store for an installed package's app, CLI and notebooks."""
     for choice in (explicit, os.environ.get(ENV_VAR, "").strip()):
         if choice is not None and str(choice) != "":
             return Path(choice).expanduser().resolve()
-    return Path(__file__).resolve().parents[2] / "cache"
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "app.py").is_file():
+        return checkout / "cache"
+    return Path(os.environ.get("XDG_CACHE_HOME", "").strip() or Path.home() / ".cache").expanduser() / "stitchlab"
 
 
 def run_id_for(kind: str, spec: dict) -> str:

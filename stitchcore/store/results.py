@@ -1,6 +1,7 @@
 """Results store: ``stitchlab.sqlite`` (WAL; runs, series, artifacts) + ``blobs/<run_id>/<name>``.
 
-The directory is ``--store DIR``, else ``$STITCHLAB_STORE``, else ``<repo>/cache``.
+The directory is ``--store DIR``, else ``$STITCHLAB_STORE``, else ``<repo>/cache`` (installed:
+``~/.cache/stitchlab``).
 A run id hashes kind + canonical spec JSON + :data:`SCHEMA_VERSION`, so an
 identical spec is a cache hit.  Every state change is one transaction and blobs
 are written to a temp file then renamed: a crash leaves a run ``running``, which

@@ -50,7 +50,7 @@ from stitchcore.stitching.fits import fit_adapter
 from stitchcore.stitching.train import parse_objective
 
 __all__ = ["FIT_BATCHES", "NOT_LM_HINT", "LMSetup", "UnitRun", "common_summary", "joined_scores", "pair_shapes",
-           "receiver_block", "sample_of", "setup_in_worker", "setup_pair", "stitch_once", "whole_model"]
+           "receiver_block", "sample_of", "setup_in_worker", "setup_pair", "stitch_once", "stopped_steps", "whole_model"]
 
 NOT_LM_HINT = "use the Stitch page / stitch verb"  # what an image model in an LM run should use instead
 FIT_BATCHES = 8  # training batches whose tokens feed the least-squares start of an adapter
@@ -227,6 +227,17 @@ def stitch_once(s: LMSetup, spec: LMStitchSpec | DepthSpec, ctx: RunContext | Un
                               "stopped_at": until.stopped_at, "converged": until.converged(spec.steps),
                               "checks": [[k, round(v, 6)] for k, v in until.history]}  # fmt: skip
     return model, result
+
+
+def stopped_steps(summary: dict[str, Any]) -> list[int]:
+    """The steps each converged stitch of a stored lmstitch or lmdepth summary trained (``held_out.stopped_at``,
+    written by :func:`stitch_once`; a depth sweep's are per point).
+
+    >>> stopped_steps({"held_out": {"stopped_at": 300}}), stopped_steps({"points": [{"held_out": {"stopped_at": 650}}, {}]})
+    ([300], [650])
+    """
+    held = [summary.get("held_out"), *(p.get("held_out") for p in summary.get("points") or [] if isinstance(p, dict))]
+    return [h["stopped_at"] for h in held if isinstance(h, dict) and isinstance(h.get("stopped_at"), int)]
 
 
 def _best_start(adapter: TokenwiseAdapter, held_out: Callable[[], float]) -> str:

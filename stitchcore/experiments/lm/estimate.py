@@ -15,14 +15,18 @@ from stitchcore.experiments.estimate import (
     timed,
     where,
 )  # fmt: skip
-from stitchcore.experiments.lm._pair import FIT_BATCHES, receiver_block, whole_model
+from stitchcore.experiments.lm._pair import FIT_BATCHES, receiver_block, stopped_steps, whole_model
 from stitchcore.experiments.lm.specs import DepthSpec, LMStitchSpec, MergeSpec
 from stitchcore.lm.evaluate import eval_windows, lm_data, lm_loss, sample_text
 from stitchcore.lm.parts import build_stitch, lm_parts, make_token_adapter
 from stitchcore.lm.train import TUNE_WINDOWS, train_lm_adapter
 from stitchcore.stitching.train import parse_objective
+from stitchcore.store.results import Store
 
-__all__ = ["estimate_depth", "estimate_lm", "estimate_lm_stitch", "estimate_merge"]
+__all__ = ["estimate_depth", "estimate_lm", "estimate_lm_stitch", "estimate_merge", "expected_steps"]
+
+STOP_PRIOR_CHECKS = 2  # no stored converged stitch to learn from: expect the stop after 2 x patience checks
+LEARN_FROM = 20  # the newest stored runs of each LM stitching kind an estimate learns its stop from
 
 
 def _lm_units(spec: MergeSpec | LMStitchSpec | DepthSpec, ectx: EstimateContext) -> dict[str, float]:
@@ -75,10 +79,9 @@ def estimate_lm(kind: str, spec: MergeSpec | LMStitchSpec | DepthSpec, ectx: Est
                                                  f"{3 * spec.eval_windows} windows")
     fit = FIT_BATCHES * spec.batch_size * u["window"] if spec.adapter.init in ("lstsq", "procrustes") else 0.0
     held_out = TUNE_WINDOWS * u["window"]  # one held-out check (start choice, convergence)
-    checks = (2 if spec.start == "best" else 0) + (spec.steps // spec.check_every + 1 if spec.converges else 0)
-    stitch = fit + 2 * score + spec.steps * u["step"] + checks * held_out
-    steps = f"up to {spec.steps:,} steps (a cap: training stops once the held-out loss stalls)" if spec.converges \
-        else f"{spec.steps:,} steps"
+    n_steps, steps = expected_steps(spec, ectx.store)
+    checks = (2 if spec.start == "best" else 0) + (n_steps // spec.check_every + 1 if spec.converges else 0)
+    stitch = fit + 2 * score + n_steps * u["step"] + checks * held_out
     if isinstance(spec, LMStitchSpec):
         return estimate_from(setup + stitch + sample, f"calibrated: 1 adapter step = {ms(u['step'])}; {steps}")
     n_a, n_b = int(u["n_a"]), int(u["n_b"])
@@ -97,6 +100,26 @@ def estimate_lm(kind: str, spec: MergeSpec | LMStitchSpec | DepthSpec, ectx: Est
     seconds = setup + merges * score + (stitches + cells) * stitch + curves * sample
     return estimate_from(seconds, f"calibrated: 1 adapter step = {ms(u['step'])}; {stitches + cells} stitches of "
                               f"{steps}, {merges} merges")
+
+
+def expected_steps(spec: LMStitchSpec | DepthSpec, store: Store) -> tuple[int, str]:
+    """The steps one adapter of ``spec`` is expected to train, and how that was reached: ``spec.steps`` until
+    "steps"; until "converged" the median stop of the converged stitches stored under the same stopping rule
+    (``check_every``, ``patience``, ``tol``), at most the cap, else ``STOP_PRIOR_CHECKS`` x patience checks.
+    A converged run of the default rule stopped at 300..650 of its 2,000-step cap (bench/estimate_bench.py):
+    timing the cap said 442 s for a 101 s run.
+    """
+    if not spec.converges:
+        return spec.steps, f"{spec.steps:,} steps"
+    rule = (spec.check_every, spec.patience, spec.tol)
+    stops = sorted(n for kind in ("lmstitch", "lmdepth") for rec in store.list_runs(kind, "done", limit=LEARN_FROM)
+                   if (rec.spec.get("check_every"), rec.spec.get("patience"), rec.spec.get("tol")) == rule
+                   for n in stopped_steps(rec.summary))  # fmt: skip
+    if stops:
+        n = min(spec.steps, stops[len(stops) // 2])
+        return n, f"about {n:,} steps (the median stop of {len(stops)} stored converged stitches; at most {spec.steps:,})"
+    n = min(spec.steps, STOP_PRIOR_CHECKS * spec.patience * spec.check_every)
+    return n, f"about {n:,} steps (training stops once the held-out loss stalls; at most {spec.steps:,})"
 
 
 def estimate_merge(spec: MergeSpec, ectx: EstimateContext) -> Estimate:
