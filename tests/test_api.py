@@ -60,7 +60,13 @@ def test_a_stitch_from_python_is_the_clis_run_and_the_apps(store_root, capsys, m
     at.query_params["run"] = made.run_id
     at.run()
     assert not at.exception
-    assert any(made.run_id in m.value for m in at.markdown) or any(made.run_id in c.value for c in at.caption)
+    assert any(made.run_id in c.value for c in at.caption)
+    python, cli = (c.value for c in at.code[:2])  # "Copy as Python" and "Copy as CLI" under the run's header
+    assert f"store={str(store_root)!r}" in python and f"--store {store_root}" in cli
+    again = eval(python.split("run = ", 1)[1], {"stitchcore": stitchcore})  # the copied call, run in a notebook
+    assert again.run_id == made.run_id and again.cached
+    code, out, _ = run_cli(cli.split()[3:-2] + ["--json"], store_root, capsys)  # the copied line, in a shell
+    assert code == 0 and f'"run_id": "{made.run_id}"' in out
 
 
 def test_a_run_made_elsewhere_comes_back_cached_with_its_figure_and_table(store_root, capsys):

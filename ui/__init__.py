@@ -7,6 +7,7 @@
 - :mod:`ui.runs`: the sidebar job monitor, run links, the live run view and header, progress with Stop
 - :mod:`ui.figures`: charts with the house toolbar and CSV, live figures shared across sessions
 - :mod:`ui.downloads`: a run's CSV, JSON, bundle and report downloads
+- :mod:`ui.reproduce`: "Copy as Python" and "Copy as CLI": the call and the command line that make a run again
 - :mod:`ui.errors`: one red line per error (``show_error``)
 - :mod:`ui.text`: text from a link, a bundle, a file name or an error shown as text (``plain``, ``code_span``),
   never as Markdown or HTML; figures' markup held to the house tags (``ui.figures.shown_figure``)

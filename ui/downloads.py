@@ -18,6 +18,7 @@ from stitchcore.report.html import report_html
 from stitchcore.store.bundle import export_bundle
 from stitchcore.store.results import Store
 from ui.errors import show_error
+from ui.reproduce import show_reproduce
 from ui.resources import get_store
 from ui.text import plain
 
@@ -64,7 +65,8 @@ def made_download(where: Any, label: str, make: Callable[[], bytes], *, file_nam
 
 def run_downloads(snap: JobSnapshot, key: str) -> None:
     """A finished run's downloads: its metrics as CSV (``metrics_csv``), the run as JSON, as a bundle zip (with the zoo models
-    it uses: ``runs import`` elsewhere) and as an HTML report that opens offline; the last two made on click."""
+    it uses: ``runs import`` elsewhere) and as an HTML report that opens offline; the last two made on click; then
+    the Python call and the command line that make it again (``ui.reproduce``)."""
     csv = metrics_csv(snap.metrics)  # the stored series; an LM sweep's penalties as the figures show them
     payload = {"id": snap.id, "kind": snap.kind, "state": snap.state, "label": snap.label,
                "summary": snap.summary, "error": snap.error, "metrics": snap.metrics}
@@ -90,3 +92,4 @@ def run_downloads(snap: JobSnapshot, key: str) -> None:
         help="One HTML file that opens offline: the run's facts, numbers and interactive figures"
              " (`python -m stitchcore runs report ID --out FILE.html`)",
     )  # fmt: skip
+    show_reproduce(snap)  # the call and the command line that make it again

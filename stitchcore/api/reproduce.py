@@ -87,9 +87,9 @@ def _changed(given: Any, today: Any) -> Any:
     return dataclasses.MISSING if given == today else given
 
 
-def python_call(kind: str, spec: Any, *, module: str = "stitchcore") -> str:
+def python_call(kind: str, spec: Any, *, module: str = "stitchcore", store: str | None = None) -> str:
     """The call that makes ``spec`` again with the same run id: its models (and cuts) by position, then every
-    field not at today's default (a stored run's older reading written out).
+    field not at today's default (a stored run's older reading written out), then ``store=`` if given.
 
     >>> import stitchcore.experiments
     >>> s = spec_from_call("stitch", {"a": "zoo:x", "b": "zoo:y", "cut_a": "fc1", "cut_b": "fc1", "epochs": 3,
@@ -111,7 +111,8 @@ def python_call(kind: str, spec: Any, *, module: str = "stitchcore") -> str:
         diff = _changed(value, today.get(name, dataclasses.MISSING))
         if diff is not dataclasses.MISSING:
             named[name] = diff
-    call = f"{module}.{FUNCTION_OF_KIND[kind]}({', '.join([*args, *(f'{k}={v!r}' for k, v in named.items())])})"
+    where = [f"store={store!r}"] if store is not None else []
+    call = f"{module}.{FUNCTION_OF_KIND[kind]}({', '.join([*args, *(f'{k}={v!r}' for k, v in named.items()), *where])})"
     again = spec_from_call(kind, {**required, **named})
     if run_id_for(kind, again.to_dict()) != run_id_for(kind, spec.to_dict()):  # a field a call cannot say
         raise StitchError(f"this {kind} run cannot be written as one call ({call} makes another run)")

@@ -118,9 +118,10 @@ def with_defaults(args: argparse.Namespace, kind: str, *, skip: Iterable[str] = 
     return out
 
 
-def spec_argv(kind: str, spec: Any) -> list[str]:
-    """The flags that make ``spec`` again (its models and cuts, and each field not at today's default): the
-    command line a run's view offers to copy.
+def spec_argv(kind: str, spec: Any, *, filled: dict[str, Any] | None = None, skip: Iterable[str] = ()) -> list[str]:
+    """The flags that make ``spec`` again (its models and cuts, and each field not at today's default, or at what
+    the verb fills in for a flag left out: ``filled``, by field name), but the fields whose link keys ``skip``
+    names (a verb that says them in its own flags): the command line a run's view offers to copy.
 
     >>> import stitchcore.experiments
     >>> from stitchcore.params import build_spec
@@ -129,10 +130,11 @@ def spec_argv(kind: str, spec: Any) -> list[str]:
     ['--a', 'zoo:x', '--b', 'zoo:y', '--cut-a', 'fc1', '--cut-b', 'fc1', '--init', 'random', '--no-noise-control']
     """
     own, values, out, held = defaults(kind), form_values(kind, spec), [], held_fields(spec)
+    left_out = {**own, **(filled or {})}  # what a flag left out means
     for field in declared(kind):
         value = values[field.key] if field.none_as is None else field.spec_value(values[field.key])
-        if value is None or field.name in held or (field.key not in ALWAYS and field.name in own
-                                                   and value == own[field.name]):
+        if value is None or field.name in held or field.key in skip or (
+                field.key not in ALWAYS and field.name in left_out and value == left_out[field.name]):
             continue
         if field.type is bool:
             out.append(("--no-" + field.key.replace("_", "-")) if own.get(field.name) else field.flag)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from stitchcore.store.canonical_json import canonical_json, plain_json
 
-__all__ = ["DB_NAME", "ENV_VAR", "SCHEMA_VERSION", "RunRecord", "resolve_store_dir", "run_id_for"]
+__all__ = ["DB_NAME", "ENV_VAR", "SCHEMA_VERSION", "RunRecord", "default_store_dir", "resolve_store_dir", "run_id_for"]
 
 # Version of what a stored result *means*; hashed into every run id, so bumping
 # it makes old results cache misses (they stay listed).  Independent of the
@@ -35,6 +35,12 @@ def resolve_store_dir(explicit: str | Path | None = None) -> Path:
     for choice in (explicit, os.environ.get(ENV_VAR, "").strip()):
         if choice is not None and str(choice) != "":
             return Path(choice).expanduser().resolve()
+    return default_store_dir()
+
+
+def default_store_dir() -> Path:
+    """The store a call that names none uses where ``$STITCHLAB_STORE`` is not set either: ``<repo>/cache`` of a
+    source checkout, else ``$XDG_CACHE_HOME/stitchlab`` (``~/.cache/stitchlab``)."""
     checkout = Path(__file__).resolve().parents[2]
     if (checkout / "app.py").is_file():
         return checkout / "cache"
