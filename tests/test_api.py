@@ -156,3 +156,17 @@ def test_cuts_and_load_name_a_models_parts(store_root):
     assert names[:2] == ["block1", "block2"]
     model = stitchcore.load(A, store=store_root)
     assert model.num_classes == 10 and not model.model.training
+
+
+def test_the_readmes_python_example_runs_as_written(tmp_path, monkeypatch, capsys):
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    section = re.search(r"^## From Python\n(.*?)(?=^## )", text, flags=re.M | re.S).group(1)
+    (code,) = re.findall(r"^```python\n(.*?)^```", section, flags=re.M | re.S)
+    monkeypatch.setenv("STITCHLAB_STORE", str(tmp_path / "store"))
+    exec(compile(code, "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "['block1', 'block2'" in out and "http://localhost:8501/results?run=" in out
+    kinds = {r.kind for r in Store(tmp_path / "store").list_runs(status="done")}
+    assert kinds == {"zoo", "stitch", "matrix", "similarity"}

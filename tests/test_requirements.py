@@ -36,3 +36,20 @@ def test_the_readme_cpu_install_asks_for_the_same_ranges():
     asked = {m[1]: SpecifierSet(m[2]) for m in re.finditer(r'"(torch|torchvision)([<>=!,.0-9]+)"', readme)}
     for name in ("torch", "torchvision"):
         assert asked.get(name) == _requirements()[name].specifier, f"README's CPU install differs for {name}"
+
+
+def test_every_pinned_requirement_is_declared_in_the_package_with_a_bound_it_meets():
+    """pyproject.toml (what ``pip install .`` asks for) names every package requirements.txt pins (what the README's
+    commands install), each pin inside the declared range: the two lists cannot drift apart."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = [Requirement(r) for r in project["dependencies"]]
+    declared += [Requirement(r) for extra in project["optional-dependencies"].values() for r in extra]
+    by_name = {r.name.lower().replace("_", "-"): r for r in declared if r.name != "stitchlab"}
+    for name, pinned in _requirements().items():
+        key = name.lower().replace("_", "-")
+        assert key in by_name, f"{name} is in requirements.txt but not in pyproject.toml"
+        exact = next((s.version for s in pinned.specifier if s.operator == "=="), None)
+        if exact is not None:
+            assert by_name[key].specifier.contains(exact), f"{name}=={exact} is outside pyproject's {by_name[key]}"

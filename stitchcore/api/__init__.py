@@ -13,11 +13,14 @@ and ``store``, ``background``, ``progress``, ``rerun``, ``device``, ``threads``;
 
 from __future__ import annotations
 
-from stitchcore.api.background import RunHandle
-from stitchcore.api.calls import KIND_FUNCTIONS, load, run, runs
-from stitchcore.api.progress import ProgressBar
-from stitchcore.api.reproduce import python_call, spec_from_call
-from stitchcore.api.result import Result, Runs
+from stitchcore.api.progress import ProgressBar, quiet_tqdm_auto
+
+quiet_tqdm_auto()  # first: the model libraries the run functions import load tqdm.auto, which warns in a notebook
+
+from stitchcore.api.background import RunHandle  # noqa: E402
+from stitchcore.api.calls import KIND_FUNCTIONS, load, run, runs  # noqa: E402
+from stitchcore.api.reproduce import python_call, spec_from_call  # noqa: E402
+from stitchcore.api.result import Result, Runs  # noqa: E402
 
 train = KIND_FUNCTIONS["train"]
 stitch = KIND_FUNCTIONS["stitch"]

@@ -10,13 +10,23 @@ from __future__ import annotations
 
 import sys
 import time
+import warnings
 from typing import Any, TextIO
 
-__all__ = ["SHOW", "ProgressBar", "watched"]
+__all__ = ["SHOW", "ProgressBar", "in_notebook", "quiet_tqdm_auto", "watched"]
 
 SHOW = ("auto", "always", "never")  # auto: a bar where a person watches; always: lines even into a pipe; never
 LINE_EVERY_S = 5.0  # a piped log asked for progress gets at most one line this often (and the last)
 STEPS = 1000  # the bar counts thousandths of the run
+
+
+def in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel (its IPython shell is the kernel's; a process that merely imported
+    IPython or ipykernel is not)."""
+    if "IPython" not in sys.modules:
+        return False
+    shell = sys.modules["IPython"].get_ipython()
+    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
 
 
 def watched(stream: TextIO) -> bool:
@@ -26,10 +36,37 @@ def watched(stream: TextIO) -> bool:
     >>> watched(io.StringIO())
     False
     """
-    if "ipykernel" in sys.modules:
+    if in_notebook():
         return True
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty())
+
+
+def _tqdm() -> type:
+    """tqdm's notebook widget where a notebook can draw it (ipywidgets installed), else its text bar (a notebook
+    redraws that too, without tqdm.auto's warning that the widget is missing)."""
+    if in_notebook():
+        try:
+            import ipywidgets  # noqa: F401
+
+            from tqdm.notebook import tqdm
+        except ImportError:
+            from tqdm.std import tqdm
+        return tqdm
+    from tqdm.std import tqdm
+
+    return tqdm
+
+
+def quiet_tqdm_auto() -> None:
+    """Import ``tqdm.auto`` once without its warning that notebook widgets are missing (the model libraries import it
+    and would print that warning into a notebook; a text bar is what this module draws there)."""
+    if in_notebook() and "tqdm.auto" not in sys.modules:
+        from tqdm.std import TqdmWarning
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", TqdmWarning)
+            import tqdm.auto  # noqa: F401
 
 
 def _safe(text: str) -> str:
@@ -84,8 +121,7 @@ class ProgressBar:
 
     def _draw(self, fraction: float, message: str, extra: str) -> None:
         if self._bar is None:
-            from tqdm.auto import tqdm
-
+            tqdm = _tqdm()
             self._bar = tqdm(total=STEPS, file=self.stream, leave=True, dynamic_ncols=True,
                              bar_format="{percentage:3.0f}%|{bar:24}| {desc} [{elapsed}<{remaining}] {postfix}")
         self._bar.set_description_str(message, refresh=False)
