@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["KIND_FUNCTIONS", "load", "run", "runs"]
 
-CONTROLS = ("store", "background", "progress", "rerun", "device", "threads")  # every run function's own arguments
+CONTROLS = ("store", "background", "progress", "rerun", "device", "threads", "log_to")  # every run function's own
 
 
 def _threads(threads: int | None) -> int:
@@ -41,13 +41,14 @@ def _threads(threads: int | None) -> int:
 
 
 def run(kind: str, *, store: Store | str | Path | None = None, background: bool = False, progress: str | bool = "auto",
-        rerun: bool = False, device: str | None = None, threads: int | None = None,
+        rerun: bool = False, device: str | None = None, threads: int | None = None, log_to: str | None = None,
         **fields: Any) -> Result | RunHandle:  # fmt: skip
     """Run (or find in the store) the ``kind`` spec made of ``fields`` (every other field at today's default).
 
     ``store``: a Store, its directory, or None for the default one (the app's); ``progress``: ``"auto"`` a bar in
     a notebook or a terminal, ``"always"``, ``"never"``; ``rerun``: compute it again even if stored; ``device``:
-    auto, cpu, cuda, cuda:N or mps; ``threads``: torch CPU threads.  A Result, or with ``background=True`` a
+    auto, cpu, cuda, cuda:N or mps; ``threads``: torch CPU threads; ``log_to``: also log the run to
+    ``mlflow:DIR`` or ``tensorboard:DIR`` (:meth:`Result.log_to`).  A Result, or with ``background=True`` a
     RunHandle at once.  StitchError naming the field for anything the spec or its check refuses.
     """
     from stitchcore.experiments import list_experiments, run_experiment
@@ -58,11 +59,18 @@ def run(kind: str, *, store: Store | str | Path | None = None, background: bool 
         raise StitchError(f"no run kind {kind!r}: one of {', '.join(list_experiments())}")
     spec = spec_from_call(kind, fields)
     opened = open_store(store)
+    if log_to is not None:
+        from stitchcore.report.trackers import parse_target
+
+        parse_target(log_to)  # a bad target is refused before the run, not after it
 
     def start(report: Callable[..., None] | None, cancel: Any) -> Result:
         _threads(threads)
         out = run_experiment(kind, spec, opened, rerun=rerun, progress=report, device=device, cancel=cancel)
-        return Result(out.record, opened, cached=out.cached)
+        result = Result(out.record, opened, cached=out.cached)
+        if log_to is not None:
+            result.log_to(log_to)
+        return result
 
     if background:
         return RunHandle(run_id_for(kind, spec.to_dict()), start)
@@ -104,7 +112,7 @@ def _signature(kind: str) -> inspect.Signature:
         default = f.default if f.default is not dataclasses.MISSING else (
             f.default_factory() if f.default_factory is not dataclasses.MISSING else inspect.Parameter.empty)
         params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default))
-    for name, default in zip(CONTROLS, (None, False, "auto", False, None, None), strict=True):
+    for name, default in zip(CONTROLS, (None, False, "auto", False, None, None, None), strict=True):
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default))
     params.append(inspect.Parameter("nested", inspect.Parameter.VAR_KEYWORD))  # init="random" ...
     return inspect.Signature(params, return_annotation="Result | RunHandle")

@@ -104,6 +104,14 @@ class Result:
         """The address that opens this run in the app (any kind opens on the Results page by its id)."""
         return f"{base_url.rstrip('/')}/results?{urlencode({'run': self.run_id})}"
 
+    def log_to(self, target: str) -> str:
+        """Log this run to an experiment tracker, once (``mlflow:DIR``, ``mlflow:http://...``, ``tensorboard:DIR``):
+        the spec as parameters, its curves as step metrics, its numbers with intervals, its report and figures as
+        artifacts; returns where it went."""
+        from stitchcore.report.trackers import log_run
+
+        return log_run(self.record, self.store, target)
+
     def python(self) -> str:
         """The Python call that makes this run again (the same run id): what the app's "Copy as Python" gives."""
         from stitchcore.api.reproduce import python_call

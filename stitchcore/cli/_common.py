@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -63,6 +64,9 @@ def common_parser() -> argparse.ArgumentParser:
     common.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     common.add_argument("--device", type=device_name, default=None, help="auto (default), cpu, cuda, cuda:N or mps")
     common.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    common.add_argument("--log-to", type=given, default=None, metavar="TRACKER:DIR",
+                        help="also log the run to an experiment tracker: mlflow:DIR (or mlflow:http://SERVER) or "
+                             "tensorboard:DIR")
     common.add_argument("--progress", action="store_true",
                         help="progress on stderr even when it is not a terminal (a line every few seconds); by "
                              "default a bar in a terminal only")
@@ -176,9 +180,17 @@ def run(kind: str, spec: Any, args: argparse.Namespace, store: Store, bar: Progr
 
     check_device(args)
     set_threads(args)
+    if args.log_to is not None:
+        from stitchcore.report.trackers import parse_target
+
+        parse_target(args.log_to)  # refused before the run, not after it
     out = run_experiment(kind, spec, store, rerun=args.rerun, progress=bar, device=args.device, cancel=CTRL_C,
                          wait=not args.no_wait, options=run_options(args))
     bar.close()
+    if args.log_to is not None:
+        from stitchcore.report.trackers import log_run
+
+        print(f"logged to {safe(log_run(out.record, store, args.log_to))}", file=sys.stderr)
     return out
 
 
