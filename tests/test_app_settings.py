@@ -5,6 +5,7 @@ runs a matrix there from the browser.)"""
 from __future__ import annotations
 
 import json
+import time
 
 import ui
 from stitchcore.backends import RunOptions
@@ -115,3 +116,36 @@ def test_a_ray_started_here_stops_when_the_setting_goes_back_to_this_server(app)
         _wait(lambda: not runner.local_ray().up and not ray_nodes_below(worker.pid), "Ray stopped after the job")
         at.run()
         assert not at.warning and any("is stopped" in s.value for s in at.success)
+
+
+def test_a_saved_tracker_logs_each_run_that_finishes_on_the_server(app, tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from stitchcore.backends.settings import saved_tracker
+    from stitchcore.experiments.stitch import StitchSpec
+
+    at = _settings(app)
+    at.text_input(key="settings_log_to").set_value("wandb:somewhere")
+    at.button(key="FormSubmitter:tracker-settings-Save tracker").click().run()
+    assert at.error and "log to mlflow:DIR or tensorboard:DIR" in at.error[0].value
+    assert saved_tracker(ui.get_store().root) is None  # refused: nothing saved
+    at.text_input(key="settings_log_to").set_value(f"tensorboard:{tmp_path / 'tb'}")
+    at.button(key="FormSubmitter:tracker-settings-Save tracker").click().run()
+    assert not at.error and any("logged to tensorboard:" in s.value for s in at.success)
+    assert saved_tracker(ui.get_store().root) == f"tensorboard:{tmp_path / 'tb'}"
+    runner = JobRunner(ui.get_store(), devices=["cpu"])  # as the app's: the listener the server adds
+    runner.add_listener(ui.resources.log_finished_runs(ui.get_store()))
+    try:
+        spec = StitchSpec(a="zoo:cnn-digits-s0", b="zoo:cnn-digits-s1", cut_a="block1", cut_b="block1", epochs=1)
+        job = runner.submit("stitch", spec)
+        assert runner.wait(job.id, timeout=120).state == "done"
+    finally:
+        runner.shutdown()
+    folder = tmp_path / "tb" / job.id
+    for _ in range(200):  # logged in a thread of its own, after the job ended
+        if (folder / "artifacts" / f"stitchlab-{job.id}.html").is_file():
+            break
+        time.sleep(0.1)
+    events = EventAccumulator(str(folder))
+    events.Reload()
+    assert "final/accuracy" in events.Tags()["scalars"] and "loss" in events.Tags()["scalars"]

@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
+from collections.abc import Callable
 
 import streamlit as st
 
@@ -11,11 +14,13 @@ from stitchcore.cuts import Cut, list_cuts
 from stitchcore.data import ImageDataset, load_dataset
 from stitchcore.device import describe_device, pick_device
 from stitchcore.errors import DataError, StitchError
-from stitchcore.jobs import JobRunner
+from stitchcore.backends.settings import saved_tracker
+from stitchcore.jobs import JobRunner, JobSnapshot
 from stitchcore.models.info import weights_fingerprint
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.refs import check_store_ref, dataset_outside
 from stitchcore.models.sources import load_model
+from stitchcore.report.trackers import log_run
 from stitchcore.store.results import Store, resolve_store_dir
 from ui import roles
 
@@ -28,12 +33,15 @@ __all__ = [
     "get_runner",
     "get_store",
     "load_for_display",
+    "log_finished_runs",
     "page_setup",
     "server_runner",
     "viewer_dataset",
     "viewer_mode",
     "viewer_ref",
 ]
+
+log = logging.getLogger(__name__)
 
 WARM_ENV = "STITCHLAB_WARM_WORKER"  # "0": start the job worker at the first job, not with the server (tests)
 POLL_SECONDS = 2.0  # live views redraw this often while a job runs (each redraw costs every watching browser)
@@ -60,7 +68,30 @@ def server_runner() -> JobRunner:
     process with one core left for the server ($STITCHLAB_JOB_THREADS sets their torch threads), started
     with the runner (the first page view), so the first job does not wait for it ($STITCHLAB_WARM_WORKER=0:
     at the first job)."""
-    return JobRunner(get_store(), isolation="process", warm=os.environ.get(WARM_ENV, "1") != "0")
+    runner = JobRunner(get_store(), isolation="process", warm=os.environ.get(WARM_ENV, "1") != "0")
+    runner.add_listener(log_finished_runs(get_store()))  # to the experiment tracker Settings saved, if any
+    return runner
+
+
+def log_finished_runs(store: Store) -> Callable[[JobSnapshot], None]:
+    """A job listener that logs each run that ends done to the tracker the Settings page saved for ``store``
+    (``backends.settings.saved_tracker``), in a thread of its own (the listener is called in a job's thread);
+    a failure is logged by the server, never raised into a job."""
+
+    def log_one(run_id: str, target: str) -> None:
+        try:
+            record = store.lookup(run_id)
+            if record is not None and record.status == "done":
+                log.info("run %s logged to %s", run_id, log_run(record, store, target))
+        except Exception:  # noqa: BLE001 - a tracker that is away must not touch the app
+            log.exception("logging run %s to %s failed", run_id, target)
+
+    def listener(snap: JobSnapshot) -> None:
+        target = saved_tracker(store.root) if snap.state == "done" else None
+        if target is not None:
+            threading.Thread(target=log_one, args=(snap.id, target), name=f"log-{snap.id}", daemon=True).start()
+
+    return listener
 
 
 def viewer_ref(ref: str) -> str:

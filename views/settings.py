@@ -1,4 +1,5 @@
-"""Settings: where this server's jobs run -- on the server itself, or as tasks on a Ray cluster."""
+"""Settings: where this server's jobs run (on the server itself, or as tasks on a Ray cluster), and the experiment
+tracker finished runs are logged to."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ import streamlit as st
 
 import ui
 from stitchcore.backends import BACKENDS, RunOptions, probe_cluster
+from stitchcore.backends.settings import save_tracker, saved_tracker
 from stitchcore.errors import StitchError
 from stitchcore.experiments import get_experiment, list_experiments
+from stitchcore.report.trackers import need_package, parse_target
 from ui import roles
 
 ui.page_setup("Settings")
@@ -123,3 +126,27 @@ def ray_left_up() -> None:
 
 
 ray_left_up()
+
+st.subheader("Experiment tracker")
+st.markdown("Each run that finishes on this server is also logged to MLflow or TensorBoard: its spec as "
+            "parameters, its curves as step metrics, its numbers with their 95% intervals, its report and figures "
+            "as artifacts. The same as `--log-to` on the command line and `log_to=` in Python.")
+tracker_now = saved_tracker(ui.get_store().root)
+st.info(f"Now: **{ui.plain(tracker_now)}**" if tracker_now else "Now: **not logged** to a tracker")
+with st.form("tracker-settings"):
+    target = st.text_input("Log finished runs to", value=tracker_now or "", key="settings_log_to",
+                           placeholder="mlflow:/path/to/mlruns, mlflow:http://server:5000 or tensorboard:/path/to/tb",
+                           help="a folder on this server (made if missing); empty: log nowhere")  # fmt: skip
+    save_tracker_now = st.form_submit_button("Save tracker")
+if save_tracker_now and not roles.refuse("settings"):
+    try:
+        chosen = target.strip() or None
+        if chosen is not None:
+            tracker, _ = parse_target(chosen)
+            need_package(tracker)  # a tracker whose package is missing is refused now, not at the first run
+        save_tracker(ui.get_store().root, chosen)
+    except StitchError as exc:
+        ui.show_error(exc)
+    else:
+        st.success(f"Saved: runs that finish from now on are logged to {ui.plain(chosen)}." if chosen
+                   else "Saved: runs are no longer logged to a tracker.")

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from stitchcore.store.records import RunRecord
     from stitchcore.store.results import Store
 
-__all__ = ["TRACKERS", "final_metrics", "log_run", "parse_target", "spec_params"]
+__all__ = ["TRACKERS", "final_metrics", "log_run", "need_package", "parse_target", "spec_params"]
 
 TRACKERS = ("mlflow", "tensorboard")
 EXPERIMENT = "stitchlab"  # the MLflow experiment every run goes into
@@ -112,11 +112,12 @@ def _artifacts(record: RunRecord, store: Store, folder: Path) -> Path:
     return folder
 
 
-def _need(module: str, tracker: str) -> Any:
+def need_package(tracker: str) -> None:
+    """StitchError naming the install when ``tracker``'s package is missing."""
     import importlib
 
     try:
-        return importlib.import_module(module)
+        importlib.import_module(tracker)
     except ImportError:
         raise StitchError(f"logging to {tracker} needs the {tracker} package: {INSTALL}") from None
 
@@ -125,7 +126,7 @@ def _log_mlflow(record: RunRecord, store: Store, where: str) -> str:
     uri = where if re.match(r"^[a-z][a-z0-9+.-]*://", where) else Path(where).expanduser().resolve().as_uri()
     if uri.startswith("file:"):
         os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 asks a local folder store be chosen
-    _need("mlflow", "mlflow")
+    need_package("mlflow")
     from mlflow.entities import Metric, Param, RunTag
     from mlflow.tracking import MlflowClient
 
@@ -156,7 +157,7 @@ def _log_mlflow(record: RunRecord, store: Store, where: str) -> str:
 
 
 def _log_tensorboard(record: RunRecord, store: Store, where: str) -> str:
-    _need("tensorboard", "tensorboard")
+    need_package("tensorboard")
     from torch.utils.tensorboard import SummaryWriter
 
     folder = Path(where).expanduser().resolve() / record.id
