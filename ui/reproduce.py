@@ -28,7 +28,7 @@ def show_reproduce(snap: JobSnapshot) -> None:
                    "a notebook needs `pip install .` of this project (or this checkout on its path).")
         for label, make, language in (("Python", _python, "python"), ("Command line", _cli, "bash")):
             try:
-                st.code(make(snap, store), language=language)
+                st.code(make(snap, store), language=language, wrap_lines=True)
             except StitchError as exc:
                 st.caption(f"{label}: {plain(str(exc))}")
 

@@ -128,9 +128,10 @@ def ray_left_up() -> None:
 ray_left_up()
 
 st.subheader("Experiment tracker")
-st.markdown("Each run that finishes on this server is also logged to MLflow or TensorBoard: its spec as "
-            "parameters, its curves as step metrics, its numbers with their 95% intervals, its report and figures "
-            "as artifacts. The same as `--log-to` on the command line and `log_to=` in Python.")
+st.markdown("With a tracker saved here, each run that finishes on this server is also logged to MLflow or "
+            "TensorBoard: its spec as parameters, its curves as step metrics, its numbers with their 95% intervals, "
+            "its report and figures as artifacts. The same as `--log-to` on the command line and `log_to=` in "
+            "Python.")
 tracker_now = saved_tracker(ui.get_store().root)
 st.info(f"Now: **{ui.plain(tracker_now)}**" if tracker_now else "Now: **not logged** to a tracker")
 with st.form("tracker-settings"):
