@@ -11,8 +11,8 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-API = ("Result", "RunHandle", "Runs", "assemble", "load", "lmdepth", "lmstitch", "matrix", "merge", "python_call",
-       "run", "runs", "similarity", "stitch", "sweep", "train")  # fmt: skip
+API = ("Result", "RunHandle", "Runs", "StitchAdapter", "assemble", "load", "load_adapter", "lmdepth", "lmstitch",
+       "matrix", "merge", "python_call", "run", "runs", "similarity", "stitch", "sweep", "train")  # fmt: skip
 
 
 def __getattr__(name: str) -> Any:

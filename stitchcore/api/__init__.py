@@ -17,6 +17,7 @@ from stitchcore.api.progress import ProgressBar, quiet_tqdm_auto
 
 quiet_tqdm_auto()  # first: the model libraries the run functions import load tqdm.auto, which warns in a notebook
 
+from stitchcore.api.adapters import StitchAdapter, load_adapter  # noqa: E402
 from stitchcore.api.background import RunHandle  # noqa: E402
 from stitchcore.api.calls import KIND_FUNCTIONS, load, run, runs  # noqa: E402
 from stitchcore.api.reproduce import python_call, spec_from_call  # noqa: E402
@@ -32,5 +33,6 @@ merge = KIND_FUNCTIONS["merge"]
 lmstitch = KIND_FUNCTIONS["lmstitch"]
 lmdepth = KIND_FUNCTIONS["lmdepth"]
 
-__all__ = ["ProgressBar", "Result", "RunHandle", "Runs", "assemble", "load", "lmdepth", "lmstitch", "matrix", "merge",
-           "python_call", "run", "runs", "similarity", "spec_from_call", "stitch", "sweep", "train"]
+__all__ = ["ProgressBar", "Result", "RunHandle", "Runs", "StitchAdapter", "assemble", "load", "load_adapter",
+           "lmdepth", "lmstitch", "matrix", "merge", "python_call", "run", "runs", "similarity", "spec_from_call",
+           "stitch", "sweep", "train"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -111,6 +112,13 @@ class Result:
         from stitchcore.report.trackers import log_run
 
         return log_run(self.record, self.store, target)
+
+    def save_adapter(self, folder: str | Path) -> Path:
+        """Save a finished stitch run's adapter to ``folder`` as a Hub artifact: weights, config (spec, refs, cuts,
+        metrics with intervals, run id) and a model card (``stitchcore.load_adapter(folder)`` reads it back)."""
+        from stitchcore.api.adapters import save_adapter
+
+        return save_adapter(self, folder)
 
     def python(self) -> str:
         """The Python call that makes this run again (the same run id): what the app's "Copy as Python" gives."""

@@ -61,7 +61,8 @@ from stitchcore.stitching.noise_sender import clustered_noise
 from stitchcore.stitching.precision import PRECISIONS, Autocast, autocast
 from stitchcore.stitching.train import OPTIMIZERS, AdapterTargets, TrainKnobs, parse_objective, train_adapter
 
-__all__ = ["NOISE_SENDER_WORDS", "StitchSpec", "estimate_stitch", "noise_sender_words", "run_stitch"]
+__all__ = ["ADAPTER_WEIGHTS", "NOISE_SENDER_WORDS", "StitchSpec", "estimate_stitch", "noise_sender_words", "run_stitch",
+           "stitch_cuts", "stitched_accuracy"]
 
 log = logging.getLogger(__name__)
 
@@ -327,6 +328,36 @@ def noise_sender_words(summary: dict[str, Any]) -> str | None:
     return (f"{head} It reached {noise['accuracy']:.1%} [{noise['accuracy_ci'][0]:.1%}, {noise['accuracy_ci'][1]:.1%}]"
             f"; stitched − noise = {100 * noise['margin']:+.1f} points [{100 * lo:+.1f}, {100 * hi:+.1f}], paired over "
             f"the same test images: the stitch {verdict}.")
+
+
+def stitch_cuts(spec: StitchSpec, store: Any) -> tuple[Cut, Cut]:
+    """The two cuts of ``spec`` (A's, B's) as its run sees them: what builds its adapter again."""
+    _, _, _, cut_a, cut_b = _prepare(spec, store)
+    return cut_a, cut_b
+
+
+def stitched_accuracy(spec: StitchSpec, store: Any, adapter_state: dict[str, torch.Tensor],
+                      device: torch.device | str = "cpu") -> float:  # fmt: skip
+    """The test accuracy of A's layers to ``cut_a``, an adapter of ``spec`` holding ``adapter_state``, and B's
+    layers after ``cut_b`` (or B's middle and A's head), on the run's own test images: a saved adapter gives its
+    run's number again (``api.adapters``)."""
+    device = torch.device(device)
+    a, b, ds, cut_a, cut_b = _prepare(spec, store)
+    a.to(device), b.to(device)
+    prefix_a, _ = split(a, cut_a)
+    _, suffix_b = split(b, cut_b)
+    if spec.head == "a":
+        suffix_b = _head_preserving_top(a, b, cut_b.name, spec.head_cut)
+    adapter = build_adapter(spec.adapter, cut_a, cut_b)
+    adapter.load_state_dict(adapter_state)
+    for m in (prefix_a, suffix_b, adapter):
+        m.to(device).eval()
+    n_test = len(ds.labels("test")) if spec.max_test is None else min(spec.max_test, len(ds.labels("test")))
+    h_test = collect(prefix_a, ds, a.preprocess, "test", limit=n_test, device=device, batch_size=EVAL_BATCH)
+    y_test = ds.labels("test")[:n_test]
+    batches = ((h_test[i: i + EVAL_BATCH], y_test[i: i + EVAL_BATCH]) for i in range(0, n_test, EVAL_BATCH))
+    with torch.no_grad():
+        return evaluate_batches(lambda h: suffix_b(adapter(h.to(device))), batches, ds.num_classes, device)["accuracy"]
 
 
 @register_experiment("stitch", StitchSpec.from_dict, check=check_stitch, estimate=estimate_stitch)
