@@ -10,6 +10,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from mlflow.tracking import MlflowClient
 from nbclient import NotebookClient
 
 from stitchcore.store.results import Store
@@ -28,7 +29,8 @@ def executed(tmp_path_factory) -> tuple[nbformat.NotebookNode, Path]:
     store = tmp_path_factory.mktemp("quickstart-store")
     nb = nbformat.read(NOTEBOOK, as_version=4)
     env = {**os.environ, "STITCHLAB_STORE": str(store), "STITCHLAB_JOB_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}})
+    here = tmp_path_factory.mktemp("quickstart-cwd")  # the notebook's folder: its mlruns/ goes there
+    client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(here)}})
     saved = dict(os.environ)
     os.environ.clear()
     os.environ.update(env)  # the kernel is started with this process's environment
@@ -37,11 +39,11 @@ def executed(tmp_path_factory) -> tuple[nbformat.NotebookNode, Path]:
     finally:
         os.environ.clear()
         os.environ.update(saved)
-    return nb, store
+    return nb, store, here
 
 
 def test_every_cell_runs_and_every_figure_cell_shows_a_figure(executed):
-    nb, _ = executed
+    nb, _, _ = executed
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert all(o.output_type != "error" for c in code for o in c.outputs)
     assert not any("Warning" in o.get("text", "") for c in code for o in c.outputs)  # no library warns at a user
@@ -53,7 +55,7 @@ def test_every_cell_runs_and_every_figure_cell_shows_a_figure(executed):
 
 
 def test_its_numbers_are_the_stored_runs(executed):
-    nb, store_root = executed
+    nb, store_root, here = executed
     printed = json.loads(nb.cells[-1].outputs[0].text)
     with Store(store_root) as store:
         for run_id in [*printed["models"], printed["stitch"], printed["matrix"], printed["sweep"]]:
@@ -62,5 +64,10 @@ def test_its_numbers_are_the_stored_runs(executed):
     assert all(acc > 0.9 for acc in printed["accuracy"])  # two digit CNNs
     assert 0.5 < printed["stitched"] <= 1.0
     assert all(0.7 < d <= 1.0 for d in printed["diagonal"])  # a cut into the same cut of a twin stitches well
-    links = nb.cells[-2].outputs[0].text.splitlines()
+    links = next(c for c in nb.cells if c.source.startswith("print(stitch.link())")).outputs[0].text.splitlines()
     assert links[0].endswith(f"/results?run={printed['stitch']}") and links[1].startswith("stitchcore.stitch(")
+    os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 reads a folder store only when asked
+    client = MlflowClient((here / "mlruns").resolve().as_uri())  # found in MLflow, with MLflow's own client
+    logged = client.search_runs([client.get_experiment_by_name("stitchlab").experiment_id])
+    assert sorted(r.data.tags["stitchlab.run_id"] for r in logged) == sorted(
+        [*printed["models"], printed["stitch"], printed["matrix"], printed["sweep"]])
