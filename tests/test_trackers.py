@@ -82,3 +82,9 @@ def test_a_bad_target_or_a_missing_package_is_one_line_before_anything_runs(stor
     monkeypatch.setitem(sys.modules, "mlflow", None)  # not installed
     with pytest.raises(StitchError, match=r"logging to mlflow needs the mlflow package: pip install 'stitchlab\[trackers\]'"):
         log_run(made.record, made.store, f"mlflow:{store_root.parent / 'ml'}")
+
+
+def test_a_verb_that_makes_no_run_refuses_log_to(store_root, tmp_path, capsys):
+    code, _, err = run_cli(["runs", "list", "--log-to", f"tensorboard:{tmp_path}"], store_root, capsys)
+    assert code == 2 and "--log-to logs the run a verb makes" in err
+    assert not any(tmp_path.glob("*/events.out.tfevents.*"))

@@ -29,7 +29,9 @@ __all__ = [
     "ProgressBar",
     "check_device",
     "common_parser",
+    "check_log_to",
     "emit",
+    "log_to_tracker",
     "outcome",
     "run",
     "took",
@@ -180,18 +182,28 @@ def run(kind: str, spec: Any, args: argparse.Namespace, store: Store, bar: Progr
 
     check_device(args)
     set_threads(args)
-    if args.log_to is not None:
-        from stitchcore.report.trackers import parse_target
-
-        parse_target(args.log_to)  # refused before the run, not after it
+    check_log_to(args)
     out = run_experiment(kind, spec, store, rerun=args.rerun, progress=bar, device=args.device, cancel=CTRL_C,
                          wait=not args.no_wait, options=run_options(args))
     bar.close()
+    log_to_tracker(args, store, out.record)
+    return out
+
+
+def check_log_to(args: argparse.Namespace) -> None:
+    """``--log-to``'s target refused before a run, not after it."""
+    if args.log_to is not None:
+        from stitchcore.report.trackers import parse_target
+
+        parse_target(args.log_to)
+
+
+def log_to_tracker(args: argparse.Namespace, store: Store, record: Any) -> None:
+    """``--log-to``: log a finished run to the tracker named, saying where on stderr."""
     if args.log_to is not None:
         from stitchcore.report.trackers import log_run
 
-        print(f"logged to {safe(log_run(out.record, store, args.log_to))}", file=sys.stderr)
-    return out
+        print(f"logged to {safe(log_run(record, store, args.log_to))}", file=sys.stderr)
 
 
 def outcome(out: RunOutcome, **extra: Any) -> dict[str, Any]:

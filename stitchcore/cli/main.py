@@ -49,6 +49,8 @@ COMMANDS: dict[tuple[str, str | None], Command] = {k: v for m in _VERB_MODULES f
 COMMANDS[("stitch", None)] = lm.lm_aware_stitch(stitch.COMMANDS[("stitch", None)])  # LM refs -> lmstitch
 
 
+LOGS_RUNS = {("zoo", "train"), *((v, None) for v in ("stitch", "matrix", "similarity", "sweep", "assemble", "merge"))}
+
 _CTRL_C_LINE = "cancelled (Ctrl-C): a run in progress is stored as cancelled; the same command starts it again"
 
 
@@ -80,6 +82,9 @@ def _main(args: argparse.Namespace) -> int:
     try:
         from stitchcore.store.results import Store
 
+        if args.log_to is not None and (args.verb, sub) not in LOGS_RUNS:  # never a flag quietly ignored
+            raise StitchError("--log-to logs the run a verb makes: use it with zoo train, stitch, matrix, similarity, "
+                              "sweep, assemble or merge")  # fmt: skip
         store = Store(args.store)
         if (args.verb, sub) != ("runs", "check"):  # check reads a damaged store as it is
             store.mark_interrupted()  # runs left by dead processes; live ones are left alone

@@ -19,7 +19,9 @@ from stitchcore.cli._common import (
     ProgressBar,
     backend_parser,
     check_device,
+    check_log_to,
     emit,
+    log_to_tracker,
     outcome,
     run,
     run_options,
@@ -173,15 +175,18 @@ def _run_preset(args: argparse.Namespace, store: Store, bar: ProgressBar, preset
 
     check_device(args)
     set_threads(args)
+    check_log_to(args)
     models, sweeps = [], []
     for recipe in preset.recipes:
         out = run_experiment("zoo", recipe, store, progress=bar, device=args.device, wait=not args.no_wait,
                              cancel=CTRL_C)  # fmt: skip
+        log_to_tracker(args, store, out.record)
         models.append({"ref": out.record.summary["ref"], "run_id": out.record.id, "cached": out.cached,
                        "accuracy": out.record.summary["accuracy"], "recipe": recipe.label()})  # fmt: skip
     for title, spec in zip(preset.sweep_titles, preset.sweeps, strict=True):
         out = run_experiment("sweep", spec, store, rerun=args.rerun, progress=bar, device=args.device, cancel=CTRL_C,
                              wait=not args.no_wait, options=run_options(args))
+        log_to_tracker(args, store, out.record)
         sweeps.append({"title": title, "run_id": out.record.id, "cached": out.cached, **out.record.summary,
                        "penalty": penalty_along(out.record.summary),
                        "penalty_ci": penalty_ci_along(out.record.summary)})  # fmt: skip
