@@ -52,6 +52,14 @@ def _trained(tmp_path_factory):
     return store, refs, pristine
 
 
+@pytest.fixture
+def trained_copy(_trained, tmp_path) -> Path:
+    """A store directory holding a copy of the two digit CNNs as first trained (a test may add runs to it)."""
+    root = tmp_path / "store"
+    copy_store(_trained[2], root)
+    return root
+
+
 @pytest.fixture(scope="session")
 def trained_store(_trained):
     """A store holding zoo:cnn-digits-s0 and zoo:cnn-digits-s1 (default recipes, ~1 s each)."""

@@ -11,16 +11,13 @@ import pytest
 
 import stitchcore
 from stitchcore.errors import StitchError
-from tests.conftest import copy_store
 
 A, B = "zoo:cnn-digits-s0", "zoo:cnn-digits-s1"
 
 
 @pytest.fixture
-def store_root(_trained, tmp_path) -> Path:
-    root = tmp_path / "store"
-    copy_store(_trained[2], root)
-    return root
+def store_root(trained_copy) -> Path:
+    return trained_copy
 
 
 def test_a_saved_adapter_loads_back_with_its_card_and_gives_its_runs_accuracy(store_root, tmp_path):

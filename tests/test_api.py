@@ -29,11 +29,8 @@ A, B = "zoo:cnn-digits-s0", "zoo:cnn-digits-s1"
 
 
 @pytest.fixture
-def store_root(_trained, tmp_path) -> Path:
-    """A copy of the two digit CNNs' store, as first trained."""
-    root = tmp_path / "store"
-    copy_store(_trained[2], root)
-    return root
+def store_root(trained_copy) -> Path:
+    return trained_copy
 
 
 def test_every_kind_has_a_function_whose_keywords_are_its_specs_fields():

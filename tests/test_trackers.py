@@ -14,16 +14,14 @@ import stitchcore
 from stitchcore.errors import StitchError
 from stitchcore.report.trackers import final_metrics, log_run
 from stitchcore.store.results import Store
-from tests.conftest import copy_store, run_cli
+from tests.conftest import run_cli
 
 A, B = "zoo:cnn-digits-s0", "zoo:cnn-digits-s1"
 
 
 @pytest.fixture
-def store_root(_trained, tmp_path) -> Path:
-    root = tmp_path / "store"
-    copy_store(_trained[2], root)
-    return root
+def store_root(trained_copy) -> Path:
+    return trained_copy
 
 
 def _mlflow_runs(folder: Path) -> tuple[MlflowClient, list]:
