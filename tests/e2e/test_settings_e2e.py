@@ -20,7 +20,7 @@ def test_switch_to_ray_then_a_matrix_runs_there(page, _trained, tmp_path, monkey
         open_app(page, f"{url}/settings")
         page.get_by_text("Now: This server").wait_for()
         page.get_by_text("A Ray cluster", exact=True).last.click()  # the radio option (the text also opens the page)
-        page.get_by_role("button", name="Save").click()
+        page.get_by_role("button", name="Save", exact=True).click()
         page.get_by_text("Saved.").wait_for(timeout=240_000)  # a Ray start: ~20 s alone, minutes beside a busy suite
         page.get_by_text("Now: A Ray cluster — a Ray started on this machine").wait_for()
         if shots:
@@ -38,7 +38,7 @@ def test_switch_to_ray_then_a_matrix_runs_there(page, _trained, tmp_path, monkey
         page.get_by_text("Now: A Ray cluster").wait_for()  # saved for the server, seen by a fresh page
 
         page.get_by_text("This server", exact=True).last.click()  # back: the Ray started here (~2 GB) stops
-        page.get_by_role("button", name="Save").click()
+        page.get_by_role("button", name="Save", exact=True).click()
         page.get_by_text("The Ray started on this server is stopped").wait_for(timeout=120_000)
         page.get_by_text("Now: This server").wait_for()
         if shots:
