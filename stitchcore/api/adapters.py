@@ -8,7 +8,6 @@ images.  ``push_to_hub`` is the mixin's real call: offline it is refused, saying
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -94,7 +93,9 @@ class StitchAdapter(nn.Module, PyTorchModelHubMixin, library_name="stitchlab", t
 
     def push_to_hub(self, repo_id: str, **kwargs: Any) -> Any:  # type: ignore[override]
         """The mixin's upload to the Hub (its model card included); offline, a StitchError saying what to do."""
-        if _offline():
+        from stitchcore.models.sources import offline_flag
+
+        if offline_flag():
             raise StitchError(f"cannot push {repo_id} to the Hugging Face Hub: this machine is offline "
                               "(HF_HUB_OFFLINE or no network); the saved folder can be uploaded later from a machine "
                               "online with `huggingface-cli upload REPO DIR`")  # fmt: skip
@@ -110,15 +111,6 @@ class StitchAdapter(nn.Module, PyTorchModelHubMixin, library_name="stitchlab", t
         from stitchcore.store.opened import open_store
 
         return stitched_accuracy(StitchSpec.from_dict(self.spec), open_store(store), self.adapter.state_dict(), device)
-
-
-def _offline() -> bool:
-    """Whether the Hub is switched off here (``STITCHLAB_OFFLINE``, ``HF_HUB_OFFLINE``): a network that is merely
-    closed fails in the upload itself, said in one line there."""
-    from huggingface_hub import constants
-
-    flags = (os.environ.get(v, "").strip().lower() for v in ("STITCHLAB_OFFLINE", "HF_HUB_OFFLINE"))
-    return any(f in ("1", "true", "yes", "on") for f in flags) or bool(constants.HF_HUB_OFFLINE)
 
 
 def save_adapter(result: Any, folder: str | Path) -> Path:

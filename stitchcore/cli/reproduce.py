@@ -8,6 +8,7 @@ import shlex
 from typing import Any
 
 from stitchcore.cli._spec_args import spec_argv
+from stitchcore.cli.lm import _VERB_OWN
 from stitchcore.errors import StitchError
 
 __all__ = ["VERBS", "command_argv", "command_line"]
@@ -15,21 +16,17 @@ __all__ = ["VERBS", "command_argv", "command_line"]
 VERBS = {"zoo": ("zoo", "train"), "stitch": ("stitch",), "matrix": ("matrix",), "similarity": ("similarity",),
          "sweep": ("sweep",), "assemble": ("assemble",), "merge": ("merge",), "lmstitch": ("merge",),
          "lmdepth": ("merge",)}  # fmt: skip
-_LM_OWN = ("cut_a", "cut_b", "head", "head_at", "kind", "mlp_hidden")  # the merge verb's own flags say these
-_SCORING = ("text", "eval_windows", "sample_tokens", "seed")  # every LM kind's (a merge has only these)
-_TRAINING = ("adapter", "objective", "steps", "batch_size", "lr", "weight_decay", "until", "start", "check_every",
-             "patience", "tol", "mlp_hidden")  # a stitch's and a depth sweep's  # fmt: skip
 
 
 def _lm_training(spec: Any) -> list[str]:
     """The merge verb's declared flags (training and scoring, as the lmstitch kind declares them) for ``spec``."""
-    from stitchcore.experiments.lm import LMStitchSpec
+    from stitchcore.experiments.lm import LMStitchSpec, MergeSpec
+    from stitchcore.experiments.lm.fields import LM_EVAL, LM_TRAIN
 
-    from stitchcore.experiments.lm import MergeSpec
-
-    shared = {k: getattr(spec, k) for k in (_SCORING if isinstance(spec, MergeSpec) else (*_SCORING, *_TRAINING))}
+    declared = LM_EVAL if isinstance(spec, MergeSpec) else (*LM_EVAL, *LM_TRAIN)  # a merge is scored, not trained
+    shared = {top: getattr(spec, top) for top in dict.fromkeys(f.name.partition(".")[0] for f in declared)}
     as_stitch = LMStitchSpec(a=spec.a, b=spec.b, **shared)
-    argv = spec_argv("lmstitch", as_stitch, skip=_LM_OWN)
+    argv = spec_argv("lmstitch", as_stitch, skip=_VERB_OWN)  # the merge verb's own flags say those
     if not isinstance(spec, MergeSpec):
         argv += ["--adapter", "mlp" if getattr(spec, "mlp_hidden", 0) else spec.adapter.kind]
         if getattr(spec, "mlp_hidden", 0):

@@ -19,6 +19,7 @@ from typing import Any
 from stitchcore.models.loaded import LoadedModel, freeze, private_rng, wrap_arch_model
 from stitchcore.models.refs import ModelRef, parse_ref
 from stitchcore.models.sources import file, hf, timm, torchvision, zoo  # noqa: F401  (each registers itself)
+from stitchcore.models.sources._hub import offline_flag
 from stitchcore.models.sources._registry import SOURCES, SourceFn, register_source
 from stitchcore.models.sources.checkpoint import load_into, read_checkpoint, save_checkpoint
 from stitchcore.models.sources.file import load_checkpoint
@@ -30,6 +31,7 @@ __all__ = [
     "load_checkpoint",
     "load_into",
     "load_model",
+    "offline_flag",
     "read_checkpoint",
     "register_source",
     "save_checkpoint",

@@ -16,7 +16,7 @@ from typing import Any
 from stitchcore.errors import RefError, SourceError
 from stitchcore.models.refs import ModelRef
 
-__all__ = ["MAX_CONFIG_BYTES", "MAX_JSON_BYTES", "check_folder_files", "host_reachable", "parse_bool",
+__all__ = ["MAX_CONFIG_BYTES", "MAX_JSON_BYTES", "check_folder_files", "host_reachable", "offline_flag", "parse_bool",
            "read_json_config", "refuse_seed"]  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -54,7 +54,8 @@ _reach_cache: dict[str, tuple[float, bool]] = {}
 _reach_lock = threading.Lock()
 
 
-def _offline_flag() -> bool:
+def offline_flag() -> bool:
+    """Whether the hubs are switched off here (STITCHLAB_OFFLINE, HF_HUB_OFFLINE, TRANSFORMERS_OFFLINE)."""
     for var in ("STITCHLAB_OFFLINE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
         if os.environ.get(var, "").strip().lower() in ("1", "true", "yes", "on"):
             return True
@@ -74,7 +75,7 @@ def host_reachable(host: str, port: int = 443) -> bool:
     an offline machine gets a clear error in seconds instead of a minute of
     retries inside huggingface_hub.
     """
-    if _offline_flag():
+    if offline_flag():
         return False
     now = time.monotonic()
     with _reach_lock:
