@@ -48,7 +48,7 @@ def finding(claim: str, paper: str, ours: list[float], baseline_name: str, basel
     """
     if len(ours) != len(baseline):
         raise ValueError(f"{claim!r}: {len(ours)} claim values against {len(baseline)} baseline values")
-    effect = paired_seed_effect(ours, baseline)
+    effect = paired_seed_effect(ours, baseline, bounds=bounds)
     effect = {"mean": round(effect["mean"], 4), "ci": None if effect["ci"] is None else [round(c, 4) for c in
               effect["ci"]], "n_seeds": effect["n_seeds"]}  # fmt: skip
     name, why = verdict(effect, side, margin=margin)

@@ -240,15 +240,20 @@ def seed_note(n: int) -> str | None:
     return f"mean of {n} seed{'s' if n != 1 else ''}, no interval: an interval across seeds needs {MIN_SEEDS} or more"
 
 
-def paired_seed_effect(claim: list[float], baseline: list[float], level: float = LEVEL) -> dict[str, Any]:
+def paired_seed_effect(claim: list[float], baseline: list[float], level: float = LEVEL, *,
+                       bounds: tuple[float, float] | None = None) -> dict[str, Any]:  # fmt: skip
     """A claim's effect over its baseline, paired over model seeds: claim[i] and baseline[i] measured with
     seed i's models.  {"mean": the mean of claim[i] - baseline[i], "ci": its Student-t interval [lo, hi] (None
     under :data:`MIN_SEEDS` seeds), "n_seeds"}; :func:`stitchcore.measures.verdicts.verdict` reads it.
+    ``bounds``: the metric's range (lower, upper); a difference of two such values lies in
+    [lower - upper, upper - lower], and the interval is clipped to that.
 
     >>> paired_seed_effect([0.91, 0.93, 0.95], [0.80, 0.81, 0.85])
     {'mean': 0.11, 'ci': [0.085159, 0.134841], 'n_seeds': 3}
     >>> paired_seed_effect([0.91, 0.93], [0.80, 0.81])
     {'mean': 0.115, 'ci': None, 'n_seeds': 2}
+    >>> paired_seed_effect([1.0, 1.0, 1.0], [0.0, 0.0, 0.24], bounds=(0, 1))["ci"]  # a rate's effect stops at +1
+    [0.575788, 1.0]
     """
     if len(claim) != len(baseline):
         raise ValueError(f"a paired effect needs one baseline value per seed of the claim, got {len(claim)} "
@@ -258,7 +263,8 @@ def paired_seed_effect(claim: list[float], baseline: list[float], level: float =
     diffs = [float(c) - float(b) for c, b in zip(claim, baseline, strict=True)]
     if len(diffs) == 1:
         return {"mean": round(diffs[0], 6), "ci": None, "n_seeds": 1}
-    mean, lo, hi = across_seeds(diffs, level)
+    span = None if bounds is None else (bounds[0] - bounds[1], bounds[1] - bounds[0])
+    mean, lo, hi = across_seeds(diffs, level, bounds=span)
     return {"mean": mean, "ci": None if lo is None or hi is None else [lo, hi], "n_seeds": len(diffs)}
 
 
