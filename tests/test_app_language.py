@@ -179,7 +179,7 @@ def test_train_form_says_how_long_then_the_pickers_list_the_new_model(empty_app)
     assert any("No char-GPTs trained yet" in i.value for i in at.info)
     assert "About" in _estimate_caption(at)  # the estimate above "Train char-GPT"
     assert at.selectbox(key="lm_pick_a").value == ui.CUSTOM_REF  # nothing to pick yet
-    for key, value in (("lm_train_epochs", 1), ("lm_train_batch", 4), ("lm_train_seed", 5)):
+    for key, value in (("lm_train_epochs", 1), ("lm_train_batch_size", 4), ("lm_train_seed", 5)):
         at.number_input(key=key).set_value(value).run()
     estimate = _estimate_caption(at)
     assert "About" in estimate and not estimate.startswith(":orange")  # 50 small steps: well under a minute
@@ -191,7 +191,7 @@ def test_train_form_says_how_long_then_the_pickers_list_the_new_model(empty_app)
     at.run()  # what ui.rerun_when_jobs_finish does in the browser once the job ends
     assert not at.exception and not any("No char-GPTs trained yet" in i.value for i in at.info)
     assert at.selectbox(key="lm_pick_a").value == done.summary["ref"]  # "other" was only the empty default
-    assert at.number_input(key="lm_train_batch").value == 4  # the form kept its values
+    assert at.number_input(key="lm_train_batch_size").value == 4  # the form kept its values
     # the page joins two models: the training section stays open (the same `expanded`: the browser keeps it as
     # it is), B waits for the second model, and once it exists the section folds and B takes it
     section = next(e for e in at.expander if e.label == "Train a character-level GPT here")

@@ -26,7 +26,7 @@ from ui.downloads import bundle_bytes, made_download, run_downloads
 from ui.errors import show_error
 from ui.estimates import show_estimate, show_plan_estimate
 from ui.figures import CHART_CONFIG, chart, live_figure, shown_figure
-from ui.forms import CUSTOM_REF, dataset_fit, launch_button, pick_dataset, pick_model
+from ui.forms import CUSTOM_REF, dataset_fit, hold_cut_set, launch_button, pick_cut_set, pick_dataset, pick_model
 from ui.nav import PAGE_FOR_KIND, PAGE_TITLES, follow_deep_link, page_file
 from ui.resources import (
     POLL_SECONDS,
@@ -69,6 +69,7 @@ __all__ = [
     "code_span",
     "cuts_of",
     "dataset_fit",
+    "hold_cut_set",
     "device_label",
     "fingerprint_of",
     "follow_deep_link",
@@ -83,6 +84,7 @@ __all__ = [
     "made_download",
     "page_file",
     "page_setup",
+    "pick_cut_set",
     "pick_dataset",
     "pick_model",
     "plain",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from stitchcore.cuts import coarse_cuts
 from stitchcore.data import list_datasets
 from stitchcore.errors import StitchError
 from stitchcore.experiments.dataset_check import head_fix, head_mismatch
@@ -12,7 +13,7 @@ from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.refs import parse_ref
 from ui import roles
 from ui.errors import show_error
-from ui.resources import dataset_for_display, viewer_mode
+from ui.resources import cuts_of, dataset_for_display, viewer_mode
 from ui.text import plain
 
 __all__ = ["CUSTOM_REF", "IMAGEFOLDER", "dataset_fit", "launch_button", "pick_dataset", "pick_model"]
@@ -144,3 +145,56 @@ def launch_button(label: str, reason: str | None, *, key: str) -> bool:
     if said:
         st.caption(f":material/block: {label} is disabled: {said}.")
     return clicked and not roles.refuse("launch")
+
+
+CUT_SETS = ("all", "coarse", "choose")  # every block-level cut | a few spread over depth | picked by hand
+COARSE_CUTS = 6  # cuts per model in the coarse set
+
+
+def hold_cut_set(prefix: str, applied: dict[str, str], *, from_run: bool) -> None:
+    """A link's or a run's cuts (``applied``: the parameters :func:`ui.spec_form.prefill` applied, its cut
+    lists already in ``{prefix}cuts_a`` / ``{prefix}cuts_b``) into the cut set: "choose" those it names (a side
+    it leaves out: every cut of that model), else every cut when a run (``from_run``) names none."""
+    chosen = [role for role, field in (("a", "senders"), ("b", "receivers")) if field in applied]
+    if not chosen and not from_run:
+        return
+    st.session_state[f"{prefix}cutset"] = "choose" if chosen else "all"
+    for role in ("a", "b"):
+        st.session_state.pop(f"_{prefix}every_{role}", None)
+        if chosen and role in chosen:
+            st.session_state[f"{prefix}cuts_{role}"] = list(st.session_state[f"{prefix}cuts_{role}"])
+        elif chosen:  # every cut of whichever model the picker holds: the multiselect fills them in
+            st.session_state[f"_{prefix}every_{role}"] = True
+
+
+def pick_cut_set(prefix: str, refs: dict[str, str | None]) -> tuple[tuple[str, ...] | None, ...] | None:
+    """The "Cuts" radio (every cut, a coarse set, or chosen by hand in a multiselect per model) -> the cut
+    names of A and of B (None = every cut, also when "choose" picks them all, so the run is "all"'s), or
+    None when "choose" leaves a side empty.  State: ``{prefix}cutset``, ``{prefix}cuts_a`` / ``_b``."""
+    how = st.radio("Cuts", CUT_SETS, horizontal=True, key=f"{prefix}cutset", persist_state="session",
+                   format_func={"all": "all (fine)", "coarse": f"coarse (≤{COARSE_CUTS} each)", "choose": "choose…"}.get,
+                   help="all: every block-level cut; coarse: a few spread over depth; choose: pick them")  # fmt: skip
+    picked = tuple(_cut_set(prefix, ref, role, how) if ref else None for role, ref in refs.items())
+    return None if how == "choose" and () in picked else picked
+
+
+def _cut_set(prefix: str, ref: str, role: str, how: str) -> tuple[str, ...] | None:
+    if how == "all":
+        return None
+    try:
+        cuts = cuts_of(ref)
+    except StitchError as exc:
+        show_error(exc)
+        return None
+    if how == "coarse":
+        return tuple(c.name for c in coarse_cuts(cuts, COARSE_CUTS))
+    names, key = [c.name for c in cuts], f"{prefix}cuts_{role}"
+    if st.session_state.pop(f"_{prefix}every_{role}", False):  # a link or a run that chose the other side's cuts
+        st.session_state[key] = names
+    elif key in st.session_state:
+        st.session_state[key] = [n for n in st.session_state[key] if n in names]
+    else:
+        st.session_state[key] = [c.name for c in coarse_cuts(cuts, COARSE_CUTS)]
+    label = "Sender cuts of A (rows)" if role == "a" else "Receiver cuts of B (columns)"
+    picked = set(st.multiselect(label, names, key=key, persist_state="session"))
+    return None if picked == set(names) else tuple(n for n in names if n in picked)  # execution order

@@ -26,38 +26,77 @@ from ui.errors import show_error
 from ui.resources import get_store
 from ui.text import plain
 
-__all__ = ["fill", "link_params", "prefill", "show_link_notes", "show_refusal", "spec_from_form", "widgets"]
+__all__ = ["fill", "from_link", "from_link_any", "link_params", "linked", "prefill", "show_link_notes", "show_refusal",
+           "spec_from_form", "widgets"]
 
 SHOWN = {NO_DOWNSAMPLE: "no downsample"}  # a list field's item in words where its spelling reads badly on a chip
 
 
-def prefill(kind: str, params: Mapping[str, str], *, prefix: str = "",
-            state_keys: Mapping[str, str] | None = None) -> dict[str, str] | None:
+def linked(kinds: str | Iterable[str], params: Mapping[str, str] | None = None) -> bool:
+    """Whether the URL (``params``, else the page's) speaks to the form of ``kinds``: ``?run=`` or one of their
+    fields' keys; for a page of several kinds also ``?experiment=``."""
+    params = st.query_params.to_dict() if params is None else params
+    several = not isinstance(kinds, str)
+    kinds = tuple(kinds) if several else (kinds,)
+    return ("run" in params or several and "experiment" in params
+            or any(f.key in params for k in kinds for f in declared(k)))  # fmt: skip
+
+
+def from_link(kind: str, *, prefix: str = "", state_keys: Mapping[str, str] | None = None,
+              related: Iterable[str] = ()) -> dict[str, str] | None:  # fmt: skip
+    """The page's URL into ``kind``'s form when it speaks to it (:func:`linked`): :func:`prefill`."""
+    params = st.query_params.to_dict()
+    return prefill(kind, params, prefix=prefix, state_keys=state_keys, related=related) if linked(kind, params) else None
+
+
+def from_link_any(kinds: Iterable[str], chosen: str, *, state_keys: Mapping[str, str] | None = None,
+                  picker_prefix: str = "") -> tuple[str, dict[str, str] | None]:  # fmt: skip
+    """A page of several kinds, each form's keys prefixed ``{kind}_``: the kind the URL is for (``?run=``'s
+    record's, else ``?experiment=``, else ``chosen``, the one the page shows) and what :func:`prefill` applied
+    to its form (None: nothing new, or the URL is for no kind of ``kinds``)."""
+    params, kinds = st.query_params.to_dict(), tuple(kinds)
+    if not linked(kinds, params):
+        return chosen, None
+    rec = get_store().lookup(params["run"]) if "run" in params else None
+    kind = rec.kind if rec is not None else params.get("experiment") or chosen
+    if "run" in params and rec is None or kind not in kinds:
+        return chosen, None
+    return kind, prefill(kind, params, prefix=f"{kind}_", state_keys=state_keys, picker_prefix=picker_prefix)
+
+
+def prefill(kind: str, params: Mapping[str, str], *, prefix: str = "", state_keys: Mapping[str, str] | None = None,
+            related: Iterable[str] = (), picker_prefix: str | None = None) -> dict[str, str] | None:  # fmt: skip
     """Copy a link's values (or, for ``?run=ID``, that run's spec) into the form, once per URL: each held in
     what its field offers (:func:`stitchcore.params.hold`), a note for each that had to change (shown by
     :func:`show_link_notes`); a field the link leaves out is set to today's default (a link omits defaults;
-    a dataset left out is the models' own), and a model it names is picked in its picker (``pick_<key>``).
-    Returns the parameters applied (the run's, for ``?run=``), or None when this URL was applied already or
-    its run is not a ``kind`` run this version can read."""
+    a dataset left out is the models' own), and a model it names is picked in its picker
+    (``{picker_prefix}pick_<key>``; ``prefix`` by default).  A run of a ``related`` kind (a similarity run on
+    the matrix form) fills only the pickers both kinds declare (models, cuts, data); the rest stays.
+    Returns the link's parameters (the run's, for ``?run=``), or None when this URL was applied already or
+    its run is not a run of ``kind`` (or ``related``) this version can read."""
     stamp, stamp_key = repr(sorted(params.items())), f"_{prefix}prefilled"
     if st.session_state.get(stamp_key) == stamp:
         return None
     st.session_state[stamp_key] = stamp
+    whole = True  # the link says the whole form
     if "run" in params:
         rec = get_store().lookup(params["run"])
-        if rec is None or rec.kind != kind:
+        if rec is None or rec.kind not in (kind, *related):
             return None
         try:
-            params = link_params(kind, spec_from_record(rec))
+            params = link_params(rec.kind, spec_from_record(rec))
         except StitchError:  # a record this version cannot read: the run's view says why
             return None
-    values, notes = read_link(kind, dict(params))
+        whole = rec.kind == kind
+    shared = {f.key for f in declared(kind) if f.role}
+    values, notes = read_link(kind, dict(params) if whole else {k: v for k, v in params.items() if k in shared})
     keys, own = dict(state_keys or {}), form_defaults(kind)
+    pickers = prefix if picker_prefix is None else picker_prefix
     for field in declared(kind):  # a link says the whole form: a field it leaves out is at today's default
         if field.key in values:
             if field.role == "model":
-                st.session_state[f"{prefix}pick_{field.key}"] = values[field.key]  # its picker (ui.pick_model)
-        elif (not field.role and field.key in own) or field.role == "dataset":  # data: the models' own
+                st.session_state[f"{pickers}pick_{field.key}"] = values[field.key]  # its picker (ui.pick_model)
+        elif whole and ((not field.role and field.key in own) or field.role == "dataset"):  # data: the models' own
             st.session_state[keys.get(field.key, prefix + field.key)] = own.get(field.key)
     for key, value in values.items():
         st.session_state[keys.get(key, prefix + key)] = value

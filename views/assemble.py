@@ -91,15 +91,13 @@ st.caption(
     "rescaling, Traft & Cheney); each network's accuracy is set against its cost (multiply-adds, the paper's "
     "unit; FLOPs = 2 per MAC)."
 )
-url_link = bool(st.query_params.get("run")) or any(f.key in st.query_params for f in declared(KIND))
-if url_link and (applied := spec_form.prefill(KIND, st.query_params.to_dict(), prefix=PREFIX,
-                                              state_keys=PICKERS)) is not None:
+if (applied := spec_form.from_link(KIND, prefix=PREFIX, state_keys=PICKERS)) is not None:
     for _key in CUTS.values():  # the link's cuts, whichever model was picked before; none: the model's default set
         st.session_state.pop(f"_asm_{_key}_ref", None)
         _cuts = st.session_state.pop(PREFIX + _key, None)
         if _key in applied:
             st.session_state[PREFIX + _key] = list(_cuts)  # a multiselect's list
-spec_form.show_link_notes(PREFIX, clear=not url_link)
+spec_form.show_link_notes(PREFIX, clear=not spec_form.linked(KIND))
 
 zoo = sorted(r.summary["ref"] for r in list_zoo_models(ui.get_store()))
 left, right = st.columns(2)

@@ -18,11 +18,10 @@ from stitchcore.errors import StitchError
 from stitchcore.experiments.field_words import field_words
 from stitchcore.experiments.lm import MODES
 from stitchcore.experiments.lm.fields import LM_TRAIN
-from stitchcore.experiments.zoo import ZooRecipe
 from stitchcore.lm.parts import lm_shape, merge_layout, stitch_layout
+from stitchcore.models.archs import arch_recipe_defaults
 from stitchcore.models.sources.zoo import list_zoo_models
 from stitchcore.params import declared, form_defaults
-from stitchcore.stitching.train import OPTIMIZERS
 from ui import spec_form
 from views import run_views
 
@@ -33,40 +32,25 @@ SCORING = ("eval_windows", "sample_tokens")  # beside the models' shapes
 MAIN = ("modes", "heads", "heatmap", "embed", "head", "kind", "init", "objective", "steps", "until", "start", "lr",
         "mlp_hidden")  # fmt: skip
 TRAIN = {f.key for f in LM_TRAIN}  # the adapter's training: unused by a depth sweep of merges alone
-
-
-def _fill_from_link(params: dict[str, str]) -> None:
-    """``?run=ID``'s spec, or a link's fields (of ``?experiment=KIND``, else of the experiment picked), into the
-    form once per URL; the experiment picker follows the link."""
-    if "run" in params:
-        rec = ui.get_store().lookup(params["run"])
-        kind = rec.kind if rec is not None else None
-    else:
-        kind = params.get("experiment") or KINDS[st.session_state.get("lm_kind", next(iter(KINDS)))]
-    applied = kind in KINDS.values() and spec_form.prefill(kind, params, prefix=f"{kind}_", state_keys=PICKERS)
-    if applied:
-        st.session_state["lm_kind"] = next(k for k, v in KINDS.items() if v == kind)
-        st.session_state.update({f"lm_pick_{role}": applied[role] for role in ("a", "b") if role in applied})
+TRAIN_GPT = ("seed", "optimizer", "epochs", "batch_size")  # the char-GPT recipe's fields drawn here
 
 
 def _train_form() -> None:
     """Train a char-GPT zoo recipe here (a background job), with how long it takes above the button."""
-    c, keep = st.columns(6), {"persist_state": "session"}
-    text = c[0].selectbox("Corpus", [*list_texts(), "file:…"], key="lm_train_text", **keep,
-                          help="pydoc works offline; tinyshakespeare downloads once")
-    path = c[1].text_input("Text file (for file:…)", placeholder="/path/to/text.txt", key="lm_train_path", **keep)
-    seed = c[2].number_input("Seed", 0, 10**6, 0, key="lm_train_seed", **keep)
-    optimizer = c[3].selectbox("Optimizer", OPTIMIZERS, index=1, key="lm_train_optimizer", **keep)
-    epochs = c[4].number_input("Epochs (50 steps each)", 1, 400, ZooRecipe().epochs, key="lm_train_epochs", **keep)
-    batch = c[5].number_input("Batch (windows a step)", 1, 1024, ZooRecipe().batch_size, key="lm_train_batch", **keep,
-                              help="64 by default; smaller trains faster and worse (a quick classroom model)")
+    c, own = st.columns([1, 2]), arch_recipe_defaults("gpt")
+    text = c[0].selectbox("Corpus", [*list_texts(), "file:…"], key="lm_train_text", persist_state="session",
+                          help="pydoc works offline; tinyshakespeare downloads once")  # fmt: skip
+    path = c[1].text_input("Text file (for file:…)", placeholder="/path/to/text.txt", key="lm_train_path",
+                           persist_state="session")  # fmt: skip
+    for key, value in own.items():  # a char-GPT's own training defaults (AdamW), then the zoo's
+        st.session_state.setdefault(f"lm_train_{key}", value)
+    values = spec_form.widgets("zoo", TRAIN_GPT, prefix="lm_train_")
     dataset, recipe = f"file:{path.strip()}" if text == "file:…" else text, None
     if dataset != "file:":
         try:
-            recipe = ZooRecipe(arch="gpt", dataset=dataset, seed=int(seed), optimizer=optimizer, epochs=int(epochs),
-                               batch_size=int(batch))
+            recipe = spec_form.spec_from_form("zoo", values, arch="gpt", dataset=dataset)
         except StitchError as exc:
-            ui.show_error(exc)
+            spec_form.show_refusal("zoo", exc, prefix="lm_train_")
     ui.show_estimate("zoo", recipe)
     why = None if recipe else ("type the text file's path" if dataset == "file:" else "the recipe has an error")
     if ui.launch_button("Train char-GPT", why, key="lm_train"):
@@ -155,9 +139,10 @@ st.caption("Join two GPTs between transformer blocks, by substituting B's blocks
            "is used: above 0 the joined model is worse (the GPT-2 report's (L_base − L) / L_base is this with the "
            "sign flipped).")
 params = st.query_params.to_dict()
-linked = any(k in params for k in ("run", "experiment", *(f.key for k in KINDS.values() for f in declared(k))))
-if linked:
-    _fill_from_link(params)
+_kind, applied = spec_form.from_link_any(KINDS.values(), KINDS[st.session_state.get("lm_kind", next(iter(KINDS)))],
+                                         state_keys=PICKERS, picker_prefix="lm_")  # fmt: skip
+if applied:  # the experiment picker follows the link
+    st.session_state["lm_kind"] = next(label for label, k in KINDS.items() if k == _kind)
 
 lm_refs = sorted(r.summary["ref"] for r in list_zoo_models(ui.get_store()) if r.summary.get("input_kind") == "tokens")
 # Open until the two models the page joins exist (the first one finishing must not fold it: a changed `expanded`
@@ -168,7 +153,7 @@ if len(lm_refs) < 2:
     st.info(("No char-GPTs trained yet: train two" if not lm_refs else "One char-GPT trained: train another") +
             " above (e.g. seeds 0 and 1), or type hf: refs (hf:gpt2, hf:/path/to/save_pretrained_dir) below.")
 kind = KINDS[st.radio("Experiment", list(KINDS), horizontal=True, key="lm_kind", persist_state="session")]
-url_notes = spec_form.show_link_notes(f"{kind}_", clear=not linked)
+url_notes = spec_form.show_link_notes(f"{kind}_", clear=not spec_form.linked(KINDS.values()))
 left, right = st.columns(2)
 with left:
     ref_a = ui.pick_model("a", lm_refs, 0, prefix="lm_")

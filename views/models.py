@@ -20,7 +20,7 @@ from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.preprocess import format_size, format_values
 from stitchcore.models.refs import check_store_ref, parse_ref, upload_ref
 from stitchcore.models.sources.zoo import list_zoo_models
-from stitchcore.params import declared, form_defaults
+from stitchcore.params import form_defaults
 from stitchcore.plots import runs as plots
 from stitchcore.stitching.evaluate import model_accuracy
 from stitchcore.store.uploads import UPLOAD_EXTS, save_upload
@@ -60,10 +60,8 @@ def _arch_defaults() -> None:
 def train_form() -> str | None:
     """The recipe form (a ``?run=`` of a zoo run, or a link's recipe fields, fill it); returns the id of the
     run submitted now, if one was."""
-    params = st.query_params.to_dict()
-    if "run" in params or any(f.key in params for f in declared(KIND)):
-        spec_form.prefill(KIND, params, prefix=PREFIX)
-    spec_form.show_link_notes(PREFIX, clear="run" not in params and not any(f.key in params for f in declared(KIND)))
+    spec_form.from_link(KIND, prefix=PREFIX)
+    spec_form.show_link_notes(PREFIX, clear=not spec_form.linked(KIND))
     archs = [a for a in list_archs() if arch_input_kind(a) == "image"]
     st.session_state.setdefault(PREFIX + "arch", DEFAULT.arch)
     st.session_state.setdefault(PREFIX + "dataset", DEFAULT.dataset)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import streamlit as st
 
 import ui
-from stitchcore.cuts import coarse_cuts
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.dataset_check import default_dataset
@@ -40,8 +39,6 @@ from views import run_views
 KIND, PREFIX = "matrix", "sim_"
 PICKERS = {"a": "sim_ref_a", "b": "sim_ref_b", "senders": "sim_cuts_a", "receivers": "sim_cuts_b"}  # their state
 
-CUT_SETS = ("all", "coarse", "choose")  # every block-level cut | a few spread over depth | picked by hand
-COARSE_CUTS = 6  # cuts per model in the coarse set
 RECIPES = ("custom", *MATRIX_PRESETS)  # the "Recipe" picker: a named preset fills the adapter and training fields
 RECIPE_WORDS = {"custom": "custom", "hernandez": "Hernandez et al. (the paper's)", "closed-form": "closed form (default)"}
 
@@ -71,32 +68,18 @@ def _show_run(run_id: str, cka_id: str | None) -> None:
         run_views.similarity_view(rec, key="sim")
 
 
-def _prefill(params: dict[str, str]) -> None:
-    """A link's matrix fields, or ``?run=ID``'s spec (a matrix, and the similarity run launched beside it; or a
-    similarity run alone), into the form, once per URL."""
-    rec = ui.get_store().lookup(params["run"]) if params.get("run") else None
-    if rec is not None and rec.kind == "similarity":
-        if st.session_state.get("_sim_prefilled_similarity") != rec.id:
-            st.session_state["_sim_prefilled_similarity"] = rec.id
-            try:
-                spec = spec_from_record(rec)
-            except StitchError:  # a record this version cannot read: the run's view below says why
-                return
-            _pair_state(spec.a, spec.b, spec.senders, spec.receivers, cut_set=True)
-            st.session_state.update(sim_dataset=spec.dataset, sim_cka=True, sim_measure=spec.measure)
-        return
-    applied = spec_form.prefill(KIND, params, prefix=PREFIX, state_keys=PICKERS)
-    if applied is None:
-        return
-    cuts = {role: st.session_state[PICKERS[role]] if role in applied else None for role in ("senders", "receivers")}
-    _pair_state(applied.get("a"), applied.get("b"), cuts["senders"], cuts["receivers"],
-                cut_set=rec is not None or any(c is not None for c in cuts.values()))  # fmt: skip
-    if rec is None:
-        return
+def _beside(params: dict[str, str]) -> None:
+    """``?run=``'s similarity measure into the form: the run's own (a similarity run alone), ``&cka=``'s, or the
+    similarity run launched with the matrix (opened from Results, a job link, a bare permalink)."""
+    store, rec = ui.get_store(), ui.get_store().lookup(params["run"])
     st.session_state["sim_recipe"] = "custom"
-    cka_id = params.get("cka")
-    # no &cka= (opened from Results, a job link, a bare permalink): the similarity run launched with the matrix
-    cka = ui.get_store().lookup(cka_id) if cka_id else similarity_beside(ui.get_store(), spec_from_record(rec), rec.created)
+    if params.get("cka") or rec.kind == "similarity":
+        cka = store.lookup(params.get("cka") or rec.id)
+    else:
+        try:
+            cka = similarity_beside(store, spec_from_record(rec), rec.created)
+        except StitchError:  # a record this version cannot read: its own view says why
+            cka = None
     st.session_state["sim_cka"] = cka is not None
     if cka is not None and cka.kind == "similarity":
         try:
@@ -105,57 +88,11 @@ def _prefill(params: dict[str, str]) -> None:
             pass
 
 
-def _pair_state(ref_a: str | None, ref_b: str | None, senders: tuple[str, ...] | None,
-                receivers: tuple[str, ...] | None, *, cut_set: bool) -> None:
-    """A link's or a run's models into the pickers and (``cut_set``) its cuts into the cut set: every cut, or
-    the cuts chosen (one side may still be every cut: its multiselect then holds all of that model's cuts)."""
-    for role, ref in (("a", ref_a), ("b", ref_b)):
-        if ref:
-            st.session_state.update({f"sim_pick_{role}": ref, f"sim_ref_{role}": ref})
-    if not cut_set:
-        return
-    chosen = senders is not None or receivers is not None
-    st.session_state["sim_cutset"] = "choose" if chosen else "all"
-    for role, cuts in (("a", senders), ("b", receivers)):
-        st.session_state.pop(f"_sim_every_{role}", None)
-        if chosen and cuts is not None:
-            st.session_state[f"sim_cuts_{role}"] = list(cuts)
-        elif chosen:  # every cut of whichever model the picker holds: the multiselect fills them in (_cut_set)
-            st.session_state[f"_sim_every_{role}"] = True
-
-
 def _apply_recipe() -> None:
     """The "Recipe" picker's callback: a named preset sets the mode, adapter, objective and controls' widgets."""
     name = st.session_state["sim_recipe"]
     if name in MATRIX_PRESETS:
         spec_form.fill(KIND, MATRIX_PRESETS[name], prefix=PREFIX)
-
-
-def _cut_set(ref: str, role: str, how: str) -> tuple[str, ...] | None:
-    """The cut names of one model for the chosen cut set (None = every cut, also when "choose" picks them
-    all, so the run is the same as "all"'s); a multiselect for "choose"."""
-    if how == "all":
-        return None
-    try:
-        cuts = ui.cuts_of(ref)
-    except StitchError as exc:
-        ui.show_error(exc)
-        return None
-    if how == "coarse":
-        return tuple(c.name for c in coarse_cuts(cuts, COARSE_CUTS))
-    names = [c.name for c in cuts]
-    key = f"sim_cuts_{role}"
-    if st.session_state.pop(f"_sim_every_{role}", False):  # a link or a run that chose the other side's cuts
-        st.session_state[key] = names
-    elif key in st.session_state:
-        st.session_state[key] = [n for n in st.session_state[key] if n in names]
-    else:
-        st.session_state[key] = [c.name for c in coarse_cuts(cuts, COARSE_CUTS)]
-    label = "Sender cuts of A (rows)" if role == "a" else "Receiver cuts of B (columns)"
-    picked = set(st.multiselect(label, names, key=key, persist_state="session"))
-    if picked == set(names):
-        return None
-    return tuple(n for n in names if n in picked)  # execution order, whatever the click order
 
 
 def _loaded(ref_a: str | None, ref_b: str | None) -> dict[str, LoadedModel] | None:
@@ -172,11 +109,12 @@ def _loaded(ref_a: str | None, ref_b: str | None) -> dict[str, LoadedModel] | No
     return models
 
 
-url_run = st.query_params.get("run")
-url_fields = any(f.key in st.query_params for f in declared(KIND))
-if url_run or url_fields:
-    _prefill(st.query_params.to_dict())
-url_notes = spec_form.show_link_notes(PREFIX, clear=not (url_run or url_fields))
+applied = spec_form.from_link(KIND, prefix=PREFIX, state_keys=PICKERS, related=("similarity",))
+if applied is not None:  # a new URL: its cut set, and for a run its similarity measure
+    ui.hold_cut_set(PREFIX, applied, from_run="run" in st.query_params)
+    if "run" in st.query_params:
+        _beside(st.query_params.to_dict())
+url_notes = spec_form.show_link_notes(PREFIX, clear=not spec_form.linked(KIND))
 for _key, _value in {"sim_mode": form_defaults(KIND)["mode"], "sim_cka": True, "sim_cutset": "all",
                      "sim_measure": "cka-linear", "sim_recipe": "custom"}.items():
     st.session_state.setdefault(_key, _value)  # widgets take their values from here, never twice (the form's: its own)
@@ -185,12 +123,8 @@ left, right = st.columns(2)
 with left:
     ref_a = ui.pick_model("a", zoo, 0, prefix="sim_")
     ref_b = ui.pick_model("b", zoo, 1, prefix="sim_")
-    cut_set = st.radio("Cuts", CUT_SETS, horizontal=True, key="sim_cutset", persist_state="session",
-                       format_func={"all": "all (fine)", "coarse": f"coarse (≤{COARSE_CUTS} each)",
-                                    "choose": "choose…"}.get,
-                       help="all: every block-level cut; coarse: a few spread over depth; choose: pick them")
-    senders = _cut_set(ref_a, "a", cut_set) if ref_a else None
-    receivers = _cut_set(ref_b, "b", cut_set) if ref_b else None
+    cut_names = ui.pick_cut_set(PREFIX, {"a": ref_a, "b": ref_b})  # None: "choose" left a side empty
+    senders, receivers = cut_names or (None, None)
 with right:
     st.selectbox("Recipe", RECIPES, key="sim_recipe", format_func=RECIPE_WORDS.get, on_change=_apply_recipe,
                  help="a named recipe fills mode, adapter and objective below; Hernandez et al.: a 1x1-conv "
@@ -229,7 +163,7 @@ with right:
 specs = None
 if models is None:
     why_not = "pick models A and B" if not (ref_a and ref_b) else "a model could not be loaded (above)"
-elif cut_set == "choose" and (senders == () or receivers == ()):
+elif cut_names is None:
     why_not = "choose at least one cut of A and one of B"
 if why_not is None:
     try:

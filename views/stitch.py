@@ -18,7 +18,7 @@ from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.dataset_check import default_dataset
 from stitchcore.experiments.stitch import StitchSpec
 from stitchcore.models.sources.zoo import list_zoo_models
-from stitchcore.params import declared, spec_fields
+from stitchcore.params import spec_fields
 from stitchcore.stitching.adapters import AdapterSpec, compatibility, list_adapters
 from ui import spec_form
 from ui.text import quoted
@@ -84,12 +84,11 @@ def _no_receiver_advice(sender: Cut, cuts_a: list[Cut], cuts_b: list[Cut], adapt
 ui.page_setup("Stitch")
 st.title("Stitch two models")
 url_run = st.query_params.get("run")
-if (url_run or any(f.key in st.query_params for f in declared(KIND))) and spec_form.prefill(
-        KIND, st.query_params.to_dict(), state_keys=PICKERS) is not None:
+if spec_form.from_link(KIND, state_keys=PICKERS) is not None:
     for _key in ("cut_a", "cut_b", "head_cut"):  # a new URL: the cut notes of the last one are gone
         st.session_state.pop(f"_alias_{_key}", None)
         st.session_state.pop(f"_unknown_{_key}", None)
-url_notes = spec_form.show_link_notes(clear=not (url_run or any(f.key in st.query_params for f in declared(KIND))))
+url_notes = spec_form.show_link_notes(clear=not spec_form.linked(KIND))
 
 zoo = sorted(r.summary["ref"] for r in list_zoo_models(ui.get_store()))
 if not zoo:

@@ -129,18 +129,16 @@ def _spec(form: dict, adapter: str, **given: object) -> object:
     return spec_form.spec_from_form(KIND, values, adapter=spec, epochs=epochs, **given)
 
 
-url_run = st.query_params.get("run")
 url_fields = any(f.key in st.query_params for f in declared(KIND))
-if url_run or url_fields:
-    if spec_form.prefill(KIND, st.query_params.to_dict(), prefix=PREFIX, state_keys=PICKERS) is not None:
-        _adapter_recipe()
-else:
+if spec_form.from_link(KIND, prefix=PREFIX, state_keys=PICKERS) is not None:
+    _adapter_recipe()
+elif not spec_form.linked(KIND):
     st.session_state.pop("_tr_adapter_note", None)
 for _key, _value in STARTING.items():
     st.session_state.setdefault(_key, _value)  # widgets take their values from here, never twice
 
 with st.expander("Your own sweep", expanded=url_fields or not st.query_params.to_dict()):
-    spec_form.show_link_notes(PREFIX, clear=not (url_run or url_fields))
+    spec_form.show_link_notes(PREFIX, clear=not spec_form.linked(KIND))
     form = spec_form.widgets(KIND, ("metrics", "train_data"), per_row=2, prefix=PREFIX)
     c = st.columns([2, 3])
     adapter = c[0].selectbox("Adapter", list(links.SWEEP_ADAPTERS), key="tr_adapter", persist_state="session")

@@ -85,9 +85,10 @@ _BY_KIND: dict[str, dict[str, FieldWords]] = {
         "dataset": _W("Dataset", "the training and test data"),
         "seed": _W("Random seed", "the starting weights and the order of the training images: another seed "
                    "trains another network of the same recipe"),
-        "epochs": _W("Training epochs", "passes over the training images (a vit or swin: 40 unless given)"),
-        "optimizer": _W("Optimizer", "sgd (momentum 0.9) or adamw (cosine schedule to 0); a vit or swin: adamw "
-                        "unless given"),
+        "epochs": _W("Training epochs", "passes over the training images (a vit or swin: 40 unless given; a "
+                                         "char-GPT: 50 steps of text windows each)"),
+        "optimizer": _W("Optimizer", "sgd (momentum 0.9) or adamw (cosine schedule to 0); a vit, swin or gpt: "
+                        "adamw unless given"),
         "lr": _W("Learning rate", "the optimizer's step size; empty: 0.05 for sgd, 2e-3 for adamw"),
         "momentum": _W("Momentum", "sgd only: how much of the last step carries into the next"),
         "weight_decay": _W("Weight decay", "pulls the weights towards 0; empty: 5e-4 for sgd, 0.05 for adamw"),

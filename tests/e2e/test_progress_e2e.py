@@ -39,8 +39,13 @@ def _metric(page, label: str) -> str:
     return box.locator('[data-testid="stMetricValue"]').inner_text()
 
 
+def _train_section(page):
+    """The Language page's train form (its labels are the zoo recipe's own: other forms on the page share them)."""
+    return page.locator('[data-testid="stExpander"]', has_text="Train a character-level GPT here")
+
+
 def _number(page, label: str, value: int) -> None:
-    box = page.get_by_label(label, exact=True)
+    box = _train_section(page).get_by_label(label, exact=True)
     box.fill(str(value))
     box.press("Enter")
     page.wait_for_timeout(1000)  # the rerun starts
@@ -49,10 +54,10 @@ def _number(page, label: str, value: int) -> None:
 
 def _train_form(page, seed: int, epochs: int, batch: int) -> None:
     """Fill in the Language page's train form (open while no char-GPT exists) and wait for its estimate."""
-    page.get_by_label("Seed", exact=True).wait_for(state="visible")
-    _number(page, "Seed", seed)
-    _number(page, "Epochs (50 steps each)", epochs)
-    _number(page, "Batch (windows a step)", batch)
+    _train_section(page).get_by_label("Random seed", exact=True).wait_for(state="visible")
+    _number(page, "Random seed", seed)
+    _number(page, "Training epochs", epochs)
+    _number(page, "Batch size", batch)
     page.wait_for_function(ESTIMATED, timeout=SLOW)  # this recipe timed in the background, then shown
     page.wait_for_function(IDLE, timeout=60_000)
 
@@ -101,10 +106,10 @@ def test_language_page_lists_a_char_gpt_that_finished_without_a_reload(lm_url, p
     page.wait_for_timeout(1000)  # (a section folded by that rerun is folded by now)
     section = main.locator('[data-testid="stExpander"]', has_text="Train a character-level GPT here").locator("details")
     assert section.get_attribute("open") is not None  # still open: the page joins two models, one exists
-    assert page.get_by_label("Batch (windows a step)", exact=True).input_value() == "2"  # the form kept its values
+    assert _train_section(page).get_by_label("Batch size", exact=True).input_value() == "2"  # the form kept its values
     _shot(page, "one-of-two", at=section)
 
-    _number(page, "Seed", 12)  # the second model: once it is listed, the section folds
+    _number(page, "Random seed", 12)  # the second model: once it is listed, the section folds
     page.wait_for_function(ESTIMATED, timeout=SLOW)
     page.get_by_role("button", name="Train char-GPT").click()
     main.get_by_text("One char-GPT trained").wait_for(state="detached", timeout=SLOW)  # the rerun that lists it

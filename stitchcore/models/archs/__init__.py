@@ -91,10 +91,10 @@ def arch_input_kind(name: str) -> str:
 
 def arch_recipe_defaults(name: str) -> dict[str, Any]:
     """Training defaults architecture ``name`` needs beyond the zoo recipe's (the CLI and the Models page
-    start from them; a recipe stays explicit, so run ids never depend on them).
+    start from them, the Language page's char-GPT form too; a recipe stays explicit, so run ids never depend on them).
 
-    >>> arch_recipe_defaults("vit"), arch_recipe_defaults("cnn")
-    ({'optimizer': 'adamw', 'epochs': 40}, {})
+    >>> arch_recipe_defaults("vit"), arch_recipe_defaults("gpt"), arch_recipe_defaults("cnn")
+    ({'optimizer': 'adamw', 'epochs': 40}, {'optimizer': 'adamw'}, {})
     """
     return dict(getattr(_arch_class(name), "recipe_defaults", {}))
 

@@ -110,6 +110,7 @@ class GPT(nn.Module):
 
     config_cls = GPTConfig
     input_kind = "tokens"
+    recipe_defaults = {"optimizer": "adamw"}  # the GPT-2 report's recipe; SGD seeds are the comparison (DESIGN)
 
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
