@@ -465,10 +465,11 @@ def held_fields(spec: Any) -> tuple[str, ...]:
     return tuple(held()) if callable(held) else ()
 
 
-def link_params(kind: str, spec: Any) -> dict[str, str]:
+def link_params(kind: str, spec: Any, *, explicit: Iterable[str] = ()) -> dict[str, str]:
     """A spec as link parameters: its models and cuts, and every other declared field whose value is not
     today's default (a run stored before a field existed says its old value: ``val_fraction=0.0``) and that
-    the spec does not hold whatever is given (:func:`held_fields`).
+    the spec does not hold whatever is given (:func:`held_fields`); the keys in ``explicit`` are written even
+    at today's default (a matrix cell's adapter: the link keeps its meaning when a default changes).
 
     >>> import stitchcore.experiments
     >>> s = build_spec("stitch", {"a": "zoo:x", "b": "zoo:y", "cut_a": "fc1", "cut_b": "fc1", "epochs": 3})
@@ -476,8 +477,9 @@ def link_params(kind: str, spec: Any) -> dict[str, str]:
     {'a': 'zoo:x', 'b': 'zoo:y', 'cut_a': 'fc1', 'cut_b': 'fc1', 'epochs': '3'}
     """
     own, out, fields, held = form_defaults(kind), {}, {f.key: f for f in declared(kind)}, held_fields(spec)
+    always = {*ALWAYS, *explicit}
     for key, value in form_values(kind, spec).items():
-        if value is None or fields[key].name in held or (key not in ALWAYS and key in own and value == own[key]):
+        if value is None or fields[key].name in held or (key not in always and key in own and value == own[key]):
             continue
         out[key] = fields[key].text(value)
     return out

@@ -156,6 +156,25 @@ def run_view(run_id: str, *, key: str = "run", cards: Mapping[str, Card] | None 
     return snap
 
 
+def live_run(run_id: str, key: str, body: Callable[[JobSnapshot], None], *, also: tuple[str | None, ...] = (),
+             **header: Any) -> None:  # fmt: skip
+    """A kind's live view: its header (``header``: :func:`run_header`'s options) and ``body(now)``, redrawn while
+    the run (or one in ``also``: a similarity run beside a matrix) is active; its downloads once it has ended."""
+    runner = get_runner()
+    snap = runner.get(run_id)
+
+    @live_while_running(run_id, *also)
+    def live() -> None:
+        now = runner.get(run_id) or snap
+        run_header(now, key, **header)
+        body(now)
+
+    live()
+    final = runner.get(run_id)
+    if final is not None and final.is_final:
+        run_downloads(final, key)
+
+
 def progress_text(snap: JobSnapshot, what: str | None = None) -> str:
     """A progress bar's text: ``what`` (default: the job's message) · 42% · about 1 min 10 s left; the time
     left only once the job's progress rate means something (see JobSnapshot.eta_seconds)."""

@@ -177,7 +177,9 @@ def _half(value: float, lo_hi: Any) -> str:
 def _text(kind: str, s: dict[str, Any], cached: bool, seconds: float) -> str:
     """The terminal text of a run: a loss-penalty table over depth, or one layout and its losses; each number
     with its 95% interval where the run stored one (over the validation windows: [lo, hi], or ± half its width
-    in the depth table)."""
+    in the depth table); a stitch's or a depth sweep's last line says how its adapters were trained."""
+    from stitchcore.experiments.lm.words import training_words
+
     when = took(cached, seconds)
     a, b = s["base"]["a"], s["base"]["b"]
     base = f"A loss {a['loss']:.4f}{_ci(a.get('loss_ci'))}  B loss {b['loss']:.4f}{_ci(b.get('loss_ci'))}"
@@ -195,10 +197,13 @@ def _text(kind: str, s: dict[str, Any], cached: bool, seconds: float) -> str:
             lines.append(f"{what}: skipped, {why}")
         spread = "; ± half the 95% interval over the windows" if any("±" in t for v in curves.values()
                                                                       for t in v.values()) else ""
-        return "\n".join([*lines, f"{base}  loss_penalty = (L_base - L)/L_base, negative = worse{spread} ({when})"])
+        lines.append(f"{base}  loss_penalty = (L_base - L)/L_base, negative = worse{spread} ({when})")
+        trained = training_words(s) if s.get("mode") == "depth" else ""
+        return "\n".join([*lines, trained] if trained else lines)
     layout = " ".join(s["layout"])
-    return (f"{layout}\nloss {s['loss']:.4f}{_ci(s.get('loss_ci'))}  {base}  loss_penalty {s['loss_penalty']:+.4f}"
+    text = (f"{layout}\nloss {s['loss']:.4f}{_ci(s.get('loss_ci'))}  {base}  loss_penalty {s['loss_penalty']:+.4f}"
             f"{_ci(s.get('loss_penalty_ci'), '+')} (base {s['penalty_base'].upper()})  ({when})")
+    return f"{text}\n{training_words(s)}" if kind == "lmstitch" else text
 
 
 def _cmd_merge(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:

@@ -49,8 +49,16 @@ from stitchcore.experiments._spec import (
 )
 from stitchcore.experiments.dataset_check import check_head_classes, load_pair, pair_dataset
 from stitchcore.experiments.estimate import (
-    Estimate, EstimateContext, calibrated, estimate_from, full_forward, image_counts, ms, pair_units,
+    Estimate,
+    EstimateContext,
+    calibrated,
+    estimate_from,
+    full_forward,
+    image_counts,
+    ms,
+    pair_units,
 )  # fmt: skip
+from stitchcore.experiments.stitch_words import NOISE_SENDER_WORDS, noise_sender_words
 from stitchcore.measures.intervals import grouped_mean_ci, mean_ci, paired_difference_ci, seed_spread
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.stitching.activations import OnDemand, collect, memory_budget_bytes
@@ -69,12 +77,6 @@ log = logging.getLogger(__name__)
 ADAPTER_WEIGHTS = "adapter.safetensors"
 EVAL_BATCH = 256
 KEEPS = ("last", "best")  # which epoch's adapter a run keeps (best: on the validation split)
-# What the noise-sender control is, in one line (the Stitch card says it; the sweep's view says the same)
-NOISE_SENDER_WORDS = ("a sender of class-clustered noise (A's activation shape and scale, nothing of the image but "
-                      "its label) through the same adapter and training: a stitch that does no better is not "
-                      "evidence about A's layers")
-
-
 @dataclass(frozen=True)
 class _Trained:
     """One seed's adapter and its scores on the test images."""
@@ -306,28 +308,6 @@ def _noise_summary(run: _Trained | None, stitched: ClassifierScore, base: Classi
         "margin_ci": list(paired_difference_ci(stitched.correct, got.correct, seed=seed)),
         "start_accuracy": run.start["accuracy"],  # before training (the closed-form fit from noise, or the init)
     }
-
-
-def noise_sender_words(summary: dict[str, Any]) -> str | None:
-    """The noise-sender control of a stitch summary in one line: what it is, its accuracy, and whether the stitch
-    beats it (the paired 95% interval of stitched − noise above 0); None for a run without it.
-
-    >>> s = {"controls": {"noise_sender": {"accuracy": 0.9, "accuracy_ci": [0.85, 0.94], "margin": 0.07,
-    ...                                    "margin_ci": [0.04, 0.1]}}}
-    >>> noise_sender_words(s).split(". ", 1)[1]
-    'It reached 90.0% [85.0%, 94.0%]; stitched − noise = +7.0 points [+4.0, +10.0], paired over the same test images: the stitch beats it.'
-    """
-    noise = (summary.get("controls") or {}).get("noise_sender")
-    if not noise:
-        return None
-    head = f"Noise sender: {NOISE_SENDER_WORDS}."
-    if "skipped" in noise:
-        return f"{head} Skipped: {noise['skipped']}."
-    lo, hi = noise["margin_ci"]
-    verdict = "beats it" if lo > 0 else "does worse than it" if hi < 0 else "does not beat it (the interval reaches 0)"
-    return (f"{head} It reached {noise['accuracy']:.1%} [{noise['accuracy_ci'][0]:.1%}, {noise['accuracy_ci'][1]:.1%}]"
-            f"; stitched − noise = {100 * noise['margin']:+.1f} points [{100 * lo:+.1f}, {100 * hi:+.1f}], paired over "
-            f"the same test images: the stitch {verdict}.")
 
 
 def stitch_cuts(spec: StitchSpec, store: Any) -> tuple[Cut, Cut]:

@@ -36,7 +36,7 @@ from stitchcore.experiments.stitch import KEEPS, StitchSpec
 from stitchcore.params import Field, declare
 from stitchcore.stitching.train import parse_objective
 
-__all__ = ["OBJECTIVES", "STITCH_FIELDS"]
+__all__ = ["ADAPTER_KEYS", "OBJECTIVES", "STITCH_FIELDS"]
 
 OBJECTIVES = ("task", "match", "kd", "task+0.5*kd")  # offered; any sum parse_objective reads is taken
 
@@ -72,3 +72,5 @@ STITCH_FIELDS = declare("stitch", [
     Field("head_cut", str, role="cut"),
     DATASET,
 ], spec=StitchSpec)  # fmt: skip
+# a stitch's adapter by link key: what a matrix or assembly cell's link writes even at today's defaults
+ADAPTER_KEYS = tuple(f.key for f in STITCH_FIELDS if f.name.startswith("adapter."))

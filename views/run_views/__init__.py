@@ -7,13 +7,13 @@ registered kind (tests/test_kinds.py checks it); stitch and zoo runs are ``ui.ru
 card (:data:`CARDS`), which the Stitch and Models pages pass to it too.
 Stored results are read only through the experiment modules' readers (``matrix_state``,
 ``partial_positions``, ``partial_points``, ``spec_from_record``) and drawn with ``stitchcore.plots``.
-Every view is a fragment that redraws while its run is active (``ui.live_while_running``), with
+Every view is ``ui.live_run``: its header and a body that redraw while the run is active, with
 its downloads under it once the run has ended (``ui.run_downloads``: metrics CSV, JSON, "Download bundle"
 as ``runs export``, "Download report" as ``runs report``).  The heat-map panels and the report share
 ``stitchcore.report.figures``.
 
 The views live by kind: :mod:`.cards` (stitch and zoo), :mod:`.similarity`, :mod:`.matrix`, :mod:`.assemble`,
-:mod:`.sweep` and :mod:`.lm` (merge, lmstitch, lmdepth), each over :mod:`._shared` (the downloads, a heat-map
+:mod:`.sweep` and :mod:`.lm` (merge, lmstitch, lmdepth), the heat-map views over :mod:`._shared` (a heat-map
 panel); this package re-exports their views and holds what spans every kind (:data:`VIEWS`,
 :func:`run_panel`, :func:`open_on_page`).
 """

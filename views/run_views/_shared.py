@@ -1,9 +1,6 @@
-"""What every kind's view shares: its downloads once the run has ended, and a heat-map panel drawn.
-
-Each view draws its run in a fragment that redraws while the run is active (``ui.live_while_running``), then
-:func:`_downloads` under it (``ui.run_downloads``: metrics CSV, JSON, "Download bundle" as ``runs export``,
-"Download report" as ``runs report``).  :func:`_draw` is one heat-map panel of ``stitchcore.report.figures``
-(the similarity and matrix views) with its numbers as a CSV download.
+"""What the heat-map views share: :func:`_draw`, one heat-map panel of ``stitchcore.report.figures`` (the
+similarity and matrix views) with its numbers as a CSV download.  (Each view's header, live redraw and
+downloads are ``ui.live_run``.)
 """
 
 from __future__ import annotations
@@ -12,7 +9,6 @@ from typing import Any
 
 import ui
 from stitchcore.report.figures import HeatPanel, panel_figure
-from stitchcore.store.results import RunRecord
 from ui.text import strip_tags
 
 
@@ -32,10 +28,3 @@ def _draw(panel: HeatPanel, where: Any, *, key: str, run_id: str, skipped: dict 
         icon=":material/download:", key=f"{key}-csv-{panel.csv_name}-{run_id}", on_click="ignore",
     )  # fmt: skip
     return event
-
-
-def _downloads(rec: RunRecord, key: str) -> None:
-    """The run's downloads (metrics CSV, JSON, bundle, report: ``ui.run_downloads``) once it has ended."""
-    snap = ui.get_runner().get(rec.id)
-    if snap is not None and snap.is_final:
-        ui.run_downloads(snap, key)

@@ -10,38 +10,25 @@ import streamlit as st
 
 import ui
 from stitchcore.experiments import spec_from_record
-from stitchcore.experiments.assemble import AssembleSpec, assembled_cells, pareto_front, recipe_name
+from stitchcore.experiments.assemble import assembled_cells, pareto_front, recipe_name
+from stitchcore.experiments.stitch_fields import ADAPTER_KEYS
 from stitchcore.measures.meaning import colorbar_title
+from stitchcore.params import link_params
 from stitchcore.plots import assemble as plots_assemble
 from stitchcore.stitching.adapters import NO_DOWNSAMPLE
 from stitchcore.store.results import RunRecord
-from views.run_views._shared import _downloads
 
 __all__ = ["assemble_view"]
-
-
-def _assemble_stitch_params(spec: AssembleSpec, cell: dict) -> dict[str, str]:
-    """Stitch-page query parameters for one assembled network: its cuts, adapter recipe and training."""
-    return {"a": spec.a, "b": spec.b, "cut_a": cell["sender"], "cut_b": cell["receiver"], "kind": cell["adapter"],
-            "norm": cell["norm"], "resample": cell["resample"], "init": "random", "optimizer": spec.optimizer,
-            "lr": str(spec.lr), "epochs": str(spec.epochs), "batch_size": str(spec.batch_size),
-            "val_fraction": "0.0",  # assemble trains on every train image
-            **({"dataset": spec.dataset} if spec.dataset else {})}  # fmt: skip
 
 
 def assemble_view(rec: RunRecord, *, key: str) -> None:
     """An assemble run: accuracy against FLOPs with the Pareto front and A and B (a click on a point opens that
     network on the Stitch page), a heat map per recipe over (sender, receiver), the recipes compared; filling in
     sender by sender while it runs."""
-    runner = ui.get_runner()
-    snap = runner.get(rec.id)
     spec = spec_from_record(rec)
     run_id = rec.id
 
-    @ui.live_while_running(run_id)
-    def live() -> None:
-        now = runner.get(run_id) or snap
-        ui.run_header(now, key, kept="Finished cells are kept below, and a re-launch resumes from them.")
+    def body(now) -> None:
         s = now.summary if now.state == "done" else None
         cells = s["cells"] if s else assembled_cells(ui.get_store(), run_id)
         if not cells:
@@ -58,7 +45,7 @@ def assemble_view(rec: RunRecord, *, key: str) -> None:
             if isinstance(index, list):
                 index = index[0] if index else None
             if isinstance(index, int) and 0 <= index < len(cells):
-                st.switch_page(ui.page_file("stitch"), query_params=_assemble_stitch_params(spec, cells[index]))
+                st.switch_page(ui.page_file("stitch"), query_params=link_params("stitch", spec.cell_stitch(cells[index]), explicit=ADAPTER_KEYS))
         no_front = plots_assemble.front_words(len(cells), base, front)
         front_text = (f". {no_front} " if no_front else
                       "; dotted = the Pareto front (no network is both more accurate and cheaper). ")  # fmt: skip
@@ -100,5 +87,4 @@ def assemble_view(rec: RunRecord, *, key: str) -> None:
                 f"B alone {b['accuracy']:.3f} at {b['flops'] / 2e6:.2f}M MACs ({b['flops'] / 1e6:.2f}M FLOPs). "
                 f"Evaluated on {s['dataset']} ({s['n_test']} test images; adapters trained on {s['n_train']})."))
 
-    live()
-    _downloads(rec, key)
+    ui.live_run(run_id, key, body, kept="Finished cells are kept below, and a re-launch resumes from them.")

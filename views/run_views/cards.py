@@ -11,11 +11,10 @@ from typing import Any
 import streamlit as st
 
 import ui
-from stitchcore.experiments.stitch import noise_sender_words as stitch_noise_words
-from stitchcore.measures.intervals import seed_note
+from stitchcore.experiments.stitch_words import summary_notes
 from stitchcore.measures.meaning import explain
 from stitchcore.plots import runs as plots
-from stitchcore.plots.penalty import format_pts, interval_words, penalty_pts
+from stitchcore.plots.penalty import format_pts, penalty_pts
 from stitchcore.store.results import RunRecord
 from stitchcore.timewords import duration_words
 
@@ -40,41 +39,8 @@ def stitch_card(s: dict[str, Any], key: str) -> None:
     c[2].metric(f"Penalty ({ui.plain(base_role)} − stitched)", format_pts(penalty_pts(s["penalty"])),
                 help=explain("penalty"))
     c[3].metric("Time", duration_words(s.get("seconds")))
-    if s.get("accuracy_ci"):  # runs stored before intervals have none
-        base_ci = s.get("base_ci", {})
-        st.caption(ui.plain(
-            f"95% intervals over the {s.get('n_test', '?')} test images (exact for accuracies, paired bootstrap "
-            f"for the penalty): stitched "
-            f"{interval_words(s['accuracy_ci'], 'accuracy')} · A {interval_words(base_ci.get('a'), 'accuracy')} · "
-            f"B {interval_words(base_ci.get('b'), 'accuracy')} · penalty {interval_words(s.get('penalty_ci'), 'penalty')}"
-            f" (paired: {base_role} and the stitched model scored on the same images)"
-        ))
-    if s.get("seeds"):  # the spread over adapter trainings: training noise on top of the test images'
-        sd = s["seeds"]
-        st.caption(ui.plain(
-            f"Across {len(sd['seed'])} seeds ({', '.join(map(str, sd['seed']))}; the numbers above are seed "
-            f"{sd['seed'][0]}'s): stitched {sd['accuracy_mean']:.1%} ({interval_words(sd['accuracy_ci'], 'accuracy')}) "
-            f"· penalty {format_pts(penalty_pts(sd['penalty_mean']))} ({interval_words(sd['penalty_ci'], 'penalty')})"
-            + (f" · {seed_note(len(sd['seed']))}" if seed_note(len(sd["seed"])) else
-               " · 95% Student-t intervals of the mean over seeds")
-        ))
-    noise_words = stitch_noise_words(s)
-    if noise_words:
-        st.caption(ui.plain(noise_words))
-    if s.get("n_val") and "history" in s and not s["history"]:  # 0 epochs: the adapter's start, no curve
-        st.caption("0 training epochs: the adapter is its start (e.g. the least-squares fit), never trained, so "
-                   "there is no training curve")  # fmt: skip
-    elif s.get("n_val"):
-        kept = f" · kept the adapter of epoch {s['kept_epoch']} (best validation accuracy)" if "kept_epoch" in s else ""
-        st.caption(f"{s['n_val']} training images held out as validation: the curve below is on them, the "
-                   f"numbers above on the {s.get('n_test', '?')} test images{kept}")
-    resid = s.get("lstsq_residual")
-    st.caption(ui.plain(
-        f"Adapter: {s['params']:,} parameters · {s['flops']:,} FLOPs per example"
-        + (f" · lstsq residual {resid:.3f}" if resid is not None else "")
-        + f" · A[{s['cut_a']['name']}] {tuple(s['cut_a']['shape'])} → B[{s['cut_b']['name']}]"
-        f" {tuple(s['cut_b']['shape'])} · {s.get('n_train', '?')} train / {s.get('n_test', '?')} test images"
-    ))  # a bundle's cut names are text
+    for note in summary_notes(s):  # a bundle's cut names are text
+        st.caption(ui.plain(note))
     left, right = st.columns(2)
     ui.chart(left, plots.accuracy_bars(s), key=f"{key}-acc", file_name="accuracy.csv")
     ui.chart(right, plots.per_class_bars(s), key=f"{key}-pc", file_name="per-class.csv")

@@ -10,6 +10,7 @@ import streamlit as st
 
 import ui
 from stitchcore.experiments.lm import labelled_points, partial_points
+from stitchcore.experiments.lm.words import data_words, interval_note, training_words
 from stitchcore.measures.meaning import colorbar_title, explain
 from stitchcore.plots import lm as plots_lm
 from stitchcore.plots import runs as plots
@@ -17,7 +18,6 @@ from stitchcore.plots.penalty import LM_PAPER_NOTE, format_pct, interval_words, 
 from stitchcore.report.figures import PENALTY_WORDS
 from stitchcore.store.results import RunRecord
 from stitchcore.timewords import duration_words
-from views.run_views._shared import _downloads
 
 __all__ = ["lm_view"]
 
@@ -25,14 +25,9 @@ __all__ = ["lm_view"]
 def lm_view(rec: RunRecord, *, key: str) -> None:
     """A merge, lmstitch or lmdepth run: loss cards, loss bars or penalty vs depth (filling in while it
     runs), the adapter's training loss, the (i, j) heat map and the samples."""
-    runner = ui.get_runner()
-    snap = runner.get(rec.id)
     run_id = rec.id
 
-    @ui.live_while_running(run_id)
-    def live() -> None:
-        now = runner.get(run_id) or snap
-        ui.run_header(now, key)
+    def body(now) -> None:
         s = now.summary if now.state == "done" else {}
         if s:
             _lm_cards(s, now.kind)
@@ -59,8 +54,7 @@ def lm_view(rec: RunRecord, *, key: str) -> None:
         if s.get("samples"):
             _lm_samples(s)
 
-    live()
-    _downloads(rec, key)
+    ui.live_run(run_id, key, body)
 
 
 def _lm_cards(s: dict, kind: str) -> None:
@@ -90,49 +84,12 @@ def _lm_cards(s: dict, kind: str) -> None:
         c[3].metric("Time", duration_words(s.get("seconds")))
         for what, why in (s.get("skipped") or {}).items():
             st.caption(ui.plain(f"{what}: skipped, {why}"))
-        st.caption(ui.plain(_lm_training_words(s)))
+        st.caption(ui.plain(training_words(s)))
     if kind == "lmstitch":
-        st.caption(ui.plain(_lm_training_words(s)))
-    if base["a"].get("loss_ci"):  # runs stored before intervals have none
-        n = s["eval_tokens"] // s["block_size"]  # windows
-        if kind == "lmdepth":
-            st.caption(f"Error bars: 95% intervals over the {n} validation windows (bootstrap); each penalty is "
-                       "paired with its base model's loss on the same windows.")
-        else:
-            st.caption(
-                f"95% intervals over the {n} validation windows (bootstrap): A [{interval_words(base['a']['loss_ci'], 'loss')}]"
-                f" · B [{interval_words(base['b'].get('loss_ci'), 'loss')}] · {joined} "
-                f"[{interval_words(s.get('loss_ci'), 'loss')}] · loss penalty "
-                f"[{interval_words(s.get('loss_penalty_ci'), 'loss_penalty')}] (paired: the base and the {joined} "
-                "model scored on the same windows)")
-    st.caption(ui.plain(f"{s['eval_tokens']:,} validation tokens of {s['text']} ({s['vocab']}) · context "
-                        f"{s['block_size']} · loss in nats per token"))
-
-
-def _lm_training_words(s: dict) -> str:
-    """How the run's adapters were trained and which embeddings its merges read, in words."""
-    if s.get("mode") == "depth":
-        embed = {"tied": "the embeddings tied to the head used (head B: B's wte, wpe)", "b": "B's embeddings"}.get(
-            s.get("embed", "a"), "A's embeddings (whichever head)")
-        stitched = [p for p in s["points"] if p.get("mode") == "stitch"]
-        held = [p["held_out"] for p in stitched if p.get("held_out")]
-        merged = any(p.get("mode") == "merge" for p in s["points"])
-        words = " ".join(([f"Merges read {embed}."] if merged else []) + (["Stitches read A's embeddings."]
-                                                                            if stitched else []))
-        if held:
-            stopped = sum(h["converged"] for h in held)
-            words += (f" Adapters trained until the held-out train loss stopped improving ({stopped} of {len(held)} "
-                      f"stopped before the cap; steps kept: {', '.join(str(h['best_step']) for h in held)}).")
-        elif stitched:
-            words += " Adapters trained a fixed number of steps (stored before training to convergence)."
-        return words
-    held = s.get("held_out")
-    start = f"started from {s['start_from']}" if s.get("start_from") else "started from its init"
-    if not held:
-        return f"Adapter {start}, trained {s.get('steps')} steps."
-    how = "stopped: no held-out improvement" if held["converged"] else "hit the step cap"
-    return (f"Adapter {start}; trained {held['stopped_at']} steps ({how}), kept step {held['best_step']} "
-            f"(held-out train loss {held['loss']:.4f}; the validation text above was not looked at).")
+        st.caption(ui.plain(training_words(s)))
+    for note in (interval_note(s, kind), data_words(s)):
+        if note:
+            st.caption(ui.plain(note))
 
 
 def _lm_samples(s: dict) -> None:

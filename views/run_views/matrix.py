@@ -13,11 +13,13 @@ import ui
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.matrix import MatrixSpec, matrix_state, similarity_beside
 from stitchcore.experiments.matrix.recommend import RANKING_WORDS, TOP, cell_words, ranking_choices, recommend
+from stitchcore.experiments.stitch_fields import ADAPTER_KEYS
+from stitchcore.params import link_params
 from stitchcore.plots import heatmap as plots_heatmap
 from stitchcore.report.figures import MEASURE_TITLES, control_panels, stitching_panel
 from stitchcore.store.results import RunRecord
 from views import similarity_maps
-from views.run_views._shared import _downloads, _draw
+from views.run_views._shared import _draw
 
 __all__ = ["METRIC_WORDS", "matrix_view"]
 
@@ -32,7 +34,6 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
     cell while it runs; skipped pairs are marked in every map, and each map downloads as CSV.  A click on a
     cell of the stitching panel (or the two pickers below) opens that pair on the Stitch page."""
     runner = ui.get_runner()
-    snap = runner.get(rec.id)
     spec = spec_from_record(rec)
     linked = ui.get_store().lookup(cka_id) if cka_id is not None else None
     if cka_id is not None and (linked is None or linked.kind != "similarity"):  # a link's cka= names no such run
@@ -45,12 +46,8 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
         cka_id = beside.id
     measure_name = MEASURE_TITLES.get(beside.spec.get("measure"), "Similarity") if beside else "Similarity"
 
-    @ui.live_while_running(rec.id, cka_id)  # until the matrix and the CKA beside it have both ended
-    def live() -> None:
-        now = runner.get(rec.id) or snap
+    def body(now) -> None:
         cka_now = runner.get(cka_id) if cka_id else None
-        ui.run_header(now, key, also_cancel=(cka_id,),  # Stop cancels the CKA beside it too
-                      kept="Finished cells are kept below, and a re-launch resumes from them.")
         state = matrix_state(ui.get_store(), rec.id, now.summary, spec, status=now.state, final=now.is_final,
                              cut_names=lambda ref: [c.name for c in ui.cuts_of(ref)])  # the full grid from the start
         if not state.senders:
@@ -110,8 +107,9 @@ def matrix_view(rec: RunRecord, *, key: str, cka_id: str | None = None) -> None:
             _train_first(now.summary or {}, spec, key)
             _open_in_stitch(spec, senders, receivers, key)
 
-    live()
-    _downloads(rec, key)
+    ui.live_run(rec.id, key, body, also=(cka_id,),  # until the matrix and the CKA beside it have both ended
+                also_cancel=(cka_id,),  # Stop cancels the CKA beside it too
+                kept="Finished cells are kept below, and a re-launch resumes from them.")
 
 
 def _legend(skipped: dict, pending: str | None) -> None:
@@ -126,12 +124,8 @@ def _legend(skipped: dict, pending: str | None) -> None:
 
 
 def _stitch_params(spec: MatrixSpec, sender: str, receiver: str) -> dict[str, str]:
-    """Stitch-page query parameters for one cell (the page pre-fills its form from them); a matrix fits its cells
-    on every train image, so the stitch holds out no validation split either; a matrix of several adapter seeds
-    opens as a stitch of as many."""
-    seeds = {"seeds": str(spec.seeds)} if spec.seeds > 1 else {}
-    return {"a": spec.a, "b": spec.b, "cut_a": sender, "cut_b": receiver, "init": "lstsq", "val_fraction": "0.0",
-            **seeds}
+    """Stitch-page query parameters for one cell (the page pre-fills its form from them): the cell's stitch."""
+    return link_params("stitch", spec.cell_stitch(sender, receiver), explicit=ADAPTER_KEYS)
 
 
 def _open_selected_cell(spec: MatrixSpec, event) -> None:

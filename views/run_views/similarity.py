@@ -10,7 +10,7 @@ import streamlit as st
 import ui
 from stitchcore.store.results import RunRecord
 from views import similarity_maps
-from views.run_views._shared import _downloads, _draw
+from views.run_views._shared import _draw
 
 __all__ = ["similarity_view"]
 
@@ -18,13 +18,7 @@ __all__ = ["similarity_view"]
 def similarity_view(rec: RunRecord, *, key: str) -> None:
     """A similarity (CKA, RSA, ...) run on its own, once done: its calibrated map (against random-init Bs), or its
     raw maps (the values, the shuffled-input baseline, the untrained Bs, the dependence test): ``similarity_maps``."""
-    runner = ui.get_runner()
-    snap = runner.get(rec.id)
-
-    @ui.live_while_running(rec.id)
-    def live() -> None:
-        now = runner.get(rec.id) or snap
-        ui.run_header(now, key)
+    def body(now) -> None:
         if now.state != "done" or not now.summary:
             return
         panels = similarity_maps.panels(now.summary, key)
@@ -33,5 +27,4 @@ def similarity_view(rec: RunRecord, *, key: str) -> None:
             _draw(panel, cols[i % len(cols)], key=f"{key}-cka", run_id=rec.id)
         similarity_maps.notes(now.summary)
 
-    live()
-    _downloads(rec, key)
+    ui.live_run(rec.id, key, body)

@@ -17,7 +17,6 @@ from stitchcore.measures.traits import parse_metric
 from stitchcore.plots import traits as plots_traits
 from stitchcore.report.figures import PENALTY_WORDS
 from stitchcore.store.results import RunRecord
-from views.run_views._shared import _downloads
 
 __all__ = ["sweep_view"]
 
@@ -25,15 +24,9 @@ __all__ = ["sweep_view"]
 def sweep_view(rec: RunRecord, *, key: str, title: str | None = None) -> None:
     """A sweep's trait curves, simplicity curves (raw and normalised) and per-class heat map, filling in
     position by position while it runs."""
-    runner = ui.get_runner()
-    snap = runner.get(rec.id)
     run_id = rec.id
 
-    @ui.live_while_running(run_id)
-    def live() -> None:
-        now = runner.get(run_id) or snap
-        ui.run_header(now, key, title=title, kept="Finished positions are shown below.",
-                      caption_extra=f" · [permalink](traits?{urlencode({'run': run_id})})" if title else "")
+    def body(now) -> None:
         s = now.summary if now.state == "done" else None
         data = s or partial_positions(ui.get_store(), run_id)  # the positions finished so far
         metrics = data.get("metrics")
@@ -91,5 +84,5 @@ def sweep_view(rec: RunRecord, *, key: str, title: str | None = None) -> None:
             st.caption(ui.plain(f"Evaluated on {s['dataset']} ({s['n_test']} test images); adapter data "
                                 f"{s['train_data']} ({s['n_train']} images)."))
 
-    live()
-    _downloads(rec, key)
+    ui.live_run(run_id, key, body, title=title, kept="Finished positions are shown below.",
+                caption_extra=f" · [permalink](traits?{urlencode({'run': run_id})})" if title else "")

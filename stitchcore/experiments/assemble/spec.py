@@ -123,6 +123,25 @@ class AssembleSpec(DataFiles, Spec):
         return [AdapterSpec(kind=k, norm=n, resample=r, cls_token=self.cls_token, rescale=self.rescale)
                 for k in self.kinds for n in self.norms for r in self.resamples]  # fmt: skip
 
+    def cell_stitch(self, cell: dict[str, Any]) -> Any:
+        """One assembled network (a summary's cell: sender, receiver, adapter kind, norm, resample) as a stitch
+        run of its own, trained as the assembly trains it (random start, every train image, its rescaling).
+
+        >>> spec = AssembleSpec("zoo:cnn-digits-s0", "zoo:cnn-digits-s1")
+        >>> s = spec.cell_stitch({"sender": "block1", "receiver": "block2", "adapter": "linear", "norm": "both",
+        ...                       "resample": "bilinear"})
+        >>> (s.adapter.init, s.adapter.rescale, s.epochs, s.val_fraction)
+        ('random', 'chained', 10, 0.0)
+        """
+        from stitchcore.experiments.stitch import StitchSpec
+
+        adapter = AdapterSpec(kind=cell["adapter"], norm=cell["norm"], resample=cell["resample"], init="random",
+                              cls_token=self.cls_token, rescale=self.rescale)  # fmt: skip
+        return StitchSpec(a=self.a, b=self.b, cut_a=cell["sender"], cut_b=cell["receiver"], adapter=adapter,
+                          optimizer=self.optimizer, lr=self.lr, weight_decay=self.weight_decay, epochs=self.epochs,
+                          batch_size=self.batch_size, seed=self.seed, dataset=self.dataset, val_fraction=0.0,
+                          data_id=self.data_id)  # fmt: skip
+
     def label(self) -> str:
         return f"assemble {self.a} -> {self.b} ({len(self.recipes())} recipes)"
 

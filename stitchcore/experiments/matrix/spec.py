@@ -348,6 +348,25 @@ class MatrixSpec(DataFiles, Spec):
             return ()
         return ("random_receiver", "random_both")
 
+    def cell_stitch(self, sender: str, receiver: str) -> Any:
+        """The stitch of cell (``sender``, ``receiver``) as a run of its own (what a cell opens on the Stitch
+        page): the matrix's data, adapter and seeds, on every train image (no validation split, as the matrix
+        fits); a trained matrix's training too, a closed-form cell's fit trained further at the stitch's
+        defaults (epochs 0 is the cell itself).
+
+        >>> m = MatrixSpec("zoo:cnn-digits-s0", "zoo:cnn-digits-s1", seeds=1)
+        >>> s = m.cell_stitch("fc1", "fc2")
+        >>> (s.cut_a, s.cut_b, s.adapter.init, s.val_fraction)
+        ('fc1', 'fc2', 'lstsq', 0.0)
+        """
+        from stitchcore.experiments.stitch import StitchSpec
+
+        trained = {"epochs": self.epochs, "optimizer": self.optimizer, "lr": self.lr, "weight_decay": self.weight_decay,
+                   "batch_size": self.batch_size, "objective": self.objective} if self.trains else {}  # fmt: skip
+        return StitchSpec(a=self.a, b=self.b, cut_a=sender, cut_b=receiver, adapter=self.adapter, dataset=self.dataset,
+                          seed=self.seed, seeds=self.seeds, val_fraction=0.0, data_id=self.data_id,
+                          **trained)  # fmt: skip
+
     def label(self) -> str:
         n_s = len(self.senders) if self.senders is not None else "all cuts"
         n_r = len(self.receivers) if self.receivers is not None else "all cuts"

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from stitchcore.errors import StitchError
-from stitchcore.experiments.stitch import NOISE_SENDER_WORDS
+from stitchcore.experiments.stitch_words import NOISE_SENDER_WORDS
 from stitchcore.measures.intervals import paired_difference_ci, unpack_outcomes
 from stitchcore.measures.simplicity import REPORT_KEYS
 from stitchcore.store.results import Store
