@@ -402,12 +402,12 @@ def defaults(kind: str) -> dict[str, Any]:
 
 def form_values(kind: str, spec: Any) -> dict[str, Any]:
     """A spec's declared fields as a form holds them, by link key (None -> each field's ``none_as``)."""
-    out = {}
+    out, said = {}, getattr(spec, "said_data", None)  # data as a new spec must be told it (a stored plain folder)
     for f in declared(kind):
         value = spec
         for part in f.name.split("."):
             value = getattr(value, part)
-        out[f.key] = f.form_value(value)
+        out[f.key] = f.form_value(said(f.name, value) if said is not None else value)
     return out
 
 

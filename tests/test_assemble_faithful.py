@@ -14,6 +14,7 @@ from stitchcore.experiments import run_experiment
 from stitchcore.experiments.assemble import AssembleSpec
 from stitchcore.plots.assemble import accuracy_vs_flops, recipe_label
 from stitchcore.stitching.adapters import AdapterSpec, build_adapter, compatibility, rescale_steps
+from stitchcore.stitching.fits import fit_adapter
 from stitchcore.stitching.evaluate import module_flops
 from stitchcore.store.results import run_id_for
 
@@ -78,9 +79,28 @@ def test_chained_steps_are_2x_each_and_handle_other_ratios():
     assert a is not None
 
 
-def test_a_chain_refuses_closed_form_fits():
-    with pytest.raises(AdapterError, match="one linear map per 2x step"):
-        build_adapter(AdapterSpec("linear", init="lstsq", rescale="chained"), WIDE, POINT)
+def test_a_linear_chain_is_fitted_in_closed_form_and_reads_every_position():
+    """A chain of linear cores is its first core after every resize (the later ones at identity): the fit sets
+    it exactly, on the antialiased 8x8 -> 1x1 chain that reads all 64 positions; a one-shot bilinear resize
+    reads 4 of them, so a target that averages the whole grid is out of its reach."""
+    torch.manual_seed(0)
+    x = torch.randn(300, *WIDE.shape)  # [N, 8, 8, 8]
+    y = torch.einsum("oc,nc->no", torch.randn(POINT.shape[0], WIDE.shape[0]), x.mean((2, 3)))[..., None, None]
+    residual = {}
+    for rescale in ("chained", "oneshot"):
+        adapter = build_adapter(AdapterSpec("linear", init="lstsq", rescale=rescale), WIDE, POINT)
+        residual[rescale] = fit_adapter(adapter, [(x, y)])
+        err = float(((adapter.eval()(x) - y) ** 2).sum() / (y**2).sum())
+        assert err == pytest.approx(residual[rescale], rel=1e-3, abs=1e-6)  # the adapter computes its fit
+    assert residual["chained"] < 1e-3 < 0.5 < residual["oneshot"]
+
+
+def test_a_chain_of_nonlinear_or_strided_cores_refuses_a_closed_form_fit_and_offers_oneshot():
+    for spec in (AdapterSpec("linear_relu", init="lstsq", rescale="chained"),
+                 AdapterSpec("linear", resample="strided", init="lstsq", rescale="chained")):  # fmt: skip
+        with pytest.raises(AdapterError, match="closed-form fit sets one") as err:
+            build_adapter(spec, WIDE, POINT)
+        assert err.value.fix == {"adapter.rescale": "oneshot"}
 
 
 def test_no_downsample_keeps_the_sender_grid_and_refuses_tokens():

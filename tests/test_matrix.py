@@ -54,7 +54,7 @@ def test_spec_round_trip_and_validation():
     d = spec.to_dict()
     assert json.loads(json.dumps(d)) == d
     assert MatrixSpec.from_dict(d) == spec
-    assert spec.adapter == AdapterSpec(init="lstsq")
+    assert spec.adapter == AdapterSpec(init="lstsq", rescale="chained")  # today's default: a gap over 2x chained
     assert "trained" in spec.label() and "2 x all cuts" in spec.label()
     with pytest.raises(StitchError, match="unknown MatrixSpec field"):
         MatrixSpec.from_dict({**d, "cut_a": "x"})

@@ -17,7 +17,7 @@ from tests.test_specs import FIXTURE
 BASE = {"a": "zoo:cnn-digits-s0", "b": "zoo:cnn-digits-s1", "cut_a": "block2", "cut_b": "block2"}
 EVERY_FIELD = {  # every declared stitch field away from its default (the test below checks it stays so)
     **BASE, "adapter": {"kind": "lowrank", "norm": "none", "resample": "nearest", "init": "random", "rank": 8,
-                        "cls_token": "receiver", "rescale": "chained"},
+                        "cls_token": "receiver", "rescale": "oneshot"},
     "objective": "task+0.5*kd", "optimizer": "sgd", "lr": 0.003, "epochs": 7, "batch_size": 32, "seed": 5,
     "max_train": 500, "max_test": 200, "head": "a", "head_cut": "fc1", "precision": "bf16", "val_fraction": 0.2,
     "split_seed": 3, "keep": "best", "seeds": 3, "noise_control": False, "weight_decay": 0.01,

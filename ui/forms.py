@@ -8,6 +8,7 @@ import streamlit as st
 from stitchcore.cuts import coarse_cuts
 from stitchcore.data import list_datasets
 from stitchcore.errors import StitchError
+from stitchcore.experiments import streamed_folder
 from stitchcore.experiments.dataset_check import head_fix, head_mismatch
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.refs import parse_ref
@@ -82,11 +83,18 @@ def pick_dataset(prefix: str, default: str | None) -> str | None:
     if choice != IMAGEFOLDER:
         return choice
     path = st.text_input("Image folder", key=path_key,
-                         persist_state="session", placeholder="/data/pets?full or /data/pets?size=64",
-                         help="train/<class>/* and test/<class>/* (or val/). ?full: files read per batch at full"
-                              " resolution, each model's own preprocessing (a hub model's resize and centre crop);"
-                              " without it: squashed to 32x32 (or ?size=N) and held in memory")  # fmt: skip
-    return f"imagefolder:{path.strip()}" if path.strip() else None
+                         persist_state="session", placeholder="/data/pets (or /data/pets?size=32 to squash)",
+                         help="train/<class>/* and test/<class>/* (or val/). Read per batch at full resolution, "
+                              "each model's own preprocessing (a hub model's resize and centre crop), so memory "
+                              "does not grow with the folder; ?size=N squashes every image to NxN and holds "
+                              "them in memory (what runs before issue 42 did with a plain folder)")  # fmt: skip
+    if not path.strip():
+        return None
+    dataset = streamed_folder(f"imagefolder:{path.strip()}")  # what the run will read (a new spec's reading)
+    squashed = "?" in dataset and "full" not in dataset.partition("?")[2].partition("|")[0].split("&")
+    st.caption("Squashed to the given size and held in memory." if squashed else
+               "Read per batch at each model's own transform: never squashed, memory flat in the folder's size.")
+    return dataset
 
 
 

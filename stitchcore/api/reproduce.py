@@ -87,6 +87,17 @@ def _changed(given: Any, today: Any) -> Any:
     return dataclasses.MISSING if given == today else given
 
 
+def _whole(spec: Any) -> dict[str, Any]:
+    """Every field of ``spec`` (``all_fields``), a nested adapter's whole too: its ``to_dict`` leaves out the
+    values a stored dict without the key means (a one-shot rescale), which today's default may not be."""
+    out = spec.all_fields()
+    for name in out:
+        nested = getattr(spec, name)
+        if callable(getattr(nested, "all_fields", None)):
+            out[name] = nested.all_fields()
+    return out
+
+
 def python_call(kind: str, spec: Any, *, module: str = "stitchcore", store: str | None = None) -> str:
     """The call that makes ``spec`` again with the same run id: its models (and cuts) by position, then every
     field not at today's default (a stored run's older reading written out), then ``store=`` if given.
@@ -100,9 +111,9 @@ def python_call(kind: str, spec: Any, *, module: str = "stitchcore", store: str 
     from stitchcore.store.records import run_id_for
 
     first = positional(kind)
-    given = spec.all_fields()
+    given = _whole(spec)
     required = {k: given[k] for k in first}
-    today = spec_from_call(kind, required).all_fields() if first else spec_from_call(kind, {}).all_fields()
+    today = _whole(spec_from_call(kind, required if first else {}))
     args = [repr(given[k]) for k in first]
     named = {}
     for name, value in given.items():

@@ -16,6 +16,7 @@ its spec and the readers of its own stored results (``matrix.partial_cells``,
 
 from __future__ import annotations
 
+from stitchcore.experiments._data_id import streamed_folder
 from stitchcore.experiments._registry import (
     Experiment,
     ProgressFn,
@@ -42,6 +43,7 @@ __all__ = [
     "register_experiment",
     "run_experiment",
     "spec_from_record",
+    "streamed_folder",
 ]
 
 # The built-in kinds register themselves on import (after the names above exist, though they

@@ -33,9 +33,38 @@ from typing import Any, ClassVar, Self
 from stitchcore.data.fingerprint import data_identity, data_source, is_identity
 from stitchcore.errors import DataError, StitchError
 
-__all__ = ["MEASURE_FILES", "DataFiles", "check_spec_files"]
+__all__ = ["MEASURE_FILES", "DataFiles", "check_spec_files", "streamed_folder"]
 
 MEASURE_FILES = "auto"  # data_id of a spec being made: the files' identity is measured from disk
+
+
+def streamed_folder(name: str) -> str:
+    """A plain ``imagefolder:PATH`` (no option) as a new run of a pretrained pair reads it (issue 42): per batch,
+    at each model's own transform (``?full``), never squashed; ``?size=N`` (the squash, said explicitly), other
+    options and other data as given.  A stored spec's plain folder keeps its reading (squashed to 32x32).
+
+    >>> streamed_folder("imagefolder:/data/pets|drop3"), streamed_folder("imagefolder:/data/pets?size=32")
+    ('imagefolder:/data/pets?full|drop3', 'imagefolder:/data/pets?size=32')
+    >>> streamed_folder("digits")
+    'digits'
+    """
+    base, sep, rest = name.partition("|")
+    if base.startswith("imagefolder:") and "?" not in base:
+        return f"{base}?full{sep}{rest}"
+    return name
+
+
+def squashed_folder(name: str) -> str:
+    """A stored spec's plain ``imagefolder:PATH`` said so that a new spec reads it as the stored run did:
+    squashed to 32x32 in memory (``?size=32``); anything else as given.
+
+    >>> squashed_folder("imagefolder:/data/pets|drop3"), squashed_folder("imagefolder:/data/pets?full")
+    ('imagefolder:/data/pets?size=32|drop3', 'imagefolder:/data/pets?full')
+    """
+    base, sep, rest = name.partition("|")
+    if base.startswith("imagefolder:") and "?" not in base:
+        return f"{base}?size=32{sep}{rest}"
+    return name
 
 
 class DataFiles:
@@ -45,9 +74,28 @@ class DataFiles:
     data_id: dict[str, str] | str | None  # the dataclass's field (declared there, after its other fields)
     DATA_FIELDS: ClassVar[tuple[str, ...]] = ("dataset",)  # the fields naming data the spec reads
     DATA_WHAT: ClassVar[str] = "run"  # what a person makes again: "this run was made for"
+    # a new spec's plain imagefolder:PATH is read per batch at the models' own transform (streamed_folder); the
+    # zoo, which trains a model at the folder's load size, keeps the squash
+    STREAMS_FOLDERS: ClassVar[bool] = True
     # how to make it again, named in the refusal
     DATA_FIX: ClassVar[str] = ("run the same command (or the app's page) again: a new run measures the files as "
                                "they are now; the earlier run keeps its results")  # fmt: skip
+
+    @classmethod
+    def read_data(cls, field: str, value: Any) -> Any:
+        """``value`` of ``field`` as a new spec of this class reads it (a plain folder streamed, where the class
+        streams): what a lesson's choice or a student's pick means, compared with the step's own value."""
+        if cls.STREAMS_FOLDERS and field in cls.DATA_FIELDS and isinstance(value, str):
+            return streamed_folder(value)
+        return value
+
+    @classmethod
+    def said_data(cls, field: str, value: Any) -> Any:
+        """``value`` of ``field`` written for a link or a command line, so that the new spec they make reads the
+        data as this spec does (a stored plain folder: ``?size=32``, the squash it computed)."""
+        if cls.STREAMS_FOLDERS and field in cls.DATA_FIELDS and isinstance(value, str):
+            return squashed_folder(value)
+        return value
 
     def data_sources(self) -> tuple[str, ...]:
         """The datasets the spec names (its DATA_FIELDS that are set), in order."""
@@ -60,7 +108,10 @@ class DataFiles:
     def _check_data_id(self) -> None:
         """``data_id`` measured (a spec being made), or checked for its shape (one read from a store)."""
         data_id = self.data_id
-        if data_id == MEASURE_FILES:
+        if data_id == MEASURE_FILES:  # a spec being made: today's reading of a plain folder, then its files
+            for name in self.DATA_FIELDS if self.STREAMS_FOLDERS else ():
+                if isinstance(value := getattr(self, name), str):
+                    object.__setattr__(self, name, streamed_folder(value))
             object.__setattr__(self, "data_id", data_identity(*self.data_sources()))
         elif data_id is not None:
             if not is_identity(data_id):

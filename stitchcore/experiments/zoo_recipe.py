@@ -159,6 +159,7 @@ class ZooRecipe(DataFiles, Spec):
     # data_id (experiments._data_id): the fingerprint covers the fine-tuning data too; the refusal names the fix
     DATA_FIELDS: ClassVar[tuple[str, ...]] = ("dataset", "finetune_data")
     DATA_WHAT: ClassVar[str] = "recipe"
+    STREAMS_FOLDERS: ClassVar[bool] = False  # a zoo model trains at the folder's load size (size=N, 32 by default)
     DATA_FIX: ClassVar[str] = ("make the recipe again (the same zoo train command, or the app's form): it is named "
                                "for the files as they are now (a model of its own name); the earlier model keeps "
                                "its name")  # fmt: skip

@@ -368,6 +368,8 @@ def _control(kind: str, spec: dict[str, Any], field: str, raw: Any, where: _Wher
             bad = next(c for c in choices if not (c is None or isinstance(c, (str, int, float, bool))))
             raise where.error(f"each choice is one value (text, a number, true, false or null), not {shown(bad)}",
                               name)  # fmt: skip
+        read = getattr(_spec_class(kind), "read_data", None)  # a plain folder as today's spec reads it (streamed)
+        choices = [read(field, c) for c in choices] if read is not None else choices
         said = [str(c) for c in choices]  # a link names a choice by its text
         if len(set(said)) < len(said):
             twice = next(c for c in choices if said.count(str(c)) > 1)

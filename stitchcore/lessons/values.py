@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from stitchcore.lessons.lesson import RESERVED, Control, Step, get_field, set_field
+from stitchcore.lessons.lesson import RESERVED, Control, Step, _spec_class, get_field, set_field
 from stitchcore.params import Field, declared_field, hold
 
 __all__ = ["StudentValues", "student_values"]
@@ -58,6 +58,8 @@ def _field(step: Step, control: Control) -> Field:
 def _held(step: Step, control: Control, raw: Any, own: Any) -> tuple[Any, str | None]:
     """``raw`` as an allowed value of ``control`` and a note when it had to change (:func:`stitchcore.params.hold`,
     the page's and the links' own rule, inside the step's narrower range or choices)."""
+    read = getattr(_spec_class(step.kind), "read_data", None)  # a plain folder as the step's choices read it
+    raw = read(control.field, raw) if read is not None else raw
     held = hold(_field(step, control), raw, who=f"{control.label} ", own=own, offers="this step")
     return held.value, held.note
 

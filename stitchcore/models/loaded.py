@@ -7,6 +7,7 @@ A source is a function ``(ref: ModelRef, store) -> LoadedModel`` registered unde
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import logging
 from collections.abc import Iterator
@@ -189,6 +190,8 @@ def wrap_arch_model(
     if kind == "image":
         if isinstance(meta.get("preprocess"), dict):
             preprocess = Preprocess.from_dict(meta["preprocess"])
+            if preprocess.size is None:  # as the zoo source: data at another size is brought to the model's
+                preprocess = dataclasses.replace(preprocess, size=(shape[1], shape[2]))
         else:
             mean = tuple(float(v) for v in meta.get("mean", (0.0,)))
             std = tuple(float(v) for v in meta.get("std", (1.0,)))

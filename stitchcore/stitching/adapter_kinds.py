@@ -125,6 +125,9 @@ class AdapterCore(nn.Module):
     identity_init: ClassVar[bool] = False  # supports init='identity' (then init_identity() is called)
     passthrough: ClassVar[bool] = False  # the identity/merge adapter: no conversion at all
     uses_rank: ClassVar[bool] = False  # reads AdapterSpec.rank
+    # a linear map of its input (no nonlinearity): it commutes with a resize, so a chained rescale of such cores,
+    # the later ones at identity, is the first core after every resize (a closed-form fit sets that one)
+    linear_map: ClassVar[bool] = False
 
     def __init__(self, plan: AdapterPlan):
         super().__init__()
@@ -151,6 +154,7 @@ class LinearCore(AdapterCore):
 
     fittable = True
     identity_init = True
+    linear_map = True
     relu: ClassVar[bool] = False  # ReLU after the linear map
 
     def __init__(self, plan: AdapterPlan):
@@ -170,6 +174,7 @@ class LinearReluCore(LinearCore):
     """Linear + ReLU (Traft & Cheney); closed-form fits set the linear part only."""
 
     relu = True
+    linear_map = False
 
 
 @register_adapter("conv3x3_relu")

@@ -140,6 +140,15 @@ class AdapterSpec:
             del d["rescale"]
         return d
 
+    def all_fields(self) -> dict[str, Any]:
+        """Every field written out, the ones ``to_dict`` leaves out at their legacy value included: a dict that
+        means this adapter whether read as stored or completed from a new spec's default adapter.
+
+        >>> AdapterSpec(init="lstsq").all_fields()["rescale"]
+        'oneshot'
+        """
+        return asdict(self)
+
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AdapterSpec:
         names = [f.name for f in fields(cls)]
@@ -221,6 +230,21 @@ def rescale_steps(resample: str, src: tuple[int, int], dst: tuple[int, int]) -> 
     return tuple(steps)
 
 
+def chained_fits(spec: AdapterSpec, steps: tuple[RescaleStep, ...]) -> bool:
+    """Whether a closed-form fit can set a chained rescale: one step (its core is the fit's, as oneshot's), or
+    resize-only steps of a linear core, where the chain is the first core after every resize (the later cores
+    start at identity, :meth:`ChainedCore.fit_through`).
+
+    >>> chained_fits(AdapterSpec(init="lstsq"), rescale_steps("bilinear", (8, 8), (1, 1)))
+    True
+    >>> chained_fits(AdapterSpec("linear_relu", init="lstsq"), rescale_steps("bilinear", (8, 8), (1, 1)))
+    False
+    """
+    core = get_adapter(spec.kind)
+    resize_only = all(step.stride == (1, 1) for step in steps)
+    return len(steps) == 1 or (resize_only and core.linear_map and core.identity_init)
+
+
 def _map_plan(spec: AdapterSpec, s_sp: tuple, r_sp: tuple, c_in: int, c_out: int, receiver: Cut) -> AdapterPlan:
     ((sh, sw), s_cls), ((rh, rw), r_cls) = s_sp, r_sp
     plan = AdapterPlan("map", c_in, c_out, grid=(rh, rw), sender_cls=s_cls, receiver_cls=r_cls)
@@ -239,10 +263,13 @@ def _map_plan(spec: AdapterSpec, s_sp: tuple, r_sp: tuple, c_in: int, c_out: int
         return replace(plan, grid=(sh, sw), out_grid=(sh, sw))
     resample = "bilinear" if spec.resample == NO_DOWNSAMPLE else spec.resample  # upsampling: as bilinear
     if spec.rescale == "chained":
-        if spec.init in ("lstsq", "procrustes"):
-            raise AdapterError(f"a chained rescale ({sizes}) has one linear map per 2x step and a closed-form fit "
-                               f"sets one; use init='random' or rescale='oneshot'")  # fmt: skip
-        return replace(plan, steps=rescale_steps(resample, (sh, sw), (rh, rw)))
+        steps = rescale_steps(resample, (sh, sw), (rh, rw))
+        if spec.init in ("lstsq", "procrustes") and not chained_fits(spec, steps):
+            raise AdapterError(f"a chained rescale ({sizes}) of {spec.kind!r} cores"
+                               + (" with strided steps" if any(s.stride != (1, 1) for s in steps) else "")
+                               + f" has {len(steps)} maps and a closed-form fit sets one; use rescale='oneshot' "
+                               "or init='random'", fix={"adapter.rescale": "oneshot"})  # fmt: skip
+        return replace(plan, steps=steps)
     if resample in ("bilinear", "nearest"):
         return replace(plan, resize=resample)
     if rh >= sh and rw >= sw:  # strided upsampling = nearest upsample + the core's 1x1 conv
@@ -345,14 +372,47 @@ class ChainedCore(nn.Module):
         for core in self.cores:
             core.init_identity()
 
+    @property
+    def linear(self) -> nn.Module:
+        """The map a closed-form fit sets: the first step's (:func:`chained_fits` says when that is the whole)."""
+        return self.cores[0].linear
+
+    @property
+    def fittable(self) -> bool:
+        return bool(getattr(self.cores[0], "fittable", False))
+
+    def resized(self, x: torch.Tensor) -> torch.Tensor:
+        """[B, C, H, W] through every step's resize alone: what the first core sees once the later cores are the
+        identity (a linear core commutes with a resize) -> [B, C, H_r, W_r]."""
+        for step in self.steps:
+            x = self._resize(step, x)
+        return x
+
+    @torch.no_grad()
+    def fit_through(self) -> None:
+        """After a closed-form fit of the first core: every later core and every BatchNorm between at identity
+        (eval), so the chain computes the fit."""
+        for core in self.cores[1:]:
+            core.init_identity()
+        for bn in self.norms:
+            if isinstance(bn, nn.BatchNorm2d):
+                bn.running_mean.zero_()
+                bn.running_var.fill_(1.0 - bn.eps)  # (x - 0) / sqrt(var + eps) = x
+                bn.weight.fill_(1.0)
+                bn.bias.zero_()
+
+    @staticmethod
+    def _resize(step: RescaleStep, x: torch.Tensor) -> torch.Tensor:
+        if step.resize is None:
+            return x
+        kwargs = {"align_corners": False, "antialias": step.antialias} if step.resize == "bilinear" else {}
+        return F.interpolate(x, size=step.size, mode=step.resize, **kwargs)  # [B, C, *step.size]
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for i, (step, core) in enumerate(zip(self.steps, self.cores, strict=True)):
             if i:
                 x = self.norms[i - 1](x)  # [B, C_out, h, w]
-            if step.resize is not None:
-                kwargs = {"align_corners": False, "antialias": step.antialias} if step.resize == "bilinear" else {}
-                x = F.interpolate(x, size=step.size, mode=step.resize, **kwargs)  # [B, C, *step.size]
-            x = core(x)  # [B, C_out, *step.grid]
+            x = core(self._resize(step, x))  # [B, C_out, *step.grid]
         return x
 
 

@@ -262,7 +262,10 @@ def lin_rows(adapter: Adapter, x: torch.Tensor, method: str = "lstsq") -> torch.
     """The rows ``[n, in_features]`` the adapter's fitted linear map sees for sender activations ``x`` [B, *sender]
     (resampled by ``adapter.prepare``, before bn_before; half precision read as float32)."""
     x = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
-    return fit_lin(adapter, method).rows(adapter.prepare(x))
+    prepared = adapter.prepare(x)
+    if hasattr(adapter.core, "resized"):  # a chained rescale: its first core's input, the later ones at identity
+        prepared = adapter.core.resized(prepared)
+    return fit_lin(adapter, method).rows(prepared)
 
 
 def write_fit(adapter: Adapter, method: str, m: Moments, w: torch.Tensor | None,
@@ -277,6 +280,8 @@ def write_fit(adapter: Adapter, method: str, m: Moments, w: torch.Tensor | None,
         b = m.mean_y - w @ m.mean_x
     res = residual(m, w, b)
     _load(adapter, lin, m, w, b, cls_mean)
+    if hasattr(adapter.core, "fit_through"):  # a chained rescale: the later cores and norms at identity
+        adapter.core.fit_through()
     logger.info("%s fit, %s adapter on %d samples: residual %.4g", method, adapter.spec.kind, m.n, res)
     return res
 

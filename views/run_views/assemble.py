@@ -55,9 +55,9 @@ def assemble_view(rec: RunRecord, *, key: str) -> None:
                    "FLOPs count 2 per multiply-add (MACs, the paper's unit, are half; in the hover). "
                    + ("Gaps of more than 2x are bridged by one adapter per 2x step. " if chained else
                       "Gaps are bridged by one adapter resizing by the whole ratio (the reading before issue 25). ")
-                   + "Click a point to open it on the Stitch page"
-                   + (" (which resizes in one step and has no No Downsample: a near, not the same, network)."
-                      if chained or NO_DOWNSAMPLE in spec.resamples else "."))  # fmt: skip
+                   + "Click a point to open it on the Stitch page as its own stitch (same adapter, rescaling and "
+                     "training" + ("; No Downsample is the assembly's alone, so such a point opens as a near, not "
+                                   "the same, network)." if NO_DOWNSAMPLE in spec.resamples else ")."))  # fmt: skip
         recipes = s["recipes"] if s else [recipe_name(r) for r in spec.recipes()]
         senders = s["senders"] if s else list(dict.fromkeys(c["sender"] for c in cells))
         receivers = s["receivers"] if s else list(dict.fromkeys(c["receiver"] for c in cells))

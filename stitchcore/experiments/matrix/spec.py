@@ -109,10 +109,12 @@ MATRIX_PRESETS: dict[str, dict[str, Any]] = {
     # Hernandez, Dangovski & Lu: a 1x1-conv stitch (strided conv to downsample, nearest upsample + 1x1 to
     # upsample), started from random weights and trained on the task loss; controls, when asked for, trained too
     "hernandez": {"mode": "trained", "objective": "task", "control_training": "matched",
-                  "adapter": {"kind": "linear", "norm": "both", "resample": "strided", "init": "random"}},
+                  "adapter": {"kind": "linear", "norm": "both", "resample": "strided", "init": "random",
+                              "rescale": "oneshot"}},
     # the house default: least-squares fits in closed form (Csiszarik et al.), seconds per matrix
     "closed-form": {"mode": "closed-form", "objective": "task", "control_training": "matched",
-                    "adapter": {"kind": "linear", "norm": "both", "resample": "bilinear", "init": "lstsq"}},
+                    "adapter": {"kind": "linear", "norm": "both", "resample": "bilinear", "init": "lstsq",
+                                "rescale": "chained"}},
 }
 
 
@@ -143,7 +145,7 @@ def matrix_objective(objective: Any) -> dict[str, float]:
 
 
 def _lstsq_adapter() -> AdapterSpec:
-    return AdapterSpec(kind="linear", norm="both", resample="bilinear", init="lstsq")
+    return AdapterSpec(kind="linear", norm="both", resample="bilinear", init="lstsq", rescale="chained")
 
 
 @dataclass(frozen=True)

@@ -182,9 +182,8 @@ def _zoo_inputs(loaded: LoadedModel, opts: InputOptions) -> LoadedModel:
     elif opts.mean is None or opts.std is None:
         if dataset is not None:
             ds = _dataset(dataset, loaded.ref)
-            native = tuple(ds.image_shape[1:]) == (h, w)
-            size = None if native else (h, w)  # as the zoo trainer: native size unless resized
-            pre = Preprocess(size=size, channels=c, mean=_fit(ds.mean, c), std=_fit(ds.std, c))
+            # the model's input size (as the zoo source: data at another size, a streamed folder, is brought to it)
+            pre = Preprocess(size=(h, w), channels=c, mean=_fit(ds.mean, c), std=_fit(ds.std, c))
             notes.append(f"mean/std of {dataset} (the zoo trainer's normalisation)")
         else:
             notes.append("mean 0, std 1 (no dataset; give mean= and std=)")

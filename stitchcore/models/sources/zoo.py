@@ -9,6 +9,7 @@ after epoch K of the same training run (a recipe with ``keep_epochs``; 0 = its i
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 
@@ -178,12 +179,15 @@ def load_zoo_model(ref: ModelRef, store: Store | None = None) -> LoadedModel:
                   "accuracy": s.get("accuracy"), "val_loss": s.get("val_loss"),
                   "context_length": s["input_shape"][0], **drawn},
         )
+    preprocess = Preprocess.from_dict(s["preprocess"])
+    if preprocess.size is None:  # trained on data loaded at its input size: other data is brought to that size
+        preprocess = dataclasses.replace(preprocess, size=tuple(s["input_shape"][1:]))  # (a streamed folder)
     return LoadedModel(
         ref=str(ref),
         model=model,
         input_kind=getattr(model, "input_kind", "image"),
         input_shape=tuple(s["input_shape"]),
-        preprocess=Preprocess.from_dict(s["preprocess"]),
+        preprocess=preprocess,
         num_classes=len(s["classes"]),
         dataset=s["dataset"],
         meta={"arch": s["arch"], "arch_kwargs": s["arch_kwargs"], "class_names": s["classes"], "run_id": rec.id,
