@@ -50,7 +50,7 @@ def from_link(kind: str, *, prefix: str = "", state_keys: Mapping[str, str] | No
 
 
 def from_link_any(kinds: Iterable[str], chosen: str, *, state_keys: Mapping[str, str] | None = None,
-                  picker_prefix: str = "") -> tuple[str, dict[str, str] | None]:  # fmt: skip
+                  picker_prefix: str | None = None) -> tuple[str, dict[str, str] | None]:  # fmt: skip
     """A page of several kinds, each form's keys prefixed ``{kind}_``: the kind the URL is for (``?run=``'s
     record's, else ``?experiment=``, else ``chosen``, the one the page shows) and what :func:`prefill` applied
     to its form (None: nothing new, or the URL is for no kind of ``kinds``)."""
