@@ -48,9 +48,14 @@ def streamed_folder(name: str) -> str:
     >>> streamed_folder("digits")
     'digits'
     """
+    return _plain_folder_with(name, "full")
+
+
+def _plain_folder_with(name: str, option: str) -> str:
+    """``name`` with ``option`` added when it is a plain ``imagefolder:PATH`` (no option; transforms after ``|``)."""
     base, sep, rest = name.partition("|")
     if base.startswith("imagefolder:") and "?" not in base:
-        return f"{base}?full{sep}{rest}"
+        return f"{base}?{option}{sep}{rest}"
     return name
 
 
@@ -61,10 +66,7 @@ def squashed_folder(name: str) -> str:
     >>> squashed_folder("imagefolder:/data/pets|drop3"), squashed_folder("imagefolder:/data/pets?full")
     ('imagefolder:/data/pets?size=32|drop3', 'imagefolder:/data/pets?full')
     """
-    base, sep, rest = name.partition("|")
-    if base.startswith("imagefolder:") and "?" not in base:
-        return f"{base}?size=32{sep}{rest}"
-    return name
+    return _plain_folder_with(name, "size=32")
 
 
 class DataFiles:
@@ -85,17 +87,18 @@ class DataFiles:
     def read_data(cls, field: str, value: Any) -> Any:
         """``value`` of ``field`` as a new spec of this class reads it (a plain folder streamed, where the class
         streams): what a lesson's choice or a student's pick means, compared with the step's own value."""
-        if cls.STREAMS_FOLDERS and field in cls.DATA_FIELDS and isinstance(value, str):
-            return streamed_folder(value)
-        return value
+        return streamed_folder(value) if cls._names_data(field, value) else value
 
     @classmethod
     def said_data(cls, field: str, value: Any) -> Any:
         """``value`` of ``field`` written for a link or a command line, so that the new spec they make reads the
         data as this spec does (a stored plain folder: ``?size=32``, the squash it computed)."""
-        if cls.STREAMS_FOLDERS and field in cls.DATA_FIELDS and isinstance(value, str):
-            return squashed_folder(value)
-        return value
+        return squashed_folder(value) if cls._names_data(field, value) else value
+
+    @classmethod
+    def _names_data(cls, field: str, value: Any) -> bool:
+        """Whether ``value`` of ``field`` names data this class reads a plain folder of by today's reading."""
+        return cls.STREAMS_FOLDERS and field in cls.DATA_FIELDS and isinstance(value, str)
 
     def data_sources(self) -> tuple[str, ...]:
         """The datasets the spec names (its DATA_FIELDS that are set), in order."""
