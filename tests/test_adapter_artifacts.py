@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 import stitchcore
 from stitchcore.errors import StitchError
@@ -33,8 +34,11 @@ def test_a_saved_adapter_loads_back_with_its_card_and_gives_its_runs_accuracy(st
     assert not loaded.training and loaded.run_id == made.run_id
     assert loaded.accuracy(store=store_root) == pytest.approx(made.summary["accuracy"], abs=1e-6)
     other = stitchcore.stitch(A, B, "block1", "block2", epochs=2, init="random", seed=9, store=store_root,
-                              progress="never")  # another adapter: another accuracy
-    assert other.summary["accuracy"] != made.summary["accuracy"]
+                              progress="never")  # another adapter: its own weights, its own run's accuracy
+    reloaded = stitchcore.load_adapter(other.save_adapter(tmp_path / "other"))
+    assert reloaded.run_id == other.run_id != made.run_id
+    assert not all(torch.equal(x, y) for x, y in zip(reloaded.state_dict().values(), loaded.state_dict().values()))
+    assert reloaded.accuracy(store=store_root) == pytest.approx(other.summary["accuracy"], abs=1e-6)
 
 
 def test_what_cannot_be_saved_loaded_or_pushed_says_why(store_root, tmp_path, monkeypatch):

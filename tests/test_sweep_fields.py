@@ -28,7 +28,7 @@ EVERY_FIELD = {  # every declared sweep field away from its default (the test be
     "epochs": 3, "lr": 0.003, "seed": 5, "control": False, "control_seeds": 3, "noise_control": False,
     "simplicity": False, "sharpness_eps": 0.05, "sharpness_draws": 2, "max_train": 500, "max_test": 200,
     "optimizer": "sgd", "weight_decay": 0.01, "batch_size": 32, "twin_seeds": "shared",
-    "simplicity_adapter": False, "simplicity_report": False,
+    "simplicity_adapter": False, "simplicity_report": False, "objective": "task+0.5*final",
 }  # fmt: skip
 # the control on and the simplicity measures on, with the rules before issue 25 (with them off the spec sets these)
 OLD_RULES = {**BASE, "twin_seeds": "shared", "simplicity_adapter": False, "simplicity_report": False}
@@ -131,7 +131,8 @@ def test_each_end_of_every_offered_range_and_each_choice_builds_a_spec():
     for field in declared("sweep"):
         if field.role or field.type is tuple:  # models, data and lists: the test above gives them
             continue
-        offered = [True, False] if field.type is bool else list(field.choices or ()) or [field.low, field.high]
+        offered = ([True, False] if field.type is bool
+                   else list(field.choices or field.suggestions or ()) or [field.low, field.high])  # fmt: skip
         for value in offered:
             given = spec_fields("sweep", {field.key: value})
             if field.name == "adapter.rank" and value:

@@ -50,10 +50,6 @@ Load it with `stitchcore.load_adapter(DIR)`; `.accuracy()` scores A → adapter 
 """
 
 
-def _cut_dict(cut: Any) -> dict[str, Any]:
-    return {"name": cut.name, "shape": list(cut.shape), "layout": cut.layout, "depth": cut.depth}
-
-
 class StitchAdapter(nn.Module, PyTorchModelHubMixin, library_name="stitchlab", tags=["model-stitching", "stitchlab"],
                     model_card_template=CARD):  # fmt: skip
     """The adapter of one stitch run ([B, *cut_a.shape] -> [B, *cut_b.shape]) with what made it (``config``)."""
@@ -65,8 +61,7 @@ class StitchAdapter(nn.Module, PyTorchModelHubMixin, library_name="stitchlab", t
 
         super().__init__()
         self.run_id, self.spec, self.metrics = run_id, spec, metrics
-        self.cut_a = Cut(cut_a["name"], tuple(cut_a["shape"]), cut_a["layout"], cut_a["depth"])
-        self.cut_b = Cut(cut_b["name"], tuple(cut_b["shape"]), cut_b["layout"], cut_b["depth"])
+        self.cut_a, self.cut_b = Cut.from_dict(cut_a), Cut.from_dict(cut_b)
         self.adapter = build_adapter(AdapterSpec(**spec["adapter"]), self.cut_a, self.cut_b)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:  # [B, *cut_a.shape] -> [B, *cut_b.shape]
@@ -126,7 +121,7 @@ def save_adapter(result: Any, folder: str | Path) -> Path:
     spec = result.spec
     cut_a, cut_b = stitch_cuts(spec, result.store)
     keep = ("accuracy", "accuracy_ci", "penalty", "penalty_ci", "base", "params", "flops")
-    adapter = StitchAdapter(result.run_id, spec.all_fields(), _cut_dict(cut_a), _cut_dict(cut_b),
+    adapter = StitchAdapter(result.run_id, spec.all_fields(), cut_a.to_dict(), cut_b.to_dict(),
                             {k: result.summary[k] for k in keep if k in result.summary})  # fmt: skip
     state = load(result.store.artifact_path(result.run_id, ADAPTER_WEIGHTS).read_bytes())
     adapter.adapter.load_state_dict(state)

@@ -79,6 +79,7 @@ The graph is traced in eval mode: train-only branches of ``forward`` are not kep
 from __future__ import annotations
 
 import logging
+import math
 import sys
 import threading
 import types
@@ -113,6 +114,23 @@ class Cut:
     # other module names whose output is this very tensor, outermost first ("layer2" for "layer2.1");
     # naming information only: two Cuts that differ only here are equal
     aliases: tuple[str, ...] = field(default=(), compare=False)
+    # tokens before the patch grid in a ``tokens`` cut (class + register tokens: DINOv2 with registers has 5), as
+    # the model declares them (timm's ``num_prefix_tokens``); None: not declared, adapters read N = s*s or s*s + 1
+    prefix_tokens: int | None = field(default=None, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """What a run's summary keeps of the cut (``prefix_tokens`` only where the model declares it).
+
+        >>> Cut("blocks.1", (21, 8), "tokens", 0.5, prefix_tokens=5).to_dict()["prefix_tokens"]
+        5
+        """
+        d = {"name": self.name, "shape": list(self.shape), "layout": self.layout, "depth": self.depth}
+        return d if self.prefix_tokens is None else {**d, "prefix_tokens": self.prefix_tokens}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Cut:
+        """The cut a summary's dict (:meth:`to_dict`) describes."""
+        return cls(d["name"], tuple(d["shape"]), d["layout"], d["depth"], prefix_tokens=d.get("prefix_tokens"))
 
     @property
     def outer_aliases(self) -> tuple[str, ...]:
@@ -199,9 +217,20 @@ def _check_name(name: object) -> None:
         raise CutError("the cut name comes before the example input: get_cut(model, name, example_input)")
 
 
-def _to_cuts(sites: list[Site]) -> list[Cut]:
+def _prefix_tokens(model: nn.Module, site: Site) -> int | None:
+    """The leading non-grid tokens of a token cut the model declares (timm ViTs: ``num_prefix_tokens``), when the
+    rest is a square grid; None where the model declares none or the cut is not its token stream (a patch embed)."""
+    declared = getattr(model, "num_prefix_tokens", None)
+    if site.layout != "tokens" or not isinstance(declared, int) or declared < 1:
+        return None
+    rest = site.shape[0] - declared
+    return declared if rest >= 1 and math.isqrt(rest) ** 2 == rest else None
+
+
+def _to_cuts(sites: list[Site], model: nn.Module | None = None) -> list[Cut]:
     n = len(sites)
-    return [Cut(s.name, s.shape, s.layout, round((i + 1) / n, 6), s.aliases) for i, s in enumerate(sites)]
+    return [Cut(s.name, s.shape, s.layout, round((i + 1) / n, 6), s.aliases,
+                None if model is None else _prefix_tokens(model, s)) for i, s in enumerate(sites)]  # fmt: skip
 
 
 def list_cuts(m: Model, example_input: torch.Tensor | None = None) -> list[Cut]:
@@ -209,7 +238,8 @@ def list_cuts(m: Model, example_input: torch.Tensor | None = None) -> list[Cut]:
 
     Raises :class:`CutError` for a model that fx cannot trace and that has no known block list.
     """
-    return _to_cuts(_plan(*_unpack(m, example_input)).sites)
+    model, x = _unpack(m, example_input)
+    return _to_cuts(_plan(model, x).sites, model)
 
 
 def coarse_cuts(cuts: list[Cut], n: int = 6) -> list[Cut]:

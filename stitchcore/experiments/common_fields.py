@@ -13,12 +13,12 @@ from stitchcore.models.refs import TWIN_SEEDS
 from stitchcore.params import Field, names_text
 from stitchcore.stitching.adapters import CLS_TOKENS, INITS, NORMS, RESAMPLES, RESCALES, list_adapters
 from stitchcore.stitching.precision import PRECISIONS
-from stitchcore.stitching.train import OPTIMIZERS
+from stitchcore.stitching.train import OPTIMIZERS, parse_objective
 
 __all__ = ["ADAPTER_FIELDS", "ADAPTER_INIT", "ADAPTER_KIND", "ADAPTER_NORM", "ADAPTER_RANK", "ADAPTER_RESAMPLE",
            "ADAPTER_CLS_TOKEN", "ADAPTER_RESCALE", "BATCH_SIZE", "CUT_A", "CUT_B", "DATASET", "EPOCHS", "LR",
            "MAX_TEST", "MAX_TRAIN", "MODEL_A", "MODEL_B", "OPTIMIZER", "PRECISION", "RECEIVERS", "SEED", "SENDERS",
-           "TWIN_SEEDS_FIELD", "WEIGHT_DECAY"]  # fmt: skip
+           "TWIN_SEEDS_FIELD", "WEIGHT_DECAY", "OBJECTIVE", "OBJECTIVES"]  # fmt: skip
 
 MODEL_A = Field("a", str, role="model")
 MODEL_B = Field("b", str, role="model")
@@ -39,6 +39,8 @@ ADAPTER_FIELDS = (ADAPTER_KIND, ADAPTER_NORM, ADAPTER_RESAMPLE, ADAPTER_INIT, AD
                   ADAPTER_RESCALE)  # fmt: skip
 
 OPTIMIZER = Field("optimizer", str, choices=tuple(OPTIMIZERS))
+OBJECTIVES = ("task", "match", "kd", "final", "task+0.5*kd")  # offered; any sum parse_objective reads is taken
+OBJECTIVE = Field("objective", str, suggestions=OBJECTIVES, check=parse_objective)  # an image adapter's
 LR = Field("lr", float, low=1e-5, high=1.0, step=1e-4)
 WEIGHT_DECAY = Field("weight_decay", float, low=0.0, high=1.0, step=0.01)
 EPOCHS = Field("epochs", int, low=0, high=500)

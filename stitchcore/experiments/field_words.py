@@ -55,7 +55,9 @@ _COMMON: dict[str, FieldWords] = {
     "batch_size": _W("Batch size", "examples per optimizer step"),
     "seed": _W("Seed", "the adapter's random start and the order of the training images"),
     "objective": _W("Objective", "what the adapter learns: task (B's labels through B's top), match (B's own "
-                    "activation at the cut), kd (B's outputs), or a sum such as task+0.5*match"),
+                    "activation at the cut), kd (B's outputs), final (B's own final features, its head's input: "
+                    "the foundation-model paper's final feature matching, no labels), or a sum such as "
+                    "task+0.5*match"),
     "kd_temperature": _W("Distillation temperature", "softens B's outputs for the kd objective"),
     "precision": _W("Precision", "fp32, or bf16 autocast (fast on GPUs, slow on most CPUs)"),
     "noise_control": _W("Noise-sender control", "also the same adapter trained from class-clustered noise of A's "
@@ -141,8 +143,8 @@ _BY_KIND: dict[str, dict[str, FieldWords]] = {
         "mode": _W("Mode", "closed-form: each cell's least-squares fit, then its test accuracy (seconds); trained: "
                    "the fit, then trained; proxy: the fits' held-out R² and CKA alone, nothing scored"),
         "objective": _W("Objective (trained)", "what each cell's adapter learns in trained mode: task (B's labels "
-                        "through B's top), match (the copy task: B's own activation at the cut), or a sum such as "
-                        "task+0.5*match"),
+                        "through B's top), match (the copy task: B's own activation at the cut), final (B's own "
+                        "final features, its head's input), or a sum such as task+0.5*match"),
         "epochs": _W("Adapter training epochs", "trained mode, and the controls that are task-trained: epochs per "
                      "cell"),
         "seed": _W("Seed", "the adapters' start, the data order and the random controls' weights"),

@@ -64,6 +64,7 @@ from stitchcore.models.loaded import LoadedModel
 from stitchcore.stitching.activations import OnDemand, collect, memory_budget_bytes
 from stitchcore.stitching.adapters import AdapterSpec, adapter_cost, build_adapter, compatibility
 from stitchcore.stitching.evaluate import ClassifierScore, evaluate_batches, stitching_penalty
+from stitchcore.stitching.final_features import HeadInput, head_of
 from stitchcore.stitching.fits import fit_adapter
 from stitchcore.stitching.noise_sender import clustered_noise
 from stitchcore.stitching.precision import PRECISIONS, Autocast, autocast
@@ -169,6 +170,9 @@ class StitchSpec(DataFiles, Spec):
         check_choice("head", self.head, ("a", "b"))
         if (self.head == "a") != (self.head_cut is not None):
             raise StitchError("head='a' needs head_cut (where A's head takes over), and head_cut needs head='a'")
+        if self.head == "a" and "final" in parse_objective(self.objective):
+            raise StitchError("the final objective matches B's own final features, so B's head runs the top: "
+                              "head='a' keeps A's; use objective 'task'", fix={"objective": "task"})  # fmt: skip
         if isinstance(self.adapter, dict):
             object.__setattr__(self, "adapter", AdapterSpec.from_dict(self.adapter))
         check_adapter_rank(self.adapter)
@@ -278,7 +282,8 @@ def estimate_stitch(spec: StitchSpec, ectx: EstimateContext) -> Estimate:
     steps = spec.epochs * -(-n_train // spec.batch_size) * trainings
     watched = (n_val or n_test) * (spec.epochs + 1) + (2 * n_test if n_val else n_test)  # evals per training
     seconds = (u["setup"] + (n_train + n_val + n_test) * u["prefix_a"] + n_train * (u["prefix_b"] + u["fit"] * trainings)
-               * needs_receiver + n_train * u["full_b"] * ("kd" in spec.objective) + steps * u["step"]
+               * needs_receiver + n_train * u["full_b"] * ("kd" in spec.objective or "final" in spec.objective)
+               + steps * u["step"]
                + trainings * watched * u["eval"] + n_test * (u["full_a"] + u["full_b"]))  # fmt: skip
     return estimate_from(seconds, f"calibrated: 1 adapter step = {ms(u['step'])}; {steps:,} steps")
 
@@ -392,7 +397,13 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
     h_val, y_val = (activations(prefix_a, a, "val", n_val), ds.labels("val")) if n_val else (h_test, y_test)
     receiver = activations(prefix_b, b, "train", n_train) if needs_receiver else None
     teacher = activations(base.model, base, "train", n_train) if "kd" in objective else None
-    targets = AdapterTargets(labels=y_train, receiver=receiver, teacher_logits=teacher)
+    top = suffix_b  # what the adapter trains through: with the final objective, it also reads B's final features
+    final = None
+    if "final" in objective:  # B's own final features [n_train, D], read where its head takes them
+        head = head_of(b.model)
+        top = HeadInput(suffix_b, head)
+        final = activations(HeadInput(b.model, head, features_only=True), b, "train", n_train)
+    targets = AdapterTargets(labels=y_train, receiver=receiver, teacher_logits=teacher, final=final)
     seeds = list(range(spec.seed, spec.seed + spec.seeds))
 
     def train_seed(k: int, seed: int, sender: tuple | None = None) -> _Trained:
@@ -442,7 +453,7 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
             return {f"{watch}_accuracy": acc}
 
         knobs = replace(TrainKnobs.of(spec), seed=seed)
-        history = train_adapter(adapter, suffix_b, h_train, targets, objective=objective, knobs=knobs, device=device,
+        history = train_adapter(adapter, top, h_train, targets, objective=objective, knobs=knobs, device=device,
                                 precision=spec.precision, kd_temperature=spec.kd_temperature, on_step=on_step,
                                 on_epoch=on_epoch, check_cancel=ctx.check_cancel)  # fmt: skip
         kept = spec.epochs
@@ -509,8 +520,8 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
         **({"seeds": _seed_spread(seeds, runs, base_score)} if spec.seeds > 1 else {}),
         **({"activations": "streamed"} if streamed else {}),  # over the budget: computed per batch, not cached
         **({"controls": controls} if controls else {}),  # runs stored before the noise sender have none
-        "cut_a": {"name": cut_a.name, "shape": list(cut_a.shape), "layout": cut_a.layout, "depth": cut_a.depth},
-        "cut_b": {"name": cut_b.name, "shape": list(cut_b.shape), "layout": cut_b.layout, "depth": cut_b.depth},
+        "cut_a": cut_a.to_dict(),
+        "cut_b": cut_b.to_dict(),
         "params": int(params),
         "flops": int(flops),
         "lstsq_residual": None if residual is None else round(float(residual), 6),

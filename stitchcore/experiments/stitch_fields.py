@@ -27,6 +27,8 @@ from stitchcore.experiments.common_fields import (
     MAX_TRAIN,
     MODEL_A,
     MODEL_B,
+    OBJECTIVE,
+    OBJECTIVES,
     OPTIMIZER,
     PRECISION,
     SEED,
@@ -34,11 +36,9 @@ from stitchcore.experiments.common_fields import (
 )  # fmt: skip
 from stitchcore.experiments.stitch import KEEPS, StitchSpec
 from stitchcore.params import Field, declare
-from stitchcore.stitching.train import parse_objective
 
 __all__ = ["ADAPTER_KEYS", "OBJECTIVES", "STITCH_FIELDS"]
 
-OBJECTIVES = ("task", "match", "kd", "task+0.5*kd")  # offered; any sum parse_objective reads is taken
 
 STITCH_FIELDS = declare("stitch", [
     MODEL_A,
@@ -49,7 +49,7 @@ STITCH_FIELDS = declare("stitch", [
     ADAPTER_NORM,
     ADAPTER_RESAMPLE,
     ADAPTER_INIT,
-    Field("objective", str, suggestions=OBJECTIVES, check=parse_objective),
+    OBJECTIVE,
     OPTIMIZER,
     LR,
     EPOCHS,

@@ -126,7 +126,7 @@ def pair_units(a: LoadedModel, b: LoadedModel, ds: ImageDataset, cut_a: Cut, cut
     objective_map = parse_objective(objective)
     y = ds.labels("train")[:n]
     targets = AdapterTargets(labels=y, receiver=target)
-    objective_map = {k: v for k, v in objective_map.items() if k != "kd"} or {"task": 1.0}
+    objective_map = {k: v for k, v in objective_map.items() if k not in ("kd", "final")} or {"task": 1.0}
     def step_at(batch: int) -> float:
         return per_step(lambda steps, on_step: train_adapter(
             adapter, suffix_b, h, targets, objective=objective_map,

@@ -105,8 +105,8 @@ class AdapterPlan:
     grid: tuple[int, int] | None = None  # receiver grid (map form)
     resize: str | None = None  # F.interpolate mode for prepare(); None: grids match or the core strides
     stride: tuple[int, int] = (1, 1)  # core stride for resample='strided' downsampling
-    sender_cls: bool = False  # drop the sender's leading class token (map form)
-    receiver_cls: bool = False  # make the receiver's class token (map form)
+    sender_cls: int = 0  # leading class (and register) tokens the sender's map drops (map form)
+    receiver_cls: int = 0  # leading class (and register) tokens the adapter makes for the receiver (map form)
     rank: int | None = None  # lowrank width
     steps: tuple[RescaleStep, ...] = ()  # chained rescale: one core per step, in order; () = one core, one resize
     out_grid: tuple[int, int] | None = None  # resample='no_downsample': the grid handed to B (the sender's)

@@ -6,13 +6,13 @@ receiver's layout and exact shape: ``prepare`` (layout conversion, resampling) -
 are channel-first, in one of three forms chosen from the pair (:class:`AdapterPlan`):
 
 * ``map`` [B, C, H, W]: both cuts spatial (``map``, ``map_nhwc``, or row-major ``tokens``
-  with N = s*s, or s*s + 1 with a leading class token).  The sender is resampled to
+  with N = s*s, or P + s*s with P leading class and register tokens).  The sender is resampled to
   the receiver grid by ``prepare`` (bilinear, nearest) or by the core (``strided``: a
   conv with stride = the integer ratio down; nearest upsampling + the core's 1x1 up).
-  A sender's class token is dropped.  A receiver's class token is, by ``AdapterSpec.cls_token``:
+  A sender's class (and register) tokens are dropped.  A receiver's class token is, by ``AdapterSpec.cls_token``:
   ``"adapter"`` (default) the mean of the produced patch tokens plus ``cls_offset``, a learned
-  [D] vector starting at zero (the adapter learns a class token); ``"receiver"`` B's own class
-  token at the receiving cut, a fixed [D] buffer ``cls_fixed`` that the caller sets with
+  [D] vector starting at zero (the adapter learns a class token; [P, D] for P leading tokens); ``"receiver"`` B's
+  own class token at the receiving cut, a fixed [D] ([P, D]) buffer ``cls_fixed`` that the caller sets with
   :meth:`Adapter.set_receiver_cls` (e.g. B's mean class token there over training images).
 * ``seq`` [B, D, N]: tokens to tokens with equal N and a token-wise kind (one map over
   D per token, class token to class token); the only way for tokens without a grid.
@@ -172,16 +172,27 @@ def _check_cut(cut: Cut, role: str) -> None:
         raise AdapterError(f"{role} cut: a {layout} shape is {n} positive ints (no batch), got {shape}")
 
 
-def _spatial(cut: Cut) -> tuple[tuple[int, int], bool] | None:
-    """((H, W), has class token) for a cut that can be a map, else None."""
+def _spatial(cut: Cut) -> tuple[tuple[int, int], int] | None:
+    """((H, W), leading non-grid tokens) for a cut that can be a map, else None.
+
+    A token cut is N = P + s*s: P the class and register tokens its model declares (``cut.prefix_tokens``; DINOv2
+    with 4 registers: P = 5), else read as s*s or s*s + 1 (a class token).
+
+    >>> from types import SimpleNamespace as Cut
+    >>> _spatial(Cut(name="blocks.0", shape=(21, 8), layout="tokens", depth=0.5, prefix_tokens=5))
+    ((4, 4), 5)
+    >>> _spatial(Cut(name="blocks.0", shape=(17, 8), layout="tokens", depth=0.5))
+    ((4, 4), 1)
+    """
     if cut.layout == "map":
-        return tuple(cut.shape[1:]), False
+        return tuple(cut.shape[1:]), 0
     if cut.layout == "map_nhwc":
-        return tuple(cut.shape[:2]), False
-    for extra in (0, 1) if cut.layout == "tokens" else ():  # N = s*s, or s*s + 1 with a class token
-        s = math.isqrt(cut.shape[0] - extra)
+        return tuple(cut.shape[:2]), 0
+    declared = getattr(cut, "prefix_tokens", None)
+    for extra in ((declared,) if declared is not None else (0, 1)) if cut.layout == "tokens" else ():
+        s = math.isqrt(max(cut.shape[0] - extra, 0))
         if s >= 1 and s * s == cut.shape[0] - extra:
-            return (s, s), bool(extra)
+            return (s, s), extra
     return None
 
 
@@ -427,10 +438,12 @@ class Adapter(nn.Module):
         self.bn_before = bn(plan.c_in) if norm in ("bn_before", "both") else nn.Identity()
         self.core = ChainedCore(spec, plan) if plan.steps else get_adapter(spec.kind)(plan)
         self.bn_after = bn(plan.c_out) if norm in ("bn_after", "both") else nn.Identity()
+        # the receiver's leading tokens: [D] for a class token alone (what stored adapters hold), [P, D] for P > 1
+        lead = (plan.c_out,) if plan.receiver_cls <= 1 else (int(plan.receiver_cls), plan.c_out)
         learned = plan.receiver_cls and spec.cls_token == "adapter"
-        self.cls_offset = nn.Parameter(torch.zeros(plan.c_out)) if learned else None  # [D]
-        fixed = torch.zeros(plan.c_out) if plan.receiver_cls and spec.cls_token == "receiver" else None
-        self.register_buffer("cls_fixed", fixed)  # [D] B's own class token, set by set_receiver_cls
+        self.cls_offset = nn.Parameter(torch.zeros(lead)) if learned else None  # [D] | [P, D]
+        fixed = torch.zeros(lead) if plan.receiver_cls and spec.cls_token == "receiver" else None
+        self.register_buffer("cls_fixed", fixed)  # [D] | [P, D] B's own leading tokens, set by set_receiver_cls
         if spec.init == "identity":
             self.core.init_identity()
 
@@ -438,7 +451,8 @@ class Adapter(nn.Module):
         return f"{_fmt(self.sender)} -> {_fmt(self.receiver)}, form={self.plan.form}"
 
     def set_receiver_cls(self, token: torch.Tensor) -> None:
-        """Use ``token`` [D] as the receiver's class token (``cls_token="receiver"``): B's own at that cut.
+        """Use ``token`` [D] as the receiver's class token (``cls_token="receiver"``): B's own at that cut; [P, D]
+        where the receiver leads with P > 1 tokens (class and registers).
 
         >>> from types import SimpleNamespace as Cut
         >>> a = Cut(name="s", shape=(8, 2, 2), layout="map", depth=0.5)
@@ -452,7 +466,7 @@ class Adapter(nn.Module):
             raise AdapterError("this adapter makes no fixed class token: it needs a token receiver with a class "
                                "token and AdapterSpec(cls_token='receiver')")  # fmt: skip
         if tuple(token.shape) != tuple(self.cls_fixed.shape):
-            raise AdapterError(f"receiver class token must be [{self.cls_fixed.shape[0]}], got {list(token.shape)}")
+            raise AdapterError(f"receiver class token must be {list(self.cls_fixed.shape)}, got {list(token.shape)}")
         self.cls_fixed.copy_(token.detach().to(self.cls_fixed))
 
     @staticmethod
@@ -476,7 +490,7 @@ class Adapter(nn.Module):
         if lay == "map_nhwc":
             x = x.permute(0, 3, 1, 2)  # [B, H, W, C] -> [B, C, H, W]
         elif lay == "tokens":
-            x = x[:, 1:] if p.sender_cls else x  # [B, s*s, D] without the class token
+            x = x[:, int(p.sender_cls):]  # [B, s*s, D] without the class (and register) tokens
             s = math.isqrt(x.shape[1])
             x = _tokens_to_map(x, (s, s))  # [B, D, s, s]
         if p.resize is not None:
@@ -495,7 +509,7 @@ class Adapter(nn.Module):
         if lay == "map_nhwc":
             return y.permute(0, 3, 1, 2)  # [B, H, W, C] -> [B, C, H, W]
         if lay == "tokens":
-            return _tokens_to_map(y[:, 1:] if p.receiver_cls else y, p.grid)  # [B, D, H, W]
+            return _tokens_to_map(y[:, int(p.receiver_cls):], p.grid)  # [B, D, H, W]
         return y
 
     def finish(self, z: torch.Tensor) -> torch.Tensor:
@@ -510,10 +524,11 @@ class Adapter(nn.Module):
         if lay == "tokens":
             t = z.flatten(2).transpose(1, 2)  # [B, D, H, W] -> [B, H*W, D]
             if self.cls_offset is not None:
-                cls = t.mean(dim=1, keepdim=True) + self.cls_offset  # [B, 1, D]
-                t = torch.cat([cls, t], dim=1)  # [B, 1 + H*W, D]
+                lead = t.mean(dim=1, keepdim=True) + self.cls_offset.view(-1, t.shape[2])  # [B, P, D]
+                t = torch.cat([lead, t], dim=1)  # [B, P + H*W, D]
             elif self.cls_fixed is not None:
-                t = torch.cat([self.cls_fixed.expand(t.shape[0], 1, -1), t], dim=1)  # [B, 1 + H*W, D]
+                lead = self.cls_fixed.view(-1, t.shape[2]).expand(t.shape[0], -1, -1)  # [B, P, D]
+                t = torch.cat([lead, t], dim=1)  # [B, P + H*W, D]
             return t.contiguous()
         return z
 

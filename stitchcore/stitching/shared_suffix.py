@@ -73,6 +73,7 @@ def train_adapters_shared_suffix(
     precision: str = "fp32",
     objective: Mapping[str, float] | None = None,
     receiver_acts: torch.Tensor | None = None,
+    final_acts: torch.Tensor | None = None,
 ) -> list[float]:
     """Train ``adapters[k]`` so that ``suffix(adapters[k](sender_acts[k]))`` predicts ``labels`` (task loss).
 
@@ -80,18 +81,22 @@ def train_adapters_shared_suffix(
     Every adapter maps its sender to the receiver's shape [*r], so the stacked suffix input is
     [K * B, *r].  ``objective`` (default {"task": 1.0}) may weigh in ``match``: the mean squared error
     of each adapter's output to ``receiver_acts`` [N, *r] (B's own activation, the copy task), as
-    ``train.train_adapter`` computes it; without a task term the suffix is never run (it may be None).
+    ``train.train_adapter`` computes it; without a task term the suffix is never run (it may be None).  The
+    ``final`` term: the mean squared error of the features B's head reads to ``final_acts`` [N, D] (B's own on
+    the same images), with a ``final_features.HeadInput`` suffix (it returns logits and those features).
     Returns each adapter's mean training loss over the last epoch.
     """
     if precision not in PRECISIONS:
         raise ValueError(f"precision is one of {PRECISIONS}, got {precision!r}")
     weights = dict(objective) if objective is not None else {"task": 1.0}
-    if not weights or set(weights) - {"task", "match"}:
-        raise ValueError(f"the shared-suffix loop trains on task and match terms, got {weights}")
+    if not weights or set(weights) - {"task", "match", "final"}:
+        raise ValueError(f"the shared-suffix loop trains on task, match and final terms, got {weights}")
     if "match" in weights and (receiver_acts is None or len(receiver_acts) != len(labels)):
         raise ValueError("the match term needs receiver_acts: one receiver activation per label")
-    if "task" in weights and suffix is None:
-        raise ValueError("the task term needs the receiver's suffix")
+    if "final" in weights and (final_acts is None or len(final_acts) != len(labels)):
+        raise ValueError("the final term needs final_acts: B's final features for every label")
+    if ("task" in weights or "final" in weights) and suffix is None:
+        raise ValueError("the task and final terms need the receiver's suffix")
     if len(adapters) != len(sender_acts) or not adapters:
         raise ValueError("one cached activation tensor per adapter, at least one adapter")
     n = len(labels)
@@ -130,10 +135,12 @@ def train_adapters_shared_suffix(
             with autocast:
                 mids = [adapter(h[idx].to(device, torch.float32)) for adapter, h in zip(adapters, sender_acts, strict=True)]
                 stacked = torch.cat(mids)  # [K * B, *r]
-                if "task" in weights:
+                if "task" in weights or "final" in weights:
                     if stacked.dim() == 4:
                         stacked = stacked.contiguous(memory_format=torch.channels_last)
-                    logits = suffix(stacked).float()  # [K * B, classes]
+                    logits = suffix(stacked)  # [K * B, classes], or with "final" (those, features [K * B, D])
+                    logits, feats = logits if "final" in weights else (logits, None)
+                    logits = logits.float()
             if "task" in weights:
                 y = labels[idx].to(device).repeat(k)  # [K * B]
                 task = F.cross_entropy(logits, y, reduction="none").view(k, b).mean(dim=1)  # [K]
@@ -142,6 +149,10 @@ def train_adapters_shared_suffix(
                 target = receiver_acts[idx].to(device, torch.float32).reshape(1, b, -1)  # [1, B, prod(r)]
                 copy_error = (stacked.float().reshape(k, b, -1) - target).pow(2).mean(dim=(1, 2))  # [K]
                 per_adapter = per_adapter + weights["match"] * copy_error
+            if "final" in weights:
+                want = final_acts[idx].to(device, torch.float32).reshape(1, b, -1)  # [1, B, D]
+                final_error = (feats.float().reshape(k, b, -1) - want).pow(2).mean(dim=(1, 2))  # [K]
+                per_adapter = per_adapter + weights["final"] * final_error
             loss = per_adapter.sum()  # d loss / d adapter_k = d (its own mean loss) / d adapter_k
             check_finite(loss, step)
             opt.zero_grad(set_to_none=True)

@@ -102,6 +102,7 @@ class AdapterTargets:
     labels: torch.Tensor  # int64 [N] class labels (task objective)
     receiver: torch.Tensor | None = None  # [N, *receiver shape] B's own activation at its cut (match)
     teacher_logits: torch.Tensor | None = None  # [N, K] B's logits (kd)
+    final: torch.Tensor | None = None  # [N, D] B's own final features, its head's input (final)
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,8 @@ def train_adapter(
     on_epoch: Callable[[int], dict[str, float]] | None = None,
     check_cancel: Callable[[], None] | None = None,
 ) -> list[dict[str, float]]:
-    """Train ``adapter`` so that ``suffix(adapter(h))`` fits the objective; suffix stays frozen.
+    """Train ``adapter`` so that ``suffix(adapter(h))`` fits the objective; suffix stays frozen.  The ``final`` term
+    needs a ``final_features.HeadInput`` suffix (logits and final features [B, D]) and ``targets.final``.
 
     sender_acts: [N, *sender shape] cached prefix_A outputs (CPU, float32 or float16), or anything indexed
     the same way (``activations.OnDemand``: computed per batch).  ``precision`` "bf16": the adapter and
@@ -159,6 +161,9 @@ def train_adapter(
     suffix.eval()
     for p in suffix.parameters():
         p.requires_grad_(False)
+    if "final" in objective and targets.final is None:
+        raise TrainingError("the final objective needs B's own final features (AdapterTargets.final)")
+    run_top = bool({"task", "kd", "final"} & set(objective))
     adapter.to(device).train()
     params = [p for p in adapter.parameters() if p.requires_grad]
     n = len(sender_acts)
@@ -184,12 +189,17 @@ def train_adapter(
             h = sender_acts[idx].to(device, torch.float32)
             with autocast(device, precision == "bf16"):
                 mid = adapter(h)
-                logits = suffix(mid) if "task" in objective or "kd" in objective else None
+                logits = suffix(mid) if run_top else None
+            if "final" in objective:  # a HeadInput suffix: (logits [B, K], final features [B, D])
+                logits, final = logits
+                want = targets.final[idx].to(device, torch.float32)
             mid, logits = mid.float(), None if logits is None else logits.float()
             loss = torch.zeros((), device=device)
             if "match" in objective:
                 y = targets.receiver[idx].to(device, torch.float32)
                 loss = loss + objective["match"] * F.mse_loss(mid, y)
+            if "final" in objective:
+                loss = loss + objective["final"] * F.mse_loss(final.float(), want)
             if logits is not None:
                 if "task" in objective:
                     loss = loss + objective["task"] * F.cross_entropy(logits, targets.labels[idx].to(device))
@@ -289,7 +299,8 @@ def train_classifier(
 
 
 OPTIMIZERS = ("sgd", "adamw")  # what make_optimizer builds
-OBJECTIVES = ("task", "match", "kd")  # adapter training objectives (AdapterTargets)
+# adapter training objectives (AdapterTargets): B's labels, B's activation at the cut, B's logits, B's final features
+OBJECTIVES = ("task", "match", "kd", "final")
 
 
 @torch.no_grad()
@@ -335,7 +346,7 @@ def parse_objective(text: str) -> dict[str, float]:
         try:
             w = float(weight) if weight else 1.0
         except ValueError:
-            raise TrainingError(f"bad objective term {term!r}; write e.g. 'task', 'match' or 'task+0.5*kd'") from None
+            raise TrainingError(f"bad objective term {term!r}; write e.g. 'task', 'final' or 'task+0.5*kd'") from None
         if name not in OBJECTIVES:
             raise TrainingError(f"unknown objective {name!r}; use one of: {', '.join(OBJECTIVES)}")
         weights[name] = weights.get(name, 0.0) + w

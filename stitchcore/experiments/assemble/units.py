@@ -148,15 +148,15 @@ def _suffix(parts: _Parts, r: Cut, device: torch.device) -> nn.Module:
 
 
 @torch.no_grad()
-def _receiver_cls(parts: _Parts, r: Cut, device: torch.device) -> torch.Tensor:
+def _receiver_cls(parts: _Parts, r: Cut, device: torch.device, lead: int = 1) -> torch.Tensor:
     """B's own class token at the receiving cut, averaged over the first CLS_SAMPLES training images: [D]
-    (computed once per receiver)."""
+    ([lead, D] for a receiver that leads with class and register tokens; computed once per receiver)."""
     if r.name not in parts.receiver_cls:
         prefix, _ = split(parts.b, r)
         prefix.to(device).eval()
         h = collect(prefix, parts.data, parts.b.preprocess, "train", device=device,
                     limit=min(CLS_SAMPLES, parts.n_train))  # fmt: skip
-        parts.receiver_cls[r.name] = h[:, 0].float().mean(0)
+        parts.receiver_cls[r.name] = h[:, 0].float().mean(0) if lead == 1 else h[:, :lead].float().mean(0)
     return parts.receiver_cls[r.name]
 
 
@@ -264,7 +264,7 @@ def _sender_cells(spec: AssembleSpec, ctx: UnitContext, parts: _Parts, s: Cut,
             yield {**cell, "skipped_reason": why}
             continue
         if adapter.cls_fixed is not None:
-            adapter.set_receiver_cls(_receiver_cls(parts, r, device))
+            adapter.set_receiver_cls(_receiver_cls(parts, r, device, int(adapter.plan.receiver_cls)))
         adapter.to(device)
         train_adapter(adapter, suffix, h_train, AdapterTargets(labels=y_train), objective={"task": 1.0},
                       knobs=TrainKnobs.of(spec), device=device, check_cancel=ctx.check_cancel)  # fmt: skip

@@ -11,16 +11,16 @@ from __future__ import annotations
 
 from stitchcore.experiments._bounds import MAX_DRAWS, MAX_STEPS, MAX_TOKENS
 from stitchcore.experiments.common_fields import ADAPTER_INIT, ADAPTER_KIND, ADAPTER_RANK, MODEL_A, MODEL_B, SEED
-from stitchcore.experiments.lm.specs import EMBEDS, MODES, STARTS, UNTILS, DepthSpec, LMStitchSpec, MergeSpec
+from stitchcore.experiments.lm.specs import (EMBEDS, MODES, STARTS, UNTILS, DepthSpec, LMStitchSpec, MergeSpec,
+                                             lm_objective)
 from stitchcore.params import Field, declare, names_text, wholes_text, wholes_words
-from stitchcore.stitching.train import parse_objective
 
 __all__ = ["LM_ADAPTER_KINDS", "LM_EVAL", "LM_TRAIN"]
 
 LM_ADAPTER_KINDS = ("linear", "lowrank")  # per-token kinds (a vector -> vector map); "mlp" is mlp_hidden > 0
 LM_TRAIN = (
     ADAPTER_KIND.narrowed(choices=LM_ADAPTER_KINDS), ADAPTER_INIT, ADAPTER_RANK,
-    Field("objective", str, suggestions=("task", "match", "kd", "task+0.5*match"), check=parse_objective),
+    Field("objective", str, suggestions=("task", "match", "kd", "task+0.5*match"), check=lm_objective),
     Field("steps", int, low=0, high=MAX_STEPS),
     Field("until", str, choices=UNTILS),
     Field("start", str, choices=STARTS),

@@ -38,7 +38,21 @@ from stitchcore.experiments._spec import (
 from stitchcore.stitching.adapters import AdapterSpec
 from stitchcore.stitching.train import parse_objective
 
-__all__ = ["EMBEDS", "LM_ADAPTER", "MODES", "STARTS", "UNTILS", "DepthSpec", "LMStitchSpec", "MergeSpec"]
+__all__ = ["EMBEDS", "LM_ADAPTER", "MODES", "STARTS", "UNTILS", "DepthSpec", "LMStitchSpec", "MergeSpec", "lm_objective"]
+
+
+def lm_objective(text: str) -> dict[str, float]:
+    """The weights of a language stitch's objective: task, match, kd or a sum; ``final`` (an image classifier's
+    final features) is refused in one line.
+
+    >>> lm_objective("task+0.5*match")
+    {'task': 1.0, 'match': 0.5}
+    """
+    weights = parse_objective(text)
+    if "final" in weights:
+        raise StitchError("a language stitch trains on task, match or kd; final (B's final features before its "
+                          "classifier head) is for image stitches", fix={"objective": "task"})  # fmt: skip
+    return weights
 
 MODES = ("merge", "stitch")
 # How long an adapter trains.  "steps" (the reading of specs written before issue 25, whose dicts lack the key):
@@ -153,7 +167,7 @@ class _Train:
         check_count("patience", self.patience, 1, MAX_DRAWS, "e.g. 4")
         check_at_least("tol", self.tol, 0, "e.g. 1e-3 (a 0.1% better held-out loss)")
         check_at_most("tol", self.tol, 1, "a relative improvement, e.g. 1e-3 (a 0.1% better held-out loss)")
-        parse_objective(self.objective)
+        lm_objective(self.objective)
         if self.adapter.kind == "identity":
             raise StitchError("an identity adapter is a merge; use mode merge")
         check_adapter_rank(self.adapter)

@@ -92,7 +92,8 @@ CONTROL_NAMES = {"random_sender": "random sender", "random_receiver": "random re
                  "noise_sender": "noise sender"}  # fmt: skip
 INTO_RANDOM = ("random_receiver", "random_both")  # the controls whose receiver is B's random-init twin
 CELLS_ARTIFACT = "cells.json"
-MATRIX_OBJECTIVES = ("task", "match")  # trained mode: cross-entropy through B's top | copy B's own activation (MSE)
+# trained mode: cross-entropy through B's top | copy B's own activation (MSE) | B's own final features (MSE)
+MATRIX_OBJECTIVES = ("task", "match", "final")
 # How the controls' adapters are made.  "matched" (issue 39): exactly as the matrix's own cells (closed form beside
 # closed form, trained beside trained: a debiased cell then compares like with like), except the controls into a
 # random receiver where the cells never see the task loss -- a closed-form (or copy-task) fit into a random receiver
@@ -175,7 +176,8 @@ class MatrixSpec(DataFiles, Spec):
     precision: str = "fp32"  # trained mode: fp32 | bf16 (autocast; fast on GPUs and AMX CPUs, slow elsewhere)
     twin_seeds: str = "distinct"  # controls: A's and B's random twins from different seeds (refs.random_twins)
     # trained mode: task (cross-entropy through B's top), match (the paper's copy task: MSE to B's own activation
-    # at the receiving cut), or a sum such as "task+0.5*match"; absent from older dicts = task
+    # at the receiving cut), final (MSE to B's own final features), or a sum such as "task+0.5*match"; absent from
+    # older dicts = task
     objective: str = "task"
     # controls: "matched" = made as the matrix's cells, but those into a random receiver task-trained where the
     # cells never see the task loss (see CONTROL_TRAININGS); "task" = every control task-trained (issue 25's runs);

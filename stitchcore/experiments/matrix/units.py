@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -45,9 +45,10 @@ from stitchcore.experiments.matrix.spec import MatrixSpec, cell_objective
 from stitchcore.measures.intervals import mean_ci, paired_difference_ci
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.package import ModelPackage
-from stitchcore.stitching.activations import CutsOnDemand, collect_cuts
+from stitchcore.stitching.activations import CutsOnDemand, OnDemand, collect, collect_cuts
 from stitchcore.stitching.adapters import build_adapter, compatibility
 from stitchcore.stitching.evaluate import ClassifierScore, evaluate_batches, stitching_penalty
+from stitchcore.stitching.final_features import HeadInput, head_of
 from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
 from stitchcore.stitching.noise_sender import clustered_noise
 from stitchcore.stitching.shared_fits import shared_fits
@@ -103,6 +104,31 @@ class _Workspace:
     work: int  # bytes an image of one forward pass's working memory (the larger model's)
     streamed: bool = False  # closed form over the budget: no caches, every pass streams (stitching.streamed)
     batch: int = EVAL_BATCH  # images per forward pass when caching activations
+    # model key -> B's own final features over the training images [N_train, D] (the final objective), made when
+    # a unit first needs them: cached, or per drawn batch when streamed
+    final_train: dict[str, torch.Tensor | OnDemand] = field(default_factory=dict)
+
+
+def final_features(ws: _Workspace, recv: str, device: torch.device) -> torch.Tensor | OnDemand:
+    """B's (model key ``recv``) own final features over the training images, [N_train, D]: what the final
+    objective trains each adapter's stitched model to reproduce."""
+    if recv not in ws.final_train:
+        m = ws.models[recv]
+        module = HeadInput(m.model.eval(), head_of(m.model), features_only=True)
+        n = len(ws.y_train)
+        ws.final_train[recv] = (OnDemand(module, ws.ds, m.preprocess, "train", n, device) if ws.streamed else
+                                collect(module, ws.ds, m.preprocess, "train", limit=n, device=device,
+                                        batch_size=ws.batch))  # fmt: skip
+    return ws.final_train[recv]
+
+
+def training_top(suffix: nn.Module, objective: dict[str, float]) -> nn.Module | None:
+    """What a receiver's adapters train through: B's suffix frozen for training (:func:`frozen_for_training`), read
+    at its head too for the final objective; None where the objective never runs B's top (the copy task)."""
+    if not {"task", "final"} & set(objective):
+        return None
+    top = frozen_for_training(suffix)
+    return HeadInput(top, head_of(top)) if "final" in objective else top
 
 
 def noise_activations(
@@ -212,6 +238,7 @@ def _run_receiver(
             knobs=TrainKnobs.of(spec), device=ctx.device, check_cancel=ctx.check_cancel,
             precision=spec.precision, objective=objective,
             receiver_acts=ws.receiver_train[recv][r.name] if "match" in objective else None,
+            final_acts=final_features(ws, recv, ctx.device) if "final" in objective else None,
         )  # fmt: skip
     for cell, adapter in live:
         _score_cell(cell, adapter, ctx, ws, send, recv, spec.seed)
@@ -271,7 +298,7 @@ def _train_streamed(
         group = [c for c in cells if c.receiver.name == r.name]
         report(k / len(receivers), f"training {len(group)} adapter(s) into {r.name} (streamed)")
         per_pass = max(1, JOINT_ELEMENTS // (spec.batch_size * math.prod(r.shape)))
-        suffix = frozen_for_training(ws.suffixes[recv, r.name]) if "task" in objective else None
+        suffix = training_top(ws.suffixes[recv, r.name], objective)
         for start in range(0, len(group), per_pass):
             part = group[start : start + per_pass]
             train_adapters_shared_suffix(
@@ -279,6 +306,7 @@ def _train_streamed(
                 knobs=TrainKnobs.of(spec), device=ctx.device, check_cancel=ctx.check_cancel,
                 precision=spec.precision, objective=objective,
                 receiver_acts=acts_b[r.name] if acts_b is not None else None,
+                final_acts=final_features(ws, recv, ctx.device) if "final" in objective else None,
             )  # fmt: skip
 
 
@@ -356,8 +384,7 @@ def receiver_unit(
     objective = cell_objective(spec, variant)
     trained = objective is not None and bool(pending)
     per_pass = max(1, JOINT_ELEMENTS // (spec.batch_size * math.prod(r.shape))) if trained else 1
-    through_suffix = trained and "task" in objective  # the copy task alone never runs B's top
-    train_suffix = frozen_for_training(ws.suffixes[recv, r.name]) if through_suffix else None  # once per receiver
+    train_suffix = training_top(ws.suffixes[recv, r.name], objective) if trained else None  # once per receiver
     for start in range(0, len(pending), per_pass):
         group = pending[start : start + per_pass]
         context.check_cancel()

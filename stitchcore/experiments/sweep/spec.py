@@ -29,7 +29,7 @@ from stitchcore.experiments._spec import (
 from stitchcore.measures.traits import parse_metric
 from stitchcore.models.refs import TWIN_SEEDS, parse_ref
 from stitchcore.stitching.adapters import AdapterSpec
-from stitchcore.stitching.train import OPTIMIZERS
+from stitchcore.stitching.train import OPTIMIZERS, parse_objective
 
 __all__ = ["SweepSpec"]
 
@@ -72,11 +72,14 @@ class SweepSpec(DataFiles, Spec):
     # Added for issue 39: at every position the same adapter also trained from a sender of class-clustered noise
     # (A's activation shape and scale; stitching.noise_sender): a stitch that does no better says nothing of A
     noise_control: bool = True
+    # Added for issue 42: what each position's adapter learns (stitch's objectives; ``final``: B's own final
+    # features, the foundation-model paper's final feature matching); every sweep before it trained on the task
+    objective: str = "task"
 
     # Before: one seed for both twins (one network when A and B share an architecture), measures over A's and
     # B's weights only, no report definitions, no noise sender.
     LEGACY: ClassVar[dict[str, Any]] = {"twin_seeds": "shared", "simplicity_adapter": False, "simplicity_report": False,
-                                        "data_id": None, "noise_control": False}  # fmt: skip
+                                        "data_id": None, "noise_control": False, "objective": "task"}  # fmt: skip
     DATA_FIELDS: ClassVar[tuple[str, ...]] = ("dataset", "train_data")  # both read from disk when on files
 
     def __post_init__(self) -> None:
@@ -94,6 +97,7 @@ class SweepSpec(DataFiles, Spec):
         if isinstance(self.adapter, dict):
             object.__setattr__(self, "adapter", AdapterSpec.from_dict(self.adapter))
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
+        parse_objective(self.objective)
         check_choice("twin_seeds", self.twin_seeds, TWIN_SEEDS)
         if not isinstance(self.noise_control, bool):
             raise StitchError(f"noise_control (--no-noise-control) is true or false, not {self.noise_control!r}")

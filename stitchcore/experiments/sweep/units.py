@@ -30,9 +30,10 @@ from stitchcore.models.package import ModelPackage
 from stitchcore.stitching.activations import collect
 from stitchcore.stitching.adapters import build_adapter
 from stitchcore.stitching.evaluate import score_logits
+from stitchcore.stitching.final_features import HeadInput, head_of
 from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
 from stitchcore.stitching.noise_sender import clustered_noise
-from stitchcore.stitching.train import AdapterTargets, TrainKnobs, train_adapter
+from stitchcore.stitching.train import AdapterTargets, TrainKnobs, parse_objective, train_adapter
 
 __all__ = ["EVAL_BATCH", "position_unit"]
 
@@ -94,14 +95,18 @@ class _Sender:
     suffix_b: nn.Module  # B's layers after its cut
     h_train: torch.Tensor  # [n_train, *cut_a.shape] A's activations on the training images
     y_train: torch.Tensor  # [n_train] their labels
-    target: torch.Tensor | None  # [n_train, *cut_b.shape] B's activations for a closed-form start, else None
+    target: torch.Tensor | None  # [n_train, *cut_b.shape] B's activations (closed-form start, match), else None
+    teacher: torch.Tensor | None = None  # [n_train, K] B's logits (kd), else None
+    final: torch.Tensor | None = None  # [n_train, D] B's final features, its head's input (final), else None
+    head: nn.Module | None = None  # B's classifier head (final), else None
 
 
 def _train(spec: SweepSpec, ctx: UnitContext, cuts: tuple[Cut, Cut], sender: _Sender,
            h_train: torch.Tensor) -> tuple[nn.Module, list[dict[str, float]]]:  # fmt: skip
     """The adapter A[cut] -> B[cut] trained from ``h_train`` [n_train, *cut_a.shape] (A's activations, or a noise
     sender's) into ``sender.suffix_b``: built from ``spec.seed``, fitted to ``sender.target`` for a closed-form
-    init, then trained on the task; (adapter in eval mode, per-epoch history)."""
+    init, then trained on the spec's objective; (adapter in eval mode, per-epoch history)."""
+    objective = parse_objective(spec.objective)
     torch.manual_seed(spec.seed)
     adapter = build_adapter(spec.adapter, *cuts)
     if spec.adapter.init in FIT_METHODS:
@@ -109,10 +114,11 @@ def _train(spec: SweepSpec, ctx: UnitContext, cuts: tuple[Cut, Cut], sender: _Se
                  for i in range(0, len(h_train), EVAL_BATCH))  # fmt: skip
         fit_adapter(adapter, pairs, method=spec.adapter.init)
     adapter.to(ctx.device)
-    history = train_adapter(
-        adapter, sender.suffix_b, h_train, AdapterTargets(labels=sender.y_train), objective={"task": 1.0},
-        knobs=TrainKnobs.of(spec), device=ctx.device, check_cancel=ctx.check_cancel,
-    )  # fmt: skip
+    top = HeadInput(sender.suffix_b, sender.head) if "final" in objective else sender.suffix_b
+    targets = AdapterTargets(labels=sender.y_train, receiver=sender.target, teacher_logits=sender.teacher,
+                             final=sender.final)  # fmt: skip
+    history = train_adapter(adapter, top, h_train, targets, objective=objective, knobs=TrainKnobs.of(spec),
+                            device=ctx.device, check_cancel=ctx.check_cancel)  # fmt: skip
     adapter.eval()
     return adapter, history
 
@@ -141,9 +147,17 @@ def _stitch_at(
     prefix_b, suffix_b = split(b, cut_b)
     acts = {"device": device, "batch_size": EVAL_BATCH, "check_cancel": ctx.check_cancel}
     h_train = collect(prefix_a, data.train, a.preprocess, "train", limit=data.n_train, **acts)  # [N, *cut.shape]
-    target = (collect(prefix_b, data.train, b.preprocess, "train", limit=data.n_train, **acts)
-              if spec.adapter.init in FIT_METHODS else None)  # fmt: skip
-    sender = _Sender(suffix_b, h_train, data.train.labels("train")[: data.n_train], target)
+    objective = parse_objective(spec.objective)
+
+    def of_b(module: nn.Module) -> torch.Tensor:  # [n_train, ...] ``module`` over the training images
+        return collect(module, data.train, b.preprocess, "train", limit=data.n_train, **acts)
+
+    target = of_b(prefix_b) if spec.adapter.init in FIT_METHODS or "match" in objective else None
+    head = head_of(b.model) if "final" in objective else None
+    sender = _Sender(suffix_b, h_train, data.train.labels("train")[: data.n_train], target,
+                     teacher=of_b(b.model.eval()) if "kd" in objective else None,
+                     final=of_b(HeadInput(b.model.eval(), head, features_only=True)) if head is not None else None,
+                     head=head)  # fmt: skip
     adapter, history = _train(spec, ctx, cuts, sender, h_train)
     logits = {name: _logits(adapter, suffix_b, collect(prefix_a, ds, a.preprocess, "test", limit=data.n_test, **acts),
                             device) for name, ds in data.evals.items()}  # fmt: skip

@@ -8,6 +8,7 @@ Forms::
     timm:resnet18?pretrained=false&seed=3       random init, seed 3 (the same weights in every process)
     timm:resnet18@file=/path/w.safetensors      local weights (.safetensors or .pt/.pth)
     timm:resnet18?pretrained=false&num_classes=10&in_chans=1
+    timm:vit_small_patch14_reg4_dinov2?img_size=224   a ViT at another input size (its position grid resampled)
 
 Offline, pretrained weights come from the local cache (``HF_HUB_CACHE`` or the
 torch hub dir) without touching the network; when they are not there the
@@ -54,7 +55,7 @@ __all__ = ["build_for_file", "load_timm", "timm_preprocess"]
 
 logger = logging.getLogger(__name__)
 
-_OPTIONS = ("pretrained", "num_classes", "in_chans", "seed")  # query options this source understands
+_OPTIONS = ("pretrained", "num_classes", "in_chans", "seed", "img_size")  # query options this source understands
 _MODES = {"bilinear", "bicubic", "nearest", "area"}  # torch interpolate modes Preprocess can use
 _MAX_SIDE = 8192  # pixels on an input side (timm's pretrained configs take at most ~1000)
 _MAX_REPEATS = 1024  # a local-dir config's depth / layers / blocks per stage: each is built on meta to count it
@@ -76,6 +77,14 @@ def _int_option(ref: ModelRef | None, kwargs: dict[str, Any], key: str) -> int |
         return int(value)
     except (TypeError, ValueError):
         raise RefError(f"option {key}={value!r} must be an integer, e.g. ?{key}=10") from None
+
+
+def _size_option(ref: ModelRef | None, kwargs: dict[str, Any]) -> int | None:
+    """``img_size``: a side in pixels (8 to _MAX_SIDE), else RefError in one line."""
+    size = _int_option(ref, kwargs, "img_size")
+    if size is not None and not 8 <= size <= _MAX_SIDE:
+        raise RefError(f"img_size={size} is no input side; give 8 to {_MAX_SIDE} pixels, e.g. ?img_size=224")
+    return size
 
 
 def _check_name(name: str) -> None:
@@ -105,7 +114,14 @@ def _check_name(name: str) -> None:
 def _create(name: str, **kwargs: Any) -> nn.Module:
     import timm
 
-    return timm.create_model(name, **{k: v for k, v in kwargs.items() if v is not None})
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    try:
+        return timm.create_model(name, **kwargs)
+    except TypeError as e:
+        if "img_size" not in kwargs or "img_size" not in str(e):
+            raise
+        raise RefError(f"timm:{name} takes no img_size (only models with a fixed patch grid, such as ViTs, do); "
+                       "drop ?img_size=") from None  # fmt: skip
 
 
 def _checked(cfg: dict[str, Any], what: str) -> tuple[int, int, int, tuple[float, ...], tuple[float, ...], float]:
@@ -138,12 +154,14 @@ def _checked(cfg: dict[str, Any], what: str) -> tuple[int, int, int, tuple[float
     return chans, h, w, values["mean"], values["std"], float(crop)
 
 
-def timm_preprocess(model: nn.Module, in_chans: int | None = None, what: str = "the timm model") -> Preprocess:
+def timm_preprocess(model: nn.Module, in_chans: int | None = None, what: str = "the timm model",
+                    img_size: int | None = None) -> Preprocess:  # fmt: skip
     """Preprocess from ``timm.data.resolve_data_config``: crop size and crop_pct, mean, std, interpolation.
 
     ``in_chans`` (when the model was built with it) overrides the config's 3
     channels; mean/std are then averaged to one value unless they match.  ``what`` names the model in the
-    one-line SourceError for a config value no model has (a local-dir folder's).
+    one-line SourceError for a config value no model has (a local-dir folder's).  ``img_size`` (a ViT built at
+    another size) replaces the config's crop size, at the config's crop_pct.
     """
     from timm.data import resolve_data_config
 
@@ -154,6 +172,7 @@ def timm_preprocess(model: nn.Module, in_chans: int | None = None, what: str = "
         raise SourceError(f"{what}: its pretrained_cfg does not describe the input ({reason}); fix config.json "
                           "or save the model again with timm's save_for_hf()") from e  # fmt: skip
     chans, h, w, mean, std, crop_pct = _checked(cfg, what)
+    h, w = (img_size, img_size) if img_size else (h, w)
     chans = int(in_chans or chans)
     if len(mean) not in (1, chans):
         mean, std = (sum(mean) / len(mean),), (sum(std) / len(std),)
@@ -172,17 +191,18 @@ def timm_preprocess(model: nn.Module, in_chans: int | None = None, what: str = "
 
 
 def _finisher(
-    name: str, ref: str, weights: str, in_chans: int | None, seed: int | None = None
+    name: str, ref: str, weights: str, in_chans: int | None, seed: int | None = None, img_size: int | None = None
 ) -> Callable[[nn.Module], LoadedModel]:
     """``seed``: the seed of random-init weights (recorded as ``meta["init_seed"]``), else None."""
 
     def finish(model: nn.Module) -> LoadedModel:
-        pre = timm_preprocess(model, in_chans, f"timm:{name}")
+        pre = timm_preprocess(model, in_chans, f"timm:{name}", img_size)
         num_classes = getattr(model, "num_classes", None) or None
         cfg = getattr(model, "pretrained_cfg", None) or {}
         meta: dict[str, Any] = {
             "arch": f"timm:{name}",
-            "arch_kwargs": {"num_classes": num_classes, "in_chans": pre.channels},
+            "arch_kwargs": {"num_classes": num_classes, "in_chans": pre.channels,
+                            **({"img_size": img_size} if img_size else {})},
             "weights": weights,
         }
         if cfg.get("label_names"):
@@ -198,20 +218,20 @@ def _finisher(
 def build_for_file(
     name: str, kwargs: dict[str, Any], ref: str, sd: dict[str, Any] | None = None
 ) -> tuple[nn.Module, Callable[[nn.Module], LoadedModel]]:
-    """Random-init ``name`` for ``file:...?arch=timm:NAME`` (options num_classes, in_chans).
+    """Random-init ``name`` for ``file:...?arch=timm:NAME`` (options num_classes, in_chans, img_size).
 
     Without ``num_classes`` the head has as many outputs as the classifier rows in ``sd``.
     """
     _check_name(name)
-    unknown = sorted(set(kwargs) - {"num_classes", "in_chans"})
+    unknown = sorted(set(kwargs) - {"num_classes", "in_chans", "img_size"})
     if unknown:
-        raise RefError(f"unknown option {unknown[0]!r} for arch timm:{name}; use num_classes or in_chans")
-    in_chans = _int_option(None, kwargs, "in_chans")
+        raise RefError(f"unknown option {unknown[0]!r} for arch timm:{name}; use num_classes, in_chans or img_size")
+    in_chans, img_size = _int_option(None, kwargs, "in_chans"), _size_option(None, kwargs)
     num_classes = _int_option(None, kwargs, "num_classes")
     if num_classes is None and sd:
         num_classes = classifier_rows(sd, _classifier_names(name))
-    model = _create(name, pretrained=False, num_classes=num_classes, in_chans=in_chans)
-    return model, _finisher(name, ref, "file", in_chans)
+    model = _create(name, pretrained=False, num_classes=num_classes, in_chans=in_chans, img_size=img_size)
+    return model, _finisher(name, ref, "file", in_chans, img_size=img_size)
 
 
 def _classifier_names(model_name: str) -> tuple[str, ...]:
@@ -383,21 +403,21 @@ def load_timm(ref: ModelRef, store: Any = None) -> LoadedModel:
     _check_options(ref)
     _check_name(ref.name)
     num_classes = _int_option(ref, {}, "num_classes")
-    in_chans = _int_option(ref, {}, "in_chans")
+    in_chans, img_size = _int_option(ref, {}, "in_chans"), _size_option(ref, {})
     seed = parse_seed(ref)
     if ref.file is not None:
         refuse_seed(ref, "an @file= ref's weights come from its file")
         sd, _ = read_checkpoint(ref.file)
         if num_classes is None:
             num_classes = classifier_rows(sd, _classifier_names(ref.name))
-        model = _create(ref.name, pretrained=False, num_classes=num_classes, in_chans=in_chans)
+        model = _create(ref.name, pretrained=False, num_classes=num_classes, in_chans=in_chans, img_size=img_size)
         load_into(model, sd, ref.file, f"timm:{ref.name}")
-        return _finisher(ref.name, str(ref), ref.file, in_chans)(model)
+        return _finisher(ref.name, str(ref), ref.file, in_chans, img_size=img_size)(model)
     if parse_bool(ref, "pretrained", True):
         twin = random_twin(str(ref), seed)
         refuse_seed(ref, f"pretrained weights are not drawn: for random ones write {twin}")
-        model = _create_pretrained(ref.name, num_classes=num_classes, in_chans=in_chans)
-        return _finisher(ref.name, str(ref), "pretrained", in_chans)(model)
+        model = _create_pretrained(ref.name, num_classes=num_classes, in_chans=in_chans, img_size=img_size)
+        return _finisher(ref.name, str(ref), "pretrained", in_chans, img_size=img_size)(model)
     with seeded_init(seed):
-        model = _create(ref.name, pretrained=False, num_classes=num_classes, in_chans=in_chans)
-    return _finisher(ref.name, str(ref), "random", in_chans, seed)(model)
+        model = _create(ref.name, pretrained=False, num_classes=num_classes, in_chans=in_chans, img_size=img_size)
+    return _finisher(ref.name, str(ref), "random", in_chans, seed, img_size)(model)
