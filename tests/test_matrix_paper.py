@@ -15,7 +15,8 @@ from torch import nn
 
 import stitchcore.experiments.matrix as mx
 from stitchcore.cli.main import main
-from stitchcore.cli.matrix import _PRESETS, matrix_fields
+from stitchcore.cli.matrix import _PRESETS, _RANKINGS, matrix_fields
+from stitchcore.experiments.matrix.recommend import RANKINGS
 from stitchcore.errors import StitchError
 from stitchcore.experiments import run_experiment
 from stitchcore.experiments.matrix import MatrixSpec, control_note, control_tables, preset_fields
@@ -162,6 +163,7 @@ def test_hernandez_preset_runs_strided_random_init_and_the_copy_task(trained_sto
 def test_cli_names_the_adapter_and_the_preset(trained_store, capsys):
     store, refs = trained_store
     assert _PRESETS == tuple(mx.MATRIX_PRESETS)
+    assert _RANKINGS == RANKINGS
     given = argparse.Namespace(preset="hernandez", mode=None, adapter=None, norm=None, resample="nearest",
                                init=None, rank=None, objective="match", epochs=None)  # fmt: skip
     f = matrix_fields(given)  # a flag given wins over the preset

@@ -88,7 +88,8 @@ def test_recommend_ranks_and_agreement_measures():
     assert ranking_choices(summary) == ["r2", "cka", "accuracy"]
     ranked = recommend(summary, by="r2")
     assert [(c["sender"], c["receiver"]) for c in ranked] == [("s1", "r2"), ("s2", "r1"), ("s1", "r1")]
-    assert ranked[0] == {"sender": "s1", "receiver": "r2", "score": 0.8, "r2": 0.8, "cka": 0.1, "accuracy": 0.9}
+    assert ranked[0] == {"sender": "s1", "receiver": "r2", "score": 0.8, "r2": 0.8, "cka": 0.1, "accuracy": 0.9,
+                         "probe_kl": None}  # a matrix stored before the probes has none
     trained = [[0.6, 0.95], [0.8, None]]
     assert agreement(ranked, trained, ["s1", "s2"], ["r1", "r2"], top=1) == {"spearman": 1.0, "best_in_top": True,
                                                                              "cells": 3}  # fmt: skip
@@ -102,13 +103,34 @@ def test_recommend_ranks_and_agreement_measures():
     assert spearman([1, 1, 1], [1, 2, 3]) is None  # a constant side has no ranks to correlate
 
 
+def test_a_new_matrix_ranks_by_its_probes_first_and_by_relative_depth_last(trained_store):
+    """Issue 42: a closed-form or proxy matrix keeps each cut's depth and the probe KL of every cut pair; the probes
+    rank first (the ranking chosen on held-out pairs in bench/matrix_scaling.py), relative depth is the baseline."""
+    store, refs = trained_store
+    s = run_experiment("matrix", MatrixSpec(refs[0], refs[1], senders=("block1", "block2", "fc1"),
+                                            receivers=("block1", "block2", "fc1"), mode="proxy"), store).record.summary
+    assert ranking_choices(s) == ["probe_kl", "r2", "cka", "depth"]
+    kl = s["probe_kl"]
+    assert len(kl) == 3 and all(v >= 0 for row in kl for v in row)
+    assert min(range(3), key=lambda j: kl[2][j]) == 2  # A's fc1 predicts most like B's fc1
+    top = recommend(s, by="probe_kl", top=2)
+    assert top[0]["probe_kl"] == min(v for row in kl for v in row) and top[0]["score"] == -top[0]["probe_kl"]
+    by_depth = recommend(s, by="depth")
+    assert [(c["sender"], c["receiver"]) for c in by_depth[:3]] == [("block1", "block1"), ("block2", "block2"),
+                                                                    ("fc1", "fc1")]  # fmt: skip
+    trained = run_experiment("matrix", MatrixSpec(refs[0], refs[1], senders=("fc1",), receivers=("fc1",),
+                                                  mode="trained", epochs=1), store).record.summary  # fmt: skip
+    assert trained["probe_kl"] is None  # a trained matrix ranks nothing
+
+
 def test_proxy_run_finds_the_pairs_ranking(trained_store):
     store, refs = trained_store
     assert proxy_run(store, refs[1], refs[0]) is None
     rec = run_experiment("matrix", proxy_spec(refs[1], refs[0]), store).record
     assert proxy_run(store, refs[1], refs[0]).id == rec.id
-    top = recommend(rec.summary, top=5)
-    assert len(top) == 5 and top[0]["score"] == max(_cells(rec.summary["proxy"]["r2"]))
+    top = recommend(rec.summary, top=5)  # the probes first (a matrix since issue 42 has them)
+    assert len(top) == 5 and top[0]["score"] == -min(_cells(rec.summary["probe_kl"]))
+    assert recommend(rec.summary, by="r2", top=1)[0]["score"] == max(_cells(rec.summary["proxy"]["r2"]))
 
 
 def test_cli_proxy_prints_the_ranking(trained_store):

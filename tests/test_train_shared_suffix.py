@@ -97,6 +97,24 @@ def test_frozen_for_training_folds_batchnorm_without_touching_the_suffix():
     assert not fast.training and not any(p.requires_grad for p in fast.parameters())
 
 
+def test_frozen_for_training_takes_a_suffix_with_a_five_dimensional_buffer():
+    """Module.to(memory_format=channels_last) refuses a 5-d tensor: a trained matrix into the zoo ViT failed so."""
+    from stitchcore.stitching.shared_suffix import frozen_for_training
+
+    class WithTable(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 4, 1)
+            self.register_buffer("table", torch.zeros(1, 2, 2, 2, 2))  # [1, 2, 2, 2, 2]: 5-d
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.conv(x).mean(dim=(2, 3)) + self.table.sum()
+
+    fast = frozen_for_training(WithTable())
+    assert fast.conv.weight.is_contiguous(memory_format=torch.channels_last)
+    assert tuple(fast(torch.ones(2, 3, 4, 4)).shape) == (2, 4)
+
+
 def test_bf16_precision_trains_close_to_fp32(setting):
     senders, receiver, acts, labels, suffix = setting
     fp32 = train_adapters_shared_suffix(_fresh(senders, receiver), suffix, acts, labels, **TRAIN)

@@ -45,9 +45,10 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     mx.add_argument("--rerun", action="store_true", help=_RERUN)
     mx.add_argument("--preset", default=None, metavar="NAME", choices=_PRESETS,
                     help=f"a named recipe ({', '.join(_PRESETS)}); flags given override it")
-    mx.add_argument("--recommend", default=None, metavar="BY", choices=("r2", "cka", "accuracy"),
-                    help="also list the cut pairs to train first, ranked without training by the fits' held-out R²"
-                         " (r2), their CKA (cka) or the closed-form accuracy (accuracy)")
+    mx.add_argument("--recommend", default=None, metavar="BY", choices=_RANKINGS,
+                    help="also list the cut pairs to train first, ranked without training by the agreement of linear"
+                         " probes at the two cuts (probe_kl, the default ranking), the fits' held-out R² (r2), their"
+                         " CKA (cka), the closed-form accuracy (accuracy) or relative depth (depth, the baseline)")
 
     sm = verbs.add_parser("similarity", parents=[common], help="CKA, Procrustes, RSA, SVCCA ... of every cut pair")
     add_spec_flags(sm, "similarity", required=("a", "b"), helps={
@@ -57,6 +58,7 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
 
 
 _PRESETS = ("hernandez", "closed-form")  # stitchcore.experiments.matrix.MATRIX_PRESETS (a test holds them equal)
+_RANKINGS = ("probe_kl", "r2", "cka", "accuracy", "depth")  # matrix.recommend.RANKINGS (a test holds them equal)
 
 
 def grid_text(summary: dict[str, Any], footer: str) -> str:
@@ -139,7 +141,7 @@ def _cmd_matrix(args: argparse.Namespace, store: Store, bar: ProgressBar) -> Non
     if not spec.scores:
         text += f"\n({took(out.cached, out.seconds)}; nothing scored: a proxy matrix)"
     if args.recommend or not spec.scores:
-        text += "\n\n" + _recommend_text(s, args.recommend or "r2")
+        text += "\n\n" + _recommend_text(s, args.recommend)
     noise = (s.get("controls") or {}).get("noise_sender")
     if noise is not None:  # the baseline a cell must beat to say anything about A (not only its labels' clusters)
         text += "\n\n" + grid_text({**s, "values": noise}, "control: noise sender (class-clustered noise into B)")
@@ -149,13 +151,15 @@ def _cmd_matrix(args: argparse.Namespace, store: Store, bar: ProgressBar) -> Non
     emit(args, outcome(out, **({"aliases": aliases} if aliases else {})), text)
 
 
-def _recommend_text(summary: dict[str, Any], by: str) -> str:
-    """The top cut pairs to train first, ranked ``by`` a score that needs no training."""
-    from stitchcore.experiments.matrix.recommend import RANKING_WORDS, TOP, recommend
+def _recommend_text(summary: dict[str, Any], by: str | None) -> str:
+    """The top cut pairs to train first, ranked ``by`` a score that needs no training (None: the first the summary
+    has, :data:`RANKINGS` order)."""
+    from stitchcore.experiments.matrix.recommend import RANKING_WORDS, RANKINGS, TOP, ranking_choices, recommend
 
+    by = by or (ranking_choices(summary) or ["r2"])[0]
     lines = [f"train these first (ranked by {RANKING_WORDS[by]}, no training):"]
     for k, cell in enumerate(recommend(summary, by=by, top=TOP), start=1):
-        scores = "  ".join(f"{m} {cell[m]:.3f}" for m in ("r2", "cka", "accuracy") if cell.get(m) is not None)
+        scores = "  ".join(f"{m} {cell[m]:.3f}" for m in RANKINGS if cell.get(m) is not None)
         lines.append(f"  {k}. {cell['sender']} -> {cell['receiver']}  {scores}")
     return "\n".join(lines)
 

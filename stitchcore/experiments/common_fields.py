@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from stitchcore.models.refs import TWIN_SEEDS
 from stitchcore.params import Field, names_text
-from stitchcore.stitching.adapters import CLS_TOKENS, INITS, NORMS, RESAMPLES, RESCALES, list_adapters
+from stitchcore.stitching.adapters import CLS_TOKENS, INITS, NO_DOWNSAMPLE, NORMS, RESAMPLES, RESCALES, list_adapters
 from stitchcore.stitching.precision import PRECISIONS
 from stitchcore.stitching.train import OPTIMIZERS, parse_objective
 
 __all__ = ["ADAPTER_FIELDS", "ADAPTER_INIT", "ADAPTER_KIND", "ADAPTER_NORM", "ADAPTER_RANK", "ADAPTER_RESAMPLE",
            "ADAPTER_CLS_TOKEN", "ADAPTER_RESCALE", "BATCH_SIZE", "CUT_A", "CUT_B", "DATASET", "EPOCHS", "LR",
            "MAX_TEST", "MAX_TRAIN", "MODEL_A", "MODEL_B", "OPTIMIZER", "PRECISION", "RECEIVERS", "SEED", "SENDERS",
-           "TWIN_SEEDS_FIELD", "WEIGHT_DECAY", "OBJECTIVE", "OBJECTIVES"]  # fmt: skip
+           "TWIN_SEEDS_FIELD", "WEIGHT_DECAY", "OBJECTIVE", "OBJECTIVES", "ADAPTER_RESAMPLE_ANY"]  # fmt: skip
 
 MODEL_A = Field("a", str, role="model")
 MODEL_B = Field("b", str, role="model")
@@ -31,6 +31,9 @@ DATASET = Field("dataset", str, role="dataset")
 ADAPTER_KIND = Field("adapter.kind", str, choices=tuple(list_adapters()), key="kind", flag="--adapter")
 ADAPTER_NORM = Field("adapter.norm", str, choices=NORMS)
 ADAPTER_RESAMPLE = Field("adapter.resample", str, choices=RESAMPLES)
+# the image kinds whose B runs its rest on the adapter's output: Traft & Cheney's No Downsample (the sender's larger
+# grid goes on into B) too, where B's rest takes it (convolutional up to a global pooling)
+ADAPTER_RESAMPLE_ANY = Field("adapter.resample", str, choices=(*RESAMPLES, NO_DOWNSAMPLE))
 ADAPTER_INIT = Field("adapter.init", str, choices=INITS)
 ADAPTER_RANK = Field("adapter.rank", int, low=0, high=4096, none_as=0)
 ADAPTER_CLS_TOKEN = Field("adapter.cls_token", str, choices=CLS_TOKENS)

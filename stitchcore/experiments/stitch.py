@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import torch
+from torch import nn
 from safetensors.torch import save
 
 from stitchcore.cuts import Cut, get_cut, split, split_segment
@@ -62,7 +63,8 @@ from stitchcore.experiments.stitch_words import NOISE_SENDER_WORDS, noise_sender
 from stitchcore.measures.intervals import grouped_mean_ci, mean_ci, paired_difference_ci, seed_spread
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.stitching.activations import OnDemand, collect, memory_budget_bytes
-from stitchcore.stitching.adapters import AdapterSpec, adapter_cost, build_adapter, compatibility
+from stitchcore.stitching.adapters import (AdapterSpec, adapter_cost, build_adapter, compatibility,
+                                          larger_map_refusal)
 from stitchcore.stitching.evaluate import ClassifierScore, evaluate_batches, stitching_penalty
 from stitchcore.stitching.final_features import HeadInput, head_of
 from stitchcore.stitching.fits import fit_adapter
@@ -247,8 +249,19 @@ def _prepare(spec: StitchSpec, store: Any) -> tuple[LoadedModel, LoadedModel, An
 
 
 def check_stitch(spec: StitchSpec, store: Any) -> None:
-    """Everything the run checks before training, without training: models, data, cuts, adapter fit."""
-    _prepare(spec, store)
+    """Everything the run checks before training, without training: models, data, cuts, adapter fit (and B's
+    rest on a No Downsample adapter's larger map)."""
+    _, b, _, cut_a, cut_b = _prepare(spec, store)
+    if spec.head == "b":
+        _check_larger_map(spec, split(b, cut_b)[1], cut_a, cut_b, torch.device("cpu"))
+
+
+def _check_larger_map(spec: StitchSpec, suffix_b: nn.Module, cut_a: Cut, cut_b: Cut, device: torch.device) -> None:
+    """AdapterError (with the fix) when the spec's adapter hands B a larger map (No Downsample) that B's rest cannot
+    take: a network whose top flattens into a fixed Linear; a ResNet's global pooling takes it."""
+    adapter = build_adapter(spec.adapter, cut_a, cut_b).to(device)
+    if (why := larger_map_refusal(suffix_b.eval(), adapter, device)) is not None:
+        raise AdapterError(f"{why}; use resample bilinear", fix={"adapter.resample": "bilinear"})
 
 
 # ---------------------------------------------------------------------------- estimate
@@ -363,6 +376,7 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
         base, base_role = a, "a"
     for m in (prefix_a, prefix_b, suffix_b):
         m.to(device).eval()
+    _check_larger_map(spec, suffix_b, cut_a, cut_b, device)
 
     objective = parse_objective(spec.objective)
     needs_receiver = "match" in objective or spec.adapter.init in ("lstsq", "procrustes")

@@ -56,6 +56,7 @@ if TYPE_CHECKING:  # any object with name, shape (no batch), layout and depth wi
 
 __all__ = [
     "CLS_TOKENS",
+    "larger_map_refusal",
     "INITS",
     "LAYOUTS",
     "NORMS",
@@ -548,6 +549,31 @@ def build_adapter(spec: AdapterSpec | None, sender: Cut, receiver: Cut) -> Adapt
     adapter = Adapter(spec, sender, receiver, _plan(spec, sender, receiver))
     logger.debug("built %s adapter %s -> %s (%s)", spec.kind, _fmt(sender), _fmt(receiver), adapter.plan.form)
     return adapter
+
+
+@torch.no_grad()
+def larger_map_refusal(suffix: nn.Module, adapter: Adapter, device: torch.device) -> str | None:
+    """None when ``adapter`` hands B its receiver's own grid, or when B's rest after the receiver cut (``suffix``)
+    runs on the adapter's larger (No Downsample) map and still gives one row of logits; else why not (a flatten
+    into a fixed Linear, a fixed grid ...), in one line."""
+    if adapter.plan.out_grid is None:
+        return None
+    x = torch.zeros(2, *adapter.sender.shape, device=device)  # [2, *sender.shape]
+    was = adapter.training
+    adapter.eval()
+    try:
+        out = suffix(adapter(x))  # [2, classes] when B's rest is fully convolutional up to a global pooling
+        ok = isinstance(out, torch.Tensor) and out.dim() == 2 and out.shape[0] == 2
+        why = None if ok else f"gives {list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}"
+    except (RuntimeError, ValueError, AssertionError) as e:  # shape errors of fixed-size layers
+        why = str(e).splitlines()[0][:120]
+    finally:
+        adapter.train(was)
+    if why is None:
+        return None
+    (h, w), name = adapter.plan.out_grid, adapter.receiver.name
+    return (f"No Downsample: B's layers after {name} do not take the sender's {h}x{w} map ({why}); it needs B's "
+            "rest to be convolutional up to a global pooling (a ResNet)")
 
 
 def adapter_cost(adapter: Adapter, batch: int = 1) -> tuple[int, int]:

@@ -57,7 +57,10 @@ def frozen_for_training(suffix: nn.Module) -> nn.Module:
     fast.eval()
     for p in fast.parameters():
         p.requires_grad_(False)
-    return fast.to(memory_format=torch.channels_last)
+    for t in (*fast.parameters(), *fast.buffers()):  # 4-d weights only: Module.to(channels_last) refuses a 5-d one
+        if t.dim() == 4:
+            t.data = t.data.contiguous(memory_format=torch.channels_last)
+    return fast
 
 
 def train_adapters_shared_suffix(

@@ -29,6 +29,7 @@ from stitchcore.stitching.adapters import (
     AdapterSpec,
     build_adapter,
     compatibility,
+    larger_map_refusal,
 )
 from stitchcore.stitching.evaluate import (
     ClassifierScore,
@@ -197,28 +198,6 @@ def _finetune(spec: AssembleSpec, ctx: UnitContext, parts: _Parts, prefix: nn.Mo
     return score_logits(logits, parts.data.labels("test")[: parts.n_test], parts.data.num_classes)
 
 
-@torch.no_grad()
-def _takes_larger_map(suffix: nn.Module, adapter: nn.Module, device: torch.device) -> str | None:
-    """None when B's rest after the receiver cut runs on the adapter's larger (No Downsample) map and still gives
-    one row of logits, else why not (a flatten into a fixed Linear, a fixed grid ...)."""
-    x = torch.zeros(2, *adapter.sender.shape, device=device)  # [2, *sender.shape]
-    was = adapter.training
-    adapter.eval()
-    try:
-        out = suffix(adapter(x))  # [2, classes] when B's rest is fully convolutional up to a global pooling
-        ok = isinstance(out, torch.Tensor) and out.dim() == 2 and out.shape[0] == 2
-        why = None if ok else f"gives {list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}"
-    except (RuntimeError, ValueError, AssertionError) as e:  # shape errors of fixed-size layers
-        why = str(e).splitlines()[0][:120]
-    finally:
-        adapter.train(was)
-    if why is None:
-        return None
-    (h, w), name = adapter.plan.out_grid, adapter.receiver.name
-    return (f"No Downsample: B's layers after {name} do not take the sender's {h}x{w} map ({why}); it needs B's "
-            "rest to be convolutional up to a global pooling (a ResNet)")
-
-
 def _cell_key(sender: str, receiver: str, recipe: str) -> str:
     return f"{sender}|{receiver}|{recipe}"
 
@@ -260,7 +239,7 @@ def _sender_cells(spec: AssembleSpec, ctx: UnitContext, parts: _Parts, s: Cut,
             yield {**twin, **{k: cell[k] for k in ("recipe", "resample")}, "same_as": twin["recipe"]}
             continue
         suffix = _suffix(parts, r, device)
-        if adapter.plan.out_grid is not None and (why := _takes_larger_map(suffix, adapter, device)) is not None:
+        if (why := larger_map_refusal(suffix, adapter, device)) is not None:
             yield {**cell, "skipped_reason": why}
             continue
         if adapter.cls_fixed is not None:

@@ -23,11 +23,28 @@ from stitchcore.errors import StitchError
 from stitchcore.experiments.matrix.spec import MODE_RULES, MatrixSpec
 from stitchcore.store.results import RunRecord, Store, run_id_for
 
-__all__ = ["RANKINGS", "RANKING_WORDS", "TOP", "agreement", "cell_words", "proxy_run", "proxy_spec", "ranking_choices", "recommend", "spearman"]
+__all__ = ["RANKINGS", "RANKING_WORDS", "TOP", "agreement", "cell_words", "depth_grid", "proxy_run", "proxy_spec",
+           "ranked", "ranking_choices", "recommend", "spearman"]  # fmt: skip
 
 TOP = 5  # "train these first": how many pairs a page lists
-RANKINGS = ("r2", "cka", "accuracy")  # held-out ridge R² | linear CKA | the closed-form fit's test accuracy
-RANKING_WORDS = {"r2": "held-out R² of the linear fit", "cka": "linear CKA", "accuracy": "closed-form accuracy"}
+# the probes' agreement (KLAS-style: a linear probe at each cut, the symmetric KL of their predictions; the default
+# since issue 42, chosen on five zoo pairs and reported on twelve held-out ones by bench/matrix_scaling.py) |
+# held-out ridge R² | linear CKA | the closed-form fit's test accuracy | the relative-depth baseline (pairs at the
+# same fraction of their models' depth first: what a user picks with no measurement at all)
+RANKINGS = ("probe_kl", "r2", "cka", "accuracy", "depth")
+RANKING_WORDS = {"probe_kl": "probe KL (linear probes' predictions, lower = alike)",
+                 "r2": "held-out R² of the linear fit", "cka": "linear CKA", "accuracy": "closed-form accuracy",
+                 "depth": "relative depth (the baseline)"}  # fmt: skip
+
+
+def depth_grid(sender_depths: Sequence[float], receiver_depths: Sequence[float]) -> list[list[float]]:
+    """The relative-depth baseline's scores [senders][receivers]: minus the gap between the two cuts' fractions of
+    their models' depth (0 = the same fraction, the best).
+
+    >>> depth_grid([0.5, 1.0], [0.5, 1.0])
+    [[0.0, -0.5], [-0.5, 0.0]]
+    """
+    return [[-round(abs(s - r), 6) or 0.0 for r in receiver_depths] for s in sender_depths]  # no -0.0
 
 
 def _grid(summary: Mapping[str, Any], by: str) -> list[list[float | None]] | None:
@@ -36,6 +53,12 @@ def _grid(summary: Mapping[str, Any], by: str) -> list[list[float | None]] | Non
         return None
     if by == "accuracy":
         return summary.get("values") if rules.scores else None
+    if by == "depth":  # matrices stored before the cuts' depths were kept have none
+        depths = summary.get("sender_depths"), summary.get("receiver_depths")
+        return depth_grid(*depths) if all(depths) else None
+    if by == "probe_kl":  # lower KL = more alike: ranked by minus it (none in matrices stored before it)
+        kl = summary.get("probe_kl")
+        return [[None if v is None else -v for v in row] for row in kl] if kl else None
     return (summary.get("proxy") or {}).get(by)
 
 
@@ -45,26 +68,41 @@ def ranking_choices(summary: Mapping[str, Any]) -> list[str]:
     return [by for by in RANKINGS if _grid(summary, by) and any(v is not None for row in _grid(summary, by) for v in row)]
 
 
-def recommend(summary: Mapping[str, Any], by: str = "r2", top: int | None = None) -> list[dict[str, Any]]:
-    """Every cell with a score, best first: ``{"sender", "receiver", "score", "r2", "cka", "accuracy"}`` (the
-    latter three None where the summary has none); ``top``: the first so many."""
+def recommend(summary: Mapping[str, Any], by: str | None = None, top: int | None = None) -> list[dict[str, Any]]:
+    """Every cell with a score, best first: ``{"sender", "receiver", "score", "probe_kl", "r2", "cka",
+    "accuracy"}`` (those None where the summary has none); ``by``: a ranking of :data:`RANKINGS` (None: the first
+    the summary has, :func:`ranking_choices`); ``top``: the first so many."""
+    by = by if by is not None else next(iter(ranking_choices(summary)), "r2")
     if by not in RANKINGS:
         raise StitchError(f"rank by one of {', '.join(RANKINGS)}, not {by!r}")
     grid = _grid(summary, by)
     if not grid:
         raise StitchError(f"this matrix has no {RANKING_WORDS[by]} per cell: rank it by one of "
                           f"{', '.join(ranking_choices(summary)) or 'nothing (run a proxy or closed-form matrix)'}")  # fmt: skip
-    others = {what: _grid(summary, what) for what in RANKINGS}
+    others = {what: _grid(summary, what) for what in RANKINGS if what not in ("depth", "probe_kl")}
+    others["probe_kl"] = summary.get("probe_kl") if _grid(summary, "probe_kl") else None  # shown as the KL itself
+    cells = ranked(grid, summary["senders"], summary["receivers"], others)
+    return cells[:top] if top is not None else cells
+
+
+def ranked(grid: Sequence[Sequence[float | None]], senders: Sequence[str], receivers: Sequence[str],
+           others: Mapping[str, Sequence[Sequence[float | None]] | None] | None = None) -> list[dict[str, Any]]:
+    """Every cell of ``grid`` [senders][receivers] with a score, highest first, as :func:`recommend` gives them
+    (``others``: more grids whose values each cell carries by name).
+
+    >>> [c["sender"] for c in ranked([[0.1, None], [0.7, 0.3]], ["s1", "s2"], ["r1", "r2"])]
+    ['s2', 's2', 's1']
+    """
     cells = []
-    for i, sender in enumerate(summary["senders"]):
-        for j, receiver in enumerate(summary["receivers"]):
+    for i, sender in enumerate(senders):
+        for j, receiver in enumerate(receivers):
             if grid[i][j] is None:
                 continue
             cell = {"sender": sender, "receiver": receiver, "score": grid[i][j]}
-            cell.update({what: g[i][j] if g else None for what, g in others.items()})
+            cell.update({what: g[i][j] if g else None for what, g in (others or {}).items()})
             cells.append(cell)
     cells.sort(key=lambda c: -c["score"])  # stable: ties keep execution order
-    return cells[:top] if top is not None else cells
+    return cells
 
 
 def cell_words(cell: Mapping[str, Any]) -> str:

@@ -35,7 +35,7 @@ from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments.dataset_check import check_head_classes, load_pair, pair_dataset
 from stitchcore.experiments.matrix.estimate import estimate_matrix
 from stitchcore.experiments.matrix.read import across_seed_grids, cell_grid, difference
-from stitchcore.experiments.matrix.spec import CELLS_ARTIFACT, MatrixSpec, cell_objective, made_alike
+from stitchcore.experiments.matrix.spec import CELLS_ARTIFACT, MODE_RULES, MatrixSpec, cell_objective, made_alike
 from stitchcore.experiments.matrix.units import (
     EVAL_BATCH,
     NOISE_KEY,
@@ -48,6 +48,7 @@ from stitchcore.experiments.matrix.units import (
     sender_activations,
     streamed_unit,
 )
+from stitchcore.measures.probe_kl import HOLD_EVERY, cut_probes, pooled, pooled_cuts, probe_kl_grid
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.package import pack_model
 from stitchcore.models.refs import parse_ref, random_twins
@@ -235,6 +236,20 @@ def _table(cells: list[dict], ws: _Workspace, variant: str, what: str) -> list[l
     return cell_grid(cells, [s.name for s in ws.senders], [r.name for r in ws.receivers], what, variant)
 
 
+def _probe_kl(ws: _Workspace, ctx: RunContext) -> list[list[float]]:
+    """The probe KL of every sender cut of A x receiver cut of B (:mod:`stitchcore.measures.probe_kl`): from the
+    cached activations of the training images, or one pooled pass of each model over them."""
+    n = len(ws.y_train)
+    probes = []
+    for cached, key, cuts in ((ws.sender_train.get("a"), "a", ws.senders), (ws.receiver_train.get("b"), "b",
+                                                                              ws.receivers)):  # fmt: skip
+        acts = ({c.name: pooled(cached[c.name], c.layout) for c in cuts} if cached else
+                pooled_cuts(ws.models[key], cuts, ws.ds, "train", n=n, device=ctx.device, batch_size=ws.batch,
+                            check_cancel=ctx.check_cancel))  # fmt: skip
+        probes.append(cut_probes(acts, ws.y_train, ws.num_classes))
+    return probe_kl_grid([probes[0][c.name] for c in ws.senders], [probes[1][c.name] for c in ws.receivers])
+
+
 def _proxy(cells: list[dict], ws: _Workspace) -> dict[str, list[list]] | None:
     """The matrix's proxy grids {"r2", "cka"} [senders][receivers], or None when no cell has them."""
     if not any(c.get("r2") is not None or c.get("cka") is not None for c in cells if c["variant"] == "trained"):
@@ -329,8 +344,12 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
             log.warning("matrix %s: unit %s failed: %s", ctx.run_id, key, event.payload)
             book.save()
     ctx.check_cancel()  # Stop during the units: the run ends cancelled, its finished cells kept
-    ctx.progress(1.0, f"{n_cells} cells done")
     cells = book.cells()
+    probe_kl = None  # the recommender's first ranking: for a matrix that ranks cells before training them
+    if not MODE_RULES[spec.mode].trains and len(ws.y_train) >= 2 * HOLD_EVERY:
+        ctx.progress(0.99, "a linear probe at every cut (the cut recommender)")
+        probe_kl = _probe_kl(ws, ctx)
+    ctx.progress(1.0, f"{n_cells} cells done")
 
     values = _table(cells, ws, "trained", "accuracy")
     controls = by_control = None
@@ -343,6 +362,12 @@ def run_matrix(spec: MatrixSpec, ctx: RunContext) -> dict:
     summary = {
         "senders": [s.name for s in ws.senders],
         "receivers": [r.name for r in ws.receivers],
+        # each cut's fraction of its model's depth: what the relative-depth baseline ranks cells by (recommend)
+        "sender_depths": [s.depth for s in ws.senders],
+        "receiver_depths": [r.depth for r in ws.receivers],
+        # symmetric KL between the predictions of a linear probe at each cut of A and of B (KLAS-style;
+        # measures.probe_kl), [senders][receivers]: alike cuts first in the recommender; None for a trained matrix
+        "probe_kl": probe_kl,
         "values": values,
         "metric": "accuracy",
         "penalty": _table(cells, ws, "trained", "penalty"),

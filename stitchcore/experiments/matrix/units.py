@@ -46,7 +46,7 @@ from stitchcore.measures.intervals import mean_ci, paired_difference_ci
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.package import ModelPackage
 from stitchcore.stitching.activations import CutsOnDemand, OnDemand, collect, collect_cuts
-from stitchcore.stitching.adapters import build_adapter, compatibility
+from stitchcore.stitching.adapters import build_adapter, compatibility, larger_map_refusal
 from stitchcore.stitching.evaluate import ClassifierScore, evaluate_batches, stitching_penalty
 from stitchcore.stitching.final_features import HeadInput, head_of
 from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
@@ -152,14 +152,28 @@ def noise_activations(
     return noise_train, noise_test
 
 
-def _new_cell(spec: MatrixSpec, s: Cut, r: Cut) -> tuple[dict, nn.Module | None]:
-    """A cell's empty record and its adapter as built (seeded), or None when no adapter joins the cuts."""
+def _new_cell(spec: MatrixSpec, s: Cut, r: Cut, suffix: nn.Module | None = None,
+              device: torch.device | None = None) -> tuple[dict, nn.Module | None]:  # fmt: skip
+    """A cell's empty record and its adapter as built (seeded), or None when no adapter joins the cuts (nor, for a
+    No Downsample adapter, when B's rest after ``r``, ``suffix``, cannot take the sender's larger map)."""
     cell = {"sender": s.name, "receiver": r.name, "accuracy": None, "penalty": None, "residual": None,
             "skipped_reason": compatibility(s, r, spec.adapter)}  # fmt: skip
     if cell["skipped_reason"] is not None:
         return cell, None
     torch.manual_seed(spec.seed)
-    return cell, build_adapter(spec.adapter, s, r)
+    adapter = build_adapter(spec.adapter, s, r)
+    if suffix is not None and device is not None:
+        cell["skipped_reason"] = larger_map_refusal(suffix, adapter.to(device), device)
+    return cell, None if cell["skipped_reason"] is not None else adapter
+
+
+def _by_output(items: list[Any], adapter_of: Callable[[Any], nn.Module]) -> list[list[Any]]:
+    """``items`` in groups whose adapters (``adapter_of(item)``) give one output shape, in order: the adapters a
+    shared-suffix step can stack (No Downsample hands B each sender's own grid; every other adapter B's)."""
+    groups: dict[Any, list[Any]] = {}
+    for item in items:
+        groups.setdefault(adapter_of(item).plan.out_grid, []).append(item)
+    return list(groups.values())
 
 
 def _fit_cells(spec: MatrixSpec, ctx: UnitContext, ws: _Workspace, send: str, recv: str,
@@ -168,7 +182,7 @@ def _fit_cells(spec: MatrixSpec, ctx: UnitContext, ws: _Workspace, send: str, re
     least squares where the spec says so: all from shared moments (:class:`SharedFits`: one factor per sender
     and grid, every receiver solved at once), each record with its ``residual`` and the proxy's ``r2`` (held
     out) and ``cka``.  ``SHARED_MOMENTS = False`` fits them one by one (the path the bench compares)."""
-    built = [_new_cell(spec, s, r) for s, r in pairs]
+    built = [_new_cell(spec, s, r, ws.suffixes.get((recv, r.name)), ctx.device) for s, r in pairs]
     live = [(cell, adapter) for cell, adapter in built if adapter is not None]
     if spec.adapter.init in FIT_METHODS and live:
         if not SHARED_MOMENTS and spec.scores:
@@ -231,10 +245,10 @@ def _run_receiver(
     """
     fitted = _fit_cells(spec, ctx, ws, send, recv, [(s, r) for s in senders])
     live = [(cell, adapter) for cell, adapter in fitted if adapter is not None]
-    if objective is not None and live:
+    for group in _by_output(live, lambda cell_adapter: cell_adapter[1]) if objective is not None else ():
         train_adapters_shared_suffix(
-            [adapter for _, adapter in live], train_suffix,
-            [ws.sender_train[send][cell["sender"]] for cell, _ in live], ws.y_train,
+            [adapter for _, adapter in group], train_suffix,
+            [ws.sender_train[send][cell["sender"]] for cell, _ in group], ws.y_train,
             knobs=TrainKnobs.of(spec), device=ctx.device, check_cancel=ctx.check_cancel,
             precision=spec.precision, objective=objective,
             receiver_acts=ws.receiver_train[recv][r.name] if "match" in objective else None,
@@ -253,7 +267,7 @@ def _run_streamed(
     over the training images fits them all in closed form, ``objective`` (None: none) trains them with each
     step's activations computed when its batch is drawn (:func:`_train_streamed`), and one pass of A over the
     test images scores them."""
-    built = [_new_cell(spec, s, r) for s, r in pairs]
+    built = [_new_cell(spec, s, r, ws.suffixes.get((recv, r.name)), ctx.device) for s, r in pairs]
     live = [(cell, StreamedCell(adapter.to(ctx.device), s, r))
             for (cell, adapter), (s, r) in zip(built, pairs) if adapter is not None]  # fmt: skip
     if live:
@@ -299,8 +313,8 @@ def _train_streamed(
         report(k / len(receivers), f"training {len(group)} adapter(s) into {r.name} (streamed)")
         per_pass = max(1, JOINT_ELEMENTS // (spec.batch_size * math.prod(r.shape)))
         suffix = training_top(ws.suffixes[recv, r.name], objective)
-        for start in range(0, len(group), per_pass):
-            part = group[start : start + per_pass]
+        alike = _by_output(group, lambda c: c.adapter)
+        for part in (same[i : i + per_pass] for same in alike for i in range(0, len(same), per_pass)):
             train_adapters_shared_suffix(
                 [c.adapter for c in part], suffix, [acts_a[c.sender.name] for c in part], ws.y_train,
                 knobs=TrainKnobs.of(spec), device=ctx.device, check_cancel=ctx.check_cancel,

@@ -14,6 +14,7 @@ from torch import nn
 from stitchcore.backends import UnitContext
 from stitchcore.cuts import Cut, split
 from stitchcore.data.images import ImageDataset
+from stitchcore.errors import AdapterError
 from stitchcore.experiments._registry import RunContext
 from stitchcore.experiments.sweep.plan import _Data
 from stitchcore.experiments.sweep.spec import SweepSpec
@@ -28,7 +29,7 @@ from stitchcore.measures.traits import compute, compute_ci, parse_metric
 from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.package import ModelPackage
 from stitchcore.stitching.activations import collect
-from stitchcore.stitching.adapters import build_adapter
+from stitchcore.stitching.adapters import build_adapter, larger_map_refusal
 from stitchcore.stitching.evaluate import score_logits
 from stitchcore.stitching.final_features import HeadInput, head_of
 from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
@@ -109,6 +110,8 @@ def _train(spec: SweepSpec, ctx: UnitContext, cuts: tuple[Cut, Cut], sender: _Se
     objective = parse_objective(spec.objective)
     torch.manual_seed(spec.seed)
     adapter = build_adapter(spec.adapter, *cuts)
+    if (why := larger_map_refusal(sender.suffix_b, adapter.to(ctx.device), ctx.device)) is not None:
+        raise AdapterError(f"{why}; use resample bilinear", fix={"adapter.resample": "bilinear"})
     if spec.adapter.init in FIT_METHODS:
         pairs = ((h_train[i : i + EVAL_BATCH], sender.target[i : i + EVAL_BATCH])
                  for i in range(0, len(h_train), EVAL_BATCH))  # fmt: skip
