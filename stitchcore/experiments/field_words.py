@@ -71,7 +71,9 @@ _COMMON: dict[str, FieldWords] = {
     # the adapter (stitching.AdapterSpec), as a lesson opens it
     "adapter.kind": _W("Adapter", "the layer that joins the two cuts: linear, lowrank, mlp ..."),
     "adapter.norm": _W("BatchNorm", "where the adapter normalises: none, bn_before, bn_after or both"),
-    "adapter.resample": _W("Resample", "how A's map is resized to B's grid: bilinear, nearest, strided or none"),
+    "adapter.resample": _W("Resample", "how A's map is resized to B's grid: bilinear, nearest, strided or none; "
+                           "no_downsample (where offered) hands B A's larger grid, for a B whose rest pools it (a "
+                           "ResNet)"),
     "adapter.init": _W("Adapter start", "lstsq: a least-squares fit of B's own activations; random; identity; "
                        "procrustes: the best rotation"),
     "adapter.rank": _W("Low-rank width", "the lowrank adapter's inner width; 0 or empty: a quarter of the channels"),

@@ -12,7 +12,8 @@ import streamlit as st
 import ui
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.matrix import MatrixSpec, matrix_state, similarity_beside
-from stitchcore.experiments.matrix.recommend import RANKING_WORDS, TOP, cell_words, ranking_choices, recommend
+from stitchcore.experiments.matrix.recommend import (RANKING_HELP, RANKING_WORDS, RECOMMEND_WORDS, TOP, cell_words,
+                                                     ranking_choices, recommend)
 from stitchcore.experiments.stitch_fields import ADAPTER_KEYS
 from stitchcore.params import link_params
 from stitchcore.plots import heatmap as plots_heatmap
@@ -137,21 +138,15 @@ def _open_selected_cell(spec: MatrixSpec, event) -> None:
 
 
 def _train_first(summary: dict, spec: MatrixSpec, key: str) -> None:
-    """"Train these first": the matrix's cells ranked by a score that needs no training (its fits' held-out R²,
-    CKA, or the closed-form accuracy), the top ones each a link to train that stitch on the Stitch page."""
+    """"Train these first": the matrix's cells ranked by a score that needs no training (recommend.RANKINGS), the
+    top ones each a link to train that stitch on the Stitch page."""
     choices = ranking_choices(summary)
     if not choices:
         return
     st.subheader("Train these first")
-    st.caption("Ranked without training, from each cell's least-squares fit: a guide to which pairs to train first, "
-               "not a substitute for training (on five zoo pairs the held-out R² ranking had a Spearman ρ of 0.61 "
-               "with the trained matrix, and held its best cell in the top 5 for four of them).")  # fmt: skip
+    st.caption(RECOMMEND_WORDS)
     by = st.radio("Rank the cut pairs by", choices, horizontal=True, key=f"{key}_rank_by",
-                  format_func=RANKING_WORDS.get,
-                  help="computed without training any adapter: the least-squares fit's held-out R² (how much of B's "
-                       "activation the linear map predicts on training images it did not see), the linear CKA of "
-                       "the same samples, or the closed-form matrix's test accuracy. bench/matrix_scaling.py "
-                       "measures how well each predicts a trained matrix.")  # fmt: skip
+                  format_func=RANKING_WORDS.get, help=RANKING_HELP)
     for k, cell in enumerate(recommend(summary, by=by, top=TOP), start=1):
         c = st.columns([4, 3])
         c[0].markdown(f"{k}. {ui.code_span(cell['sender'])} → {ui.code_span(cell['receiver'])}: "

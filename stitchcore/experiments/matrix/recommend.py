@@ -23,7 +23,7 @@ from stitchcore.errors import StitchError
 from stitchcore.experiments.matrix.spec import MODE_RULES, MatrixSpec
 from stitchcore.store.results import RunRecord, Store, run_id_for
 
-__all__ = ["RANKINGS", "RANKING_WORDS", "TOP", "agreement", "cell_words", "depth_grid", "proxy_run", "proxy_spec",
+__all__ = ["RANKINGS", "RANKING_HELP", "RANKING_WORDS", "RECOMMEND_WORDS", "TOP", "agreement", "cell_words", "depth_grid", "proxy_run", "proxy_spec",
            "ranked", "ranking_choices", "recommend", "spearman"]  # fmt: skip
 
 TOP = 5  # "train these first": how many pairs a page lists
@@ -35,6 +35,18 @@ RANKINGS = ("probe_kl", "r2", "cka", "accuracy", "depth")
 RANKING_WORDS = {"probe_kl": "probe KL (linear probes' predictions, lower = alike)",
                  "r2": "held-out R² of the linear fit", "cka": "linear CKA", "accuracy": "closed-form accuracy",
                  "depth": "relative depth (the baseline)"}  # fmt: skip
+_SHORT = {"probe_kl": "probe KL", "r2": "held-out R²", "cka": "linear CKA", "accuracy": "closed-form accuracy"}
+# what a page says beside a ranking (bench/matrix_recommender_cpu_2026-12-07.json measured the figures)
+RECOMMEND_WORDS = ("Ranked without training: a guide to which pairs to train first, not a substitute for training. "
+                   "On twelve zoo pairs held out of choosing it (other seeds, a ViT and a Swin, mnist5k), the "
+                   "default ranking (linear probes) had a Spearman ρ of 0.68 [0.58, 0.76] with the trained matrix, "
+                   "against 0.32 [0.18, 0.45] for pairing cuts at the same relative depth.")
+RANKING_HELP = ("computed without training any adapter: probe KL (a logistic probe at each cut, on the training "
+                "images but every 5th; how differently the two cuts' probes predict those, lower = alike), the "
+                "least-squares fit's held-out R² (how much of B's activation the linear map predicts on training "
+                "images it did not see), the linear CKA of the same samples, the closed-form matrix's test "
+                "accuracy, or relative depth (the baseline: cuts at the same fraction of their models' depth). "
+                "bench/matrix_scaling.py measures how well each predicts a trained matrix.")
 
 
 def depth_grid(sender_depths: Sequence[float], receiver_depths: Sequence[float]) -> list[list[float]]:
@@ -108,10 +120,10 @@ def ranked(grid: Sequence[Sequence[float | None]], senders: Sequence[str], recei
 def cell_words(cell: Mapping[str, Any]) -> str:
     """A ranked cell's scores in words, those it has.
 
-    >>> cell_words({"r2": 0.8754, "cka": 0.7, "accuracy": None})
-    'held-out R² 0.875, linear CKA 0.700'
+    >>> cell_words({"r2": 0.8754, "cka": 0.7, "accuracy": None, "probe_kl": 0.0251})
+    'probe KL 0.025, held-out R² 0.875, linear CKA 0.700'
     """
-    return ", ".join(f"{RANKING_WORDS[m].split(' of ')[0]} {cell[m]:.3f}" for m in RANKINGS if cell.get(m) is not None)
+    return ", ".join(f"{_SHORT[m]} {cell[m]:.3f}" for m in _SHORT if cell.get(m) is not None)
 
 
 def _ranks(values: Sequence[float]) -> list[float]:
