@@ -49,6 +49,7 @@ FIRST_IDS = {
     "coarse-labels": ["8071b9108e7b85e3", "c6f4ea6f5fba5cdd"],
     "kernel-size": ["f80b75e06cf21e89", "90f7f62ef4059eeb", "3fcf91cdfba07f0a"],
     "early-convergence": ["6e599b3c929c61cb", "7d0e6eedc2ec2232", "101cd1b767d685e9", "c327b6dac427307e"],
+    "foundation-pair": ["f8976091fc3b60e2", "8add71a3f859f9ac", "b04a0d083e822fad", "b536ef175bcb0306"],
 }  # fmt: skip
 WITH_BASELINES = set(FIRST_IDS)  # every preset but simplicity (gzip adds up layer by layer for any bottom)
 STITCH_FIELDS = ("b", "positions", "metrics", "dataset", "train_data", "adapter", "optimizer", "lr", "weight_decay",

@@ -243,7 +243,7 @@ def test_spec_errors_name_the_fix(trained_store):
         run_experiment("sweep", SweepSpec(ref0, zoo_ref(mlp), control=False), store)
     assert {p.name for p in list_presets()} == {"inheritance", "special-layer", "distributed", "simplicity",
                                                 "two-cue", "connectivity", "more-is-better", "label-noise",
-                                                "coarse-labels", "kernel-size", "early-convergence"}
+                                                "coarse-labels", "kernel-size", "early-convergence", "foundation-pair"}
     with pytest.raises(StitchError, match="special-layer"):
         get_preset("nope")
 

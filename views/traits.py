@@ -22,9 +22,11 @@ from stitchcore.experiments.trait_presets import (
     Preset,
     links,  # what a preset's link means; the form's adapter recipes
     list_presets,
+    missing_weights,
     panel_lines,
     preset_scales,
     trait_recipe,
+    weights_words,
     zoo_ref,
 )
 from stitchcore.measures.intervals import MIN_SEEDS
@@ -101,9 +103,12 @@ for paper, presets in by_paper.items():
             st.markdown(f"**{preset.title}**")
             st.caption(preset.claim + (" (on digits only)" if scaled_group and preset.dataset != scale else ""))
             jobs = links.preset_jobs(preset, n_seeds)
-            ui.show_plan_estimate(jobs)  # the models and sweeps not in the store yet, one after the other
+            if missing := missing_weights(preset):  # its pretrained towers are not on this machine: say what to do
+                st.caption(f":material/cloud_off: It {weights_words(missing)}.")
+            else:
+                ui.show_plan_estimate(jobs)  # the models and sweeps not in the store yet, one after the other
             times = f" from {n_seeds} seeds" if n_seeds > 1 else ""
-            if st.button("Run", key=f"preset_{preset.name}", disabled=ui.viewer_mode(), type="primary",
+            if st.button("Run", key=f"preset_{preset.name}", disabled=ui.viewer_mode() or bool(missing), type="primary",
                          help=f"Trains {len(preset.recipes)} models, then {len(preset.sweeps)} sweep(s){times}") and _submit(jobs):
                 st.query_params.from_dict(links.preset_link(preset, n_seeds))
 

@@ -140,6 +140,10 @@ def _run_presets(args: argparse.Namespace, store: Store, bar: ProgressBar) -> No
         if getattr(args, flag) is not None:  # a preset's sweeps are its own: the flag would be ignored
             raise StitchError(f"--{flag.replace('_', '-')} is for a sweep of --a/--b; a preset's sweeps fix their own")
     seeded = [seeded_preset(args.preset, k, dataset=args.dataset) for k in range(len(seeds))]
+    from stitchcore.experiments.trait_presets import missing_weights, weights_words
+
+    if missing := missing_weights(seeded[0]):  # its pretrained towers are not on this machine: nothing runs
+        raise StitchError(f"preset {args.preset!r} {weights_words(missing)}")
     runs = [_run_preset(args, store, bar, preset) for preset in seeded]
     bar.close()
     if len(seeds) == 1:

@@ -172,7 +172,10 @@ class ZooRecipe(DataFiles, Spec):
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         check_at_least("seed", self.seed, 0)
         check_seed("seed", self.seed)  # 2**70 would overflow torch's generator when the run starts
-        check_count("epochs", self.epochs, 1, MAX_EPOCHS, "e.g. 20", "each epoch passes over the training images")
+        # a linear probe of a hub model: no epoch of the whole network, its finetune_layer (the head) trained alone
+        probe = self.finetune_layer is not None and starts_from_hub(self.start)
+        check_count("epochs", self.epochs, 0 if probe else 1, MAX_EPOCHS, "e.g. 20; 0 only for a hub start's "
+                    "finetune_layer trained alone (a linear probe)", "each epoch passes over the training images")
         check_count("batch_size", self.batch_size, 1, MAX_BATCH, "e.g. 64")
         if self.lr is not None:
             check_positive("lr", self.lr, "typical values 1e-3 .. 1e-1; leave it out for the default")

@@ -61,13 +61,18 @@ early-convergence    checkpoints (epochs 0, 1, 2, 5) of one run,   small early, 
                      each bottom under the run's final model       epoch, first at early cuts
 ===================  ===========================================  ==========================================
 
+The last, foundation-pair, is Revisiting Stitching in the Foundation Model Era's (CVPR 2026) comparison of
+objectives along depth: DINOv2-S/14 with registers into CLIP's ViT-B/16, each with a linear probe, stitched with
+the task, match and final objectives; a random-init DINOv2 under the final one.  It needs their pretrained weights
+(``Preset.needs_weights``; :func:`missing_weights`), and says so where they are not at hand.
+
 What the Traits page reads from a preset's link and writes into one (``?preset=NAME&data=mnist5k&seeds=3``),
 each bad value held with a note, is :mod:`stitchcore.experiments.trait_presets.links` (imported by name: it
 reads model seeds from :mod:`stitchcore.experiments.preset_seeds`, which imports this package).
 
 >>> [p.name for p in list_presets()]  # doctest: +NORMALIZE_WHITESPACE
 ['inheritance', 'special-layer', 'distributed', 'simplicity', 'two-cue', 'connectivity', 'more-is-better',
- 'label-noise', 'coarse-labels', 'kernel-size', 'early-convergence']
+ 'label-noise', 'coarse-labels', 'kernel-size', 'early-convergence', 'foundation-pair']
 >>> [(p.title, p.sweeps) for p in get_preset("connectivity").panels]
 [('Stitching connectivity: penalty at every depth', (0, 1, 2, 3))]
 >>> noise = get_preset("label-noise")
@@ -100,6 +105,7 @@ from stitchcore.experiments.trait_presets._base import (  # noqa: F401 -- re-exp
     PresetFn,
     get_preset,
     list_presets,
+    missing_weights,
     needed_recipes,
     panel_lines,
     preset_scales,
@@ -107,6 +113,7 @@ from stitchcore.experiments.trait_presets._base import (  # noqa: F401 -- re-exp
     register_preset,
     run_preset,
     trait_recipe,
+    weights_words,
     zoo_ref,
 )
 from stitchcore.experiments.trait_presets._oxford import (  # noqa: F401 -- re-exported
@@ -132,9 +139,15 @@ from stitchcore.experiments.trait_presets._bansal import (  # noqa: F401 -- re-e
     WIDE,
     WIDTHS,
 )
+from stitchcore.experiments.trait_presets._foundation import (  # noqa: F401 -- re-exported
+    FOUNDATION,
+    FOUNDATION_A,
+    FOUNDATION_B,
+    FOUNDATION_OBJECTIVES,
+)
 # isort: on
 
 __all__ = ["PROTOCOLS", "STITCHING_LAYER", "TASK_EPOCHS", "TRAIT_CLASS", "PenaltyPanel", "Preset", "get_preset", "list_presets", "register_preset"]
-__all__ += ["RANDOM_BOTTOM_SEED", "SCALES", "needed_recipes", "panel_lines", "preset_scales", "random_bottom", "run_preset",
+__all__ += ["RANDOM_BOTTOM_SEED", "SCALES", "missing_weights", "needed_recipes", "weights_words", "panel_lines", "preset_scales", "random_bottom", "run_preset",
             "zoo_ref"]
 

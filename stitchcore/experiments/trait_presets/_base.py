@@ -53,6 +53,8 @@ class Preset:
     # A verdict reads effect = claim − baseline per cut and model seed.
     baselines: dict[int, tuple[int, ...]] = field(default_factory=dict)
     dataset: str = "digits"  # the data its models train on and its sweeps score on (SCALES, for the Bansal presets)
+    # hub models whose pretrained weights it starts from (timm names): without them it cannot run, and says so
+    needs_weights: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         n = len(self.sweeps)
@@ -195,6 +197,20 @@ def _check_scale(dataset: str) -> None:
         raise StitchError(f"unknown preset data {dataset!r}; use one of: {', '.join(SCALES)}")
 
 
+def missing_weights(preset: Preset) -> list[str]:
+    """The pretrained weights ``preset`` starts from that are not on this machine (timm names; nothing fetched)."""
+    from stitchcore.models.sources.timm import pretrained_at_hand
+
+    return [name for name in preset.needs_weights if not pretrained_at_hand(name)]
+
+
+def weights_words(missing: Sequence[str]) -> str:
+    """What to do about pretrained weights not at hand, in one line."""
+    return (f"needs the pretrained weights of {', '.join(f'timm:{n}' for n in missing)}, which are not on this "
+            "machine: run it where the Hugging Face hub is reachable (they download once into its cache), or copy "
+            "that cache here (HF_HUB_CACHE)")
+
+
 def list_presets() -> list[Preset]:
     """All presets, in the report's order (the order they are registered in)."""
     return [_PRESETS.get(name)() for name in _PRESETS.list()]
@@ -297,6 +313,8 @@ def run_preset(
     (:func:`needed_recipes`); None = all.
     """
     preset = get_preset(name, seed=seed, protocol=protocol, dataset=dataset)
+    if missing := missing_weights(preset):
+        raise StitchError(f"preset {name!r} {weights_words(missing)}")
     chosen = list(range(len(preset.sweeps))) if sweeps is None else list(sweeps)
     if any(isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < len(preset.sweeps) for k in chosen):
         raise StitchError(f"preset {name!r} has sweeps 0 to {len(preset.sweeps) - 1}; got {chosen}")

@@ -51,7 +51,7 @@ from stitchcore.models.sources._hub import (
 from stitchcore.models.sources._registry import register_arch_builder, register_source
 from stitchcore.models.sources.checkpoint import classifier_rows, load_into, read_checkpoint, read_hub_weights
 
-__all__ = ["build_for_file", "load_timm", "timm_preprocess"]
+__all__ = ["build_for_file", "load_timm", "pretrained_at_hand", "timm_preprocess"]
 
 logger = logging.getLogger(__name__)
 
@@ -321,6 +321,21 @@ def _from_cache_file(name: str, cfg: Any, path: str, **kwargs: Any) -> nn.Module
         raise CheckpointError(f"the downloaded weights {path} do not fit timm:{name} ({reason}); delete that "
                               f"file so they download again, or use timm:{name}@file=/path/to/weights.safetensors"
                               ) from e  # fmt: skip
+
+
+def pretrained_at_hand(name: str) -> bool:
+    """True when timm model ``name``'s pretrained weights are in the local cache (HF hub or torch hub dir): it loads
+    without the network.  Nothing is fetched.
+
+    >>> pretrained_at_hand("resnet18.a1_in1k") in (True, False)
+    True
+    """
+    from timm.models import get_pretrained_cfg, split_model_name_tag
+
+    _check_name(name)
+    arch, tag = split_model_name_tag(name)
+    cfg = get_pretrained_cfg(name if tag else arch)
+    return cfg is not None and _cached_weights(cfg) is not None
 
 
 def _create_pretrained(name: str, **kwargs: Any) -> nn.Module:
