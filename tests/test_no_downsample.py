@@ -60,3 +60,18 @@ def test_a_matrix_trains_each_output_grid_apart_and_skips_what_b_cannot_take(res
                                               mode="trained", epochs=1, adapter=NO_DOWNSAMPLE), cnn_store)
     assert cnn.record.summary["values"] == [[None]]
     assert "do not take the sender's 4x4 map" in next(iter(cnn.record.summary["skipped"].values()))
+
+
+def test_cells_into_one_receiver_scored_together_give_what_each_scored_alone_gives(trained_store, monkeypatch):
+    """Issue 42's scoring floor: a closed-form matrix scores the cells into one receiver in one pass of its suffix
+    per test batch; each cell's accuracy, penalty and intervals are those of scoring it alone."""
+    import stitchcore.experiments.matrix.units as units
+
+    store, refs = trained_store
+    spec = MatrixSpec(refs[0], refs[1], senders=("block1", "block2", "fc1"), receivers=("block2", "fc1", "fc2"))
+    together = run_experiment("matrix", spec, store, rerun=True).record.summary
+    monkeypatch.setattr(units, "SHARED_SCORING", False)
+    alone = run_experiment("matrix", spec, store, rerun=True).record.summary
+    for key in ("values", "penalty", "values_ci", "penalty_ci"):
+        assert together[key] == alone[key], key
+    assert sum(v is not None for row in together["values"] for v in row) >= 6

@@ -47,7 +47,7 @@ from stitchcore.models.loaded import LoadedModel
 from stitchcore.models.package import ModelPackage
 from stitchcore.stitching.activations import CutsOnDemand, OnDemand, collect, collect_cuts
 from stitchcore.stitching.adapters import build_adapter, compatibility, larger_map_refusal
-from stitchcore.stitching.evaluate import ClassifierScore, evaluate_batches, stitching_penalty
+from stitchcore.stitching.evaluate import ClassifierScore, evaluate_batches, score_logits, stitching_penalty
 from stitchcore.stitching.final_features import HeadInput, head_of
 from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
 from stitchcore.stitching.noise_sender import clustered_noise
@@ -63,6 +63,9 @@ __all__ = ["NOISE_KEY", "grid_of", "grid_unit", "noise_activations", "receiver_u
 EVAL_BATCH = 256  # at most this many images of activations per slice fitted or scored (fewer where the budget says)
 HOLD_EVERY = 5  # the proxy's held-out R²: every fifth training image is held out of the fit it scores
 SHARED_MOMENTS = True  # False: each closed-form cell fitted on its own, as before shared moments (for bench/)
+# True: the closed-form cells into one receiver are scored together, one pass of its suffix per test batch for all of
+# them (:func:`_score_receiver`); False: cell by cell, as before (for bench/)
+SHARED_SCORING = True
 JOINT_ELEMENTS = 2**24  # trained mode: at most this many stacked suffix-input values (adapters x batch x receiver size)
 NOISE_KEY = "noise"  # the noise sender's model key in a workspace: activations only, made from A's ("a")
 
@@ -231,6 +234,31 @@ def _score_cell(cell: dict, adapter: nn.Module, ctx: UnitContext, ws: _Workspace
                              ws.num_classes, ctx.device)  # fmt: skip
     _record_score(cell, score, ws, recv, seed)
     return cell
+
+
+@torch.no_grad()
+def _score_receiver(group: list[tuple[dict, nn.Module]], ctx: UnitContext, ws: _Workspace, send: str, recv: str,
+                    seed: int) -> None:  # fmt: skip
+    """Score cells that share one receiver (and one output grid) together: per test batch, every adapter's output
+    stacked [K * B, *r] through B's suffix once -> logits [K * B, classes], split back per cell; each cell's
+    accuracy and penalty as :func:`_score_cell` gives them (its own test images, the same suffix)."""
+    (_, first), n = group[0], len(ws.y_test)
+    suffix = ws.suffixes[recv, first.receiver.name]
+    size = min(EVAL_BATCH, images_per_slice(first, first.sender, first.receiver, ws.budget, ws.work))
+    per_pass = max(1, JOINT_ELEMENTS // (size * math.prod(first.receiver.shape)))
+    for start in range(0, len(group), per_pass):
+        part = group[start : start + per_pass]
+        logits: list[list[torch.Tensor]] = [[] for _ in part]
+        for adapter in (a for _, a in part):
+            adapter.eval()
+        for i in range(0, n, size):
+            ctx.check_cancel()
+            mids = [a(ws.sender_test[send][c["sender"]][i : i + size].to(ctx.device).float()) for c, a in part]
+            out = suffix(torch.cat(mids)).float().cpu()  # [K * B, classes]
+            for k, chunk in enumerate(out.split([len(m) for m in mids])):
+                logits[k].append(chunk)
+        for (cell, _), rows in zip(part, logits, strict=True):
+            _record_score(cell, score_logits(torch.cat(rows), ws.y_test, ws.num_classes), ws, recv, seed)
 
 
 def _run_receiver(
@@ -422,8 +450,9 @@ def grid_unit(
 ) -> Iterator[tuple[str, Any]]:
     """Every pending closed-form cell of ``pairs`` (every sender into the receivers of one grid): fitted
     together from shared moments (:class:`SharedFits`: one pass over the cached activations, one factor per
-    sender, one stacked product for all cross-moments), then scored one by one (a proxy matrix: not scored),
-    the cells coming back sender by sender."""
+    sender, one stacked product for all cross-moments), then scored (a proxy matrix: not scored),
+    the cells coming back receiver by receiver, each scored with every other cell into its receiver in one
+    suffix pass a test batch (SHARED_SCORING; sender by sender, one cell a pass, without)."""
     receivers = list(dict.fromkeys(r for _, r in pairs))
     ws = _unit_workspace(source, send, recv, receivers, context, spec.scores)
     cuts = {("s", c.name): c for c in ws.senders} | {("r", c.name): c for c in ws.receivers}
@@ -432,6 +461,18 @@ def grid_unit(
     fitted = _fit_cells(spec, context, ws, send, recv, [(cuts["s", s], cuts["r", r]) for s, r in pairs])
     if not spec.scores:  # nothing to score: every cell at once (one write of the cells, not one a sender)
         yield "cells", [{"variant": variant, **cell} for cell, _ in fitted]
+        return
+    if SHARED_SCORING:  # receiver by receiver: one suffix pass a test batch for every cell into it
+        by_receiver: dict[str, list[tuple[dict, nn.Module | None]]] = {}
+        for cell, adapter in fitted:
+            by_receiver.setdefault(cell["receiver"], []).append((cell, adapter))
+        for k, (receiver, mine) in enumerate(by_receiver.items()):
+            context.check_cancel()
+            yield "progress", (k / len(by_receiver), f"scoring {len(mine)} sender(s) into {receiver}{where}")
+            live = [(cell, adapter) for cell, adapter in mine if adapter is not None]
+            for group in _by_output(live, lambda cell_adapter: cell_adapter[1]):
+                _score_receiver(group, context, ws, send, recv, spec.seed)
+            yield "cells", [{"variant": variant, **cell} for cell, _ in mine]
         return
     by_sender: dict[str, list[tuple[dict, nn.Module | None]]] = {}
     for cell, adapter in fitted:
