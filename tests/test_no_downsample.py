@@ -69,6 +69,7 @@ def test_cells_into_one_receiver_scored_together_give_what_each_scored_alone_giv
 
     store, refs = trained_store
     spec = MatrixSpec(refs[0], refs[1], senders=("block1", "block2", "fc1"), receivers=("block2", "fc1", "fc2"))
+    monkeypatch.setattr(units, "SHARED_SCORING", True)  # the default on a GPU; a CPU scores cell by cell
     together = run_experiment("matrix", spec, store, rerun=True).record.summary
     monkeypatch.setattr(units, "SHARED_SCORING", False)
     alone = run_experiment("matrix", spec, store, rerun=True).record.summary

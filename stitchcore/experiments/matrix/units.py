@@ -64,8 +64,14 @@ EVAL_BATCH = 256  # at most this many images of activations per slice fitted or 
 HOLD_EVERY = 5  # the proxy's held-out R²: every fifth training image is held out of the fit it scores
 SHARED_MOMENTS = True  # False: each closed-form cell fitted on its own, as before shared moments (for bench/)
 # True: the closed-form cells into one receiver are scored together, one pass of its suffix per test batch for all of
-# them (:func:`_score_receiver`); False: cell by cell, as before (for bench/)
-SHARED_SCORING = True
+# them (:func:`_score_receiver`); False: cell by cell, as before; None (the default): together on a GPU, cell by
+# cell on a CPU, where the stacked batches were slower (bench/matrix_scaling.py, 2 cores: 73 s against 52 s for
+# the 32 x 32 closed-form matrix; a CPU's time per image grows with the batch)
+SHARED_SCORING: bool | None = None
+
+
+def _scores_together(device: torch.device) -> bool:
+    return SHARED_SCORING if SHARED_SCORING is not None else device.type == "cuda"
 JOINT_ELEMENTS = 2**24  # trained mode: at most this many stacked suffix-input values (adapters x batch x receiver size)
 NOISE_KEY = "noise"  # the noise sender's model key in a workspace: activations only, made from A's ("a")
 
@@ -452,7 +458,7 @@ def grid_unit(
     together from shared moments (:class:`SharedFits`: one pass over the cached activations, one factor per
     sender, one stacked product for all cross-moments), then scored (a proxy matrix: not scored),
     the cells coming back receiver by receiver, each scored with every other cell into its receiver in one
-    suffix pass a test batch (SHARED_SCORING; sender by sender, one cell a pass, without)."""
+    suffix pass a test batch (on a GPU; SHARED_SCORING), else sender by sender, one cell a pass."""
     receivers = list(dict.fromkeys(r for _, r in pairs))
     ws = _unit_workspace(source, send, recv, receivers, context, spec.scores)
     cuts = {("s", c.name): c for c in ws.senders} | {("r", c.name): c for c in ws.receivers}
@@ -462,7 +468,7 @@ def grid_unit(
     if not spec.scores:  # nothing to score: every cell at once (one write of the cells, not one a sender)
         yield "cells", [{"variant": variant, **cell} for cell, _ in fitted]
         return
-    if SHARED_SCORING:  # receiver by receiver: one suffix pass a test batch for every cell into it
+    if _scores_together(context.device):  # receiver by receiver: one suffix pass a test batch for every cell into it
         by_receiver: dict[str, list[tuple[dict, nn.Module | None]]] = {}
         for cell, adapter in fitted:
             by_receiver.setdefault(cell["receiver"], []).append((cell, adapter))
