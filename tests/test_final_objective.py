@@ -16,7 +16,7 @@ from stitchcore.experiments.matrix import MatrixSpec
 from stitchcore.experiments.stitch import StitchSpec
 from stitchcore.experiments.sweep import SweepSpec
 from stitchcore.models.sources import load_model
-from stitchcore.stitching.final_features import HeadInput, head_of
+from stitchcore.stitching.final_features import HeadInput, checked_head, head_of
 
 RANDOM_LINEAR = {"kind": "linear", "norm": "both", "resample": "bilinear", "init": "random"}
 
@@ -37,6 +37,20 @@ def test_the_final_features_are_what_the_head_reads(trained_store, ref):
 def test_a_module_without_a_head_says_so():
     with pytest.raises(StitchError, match="no Linear or conv classifier head"):
         head_of(nn.Sequential(nn.ReLU()))
+
+    class Declared(nn.Module):  # its head declared before the layer that feeds it: the last Linear is not the head
+        def __init__(self) -> None:
+            super().__init__()
+            self.head, self.body = nn.Linear(4, 2), nn.Linear(3, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head(torch.relu(self.body(x)))
+
+    with pytest.raises(StitchError, match="last Linear is not what gives its output") as exc:
+        checked_head(Declared(), torch.ones(2, 3))
+    assert exc.value.fix == {"objective": "task"}
+    net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    assert checked_head(net, torch.ones(2, 3)) is net[2] and net.training  # its mode as it was
 
 
 def test_the_final_objective_reads_no_labels_where_the_task_objective_learns_the_noise(trained_store):

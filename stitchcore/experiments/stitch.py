@@ -66,7 +66,7 @@ from stitchcore.stitching.activations import OnDemand, collect, memory_budget_by
 from stitchcore.stitching.adapters import (AdapterSpec, adapter_cost, build_adapter, compatibility,
                                           larger_map_refusal)
 from stitchcore.stitching.evaluate import ClassifierScore, evaluate_batches, stitching_penalty
-from stitchcore.stitching.final_features import HeadInput, head_of
+from stitchcore.stitching.final_features import HeadInput, checked_head
 from stitchcore.stitching.fits import fit_adapter
 from stitchcore.stitching.noise_sender import clustered_noise
 from stitchcore.stitching.precision import PRECISIONS, Autocast, autocast
@@ -414,7 +414,7 @@ def run_stitch(spec: StitchSpec, ctx: RunContext) -> dict:
     top = suffix_b  # what the adapter trains through: with the final objective, it also reads B's final features
     final = None
     if "final" in objective:  # B's own final features [n_train, D], read where its head takes them
-        head = head_of(b.model)
+        head = checked_head(b.model, b.example_input().to(device))
         top = HeadInput(suffix_b, head)
         final = activations(HeadInput(b.model, head, features_only=True), b, "train", n_train)
     targets = AdapterTargets(labels=y_train, receiver=receiver, teacher_logits=teacher, final=final)

@@ -27,7 +27,7 @@ from torch import nn
 from stitchcore.errors import StitchError
 from stitchcore.models.sources.checkpoint import head_names
 
-__all__ = ["HeadInput", "head_of"]
+__all__ = ["HeadInput", "head_of", "checked_head"]
 
 
 def head_of(model: nn.Module) -> nn.Module:
@@ -41,6 +41,34 @@ def head_of(model: nn.Module) -> nn.Module:
         raise StitchError(f"{type(model).__name__} has no Linear or conv classifier head, so it has no final "
                           "features to match; use objective 'task' or 'match'")  # fmt: skip
     return model.get_submodule(names[0])
+
+
+@torch.no_grad()
+def checked_head(model: nn.Module, example: torch.Tensor) -> nn.Module:
+    """:func:`head_of`, held to being the model's output layer: on ``example`` [B, ...] the head applied to what it
+    reads must give the model's output (a model whose last Linear is not its classifier is refused in one line).
+
+    >>> net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)).eval()
+    >>> checked_head(net, torch.ones(2, 3)) is net[2]
+    True
+    """
+    head = head_of(model)
+    was = model.training
+    model.eval()
+    try:
+        out, features = HeadInput(model, head)(example)  # [B, K], [B, D]
+        x = features.view(len(features), -1, 1, 1) if isinstance(head, nn.Conv2d) else features
+        same = isinstance(out, torch.Tensor) and out.dim() == 2 and torch.allclose(head(x).reshape(out.shape), out,
+                                                                                    atol=1e-4)  # fmt: skip
+    except (RuntimeError, StitchError):
+        same = False
+    finally:
+        model.train(was)
+    if not same:
+        raise StitchError(f"{type(model).__name__}'s last Linear is not what gives its output, so its final features "
+                          "(its classifier's input) cannot be read; use objective 'task' or 'match'",
+                          fix={"objective": "task"})  # fmt: skip
+    return head
 
 
 class HeadInput(nn.Module):

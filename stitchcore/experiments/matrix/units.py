@@ -48,7 +48,7 @@ from stitchcore.models.package import ModelPackage
 from stitchcore.stitching.activations import CutsOnDemand, OnDemand, collect, collect_cuts
 from stitchcore.stitching.adapters import build_adapter, compatibility, larger_map_refusal
 from stitchcore.stitching.evaluate import ClassifierScore, evaluate_batches, score_logits, stitching_penalty
-from stitchcore.stitching.final_features import HeadInput, head_of
+from stitchcore.stitching.final_features import HeadInput, checked_head, head_of
 from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
 from stitchcore.stitching.noise_sender import clustered_noise
 from stitchcore.stitching.shared_fits import shared_fits
@@ -123,7 +123,7 @@ def final_features(ws: _Workspace, recv: str, device: torch.device) -> torch.Ten
     objective trains each adapter's stitched model to reproduce."""
     if recv not in ws.final_train:
         m = ws.models[recv]
-        module = HeadInput(m.model.eval(), head_of(m.model), features_only=True)
+        module = HeadInput(m.model.eval(), checked_head(m.model, m.example_input().to(device)), features_only=True)
         n = len(ws.y_train)
         ws.final_train[recv] = (OnDemand(module, ws.ds, m.preprocess, "train", n, device) if ws.streamed else
                                 collect(module, ws.ds, m.preprocess, "train", limit=n, device=device,

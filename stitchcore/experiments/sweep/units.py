@@ -31,7 +31,7 @@ from stitchcore.models.package import ModelPackage
 from stitchcore.stitching.activations import collect
 from stitchcore.stitching.adapters import build_adapter, larger_map_refusal
 from stitchcore.stitching.evaluate import score_logits
-from stitchcore.stitching.final_features import HeadInput, head_of
+from stitchcore.stitching.final_features import HeadInput, checked_head
 from stitchcore.stitching.fits import FIT_METHODS, fit_adapter
 from stitchcore.stitching.noise_sender import clustered_noise
 from stitchcore.stitching.train import AdapterTargets, TrainKnobs, parse_objective, train_adapter
@@ -156,7 +156,7 @@ def _stitch_at(
         return collect(module, data.train, b.preprocess, "train", limit=data.n_train, **acts)
 
     target = of_b(prefix_b) if spec.adapter.init in FIT_METHODS or "match" in objective else None
-    head = head_of(b.model) if "final" in objective else None
+    head = checked_head(b.model, b.example_input().to(device)) if "final" in objective else None
     sender = _Sender(suffix_b, h_train, data.train.labels("train")[: data.n_train], target,
                      teacher=of_b(b.model.eval()) if "kd" in objective else None,
                      final=of_b(HeadInput(b.model.eval(), head, features_only=True)) if head is not None else None,
