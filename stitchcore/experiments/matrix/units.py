@@ -68,12 +68,13 @@ SHARED_MOMENTS = True  # False: each closed-form cell fitted on its own, as befo
 # cell on a CPU, where the stacked batches were slower (bench/matrix_scaling.py, 2 cores: 73 s against 52 s for
 # the 32 x 32 closed-form matrix; a CPU's time per image grows with the batch)
 SHARED_SCORING: bool | None = None
+JOINT_ELEMENTS = 2**24  # trained mode: at most this many stacked suffix-input values (adapters x batch x receiver size)
+NOISE_KEY = "noise"  # the noise sender's model key in a workspace: activations only, made from A's ("a")
 
 
 def _scores_together(device: torch.device) -> bool:
+    """Whether a closed-form unit scores a receiver's cells together (:data:`SHARED_SCORING`)."""
     return SHARED_SCORING if SHARED_SCORING is not None else device.type == "cuda"
-JOINT_ELEMENTS = 2**24  # trained mode: at most this many stacked suffix-input values (adapters x batch x receiver size)
-NOISE_KEY = "noise"  # the noise sender's model key in a workspace: activations only, made from A's ("a")
 
 
 def resolve_cuts(m: LoadedModel, names: tuple[str, ...] | None) -> list[Cut]:
@@ -171,7 +172,7 @@ def _new_cell(spec: MatrixSpec, s: Cut, r: Cut, suffix: nn.Module | None = None,
         return cell, None
     torch.manual_seed(spec.seed)
     adapter = build_adapter(spec.adapter, s, r)
-    if suffix is not None and device is not None:
+    if suffix is not None and device is not None and adapter.plan.out_grid is not None:  # No Downsample alone
         cell["skipped_reason"] = larger_map_refusal(suffix, adapter.to(device), device)
     return cell, None if cell["skipped_reason"] is not None else adapter
 

@@ -110,7 +110,8 @@ def _train(spec: SweepSpec, ctx: UnitContext, cuts: tuple[Cut, Cut], sender: _Se
     objective = parse_objective(spec.objective)
     torch.manual_seed(spec.seed)
     adapter = build_adapter(spec.adapter, *cuts)
-    if (why := larger_map_refusal(sender.suffix_b, adapter.to(ctx.device), ctx.device)) is not None:
+    if adapter.plan.out_grid is not None and (why := larger_map_refusal(sender.suffix_b, adapter.to(ctx.device),
+                                                                         ctx.device)) is not None:  # fmt: skip
         raise AdapterError(f"{why}; use resample bilinear", fix={"adapter.resample": "bilinear"})
     if spec.adapter.init in FIT_METHODS:
         pairs = ((h_train[i : i + EVAL_BATCH], sender.target[i : i + EVAL_BATCH])
