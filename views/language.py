@@ -19,6 +19,7 @@ from stitchcore.experiments.field_words import field_words
 from stitchcore.experiments.lm import MODES
 from stitchcore.experiments.lm.fields import LM_TRAIN
 from stitchcore.lm.parts import lm_shape, merge_layout, stitch_layout
+from stitchcore.lm.cross import cross_layout
 from stitchcore.models.archs import arch_recipe_defaults
 from stitchcore.models.sources.zoo import list_zoo_models
 from stitchcore.params import declared, form_defaults
@@ -32,11 +33,11 @@ SCORING = ("eval_windows", "sample_tokens")  # beside the models' shapes
 MAIN = ("modes", "heads", "heatmap", "embed", "head", "kind", "init", "objective", "steps", "until", "start", "lr",
         "mlp_hidden")  # fmt: skip
 TRAIN = {f.key for f in LM_TRAIN}  # the adapter's training: unused by a depth sweep of merges alone
-TRAIN_GPT = ("seed", "optimizer", "epochs", "batch_size")  # the char-GPT recipe's fields drawn here
+TRAIN_GPT = ("seed", "optimizer", "epochs", "batch_size", "tokenizer")  # the GPT recipe's fields drawn here
 
 
 def _train_form() -> None:
-    """Train a char-GPT zoo recipe here (a background job), with how long it takes above the button."""
+    """Train a GPT zoo recipe (characters or a BPE) here (a background job), with how long it takes above the button."""
     c, own = st.columns([1, 2]), arch_recipe_defaults("gpt")
     text = c[0].selectbox("Corpus", [*list_texts(), "file:…"], key="lm_train_text", persist_state="session",
                           help="pydoc works offline; tinyshakespeare downloads once")  # fmt: skip
@@ -53,7 +54,7 @@ def _train_form() -> None:
             spec_form.show_refusal("zoo", exc, prefix="lm_train_")
     ui.show_estimate("zoo", recipe)
     why = None if recipe else ("type the text file's path" if dataset == "file:" else "the recipe has an error")
-    if ui.launch_button("Train char-GPT", why, key="lm_train"):
+    if ui.launch_button("Train GPT", why, key="lm_train"):
         try:
             job = ui.get_runner().submit("zoo", recipe)
         except StitchError as exc:
@@ -124,8 +125,13 @@ def _form(kind: str, refs: dict[str, str], sa: dict, sb: dict, values: dict):
             return None
         values["head_at"] = values["head_at"] if values["head"] == "a" else None
         i, j = values["cut_a"], values["cut_a"] if values["cut_b"] is None else values["cut_b"]
-        st.code(" → ".join(stitch_layout(sa["n_layer"], sb["n_layer"], i, j, values["head"], values["head_at"])),
-                language=None)
+        across = sa["vocab"] != sb["vocab"]  # each of B's tokens reads A's of the same bytes (stitchcore.lm.cross)
+        st.code(" → ".join(cross_layout(sa["n_layer"], sb["n_layer"], i, j, values["alignment"]) if across else
+                           stitch_layout(sa["n_layer"], sb["n_layer"], i, j, values["head"], values["head_at"])),
+                language=None)  # fmt: skip
+        if across:
+            st.caption("A and B tokenize differently: scored in bits per byte of B's next-token loss, beside B alone, "
+                       "a shuffled alignment and a random-init A (each fitted and trained as the stitch is).")
     return spec_form.spec_from_form(kind, values, **given)
 
 
@@ -147,10 +153,10 @@ if applied:  # the experiment picker follows the link
 lm_refs = sorted(r.summary["ref"] for r in list_zoo_models(ui.get_store()) if r.summary.get("input_kind") == "tokens")
 # Open until the two models the page joins exist (the first one finishing must not fold it: a changed `expanded`
 # folds it in the browser); the user may fold it any time, and a rerun with the same value keeps that.
-with st.expander("Train a character-level GPT here", expanded=len(lm_refs) < 2):
+with st.expander("Train a GPT here (one token a character, or a BPE)", expanded=len(lm_refs) < 2):
     _train_form()
 if len(lm_refs) < 2:
-    st.info(("No char-GPTs trained yet: train two" if not lm_refs else "One char-GPT trained: train another") +
+    st.info(("No GPTs trained yet: train two" if not lm_refs else "One GPT trained: train another") +
             " above (e.g. seeds 0 and 1), or type hf: refs (hf:gpt2, hf:/path/to/save_pretrained_dir) below.")
 kind = KINDS[st.radio("Experiment", list(KINDS), horizontal=True, key="lm_kind", persist_state="session")]
 url_notes = spec_form.show_link_notes(f"{kind}_", clear=not spec_form.linked(KINDS.values()))
@@ -163,7 +169,7 @@ with right:
     for role, sh in shapes.items():
         if sh:
             st.caption(ui.plain(f"{role.upper()}: {sh['n_layer']} blocks, width {sh['width']}, context "
-                                f"{sh['context']} ({sh['family']})"))
+                                f"{sh['context']} ({sh['family']}), tokens: {sh['tokens']}"))
     scoring = spec_form.widgets(kind, SCORING, per_row=2, prefix=f"{kind}_")
 
 spec = None

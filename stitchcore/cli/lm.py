@@ -6,6 +6,8 @@
     python -m stitchcore merge --a A --b B                       # every split, merge + stitch, heads a and b
     python -m stitchcore merge --a A --b B --mode stitch --head b --heatmap
     python -m stitchcore stitch --a A --b B --cut-a h.1 --cut-b h.1 --json   # LM refs: an lmstitch run
+    python -m stitchcore lmstitch --a CHAR_REF --b BPE_REF --cut-a 2 --cut-b 2 --json  # every lmstitch field a flag;
+                                                                  # across tokenizers: bits per byte and controls
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from stitchcore.cli._args import given, safe, whole
 from stitchcore.cli._common import Command, ProgressBar, backend_parser, emit, outcome, run, took
-from stitchcore.cli._spec_args import add_spec_flags, with_defaults
+from stitchcore.cli._spec_args import add_spec_flags, spec_values, with_defaults
 from stitchcore.errors import StitchError
 
 if TYPE_CHECKING:
@@ -58,6 +60,10 @@ def add_verbs(verbs: argparse._SubParsersAction, common: argparse.ArgumentParser
     mg.add_argument("--hidden", type=whole, default=None,
                     help=f"hidden width of the mlp adapter's branch (default {MLP_HIDDEN})")
     mg.add_argument("--rerun", action="store_true", help="run again even if the store has it")
+    ls = verbs.add_parser("lmstitch", parents=[common], help="one LM stitch A[cut-a] -> B[cut-b], also between two "
+                          "tokenizers (bits per byte, beside a shuffled alignment and a random-init A)")
+    add_spec_flags(ls, "lmstitch", required=("a", "b", "cut_a"))
+    ls.add_argument("--rerun", action="store_true", help="run again even if the store has it")
     mg.add_argument("--dry-run", action="store_true", help="with --split: print the joined model's parts and exit")
 
 
@@ -206,13 +212,44 @@ def _text(kind: str, s: dict[str, Any], cached: bool, seconds: float) -> str:
     return f"{text}\n{training_words(s)}" if kind == "lmstitch" else text
 
 
+def _cross_text(s: dict[str, Any], cached: bool, seconds: float) -> str:
+    """A cross-tokenizer stitch: bits per byte of the stitch, B alone, A alone and each control, and the verdict."""
+    from stitchcore.experiments.lm.cross import CONTROL_WORDS, cross_rows
+
+    lines = [" ".join(s["layout"]), f"A: {s['tokenizers']['a']}  B: {s['tokenizers']['b']}  alignment {s['alignment']}"]
+    for r in cross_rows(s):
+        label = f"control: {r['label']}" if r["role"] in CONTROL_WORDS else r["label"]
+        lines.append(f"{label:32s} {r['bits_per_byte']:.4f} bits/byte{_ci(r['ci'])}")
+    lines += [f"control: {CONTROL_WORDS[t]}: skipped, {c['skipped']}" for t, c in s["controls"].items()
+              if "skipped" in c]
+    lines.append(f"{s['verdict']}; {s['eval_windows']} held-out windows, {s['eval_bytes']:,} bytes "
+                 f"({took(cached, seconds)})")
+    return "\n".join(lines)
+
+
+def _cmd_lmstitch(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
+    """One LM stitch from the declared flags (today's defaults for the rest); across tokenizers its JSON gives
+    bits_per_byte, bits_per_byte_ci, b_bits_per_byte and controls."""
+    from stitchcore.params import build_spec
+
+    spec = build_spec("lmstitch", spec_values(args, "lmstitch"))
+    out = run("lmstitch", spec, args, store, bar)
+    s = out.record.summary
+    text = _cross_text(s, out.cached, out.seconds) if s.get("mode") == "cross" else _text("lmstitch", s, out.cached,
+                                                                                         out.seconds)
+    emit(args, outcome(out, kind="lmstitch"), text)
+
+
 def _cmd_merge(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
     """Run one merge / LM stitch (``--split``) or the sweep over depth, and print the result."""
     kind, spec = _specs(args, store)
     if getattr(args, "dry_run", False):
         return _dry_run(args, kind, spec, store)
     out = run(kind, spec, args, store, bar)
-    emit(args, outcome(out, kind=kind), _text(kind, out.record.summary, out.cached, out.seconds))
+    s = out.record.summary
+    text = _cross_text(s, out.cached, out.seconds) if s.get("mode") == "cross" else _text(kind, s, out.cached,
+                                                                                         out.seconds)
+    emit(args, outcome(out, kind=kind), text)
 
 
 def _dry_run(args: argparse.Namespace, kind: str, spec: Any, store: Store) -> None:
@@ -281,4 +318,4 @@ def lm_aware_stitch(image_stitch: Command) -> Command:
     return command
 
 
-COMMANDS: dict[tuple[str, str | None], Command] = {("merge", None): _cmd_merge}
+COMMANDS: dict[tuple[str, str | None], Command] = {("merge", None): _cmd_merge, ("lmstitch", None): _cmd_lmstitch}

@@ -49,7 +49,7 @@ COMMANDS: dict[tuple[str, str | None], Command] = {k: v for m in _VERB_MODULES f
 COMMANDS[("stitch", None)] = lm.lm_aware_stitch(stitch.COMMANDS[("stitch", None)])  # LM refs -> lmstitch
 
 
-LOGS_RUNS = {("zoo", "train"), *((v, None) for v in ("stitch", "matrix", "similarity", "sweep", "assemble", "merge"))}
+LOGS_RUNS = {("zoo", "train"), *((v, None) for v in ("stitch", "matrix", "similarity", "sweep", "assemble", "merge", "lmstitch"))}
 
 _CTRL_C_LINE = "cancelled (Ctrl-C): a run in progress is stored as cancelled; the same command starts it again"
 

@@ -5,12 +5,11 @@ tokens is given the A tokens of the same bytes.  Every token here comes with its
 UTF-8 text: a character-level vocabulary's (``char_spans``) and a byte-level BPE's (:class:`BPEVocab`, trained
 locally with the ``tokenizers`` package, no download).  :func:`align` gives, for each of B's tokens, the A tokens
 it may read: those whose bytes end inside B's token's bytes, never one that runs past them (that would hand B's
-position bytes it has not seen yet: a causal leak).  One exception, by the tokenizers' offsets being characters: a
-character a byte-level BPE splits between two tokens gives both its span, so the first of them reads the whole
-character (at most 3 bytes ahead, and only there).
+position bytes it has not seen yet: a causal leak).  A byte-level token's span is its own bytes, so a character a
+BPE splits between two tokens is read, whole, only by the token that completes it.
 
-What comes next (issue 43): GPTs trained with ``--tokenizer bpe:N``, the cross-tokenizer stitch through
-:func:`aligned` scored in bits per byte, its controls (a shuffled alignment, a random-init A) and the transfer kind.
+Zoo GPTs are trained with either (``--tokenizer char`` or ``bpe:N``, :func:`parse_tokenizer`); the stitch across
+them, scored in bits per byte, is :mod:`stitchcore.lm.cross`.
 
 >>> text = "héllo wörld"
 >>> a = char_spans(text)  # one token a character: 'é' and 'ö' are two bytes each
@@ -30,9 +29,35 @@ import torch
 
 from stitchcore.errors import DataError
 
-__all__ = ["ALIGNMENTS", "BPEVocab", "align", "aligned", "char_spans"]
+__all__ = ["ALIGNMENTS", "BPEVocab", "align", "aligned", "char_spans", "parse_tokenizer"]
 
 ALIGNMENTS = ("last", "mean")  # B's position reads A's last token inside its bytes, or the mean of those tokens
+TOKENIZERS = ("char", "bpe:N")  # a zoo GPT's tokenizer: one token a character, or a byte-level BPE of N tokens
+
+
+def parse_tokenizer(text: str) -> int | None:
+    """A zoo GPT's tokenizer as written (``char`` or ``bpe:N``): None for characters, else the BPE's size N.
+
+    >>> parse_tokenizer("char"), parse_tokenizer("bpe:512")
+    (None, 512)
+    >>> parse_tokenizer("bpe:100")
+    Traceback (most recent call last):
+    ...
+    stitchcore.errors.DataError: a byte-level BPE has 257 to 65,536 tokens (the 256 bytes and its merges), not 100
+    """
+    if text == "char":
+        return None
+    head, _, size = str(text).partition(":")
+    if head != "bpe" or not (size.isascii() and size.isdigit() and len(size) <= 6):
+        raise DataError(f"a tokenizer is char or bpe:N (a byte-level BPE of N tokens, e.g. bpe:512), not {text!r}")
+    n = int(size)
+    _check_size(n)
+    return n
+
+
+def _check_size(size: object) -> None:
+    if isinstance(size, bool) or not isinstance(size, int) or not 257 <= size <= 65536:
+        raise DataError(f"a byte-level BPE has 257 to 65,536 tokens (the 256 bytes and its merges), not {size!r}")
 
 
 def char_spans(text: str) -> torch.Tensor:
@@ -54,8 +79,7 @@ class BPEVocab:
         """A BPE of ``size`` tokens (at least the 256 bytes plus one merge) learned from ``text``."""
         from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-        if isinstance(size, bool) or not isinstance(size, int) or not 257 <= size <= 65536:
-            raise DataError(f"a byte-level BPE has 257 to 65,536 tokens (the 256 bytes and its merges), not {size!r}")
+        _check_size(size)
         if not text:
             raise DataError("a BPE needs text to learn its merges from")
         tok = Tokenizer(models.BPE())
@@ -73,11 +97,28 @@ class BPEVocab:
         return self._tok.get_vocab_size()
 
     def encode(self, text: str) -> tuple[torch.Tensor, torch.Tensor]:
-        """(token ids int64 [T], byte spans int64 [T, 2]) of ``text``; the spans tile its UTF-8 bytes."""
-        enc = self._tok.encode(text)
-        starts = char_spans(text)[:, 0].tolist() + [len(text.encode("utf-8", "surrogatepass"))]  # char -> byte
-        spans = [[starts[s], starts[e]] for s, e in enc.offsets]
-        return torch.tensor(enc.ids, dtype=torch.int64), torch.tensor(spans, dtype=torch.int64).view(-1, 2)
+        """(token ids int64 [T], byte spans int64 [T, 2]) of ``text``; the spans tile its UTF-8 bytes exactly (a
+        byte-level token is its bytes, so a character split between tokens gives each its own bytes)."""
+        ids = self.ids(text)
+        ends = torch.cumsum(self._byte_lengths[ids], 0)  # [T]
+        if len(ids) and int(ends[-1]) != len(text.encode("utf-8", "surrogatepass")):  # not byte-level after all
+            raise DataError("this tokenizer's tokens do not spell the text's bytes; train it with BPEVocab.train")
+        return ids, torch.stack([ends - self._byte_lengths[ids], ends], dim=1)
+
+    @property
+    def _byte_lengths(self) -> torch.Tensor:
+        """int64 [V]: the bytes each token stands for (its byte-level string has one character a byte)."""
+        if not hasattr(self, "_lengths"):
+            vocab = self._tok.get_vocab()
+            lengths = torch.zeros(max(vocab.values()) + 1, dtype=torch.int64)
+            for token, i in vocab.items():
+                lengths[i] = len(token)
+            self._lengths = lengths
+        return self._lengths
+
+    def ids(self, text: str) -> torch.Tensor:
+        """Token ids int64 [T] of ``text`` (:meth:`encode` without the spans)."""
+        return torch.tensor(self._tok.encode(text).ids, dtype=torch.int64)
 
     def decode(self, ids: torch.Tensor | list[int]) -> str:
         """Text of token ids [T]."""
@@ -114,8 +155,9 @@ def align(spans_a: torch.Tensor, spans_b: torch.Tensor) -> tuple[torch.Tensor, t
 
 
 def aligned(h_a: torch.Tensor, first: torch.Tensor, last: torch.Tensor, mode: str = "last") -> torch.Tensor:
-    """A's activations [B, T_a, D] at B's positions [B, T_b, D] (``first``/``last``: :func:`align`'s, [T_b]):
-    A's last token inside each of B's tokens, or the mean of those inside it; zeros where there is none (-1).
+    """A's activations [B, T_a, D] at B's positions [B, T_b, D] (``first``/``last``: :func:`align`'s, [T_b] for
+    every row or [B, T_b] per row): A's last token inside each of B's tokens, or the mean of those inside it;
+    zeros where there is none (-1).
 
     >>> h = torch.arange(4.0).view(1, 4, 1)
     >>> aligned(h, torch.tensor([0, 1]), torch.tensor([0, 3]), "mean")[0, :, 0].tolist()
@@ -123,11 +165,17 @@ def aligned(h_a: torch.Tensor, first: torch.Tensor, last: torch.Tensor, mode: st
     """
     if mode not in ALIGNMENTS:
         raise DataError(f"an alignment is one of {', '.join(ALIGNMENTS)}, not {mode!r}")
+    n, _, d = h_a.shape
+    first, last = first.expand(n, -1), last.expand(n, -1)  # [B, T_b]
     none = last < 0
+
+    def at(src: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:  # src [B, T, D], idx [B, T_b] -> [B, T_b, D]
+        return src.gather(1, idx.clamp(min=0).unsqueeze(-1).expand(-1, -1, d))
+
     if mode == "last":
-        out = h_a[:, last.clamp(min=0)]  # [B, T_b, D]
+        out = at(h_a, last)
     else:
         csum = torch.cat([torch.zeros_like(h_a[:, :1]), h_a.cumsum(dim=1)], dim=1)  # [B, T_a + 1, D]
-        total = csum[:, last.clamp(min=0) + 1] - csum[:, first.clamp(min=0)]
-        out = total / (last - first + 1).clamp(min=1).to(h_a.dtype).view(1, -1, 1)
-    return out.masked_fill(none.view(1, -1, 1), 0.0)
+        total = at(csum, last + 1) - at(csum, first)
+        out = total / (last - first + 1).clamp(min=1).to(h_a.dtype).unsqueeze(-1)
+    return out.masked_fill(none.unsqueeze(-1), 0.0)

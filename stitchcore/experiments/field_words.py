@@ -98,6 +98,8 @@ _BY_KIND: dict[str, dict[str, FieldWords]] = {
         "weight_decay": _W("Weight decay", "pulls the weights towards 0; empty: 5e-4 for sgd, 0.05 for adamw"),
         "image_size": _W("Image size", "inputs resized to this many pixels a side; empty: their own size"),
         "arch_kwargs": _W("Architecture settings", "the network's widths and depths, e.g. {\"width\": 32}"),
+        "tokenizer": _W("Tokenizer", "a language model's tokens: char (one a character) or bpe:N (a byte-level BPE "
+                        "of N tokens learned on the corpus's training text, e.g. bpe:512)"),
         "relabel": _W("Relabelled class (trait)", "train with every image of class X labelled Y (X:Y on a command line)"),
         "drop_class": _W("Dropped class (trait)", "a class never seen in training"),
         "l1": _W("L1 penalty", "pushes weights to exactly 0 (simple models, with pruning)"),
@@ -195,6 +197,8 @@ _BY_KIND: dict[str, dict[str, FieldWords]] = {
         "head": _W("Whose head", _LM_HEAD),
         "head_at": _W("Where A's head takes over", "head a only: after this many of B's blocks; empty: after "
                       "B's last"),
+        "alignment": _W("Token alignment", "when A and B tokenize differently: each of B's tokens reads A's last "
+                        "token inside its bytes (last) or the mean of A's tokens inside them (mean)"),
     },
     "assemble": {
         "a": _W("Model A", "its layers up to the sender cut feed the adapter"),

@@ -1,4 +1,8 @@
-"""Zoo recipes for the character-level GPT: train on a text corpus, store with its vocabulary.
+"""Zoo recipes for the small GPTs: train on a text corpus, store with its vocabulary.
+
+The recipe's ``tokenizer`` says what a token is: ``char`` (one character; the vocabulary is the corpus's
+characters, stored as ``vocab``) or ``bpe:N`` (a byte-level BPE of N tokens learned on the training part of
+the corpus only, stored as ``bpe``, its tokenizer JSON, in the summary and in the checkpoint's metadata).
 
 Called by the ``zoo`` experiment for architectures whose input is tokens, so the run keeps
 kind ``zoo`` and ``zoo:gpt-pydoc-s0`` resolves through the store like any zoo model.
@@ -24,13 +28,14 @@ import torch
 import torch.nn.functional as F
 
 from stitchcore.data.text import CharVocab, char_splits, list_texts, lm_batches, load_text
+from stitchcore.data.tokenize import BPEVocab, parse_tokenizer
 from stitchcore.errors import DataError
 from stitchcore.experiments._registry import RunContext
 from stitchcore.experiments.estimate import (
     Estimate, EstimateContext, calibrated, estimate_from, ms, per_step, timed, where,
 )  # fmt: skip
 from stitchcore.experiments.zoo_recipe import ZooRecipe, check_data_files
-from stitchcore.lm.evaluate import eval_windows, lm_loss, sample_text
+from stitchcore.lm.evaluate import VAL_FRACTION, eval_windows, lm_loss, sample_text
 from stitchcore.lm.parts import TokenCodec
 from stitchcore.models.archs import create_arch
 from stitchcore.models.loaded import LoadedModel
@@ -38,7 +43,7 @@ from stitchcore.models.sources.checkpoint import save_checkpoint
 from stitchcore.stitching.evaluate import count_params
 from stitchcore.stitching.train import check_finite, make_optimizer
 
-__all__ = ["EVAL_WINDOWS", "LM_DEFAULT_LR", "STEPS_PER_EPOCH", "estimate_lm_zoo", "lm_train_step", "train_lm_zoo", "untrained_lm"]
+__all__ = ["Corpus", "EVAL_WINDOWS", "LM_DEFAULT_LR", "STEPS_PER_EPOCH", "estimate_lm_zoo", "lm_train_step", "train_lm_zoo", "untrained_lm"]
 
 log = logging.getLogger(__name__)
 
@@ -55,18 +60,43 @@ def _lr_at(step: int, total: int, base: float) -> float:
     return base * 0.5 * (1 + math.cos(math.pi * (step - warm) / max(1, total - warm)))
 
 
+class Corpus:
+    """A recipe's text as token ids: (train ids int64 [N], val ids int64 [M]), its codec, and what the summary
+    and the checkpoint keep of the vocabulary (``{"vocab": chars}`` or ``{"tokenizer": "bpe:N", "bpe": JSON}``)."""
+
+    def __init__(self, recipe: ZooRecipe) -> None:
+        text = load_text(recipe.dataset)
+        self.text = text
+        bpe_size = parse_tokenizer(recipe.tokenizer)
+        if bpe_size is None:  # characters: the vocabulary of the whole corpus, as before
+            vocab = CharVocab.from_text(text)
+            self.train, self.val = char_splits(text, vocab)
+            self.codec = TokenCodec("chars", vocab.size, "", vocab.encode, vocab.decode)
+            self.keep: dict[str, str] = {"vocab": vocab.chars}
+            return
+        cut = int(len(text) * (1 - VAL_FRACTION))  # the same characters as an LM run's validation text
+        bpe = BPEVocab.train(text[:cut], bpe_size)  # learned on the training text only
+        self.train, self.val = bpe.ids(text[:cut]), bpe.ids(text[cut:])
+        self.codec = TokenCodec("bpe", bpe.size, "", bpe.ids, bpe.decode)
+        self.keep = {"tokenizer": recipe.tokenizer, "bpe": bpe.to_json()}
+
+    @property
+    def size(self) -> int:
+        """The vocabulary size V (the model's vocab_size)."""
+        return self.codec.size
+
+
 def untrained_lm(recipe: ZooRecipe) -> LoadedModel:
-    """A char-GPT recipe's model with fresh (unseeded) weights and its corpus's vocabulary, shaped as the
+    """A GPT recipe's model with fresh (unseeded) weights and its corpus's vocabulary, shaped as the
     trained model will load (the estimator times it before it is trained)."""
-    text = load_text(recipe.dataset)
-    vocab = CharVocab.from_text(text)
-    model = create_arch(recipe.arch, **{"vocab_size": vocab.size, **recipe.arch_kwargs}).eval()
+    corpus = Corpus(recipe)
+    model = create_arch(recipe.arch, **{"vocab_size": corpus.size, **recipe.arch_kwargs}).eval()
     for p in model.parameters():
         p.requires_grad_(False)
     block = model.config.block_size
     return LoadedModel(ref=f"zoo:{recipe.short_name()}?init=random", model=model, input_kind="tokens",
-                       input_shape=(block,), preprocess=None, num_classes=vocab.size, dataset=recipe.dataset,
-                       meta={"arch": recipe.arch, "arch_kwargs": model.arch_kwargs, "vocab": vocab.chars,
+                       input_shape=(block,), preprocess=None, num_classes=corpus.size, dataset=recipe.dataset,
+                       meta={"arch": recipe.arch, "arch_kwargs": model.arch_kwargs, **corpus.keep,
                              "context_length": block})
 
 
@@ -94,11 +124,11 @@ def train_lm_zoo(recipe: ZooRecipe, ctx: RunContext, name: str) -> dict:
     if recipe.dataset not in list_texts() and not recipe.dataset.startswith("file:"):
         raise DataError(f"{recipe.arch!r} is a language model: train it on a text corpus ({', '.join(list_texts())} "
                         f"or file:PATH), not on {recipe.dataset!r}")
-    text = load_text(recipe.dataset)
+    corpus = Corpus(recipe)
+    text = corpus.text
     check_data_files(recipe)  # a file: corpus read is the one the recipe (and its name) says
-    vocab = CharVocab.from_text(text)
-    train_ids, val_ids = char_splits(text, vocab)
-    kwargs = {"vocab_size": vocab.size, **recipe.arch_kwargs}
+    train_ids, val_ids = corpus.train, corpus.val
+    kwargs = {"vocab_size": corpus.size, **recipe.arch_kwargs}
     torch.manual_seed(recipe.seed)
     model = create_arch(recipe.arch, **kwargs)
     block = model.config.block_size
@@ -108,7 +138,7 @@ def train_lm_zoo(recipe: ZooRecipe, ctx: RunContext, name: str) -> dict:
     opt = make_optimizer(model.parameters(), recipe.optimizer, lr, recipe.resolved_weight_decay, recipe.momentum)
     total = recipe.epochs * STEPS_PER_EPOCH
     windows = eval_windows(val_ids, block, EVAL_WINDOWS)
-    codec = TokenCodec("chars", vocab.size, "", vocab.encode, vocab.decode)
+    codec = corpus.codec
     running = 0.0
     batches = lm_batches(train_ids, block, recipe.batch_size, recipe.seed, total)
     for step, (x, y) in enumerate(batches):
@@ -128,7 +158,7 @@ def train_lm_zoo(recipe: ZooRecipe, ctx: RunContext, name: str) -> dict:
     fd, tmp = tempfile.mkstemp(suffix=".safetensors", dir=ctx.store.root)
     os.close(fd)
     try:
-        save_checkpoint(model, tmp, meta={"dataset": recipe.dataset, "vocab": vocab.chars, "input_kind": "tokens"})
+        save_checkpoint(model, tmp, meta={"dataset": recipe.dataset, **corpus.keep, "input_kind": "tokens"})
         ctx.store.put_artifact_file(ctx.run_id, CHECKPOINT, tmp)
     finally:
         if os.path.exists(tmp):
@@ -142,9 +172,9 @@ def train_lm_zoo(recipe: ZooRecipe, ctx: RunContext, name: str) -> dict:
         "input_kind": "tokens",
         "input_shape": [block],
         "preprocess": None,
-        "vocab": vocab.chars,
+        **corpus.keep,
         "classes": [],
-        "accuracy": final["accuracy"],  # next-character accuracy on validation windows
+        "accuracy": final["accuracy"],  # next-token accuracy on validation windows
         "val_loss": final["loss"],
         "perplexity": final["perplexity"],
         "steps": total,
@@ -161,10 +191,9 @@ def train_lm_zoo(recipe: ZooRecipe, ctx: RunContext, name: str) -> dict:
 def _lm_zoo_units(recipe: ZooRecipe, device: torch.device) -> dict[str, float]:
     """Seconds per optimiser step, per validation pass and per sampled token of a char-GPT recipe."""
     t0 = time.perf_counter()
-    text = load_text(recipe.dataset)
-    vocab = CharVocab.from_text(text)
-    train_ids, val_ids = char_splits(text, vocab)
-    model = create_arch(recipe.arch, **{"vocab_size": vocab.size, **recipe.arch_kwargs}).to(device)
+    corpus = Corpus(recipe)
+    text, train_ids, val_ids = corpus.text, corpus.train, corpus.val
+    model = create_arch(recipe.arch, **{"vocab_size": corpus.size, **recipe.arch_kwargs}).to(device)
     setup = time.perf_counter() - t0
     block = model.config.block_size
     opt = make_optimizer(model.parameters(), recipe.optimizer, 1e-4, recipe.resolved_weight_decay, recipe.momentum)
@@ -177,7 +206,7 @@ def _lm_zoo_units(recipe: ZooRecipe, device: torch.device) -> dict[str, float]:
     step = per_step(run)
     windows = eval_windows(val_ids, block, 8)
     val = timed(lambda: lm_loss(model, windows, device)) / len(windows) * EVAL_WINDOWS
-    codec = TokenCodec("chars", vocab.size, "", vocab.encode, vocab.decode)
+    codec = corpus.codec
     token = timed(lambda: sample_text(model, codec, text[:24], 8, block, device)) / 8
     return {"step": step, "setup": setup, "val": val, "token": token}
 
@@ -185,8 +214,8 @@ def _lm_zoo_units(recipe: ZooRecipe, device: torch.device) -> dict[str, float]:
 def estimate_lm_zoo(recipe: ZooRecipe, ectx: EstimateContext) -> Estimate:
     """Optimiser steps, validation passes and the sampled text of a char-GPT recipe."""
     device = ectx.device
-    key = ("lm_zoo", recipe.arch, repr(sorted(recipe.arch_kwargs.items())), recipe.dataset, recipe.batch_size,
-           recipe.optimizer, where(device))  # fmt: skip
+    key = ("lm_zoo", recipe.arch, repr(sorted(recipe.arch_kwargs.items())), recipe.dataset, recipe.tokenizer,
+           recipe.batch_size, recipe.optimizer, where(device))  # fmt: skip
     u = calibrated(key, lambda: _lm_zoo_units(recipe, device))
     steps = recipe.epochs * STEPS_PER_EPOCH
     seconds = u["setup"] + steps * u["step"] + (recipe.epochs + 1) * u["val"] + 160 * u["token"]

@@ -10,6 +10,7 @@ epochs for a ViT) apply before what a person gives.
 from __future__ import annotations
 
 from stitchcore.data.augment import AUGMENTS
+from stitchcore.data.tokenize import parse_tokenizer
 from stitchcore.experiments.zoo_recipe import ZooRecipe
 from stitchcore.params import (
     Field, declare, json_object_text, json_words, pair_text, pair_words, wholes_text, wholes_words,
@@ -37,6 +38,7 @@ ZOO_FIELDS = declare("zoo", [
     Field("prune_every", int, low=0),
     Field("prune_fraction", float, low=0.0, high=0.99),
     Field("augment", str, choices=AUGMENTS),
+    Field("tokenizer", str, suggestions=("char", "bpe:512", "bpe:1024"), check=parse_tokenizer),
     Field("start", str, role="model"),
     Field("keep_epochs", tuple, parse=wholes_text, write=wholes_words),
     Field("finetune_layer", str),

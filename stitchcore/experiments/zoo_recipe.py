@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 from stitchcore.data.augment import AUGMENTS
 from stitchcore.data.fingerprint import data_source
-from stitchcore.errors import StitchError
+from stitchcore.errors import DataError, StitchError
 from stitchcore.experiments._bounds import (
     MAX_BATCH,
     MAX_EPOCHS,
@@ -152,10 +152,14 @@ class ZooRecipe(DataFiles, Spec):
     # stitchcore.data.fingerprint.  Measured from disk when a recipe is made ("auto"), kept as stored when
     # one is read; None for built-in data, and for recipes stored before it (names and ids as they were).
     data_id: dict[str, str] | str | None = MEASURE_FILES
+    # A language model's tokenizer (stitchcore.data.tokenize): "char" (one token a character, as before) or
+    # "bpe:N" (a byte-level BPE of N tokens learned on the corpus's training text).  Image recipes keep "char".
+    tokenizer: str = "char"
 
     # recipes stored before start= trained from scratch; before keep_epochs= they kept no checkpoints; before
     # augment= they saw their images as they are; before data_id= their files' identity was not recorded
-    LEGACY: ClassVar[dict[str, Any]] = {"start": None, "keep_epochs": (), "augment": "none", "data_id": None}
+    LEGACY: ClassVar[dict[str, Any]] = {"start": None, "keep_epochs": (), "augment": "none", "data_id": None,
+                                        "tokenizer": "char"}
     # data_id (experiments._data_id): the fingerprint covers the fine-tuning data too; the refusal names the fix
     DATA_FIELDS: ClassVar[tuple[str, ...]] = ("dataset", "finetune_data")
     DATA_WHAT: ClassVar[str] = "recipe"
@@ -222,7 +226,20 @@ class ZooRecipe(DataFiles, Spec):
             raise StitchError(f"unknown augment {self.augment!r}; use one of: {', '.join(AUGMENTS)}")
         if self.start is not None:
             self._check_start()
+        self._check_tokenizer()
         self._check_data_id()  # last: measuring walks the files, after every cheaper check has passed
+
+    def _check_tokenizer(self) -> None:
+        """``char`` or ``bpe:N``, and a BPE only for a language model (an image has no tokens)."""
+        from stitchcore.data.tokenize import parse_tokenizer
+
+        try:
+            parse_tokenizer(self.tokenizer)
+        except DataError as e:
+            raise StitchError(str(e)) from None
+        if self.tokenizer != "char" and not self.trains_language_model():
+            raise StitchError(f"tokenizer {self.tokenizer} is for a language model (arch gpt on a text corpus); "
+                              f"{self.arch} reads images: leave tokenizer out")
 
     def _check_start(self) -> None:
         """A zoo:/file: start keeps ``arch``; a hub start sets it to the hub model's (``timm:NAME``)."""
@@ -266,7 +283,7 @@ class ZooRecipe(DataFiles, Spec):
     def is_plain(self) -> bool:
         """True when only arch, dataset (and its files' identity), seed and optimizer differ from defaults."""
         base = ZooRecipe(arch=self.arch, dataset=self.dataset, seed=self.seed, optimizer=self.optimizer,
-                         data_id=self.data_id)
+                         data_id=self.data_id, tokenizer=self.tokenizer)
         return base == self
 
     def label(self) -> str:
@@ -286,6 +303,8 @@ class ZooRecipe(DataFiles, Spec):
             extras.append(f"checkpoints {','.join(map(str, self.keep_epochs))}")
         if self.augment != "none":
             extras.append(f"augment {self.augment}")
+        if self.tokenizer != "char":
+            extras.append(f"tokenizer {self.tokenizer}")
         if self.finetune_layer is not None:
             extras.append(f"fine-tune {self.finetune_layer}" + (f" on {self.finetune_data}" if self.finetune_data else ""))
         return f"train {self.arch} on {self.dataset} ({', '.join(extras)})"
@@ -311,6 +330,8 @@ class ZooRecipe(DataFiles, Spec):
         arch = re.sub(r"[^a-z0-9]+", "", self.arch.split(":")[-1].lower())  # timm:test_resnet -> testresnet
         if isinstance(self.data_id, dict):  # None: built-in data, or a recipe stored before data_id
             dataset += self._files_part(self.data_id)
+        if self.tokenizer != "char":  # gpt-pydoc-bpe512-s0: a model of other tokens is another model
+            dataset += "-" + self.tokenizer.replace(":", "")
         name = f"{arch}-{dataset}-s{self.seed}"
         return name + ("-adamw" if self.optimizer == "adamw" else "")
 

@@ -75,33 +75,58 @@ HEADS = ("a", "b")
 
 @dataclass(frozen=True)
 class TokenCodec:
-    """Text <-> token ids for one model; two models can be joined only with equal fingerprints."""
+    """Text <-> token ids for one model; two models can be joined only with equal fingerprints (or, through an
+    alignment of their byte spans, by a cross-tokenizer stitch: :mod:`stitchcore.lm.cross`)."""
 
-    kind: str  # "chars" (zoo char-GPT) | "hf" (a transformers tokenizer) | "ids" (no tokenizer known)
+    kind: str  # "chars" (zoo char-GPT) | "bpe" (zoo BPE-GPT) | "hf" (a transformers tokenizer) | "ids" (none known)
     size: int  # vocabulary size V (the logits' last dim)
     fingerprint: str  # sha1 of the vocabulary itself: equal fingerprints = same token ids
     encode: Callable[[str], torch.Tensor]  # text -> int64 [N]
     decode: Callable[[list[int]], str]  # ids -> text
+    # text -> (ids int64 [N], byte spans int64 [N, 2]); None where the tokenizer gives no offsets
+    spans: Callable[[str], tuple[torch.Tensor, torch.Tensor]] | None = None
 
     def describe(self) -> str:
-        return {"chars": f"{self.size} characters", "hf": f"tokenizer of {self.size} tokens"}.get(
-            self.kind, f"{self.size} token ids, no tokenizer")
+        return {"chars": f"{self.size} characters", "bpe": f"a byte-level BPE of {self.size} tokens",
+                "hf": f"tokenizer of {self.size} tokens"}.get(self.kind, f"{self.size} token ids, no tokenizer")
 
 
 def _sha(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
+def _hf_spans(tok: object) -> Callable[[str], tuple[torch.Tensor, torch.Tensor]] | None:
+    """A fast HF tokenizer's ids and byte spans (its offsets are characters); None for a slow one."""
+    from stitchcore.data.tokenize import char_spans
+
+    if not getattr(tok, "is_fast", False):
+        return None
+
+    def spans(text: str) -> tuple[torch.Tensor, torch.Tensor]:
+        enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+        starts = char_spans(text)[:, 0].tolist() + [len(text.encode("utf-8", "surrogatepass"))]  # char -> byte
+        pairs = [[starts[s], starts[e]] for s, e in enc["offset_mapping"]]
+        return torch.tensor(enc["input_ids"], dtype=torch.int64), torch.tensor(pairs, dtype=torch.int64).view(-1, 2)
+
+    return spans
+
+
 def codec_of(m: LoadedModel) -> TokenCodec:
-    """The model's vocabulary: a zoo char-GPT's stored characters, or its HF tokenizer."""
+    """The model's vocabulary: a zoo char-GPT's stored characters, a zoo BPE-GPT's tokenizer, or its HF tokenizer."""
     from stitchcore.data.text import CharVocab
+    from stitchcore.data.tokenize import BPEVocab, char_spans
 
     if m.input_kind != "tokens":
         raise SourceError(f"{m.ref} is not a language model (input {m.input_kind}); pick a zoo gpt or hf: LM")
     chars = m.meta.get("vocab")
     if isinstance(chars, str):
         vocab = CharVocab(chars)
-        return TokenCodec("chars", vocab.size, _sha("chars:" + chars), vocab.encode, vocab.decode)
+        return TokenCodec("chars", vocab.size, _sha("chars:" + chars), vocab.encode, vocab.decode,
+                          lambda text: (vocab.encode(text), char_spans(text)))
+    bpe_json = m.meta.get("bpe")
+    if isinstance(bpe_json, str):
+        bpe = BPEVocab.from_json(bpe_json)
+        return TokenCodec("bpe", bpe.size, _sha("bpe:" + bpe_json), bpe.ids, bpe.decode, bpe.encode)
     tok = m.meta.get("tokenizer")
     size = int(m.num_classes or 0)
     if tok is not None:
@@ -112,7 +137,7 @@ def codec_of(m: LoadedModel) -> TokenCodec:
             ids = tok(text, add_special_tokens=False)["input_ids"]
             return torch.tensor(ids, dtype=torch.int64)
 
-        return TokenCodec("hf", size, fp, encode, lambda ids: tok.decode(list(ids)))
+        return TokenCodec("hf", size, fp, encode, lambda ids: tok.decode(list(ids)), _hf_spans(tok))
 
     def no_text(_text: str) -> torch.Tensor:
         raise DataError(f"{m.ref} has no tokenizer, so text cannot be encoded; save one beside the model "
@@ -236,17 +261,20 @@ def n_layers(m: LoadedModel) -> int:
 
 
 def lm_shape(m: LoadedModel) -> dict[str, int | str]:
-    """``{"n_layer", "width", "context", "family"}`` of a loaded GPT, read without copying it (for display)."""
+    """``{"n_layer", "width", "context", "family", "tokens", "vocab"}`` of a loaded GPT, read without copying it (for
+    display; ``tokens`` says what a token is, ``vocab`` is the vocabulary's fingerprint: equal = the same ids)."""
 
+    codec = codec_of(m)
+    words = {"tokens": codec.describe(), "vocab": codec.fingerprint}
     root = gpt2_root(m.model)
     if root is not None:
         tr = root[1].transformer
         return {"n_layer": len(tr.h), "width": int(tr.wte.embedding_dim), "context": int(tr.wpe.num_embeddings),
-                "family": "gpt2"}
+                "family": "gpt2", **words}
     c = getattr(m.model, "config", None)
     if c is None or not hasattr(m.model, "h"):
         raise SourceError(f"{m.ref} is not a GPT-style model; use a zoo gpt or an hf: GPT-2 family model")
-    return {"n_layer": c.n_layer, "width": c.n_embd, "context": c.block_size, "family": "gpt"}
+    return {"n_layer": c.n_layer, "width": c.n_embd, "context": c.block_size, "family": "gpt", **words}
 
 
 def cut_name(family: str, k: int) -> str:

@@ -17,8 +17,9 @@ far, or at the step cap, and the best checked adapter (step 0 included) is put b
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -81,14 +82,16 @@ def train_lm_adapter(
     on_step: Callable[[int, int, dict[str, float]], None] | None = None,
     check_cancel: Callable[[], None] | None = None,
     until: Convergence | None = None,
+    batches: Iterable[tuple[Any, torch.Tensor]] | None = None,
 ) -> list[float]:
     """Train the adapter at part index ``k`` of ``model`` (the rest stays frozen, in eval mode).
 
     Objectives: ``task`` next-token cross-entropy; ``match`` MSE of the adapter's output to
     ``receiver(x)`` (B's own stream at the receiving position, [B, T, D_B]); ``kd`` KL to the
     ``teacher``'s logits.  AdamW/cosine (over ``steps``) as the image stitch.  With ``until`` training
-    stops by its rule (``steps`` is then the cap) and the best checked adapter is kept.  Returns the
-    loss per step.
+    stops by its rule (``steps`` is then the cap) and the best checked adapter is kept.  ``batches`` (inputs the
+    model reads, targets [B, T] with -100 where there is none) replaces the random windows of ``train_ids``: a
+    cross-tokenizer stitch's (:mod:`stitchcore.lm.cross`).  Returns the loss per step.
     """
     params = [p for p in adapter.parameters() if p.requires_grad]
     if steps <= 0 or not params:
@@ -102,7 +105,8 @@ def train_lm_adapter(
     if until is not None:
         best_state = _checked(adapter, until, 0)
         until.best, until.best_step = until.history[-1][1], 0
-    for step, (x, y) in enumerate(lm_batches(train_ids, block_size, batch_size, seed, steps), start=1):
+    source = lm_batches(train_ids, block_size, batch_size, seed, steps) if batches is None else batches
+    for step, (x, y) in enumerate(source, start=1):
         if check_cancel is not None:
             check_cancel()
         x, y = x.to(device), y.to(device)

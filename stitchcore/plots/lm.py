@@ -32,7 +32,7 @@ from stitchcore.plots.penalty import (
 )
 from stitchcore.plots.runs import penalty_vs_depth
 
-__all__ = ["PENALTY_AXIS", "SIGN_NOTE", "loss_bars", "penalty_by_depth", "penalty_heatmap"]
+__all__ = ["PENALTY_AXIS", "SIGN_NOTE", "bpb_bars", "loss_bars", "penalty_by_depth", "penalty_heatmap"]
 
 PENALTY_AXIS = LOSS_PENALTY_AXIS  # "loss penalty = (L − L_base) / L_base (% of base loss, higher = worse)"
 SIGN_NOTE = ("above 0: a higher loss than the base model (the one whose head is used) = worse; "
@@ -90,6 +90,27 @@ def penalty_heatmap(heat: Mapping[str, Any], *, title: str | None = None,
                    row_label="A's stream after cut i", col_label="B continues after cut j", diverging=True,
                    higher_is_worse=True, text_format="+.1f", unit="%", csv_value=LOSS_PENALTY_COLUMN,
                    value_label="loss penalty", colorbar_title=colorbar_title)  # fmt: skip
+
+
+def bpb_bars(rows: list[Mapping[str, Any]], *, title: str | None = None) -> go.Figure:
+    """Bits per byte of a cross-tokenizer stitch, B alone, A alone and the controls (lower is better), each with
+    its 95% interval over the held-out windows (``rows``: :func:`stitchcore.experiments.lm.cross.cross_rows`)."""
+    colors = {"stitched": ROLE_COLORS["stitched"], "b": ROLE_COLORS["b"], "a": ROLE_COLORS["a"]}
+    spans = [interval(r.get("ci")) for r in rows]
+    words = ["" if s is None else f"<br>95% interval {s[0]:.4f} – {s[1]:.4f} (bootstrap over the held-out windows)"
+             for s in spans]  # fmt: skip
+    values = [r["bits_per_byte"] for r in rows]
+    fig = go.Figure(go.Bar(
+        x=[r["label"] for r in rows], y=values, marker_color=[colors.get(r["role"], "#9e9e9e") for r in rows],
+        text=[f"{v:.3f}" for v in values], customdata=words, error_y=error_bars(values, spans),
+        **({"textposition": "inside", "insidetextanchor": "end", "textfont": {"color": "white"}} if any(spans)
+           else {"textposition": "outside"}),
+        hovertemplate="%{x}: %{y:.4f} bits per byte%{customdata}<extra></extra>",
+    ))  # fmt: skip
+    if not rows:
+        add_note(fig, "no scores yet")
+    fig.update_yaxes(title_text="B's next-token loss (bits / byte)", rangemode="tozero")
+    return house_style(fig, title or "Bits per byte on held-out text (lower is better)", legend=False)
 
 
 def loss_bars(summary: Mapping[str, Any], *, title: str | None = None) -> go.Figure:

@@ -28,6 +28,7 @@ from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.assemble import assembled_cells, pareto_front
 from stitchcore.experiments.lm import labelled_points, partial_points
+from stitchcore.experiments.lm.cross import cross_curves, cross_rows
 from stitchcore.experiments.lm.lmdepth import PENALTY_SERIES
 from stitchcore.experiments.matrix import ControlTable, matrix_state
 from stitchcore.experiments.similarity import DEPENDENCE_TEST, random_null_map, similarity_map_words
@@ -494,6 +495,9 @@ def _lm(record: RunRecord, store: Store) -> list[RunFigure]:
     if record.kind == "lmdepth":
         points = labelled_points(s.get("points") or []) if s else partial_points(store.series(record.id))
         figs.append(_plain("penalty-by-depth", plots_lm.penalty_by_depth(points)))
+    elif s.get("mode") == "cross":  # across tokenizers: bits per byte beside B, A and the controls; each adapter
+        curves = plots_runs.compare_curves(cross_curves(store.series(record.id)), title="Adapter training loss")
+        return [_plain("bits-per-byte", plots_lm.bpb_bars(cross_rows(s))), _plain("training-loss", curves)]
     elif s:
         figs.append(_plain("loss", plots_lm.loss_bars(s)))
     loss = store.series(record.id, ["loss"])

@@ -20,6 +20,7 @@ from typing import Any
 
 from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
+from stitchcore.experiments.lm.cross import cross_rows
 from stitchcore.measures.intervals import seed_note
 from stitchcore.plots.penalty import (
     IMAGE_PENALTY,
@@ -182,6 +183,9 @@ def _lm_pair_numbers(joined: str) -> Callable[[Mapping[str, Any]], list[tuple[st
     """A merge's or an lmstitch's numbers; ``joined`` names the joined model ("merged", "stitched")."""
 
     def numbers(s: Mapping[str, Any]) -> list[tuple[str, Any]]:
+        if s.get("mode") == "cross":  # across tokenizers: bits per byte (stitchcore.experiments.lm.cross)
+            return [(f"{r['label'][0].upper()}{r['label'][1:]} (bits/byte)", _with_ci(f"{r['bits_per_byte']:.3f}",
+                     r["ci"], "loss")) for r in cross_rows(s)] + [("Verdict", s.get("verdict"))]  # fmt: skip
         return [*_lm_base_numbers(s), (f"Loss {joined}", _with_ci(f"{s['loss']:.3f}", s.get("loss_ci"), "loss")),
                 (f"Loss penalty (base {str(s.get('penalty_base', 'b')).upper()})",
                  _with_ci(_number("loss_penalty", s.get("loss_penalty")), s.get("loss_penalty_ci"), "loss_penalty")),

@@ -41,7 +41,7 @@ def _metric(page, label: str) -> str:
 
 def _train_section(page):
     """The Language page's train form (its labels are the zoo recipe's own: other forms on the page share them)."""
-    return page.locator('[data-testid="stExpander"]', has_text="Train a character-level GPT here")
+    return page.locator('[data-testid="stExpander"]', has_text="Train a GPT here")
 
 
 def _number(page, label: str, value: int) -> None:
@@ -76,7 +76,7 @@ def test_a_running_trainings_bar_says_how_long_is_left(lm_url, page):
     main = page.locator('[data-testid="stMain"]')
     _train_form(page, seed=13, epochs=10, batch=64)  # 500 steps: long enough for a rate on any machine
     assert main.get_by_text(re.compile(r"About .+ on this machine")).count() == 1  # right above the button
-    page.get_by_role("button", name="Train char-GPT").click()
+    page.get_by_role("button", name="Train GPT", exact=True).click()
     left = main.locator('[data-testid="stProgress"]', has_text=re.compile(r"\d+% · about .+ left"))
     left.first.wait_for(timeout=SLOW)  # the training's own bar on this page, once its rate means something
     _shot(page, "eta")
@@ -91,28 +91,28 @@ def test_language_page_lists_a_char_gpt_that_finished_without_a_reload(lm_url, p
     app_url = lm_url
     open_app(page, f"{app_url}/language")
     main = page.locator('[data-testid="stMain"]')
-    main.get_by_text("No char-GPTs trained yet").wait_for()
+    main.get_by_text("No GPTs trained yet").wait_for()
     _train_form(page, seed=11, epochs=1, batch=2)  # 50 tiny steps
     estimate = main.get_by_text(re.compile(r"About .+ on this machine"))
     assert estimate.count() == 1
     _shot(page, "estimate")
-    page.get_by_role("button", name="Train char-GPT").click()
+    page.get_by_role("button", name="Train GPT", exact=True).click()
     # no reload: the page reruns itself when the training ends, and picker A follows the new model
     page.wait_for_function("""() => [...document.querySelectorAll('input[aria-label="Model A"]')]
         .some(e => /^zoo:gpt-pydoc-s11-adamw-[0-9a-f]{6}$/.test(e.value))""", timeout=SLOW)
-    main.get_by_text("One char-GPT trained: train another").wait_for()  # drawn after the section, same rerun
-    assert main.get_by_text("No char-GPTs trained yet").count() == 0
+    main.get_by_text("One GPT trained: train another").wait_for()  # drawn after the section, same rerun
+    assert main.get_by_text("No GPTs trained yet").count() == 0
     page.wait_for_function(IDLE, timeout=60_000)
     page.wait_for_timeout(1000)  # (a section folded by that rerun is folded by now)
-    section = main.locator('[data-testid="stExpander"]', has_text="Train a character-level GPT here").locator("details")
+    section = main.locator('[data-testid="stExpander"]', has_text="Train a GPT here").locator("details")
     assert section.get_attribute("open") is not None  # still open: the page joins two models, one exists
     assert _train_section(page).get_by_label("Batch size", exact=True).input_value() == "2"  # the form kept its values
     _shot(page, "one-of-two", at=section)
 
     _number(page, "Random seed", 12)  # the second model: once it is listed, the section folds
     page.wait_for_function(ESTIMATED, timeout=SLOW)
-    page.get_by_role("button", name="Train char-GPT").click()
-    main.get_by_text("One char-GPT trained").wait_for(state="detached", timeout=SLOW)  # the rerun that lists it
+    page.get_by_role("button", name="Train GPT", exact=True).click()
+    main.get_by_text("One GPT trained").wait_for(state="detached", timeout=SLOW)  # the rerun that lists it
     page.wait_for_function(IDLE, timeout=60_000)
     expect(section).not_to_have_attribute("open", re.compile(".*"))
     page.wait_for_function("""() => [...document.querySelectorAll('input[aria-label="Model B"]')]

@@ -10,6 +10,7 @@ import streamlit as st
 
 import ui
 from stitchcore.experiments.lm import labelled_points, partial_points
+from stitchcore.experiments.lm.cross import ALIGN_WORDS, cross_curves, cross_rows
 from stitchcore.experiments.lm.words import data_words, interval_note, training_words
 from stitchcore.measures.meaning import colorbar_title, explain
 from stitchcore.plots import lm as plots_lm
@@ -29,6 +30,8 @@ def lm_view(rec: RunRecord, *, key: str) -> None:
 
     def body(now) -> None:
         s = now.summary if now.state == "done" else {}
+        if s.get("mode") == "cross" or (not s and any(k.startswith("loss_") for k in now.metrics)):
+            return _cross_body(now, s, key)
         if s:
             _lm_cards(s, now.kind)
         has_loss = "loss" in now.metrics or not now.is_final  # the adapter's training loss (stitches only)
@@ -90,6 +93,30 @@ def _lm_cards(s: dict, kind: str) -> None:
     for note in (interval_note(s, kind), data_words(s)):
         if note:
             st.caption(ui.plain(note))
+
+
+def _cross_body(now, s: dict, key: str) -> None:
+    """A stitch across tokenizers: bits per byte beside B alone, A alone and the controls; every adapter's loss."""
+    if s:
+        c = st.columns(4)
+        lo, hi = s["bits_per_byte_ci"]
+        c[0].metric("Stitched (bits/byte)", f"{s['bits_per_byte']:.3f}", help=f"95% interval [{lo:.3f}, {hi:.3f}] "
+                    "(bootstrap over the held-out windows)")
+        c[1].metric("B alone (bits/byte)", f"{s['b_bits_per_byte']:.3f}")
+        c[2].metric("Penalty against B", f"{s['bpb_penalty']:+.3f}", help=s["penalty_sign"])
+        c[3].metric("Time", duration_words(s.get("seconds")))
+        st.markdown(f"**Verdict**: {ui.plain(s['verdict'])}")
+        st.code(" → ".join(s["layout"]), language=None)
+    left, right = st.columns(2)
+    if s:
+        ui.chart(left, plots_lm.bpb_bars(cross_rows(s)), key=f"{key}-bpb-{now.id}", file_name=f"{now.id}-bpb.csv")
+    ui.chart(right, plots.compare_curves(cross_curves(now.metrics), title="Adapter training loss (nats / token)"),
+             key=f"{key}-xloss-{now.id}", file_name=f"{now.id}-training-loss.csv" if s else None)  # fmt: skip
+    if s:
+        st.caption(ui.plain(f"A: {s['tokenizers']['a']}, B: {s['tokenizers']['b']}; each of B's tokens reads "
+                            f"{ALIGN_WORDS[s['alignment']]}. {s['eval_windows']} held-out windows of "
+                            f"{s['window_chars']} characters ({s['eval_bytes']:,} bytes) of {s['text']}; each control "
+                            "is fitted and trained as the stitch is."))  # fmt: skip
 
 
 def _lm_samples(s: dict) -> None:

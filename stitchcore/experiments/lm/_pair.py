@@ -36,6 +36,7 @@ from stitchcore.lm.evaluate import (
 from stitchcore.lm.parts import (
     ComposedLM,
     LMParts,
+    TokenCodec,
     TokenwiseAdapter,
     build_stitch,
     check_same_vocab,
@@ -154,14 +155,21 @@ def common_summary(s: LMSetup, spec) -> dict:
     }
 
 
-def pair_shapes(spec: MergeSpec | LMStitchSpec | DepthSpec, store: Any) -> tuple[dict, dict]:
+def pair_shapes(spec: MergeSpec | LMStitchSpec | DepthSpec, store: Any,
+                across: Callable[[TokenCodec, TokenCodec], None] | None = None) -> tuple[dict, dict]:
     """What every LM run checks first, without copying or scoring anything: both models load, both are
-    language models, they share one vocabulary.  Returns A's and B's ``lm_shape``."""
+    language models, they share one vocabulary (or, with ``across``, tokenize differently and pass its check).
+    Returns A's and B's ``lm_shape``, each with ``"cross"``: whether the vocabularies differ."""
     la, lb = load_pair(spec, store, input_kind="tokens", hint=NOT_LM_HINT)
-    check_same_vocab(codec_of(la), codec_of(lb), "joined")
+    ca, cb = codec_of(la), codec_of(lb)
+    cross = ca.fingerprint != cb.fingerprint or ca.size != cb.size
+    if cross and across is not None:
+        across(ca, cb)
+    else:
+        check_same_vocab(ca, cb, "joined")
     if spec.text:  # a missing or empty --text file is refused here, not stored as a failed run
         check_text(spec.text)
-    return lm_shape(la), lm_shape(lb)
+    return {**lm_shape(la), "cross": cross}, {**lm_shape(lb), "cross": cross}
 
 
 def receiver_block(i: int, n_a: int, n_b: int) -> int:

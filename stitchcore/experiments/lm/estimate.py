@@ -17,8 +17,13 @@ from stitchcore.experiments.estimate import (
 )  # fmt: skip
 from stitchcore.experiments.lm._pair import FIT_BATCHES, receiver_block, stopped_steps, whole_model
 from stitchcore.experiments.lm.specs import DepthSpec, LMStitchSpec, MergeSpec
+from stitchcore.data.text import load_text
+from stitchcore.errors import StitchError
+from stitchcore.experiments.lm.cross import is_cross
+from stitchcore.lm.cross import bits_per_byte, build_cross_stitch, cross_batches, cross_windows
 from stitchcore.lm.evaluate import eval_windows, lm_data, lm_loss, sample_text
-from stitchcore.lm.parts import build_stitch, lm_parts, make_token_adapter
+from stitchcore.lm.parts import LMParts, build_stitch, lm_parts, make_token_adapter
+from stitchcore.models.refs import random_twin
 from stitchcore.lm.train import TUNE_WINDOWS, train_lm_adapter
 from stitchcore.stitching.train import parse_objective
 from stitchcore.store.results import Store
@@ -39,6 +44,8 @@ def _lm_units(spec: MergeSpec | LMStitchSpec | DepthSpec, ectx: EstimateContext)
     for p in (a, b):
         for mod in (p.embed, p.head, *p.blocks):
             mod.to(device)
+    if isinstance(spec, LMStitchSpec) and is_cross(a.codec, b.codec):
+        return _cross_units(spec, ectx, a, b, la.dataset or lb.dataset, t0)
     data = lm_data(spec.text or la.dataset or lb.dataset or "pydoc", a.codec)
     block = min(la.input_shape[0], lb.input_shape[0], a.context, b.context)
     setup = time.perf_counter() - t0
@@ -65,6 +72,38 @@ def _lm_units(spec: MergeSpec | LMStitchSpec | DepthSpec, ectx: EstimateContext)
     return out
 
 
+def _cross_units(spec: LMStitchSpec, ectx: EstimateContext, a: LMParts, b: LMParts, dataset: str | None,
+                 t0: float) -> dict[str, float]:
+    """A cross-tokenizer stitch's units: one held-out window scored, one adapter step (both sides tokenized)."""
+    device = ectx.device
+    text = load_text(spec.text or dataset or "pydoc")
+    contexts = (a.context, b.context)
+    windows = cross_windows(text, a.codec, b.codec, 8, min(contexts), contexts)
+    setup = time.perf_counter() - t0
+    j = spec.cut_a if spec.cut_b is None else spec.cut_b
+    adapter = make_token_adapter(spec.adapter, a, spec.cut_a, b, j, spec.mlp_hidden)
+    model = build_cross_stitch(a, b, spec.cut_a, j, adapter, spec.alignment)
+    window = timed(lambda: bits_per_byte(model, windows, device)) / len(windows)
+
+    def run(steps: int, on_step) -> None:
+        batches = cross_batches(text, a.codec, b.codec, spec.batch_size, min(contexts), contexts, 0, steps)
+        train_lm_adapter(model, 0, adapter, None, block_size=0, objective={"task": 1.0}, steps=steps,
+                         batch_size=spec.batch_size, lr=1e-4, weight_decay=0.0, seed=0, device=device,
+                         on_step=on_step, batches=batches)  # fmt: skip
+
+    sides = 2 + float(_has_twin(spec.a))  # the stitch, the shuffled alignment, a random-init A where there is one
+    return {"setup": setup, "window": window, "token": 0.0, "n_a": a.n_layer, "n_b": b.n_layer,
+            "same_width": float(a.width == b.width), "step": per_step(run), "sides": sides}  # fmt: skip
+
+
+def _has_twin(ref: str) -> bool:
+    try:
+        random_twin(ref, 0)
+    except StitchError:
+        return False
+    return True
+
+
 def estimate_lm(kind: str, spec: MergeSpec | LMStitchSpec | DepthSpec, ectx: EstimateContext) -> Estimate:
     train = {k: getattr(spec, k) for k in ("adapter", "batch_size", "mlp_hidden", "objective") if hasattr(spec, k)}
     cuts = (spec.cut_a, spec.cut_b) if isinstance(spec, LMStitchSpec) else None
@@ -72,7 +111,7 @@ def estimate_lm(kind: str, spec: MergeSpec | LMStitchSpec | DepthSpec, ectx: Est
            ectx.model_key(spec.b), where(ectx.device))  # fmt: skip
     u = calibrated(key, lambda: _lm_units(spec, ectx))
     score = spec.eval_windows * u["window"]
-    sample = spec.sample_tokens * u["token"]
+    sample = spec.sample_tokens * u["token"]  # none across tokenizers (their unit is 0)
     setup = u["setup"] + 2 * (score + sample)  # A and B scored and sampled
     if isinstance(spec, MergeSpec):
         return estimate_from(setup + score + sample, f"calibrated: 1 validation window = {ms(u['window'])}; "
@@ -83,7 +122,10 @@ def estimate_lm(kind: str, spec: MergeSpec | LMStitchSpec | DepthSpec, ectx: Est
     checks = (2 if spec.start == "best" else 0) + (n_steps // spec.check_every + 1 if spec.converges else 0)
     stitch = fit + 2 * score + n_steps * u["step"] + checks * held_out
     if isinstance(spec, LMStitchSpec):
-        return estimate_from(setup + stitch + sample, f"calibrated: 1 adapter step = {ms(u['step'])}; {steps}")
+        sides = u.get("sides", 1.0)  # across tokenizers: the stitch and its controls, each on the same budget
+        what = f"; the stitch and {int(sides) - 1} controls" if sides > 1 else ""
+        return estimate_from(setup + sides * stitch + sample, f"calibrated: 1 adapter step = {ms(u['step'])}; "
+                                                              f"{steps}{what}")
     n_a, n_b = int(u["n_a"]), int(u["n_b"])
     splits = len(spec.splits) if spec.splits is not None else n_a + 1
     merges = stitches = 0

@@ -9,6 +9,7 @@ lesson's open controls narrow it.
 
 from __future__ import annotations
 
+from stitchcore.data.tokenize import ALIGNMENTS
 from stitchcore.experiments._bounds import MAX_DRAWS, MAX_STEPS, MAX_TOKENS
 from stitchcore.experiments.common_fields import ADAPTER_INIT, ADAPTER_KIND, ADAPTER_RANK, MODEL_A, MODEL_B, SEED
 from stitchcore.experiments.lm.specs import (EMBEDS, MODES, STARTS, UNTILS, DepthSpec, LMStitchSpec, MergeSpec,
@@ -46,6 +47,7 @@ declare("lmstitch", [
     Field("cut_b", int, low=0, high=1000),
     Field("head", str, choices=_HEADS),
     Field("head_at", int, low=0, high=1000),
+    Field("alignment", str, choices=ALIGNMENTS),
     *LM_TRAIN, *LM_EVAL,
 ], spec=LMStitchSpec)  # fmt: skip
 declare("lmdepth", [

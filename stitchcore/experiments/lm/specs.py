@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from stitchcore.data.tokenize import ALIGNMENTS
 from stitchcore.errors import StitchError
 from stitchcore.experiments._bounds import (
     MAX_BATCH,
@@ -212,12 +213,16 @@ class LMStitchSpec(_Train, _Eval):
     cut_b: int | None = None  # B's position j where B takes over; None = the same as cut_a
     head: str = "b"  # "b": B's head; "a": head-preserving C = A_head(B_{j..h}(S(A_<i)))
     head_at: int | None = None  # head "a": where B's blocks hand back to A's (None = after B's last block)
-    LEGACY: ClassVar[dict[str, Any]] = _LEGACY_TRAIN
+    # Across tokenizers (A and B tokenize the text differently, stitchcore.lm.cross): each of B's tokens reads
+    # A's "last" token inside its bytes, or the "mean" of A's tokens inside them.  Unused when they share one.
+    alignment: str = "last"
+    LEGACY: ClassVar[dict[str, Any]] = {**_LEGACY_TRAIN, "alignment": "last"}
 
     def __post_init__(self) -> None:
         if not self.a or not self.b:
             raise StitchError("an LM stitch needs two model refs, a and b")
         check_choice("head", self.head, ("a", "b"))
+        check_choice("alignment", self.alignment, ALIGNMENTS)
         if self.head == "b" and self.head_at is not None:
             raise StitchError("head_at is for head 'a' (where A's head takes over); leave it out with head 'b'")
         _check_positions(cut_a=self.cut_a, cut_b=self.cut_b, head_at=self.head_at)

@@ -171,11 +171,12 @@ def load_zoo_model(ref: ModelRef, store: Store | None = None) -> LoadedModel:
     drawn = {"init_seed": seed, "accuracy": None, "val_loss": None} if init == "random" else {}
     if epoch is not None:  # a checkpoint: not the final model's stored accuracy
         drawn = {"epoch": epoch, "accuracy": None}
-    if s.get("input_kind") == "tokens":  # a char-GPT: its vocabulary travels in meta
+    if s.get("input_kind") == "tokens":  # a GPT: its vocabulary (characters, or a BPE's JSON) travels in meta
+        vocab = {"vocab": s["vocab"]} if "vocab" in s else {"bpe": s["bpe"]}
         return LoadedModel(
             ref=str(ref), model=model, input_kind="tokens", input_shape=tuple(s["input_shape"]), preprocess=None,
-            num_classes=len(s["vocab"]), dataset=s["dataset"],
-            meta={"arch": s["arch"], "arch_kwargs": s["arch_kwargs"], "vocab": s["vocab"], "run_id": rec.id,
+            num_classes=len(s["vocab"]) if "vocab" in s else model.config.vocab_size, dataset=s["dataset"],
+            meta={"arch": s["arch"], "arch_kwargs": s["arch_kwargs"], **vocab, "run_id": rec.id,
                   "accuracy": s.get("accuracy"), "val_loss": s.get("val_loss"),
                   "context_length": s["input_shape"][0], **drawn},
         )
