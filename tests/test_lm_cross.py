@@ -150,3 +150,33 @@ def test_the_alignment_field_keeps_old_lmstitch_ids():
     old = {"a": "zoo:x", "b": "zoo:y", "cut_a": 1}
     assert "alignment" not in LMStitchSpec.from_dict(old).to_dict()
     assert LMStitchSpec(a="zoo:x", b="zoo:y", cut_a=1, alignment="mean").to_dict()["alignment"] == "mean"
+
+
+def test_a_depth_sweep_across_tokenizers_draws_bits_per_byte_by_depth_and_every_cell(pair, capsys):
+    from stitchcore.cli.main import main
+    from stitchcore.experiments.lm import DepthSpec
+    from stitchcore.experiments.lm.cross_depth import cross_depth_points
+    from stitchcore.report.figures import FIGURES
+
+    store, char_ref, bpe_ref = pair
+    argv = ["merge", "--a", char_ref, "--b", bpe_ref, "--steps", "0", "--heatmap", "--eval-windows", "48",
+            "--store", str(store.root), "--json", "--quiet"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["mode"] == "cross_depth" and [p["split"] for p in out["points"]] == [0, 1, 2]
+    assert set(out["skipped"]) == {"merge, head a", "merge, head b", "stitch, head a"}  # each with its reason
+    for p in out["points"]:
+        lo, hi = p["bits_per_byte_ci"]
+        assert lo <= p["bits_per_byte"] <= hi and p["bpb_penalty"] > 0  # B's own tokens are the best input
+        assert set(p["controls"]) == {"shuffled_alignment", "random_a"}
+    deeper = [p for p in out["points"] if p["split"] >= 1]  # past the embeddings A's stream carries the text
+    assert all(p["controls"]["shuffled_alignment"]["stitch_better"] for p in deeper)
+    heat = out["heatmap"]
+    assert len(heat["values"]) == 3 and len(heat["values"][0]) == 3 and all(v > 0 for r in heat["values"] for v in r)
+    rec = store.lookup(out["run_id"])
+    assert [p["split"] for p in cross_depth_points(store.series(rec.id))] == [0, 1, 2]  # what the live view reads
+    assert [f.name for f in FIGURES["lmdepth"](rec, store)] == ["bpb-by-depth", "bpb-heatmap"]
+    assert main(argv[:-2]) == 0
+    assert "bits per byte above B alone" in capsys.readouterr().out
+    with pytest.raises(StitchError, match="mode stitch and head b"):
+        run_experiment("lmdepth", DepthSpec(a=char_ref, b=bpe_ref, modes=("merge",), steps=0), store)

@@ -227,6 +227,29 @@ def _cross_text(s: dict[str, Any], cached: bool, seconds: float) -> str:
     return "\n".join(lines)
 
 
+def _cross_depth_text(s: dict[str, Any], cached: bool, seconds: float) -> str:
+    """A depth sweep across tokenizers: bits per byte of the stitch and each control at every split, B alone,
+    and the heat map of bits per byte above B."""
+    from stitchcore.experiments.lm.cross import CONTROL_WORDS
+
+    tags = [t for t in CONTROL_WORDS if any(t in p["controls"] and "bits_per_byte" in p["controls"][t]
+                                            for p in s["points"])]  # fmt: skip
+    lines = [f"A: {s['tokenizers']['a']}  B: {s['tokenizers']['b']}  alignment {s['alignment']}  "
+             f"B alone {s['b_bits_per_byte']:.4f}{_ci(s.get('b_bits_per_byte_ci'))} bits/byte",
+             f"{'split':>5s} {'stitched':>26s} " + " ".join(f"{CONTROL_WORDS[t]:>22s}" for t in tags)]
+    for p in s["points"]:
+        lines.append(f"{p['split']:>5d} {p['bits_per_byte']:>8.4f}{_ci(p['bits_per_byte_ci']):>18s} "
+                     + " ".join(f"{p['controls'][t]['bits_per_byte']:>22.4f}" for t in tags))
+    if s.get("heatmap"):
+        heat = s["heatmap"]
+        lines.append("bits per byte above B alone, every (i, j): rows A's cut, columns B's " + " ".join(heat["cols"]))
+        lines += [f"{r:>8s} " + " ".join(f"{v:+.3f}" for v in row) for r, row in zip(heat["rows"], heat["values"],
+                                                                                      strict=True)]
+    lines += [f"{k}: skipped, {v}" for k, v in s["skipped"].items()]
+    lines.append(f"{s['eval_windows']} held-out windows, {s['eval_bytes']:,} bytes ({took(cached, seconds)})")
+    return "\n".join(lines)
+
+
 def _cmd_lmstitch(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None:
     """One LM stitch from the declared flags (today's defaults for the rest); across tokenizers its JSON gives
     bits_per_byte, bits_per_byte_ci, b_bits_per_byte and controls."""
@@ -247,8 +270,9 @@ def _cmd_merge(args: argparse.Namespace, store: Store, bar: ProgressBar) -> None
         return _dry_run(args, kind, spec, store)
     out = run(kind, spec, args, store, bar)
     s = out.record.summary
-    text = _cross_text(s, out.cached, out.seconds) if s.get("mode") == "cross" else _text(kind, s, out.cached,
-                                                                                         out.seconds)
+    text = (_cross_text(s, out.cached, out.seconds) if s.get("mode") == "cross" else
+            _cross_depth_text(s, out.cached, out.seconds) if s.get("mode") == "cross_depth" else
+            _text(kind, s, out.cached, out.seconds))  # fmt: skip
     emit(args, outcome(out, kind=kind), text)
 
 

@@ -82,6 +82,10 @@ _COMMON: dict[str, FieldWords] = {
                           "(one step per 2x)"),
 }  # fmt: skip
 
+# A language stitch's alignment across tokenizers (lmstitch, lmdepth: stitchcore.lm.cross)
+_ALIGNMENT = _W("Token alignment", "when A and B tokenize differently: each of B's tokens reads A's last token inside "
+                "its bytes (last) or the mean of A's tokens inside them (mean)")
+
 # Fields of one kind, or meaning something else there.
 _BY_KIND: dict[str, dict[str, FieldWords]] = {
     "zoo": {
@@ -197,8 +201,7 @@ _BY_KIND: dict[str, dict[str, FieldWords]] = {
         "head": _W("Whose head", _LM_HEAD),
         "head_at": _W("Where A's head takes over", "head a only: after this many of B's blocks; empty: after "
                       "B's last"),
-        "alignment": _W("Token alignment", "when A and B tokenize differently: each of B's tokens reads A's last "
-                        "token inside its bytes (last) or the mean of A's tokens inside them (mean)"),
+        "alignment": _ALIGNMENT,
     },
     "assemble": {
         "a": _W("Model A", "its layers up to the sender cut feed the adapter"),
@@ -237,6 +240,7 @@ _BY_KIND: dict[str, dict[str, FieldWords]] = {
         "modes": _W("Curves", "merge (no adapter) and/or stitch (a trained adapter)"),
         "heads": _W("Heads", "whose head reads the result, a, b or both. " + _LM_HEADS),
         "splits": _W("Split positions", "where B takes over, in blocks; empty: every one"),
+        "alignment": _ALIGNMENT,
         "heatmap": _W("Heat map", "also stitch every pair (i, j) of positions, with B's head"),
         "embed": _W("Merges' embeddings", "whose wte + wpe read the merges' input. tied: the model whose head is "
                     "used (GPT heads are tied to wte) · a: always A's (the reading of sweeps stored before this "

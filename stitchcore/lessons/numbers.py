@@ -260,7 +260,11 @@ def _reading_rows(kind: str) -> Callable[[Mapping[str, Any]], list[tuple[str, st
 
 
 def _lmdepth_rows(s: Mapping[str, Any]) -> list[tuple[str, str | None]]:
-    """An LM depth sweep's loss penalty at every join: each curve (mode, head) at each split."""
+    """An LM depth sweep's loss penalty at every join: each curve (mode, head) at each split (across tokenizers:
+    the stitch's bits per byte at each split)."""
+    if s.get("mode") == "cross_depth":
+        return [(f"Stitched bits per byte, split {p['split']}", f"{p['bits_per_byte']:.3f} [{p['bits_per_byte_ci'][0]:.3f}"
+                 f"–{p['bits_per_byte_ci'][1]:.3f}]") for p in s.get("points") or []]  # fmt: skip
     return [(f"Loss penalty, {p.get('label')}, split {p.get('split')}",
              _one("loss_penalty", p.get("loss_penalty"), p.get("loss_penalty_ci")))
             for p in s.get("points") or [] if isinstance(p, Mapping)]  # fmt: skip

@@ -32,7 +32,7 @@ from stitchcore.plots.penalty import (
 )
 from stitchcore.plots.runs import penalty_vs_depth
 
-__all__ = ["PENALTY_AXIS", "SIGN_NOTE", "bpb_bars", "loss_bars", "penalty_by_depth", "penalty_heatmap"]
+__all__ = ["PENALTY_AXIS", "SIGN_NOTE", "bpb_bars", "bpb_by_depth", "bpb_heatmap", "loss_bars", "penalty_by_depth", "penalty_heatmap"]
 
 PENALTY_AXIS = LOSS_PENALTY_AXIS  # "loss penalty = (L − L_base) / L_base (% of base loss, higher = worse)"
 SIGN_NOTE = ("above 0: a higher loss than the base model (the one whose head is used) = worse; "
@@ -90,6 +90,46 @@ def penalty_heatmap(heat: Mapping[str, Any], *, title: str | None = None,
                    row_label="A's stream after cut i", col_label="B continues after cut j", diverging=True,
                    higher_is_worse=True, text_format="+.1f", unit="%", csv_value=LOSS_PENALTY_COLUMN,
                    value_label="loss penalty", colorbar_title=colorbar_title)  # fmt: skip
+
+
+_CONTROL_COLORS = {"shuffled_alignment": "#9e9e9e", "random_a": "#616161"}
+
+
+def bpb_by_depth(points: Sequence[Mapping[str, Any]], b_bpb: float | None, *,
+                 labels: Mapping[str, str] | None = None, title: str | None = None) -> go.Figure:
+    """A cross-tokenizer depth sweep: bits per byte of the stitch at each split (error bars: its 95% interval
+    over the held-out windows) and of each control beside it, with B alone as a dashed line; lower is better.
+    ``points``: the summary's (or ``cross_depth_points``'s while it runs); ``labels``: each control's words."""
+    fig = go.Figure()
+    xs = [p["split"] for p in points]
+    ys = [p.get("bits_per_byte") for p in points]
+    if any(finite(y) for y in ys):
+        spans = [interval(p.get("bits_per_byte_ci")) for p in points]
+        fig.add_trace(go.Scatter(x=xs, y=ys, name="stitched", mode="lines+markers",
+                                 line={"color": ROLE_COLORS["stitched"], "width": 3}, error_y=error_bars(ys, spans),
+                                 hovertemplate="split %{x}: %{y:.4f} bits/byte<extra>stitched</extra>"))  # fmt: skip
+    for tag, color in _CONTROL_COLORS.items():
+        cy = [(p.get("controls") or {}).get(tag, {}).get("bits_per_byte") for p in points]
+        if any(finite(y) for y in cy):
+            name = (labels or {}).get(tag, tag)
+            fig.add_trace(go.Scatter(x=xs, y=cy, name=name, mode="lines+markers", line={"color": color, "dash": "dot"},
+                                     hovertemplate=f"split %{{x}}: %{{y:.4f}} bits/byte<extra>{name}</extra>"))
+    if finite(b_bpb):
+        fig.add_hline(y=b_bpb, line={"color": ROLE_COLORS["b"], "dash": "dash"}, annotation_text="B alone",
+                      annotation_position="bottom right")  # fmt: skip
+    if not points:
+        add_note(fig, "waiting for the first split…")
+    fig.update_xaxes(title_text="split i (A's blocks before the adapter; B takes over at the same depth)", dtick=1)
+    fig.update_yaxes(title_text="B's next-token loss (bits / byte)")
+    return house_style(fig, title or "Bits per byte by depth, beside the controls (lower is better)")
+
+
+def bpb_heatmap(heat: Mapping[str, Any], *, title: str | None = None) -> go.Figure:
+    """Every (A position i, B position j) stitch across tokenizers: bits per byte above B alone (higher = worse)."""
+    return heatmap(heat["values"], heat["rows"], heat["cols"], title=title or "Bits per byte above B alone, every (i, j)",
+                   row_label="A's stream after cut i", col_label="B continues after cut j", diverging=False,
+                   higher_is_worse=True, text_format="+.2f", unit="bits/byte", csv_value="bpb_penalty",
+                   value_label="bits per byte above B", intervals=heat.get("values_ci"))  # fmt: skip
 
 
 def bpb_bars(rows: list[Mapping[str, Any]], *, title: str | None = None) -> go.Figure:

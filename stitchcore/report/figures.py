@@ -28,7 +28,8 @@ from stitchcore.errors import StitchError
 from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.assemble import assembled_cells, pareto_front
 from stitchcore.experiments.lm import labelled_points, partial_points
-from stitchcore.experiments.lm.cross import cross_curves, cross_rows
+from stitchcore.experiments.lm.cross import CONTROL_WORDS, cross_curves, cross_rows
+from stitchcore.experiments.lm.cross_depth import cross_depth_points
 from stitchcore.experiments.lm.lmdepth import PENALTY_SERIES
 from stitchcore.experiments.matrix import ControlTable, matrix_state
 from stitchcore.experiments.similarity import DEPENDENCE_TEST, random_null_map, similarity_map_words
@@ -492,6 +493,11 @@ def _sweep(record: RunRecord, store: Store) -> list[RunFigure]:
 def _lm(record: RunRecord, store: Store) -> list[RunFigure]:
     s = record.summary if record.status == "done" else {}
     figs = []
+    if record.kind == "lmdepth" and (s.get("mode") == "cross_depth" or any(
+            k.startswith("bpb:") for k in store.series(record.id))):  # across tokenizers: bits per byte
+        points = s.get("points") if s else cross_depth_points(store.series(record.id))
+        figs = [_plain("bpb-by-depth", plots_lm.bpb_by_depth(points, s.get("b_bits_per_byte"), labels=CONTROL_WORDS))]
+        return figs + ([_plain("bpb-heatmap", plots_lm.bpb_heatmap(s["heatmap"]))] if s.get("heatmap") else [])
     if record.kind == "lmdepth":
         points = labelled_points(s.get("points") or []) if s else partial_points(store.series(record.id))
         figs.append(_plain("penalty-by-depth", plots_lm.penalty_by_depth(points)))

@@ -184,8 +184,9 @@ def _lm_pair_numbers(joined: str) -> Callable[[Mapping[str, Any]], list[tuple[st
 
     def numbers(s: Mapping[str, Any]) -> list[tuple[str, Any]]:
         if s.get("mode") == "cross":  # across tokenizers: bits per byte (stitchcore.experiments.lm.cross)
-            return [(f"{r['label'][0].upper()}{r['label'][1:]} (bits/byte)", _with_ci(f"{r['bits_per_byte']:.3f}",
-                     r["ci"], "loss")) for r in cross_rows(s)] + [("Verdict", s.get("verdict"))]  # fmt: skip
+            words = {"stitched": "Stitched", "b": "B alone", "a": "A alone, its own tokens"}
+            return [(f"{words.get(r['role'], 'Control: ' + r['label'])} (bits/byte)", _with_ci(
+                f"{r['bits_per_byte']:.3f}", r["ci"], "loss")) for r in cross_rows(s)] + [("Verdict", s.get("verdict"))]
         return [*_lm_base_numbers(s), (f"Loss {joined}", _with_ci(f"{s['loss']:.3f}", s.get("loss_ci"), "loss")),
                 (f"Loss penalty (base {str(s.get('penalty_base', 'b')).upper()})",
                  _with_ci(_number("loss_penalty", s.get("loss_penalty")), s.get("loss_penalty_ci"), "loss_penalty")),
@@ -201,6 +202,12 @@ def _lm_base_numbers(s: Mapping[str, Any]) -> list[tuple[str, Any]]:
 
 
 def _lmdepth_numbers(s: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    if s.get("mode") == "cross_depth":  # across tokenizers: the best split's bits per byte beside B's
+        best = min(s.get("points") or [], key=lambda p: p["bits_per_byte"], default=None)
+        return [("B alone (bits/byte)", _with_ci(f"{s['b_bits_per_byte']:.3f}", s.get("b_bits_per_byte_ci"), "loss")),
+                ("Best split (bits/byte)", None if best is None else _with_ci(
+                    f"{best['bits_per_byte']:.3f} at split {best['split']}", best["bits_per_byte_ci"], "loss")),
+                ("Points", str(len(s.get("points") or [])))]  # fmt: skip
     return [*_lm_base_numbers(s), ("Points", str(len(s.get("points") or [])))]
 
 

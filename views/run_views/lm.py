@@ -10,7 +10,8 @@ import streamlit as st
 
 import ui
 from stitchcore.experiments.lm import labelled_points, partial_points
-from stitchcore.experiments.lm.cross import ALIGN_WORDS, cross_curves, cross_rows
+from stitchcore.experiments.lm.cross import ALIGN_WORDS, CONTROL_WORDS, cross_curves, cross_rows
+from stitchcore.experiments.lm.cross_depth import cross_depth_points
 from stitchcore.experiments.lm.words import data_words, interval_note, training_words
 from stitchcore.measures.meaning import colorbar_title, explain
 from stitchcore.plots import lm as plots_lm
@@ -30,6 +31,8 @@ def lm_view(rec: RunRecord, *, key: str) -> None:
 
     def body(now) -> None:
         s = now.summary if now.state == "done" else {}
+        if s.get("mode") == "cross_depth" or (not s and any(k.startswith("bpb:") for k in now.metrics)):
+            return _cross_depth_body(now, s, key)
         if s.get("mode") == "cross" or (not s and any(k.startswith("loss_") for k in now.metrics)):
             return _cross_body(now, s, key)
         if s:
@@ -117,6 +120,22 @@ def _cross_body(now, s: dict, key: str) -> None:
                             f"{ALIGN_WORDS[s['alignment']]}. {s['eval_windows']} held-out windows of "
                             f"{s['window_chars']} characters ({s['eval_bytes']:,} bytes) of {s['text']}; each control "
                             "is fitted and trained as the stitch is."))  # fmt: skip
+
+
+def _cross_depth_body(now, s: dict, key: str) -> None:
+    """A depth sweep across tokenizers: bits per byte by depth beside the controls and B alone; the heat map."""
+    points = s.get("points") if s else cross_depth_points(now.metrics)
+    ui.chart(st, plots_lm.bpb_by_depth(points, s.get("b_bits_per_byte"), labels=CONTROL_WORDS),
+             key=f"{key}-xdepth-{now.id}", file_name=f"{now.id}-bpb-by-depth.csv" if s else None)  # fmt: skip
+    if s.get("heatmap"):
+        ui.chart(st, plots_lm.bpb_heatmap(s["heatmap"]), key=f"{key}-xheat-{now.id}", file_name=f"{now.id}-bpb-heatmap.csv")
+    if s:
+        beats = [p["split"] for p in s["points"] if p["verdict"].startswith("carries")]
+        st.caption(ui.plain(f"A: {s['tokenizers']['a']}, B: {s['tokenizers']['b']} (B alone "
+                            f"{s['b_bits_per_byte']:.3f} bits/byte); each of B's tokens reads {ALIGN_WORDS[s['alignment']]}. "
+                            f"The stitch beats both controls at {len(beats)} of {len(s['points'])} splits "
+                            f"({', '.join(map(str, beats)) or 'none'}; paired 95% intervals over the windows)"
+                            + "".join(f". {k}: skipped, {v}" for k, v in s["skipped"].items())))
 
 
 def _lm_samples(s: dict) -> None:

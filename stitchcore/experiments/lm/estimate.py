@@ -44,7 +44,7 @@ def _lm_units(spec: MergeSpec | LMStitchSpec | DepthSpec, ectx: EstimateContext)
     for p in (a, b):
         for mod in (p.embed, p.head, *p.blocks):
             mod.to(device)
-    if isinstance(spec, LMStitchSpec) and is_cross(a.codec, b.codec):
+    if isinstance(spec, (LMStitchSpec, DepthSpec)) and is_cross(a.codec, b.codec):
         return _cross_units(spec, ectx, a, b, la.dataset or lb.dataset, t0)
     data = lm_data(spec.text or la.dataset or lb.dataset or "pydoc", a.codec)
     block = min(la.input_shape[0], lb.input_shape[0], a.context, b.context)
@@ -72,7 +72,7 @@ def _lm_units(spec: MergeSpec | LMStitchSpec | DepthSpec, ectx: EstimateContext)
     return out
 
 
-def _cross_units(spec: LMStitchSpec, ectx: EstimateContext, a: LMParts, b: LMParts, dataset: str | None,
+def _cross_units(spec: LMStitchSpec | DepthSpec, ectx: EstimateContext, a: LMParts, b: LMParts, dataset: str | None,
                  t0: float) -> dict[str, float]:
     """A cross-tokenizer stitch's units: one held-out window scored, one adapter step (both sides tokenized)."""
     device = ectx.device
@@ -80,9 +80,13 @@ def _cross_units(spec: LMStitchSpec, ectx: EstimateContext, a: LMParts, b: LMPar
     contexts = (a.context, b.context)
     windows = cross_windows(text, a.codec, b.codec, 8, min(contexts), contexts)
     setup = time.perf_counter() - t0
-    j = spec.cut_a if spec.cut_b is None else spec.cut_b
-    adapter = make_token_adapter(spec.adapter, a, spec.cut_a, b, j, spec.mlp_hidden)
-    model = build_cross_stitch(a, b, spec.cut_a, j, adapter, spec.alignment)
+    if isinstance(spec, DepthSpec):  # the middle split, as for a sweep of one vocabulary
+        i = a.n_layer // 2
+        j = receiver_block(i, a.n_layer, b.n_layer)
+    else:
+        i, j = spec.cut_a, spec.cut_a if spec.cut_b is None else spec.cut_b
+    adapter = make_token_adapter(spec.adapter, a, i, b, j, spec.mlp_hidden)
+    model = build_cross_stitch(a, b, i, j, adapter, spec.alignment)
     window = timed(lambda: bits_per_byte(model, windows, device)) / len(windows)
 
     def run(steps: int, on_step) -> None:
@@ -128,6 +132,11 @@ def estimate_lm(kind: str, spec: MergeSpec | LMStitchSpec | DepthSpec, ectx: Est
                                                               f"{steps}{what}")
     n_a, n_b = int(u["n_a"]), int(u["n_b"])
     splits = len(spec.splits) if spec.splits is not None else n_a + 1
+    if "sides" in u:  # across tokenizers: each split's stitch and its controls, then the heat map's stitches
+        curve = "stitch" in spec.modes and "b" in spec.heads
+        n = (u["sides"] * splits if curve else 0) + ((n_a + 1) * (n_b + 1) if spec.heatmap else 0)
+        return estimate_from(setup + n * stitch, f"calibrated: 1 adapter step = {ms(u['step'])}; {int(n)} stitches "
+                                                 f"of {steps} (controls included)")
     merges = stitches = 0
     for mode in spec.modes:
         for head in spec.heads:

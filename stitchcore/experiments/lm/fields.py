@@ -57,6 +57,7 @@ declare("lmdepth", [
     Field("splits", tuple, parse=wholes_text, write=wholes_words),
     Field("heatmap", bool),
     Field("embed", str, choices=EMBEDS),
+    Field("alignment", str, choices=ALIGNMENTS),
     *LM_TRAIN, *LM_EVAL,
 ], spec=DepthSpec)  # fmt: skip
 declare("merge", [

@@ -31,6 +31,8 @@ from stitchcore.experiments.lm._pair import (
     setup_pair,
     stitch_once,
 )
+from stitchcore.experiments.lm.cross import check_cross
+from stitchcore.experiments.lm.cross_depth import cross_skipped, run_cross_depth
 from stitchcore.experiments.lm.estimate import estimate_depth
 from stitchcore.experiments.lm.specs import DepthSpec
 from stitchcore.lm.evaluate import lm_loss
@@ -71,9 +73,13 @@ def _depth_tasks(spec: DepthSpec, n_a: int, n_b: int, width_a: int, width_b: int
 
 
 def check_depth(spec: DepthSpec, store: Any) -> None:
-    """Before anything is stored: the models, their vocabulary, the splits, and that some curve can run."""
-    sa, sb = pair_shapes(spec, store)
+    """Before anything is stored: the models, their vocabulary (or, across tokenizers, what that sweep needs),
+    the splits, and that some curve can run."""
+    sa, sb = pair_shapes(spec, store, across=lambda ca, cb: check_cross(spec, ca, cb))
     _depth_splits(spec, sa["n_layer"])
+    if sa["cross"]:
+        cross_skipped(spec)  # merges and A's head read one vocabulary: refused when nothing else is asked
+        return
     splits = list(spec.splits) if spec.splits is not None else list(range(sa["n_layer"] + 1))
     _depth_tasks(spec, sa["n_layer"], sb["n_layer"], sa["width"], sb["width"], splits)
 
@@ -169,7 +175,10 @@ def run_depth(spec: DepthSpec, ctx: RunContext) -> dict:
     """Merge and stitch penalties at every split, per head; optionally every (i, j) stitch.
 
     Each point and each heat-map row is a unit on ``ctx.options``' backend; this process writes the store.
+    Across tokenizers: :func:`~stitchcore.experiments.lm.cross_depth.run_cross_depth`, in bits per byte.
     """
+    if pair_shapes(spec, ctx.store, across=lambda ca, cb: None)[0]["cross"]:
+        return run_cross_depth(spec, ctx)
     t0 = time.perf_counter()
     s = setup_pair(spec, ctx, lambda a, _b: _depth_splits(spec, a.n_layer))
     n_a, n_b = s.a.n_layer, s.b.n_layer

@@ -251,7 +251,8 @@ class DepthSpec(_Train, _Eval):
     splits: tuple[int, ...] | None = None  # split positions; None = every one, 0 .. L
     heatmap: bool = False  # also stitch every (i, j) pair with B's head (the heat map)
     embed: str = "tied"  # merges' embeddings: tied (the head's model's) | a | b (see EMBEDS; absent = "a")
-    LEGACY: ClassVar[dict[str, Any]] = {**_LEGACY_TRAIN, "embed": "a"}
+    alignment: str = "last"  # across tokenizers (as LMStitchSpec's); unused when A and B share one
+    LEGACY: ClassVar[dict[str, Any]] = {**_LEGACY_TRAIN, "embed": "a", "alignment": "last"}
 
     def __post_init__(self) -> None:
         if not self.a or not self.b:
@@ -266,6 +267,7 @@ class DepthSpec(_Train, _Eval):
             _check_positions(**{f"splits[{k}]": v for k, v in enumerate(self.splits)})
             object.__setattr__(self, "splits", tuple(int(s) for s in self.splits))
         check_choice("embed", self.embed, EMBEDS)
+        check_choice("alignment", self.alignment, ALIGNMENTS)
         self._check_train()
 
     def merge_embed(self, head: str) -> str:
