@@ -2,7 +2,7 @@
 
 ``import stitchcore`` is cheap; the API's names load on first use (:mod:`stitchcore.api`):
 ``stitchcore.train``, ``stitch``, ``matrix``, ``similarity``, ``sweep``, ``assemble``, ``merge``, ``lmstitch``,
-``lmdepth``, ``load``, ``runs``, ``run``; ``stitchcore.cuts(ref)`` lists a model's cuts.
+``lmdepth``, ``transfer``, ``load``, ``runs``, ``run``; ``stitchcore.cuts(ref)`` lists a model's cuts.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 API = ("Result", "RunHandle", "Runs", "StitchAdapter", "assemble", "load", "load_adapter", "lmdepth", "lmstitch",
-       "matrix", "merge", "python_call", "run", "runs", "similarity", "stitch", "sweep", "train")  # fmt: skip
+       "matrix", "merge", "python_call", "run", "runs", "similarity", "stitch", "sweep", "train", "transfer")  # fmt: skip
 
 
 def __getattr__(name: str) -> Any:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stitchcore.cli import assemble, lm, matrix, models, stitch, sweep
+from stitchcore.cli import assemble, lm, matrix, models, stitch, sweep, transfer
 from stitchcore.cli.main import build_parser, main
 from stitchcore.cli.reproduce import command_argv, command_line
 from stitchcore.errors import StitchError
@@ -35,7 +35,7 @@ def v1(tmp_path, monkeypatch) -> Path:
     def asked(kind, spec, *args, **kwargs):
         raise Asked(kind, spec)
 
-    for module in (assemble, lm, matrix, models, stitch, sweep):
+    for module in (assemble, lm, matrix, models, stitch, sweep, transfer):
         monkeypatch.setattr(module, "run", asked)
     return root
 
@@ -72,6 +72,8 @@ def test_a_run_of_every_kind_made_today_goes_to_a_command_line_and_back(v1, kind
                                  until="steps", mlp_hidden=16),
         "lmdepth": DepthSpec(a="zoo:gpt-x", b="zoo:gpt-y", modes=("stitch",), heads=("a", "b"), heatmap=True,
                              steps=30, start="init"),
+        "transfer": build_spec("transfer", {"a": A, "b": B, "cut_a": "block1", "cut_b": "block2", "max_test": 300,
+                                            "seed": 4}),
     }  # fmt: skip
     spec = specs[kind]
     argv = command_argv(kind, spec)

@@ -21,6 +21,7 @@ REQUIRED = {
     "similarity": {"a": "zoo:cnn-digits-s0", "b": "zoo:cnn-digits-s1"},
     "stitch": {"a": "zoo:cnn-digits-s0", "b": "zoo:cnn-digits-s1", "cut_a": "block1", "cut_b": "block1"},
     "sweep": {"a": "zoo:cnn-digits-s0", "b": "zoo:cnn-digits-s1"},
+    "transfer": {"a": "zoo:cnn-digits-s0", "b": "zoo:cnn-digits-s1"},
     "zoo": {},
 }
 

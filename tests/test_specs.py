@@ -9,6 +9,7 @@ from stitchcore.experiments.assemble import AssembleSpec
 from stitchcore.experiments.lm import LMStitchSpec
 from stitchcore.experiments.similarity import SimilaritySpec
 from stitchcore.experiments.stitch import StitchSpec
+from stitchcore.experiments.transfer import TransferSpec
 from stitchcore.experiments.zoo import ZooRecipe
 from stitchcore.stitching.adapters import AdapterSpec
 from stitchcore.stitching.train import parse_objective
@@ -126,7 +127,8 @@ FIXTURE = Path(__file__).resolve().parent / "fixtures" / "store_v1"  # one run o
 # Kinds the v1 fixture has no run of: an example spec each (a new kind fails test_every_kind_has_an_example).
 EXTRA_EXAMPLES = {"lmstitch": LMStitchSpec(a="zoo:gpt-pydoc-s0-adamw", b="zoo:gpt-pydoc-s1-adamw", cut_a=1),
                   "assemble": AssembleSpec(a="zoo:cnn-digits-s0", b="zoo:vit-digits-s0-adamw-ffda8d",
-                                           senders=("block2",), kinds=("linear", "bottleneck"))}
+                                           senders=("block2",), kinds=("linear", "bottleneck")),
+                  "transfer": TransferSpec(a="zoo:cnn-digits-s0", b="zoo:cnn-digits-s1", cut_a="fc1", cut_b="fc1")}
 
 
 def _builtin_kinds() -> list[str]:

@@ -35,6 +35,7 @@ PAGES: tuple[PageEntry, ...] = (
     PageEntry("views/assemble.py", "Assemble", ":material/extension:", "assemble", kinds=("assemble",)),
     PageEntry("views/language.py", "Language models", ":material/translate:", "language",
               kinds=("merge", "lmstitch", "lmdepth")),
+    PageEntry("views/transfer.py", "Transfer", ":material/move_up:", "transfer", kinds=("transfer",)),
     PageEntry("views/lessons.py", "Lessons", ":material/school:", "lessons"),
     PageEntry("views/results.py", "Results", ":material/table_chart:", "results"),
     PageEntry("views/settings.py", "Settings", ":material/settings:", "settings"),

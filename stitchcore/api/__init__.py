@@ -32,7 +32,8 @@ assemble = KIND_FUNCTIONS["assemble"]
 merge = KIND_FUNCTIONS["merge"]
 lmstitch = KIND_FUNCTIONS["lmstitch"]
 lmdepth = KIND_FUNCTIONS["lmdepth"]
+transfer = KIND_FUNCTIONS["transfer"]
 
 __all__ = ["ProgressBar", "Result", "RunHandle", "Runs", "StitchAdapter", "assemble", "load", "load_adapter",
            "lmdepth", "lmstitch", "matrix", "merge", "python_call", "run", "runs", "similarity", "spec_from_call",
-           "stitch", "sweep", "train"]
+           "stitch", "sweep", "train", "transfer"]

@@ -128,6 +128,7 @@ SUMMARIES = {
     "merge": "Language models: B's blocks in place of A's from a split (block substitution), scored on held-out text.",
     "lmstitch": "Language models: A's residual stream at ``cut_a`` into B's at ``cut_b`` through a trained adapter.",
     "lmdepth": "Language models: the loss penalty of merging or stitching A into B at every depth.",
+    "transfer": "Carry A's probe and class directions through a fitted stitch into B; read them on B unrefitted.",
 }
 
 
@@ -160,7 +161,7 @@ def _kind_functions() -> dict[str, Callable[..., Result | RunHandle]]:
     return {FUNCTION_OF_KIND[kind]: _kind_function(kind) for kind in FUNCTION_OF_KIND}
 
 
-KIND_FUNCTIONS = _kind_functions()  # train, stitch, matrix, similarity, sweep, assemble, merge, lmstitch, lmdepth
+KIND_FUNCTIONS = _kind_functions()  # train, stitch, matrix, similarity, sweep, assemble, merge, lmstitch, lmdepth, transfer
 
 
 def load(ref: str, *, store: Store | str | Path | None = None) -> LoadedModel:

@@ -15,8 +15,9 @@ __all__ = ["FUNCTION_OF_KIND", "POSITIONAL", "python_call", "spec_from_call"]
 # The API function of each run kind and the fields it takes by position (the rest by name).
 FUNCTION_OF_KIND = {"zoo": "train", "stitch": "stitch", "matrix": "matrix", "similarity": "similarity",
                     "sweep": "sweep", "assemble": "assemble", "merge": "merge", "lmstitch": "lmstitch",
-                    "lmdepth": "lmdepth"}  # fmt: skip
-POSITIONAL = {"stitch": ("a", "b", "cut_a", "cut_b"), "lmstitch": ("a", "b", "cut_a", "cut_b"), "zoo": ()}
+                    "lmdepth": "lmdepth", "transfer": "transfer"}  # fmt: skip
+POSITIONAL = {"stitch": ("a", "b", "cut_a", "cut_b"), "lmstitch": ("a", "b", "cut_a", "cut_b"),
+              "transfer": ("a", "b", "cut_a", "cut_b"), "zoo": ()}
 PAIR = ("a", "b")  # every other two-model kind
 
 

@@ -142,6 +142,7 @@ def _specs(args: argparse.Namespace, store: Store) -> tuple[str, Any]:
              **{k: getattr(args, k, getattr(d, k)) for k in ("until", "start", "check_every", "patience", "tol")}}
     split = _position(args.split)
     embed = getattr(args, "embed", None)
+    train["alignment"] = getattr(args, "alignment", None) or "last"  # across tokenizers; unused otherwise
     _unused_flags(args, split)
     if split is None:
         modes = ("merge", "stitch") if args.mode in (None, "both") else (args.mode,)
@@ -153,6 +154,8 @@ def _specs(args: argparse.Namespace, store: Store) -> tuple[str, Any]:
     i = _resolve(split, args.a, store)
     if args.mode in (None, "merge"):
         head = args.head or "a"
+        if train["alignment"] != "last":
+            raise StitchError("--alignment is for stitches between two tokenizers; a merge reads one vocabulary")
         return "merge", MergeSpec(a=args.a, b=args.b, start=i, end=args.end, head=head,
                                   embed=head if embed == "tied" else embed or "a", **evals)
     j = _resolve(_position(args.cut_b), args.b, store)

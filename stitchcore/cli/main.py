@@ -16,14 +16,14 @@ import signal
 import sys
 import threading
 
-from stitchcore.cli import app, assemble, lessons, lm, matrix, models, runs, stitch, sweep
+from stitchcore.cli import app, assemble, lessons, lm, matrix, models, runs, stitch, sweep, transfer
 from stitchcore.cli._args import safe
 from stitchcore.cli._common import CTRL_C, Command, OneLineParser, ProgressBar, common_parser
 from stitchcore.errors import Cancelled, RunBusy, StitchError
 
 __all__ = ["COMMANDS", "build_parser", "main", "program_name"]
 
-_VERB_MODULES = (models, stitch, matrix, assemble, lm, sweep, runs, lessons, app)  # the order of the verbs in --help
+_VERB_MODULES = (models, stitch, matrix, assemble, lm, sweep, transfer, runs, lessons, app)  # the order of the verbs in --help
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,7 +49,7 @@ COMMANDS: dict[tuple[str, str | None], Command] = {k: v for m in _VERB_MODULES f
 COMMANDS[("stitch", None)] = lm.lm_aware_stitch(stitch.COMMANDS[("stitch", None)])  # LM refs -> lmstitch
 
 
-LOGS_RUNS = {("zoo", "train"), *((v, None) for v in ("stitch", "matrix", "similarity", "sweep", "assemble", "merge", "lmstitch"))}
+LOGS_RUNS = {("zoo", "train"), *((v, None) for v in ("stitch", "matrix", "similarity", "sweep", "assemble", "merge", "lmstitch", "transfer"))}
 
 _CTRL_C_LINE = "cancelled (Ctrl-C): a run in progress is stored as cancelled; the same command starts it again"
 

@@ -15,7 +15,7 @@ __all__ = ["VERBS", "command_argv", "command_line"]
 
 VERBS = {"zoo": ("zoo", "train"), "stitch": ("stitch",), "matrix": ("matrix",), "similarity": ("similarity",),
          "sweep": ("sweep",), "assemble": ("assemble",), "merge": ("merge",), "lmstitch": ("merge",),
-         "lmdepth": ("merge",)}  # fmt: skip
+         "lmdepth": ("merge",), "transfer": ("transfer",)}  # fmt: skip
 
 
 def _lm_training(spec: Any) -> list[str]:
@@ -28,6 +28,8 @@ def _lm_training(spec: Any) -> list[str]:
     as_stitch = LMStitchSpec(a=spec.a, b=spec.b, **shared)
     argv = spec_argv("lmstitch", as_stitch, skip=_VERB_OWN)  # the merge verb's own flags say those
     if not isinstance(spec, MergeSpec):
+        if spec.alignment != "last":  # across tokenizers (the merge verb's --alignment)
+            argv += ["--alignment", spec.alignment]
         argv += ["--adapter", "mlp" if getattr(spec, "mlp_hidden", 0) else spec.adapter.kind]
         if getattr(spec, "mlp_hidden", 0):
             argv += ["--hidden", str(spec.mlp_hidden)]

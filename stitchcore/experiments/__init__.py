@@ -11,7 +11,7 @@ its spec and the readers of its own stored results (``matrix.partial_cells``,
 :func:`spec_from_record` rebuilds the spec of any stored run.
 
 >>> list_experiments()
-['assemble', 'lmdepth', 'lmstitch', 'matrix', 'merge', 'similarity', 'stitch', 'sweep', 'zoo']
+['assemble', 'lmdepth', 'lmstitch', 'matrix', 'merge', 'similarity', 'stitch', 'sweep', 'transfer', 'zoo']
 """
 
 from __future__ import annotations
@@ -48,5 +48,5 @@ __all__ = [
 
 # The built-in kinds register themselves on import (after the names above exist, though they
 # import them from _registry, so a partially initialised package never matters).
-from stitchcore.experiments import assemble, lm, matrix, similarity, stitch, sweep, zoo  # noqa: E402, F401
-from stitchcore.experiments import similarity_fields, stitch_fields, zoo_fields  # noqa: E402, F401  (declared fields)
+from stitchcore.experiments import assemble, lm, matrix, similarity, stitch, sweep, transfer, zoo  # noqa: E402, F401
+from stitchcore.experiments import similarity_fields, stitch_fields, transfer_fields, zoo_fields  # noqa: E402, F401  (declared fields)

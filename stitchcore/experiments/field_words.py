@@ -167,6 +167,15 @@ _BY_KIND: dict[str, dict[str, FieldWords]] = {
         "seeds": _W("Adapter seeds (trained)", "trained mode: each cell's adapter from this many seeds (seed, "
                     "seed+1, ...), with their mean and a 95% t-interval"),
     },
+    "transfer": {
+        "a": _W("Model A", "whose probe and class directions are carried"),
+        "b": _W("Model B", "where they are read, without refitting"),
+        "cut_a": _W("Cut in A", "A's layer the probe is fitted on; empty (with B's empty): A's cuts along depth"),
+        "cut_b": _W("Cut in B", "B's layer it is carried into; empty: the one at A's relative depth"),
+        "max_train": _W("Training images", "the adapter and the probes are fitted on at most this many"),
+        "max_test": _W("Test images", "everything is read on at most this many"),
+        "seed": _W("Random seed", "the random-init adapter's draw (the floor every transfer is read against)"),
+    },
     "similarity": {
         "a": _W("Model A (rows)", "the model whose layers are the rows"),
         "b": _W("Model B (columns)", "the model whose layers are the columns"),

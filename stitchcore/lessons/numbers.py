@@ -196,6 +196,17 @@ def _assemble(s: Mapping[str, Any]) -> Numbers:
 
 
 # Each kind's numbers from its summary (tests/test_lesson_numbers.py checks one per registered kind).
+def _transfer(s: Mapping[str, Any]) -> Numbers:
+    """The transferred probe's accuracy on B (one cut pair, or its range over the pairs along depth)."""
+    points = [p for p in s.get("points") or [] if isinstance(p, Mapping)]
+    out: Numbers = {}
+    if len(points) == 1:
+        _put(out, "accuracy", _one("accuracy", points[0].get("transferred"), points[0].get("transferred_ci")))
+    else:
+        _put(out, "accuracy", _span("accuracy", (p.get("transferred") for p in points), "over the {n} cut pairs"))
+    return out
+
+
 READERS: dict[str, Callable[[Mapping[str, Any]], Numbers]] = {
     "assemble": _assemble,
     "lmdepth": _lmdepth,
@@ -205,6 +216,7 @@ READERS: dict[str, Callable[[Mapping[str, Any]], Numbers]] = {
     "similarity": _similarity,
     "stitch": _stitch,
     "sweep": _sweep,
+    "transfer": _transfer,
     "zoo": _zoo,
 }
 

@@ -29,6 +29,7 @@ from stitchcore.experiments import spec_from_record
 from stitchcore.experiments.assemble import assembled_cells, pareto_front
 from stitchcore.experiments.lm import labelled_points, partial_points
 from stitchcore.experiments.lm.cross import CONTROL_WORDS, cross_curves, cross_rows
+from stitchcore.experiments.transfer import transfer_points
 from stitchcore.experiments.lm.cross_depth import cross_depth_points
 from stitchcore.experiments.lm.lmdepth import PENALTY_SERIES
 from stitchcore.experiments.matrix import ControlTable, matrix_state
@@ -42,6 +43,7 @@ from stitchcore.plots import heatmap as plots_heatmap
 from stitchcore.plots import lm as plots_lm
 from stitchcore.plots import runs as plots_runs
 from stitchcore.plots import traits as plots_traits
+from stitchcore.plots import transfer as plots_transfer
 from stitchcore.plots.penalty import (
     DEBIASED_COLUMN,
     LOSS_PENALTY_COLUMN,
@@ -534,6 +536,15 @@ def _assemble(record: RunRecord, store: Store) -> list[RunFigure]:
                    for r in recipes]  # fmt: skip
 
 
+def _transfer(record: RunRecord, store: Store) -> list[RunFigure]:
+    s = record.summary if record.status == "done" else {}
+    points = transfer_points(s)
+    if not points:
+        return []
+    return [_plain("transfer-accuracy", plots_transfer.transfer_accuracy(points, s.get("chance"))),
+            _plain("transfer-ratio", plots_transfer.transfer_ratio(points))]
+
+
 def _zoo(record: RunRecord, store: Store) -> list[RunFigure]:
     return _curve(record, store, "Training curve")
 
@@ -549,6 +560,7 @@ FIGURES: dict[str, Callable[[RunRecord, Store], list[RunFigure]]] = {
     "similarity": _similarity,
     "stitch": _stitch,
     "sweep": _sweep,
+    "transfer": _transfer,
     "zoo": _zoo,
 }
 

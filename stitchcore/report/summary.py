@@ -211,6 +211,19 @@ def _lmdepth_numbers(s: Mapping[str, Any]) -> list[tuple[str, Any]]:
     return [*_lm_base_numbers(s), ("Points", str(len(s.get("points") or [])))]
 
 
+def _transfer_numbers(s: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """One cut pair's (or, along depth, the deepest pair's) three probe accuracies and the ratio."""
+    points = sorted(s.get("points") or [], key=lambda p: p["depth_a"])
+    if not points:
+        return []
+    p = points[-1]
+    where = f" ({p['cut_a']} → {p['cut_b']})" if len(points) > 1 else ""
+    return [(f"Transferred{where}", _with_ci(_number("accuracy", p["transferred"]), p["transferred_ci"], "accuracy")),
+            ("Native (fitted on B)", _with_ci(_number("accuracy", p["native"]), p["native_ci"], "accuracy")),
+            ("Random adapter", _with_ci(_number("accuracy", p["random_adapter"]), p["random_adapter_ci"], "accuracy")),
+            ("Transferred / native", f"{p['ratio']:.3f} [{p['ratio_ci'][0]:.3f}–{p['ratio_ci'][1]:.3f}]")]
+
+
 def _matrix_numbers(s: Mapping[str, Any]) -> list[tuple[str, Any]]:
     return [("Cells", _number("n_cells", s.get("n_cells"))), ("Skipped pairs", str(len(s.get("skipped") or {})))]
 
@@ -239,6 +252,7 @@ HEADLINES: dict[str, Callable[[Mapping[str, Any]], list[tuple[str, Any]]]] = {
     "matrix": _matrix_numbers,
     "merge": _lm_pair_numbers("merged"),
     "similarity": _similarity_numbers,
+    "transfer": _transfer_numbers,
     "stitch": _stitch_numbers,
     "sweep": _sweep_numbers,
     "zoo": _zoo_numbers,

@@ -36,6 +36,7 @@ from views.run_views.lm import lm_view
 from views.run_views.matrix import matrix_view
 from views.run_views.similarity import similarity_view
 from views.run_views.sweep import sweep_view
+from views.run_views.transfer import transfer_view
 
 __all__ = [
     "CARDS",
@@ -49,6 +50,7 @@ __all__ = [
     "similarity_view",
     "stitch_card",
     "sweep_view",
+    "transfer_view",
     "zoo_card",
 ]
 
@@ -64,6 +66,7 @@ VIEWS: dict[str, Callable[..., None]] = {
     "similarity": similarity_view,
     "stitch": card_view,
     "sweep": sweep_view,
+    "transfer": transfer_view,
     "zoo": card_view,
 }
 
