@@ -132,25 +132,34 @@ def bpb_heatmap(heat: Mapping[str, Any], *, title: str | None = None) -> go.Figu
                    value_label="bits per byte above B", intervals=heat.get("values_ci"))  # fmt: skip
 
 
+def _bars(labels: list[str], values: list[float], colors: list[str], cis: list[Any], *, unit: str, over: str,
+          axis: str, title: str) -> go.Figure:
+    """One bar a model, each with its 95% interval (``cis``: [lo, hi] or None) as an error bar and on hover."""
+    spans = [interval(ci) for ci in cis]
+    words = ["" if s is None else f"<br>95% interval {s[0]:.4f} – {s[1]:.4f} (bootstrap over the {over})"
+             for s in spans]  # fmt: skip
+    fig = go.Figure(go.Bar(
+        x=labels, y=values, marker_color=colors, text=[f"{v:.3f}" for v in values], customdata=words,
+        error_y=error_bars(values, spans),
+        # the value inside the bar where an error bar rises above it, else on top
+        **({"textposition": "inside", "insidetextanchor": "end", "textfont": {"color": "white"}} if any(spans)
+           else {"textposition": "outside"}),
+        hovertemplate=f"%{{x}}: %{{y:.4f}} {unit}%{{customdata}}<extra></extra>",
+    ))  # fmt: skip
+    if not labels:
+        add_note(fig, "no scores yet")
+    fig.update_yaxes(title_text=axis, rangemode="tozero")
+    return house_style(fig, title, legend=False)
+
+
 def bpb_bars(rows: list[Mapping[str, Any]], *, title: str | None = None) -> go.Figure:
     """Bits per byte of a cross-tokenizer stitch, B alone, A alone and the controls (lower is better), each with
     its 95% interval over the held-out windows (``rows``: :func:`stitchcore.experiments.lm.cross.cross_rows`)."""
     colors = {"stitched": ROLE_COLORS["stitched"], "b": ROLE_COLORS["b"], "a": ROLE_COLORS["a"]}
-    spans = [interval(r.get("ci")) for r in rows]
-    words = ["" if s is None else f"<br>95% interval {s[0]:.4f} – {s[1]:.4f} (bootstrap over the held-out windows)"
-             for s in spans]  # fmt: skip
-    values = [r["bits_per_byte"] for r in rows]
-    fig = go.Figure(go.Bar(
-        x=[r["label"] for r in rows], y=values, marker_color=[colors.get(r["role"], "#9e9e9e") for r in rows],
-        text=[f"{v:.3f}" for v in values], customdata=words, error_y=error_bars(values, spans),
-        **({"textposition": "inside", "insidetextanchor": "end", "textfont": {"color": "white"}} if any(spans)
-           else {"textposition": "outside"}),
-        hovertemplate="%{x}: %{y:.4f} bits per byte%{customdata}<extra></extra>",
-    ))  # fmt: skip
-    if not rows:
-        add_note(fig, "no scores yet")
-    fig.update_yaxes(title_text="B's next-token loss (bits / byte)", rangemode="tozero")
-    return house_style(fig, title or "Bits per byte on held-out text (lower is better)", legend=False)
+    return _bars([r["label"] for r in rows], [r["bits_per_byte"] for r in rows],
+                 [colors.get(r["role"], "#9e9e9e") for r in rows], [r.get("ci") for r in rows], unit="bits per byte",
+                 over="held-out windows", axis="B's next-token loss (bits / byte)",
+                 title=title or "Bits per byte on held-out text (lower is better)")  # fmt: skip
 
 
 def loss_bars(summary: Mapping[str, Any], *, title: str | None = None) -> go.Figure:
@@ -163,19 +172,7 @@ def loss_bars(summary: Mapping[str, Any], *, title: str | None = None) -> go.Fig
             ("B", b["loss"], ROLE_COLORS["b"], b.get("loss_ci"))]
     if finite(summary.get("loss")):
         rows.append((joined, summary["loss"], ROLE_COLORS["stitched"], summary.get("loss_ci")))
-    spans = [interval(r[3]) for r in rows]
-    words = ["" if s is None else f"<br>95% interval {s[0]:.4f} – {s[1]:.4f} (bootstrap over the validation windows)"
-             for s in spans]  # fmt: skip
-    fig = go.Figure(go.Bar(
-        x=[r[0] for r in rows], y=[r[1] for r in rows], marker_color=[r[2] for r in rows],
-        text=[f"{r[1]:.3f}" for r in rows], customdata=words, error_y=error_bars([r[1] for r in rows], spans),
-        # the value inside the bar where an error bar rises above it, else on top
-        **({"textposition": "inside", "insidetextanchor": "end", "textfont": {"color": "white"}} if any(spans)
-           else {"textposition": "outside"}),
-        hovertemplate="%{x}: loss %{y:.4f} nats/token%{customdata}<extra></extra>",
-    ))  # fmt: skip
-    if not rows:
-        add_note(fig, "no scores yet")
-    fig.update_yaxes(title_text="validation loss (nats / token)", rangemode="tozero")
-    return house_style(fig, title or "Validation loss (lower is better)", legend=False)
+    return _bars([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows],
+                 unit="nats/token", over="validation windows", axis="validation loss (nats / token)",
+                 title=title or "Validation loss (lower is better)")  # fmt: skip
 
