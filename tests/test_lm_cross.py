@@ -180,3 +180,17 @@ def test_a_depth_sweep_across_tokenizers_draws_bits_per_byte_by_depth_and_every_
     assert "bits per byte above B alone" in capsys.readouterr().out
     with pytest.raises(StitchError, match="mode stitch and head b"):
         run_experiment("lmdepth", DepthSpec(a=char_ref, b=bpe_ref, modes=("merge",), steps=0), store)
+
+
+def test_an_hf_gpt2_with_a_fast_tokenizer_takes_the_same_path(pair, tmp_path):
+    """A Hugging Face GPT-2 (random weights, its own BPE saved beside it) as B: its offsets give the byte spans."""
+    from tests.lm_helpers import save_tiny_gpt2
+
+    store, char_ref, _ = pair
+    hf = f"hf:{save_tiny_gpt2(tmp_path / 'gpt2', seed=0)}"
+    spec = LMStitchSpec(a=char_ref, b=hf, cut_a=1, cut_b=1, steps=0, eval_windows=16)
+    s = run_experiment("lmstitch", spec, store).record.summary
+    assert s["mode"] == "cross" and s["tokenizers"]["b"].startswith("tokenizer of")
+    assert s["eval_bytes"] > 0 and s["bits_per_byte"] > 0
+    assert {"bits_per_byte", "stitch_better"} <= set(s["controls"]["shuffled_alignment"])
+    assert "bits_per_byte" in s["controls"]["random_a"]  # A (a zoo GPT) has its random twin
