@@ -194,3 +194,22 @@ def test_an_hf_gpt2_with_a_fast_tokenizer_takes_the_same_path(pair, tmp_path):
     assert s["eval_bytes"] > 0 and s["bits_per_byte"] > 0
     assert {"bits_per_byte", "stitch_better"} <= set(s["controls"]["shuffled_alignment"])
     assert "bits_per_byte" in s["controls"]["random_a"]  # A (a zoo GPT) has its random twin
+
+
+def test_a_token_property_probe_is_carried_across_tokenizers(pair, capsys):
+    """The transfer kind on text: 'inside a string literal' read on B's own tokens; the random adapter at chance."""
+    from stitchcore.cli.main import main
+
+    store, char_ref, bpe_ref = pair
+    argv = ["transfer", "--a", char_ref, "--b", bpe_ref, "--cut-a", "h.1", "--cut-b", "h.1", "--max-train", "128",
+            "--max-test", "96", "--store", str(store.root), "--json", "--quiet"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["property"] == "inside a string literal" and out["chance"] == 0.5 and out["cut_a"] == "h.1"
+    for side in ("transferred", "native", "random_adapter"):
+        lo, hi = out[f"{side}_ci"]
+        assert lo <= out[side] <= hi, side
+    lo, hi = out["random_adapter_ci"]
+    assert lo <= 0.5 <= hi + 1e-9  # through a random adapter: chance
+    assert out["transferred_ci"][0] > 0.52 and out["above_random_ci"][0] > 0  # through the fitted one: above it
+    assert out["verdict"].startswith("carried") and out["steering"] == "for image classes only"

@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-VIEWS_LINES_MAX = 3_497  # views/ after issue 43 (the cross-tokenizer views and form, the Transfer page and view: +169; 3,328 after issue 42, 3,878 at issue 40's start)
+VIEWS_LINES_MAX = 3_504  # views/ after issue 43 (the cross-tokenizer views and form, the Transfer page and view: +176; 3,328 after issue 42, 3,878 at issue 40's start)
 ADD_ARGUMENT_MAX = 70  # hand-written CLI flags (170 at the issue's start): the rest come from the declarations
 MODULE_LINES_MAX = 600
 

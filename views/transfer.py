@@ -37,10 +37,11 @@ st.title("Transfer a probe through a stitch")
 st.caption("Fit a linear probe of the classes on A's layer, carry it through a stitch adapter fitted between A's and "
            "B's layers, and read it on B without fitting anything on B: beside a probe fitted on B (the ceiling) and "
            "one carried through a random-init adapter (the floor). Class directions are carried too, and added to B's "
-           "layer to see whether they steer B's output as B's own do.")
+           "layer to see whether they steer B's output as B's own do. Two language models (other tokenizers too): the "
+           "probe reads whether a token is inside a string literal.")
 spec_form.from_link(KIND, prefix=PREFIX, state_keys=PICKERS)
 spec_form.show_link_notes(PREFIX, clear=not spec_form.linked(KIND))
-zoo = sorted(r.summary["ref"] for r in list_zoo_models(ui.get_store()) if r.summary.get("input_kind") != "tokens")
+zoo = sorted(r.summary["ref"] for r in list_zoo_models(ui.get_store()))  # two image models, or two language models
 left, right = st.columns(2)
 with left:
     ref_a, ref_b = ui.pick_model("a", zoo, 0, prefix=PREFIX), ui.pick_model("b", zoo, 1, prefix=PREFIX)

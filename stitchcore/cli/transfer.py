@@ -39,13 +39,18 @@ def transfer_text(s: dict[str, Any]) -> str:
 
     lines = [f"{'A cut -> B cut':24s} " + " ".join(f"{side:>24s}" for side in SIDES) + "  ratio  steering t/n/r"]
     for p in transfer_points(s):
-        steer = "/".join(f"{p['steering'][side]:+.3f}" for side in SIDES)
+        steer = "/".join(f"{p['steering'][side]:+.3f}" for side in SIDES) if "steering" in p else "-"
         lines.append(f"{p['cut_a'] + ' -> ' + p['cut_b']:24s} " + " ".join(f"{_pct(p[side], p[side + '_ci']):>24s}"
                                                                           for side in SIDES)
                      + f"  {p['ratio']:.3f}  {steer}")  # fmt: skip
-    lines.append(f"chance {s['chance']:.1%}; probes fitted on {s['n_train']:,} training images of {s['dataset']}, "
-                 f"read on {s['n_test']:,} test images; steering: the rise of B's probability of a class when its "
-                 "direction is added (transferred / native / random adapter)")
+    if "property" in s:  # two language models: a token property, balanced accuracy
+        lines.append(f"{s['measure']} of '{s['property']}' (chance 50%); probes fitted on {s['n_train']:,} training "
+                     f"windows of {s['dataset']}, read on {s['n_test']:,} held-out windows; steering: "
+                     f"{s['steering']}")  # fmt: skip
+    else:
+        lines.append(f"chance {s['chance']:.1%}; probes fitted on {s['n_train']:,} training images of {s['dataset']}, "
+                     f"read on {s['n_test']:,} test images; steering: the rise of B's probability of a class when "
+                     "its direction is added (transferred / native / random adapter)")
     return "\n".join(lines)
 
 

@@ -31,12 +31,15 @@ from stitchcore.experiments._registry import RunContext, register_experiment
 from stitchcore.experiments._spec import Spec, check_seed
 from stitchcore.experiments._bounds import check_count
 from stitchcore.experiments.dataset_check import load_pair, pair_dataset
-from stitchcore.experiments.estimate import Estimate, EstimateContext, calibrated, estimate_from, ms, where
+from stitchcore.data.text import check_text
+from stitchcore.experiments.estimate import Estimate, EstimateContext, calibrated, estimate_from, ms, timed, where
+from stitchcore.experiments.transfer_text import MAX_PIECES, text_features, text_pairs, text_transfer
 from stitchcore.experiments.timing import full_forward
 from stitchcore.measures.intervals import mean_ci, paired_statistic_ci
 from stitchcore.measures.probe_kl import pooled_cuts
 from stitchcore.measures.transfer import add_direction, carried_probe, class_direction, fit_probe, pooled_map
 from stitchcore.models.loaded import LoadedModel
+from stitchcore.models.sources import load_model
 from stitchcore.stitching.activations import iter_cuts
 from stitchcore.stitching.adapters import AdapterSpec, build_adapter
 from stitchcore.stitching.fits import fit_adapter
@@ -112,8 +115,22 @@ def _inputs(spec: TransferSpec, store: Any) -> tuple[LoadedModel, LoadedModel, I
     return a, b, ds, pairs
 
 
+def _language_models(spec: TransferSpec, store: Any) -> tuple[LoadedModel, LoadedModel] | None:
+    """A and B when both are language models (the text property's transfer), else None; one of each is refused."""
+    a, b = load_model(spec.a, store=store), load_model(spec.b, store=store)
+    kinds = {a.input_kind == "tokens", b.input_kind == "tokens"}
+    if kinds == {True, False}:
+        raise StitchError("a transfer joins two image models or two language models, not one of each")
+    return (a, b) if kinds == {True} else None
+
+
 def check_transfer(spec: TransferSpec, store: Any) -> None:
     """Models, data and cuts (and that an adapter joins each pair), before anything is stored."""
+    if (lms := _language_models(spec, store)) is not None:
+        if spec.dataset:
+            check_text(spec.dataset)
+        text_pairs(spec, *lms)  # positions in range, as names or numbers
+        return
     _inputs(spec, store)
 
 
@@ -203,6 +220,10 @@ def estimate_transfer(spec: TransferSpec, ectx: EstimateContext) -> Estimate:
     def units() -> dict:
         t0 = time.perf_counter()
         a, b = ectx.load(spec.a), ectx.load(spec.b)
+        if a.input_kind == "tokens":  # text: per position pair, both models over the windows (timed on 8)
+            pieces = ["def f(x):\n    return 'a' + x\n" * 4] * 8
+            per = timed(lambda: text_features(a, b, pieces, ectx.device)) / 8
+            return {"setup": time.perf_counter() - t0, "text": per, "pairs": len(text_pairs(spec, a, b))}
         ds = pair_dataset(spec, a, b)
         return {"setup": time.perf_counter() - t0, "a": full_forward(a, ds, ectx.device),
                 "b": full_forward(b, ds, ectx.device), "pairs": len(_pairs(spec, a, b)), "k": ds.num_classes,
@@ -211,6 +232,10 @@ def estimate_transfer(spec: TransferSpec, ectx: EstimateContext) -> Estimate:
     key = ("transfer", spec.a, spec.b, spec.cut_a, spec.cut_b, spec.dataset, ectx.model_key(spec.a),
            ectx.model_key(spec.b), where(ectx.device))  # fmt: skip
     u = calibrated(key, units)
+    if "text" in u:
+        pieces = min(spec.max_train, MAX_PIECES["train"]) + min(spec.max_test, MAX_PIECES["test"])
+        seconds = u["setup"] + u["pairs"] * (2 * pieces * u["text"] + PAIR_FIT_S)
+        return estimate_from(seconds, f"calibrated: A and B over one window = {ms(u['text'])}; {u['pairs']} positions")
     n_train, n_test = min(spec.max_train, u["n_train"]), min(spec.max_test, u["n_test"])
     both = u["a"] + u["b"]
     seconds = (u["setup"] + both * (n_train + n_test) + u["pairs"] * (both * n_train + 3 * u["k"] * u["b"] * n_test
@@ -223,6 +248,11 @@ def run_transfer(spec: TransferSpec, ctx: RunContext) -> dict[str, Any]:
     """Every cut pair's probe and steering transfer (see the module docstring)."""
     t0 = time.perf_counter()
     ctx.progress(0.0, "loading models and data")
+    if (lms := _language_models(spec, ctx.store)) is not None:  # a token property on text
+        out = text_transfer(spec, ctx, *lms)
+        if len(out["points"]) == 1:
+            out |= out["points"][0]
+        return {**out, "seconds": round(time.perf_counter() - t0, 3)}
     a, b, ds, pairs = _inputs(spec, ctx.store)
     n = {"train": min(spec.max_train, len(ds.labels("train"))), "test": min(spec.max_test, len(ds.labels("test")))}
     labels = {s: ds.labels(s)[: n[s]].long() for s in n}

@@ -32,8 +32,14 @@ def transfer_view(rec: RunRecord, *, key: str) -> None:
         ui.chart(right, plots.transfer_ratio(points), key=f"{key}-tratio-{rec.id}", file_name=f"{rec.id}-ratio.csv")
         st.dataframe([{"A → B": f"{p['cut_a']} → {p['cut_b']}", **{side: round(p[side], 4) for side in SIDES},
                        "ratio": round(p["ratio"], 3), **{f"steering {side}": round(p["steering"][side], 4)
-                                                          for side in SIDES}, "verdict": p["verdict"]}
+                                                          for side in SIDES if "steering" in p}, "verdict": p["verdict"]}
                       for p in points], hide_index=True, width="stretch", key=f"{key}-trows-{rec.id}")  # fmt: skip
+        if "property" in s:  # two language models
+            st.caption(ui.plain(f"A token property, '{s['property']}', scored as {s['measure']} (chance 50%): probes "
+                                f"fitted on {s['n_train']:,} training windows of {s['dataset']}, read on "
+                                f"{s['n_test']:,} held-out windows of B's own tokens (A: {s['tokenizers']['a']}, B: "
+                                f"{s['tokenizers']['b']}). Steering: {s['steering']}."))
+            return
         st.caption(ui.plain(f"Probes fitted on {s['n_train']:,} training images of {s['dataset']}, read on "
                             f"{s['n_test']:,} test images (chance {s['chance']:.1%}). Transferred: A's probe read on B "
                             "through the fitted adapter, nothing fitted on B; native: fitted on B at that cut; random "
