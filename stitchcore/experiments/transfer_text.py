@@ -20,8 +20,7 @@ import torch
 from stitchcore.data.text import load_text
 from stitchcore.errors import StitchError
 from stitchcore.experiments._registry import RunContext
-from stitchcore.experiments.lm._pair import FIT_BATCHES, receiver_block
-from stitchcore.experiments.lm.specs import LM_ADAPTER
+from stitchcore.experiments.lm import FIT_BATCHES, LM_ADAPTER, receiver_block
 from stitchcore.lm.cross import cross_pairs, cross_windows
 from stitchcore.lm.evaluate import VAL_FRACTION
 from stitchcore.lm.parts import LMParts, cut_name, lm_parts, make_token_adapter, parse_position

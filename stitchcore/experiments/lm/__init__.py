@@ -18,7 +18,7 @@ from __future__ import annotations
 
 # Importing the kind modules registers merge, lmstitch and lmdepth.
 from stitchcore.experiments.lm import fields, lmdepth, lmstitch, merge  # noqa: F401
-from stitchcore.experiments.lm._pair import LMSetup, setup_pair
+from stitchcore.experiments.lm._pair import FIT_BATCHES, LMSetup, receiver_block, setup_pair
 from stitchcore.experiments.lm.estimate import estimate_depth, estimate_lm, estimate_lm_stitch, estimate_merge
 from stitchcore.experiments.lm.lmdepth import (
     check_depth,
@@ -32,6 +32,6 @@ from stitchcore.experiments.lm.lmstitch import check_lm_stitch, run_lm_stitch
 from stitchcore.experiments.lm.merge import check_merge, run_merge
 from stitchcore.experiments.lm.specs import LM_ADAPTER, MODES, DepthSpec, LMStitchSpec, MergeSpec
 
-__all__ = ["LM_ADAPTER", "MODES", "DepthSpec", "LMSetup", "LMStitchSpec", "MergeSpec", "check_depth", "check_lm_stitch",
+__all__ = ["FIT_BATCHES", "LM_ADAPTER", "MODES", "DepthSpec", "LMSetup", "LMStitchSpec", "MergeSpec", "check_depth", "check_lm_stitch",
            "check_merge", "curve_label", "depth_unit", "estimate_depth", "estimate_lm", "estimate_lm_stitch", "estimate_merge",
-           "labelled_points", "partial_points", "run_depth", "run_lm_stitch", "run_merge", "setup_pair"]
+           "labelled_points", "partial_points", "receiver_block", "run_depth", "run_lm_stitch", "run_merge", "setup_pair"]
