@@ -36,6 +36,14 @@ from tests.lm_helpers import TINY
 CPU = torch.device("cpu")
 
 
+def _cli_json(argv: list[str], capsys) -> dict:
+    """The CLI's one JSON object for ``argv`` (exit code 0)."""
+    from stitchcore.cli.main import main
+
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
 def _recipe(tokenizer: str, epochs: int = 12) -> ZooRecipe:
     return ZooRecipe(arch="gpt", dataset="pydoc", seed=0, optimizer="adamw", epochs=epochs, batch_size=16,
                      arch_kwargs=TINY, tokenizer=tokenizer)
@@ -120,8 +128,7 @@ def test_the_lmstitch_verb_across_tokenizers_gives_bits_per_byte_and_controls(pa
     store, char_ref, bpe_ref = pair
     argv = ["lmstitch", "--a", char_ref, "--b", bpe_ref, "--cut-a", "1", "--cut-b", "1", "--steps", "40",
             "--eval-windows", "48", "--store", str(store.root), "--json", "--quiet"]
-    assert main(argv) == 0
-    out = json.loads(capsys.readouterr().out)
+    out = _cli_json(argv, capsys)
     assert out["kind"] == "lmstitch" and out["mode"] == "cross"
     lo, hi = out["bits_per_byte_ci"]
     assert lo <= out["bits_per_byte"] <= hi and out["b_bits_per_byte"] < out["bits_per_byte"]
@@ -161,8 +168,7 @@ def test_a_depth_sweep_across_tokenizers_draws_bits_per_byte_by_depth_and_every_
     store, char_ref, bpe_ref = pair
     argv = ["merge", "--a", char_ref, "--b", bpe_ref, "--steps", "0", "--heatmap", "--eval-windows", "48",
             "--store", str(store.root), "--json", "--quiet"]
-    assert main(argv) == 0
-    out = json.loads(capsys.readouterr().out)
+    out = _cli_json(argv, capsys)
     assert out["mode"] == "cross_depth" and [p["split"] for p in out["points"]] == [0, 1, 2]
     assert set(out["skipped"]) == {"merge, head a", "merge, head b", "stitch, head a"}  # each with its reason
     for p in out["points"]:
@@ -198,13 +204,11 @@ def test_an_hf_gpt2_with_a_fast_tokenizer_takes_the_same_path(pair, tmp_path):
 
 def test_a_token_property_probe_is_carried_across_tokenizers(pair, capsys):
     """The transfer kind on text: 'inside a string literal' read on B's own tokens; the random adapter at chance."""
-    from stitchcore.cli.main import main
 
     store, char_ref, bpe_ref = pair
     argv = ["transfer", "--a", char_ref, "--b", bpe_ref, "--cut-a", "h.1", "--cut-b", "h.1", "--max-train", "128",
             "--max-test", "96", "--store", str(store.root), "--json", "--quiet"]
-    assert main(argv) == 0
-    out = json.loads(capsys.readouterr().out)
+    out = _cli_json(argv, capsys)
     assert out["property"] == "inside a string literal" and out["chance"] == 0.5 and out["cut_a"] == "h.1"
     for side in ("transferred", "native", "random_adapter"):
         lo, hi = out[f"{side}_ci"]

@@ -22,8 +22,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import torch
-import torch.nn.functional as F
 
+from stitchcore.measures.transfer import fit_probe
 from stitchcore.stitching.activations import iter_cuts
 
 if TYPE_CHECKING:
@@ -51,24 +51,10 @@ def pooled(h: torch.Tensor, layout: str) -> torch.Tensor:
 def probe_probabilities(train_x: torch.Tensor, train_y: torch.Tensor, held_x: torch.Tensor, n_classes: int, *,
                         l2: float = 1e-3, steps: int = 100) -> torch.Tensor:  # fmt: skip
     """A logistic probe fitted on ``train_x`` [N, D] (standardised by its own mean and spread) and labels
-    ``train_y`` [N] (L-BFGS, ``l2`` on the weights); its class probabilities for ``held_x`` [M, D] -> [M, K]."""
-    mean, std = train_x.mean(0), train_x.std(0).clamp_min(1e-6)
-    x, held = (train_x - mean) / std, (held_x - mean) / std
-    w = torch.zeros(x.shape[1], n_classes, dtype=torch.float64, requires_grad=True)
-    b = torch.zeros(n_classes, dtype=torch.float64, requires_grad=True)
-    x64, y = x.double(), train_y.long()
-    opt = torch.optim.LBFGS([w, b], max_iter=steps, line_search_fn="strong_wolfe")
-
-    def loss() -> torch.Tensor:
-        opt.zero_grad()
-        value = F.cross_entropy(x64 @ w + b, y) + l2 * w.pow(2).sum()
-        value.backward()
-        return value
-
-    with torch.enable_grad():
-        opt.step(loss)
-    with torch.no_grad():
-        return torch.softmax(held.double() @ w + b, dim=1).float()
+    ``train_y`` [N] (:func:`~stitchcore.measures.transfer.fit_probe`); its class probabilities for ``held_x``
+    [M, D] -> [M, K]."""
+    probe = fit_probe(train_x, train_y, n_classes, l2=l2, steps=steps)
+    return torch.softmax(probe.logits(held_x), dim=1).float()
 
 
 def symmetric_kl(p: torch.Tensor, q: torch.Tensor, eps: float = 1e-6) -> float:

@@ -53,7 +53,7 @@ class Probe:
 
 def fit_probe(x: torch.Tensor, y: torch.Tensor, n_classes: int, *, l2: float = 1e-3, steps: int = 100) -> Probe:
     """A logistic probe fitted on ``x`` [N, D] (standardised by its own mean and spread), labels ``y`` [N]
-    (L-BFGS, ``l2`` on the weights; the same fit as :func:`~stitchcore.measures.probe_kl.probe_probabilities`)."""
+    (L-BFGS, ``l2`` on the weights; also the probes of :mod:`~stitchcore.measures.probe_kl`)."""
     mean, std = x.double().mean(0), x.double().std(0).clamp_min(1e-6)
     z = (x.double() - mean) / std
     w = torch.zeros(x.shape[1], n_classes, dtype=torch.float64, requires_grad=True)

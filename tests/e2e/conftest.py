@@ -180,6 +180,21 @@ def v1_store(tmp_path_factory) -> Path:
     return dst
 
 
+def v1_with_run(tmp_path_factory, name: str, kind: str, spec) -> tuple[Path, str]:
+    """A fresh copy of store_v1 (under ``name``) with one more run of ``kind`` made in it: (store dir, run id)."""
+    from stitchcore.experiments import run_experiment
+    from stitchcore.store.results import Store
+    from tests.conftest import copy_store
+
+    dst = tmp_path_factory.mktemp(name) / "store"
+    copy_store(ROOT / "tests" / "fixtures" / "store_v1", dst)
+    store = Store(dst)
+    try:
+        return dst, run_experiment(kind, spec, store).record.id
+    finally:
+        store.close()
+
+
 @pytest.fixture(scope="session")
 def v1_url(v1_store):
     """Base URL of a second StitchLab server over the copy of store_v1; stopped after the session."""

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from stitchcore.experiments import run_experiment
 from stitchcore.experiments.lm import LMStitchSpec
-from stitchcore.store.results import Store
-from tests.e2e.conftest import ROOT, open_app, serve
+from tests.e2e.conftest import open_app, serve, v1_with_run
 
 GPTS = ("zoo:gpt-pydoc-s0-adamw-0a2972", "zoo:gpt-pydoc-s1-adamw-0b2075")  # the fixture's two char-GPTs
 
@@ -16,16 +14,8 @@ GPTS = ("zoo:gpt-pydoc-s0-adamw-0a2972", "zoo:gpt-pydoc-s1-adamw-0b2075")  # the
 @pytest.fixture(scope="module")
 def lm_server(tmp_path_factory):
     """A server over a copy of store_v1 plus one small LM stitch run; yields (url, run id)."""
-    from tests.conftest import copy_store
-
-    dst = tmp_path_factory.mktemp("e2e-lmstitch") / "store"
-    copy_store(ROOT / "tests" / "fixtures" / "store_v1", dst)
-    store = Store(dst)
-    try:
-        spec = LMStitchSpec(a=GPTS[0], b=GPTS[1], cut_a=1, steps=20, eval_windows=16, sample_tokens=40)
-        run_id = run_experiment("lmstitch", spec, store).record.id
-    finally:
-        store.close()
+    spec = LMStitchSpec(a=GPTS[0], b=GPTS[1], cut_a=1, steps=20, eval_windows=16, sample_tokens=40)
+    dst, run_id = v1_with_run(tmp_path_factory, "e2e-lmstitch", "lmstitch", spec)
     with serve(dst) as url:
         yield url, run_id
 

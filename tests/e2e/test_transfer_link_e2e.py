@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from stitchcore.experiments import new_spec, run_experiment
-from stitchcore.store.results import Store
-from tests.e2e.conftest import ROOT, open_app, serve
+from stitchcore.experiments import new_spec
+from tests.e2e.conftest import open_app, serve, v1_with_run
 
 CNNS = ("zoo:cnn-digits-s0-3a5c8f", "zoo:cnn-digits-s1-d927a0")  # the fixture's two digit CNNs
 
@@ -15,16 +14,8 @@ CNNS = ("zoo:cnn-digits-s0-3a5c8f", "zoo:cnn-digits-s1-d927a0")  # the fixture's
 @pytest.fixture(scope="module")
 def transfer_server(tmp_path_factory):
     """A server over a copy of store_v1 plus one transfer along depth; yields (url, run id)."""
-    from tests.conftest import copy_store
-
-    dst = tmp_path_factory.mktemp("e2e-transfer") / "store"
-    copy_store(ROOT / "tests" / "fixtures" / "store_v1", dst)
-    store = Store(dst)
-    try:
-        spec = new_spec("transfer", {"a": CNNS[0], "b": CNNS[1], "max_train": 300, "max_test": 200})
-        run_id = run_experiment("transfer", spec, store).record.id
-    finally:
-        store.close()
+    spec = new_spec("transfer", {"a": CNNS[0], "b": CNNS[1], "max_train": 300, "max_test": 200})
+    dst, run_id = v1_with_run(tmp_path_factory, "e2e-transfer", "transfer", spec)
     with serve(dst) as url:
         yield url, run_id
 

@@ -31,6 +31,7 @@ from stitchcore.lm.cross import (
     bpb_ci,
     bpb_penalty_ci,
     build_cross_stitch,
+    cross_batches,
     cross_pairs,
     cross_windows,
     shuffled_alignment,
@@ -262,9 +263,11 @@ def _one(spec: LMStitchSpec | DepthSpec, ctx: RunContext, s: CrossSetup, side: _
         if step % 5 == 0 or step == total:
             ctx.log(step0 + step, {CURVES[tag]: metrics["loss"]})
 
-    def batches() -> Iterator[tuple[CrossBatch, torch.Tensor]]:
-        for k in range(spec.steps):
-            x = side.view(s.windows(s.fit_text, spec.batch_size, spec.seed * 100_003 + k), 10**5 + k)
+    def batches() -> Iterator[tuple[CrossBatch, torch.Tensor]]:  # each step's windows, as the side reads them
+        drawn = cross_batches(s.fit_text, a.codec, b.codec, spec.batch_size, s.chars, (a.context, b.context),
+                              spec.seed, spec.steps)  # fmt: skip
+        for k, (x, _) in enumerate(drawn):
+            x = side.view(x, 10**5 + k)
             yield x, x.targets
 
     until = Convergence(held_out, spec.check_every, spec.patience, spec.tol) if spec.converges and spec.steps else None
